@@ -1,0 +1,123 @@
+# ucfs — one non-recursive Makefile, out-of-tree build in $(BUILD)/.
+#
+# Layout is by convention, so adding a file never means editing this file:
+#   blockdev/*.c            -> $(BUILD)/libbd.a
+#   lockmgr/*.c             -> $(BUILD)/liblk.a
+#   fusefs/*.c but main.c   -> $(BUILD)/libfs.a;  fusefs/main.c -> $(BUILD)/ucfs
+#   tools/NAME.c            -> $(BUILD)/NAME        (one file per tool)
+#   tools/NAME.sh           -> $(BUILD)/NAME        (shell tools, copied)
+#   tests/unit/test_*.c     -> $(BUILD)/tests/test_*   (run by tests/run.sh)
+#   tests/progs/NAME.c      -> $(BUILD)/tests/NAME     (helpers for scripts)
+#   tests/integration/*.sh  run by tests/run.sh against $(BUILD)
+#
+# Targets: all (default) | test | check (ASan+UBSan) | deps | install |
+#          clean | format-check | demo
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+SAN     ?=
+
+PKGS    := fuse3 jansson liburcu libsodium
+# Debian packages the build, the tests and the benchmarks need.
+DEB_BUILD := build-essential pkg-config libfuse3-dev fuse3 libaio-dev \
+	libjansson-dev liburcu-dev libsodium-dev
+DEB_TEST  := e2fsprogs attr acl util-linux procps psmisc tmux xz-utils \
+	python3 diffutils tar coreutils
+DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
+	hyperfine
+
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+	-DFUSE_USE_VERSION=314 -pthread -MMD -MP \
+	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wmissing-declarations -Wwrite-strings \
+	-Wpointer-arith -Wformat=2 -Wundef -Wvla \
+	-I. $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -laio -lpthread -lm
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined -DUCFS_DEBUG
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+BD_SRC  := $(wildcard blockdev/*.c)
+LK_SRC  := $(wildcard lockmgr/*.c)
+FS_SRC  := $(filter-out fusefs/main.c,$(wildcard fusefs/*.c))
+LIBS    := $(BUILD)/libfs.a $(BUILD)/liblk.a $(BUILD)/libbd.a
+
+TOOL_C  := $(wildcard tools/*.c)
+TOOL_SH := $(wildcard tools/*.sh)
+TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_C)) \
+	   $(patsubst tools/%.sh,$(BUILD)/%,$(TOOL_SH))
+DAEMON  := $(if $(wildcard fusefs/main.c),$(BUILD)/ucfs)
+UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,\
+	     $(wildcard tests/unit/test_*.c))
+PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,\
+	     $(wildcard tests/progs/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+.PHONY: all test check deps install clean format-check demo
+all: $(LIBS) $(DAEMON) $(TOOLS) $(UNIT) $(PROGS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libbd.a: $(call obj,$(BD_SRC))
+$(BUILD)/liblk.a: $(call obj,$(LK_SRC))
+$(BUILD)/libfs.a: $(call obj,$(FS_SRC))
+$(LIBS):
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(BUILD)/ucfs: $(call obj,fusefs/main.c) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/%: $(BUILD)/obj/tools/%.o $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/%: tools/%.sh
+	@mkdir -p $(dir $@)
+	install -m 0755 $< $@
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/progs/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The README's test command. tests/run.sh ends with "N passed, N failed".
+test: all
+	sh tests/run.sh $(BUILD)
+
+check:
+	$(MAKE) BUILD=build-san SAN=1 test
+
+deps:
+	@if ! dpkg -s $(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH) >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y --no-install-recommends \
+			$(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH); \
+	fi
+	@modprobe fuse 2>/dev/null || true
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin
+	install -m 0755 $(DAEMON) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(filter-out $(BUILD)/mkfs.% $(BUILD)/fsck.%,$(TOOLS)) \
+		$(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(filter $(BUILD)/mkfs.% $(BUILD)/fsck.%,$(TOOLS)) \
+		$(DESTDIR)$(PREFIX)/sbin/
+	@# mount -t fuse.ucfs runs "ucfs" through fuse3's mount helper.
+
+demo: deps all
+	sh tools/demo.sh $(BUILD)
+
+format-check:
+	clang-format --dry-run --Werror $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
+
+clean:
+	rm -rf build build-san
+
+.SECONDARY:
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

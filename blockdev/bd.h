@@ -1,0 +1,163 @@
+/*
+ * bd.h — the shared block device, as every other module sees it.
+ *
+ * A struct bd_dev is an opaque handle on a device: a regular image file, a
+ * loop device or any block device (bd_file_open), memory (bd_ram_open, for
+ * unit tests), or a fault-injecting wrapper around another device
+ * (bd_fault_open, for crash tests). All backends share one vtable
+ * (struct bd_ops in bd_internal.h); callers only use the functions below.
+ *
+ * Units and alignment: offsets and lengths are in bytes and must be
+ * multiples of BD_ALIGN; buffers must be BD_ALIGN-aligned (use
+ * bd_buf_alloc). This is what O_DIRECT needs and what the filesystem uses
+ * anyway (4 KiB blocks). Misaligned requests return -EINVAL.
+ *
+ * Durability: a write that returned 0 is on the device but possibly in its
+ * volatile cache; bd_flush() makes every completed write durable
+ * (fdatasync). BD_IO_FUA on a single I/O makes that write durable before
+ * it completes (used for journal commit records).
+ *
+ * Threads: every function may be called from any thread concurrently,
+ * except bd_close(), which must be the last call on the handle. All
+ * functions may block.
+ *
+ * Errors: functions return 0 (or a count) on success and -errno on failure;
+ * they never print.
+ */
+#ifndef UCFS_BD_H
+#define UCFS_BD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BD_ALIGN 4096u
+
+struct bd_dev;
+struct bd_fault;
+
+/* bd_file_open() flags */
+enum {
+	BD_RDONLY = 1 << 0,   /* open read-only; writes return -EROFS */
+	BD_BUFFERED = 1 << 1, /* no O_DIRECT (tmpfs, or debugging) */
+	BD_EXCL = 1 << 2,     /* take an exclusive advisory lock (flock) on
+				 the device; -EBUSY if another holder */
+};
+
+enum bd_op { BD_READ, BD_WRITE };
+
+enum {
+	BD_IO_FUA = 1 << 0, /* write through: durable before completion */
+};
+
+/* One I/O of a batch. The caller fills op..flags; the device sets ret. */
+struct bd_io {
+	enum bd_op op;
+	unsigned flags;
+	void *buf;    /* BD_ALIGN-aligned */
+	size_t len;   /* multiple of BD_ALIGN */
+	uint64_t off; /* multiple of BD_ALIGN */
+	int ret;      /* out: 0 or -errno */
+	void *priv;   /* caller's, untouched */
+};
+
+/* Completion callback of bd_submit_async(); runs on a bd thread. It may
+ * submit more I/O but must not wait for I/O of the same device. */
+typedef void (*bd_done_fn)(struct bd_io *ios, unsigned n, void *arg);
+
+/* Per-op counters, cumulative since open. Latencies in nanoseconds;
+ * hist[i] counts I/Os that took [2^i, 2^(i+1)) microseconds (hist[0] also
+ * takes < 1 us). */
+#define BD_HIST_BUCKETS 32
+struct bd_op_stats {
+	uint64_t count;
+	uint64_t bytes;
+	uint64_t errors;
+	uint64_t total_ns;
+	uint64_t max_ns;
+	uint64_t hist[BD_HIST_BUCKETS];
+};
+
+struct bd_stats {
+	struct bd_op_stats read;
+	struct bd_op_stats write;
+	struct bd_op_stats flush;
+	uint64_t batches;      /* bd_submit / bd_submit_async calls */
+	uint64_t inflight;     /* I/Os submitted and not yet complete */
+	uint64_t max_inflight; /* high-water mark of inflight */
+};
+
+/* Open a file or block device. flags: BD_*. Returns 0 and *out, or
+ * -ENOENT, -EACCES, -EROFS (writable open of a read-only device), -EBUSY
+ * (BD_EXCL and another holder), -EINVAL (size not a multiple of BD_ALIGN
+ * or zero), -ENOMEM, or another -errno from open/fstat/io_setup. */
+int bd_file_open(const char *path, unsigned flags, struct bd_dev **out);
+
+/* A zero-filled device of @size bytes in memory. -EINVAL, -ENOMEM. */
+int bd_ram_open(uint64_t size, struct bd_dev **out);
+
+/*
+ * Wrap @lower in a fault injector. The wrapper owns @lower (closing the
+ * wrapper closes it). Writes go to a volatile overlay until bd_flush() or a
+ * BD_IO_FUA write makes them durable in @lower, so that bd_fault_crash()
+ * can drop (or tear) exactly what a real disk could lose. *@fault controls
+ * the injection (below); it is freed with the device.
+ */
+int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
+		  struct bd_fault **fault);
+
+/* Fail the @n-th I/O of @op counted from now (1 = the next), with -EIO.
+ * @persistent: also fail every later one. */
+void bd_fault_fail_nth(struct bd_fault *f, enum bd_op op, uint64_t n,
+		       int persistent);
+/* Tear the @n-th write from now: only its first @keep bytes (rounded down
+ * to 512) reach the overlay, then the device crashes (as below). */
+void bd_fault_tear_nth(struct bd_fault *f, uint64_t n, size_t keep);
+/* Crash when the @n-th write from now is issued (that write is lost). */
+void bd_fault_crash_nth(struct bd_fault *f, uint64_t n);
+/* Power loss now. Unflushed writes are dropped; with @garble_seed != 0,
+ * each unflushed write is instead kept, dropped or filled with garbage,
+ * chosen by a PRNG seeded with @garble_seed. After a crash every I/O on
+ * the wrapper returns -EIO; @lower holds what survived. */
+void bd_fault_crash(struct bd_fault *f, uint64_t garble_seed);
+/* Writes issued through the wrapper so far (to pick crash points). */
+uint64_t bd_fault_writes(const struct bd_fault *f);
+/* 1 once the wrapper has crashed. */
+int bd_fault_crashed(const struct bd_fault *f);
+
+/* Size in bytes (a multiple of BD_ALIGN). */
+uint64_t bd_size(const struct bd_dev *dev);
+/* The path or a description ("ram", "fault(...)"); owned by dev. */
+const char *bd_name(const struct bd_dev *dev);
+/* 1 if opened read-only. */
+int bd_readonly(const struct bd_dev *dev);
+
+/* Synchronous single I/O. 0 or -errno (-EINVAL misaligned or past the end,
+ * -EROFS, -EIO). */
+int bd_read(struct bd_dev *dev, void *buf, size_t len, uint64_t off);
+int bd_write(struct bd_dev *dev, const void *buf, size_t len, uint64_t off,
+	     unsigned io_flags);
+
+/* Submit @n I/Os at once (libaio on the file backend) and wait for all.
+ * Sets each ios[i].ret; returns 0 if all succeeded, else the first -errno. */
+int bd_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n);
+
+/* Submit @n I/Os and return at once; @done runs once when all completed.
+ * @ios must stay valid until then. 0, or -errno if nothing was submitted
+ * (then @done is not called). */
+int bd_submit_async(struct bd_dev *dev, struct bd_io *ios, unsigned n,
+		    bd_done_fn done, void *arg);
+
+/* Make every completed write durable (fdatasync). 0 or -errno. */
+int bd_flush(struct bd_dev *dev);
+
+/* Snapshot of the counters (consistent per field, not across fields). */
+void bd_stats_get(struct bd_dev *dev, struct bd_stats *out);
+
+/* Wait for outstanding async I/O, release everything. NULL is a no-op. */
+void bd_close(struct bd_dev *dev);
+
+/* BD_ALIGN-aligned zeroed allocation of @len bytes; free with free().
+ * NULL on failure. */
+void *bd_buf_alloc(size_t len);
+
+#endif /* UCFS_BD_H */
