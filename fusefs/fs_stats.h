@@ -173,7 +173,8 @@ int fs_stats_sock_path(const char *mountpoint, char *buf, size_t len);
  * replaces a stale socket, makes the socket 0600, and refuses (closes
  * without answering) any peer whose uid is not 0 or our own euid.
  * 0, -EALREADY, -EINVAL (no path), -EADDRINUSE (a live server answers
- * there), or -errno from socket/bind/listen/pthread_create. */
+ * there), -EEXIST (something that is not a socket is there),
+ * -ENAMETOOLONG, or -errno from socket/bind/listen/pthread_create. */
 int fs_stats_serve(struct fs_stats *st, const char *path);
 /* Stop the server thread, unlink the socket. No-op if not serving. */
 void fs_stats_stop(struct fs_stats *st);
