@@ -181,6 +181,12 @@ void fs_stats_stop(struct fs_stats *st);
 /* The path being served, or NULL. */
 const char *fs_stats_sock(const struct fs_stats *st);
 
+/* Client side (tools): the socket of @target, which is either a socket
+ * file itself (as given with -o stats=PATH) or a mountpoint (made
+ * absolute and canonical with realpath, then fs_stats_sock_path).
+ * 0, -ENOENT, -EINVAL, -ENAMETOOLONG. */
+int fs_stats_resolve(const char *target, char *buf, size_t len);
+
 /* Client side (tools): connect to @path, read the whole document into a
  * malloc'ed NUL-terminated string. 0, -ECONNREFUSED/-ENOENT/-EACCES (from
  * connect), -EPROTO (empty answer: refused), -ETIMEDOUT, -ENOMEM. */

@@ -372,3 +372,25 @@ out_close:
 	close(fd);
 	return ret;
 }
+
+int fs_stats_resolve(const char *target, char *buf, size_t len)
+{
+	struct stat sb;
+	char *real;
+	int ret;
+
+	if (target == NULL || target[0] == '\0')
+		return -EINVAL;
+	if (stat(target, &sb) == 0 && S_ISSOCK(sb.st_mode)) {
+		if (strlen(target) >= len)
+			return -ENAMETOOLONG;
+		strcpy(buf, target);
+		return 0;
+	}
+	real = realpath(target, NULL);
+	if (real == NULL)
+		return -errno;
+	ret = fs_stats_sock_path(real, buf, len);
+	free(real);
+	return ret;
+}
