@@ -20,7 +20,9 @@
  * the kernel signals on every completion) and finishes batches: it wakes a
  * synchronous submitter or calls the async callback. An I/O that
  * io_submit refuses is done synchronously instead, and a short completion
- * is finished synchronously, so every I/O gets a real result.
+ * is finished synchronously, so every I/O gets a real result. A
+ * synchronous batch submitted from an async callback (on the completion
+ * thread) is done with pread/pwrite, since waiting would deadlock.
  *
  * Locking: f->lock protects slots, the pending and finished lists,
  * outstanding, stop and every batch's issued/remaining/finished fields.
@@ -365,7 +367,18 @@ static int file_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 {
 	struct bd_file *f = to_file(dev);
 	struct file_batch *b;
+	int first = 0;
 
+	if (pthread_equal(pthread_self(), f->thread)) {
+		/* From an async callback: waiting for the completion thread
+		 * would wait for ourselves, so do the batch right here. */
+		for (unsigned i = 0; i < n; i++) {
+			ios[i].ret = io_finish_sync(f, &ios[i], 0);
+			if (ios[i].ret != 0 && first == 0)
+				first = ios[i].ret;
+		}
+		return first;
+	}
 	b = batch_new(f, ios, n, NULL, NULL);
 	if (b == NULL)
 		return -ENOMEM;
@@ -376,9 +389,9 @@ static int file_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 	pthread_mutex_unlock(&f->lock);
 	free(b);
 	for (unsigned i = 0; i < n; i++)
-		if (ios[i].ret != 0)
-			return ios[i].ret;
-	return 0;
+		if (ios[i].ret != 0 && first == 0)
+			first = ios[i].ret;
+	return first;
 }
 
 static int file_submit_async(struct bd_dev *dev, struct bd_io *ios,

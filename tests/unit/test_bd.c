@@ -10,8 +10,10 @@
  * 256) of 1 MiB sequential I/Os through bd_file with O_DIRECT and prints
  * MB/s, for comparison with dd oflag=direct by hand.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -116,6 +118,62 @@ static void test_file_roundtrip(void)
 	CHECK(check_fill(rd, 8 * BLK, 1));
 	bd_close(dev);
 	free(rd);
+	unlink(path);
+}
+
+/* The open flags (octal, from /proc/self/fdinfo) of the descriptor this
+ * process has open on @path, or -1. */
+static long fd_flags_of(const char *path)
+{
+	char link[PATH_MAX], p[300], line[128];
+	struct dirent *de;
+	long flags = -1;
+	DIR *d;
+	FILE *fi;
+	ssize_t n;
+
+	d = opendir("/proc/self/fd");
+	if (d == NULL)
+		return -1;
+	while (flags < 0 && (de = readdir(d)) != NULL) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		n = readlink(p, link, sizeof(link) - 1);
+		if (n < 0)
+			continue;
+		link[n] = 0;
+		if (strcmp(link, path) != 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fdinfo/%s", de->d_name);
+		fi = fopen(p, "r");
+		while (fi != NULL && fgets(line, sizeof(line), fi) != NULL)
+			if (strncmp(line, "flags:", 6) == 0)
+				flags = strtol(line + 6, NULL, 8);
+		if (fi != NULL)
+			fclose(fi);
+	}
+	closedir(d);
+	return flags;
+}
+
+/* On /tmp's disk file system O_DIRECT is really used; BD_BUFFERED not. */
+static void test_file_direct(void)
+{
+	const char *path = mkimage("direct.img", 1 * MiB);
+	struct bd_dev *dev;
+	long fl;
+
+	REQUIRE(bd_file_open(path, 0, &dev) == 0);
+	fl = fd_flags_of(path);
+	CHECK(fl >= 0);
+	CHECK((fl & O_DIRECT) != 0);
+	CHECK((fl & O_ACCMODE) == O_RDWR);
+	bd_close(dev);
+	CHECK_EQ(fd_flags_of(path), -1); /* closed */
+	REQUIRE(bd_file_open(path, BD_BUFFERED | BD_RDONLY, &dev) == 0);
+	fl = fd_flags_of(path);
+	CHECK(fl >= 0 && (fl & O_DIRECT) == 0);
+	CHECK((fl & O_ACCMODE) == O_RDONLY);
+	bd_close(dev);
 	unlink(path);
 }
 
@@ -381,6 +439,18 @@ static void async_chain_done(struct bd_io *ios, unsigned n, void *arg)
 	async_done(ios, n, arg);
 }
 
+/* Callback that does a synchronous batch on the same device. */
+static void sync_in_done(struct bd_io *ios, unsigned n, void *arg)
+{
+	struct async_state *as = arg;
+	int bad = bd_submit(as->dev, as->chain, 1) != 0;
+
+	pthread_mutex_lock(&as->lock);
+	as->bad += bad;
+	pthread_mutex_unlock(&as->lock);
+	async_done(ios, n, arg);
+}
+
 static void async_wait(struct async_state *as, unsigned calls)
 {
 	pthread_mutex_lock(&as->lock);
@@ -447,6 +517,44 @@ static void test_async(void)
 	REQUIRE(bd_file_open(path, 0, &dev) == 0);
 	async_roundtrip(dev);
 	bd_close(dev);
+	unlink(path);
+}
+
+/* A callback may do synchronous I/O on its device (no self-deadlock). */
+static void test_sync_in_callback(void)
+{
+	const char *path = mkimage("syncb.img", 1 * MiB);
+	struct async_state as = { .caller = pthread_self() };
+	char *buf = bd_buf_alloc(2 * BLK);
+	struct bd_io ios[2];
+	struct bd_dev *dev;
+
+	REQUIRE(buf != NULL);
+	pthread_mutex_init(&as.lock, NULL);
+	pthread_cond_init(&as.cond, NULL);
+	for (int backend = 0; backend < 2; backend++) {
+		if (backend == 0)
+			REQUIRE(bd_ram_open(1 * MiB, &dev) == 0);
+		else
+			REQUIRE(bd_file_open(path, 0, &dev) == 0);
+		as.dev = dev;
+		as.calls = 0;
+		fill(buf, BLK, 5);
+		memset(buf + BLK, 0, BLK);
+		ios[0] = (struct bd_io){ .op = BD_WRITE, .len = BLK,
+					 .buf = buf, .off = 3 * BLK };
+		ios[1] = (struct bd_io){ .op = BD_READ, .len = BLK,
+					 .buf = buf + BLK, .off = 3 * BLK };
+		as.chain = &ios[1];
+		CHECK_EQ(bd_submit_async(dev, ios, 1, sync_in_done, &as), 0);
+		async_wait(&as, 1);
+		CHECK_EQ(as.bad, 0);
+		CHECK(check_fill(buf + BLK, BLK, 5));
+		bd_close(dev);
+	}
+	pthread_cond_destroy(&as.cond);
+	pthread_mutex_destroy(&as.lock);
+	free(buf);
 	unlink(path);
 }
 
@@ -629,39 +737,67 @@ static double secs_since(const struct timespec *t0)
 	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* By hand: MB/s of 1 MiB sequential O_DIRECT writes and reads. */
+static void tput_line(const char *what, unsigned mib, double s, int ret)
+{
+	printf("%-13s %u MiB: %7.1f MB/s (%.3f s) ret %d\n", what, mib,
+	       mib * 1.048576 / s, s, ret);
+}
+
+/* Sequential 1 MiB I/Os of @op, @qd at a time (qd 1: bd_read/bd_write). */
+static int tput_pass(struct bd_dev *dev, enum bd_op op, unsigned qd,
+		     unsigned mib, char *bufs)
+{
+	struct bd_io ios[16];
+	struct timespec t0;
+	char what[32];
+	int ret = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0; i < mib && ret == 0; i += qd) {
+		unsigned n = mib - i < qd ? mib - i : qd;
+
+		if (qd == 1 && op == BD_WRITE)
+			ret = bd_write(dev, bufs, MiB, (uint64_t)i * MiB, 0);
+		else if (qd == 1)
+			ret = bd_read(dev, bufs, MiB, (uint64_t)i * MiB);
+		if (qd == 1)
+			continue;
+		for (unsigned k = 0; k < n; k++)
+			ios[k] = (struct bd_io){ .op = op, .len = MiB,
+						 .buf = bufs + (size_t)k * MiB,
+						 .off = (uint64_t)(i + k) * MiB };
+		ret = bd_submit(dev, ios, n);
+	}
+	if (ret == 0 && op == BD_WRITE)
+		ret = bd_flush(dev);
+	snprintf(what, sizeof(what), "%s qd%u", op == BD_WRITE ? "write" :
+		 "read", qd);
+	tput_line(what, mib, secs_since(&t0), ret);
+	return ret;
+}
+
+/* By hand: MB/s of 1 MiB sequential O_DIRECT writes and reads, one at a
+ * time and in batches of 8. */
 static int throughput(const char *path, unsigned mib)
 {
-	char *buf = bd_buf_alloc(MiB);
-	struct timespec t0;
+	char *bufs = bd_buf_alloc(8 * (size_t)MiB);
 	struct bd_dev *dev;
-	double s;
 	int ret;
 
 	ret = bd_file_open(path, 0, &dev);
-	if (ret != 0 || buf == NULL) {
+	if (ret != 0 || bufs == NULL) {
 		fprintf(stderr, "%s: %s\n", path, strerror(-ret));
 		return 1;
 	}
 	if (bd_size(dev) < (uint64_t)mib * MiB)
 		mib = (unsigned)(bd_size(dev) / MiB);
-	fill(buf, MiB, 9);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned i = 0; i < mib && ret == 0; i++)
-		ret = bd_write(dev, buf, MiB, (uint64_t)i * MiB, 0);
-	if (ret == 0)
-		ret = bd_flush(dev);
-	s = secs_since(&t0);
-	printf("write %u MiB: %.1f MB/s (%.3f s) ret %d\n", mib,
-	       mib * 1.048576 / s, s, ret);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned i = 0; i < mib && ret == 0; i++)
-		ret = bd_read(dev, buf, MiB, (uint64_t)i * MiB);
-	s = secs_since(&t0);
-	printf("read  %u MiB: %.1f MB/s (%.3f s) ret %d\n", mib,
-	       mib * 1.048576 / s, s, ret);
+	fill(bufs, 8 * (size_t)MiB, 9);
+	ret = tput_pass(dev, BD_WRITE, 1, mib, bufs);
+	ret = ret ? ret : tput_pass(dev, BD_READ, 1, mib, bufs);
+	ret = ret ? ret : tput_pass(dev, BD_WRITE, 8, mib, bufs);
+	ret = ret ? ret : tput_pass(dev, BD_READ, 8, mib, bufs);
 	bd_close(dev);
-	free(buf);
+	free(bufs);
 	return ret != 0;
 }
 
@@ -678,6 +814,7 @@ int main(int argc, char **argv)
 	}
 	T_RUN(test_ram_roundtrip);
 	T_RUN(test_file_roundtrip);
+	T_RUN(test_file_direct);
 	T_RUN(test_tmpfs_open);
 	T_RUN(test_bad_args);
 	T_RUN(test_open_errors);
@@ -686,15 +823,16 @@ int main(int argc, char **argv)
 	T_RUN(test_batch);
 	T_RUN(test_batch_invalid);
 	T_RUN(test_async);
+	T_RUN(test_sync_in_callback);
 	T_RUN(test_async_close);
 	T_RUN(test_counters);
 	T_RUN(test_hist_bucket);
 	T_RUN(test_threads);
 	/* Leftovers of failed cases (images are unlinked as they pass). */
 	for (const char *const *n = (const char *const[]){
-		     "rt.img", "args.img", "empty.img", "odd.img",
+		     "rt.img", "direct.img", "args.img", "empty.img", "odd.img",
 		     "flags.img", "ro.img", "excl.img", "batch.img",
-		     "async.img", "aclose.img", "cnt.img", "hist.img",
+		     "async.img", "syncb.img", "aclose.img", "cnt.img", "hist.img",
 		     "thr.img", NULL };
 	     *n != NULL; n++) {
 		char p[128];
