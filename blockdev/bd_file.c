@@ -8,7 +8,8 @@
  * buffered and BD_BUFFERED is set in its flags. BD_EXCL takes
  * flock(LOCK_EX | LOCK_NB) on the open file (-EBUSY if held elsewhere,
  * including by another open in this process). Block devices are sized with
- * BLKGETSIZE64, regular files with fstat.
+ * BLKGETSIZE64, regular files with fstat; a read-only block device
+ * (BLKROGET) opened writable is -EROFS.
  *
  * Single synchronous I/O (bd_read/bd_write) is pread/pwrite, retried on
  * EINTR and short transfers; a BD_IO_FUA write uses RWF_DSYNC (or, if the
@@ -482,15 +483,22 @@ static int open_fd(const char *path, unsigned *flags)
 	return fd < 0 ? -errno : fd;
 }
 
-static int device_size(int fd, uint64_t *size)
+/* Size of the device; -EROFS for a writable open of a read-only block
+ * device (Linux lets the open succeed and fails each write with EPERM). */
+static int device_size(int fd, unsigned flags, uint64_t *size)
 {
 	struct stat st;
+	int ro = 0;
 
 	if (fstat(fd, &st) != 0)
 		return -errno;
 	if (S_ISBLK(st.st_mode)) {
 		if (ioctl(fd, BLKGETSIZE64, size) != 0)
 			return -errno;
+		if (ioctl(fd, BLKROGET, &ro) != 0)
+			return -errno;
+		if (ro && !(flags & BD_RDONLY))
+			return -EROFS;
 	} else if (S_ISREG(st.st_mode)) {
 		*size = (uint64_t)st.st_size;
 	} else {
@@ -556,7 +564,7 @@ int bd_file_open(const char *path, unsigned flags, struct bd_dev **out)
 		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto out_close;
 	}
-	ret = device_size(f->fd, &size);
+	ret = device_size(f->fd, flags, &size);
 	if (ret != 0)
 		goto out_close;
 	ret = bd_dev_init(&f->dev, &file_ops, path, size, flags);

@@ -15,7 +15,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +180,83 @@ static void test_file_direct(void)
 	unlink(path);
 }
 
+static void batch_roundtrip(struct bd_dev *dev, unsigned n);
+
+/* Attach @img to a free loop device; its path in @dev, or -1. */
+static int loop_attach(const char *img, char *dev, size_t len)
+{
+	char cmd[256];
+	FILE *p;
+	int ok;
+
+	snprintf(cmd, sizeof(cmd), "losetup -f --show '%s' 2>/dev/null", img);
+	p = popen(cmd, "r");
+	if (p == NULL)
+		return -1;
+	ok = fgets(dev, (int)len, p) != NULL;
+	if (pclose(p) != 0 || !ok || strncmp(dev, "/dev/loop", 9) != 0)
+		return -1;
+	dev[strcspn(dev, "\n")] = 0;
+	return 0;
+}
+
+static void loop_detach(const char *dev)
+{
+	char cmd[128];
+	int fd, ro = 0;
+
+	/* The read-only flag outlives the attachment: clear it first. */
+	fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ioctl(fd, BLKROSET, &ro);
+		close(fd);
+	}
+	snprintf(cmd, sizeof(cmd), "losetup -d '%s'", dev);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not detach %s\n", dev);
+}
+
+static void loopdev_checks(const char *loop)
+{
+	struct bd_dev *dev, *d2;
+	int fd, ro = 1;
+
+	REQUIRE(bd_file_open(loop, BD_EXCL, &dev) == 0);
+	CHECK_EQ(bd_size(dev), 8 * MiB); /* BLKGETSIZE64 */
+	CHECK_EQ(fd_flags_of(loop) & O_DIRECT, O_DIRECT);
+	CHECK_EQ(bd_file_open(loop, BD_EXCL, &d2), -EBUSY);
+	roundtrip(dev);
+	bd_close(dev);
+	REQUIRE(bd_file_open(loop, 0, &dev) == 0);
+	batch_roundtrip(dev, 200);
+	bd_close(dev);
+	fd = open(loop, O_RDONLY | O_CLOEXEC);
+	REQUIRE(fd >= 0);
+	CHECK_EQ(ioctl(fd, BLKROSET, &ro), 0);
+	close(fd);
+	CHECK_EQ(bd_file_open(loop, 0, &dev), -EROFS);
+	REQUIRE(bd_file_open(loop, BD_RDONLY, &dev) == 0);
+	CHECK_EQ(bd_readonly(dev), 1);
+	bd_close(dev);
+}
+
+/* A loop device: sized by ioctl, read-only flag honoured. Needs root and
+ * a free loop device, else SKIP. */
+static void test_loopdev(void)
+{
+	const char *img = mkimage("loop.img", 8 * MiB);
+	char loop[64];
+
+	if (geteuid() != 0 || loop_attach(img, loop, sizeof(loop)) != 0) {
+		printf("SKIP test_loopdev: no root or no free loop device\n");
+		unlink(img);
+		return;
+	}
+	loopdev_checks(loop);
+	loop_detach(loop);
+	unlink(img);
+}
+
 /* tmpfs: O_DIRECT is either supported (Linux >= 6.6) or refused, in which
  * case the open falls back to buffered I/O; both must work. */
 static void test_tmpfs_open(void)
@@ -255,6 +335,12 @@ static void test_open_errors(void)
 		 -EINVAL);
 	CHECK_EQ(bd_file_open(NULL, 0, &dev), -EINVAL);
 	bd_close(NULL);
+	for (const char *const *n = (const char *const[]){
+		     "empty.img", "odd.img", "flags.img", NULL };
+	     *n != NULL; n++) {
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, *n);
+		unlink(path);
+	}
 }
 
 static void test_rdonly(void)
@@ -816,6 +902,7 @@ int main(int argc, char **argv)
 	T_RUN(test_file_roundtrip);
 	T_RUN(test_file_direct);
 	T_RUN(test_tmpfs_open);
+	T_RUN(test_loopdev);
 	T_RUN(test_bad_args);
 	T_RUN(test_open_errors);
 	T_RUN(test_rdonly);
@@ -830,7 +917,7 @@ int main(int argc, char **argv)
 	T_RUN(test_threads);
 	/* Leftovers of failed cases (images are unlinked as they pass). */
 	for (const char *const *n = (const char *const[]){
-		     "rt.img", "direct.img", "args.img", "empty.img", "odd.img",
+		     "rt.img", "direct.img", "loop.img", "args.img", "empty.img", "odd.img",
 		     "flags.img", "ro.img", "excl.img", "batch.img",
 		     "async.img", "syncb.img", "aclose.img", "cnt.img", "hist.img",
 		     "thr.img", NULL };
