@@ -220,7 +220,7 @@ static void issue_locked(struct bd_file *f)
 		if (r > 0) {
 			b->issued += (unsigned)r;
 			f->slots -= (unsigned)r;
-		} else if (r == -EAGAIN && f->slots < AIO_DEPTH) {
+		} else if ((r == 0 || r == -EAGAIN) && f->slots < AIO_DEPTH) {
 			break; /* retried when a completion frees a slot */
 		} else if (r != -EINTR) {
 			issue_refused_locked(f, b);
