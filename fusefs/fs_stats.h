@@ -133,6 +133,16 @@ int fs_stats_add_section(struct fs_stats *st, const char *name,
  * run again. 0 or -ENOENT. */
 int fs_stats_remove_section(struct fs_stats *st, const char *name);
 
+/* ---- ready-made providers (fs_stats_bd.c, ...) ---- */
+
+struct bd_dev;
+struct bd_stats;
+/* Section "blockdev" from bd_stats_get(@dev). @dev must outlive the
+ * section: remove it ("blockdev") before bd_close. As add_section. */
+int fs_stats_add_blockdev(struct fs_stats *st, struct bd_dev *dev);
+/* The body of that section from a snapshot (for tests and tools). */
+void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s);
+
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
  * appended. On allocation failure a value is silently dropped and the
