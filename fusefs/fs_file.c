@@ -580,6 +580,7 @@ int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
 		memset(fs_di(ib)->inline_area, 0, FS_INODE_INLINE_SIZE);
 		fs_di(ib)->fmt = FS_FMT_INLINE;
 		fs_di(ib)->blocks = 0;
+		fs_di(ib)->size = 0;
 	}
 	if (fs_tx_end(tx) < 0 && ret == 0)
 		ret = -EIO;
@@ -597,8 +598,10 @@ static int truncate_inline(struct fs *fs, struct fs_buf *ib, uint64_t size)
 		return ret;
 	ret = fs_tx_write(tx, ib);
 	if (ret == 0) {
-		if (size < di->size)
-			memset(di->inline_area + size, 0, di->size - size);
+		if (size < di->size && size < FS_INODE_INLINE_SIZE)
+			memset(di->inline_area + size, 0,
+			       (di->size < FS_INODE_INLINE_SIZE ? di->size :
+				FS_INODE_INLINE_SIZE) - size);
 		di->size = size;
 		fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
 	}
