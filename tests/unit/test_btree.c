@@ -209,10 +209,16 @@ static int check_all(struct env *e)
 	struct itstate s = { 0 };
 	unsigned depth;
 	uint64_t entries, nodes;
+	int ret = fs_btree_iterate(&e->bt, 0, it_cb, &s);
 
-	if (fs_btree_iterate(&e->bt, 0, it_cb, &s) != 0 || s.bad ||
-	    s.seen != m_count)
+	if (ret != 0 || s.bad || s.seen != m_count) {
+		fprintf(stderr, "iterate: ret %d bad %d seen %llu of %llu "
+			"(at model index %llu)\n", ret, s.bad,
+			(unsigned long long)s.seen,
+			(unsigned long long)m_count,
+			(unsigned long long)s.next);
 		return -1;
+	}
 	if (fs_btree_stat(&e->bt, &depth, &entries, &nodes) < 0 ||
 	    entries != m_count)
 		return -1;
@@ -276,6 +282,7 @@ static void test_random_model(void)
 	for (unsigned n = 0; n < 3000; n++)
 		op(&e, rnd() % 3, rnd() % NKEYS);
 	CHECK_EQ(fs_journal_sync(e.fs), 0);
+	CHECK(check_all(&e) == 0);
 	env_unmount(&e, 1);
 	REQUIRE(env_mount(&e) == 0);
 	CHECK(check_all(&e) == 0);
