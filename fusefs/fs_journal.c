@@ -461,6 +461,7 @@ static int checkpoint_locked(struct fs *fs)
 			free(b->ckpt);
 			b->ckpt = NULL;
 			fs_cache_unpin(b);
+			fs_cache_account(fs, -1);
 		}
 		fs_cache_set_flags(b, 0, FS_BUF_ON_CKPT);
 		fs_buf_put(b);
@@ -507,6 +508,7 @@ static int snapshot(struct fs *fs, struct commit_set *cs)
 			if (b->ckpt == NULL)
 				return -ENOMEM;	/* nothing changed yet */
 			fs_cache_pin(b);
+			fs_cache_account(fs, 1);
 		}
 	}
 	cs->seq = j->run_seq;
@@ -626,6 +628,7 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 				free(b->ckpt);
 				b->ckpt = NULL;
 				fs_cache_unpin(b);
+				fs_cache_account(fs, -1);
 			}
 			pthread_mutex_unlock(&j->lock);
 			fs_cache_unhash(b);
@@ -1013,6 +1016,8 @@ int fs_journal_init(struct fs *fs)
 	j->committed_seq = h->tail_seq - 1;
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
+	if (lim > fs_cache_capacity(fs) / 4)
+		lim = fs_cache_capacity(fs) / 4;	/* pinned + copies */
 	j->tx_limit = (uint32_t)lim;
 	j->timer_ns = (uint64_t)(fs->opts.commit_s ? fs->opts.commit_s : 5) *
 		      1000000000ull;
@@ -1061,6 +1066,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 			free(b->ckpt);
 			b->ckpt = NULL;
 			fs_cache_unpin(b);
+			fs_cache_account(fs, -1);
 		}
 		fs_buf_put(b);
 	}
