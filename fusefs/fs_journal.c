@@ -75,6 +75,7 @@ struct fs_journal {
 	int thread_started;
 	int stop;		/* lock */
 	int kicked;		/* lock */
+	int want_ckpt;		/* lock */
 	uint64_t timer_ns;	/* immutable */
 };
 
@@ -638,6 +639,15 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 	fs_alloc_committed(fs, cs->seq);
 }
 
+/* Log half full or cache pressure: write back. commit_mutex held. */
+static int need_checkpoint(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+
+	return j->used > j->log_blocks / 2 ||
+	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
+}
+
 /* Commit the running transaction. commit_mutex held, no handle held. */
 static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 {
@@ -699,20 +709,19 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 		__atomic_store_n(&fs->st.commit_ns_max, dt, __ATOMIC_RELAXED);
 	free(cs.bufs);
 	free(cs.rev);
+	if (need_checkpoint(fs)) {
+		/* let the thread write back before the log fills */
+		pthread_mutex_lock(&j->lock);
+		j->want_ckpt = 1;
+		pthread_cond_broadcast(&j->cond);
+		pthread_mutex_unlock(&j->lock);
+	}
 	return 0;
 out_abort:
 	free(cs.bufs);
 	free(cs.rev);
 	abort_journal(j);
 	return -EIO;
-}
-
-static int need_checkpoint(struct fs *fs)
-{
-	struct fs_journal *j = fs->j;
-
-	return j->used > j->log_blocks / 2 ||
-	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
 }
 
 /* ---- handles ---------------------------------------------------------- */
@@ -766,7 +775,12 @@ int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
 			break;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		ret = commit_locked(fs, why);
+		/* another thread may have committed while we waited */
+		pthread_mutex_lock(&j->lock);
+		ret = must_commit(fs, credits, &why);
+		pthread_mutex_unlock(&j->lock);
+		if (ret)
+			ret = commit_locked(fs, why);
 		if (ret == 0 && why == FS_CR_CACHE)
 			ret = checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);
@@ -962,26 +976,30 @@ static void *commit_thread(void *arg)
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop) {
 		struct timespec ts;
-		int timer, kicked;
+		int timer, kicked, ckpt;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		if (!j->kicked)
+		if (!j->kicked && !j->want_ckpt)
 			pthread_cond_timedwait(&j->cond, &j->lock, &ts);
 		if (j->stop)
 			break;
 		timer = now_ns() >= deadline;
 		kicked = j->kicked;
-		if (!timer && !kicked)
+		ckpt = j->want_ckpt;
+		if (!timer && !kicked && !ckpt)
 			continue;
 		j->kicked = 0;
+		j->want_ckpt = 0;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+		if (timer || kicked) {
+			commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+			deadline = now_ns() + j->timer_ns;
+		}
 		if (need_checkpoint(fs))
 			checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);
-		deadline = now_ns() + j->timer_ns;
 		pthread_mutex_lock(&j->lock);
 	}
 	pthread_mutex_unlock(&j->lock);
