@@ -162,12 +162,34 @@ struct rp_state {
 	size_t nimg, capimg;
 	struct rp_rev *rev;
 	size_t nrev, caprev;
+	uint8_t *win;		/* RP_WIN log blocks read ahead */
+	uint64_t wpos;
+	unsigned wn;
 };
 
+#define RP_WIN 256u
+
+/* Log block @pos, through a window of RP_WIN blocks read at once (the
+ * scan and the apply pass both walk the log in order). */
 static int rp_read(struct rp_state *rp, uint64_t pos, void *buf)
 {
-	return bd_read(rp->fs->bd, buf, FS_BLOCK_SIZE,
-		       (rp->jstart + 1 + pos) << FS_BLOCK_SHIFT);
+	if (pos < rp->wpos || pos >= rp->wpos + rp->wn) {
+		unsigned n = rp->log_blocks - pos < RP_WIN ?
+			(unsigned)(rp->log_blocks - pos) : RP_WIN;
+		int ret = bd_read(rp->fs->bd, rp->win,
+				  (size_t)n * FS_BLOCK_SIZE,
+				  (rp->jstart + 1 + pos) << FS_BLOCK_SHIFT);
+
+		if (ret < 0) {
+			rp->wn = 0;
+			return ret;
+		}
+		rp->wpos = pos;
+		rp->wn = n;
+	}
+	memcpy(buf, rp->win + (pos - rp->wpos) * FS_BLOCK_SIZE,
+	       FS_BLOCK_SIZE);
+	return 0;
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elt)
@@ -294,33 +316,90 @@ static uint64_t rp_revoked(const struct rp_state *rp, uint64_t blkno)
 	return 0;
 }
 
-static int rp_apply(struct rp_state *rp)
+struct rp_last {
+	uint64_t home;
+	size_t idx;
+};
+
+static int last_cmp(const void *a, const void *b)
 {
+	const struct rp_last *x = a, *y = b;
+
+	if (x->home != y->home)
+		return x->home < y->home ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Mark in @keep the images to write: the last one of each home block,
+ * unless a later transaction revoked it. */
+static int rp_select(struct rp_state *rp, uint8_t *keep)
+{
+	struct rp_last *l = malloc((rp->nimg + 1) * sizeof(*l));
 	struct fs *fs = rp->fs;
-	int ret;
 
-	if (rp->nrev > 0)
-		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
+	if (l == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < rp->nimg; i++)
+		l[i] = (struct rp_last){ rp->img[i].home, i };
+	qsort(l, rp->nimg, sizeof(*l), last_cmp);
 	for (size_t i = 0; i < rp->nimg; i++) {
-		const struct rp_img *m = &rp->img[i];
+		const struct rp_img *m = &rp->img[l[i].idx];
 
+		if (i + 1 < rp->nimg && l[i + 1].home == l[i].home)
+			continue;	/* a later image exists */
 		if (rp_revoked(rp, m->home) > m->seq)
 			continue;
 		if (m->home >= fs->sb.total_blocks ||
 		    m->home < FS_SLOTAREA_BLK)
 			continue;
-		ret = rp_read(rp, m->pos, rp->dbuf);
-		if (ret < 0)
-			return ret;
-		if (fs_blk_verify(rp->dbuf, 0, m->home) < 0)
-			continue;	/* sealed at commit: cannot happen */
-		ret = bd_write(fs->bd, rp->dbuf, FS_BLOCK_SIZE,
-			       m->home << FS_BLOCK_SHIFT, 0);
-		if (ret < 0)
-			return ret;
-		FS_STAT_ADD(fs, replay_blocks, 1);
+		keep[l[i].idx] = 1;
 	}
-	return bd_flush(fs->bd);
+	free(l);
+	return 0;
+}
+
+/* Write the selected images home in batches, in log order; flush. */
+static int rp_apply(struct rp_state *rp)
+{
+	struct fs *fs = rp->fs;
+	uint8_t *keep = calloc(rp->nimg + 1, 1);
+	uint8_t *stage = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
+	struct bd_io ios[RP_WIN];
+	unsigned n = 0;
+	int ret = -ENOMEM;
+
+	if (keep == NULL || stage == NULL)
+		goto out_free;
+	if (rp->nrev > 0)
+		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
+	ret = rp_select(rp, keep);
+	for (size_t i = 0; i < rp->nimg && ret == 0; i++) {
+		const struct rp_img *m = &rp->img[i];
+		uint8_t *d = stage + (size_t)n * FS_BLOCK_SIZE;
+
+		if (!keep[i])
+			continue;
+		ret = rp_read(rp, m->pos, d);
+		if (ret < 0)
+			break;
+		if (fs_blk_verify(d, 0, m->home) < 0)
+			continue;	/* sealed at commit: cannot happen */
+		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
+			.len = FS_BLOCK_SIZE, .off = m->home << FS_BLOCK_SHIFT };
+		FS_STAT_ADD(fs, replay_blocks, 1);
+		if (n == RP_WIN) {
+			ret = bd_submit(fs->bd, ios, n);
+			n = 0;
+		}
+	}
+	if (ret == 0 && n > 0)
+		ret = bd_submit(fs->bd, ios, n);
+	if (ret == 0)
+		ret = bd_flush(fs->bd);
+out_free:
+	free(keep);
+	free(stage);
+	return ret;
 }
 
 int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
@@ -336,8 +415,9 @@ int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
 	rp.log_blocks = fs->sb.journal_blocks - 1;
 	rp.buf = bd_buf_alloc(FS_BLOCK_SIZE);
 	rp.dbuf = bd_buf_alloc(FS_BLOCK_SIZE);
+	rp.win = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
 	ret = -ENOMEM;
-	if (rp.buf == NULL || rp.dbuf == NULL)
+	if (rp.buf == NULL || rp.dbuf == NULL || rp.win == NULL)
 		goto out_free;
 	ret = jhdr_read(fs, slot, rp.buf);
 	if (ret < 0) {
@@ -379,6 +459,7 @@ out_free:
 	free(rp.rev);
 	free(rp.buf);
 	free(rp.dbuf);
+	free(rp.win);
 	return ret;
 }
 

@@ -518,7 +518,7 @@ static void test_ro_dirty(void)
 
 /* ---- crash at every point of a B+tree workload ------------------------ */
 
-#define CP_KEYS 1500
+#define CP_KEYS 3000
 #define CP_MB 32
 
 static void cp_val(uint8_t *v, uint64_t i)
@@ -671,7 +671,8 @@ static void test_crash_points(void)
 	fs_core_abandon(fs);
 	bd_close(bd);
 	step = total / 60 ? total / 60 : 1;
-	for (uint64_t n = 1; n <= total + 1; n += step + rnd() % 3) {
+	for (uint64_t n = 1; n <= total + 1;
+	     n += step + (total > 120 ? rnd() % 3 : 0)) {
 		uint64_t synced;
 
 		REQUIRE((lower = ram_copy(tmpl)) != NULL);
