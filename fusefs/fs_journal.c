@@ -484,6 +484,49 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
 	return 0;
 }
 
+/*
+ * Write @n single-block writes (journal: consecutive log positions;
+ * checkpoint: sorted by block number) as few large writes: copy them into
+ * a staging buffer of STAGE_BLOCKS (a constant 2 MiB) and submit each
+ * window's contiguous runs in one batch.
+ */
+#define STAGE_BLOCKS 512u
+static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
+{
+	uint8_t *stage = bd_buf_alloc((size_t)STAGE_BLOCKS * FS_BLOCK_SIZE);
+	struct bd_io *out = calloc(STAGE_BLOCKS, sizeof(*out));
+	int ret = 0;
+
+	if (stage == NULL || out == NULL) {
+		free(stage);
+		free(out);
+		return submit_chunks(fs, (struct bd_io *)ios, n);
+	}
+	for (unsigned w = 0; w < n && ret == 0; w += STAGE_BLOCKS) {
+		unsigned m = n - w < STAGE_BLOCKS ? n - w : STAGE_BLOCKS;
+		unsigned nout = 0;
+
+		for (unsigned i = 0; i < m; i++) {
+			const struct bd_io *io = &ios[w + i];
+			uint8_t *dst = stage + (size_t)i * FS_BLOCK_SIZE;
+
+			memcpy(dst, io->buf, FS_BLOCK_SIZE);
+			if (nout > 0 && out[nout - 1].off +
+			    out[nout - 1].len == io->off) {
+				out[nout - 1].len += FS_BLOCK_SIZE;
+				continue;
+			}
+			out[nout++] = (struct bd_io){ .op = BD_WRITE,
+				.buf = dst, .len = FS_BLOCK_SIZE,
+				.off = io->off };
+		}
+		ret = bd_submit(fs->bd, out, nout);
+	}
+	free(stage);
+	free(out);
+	return ret;
+}
+
 static void abort_journal(struct fs_journal *j)
 {
 	pthread_mutex_lock(&j->lock);
@@ -519,7 +562,7 @@ static int checkpoint_locked(struct fs *fs)
 	if (ret == 0) {
 		if (n > 0)
 			qsort(ios, n, sizeof(*ios), ck_cmp);
-		ret = submit_chunks(fs, ios, n);
+		ret = write_staged(fs, ios, (unsigned)n);
 	}
 	if (ret == 0)
 		ret = bd_flush(fs->bd);
@@ -622,45 +665,6 @@ static int snapshot(struct fs *fs, struct commit_set *cs)
 	j->run_count = 0;
 	j->run_seq++;
 	return 0;
-}
-
-/*
- * Write @n single-block log writes (consecutive positions, wrapping at
- * most once) as few large writes: copy them into a staging buffer of
- * STAGE_BLOCKS (a constant 2 MiB) and submit each window's contiguous
- * runs in one batch.
- */
-#define STAGE_BLOCKS 512u
-static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
-{
-	uint8_t *stage = bd_buf_alloc((size_t)STAGE_BLOCKS * FS_BLOCK_SIZE);
-	struct bd_io out[2];
-	int ret = 0;
-
-	if (stage == NULL)
-		return submit_chunks(fs, (struct bd_io *)ios, n);
-	for (unsigned w = 0; w < n && ret == 0; w += STAGE_BLOCKS) {
-		unsigned m = n - w < STAGE_BLOCKS ? n - w : STAGE_BLOCKS;
-		unsigned nout = 0;
-
-		for (unsigned i = 0; i < m; i++) {
-			const struct bd_io *io = &ios[w + i];
-			uint8_t *dst = stage + (size_t)i * FS_BLOCK_SIZE;
-
-			memcpy(dst, io->buf, FS_BLOCK_SIZE);
-			if (nout > 0 && out[nout - 1].off +
-			    out[nout - 1].len == io->off) {
-				out[nout - 1].len += FS_BLOCK_SIZE;
-				continue;
-			}
-			out[nout++] = (struct bd_io){ .op = BD_WRITE,
-				.buf = dst, .len = FS_BLOCK_SIZE,
-				.off = io->off };
-		}
-		ret = bd_submit(fs->bd, out, nout);
-	}
-	free(stage);
-	return ret;
 }
 
 /* Build and write descriptors + images + commit record; flush. */
