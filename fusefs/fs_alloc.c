@@ -47,7 +47,7 @@ struct fs_rgrp {
 struct fs_alloc {
 	uint32_t count;
 	struct fs_rgrp *rg;
-	uint32_t last;		/* atomic: rgroup of the last allocation */
+	uint32_t last;		/* atomic: rgroup of the last alloc */
 	uint64_t pending;	/* atomic: blocks pending free */
 };
 

@@ -385,7 +385,8 @@ static int rp_apply(struct rp_state *rp)
 		if (fs_blk_verify(d, 0, m->home) < 0)
 			continue;	/* sealed at commit: cannot happen */
 		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
-			.len = FS_BLOCK_SIZE, .off = m->home << FS_BLOCK_SHIFT };
+			.len = FS_BLOCK_SIZE,
+			.off = m->home << FS_BLOCK_SHIFT };
 		FS_STAT_ADD(fs, replay_blocks, 1);
 		if (n == RP_WIN) {
 			ret = bd_submit(fs->bd, ios, n);
@@ -719,7 +720,8 @@ static int write_tx(struct fs *fs, struct commit_set *cs)
 	c->time_nsec = (uint32_t)ts.tv_nsec;
 	fs_blk_seal(c, FS_BT_JCOMMIT, log_blk(j, pos), cs->seq);
 	ios[k++] = (struct bd_io){ .op = BD_WRITE, .buf = c,
-		.len = FS_BLOCK_SIZE, .off = log_blk(j, pos) << FS_BLOCK_SHIFT };
+		.len = FS_BLOCK_SIZE,
+		.off = log_blk(j, pos) << FS_BLOCK_SHIFT };
 	pos = log_next(j, pos);
 	ret = write_staged(fs, ios, k);
 	if (ret == 0)
