@@ -53,6 +53,17 @@ struct fs_alloc {
 
 #define WORDS_PER_BM (FS_BITMAP_BITS / 64)
 
+/* Read the next 256 rgroup headers in one batch (many small rgroups). */
+static void prefetch_headers(struct fs *fs, uint32_t g, uint32_t count)
+{
+	uint64_t blk[256];
+	unsigned n = 0;
+
+	for (; g < count && n < 256; g++)
+		blk[n++] = fs_rgrp_blk(&fs->sb, g);
+	fs_buf_readahead(fs, blk, n);
+}
+
 int fs_alloc_init(struct fs *fs)
 {
 	struct fs_alloc *a = calloc(1, sizeof(*a));
@@ -71,6 +82,9 @@ int fs_alloc_init(struct fs *fs)
 		struct fs_rgrp *rg = &a->rg[g];
 		const struct fs_rgrp_hdr *h;
 		struct fs_buf *b;
+
+		if (g % 256 == 0)
+			prefetch_headers(fs, g, a->count);
 
 		pthread_mutex_init(&rg->lock, NULL);
 		rg->index = g;
