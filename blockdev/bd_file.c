@@ -8,7 +8,8 @@
  * buffered and BD_BUFFERED is set in its flags. BD_EXCL takes
  * flock(LOCK_EX | LOCK_NB) on the open file (-EBUSY if held elsewhere,
  * including by another open in this process). Block devices are sized with
- * BLKGETSIZE64, regular files with fstat.
+ * BLKGETSIZE64, regular files with fstat; a read-only block device
+ * (BLKROGET) opened writable is -EROFS.
  *
  * Single synchronous I/O (bd_read/bd_write) is pread/pwrite, retried on
  * EINTR and short transfers; a BD_IO_FUA write uses RWF_DSYNC (or, if the
@@ -50,7 +51,8 @@
 #define SUBMIT_MAX 64u  /* iocbs per io_submit */
 
 struct file_batch {
-	struct file_batch *next; /* pending or finished list; f->lock */
+	struct file_batch *pend_next; /* pending list; f->lock */
+	struct file_batch *fin_next;  /* finished list; f->lock */
 	struct bd_io *ios;       /* immutable */
 	struct iocb *iocbs;      /* n of them; immutable after setup */
 	unsigned n;              /* immutable */
@@ -174,7 +176,7 @@ static int io_finish_sync(struct bd_file *f, struct bd_io *io, size_t done)
 static void batch_io_done_locked(struct bd_file *f, struct file_batch *b)
 {
 	if (--b->remaining == 0) {
-		b->next = f->fin_head;
+		b->fin_next = f->fin_head;
 		f->fin_head = b;
 	}
 }
@@ -219,13 +221,13 @@ static void issue_locked(struct bd_file *f)
 		if (r > 0) {
 			b->issued += (unsigned)r;
 			f->slots -= (unsigned)r;
-		} else if (r == -EAGAIN && f->slots < AIO_DEPTH) {
+		} else if ((r == 0 || r == -EAGAIN) && f->slots < AIO_DEPTH) {
 			break; /* retried when a completion frees a slot */
 		} else if (r != -EINTR) {
 			issue_refused_locked(f, b);
 		}
 		if (b->issued == b->n) {
-			f->pend_head = b->next;
+			f->pend_head = b->pend_next;
 			if (f->pend_head == NULL)
 				f->pend_tail = NULL;
 		}
@@ -276,7 +278,7 @@ static void finish_batches(struct bd_file *f, struct file_batch *list)
 	struct file_batch *b, *next;
 
 	for (b = list; b != NULL; b = next) {
-		next = b->next;
+		next = b->fin_next;
 		if (b->done != NULL) {
 			b->done(b->ios, b->n, b->arg);
 			free(b);
@@ -322,7 +324,8 @@ static struct file_batch *batch_new(struct bd_file *f, struct bd_io *ios,
 	b = malloc(sizeof(*b) + n * sizeof(struct iocb));
 	if (b == NULL)
 		return NULL;
-	b->next = NULL;
+	b->pend_next = NULL;
+	b->fin_next = NULL;
 	b->ios = ios;
 	b->iocbs = (struct iocb *)(b + 1);
 	b->n = n;
@@ -355,7 +358,7 @@ static void batch_enqueue(struct bd_file *f, struct file_batch *b)
 	pthread_mutex_lock(&f->lock);
 	f->outstanding++;
 	if (f->pend_tail != NULL)
-		f->pend_tail->next = b;
+		f->pend_tail->pend_next = b;
 	else
 		f->pend_head = b;
 	f->pend_tail = b;
@@ -482,15 +485,22 @@ static int open_fd(const char *path, unsigned *flags)
 	return fd < 0 ? -errno : fd;
 }
 
-static int device_size(int fd, uint64_t *size)
+/* Size of the device; -EROFS for a writable open of a read-only block
+ * device (Linux lets the open succeed and fails each write with EPERM). */
+static int device_size(int fd, unsigned flags, uint64_t *size)
 {
 	struct stat st;
+	int ro = 0;
 
 	if (fstat(fd, &st) != 0)
 		return -errno;
 	if (S_ISBLK(st.st_mode)) {
 		if (ioctl(fd, BLKGETSIZE64, size) != 0)
 			return -errno;
+		if (ioctl(fd, BLKROGET, &ro) != 0)
+			return -errno;
+		if (ro && !(flags & BD_RDONLY))
+			return -EROFS;
 	} else if (S_ISREG(st.st_mode)) {
 		*size = (uint64_t)st.st_size;
 	} else {
@@ -556,7 +566,7 @@ int bd_file_open(const char *path, unsigned flags, struct bd_dev **out)
 		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto out_close;
 	}
-	ret = device_size(f->fd, &size);
+	ret = device_size(f->fd, flags, &size);
 	if (ret != 0)
 		goto out_close;
 	ret = bd_dev_init(&f->dev, &file_ops, path, size, flags);

@@ -338,6 +338,67 @@ static void test_async_overlay(void)
 	rig_close(&r);
 }
 
+static uint64_t rnd(uint64_t *st)
+{
+	uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Random writes (plain, FUA, multi-block, failing), reads and flushes
+ * against a model of the media and of what reads see; then a crash must
+ * leave exactly the model's media. */
+static void model_round(uint64_t *st)
+{
+	int media[NBLK] = { 0 }, latest[NBLK] = { 0 };
+	struct rig r;
+	int v = 1;
+
+	REQUIRE(rig_open(&r) == 0);
+	for (unsigned op = 0; op < 400; op++) {
+		unsigned k = (unsigned)(rnd(st) % 100);
+		unsigned blk = (unsigned)(rnd(st) % (NBLK - 4));
+		unsigned len = k < 10 ? 1 + (unsigned)(rnd(st) % 4) : 1;
+		unsigned fua = (k >= 10 && k < 20) ? BD_IO_FUA : 0;
+		int fail = k >= 20 && k < 25;
+
+		v = v % 250 + 1;
+		if (k >= 25 && k < 30) {
+			CHECK_EQ(bd_flush(r.dev), 0);
+			memcpy(media, latest, sizeof(media));
+			continue;
+		}
+		if (k >= 30 && k < 60) {
+			CHECK_EQ(get(&r, r.dev, blk), latest[blk]);
+			continue;
+		}
+		if (fail)
+			bd_fault_fail_nth(r.f, BD_WRITE, 1, 0);
+		memset(r.buf, v, len * BLK);
+		CHECK_EQ(bd_write(r.dev, r.buf, len * BLK, (uint64_t)blk * BLK,
+				  fua), fail ? -EIO : 0);
+		for (unsigned i = 0; i < len && !fail; i++) {
+			latest[blk + i] = v;
+			if (fua)
+				media[blk + i] = v;
+		}
+	}
+	bd_fault_crash(r.f, 0);
+	for (unsigned b = 0; b < NBLK; b++)
+		CHECK_EQ(get(&r, r.ram, b), media[b]);
+	rig_close(&r);
+}
+
+static void test_random_model(void)
+{
+	uint64_t st = t_seed();
+
+	for (unsigned round = 0; round < 20; round++)
+		model_round(&st);
+}
+
 /* The wrapper over a real file: what survived is in the file. */
 static void test_file_lower(void)
 {
@@ -390,6 +451,7 @@ int main(int argc, char **argv)
 	T_RUN(test_crash_nth);
 	T_RUN(test_tear);
 	T_RUN(test_garble_deterministic);
+	T_RUN(test_random_model);
 	T_RUN(test_async_overlay);
 	T_RUN(test_file_lower);
 	T_RUN(test_open_errors);
