@@ -265,4 +265,35 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev);
 void fs_stats_set_trace(struct fs_stats *st, struct fs_trace *tr);
 struct fs_trace *fs_stats_trace(const struct fs_stats *st);
 
+/* ---- for the daemon (fs_stats_mount.c) ----
+ * Typical use in main():
+ *	fs_stats_opts_take(optstr, &so, err, sizeof(err));  before parsing
+ *	fs_stats_new(&st); fs_stats_set_mount(st, dev, mnt, optstr_as_given);
+ *	fs_stats_set_node(st, node, slot);                 after the mount
+ *	fs_stats_add_blockdev(st, bd);
+ *	fs_stats_mount_start(st, &so, node, err, sizeof(err));
+ *	... fs_stats_op_begin/end in every FUSE handler ...
+ *	fs_stats_mount_stop(st); remove sections; fs_stats_free(st);
+ */
+struct fs_stats_opts {
+	char *sock;	      /* stats=PATH, NULL: derived */
+	char *trace;	      /* trace=FILE, NULL: no trace */
+	unsigned trace_flags; /* trace_ops -> FS_TRACE_OPS */
+	int nostats;	      /* nostats: no socket */
+};
+void fs_stats_opts_init(struct fs_stats_opts *so);
+void fs_stats_opts_free(struct fs_stats_opts *so);
+/* Take stats=, nostats, trace=, trace_ops out of the comma-separated
+ * @opts (edited in place; other options keep their order) into @so.
+ * 0, -EINVAL (empty value; message in @err), -ENOMEM. */
+int fs_stats_opts_take(char *opts, struct fs_stats_opts *so, char *err,
+		       size_t errlen);
+/* Open the trace (if any) and start the server (unless nostats); set the
+ * mountpoint first when no stats=PATH was given. On failure nothing is
+ * left running and @err says why. 0 or -errno. */
+int fs_stats_mount_start(struct fs_stats *st, const struct fs_stats_opts *so,
+			 int node_id, char *err, size_t errlen);
+/* Stop the server, detach and close the trace. NULL ok. */
+void fs_stats_mount_stop(struct fs_stats *st);
+
 #endif /* UCFS_FS_STATS_H */
