@@ -51,7 +51,8 @@
 #define SUBMIT_MAX 64u  /* iocbs per io_submit */
 
 struct file_batch {
-	struct file_batch *next; /* pending or finished list; f->lock */
+	struct file_batch *pend_next; /* pending list; f->lock */
+	struct file_batch *fin_next;  /* finished list; f->lock */
 	struct bd_io *ios;       /* immutable */
 	struct iocb *iocbs;      /* n of them; immutable after setup */
 	unsigned n;              /* immutable */
@@ -175,7 +176,7 @@ static int io_finish_sync(struct bd_file *f, struct bd_io *io, size_t done)
 static void batch_io_done_locked(struct bd_file *f, struct file_batch *b)
 {
 	if (--b->remaining == 0) {
-		b->next = f->fin_head;
+		b->fin_next = f->fin_head;
 		f->fin_head = b;
 	}
 }
@@ -226,7 +227,7 @@ static void issue_locked(struct bd_file *f)
 			issue_refused_locked(f, b);
 		}
 		if (b->issued == b->n) {
-			f->pend_head = b->next;
+			f->pend_head = b->pend_next;
 			if (f->pend_head == NULL)
 				f->pend_tail = NULL;
 		}
@@ -277,7 +278,7 @@ static void finish_batches(struct bd_file *f, struct file_batch *list)
 	struct file_batch *b, *next;
 
 	for (b = list; b != NULL; b = next) {
-		next = b->next;
+		next = b->fin_next;
 		if (b->done != NULL) {
 			b->done(b->ios, b->n, b->arg);
 			free(b);
@@ -323,7 +324,8 @@ static struct file_batch *batch_new(struct bd_file *f, struct bd_io *ios,
 	b = malloc(sizeof(*b) + n * sizeof(struct iocb));
 	if (b == NULL)
 		return NULL;
-	b->next = NULL;
+	b->pend_next = NULL;
+	b->fin_next = NULL;
 	b->ios = ios;
 	b->iocbs = (struct iocb *)(b + 1);
 	b->n = n;
@@ -356,7 +358,7 @@ static void batch_enqueue(struct bd_file *f, struct file_batch *b)
 	pthread_mutex_lock(&f->lock);
 	f->outstanding++;
 	if (f->pend_tail != NULL)
-		f->pend_tail->next = b;
+		f->pend_tail->pend_next = b;
 	else
 		f->pend_head = b;
 	f->pend_tail = b;

@@ -365,9 +365,10 @@ struct fs_dirent_val {
 	uint64_t ino;
 	uint8_t type;		/* DT_* */
 	uint8_t namelen;
+	uint8_t pad[6];
 	char name[];		/* namelen bytes, not NUL-terminated */
 };
-static_assert(sizeof(struct fs_dirent_val) == 16, "dirent hdr");
+static_assert(offsetof(struct fs_dirent_val, name) == 16, "dirent hdr");
 #define FS_DIR_HASH_PROBES 16u
 
 /* ---- external xattr block --------------------------------------------- */
