@@ -143,6 +143,13 @@ int fs_stats_add_blockdev(struct fs_stats *st, struct bd_dev *dev);
 /* The body of that section from a snapshot (for tests and tools). */
 void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s);
 
+struct fs;
+/* Sections "blockdev", "journal", "cache" and "alloc" of a mount
+ * (fs_stats_core.c; struct fs from fs.h). Remove them (fs_stats_remove_fs)
+ * before unmounting. 0 or as add_section (nothing added on failure). */
+int fs_stats_add_fs(struct fs_stats *st, struct fs *fs);
+void fs_stats_remove_fs(struct fs_stats *st);
+
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
  * appended. On allocation failure a value is silently dropped and the
