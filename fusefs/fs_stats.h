@@ -268,7 +268,9 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev);
 #define FS_TRACE_ON(tr) __builtin_expect((tr) != NULL, 0)
 
 /* Attach a trace to the stats so op tracing (FS_TRACE_OPS) and the
- * periodic flush happen; NULL detaches. */
+ * periodic flush happen; NULL detaches. Close a detached trace only when
+ * no op can be in fs_stats_op_end (after the FUSE loop ended) and the
+ * lock code no longer holds its pointer. */
 void fs_stats_set_trace(struct fs_stats *st, struct fs_trace *tr);
 struct fs_trace *fs_stats_trace(const struct fs_stats *st);
 
