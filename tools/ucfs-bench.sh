@@ -58,7 +58,7 @@ usage: $ME SCENARIO [options]
   --size MB           image size (default: 1024 quick, 12288 full)
   --mkfs-opts OPTS    extra mkfs.ucfs options (e.g. "-J 64")
   --out DIR           results directory (default ./ucfs-bench-out/SCEN-DATE)
-  --work DIR          scratch directory for the image and mount points
+  --work DIR          where to make the scratch directory (image, mounts)
   --cache DIR         cache for the kernel tar and passthrough_ll ($CACHE)
   --no-install        never apt-get a missing package: fail with a message
   --no-plots          skip gnuplot
@@ -77,11 +77,11 @@ parse_time() {
 # dd's summary line: "N bytes (...) copied, S s, R UNIT"; MB/s = 1e6 B/s
 # as dd and the report count. Last summary line wins.
 parse_dd() {
-	awk '/ bytes .* copied, / { b = $1; s = $0;
+	awk '/ bytes .*copied, / { b = $1; s = $0;
 		sub(/.* copied, /, "", s); split(s, f, " "); secs = f[1] }
 	END { if (b == "") exit 1
 		print "bytes", b; print "seconds", secs
-		printf "MBps %.1f\n", secs > 0 ? b / secs / 1e6 : 0 }' "$1"
+		printf "MBps %.1f\n", (secs > 0 ? b / secs / 1e6 : 0) }' "$1"
 }
 
 # fio --output-format=json: bandwidth in KiB/s (= iozone's Kbytes/sec),
@@ -662,9 +662,9 @@ sc_untar() {
 bonnie_sizes() {
 	_ram=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)
 	if [ "$QUICK" = 1 ]; then
-		BON_S=64 BON_R=32 BON_N=1
+		BON_S=64 BON_R=32 BON_N=1 BON_F=-f
 	else
-		BON_S=$((_ram * 2)) BON_R=$_ram BON_N=16
+		BON_S=$((_ram * 2)) BON_R=$_ram BON_N=16 BON_F=""
 		_cap=$((SIZE_MB * 2 / 5))
 		if [ "$BON_S" -gt "$_cap" ]; then
 			BON_S=$_cap BON_R=$((_cap / 2))
@@ -681,7 +681,7 @@ bonnie_run() {	# SYS NCLIENTS
 	progress "$SCEN: $1 $SETUP: bonnie++ -s ${BON_S}M -n $BON_N"
 	_f=$WORK/bonnie.$1.$SETUP
 	bonnie++ -d "$_d" -s "$BON_S" -r "$BON_R" -n "$BON_N" -u root \
-		-m "$1" >"$_f.out" 2>"$_f.err"
+		$BON_F -m "$1" >"$_f.out" 2>"$_f.err"
 	cat "$_f.out" >>"$OUT/raw-bonnie.txt"
 	if ! parse_bonnie "$_f.out" >"$_f.kv"; then
 		warn "bonnie++ failed on $1: $(tail -n 2 "$_f.err")"
@@ -915,7 +915,7 @@ make_ratios() {
 		if (s == "2nodes") return "2clients"
 		if (s == "mounted2") return "1node"
 		return s }
-	$7 ~ /^[0-9.e+-]+$/ { key = $1 SUBSEP eqv($3) SUBSEP $4 SUBSEP $5 \
+	$7 ~ /^-?[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?$/ { key = $1 SUBSEP eqv($3) SUBSEP $4 SUBSEP $5 \
 		SUBSEP $6; val[$2, key] = $7
 		rows[++n] = $0 }
 	END { for (r = 1; r <= n; r++) { split(rows[r], f, "\t")
@@ -1168,8 +1168,8 @@ plot_bars() {
 	_n=$(( $(echo $RUN_SYSTEMS | wc -w) + 1 ))
 	for _t in svg png; do
 		case $_t in
-		svg) _term="svg size 900,500 dynamic" ;;
-		png) _term="pngcairo size 900,500" ;;
+		svg) _term="svg size 900,500 dynamic noenhanced" ;;
+		png) _term="pngcairo size 900,500 noenhanced" ;;
 		esac
 		gnuplot >>"$WORK/log/gnuplot.log" 2>&1 <<GP ||
 set terminal $_term
@@ -1366,8 +1366,10 @@ main() {
 	OUT=$(cd "$OUT" && pwd)
 	: >"$OUT/results.tsv"; : >"$OUT/skipped.tsv"
 	: >"$OUT/tables.txt"; : >"$OUT/stats.txt"
-	if [ -z "$WORK" ]; then WORK=$(mktemp -d /tmp/ucfs-bench.XXXXXX)
-	else mkdir -p "$WORK" || die "cannot create $WORK"; fi
+	# Our own directory even under --work: cleanup removes only it.
+	[ -n "$WORK" ] && { mkdir -p "$WORK" || die "cannot create $WORK"; }
+	WORK=$(mktemp -d "${WORK:-/tmp}/ucfs-bench.XXXXXX") ||
+		die "cannot create a scratch directory"
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
 	mkdir -p "$WORK/log" "$WORK/mnt"
