@@ -165,6 +165,13 @@ need_file() {
 	die "$1 is missing ($3): apt-get install $2 (or: make deps)"
 }
 
+# tool NAME — path of a ucfs program: beside this script (the build
+# directory) first, then PATH (installed: bin/ and sbin/); empty if none.
+tool() {
+	if [ -x "$BIN/$1" ]; then printf '%s' "$BIN/$1"
+	else command -v "$1" 2>/dev/null; fi
+}
+
 check_common() {
 	[ "$(id -u)" = 0 ] || die "must run as root (loop devices, mounts," \
 		"drop_caches)"
@@ -172,8 +179,9 @@ check_common() {
 	need mkfs.ext4 e2fsprogs "the ext4 baseline"
 	need losetup mount "the ext4 baseline"
 	need xz xz-utils "the kernel tarball"
-	[ -x "$BIN/ucfs-bench-ops" ] || die "$BIN/ucfs-bench-ops missing: run make"
-	OPS=$BIN/ucfs-bench-ops
+	OPS=$(tool ucfs-bench-ops) || die "ucfs-bench-ops missing: run make"
+	UCFS=$(tool ucfs) MKFS=$(tool mkfs.ucfs) STAT=$(tool ucfs-stat)
+	AGE=$(tool ucfs-age)
 }
 
 # ---- the kernel tree cache --------------------------------------------------
@@ -311,7 +319,7 @@ loop_down() {
 # ucfs_mkfs SYS — format the image for ucfs with SYS's lock protocol.
 ucfs_mkfs() {
 	# shellcheck disable=SC2086
-	"$BIN/mkfs.ucfs" -j 2 -p "$(attr P "$1")" $MKFS_OPTS "$IMG" \
+	"$MKFS" -j 2 -p "$(attr P "$1")" $MKFS_OPTS "$IMG" \
 		>"$WORK/log/mkfs.$1.log" 2>&1 ||
 		{ warn "mkfs.ucfs failed: $(tail -n 3 "$WORK/log/mkfs.$1.log")"
 		  return 1; }
@@ -335,7 +343,7 @@ ucfs_mount_node() {
 		_o="$_o,cluster=$(cluster_json),node=$2"
 	fi
 	_o=${_o#,}
-	"$BIN/ucfs" -f ${_o:+-o "$_o"} "$IMG" "$_m" \
+	"$UCFS" -f ${_o:+-o "$_o"} "$IMG" "$_m" \
 		>"$WORK/log/ucfs.$1.$2.log" 2>&1 &
 	_pid=$!
 	PIDS="$PIDS $_pid"
@@ -362,7 +370,11 @@ pt_mount() {
 	_low=$(mp pt lower)
 	mkdir -p "$_low" "$(mp pt 1)"
 	mount "$LOOP" "$_low" || return 1
-	"$PT" -f -o "source=$_low" "$(mp pt 1)" >"$WORK/log/pt.log" 2>&1 &
+	# passthrough_ll holds an O_PATH fd per inode the kernel knows: give
+	# it the hard limit (it fails with EMFILE past that; BENCH.md).
+	( ulimit -n "$(ulimit -Hn)" 2>/dev/null
+	  exec "$PT" -f -o "source=$_low" "$(mp pt 1)" ) \
+		>"$WORK/log/pt.log" 2>&1 &
 	PID_pt=$!
 	PIDS="$PIDS $PID_pt"
 	wait_mount "$(mp pt 1)" "$PID_pt" || { warn "passthrough_ll failed:" \
@@ -459,7 +471,7 @@ SKIP2="skipped: cluster mode (lockproto=dlm) not available yet"
 cluster_probe() {
 	[ -n "$CLUSTER" ] && return 0
 	CLUSTER=no
-	if [ ! -x "$BIN/ucfs" ] || [ ! -x "$BIN/mkfs.ucfs" ]; then
+	if [ -z "$UCFS" ] || [ -z "$MKFS" ]; then
 		CLUSTER_WHY="ucfs is not built"
 		return 0
 	fi
@@ -480,12 +492,12 @@ cluster_probe() {
 STATS_OK=""
 stats_snap() {	# SYS N before|after
 	[ "$STATS_OK" = no ] && return 0
-	if [ ! -x "$BIN/ucfs-stat" ]; then
+	if [ -z "$STAT" ]; then
 		STATS_OK=no
 		warn "ucfs-stat not built: no ucfs stats deltas in this run"
 		return 0
 	fi
-	"$BIN/ucfs-stat" --json "$(mp "$1" "$2")" \
+	"$STAT" --json "$(mp "$1" "$2")" \
 		>"$WORK/stats.$1.$2.$3.json" 2>"$WORK/log/stat.err" ||
 		{ warn "ucfs-stat --json failed: $(head -n 1 \
 			"$WORK/log/stat.err")"; rm -f "$WORK/stats.$1.$2.$3.json"; }
@@ -891,7 +903,7 @@ sc_dd() {
 		if [ "$(attr K "$_s")" = raw ]; then raw_run; continue; fi
 		for_setups "$_s" dd_run
 		if [ "$(attr K "$_s")" = ucfs ]; then
-			if [ -x "$BIN/ucfs-age" ]; then
+			if [ -n "$AGE" ]; then
 				skipped "$_s" aged "skipped: aged run not wired yet"
 			else
 				skipped "$_s" aged "skipped: aging tool (ucfs-age) not available yet; fresh only"
@@ -1254,7 +1266,7 @@ cleanup() {
 # define_systems — the systems of this run, in the order they run.
 define_systems() {
 	UCFS_SYSTEMS=""
-	if [ -x "$BIN/ucfs" ] && [ -x "$BIN/mkfs.ucfs" ]; then
+	if [ -n "$UCFS" ] && [ -n "$MKFS" ]; then
 		for _lp in $LOCKPROTOS; do
 			_n=ucfs; [ "$_lp" = dlm ] && _n=ucfs_dlm
 			add_system "$_n" ucfs "ucfs 1 node, lockproto=$_lp" \
@@ -1268,7 +1280,7 @@ define_systems() {
 			UCFS_SYSTEMS="$UCFS_SYSTEMS $_n"
 		done
 	else
-		NO_UCFS="skipped: ucfs is not built yet ($BIN/ucfs, $BIN/mkfs.ucfs)"
+		NO_UCFS="skipped: ucfs is not built yet (no ucfs and mkfs.ucfs in $BIN or PATH)"
 	fi
 	add_system raw raw "the image file, dd with O_DIRECT"
 	add_system ext4 ext4 "ext4 on a loop device of the image"
