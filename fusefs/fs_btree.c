@@ -393,8 +393,10 @@ static void leaf_remove(uint8_t *n, int idx)
 	uint16_t off = s[idx].off, len = s[idx].len;
 
 	memmove(n + h->free_end + len, n + h->free_end, off - h->free_end);
+	/* values below the removed one move up; so do empty values sitting
+	 * at its start (they must stay >= free_end) */
 	for (int i = 0; i < h->nkeys; i++)
-		if (s[i].off < off)
+		if (i != idx && s[i].off <= off)
 			s[i].off += len;
 	h->free_end += len;
 	memmove(&s[idx], &s[idx + 1], (size_t)(h->nkeys - idx - 1) * ENT);

@@ -72,21 +72,33 @@ struct probe {
 	uint16_t used;		/* bitmap of probes in use */
 };
 
+/* Values sit unaligned in the B+tree's heap: copy the header out. */
+static int val_header(const void *val, size_t len, struct fs_dirent_val *v)
+{
+	if (len < sizeof(*v))
+		return -EUCLEAN;
+	memcpy(v, val, sizeof(*v));
+	if (v->namelen == 0 || v->namelen + sizeof(*v) > len)
+		return -EUCLEAN;
+	return 0;
+}
+
 static int probe_cb(void *arg, uint64_t key, const void *val, size_t len)
 {
 	struct probe *p = arg;
-	const struct fs_dirent_val *v = val;
+	struct fs_dirent_val v;
 
 	if (key >= p->h + FS_DIR_HASH_PROBES)
 		return 1;
 	p->used |= (uint16_t)(1u << (key - p->h));
-	if (len < sizeof(*v) || v->namelen + sizeof(*v) > len)
+	if (val_header(val, len, &v) < 0)
 		return -EUCLEAN;
-	if (v->namelen == p->len && memcmp(v->name, p->name, p->len) == 0) {
+	if (v.namelen == p->len &&
+	    memcmp((const char *)val + sizeof(v), p->name, p->len) == 0) {
 		p->found = 1;
 		p->found_key = key;
-		p->ino = v->ino;
-		p->type = v->type;
+		p->ino = v.ino;
+		p->type = v.type;
 		return 1;
 	}
 	return 0;
@@ -194,18 +206,17 @@ struct iter {
 
 static int iter_cb(void *arg, uint64_t key, const void *val, size_t len)
 {
-	const struct fs_dirent_val *v = val;
+	struct fs_dirent_val v;
 	struct iter *it = arg;
 	struct fs_dirent de;
 
-	if (len < sizeof(*v) || v->namelen + sizeof(*v) > len ||
-	    v->namelen == 0)
+	if (val_header(val, len, &v) < 0)
 		return -EUCLEAN;
-	de.ino = v->ino;
+	de.ino = v.ino;
 	de.next = key + 1;
-	de.type = v->type;
-	de.namelen = v->namelen;
-	de.name = v->name;
+	de.type = v.type;
+	de.namelen = v.namelen;
+	de.name = (const char *)val + sizeof(v);
 	return it->cb(it->arg, &de) ? 1 : 0;
 }
 

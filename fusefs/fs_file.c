@@ -492,7 +492,7 @@ static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 {
 	struct fs_btree bt;
 	struct fs_tx *tx;
-	unsigned per, i;
+	unsigned per, i, batch;
 	int ret = 0, done = 0;
 
 	if (lb0 >= lb1)
@@ -500,11 +500,16 @@ static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 	while (!done) {
 		ext_tree(fs, ib, &bt);
 		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs);
-		ret = fs_tx_begin(fs, 1 + UNMAP_BATCH * per, &tx);
+		batch = (fs_tx_max_credits(fs) - 1) / per;
+		if (batch > UNMAP_BATCH)
+			batch = UNMAP_BATCH;
+		if (batch == 0)
+			batch = 1;
+		ret = fs_tx_begin(fs, 1 + batch * per, &tx);
 		if (ret < 0)
 			return ret;
 		ret = fs_tx_write(tx, ib);
-		for (i = 0; ret == 0 && i < UNMAP_BATCH; i++) {
+		for (i = 0; ret == 0 && i < batch; i++) {
 			ret = unmap_one(tx, ib, lb0, lb1);
 			if (ret == 1) {
 				done = 1;
@@ -575,6 +580,7 @@ int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
 		memset(fs_di(ib)->inline_area, 0, FS_INODE_INLINE_SIZE);
 		fs_di(ib)->fmt = FS_FMT_INLINE;
 		fs_di(ib)->blocks = 0;
+		fs_di(ib)->size = 0;
 	}
 	if (fs_tx_end(tx) < 0 && ret == 0)
 		ret = -EIO;
@@ -592,8 +598,10 @@ static int truncate_inline(struct fs *fs, struct fs_buf *ib, uint64_t size)
 		return ret;
 	ret = fs_tx_write(tx, ib);
 	if (ret == 0) {
-		if (size < di->size)
-			memset(di->inline_area + size, 0, di->size - size);
+		if (size < di->size && size < FS_INODE_INLINE_SIZE)
+			memset(di->inline_area + size, 0,
+			       (di->size < FS_INODE_INLINE_SIZE ? di->size :
+				FS_INODE_INLINE_SIZE) - size);
 		di->size = size;
 		fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
 	}

@@ -166,6 +166,16 @@ int fs_ino_referenced(struct fs *fs, uint64_t ino)
 	return ret;
 }
 
+static int tbl_known(struct fs_ns *ns, uint64_t ino)
+{
+	int ret;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	ret = tbl_find(ns, ino) != NULL;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return ret;
+}
+
 /* ---- init ---- */
 
 int fs_ns_init(struct fs *fs, const struct fs_opts *o)
@@ -228,7 +238,9 @@ int fs_ino_read(struct fs *fs, uint64_t ino, struct fs_buf **out)
 		return -ESTALE;
 	if (ret < 0)
 		return ret;
-	if (fs_di(b)->nlink == 0 && fs_di(b)->mode == 0) {
+	/* an unlinked inode lives on only while somebody holds it (it is
+	 * then in the table as an orphan); otherwise it is freed */
+	if (fs_di(b)->nlink == 0 && !tbl_known(fs->ns, ino)) {
 		fs_buf_put(b);
 		return -ESTALE;
 	}

@@ -298,7 +298,8 @@ static int rp_apply(struct rp_state *rp)
 	struct fs *fs = rp->fs;
 	int ret;
 
-	qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
+	if (rp->nrev > 0)
+		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
 	for (size_t i = 0; i < rp->nimg; i++) {
 		const struct rp_img *m = &rp->img[i];
 
@@ -434,7 +435,8 @@ static int checkpoint_locked(struct fs *fs)
 			.off = b->blkno << FS_BLOCK_SHIFT };
 	}
 	if (ret == 0) {
-		qsort(ios, n, sizeof(*ios), ck_cmp);
+		if (n > 0)
+			qsort(ios, n, sizeof(*ios), ck_cmp);
 		ret = submit_chunks(fs, ios, n);
 	}
 	if (ret == 0)

@@ -314,6 +314,7 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
 	}
 	if (mk_flush_ios(&m) == 0)
 		m.ret = bd_flush(bd);
+	free(m.ios);
 	if (m.ret < 0)
 		fs_why(why, whylen, m.ret, "write error while formatting");
 	return m.ret;

@@ -143,6 +143,13 @@ int fs_stats_add_blockdev(struct fs_stats *st, struct bd_dev *dev);
 /* The body of that section from a snapshot (for tests and tools). */
 void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s);
 
+struct fs;
+/* Sections "blockdev", "journal", "cache" and "alloc" of a mount
+ * (fs_stats_core.c; struct fs from fs.h). Remove them (fs_stats_remove_fs)
+ * before unmounting. 0 or as add_section (nothing added on failure). */
+int fs_stats_add_fs(struct fs_stats *st, struct fs *fs);
+void fs_stats_remove_fs(struct fs_stats *st);
+
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
  * appended. On allocation failure a value is silently dropped and the
@@ -261,7 +268,9 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev);
 #define FS_TRACE_ON(tr) __builtin_expect((tr) != NULL, 0)
 
 /* Attach a trace to the stats so op tracing (FS_TRACE_OPS) and the
- * periodic flush happen; NULL detaches. */
+ * periodic flush happen; NULL detaches. Close a detached trace only when
+ * no op can be in fs_stats_op_end (after the FUSE loop ended) and the
+ * lock code no longer holds its pointer. */
 void fs_stats_set_trace(struct fs_stats *st, struct fs_trace *tr);
 struct fs_trace *fs_stats_trace(const struct fs_stats *st);
 
