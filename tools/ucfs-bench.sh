@@ -503,8 +503,9 @@ stats_snap() {	# SYS N before|after
 			"$WORK/log/stat.err")"; rm -f "$WORK/stats.$1.$2.$3.json"; }
 }
 
-# Numeric leaves of after - before, then a summary of the four counters the
-# tables explain themselves with (keys matched by name; see BENCH.md).
+# Counters of after - before (fusefs/STATS.md: gauges, latency figures and
+# anything inside an array are not counters and are left out), then the
+# summary the tables explain themselves with.
 STATS_SEQ=0
 stats_delta() {	# SYS N
 	_a=$WORK/stats.$1.$2.before.json _b=$WORK/stats.$1.$2.after.json
@@ -515,30 +516,42 @@ stats_delta() {	# SYS N
 	jq -n --slurpfile a "$_a" --slurpfile b "$_b" \
 		--arg scen "$SCEN" --arg sys "$1" --arg setup "$SETUP" \
 		--arg node "$2" --arg tag "$STATS_TAG" '
-	def leaves: [paths(numbers) as $p |
-		{key: ($p | map(tostring) | join(".")), value: ($b[0] | getpath($p))}]
-		| from_entries;
-	def pick($re): [to_entries[] | select(.key | test($re; "i"))
+	def gauge: test("^(id|slot|pid|uptime_s|start_time|time|version|"
+		+ "inflight|dirty|cached|entries|mean_ns|p50_ns|p99_ns|max_ns|"
+		+ "srtt|srttvar|srttb|srttvarb|sirt|sirtvar|mode|holders|"
+		+ "waiters|free|size|capacity|queue_depth|node|window)$|"
+		+ "^(max|min|cur)|_now$");
+	def counters: [paths(numbers) as $p
+		| select(($p | map(type) | index("number")) == null)
+		| select(($p[-1] | gauge) | not)
+		| {key: ($p | join(".")), value: getpath($p)}] | from_entries;
+	def pick($re): [to_entries[] | select(.key | test($re))
 		| .value] | add // 0;
-	($a[0] | [paths(numbers) as $p | {key: ($p | map(tostring)
-		| join(".")), value: getpath($p)}] | from_entries) as $old |
-	($b[0] | [paths(numbers) as $p | {key: ($p | map(tostring)
-		| join(".")), value: getpath($p)}] | from_entries) as $new |
-	($new | with_entries(.value -= ($old[.key] // 0))
-		| with_entries(select(.key | test("hist|max|avg|mean|srtt|\\.p[0-9]") | not))) as $d |
-	{scenario: $scen, system: $sys, setup: $setup, node: ($node | tonumber),
-	 phases: $tag,
+	($a[0] | counters) as $old |
+	($b[0] | counters | with_entries(.value -= ($old[.key] // 0))) as $d |
+	{scenario: $scen, system: $sys, setup: $setup,
+	 node: ($node | tonumber), phases: $tag,
 	 summary: {
-	  lock_requests: ($d | pick("lock.*(request|req|acquire)s?$")),
-	  blocking_callbacks: ($d | pick("(blocking|bast|callback).*(sent|recv|received|count)?$")),
-	  window_refills: ($d | pick("refill")),
-	  readahead_hits: ($d | pick("readahead.*hit|ra.*hit"))},
+	  fuse_ops: ($d | pick("^fuse\\.count$")),
+	  lock_requests: ($d | pick("^locks\\.types\\.[^.]+\\.requests$")),
+	  remote_grants: ($d | pick("^locks\\.types\\.[^.]+\\.grants_remote$")),
+	  blocking_callbacks: ($d | pick("^locks\\.types\\.[^.]+\\.bast_recv$")),
+	  blocking_callbacks_sent: ($d | pick("^locks\\.types\\.[^.]+\\.bast_sent$")),
+	  window_refills: ($d | pick("^alloc\\..*refill")),
+	  readahead_hits: ($d | pick("^readahead\\..*hit")),
+	  cache_hits: ($d | pick("^cache\\.hits$")),
+	  cache_misses: ($d | pick("^cache\\.misses$")),
+	  journal_commits: ($d | pick("^journal\\.commits$")),
+	  dev_read_bytes: ($d | pick("^blockdev\\.read\\.bytes$")),
+	  dev_write_bytes: ($d | pick("^blockdev\\.write\\.bytes$"))},
 	 delta: $d}' >"$_d" 2>>"$WORK/log/stat.err" || { rm -f "$_d"; return 0; }
-	jq -r '"ucfs stats \(.system) node \(.node) [\(.phases)]: " +
-		"lock requests \(.summary.lock_requests), blocking callbacks " +
-		"\(.summary.blocking_callbacks), window refills " +
-		"\(.summary.window_refills), readahead hits " +
-		"\(.summary.readahead_hits)"' "$_d" | tee -a "$OUT/stats.txt"
+	jq -r '.summary as $s | "ucfs stats \(.system) \(.setup) node " +
+		"\(.node) [\(.phases)]: lock requests \($s.lock_requests), " +
+		"blocking callbacks \($s.blocking_callbacks), window refills " +
+		"\($s.window_refills), readahead hits \($s.readahead_hits); " +
+		"fuse ops \($s.fuse_ops), journal commits " +
+		"\($s.journal_commits), device read \($s.dev_read_bytes) B " +
+		"write \($s.dev_write_bytes) B"' "$_d" | tee -a "$OUT/stats.txt"
 }
 
 # ---- results -------------------------------------------------------------------
@@ -1399,4 +1412,5 @@ main() {
 		"plots: $OUT/plots/"
 }
 
-main "$@"
+# UCFS_BENCH_LIB=1: define the functions only (tests source this file).
+[ "${UCFS_BENCH_LIB:-}" = 1 ] || main "$@"

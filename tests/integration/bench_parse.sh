@@ -65,4 +65,26 @@ check ops_db_parse sh -c "$BENCH parse db '$T/db.out' | grep -q mvdir_ps"
 check ops_db_cleans_up test -z "$(ls -A "$T/db")"
 check ops_db_bad_dir_fails sh -c "! '$OPS' db '$T/nonexistent' 2>/dev/null"
 check ops_bad_usage sh -c "! '$OPS' fileben -p x -f '$T/a' 2>/dev/null"
+# The ucfs stats delta (recorded from tests/progs/stats_fake through
+# ucfs-stat --json, two snapshots 1.5 s apart): the summary must be the
+# difference of the counters, gauges and arrays left out.
+mkdir -p "$T/sw/log" "$T/so"
+cp "$D/stats-fake-before.json" "$T/sw/stats.ucfs.1.before.json"
+cp "$D/stats-fake-after.json" "$T/sw/stats.ucfs.1.after.json"
+( UCFS_BENCH_LIB=1 . "$B/ucfs-bench"
+  WORK=$T/sw OUT=$T/so SCEN=untar SETUP=1node STATS_TAG=untar
+  stats_delta ucfs 1 ) >"$T/stats.out"
+S=$(ls "$T"/so/stats/*.json 2>/dev/null | head -n 1)
+want=$(jq -s '[.[1].locks.types[].requests] as $b |
+	[.[0].locks.types[].requests] as $a | ($b | add) - ($a | add)' \
+	"$D/stats-fake-before.json" "$D/stats-fake-after.json")
+check stats_delta_lock_requests jq -e --argjson w "$want" \
+	'.summary.lock_requests == $w and $w > 0' "$S"
+check stats_delta_commits jq -e -s '.[2].summary.journal_commits ==
+	.[1].journal.commits - .[0].journal.commits' \
+	"$D/stats-fake-before.json" "$D/stats-fake-after.json" "$S"
+G='(pid|uptime_s|inflight|mean_ns|max_ns|p99_ns)$'
+check stats_delta_no_gauges jq -e --arg g "$G" '.delta | length > 20 and
+	(keys | all((test($g) or test("\\.hist\\.")) | not))' "$S"
+check stats_delta_printed grep -q 'lock requests' "$T/stats.out"
 exit 0
