@@ -390,12 +390,15 @@ pt_umount() {
 # mount_all SYS NODES / umount_all SYS — (re)mount without formatting.
 mount_all() {
 	case $(attr K "$1") in
-	ucfs)
+	ucfs)	# NODES_sys counts the nodes up, so a failure unwinds them
+		eval "NODES_$1=0"
 		_n=1
 		while [ "$_n" -le "$2" ]; do
 			ucfs_mount_node "$1" "$_n" || return 1
+			eval "NODES_$1=$_n"
 			_n=$((_n + 1))
-		done ;;
+		done
+		return 0 ;;
 	ext4)
 		mkdir -p "$(mp ext4 1)"
 		mount "$LOOP" "$(mp ext4 1)" || return 1
@@ -411,7 +414,7 @@ umount_all() {
 	case $(attr K "$1") in
 	ucfs)
 		_n=$(attr NODES "$1")
-		while [ "$_n" -ge 1 ]; do
+		while [ "${_n:-0}" -ge 1 ]; do
 			ucfs_umount_node "$1" "$_n"
 			_n=$((_n - 1))
 		done ;;
@@ -952,18 +955,32 @@ make_ratios() {
 		"$OUT/results.tsv" >"$OUT/ratios.tsv"
 }
 
+# Row order of the tables: systems, setups and steps in the order they
+# ran, clients 1, 2, all (the two clients finish in any order).
+AWK_SORT='
+function rk(arr, x) { if (!(x in arr)) arr[x] = ++arr[SUBSEP]; return arr[x] }
+function sortkey(sys, setup, cl, step) {
+	return sprintf("%04d%04d%04d%s", rk(rs, sys), rk(rt, setup),
+		rk(rp, step), cl == "all" ? "9" : cl) }
+function sort_rows(   i, j, t) {
+	for (i = 2; i <= n; i++) { t = order[i]
+		for (j = i - 1; j >= 1 && rank[order[j]] > rank[t]; j--)
+			order[j + 1] = order[j]
+		order[j + 1] = t } }'
+
 # table_times SCEN — the untar report: one row per system, setup, client
 # and step; real/user/sys as "0m15.826s"; then real over each baseline.
 table_times() {
-	awk -F'\t' -v scen="$1" -v bases="$BASELINES" '
+	awk -F'\t' -v scen="$1" -v bases="$BASELINES" "$AWK_SORT"'
 	function ms(s) { return sprintf("%dm%06.3fs", int(s / 60), s - 60 * int(s / 60)) }
 	FILENAME ~ /ratios/ { if ($1 == scen && $6 == "real")
 		rat[$2, $3, $4, $5, $7] = $8; next }
 	$1 != scen { next }
 	{ k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5
-	  if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+	  if (!(k in seen)) { seen[k] = 1; order[++n] = k
+		rank[k] = sortkey($2, $3, $4, $5) }
 	  v[k, $6] = $7 }
-	END { nb = split(bases, B, " ")
+	END { sort_rows(); nb = split(bases, B, " ")
 		hdr = sprintf("%-10s %-8s %-3s %-11s %11s %11s %11s", "system",
 			"setup", "cl", "step", "real", "user", "sys")
 		for (b = 1; b <= nb; b++) hdr = hdr sprintf(" %8s", "x" B[b])
@@ -986,7 +1003,8 @@ table_times() {
 # size), one column per "phase:metric:header" of COLS; under each ucfs row
 # one row per baseline with the ratios ("/ext4").
 table_wide() {
-	awk -F'\t' -v scen="$1" -v title="$2" -v cols="$3" -v bases="$BASELINES" '
+	awk -F'\t' -v scen="$1" -v title="$2" -v cols="$3" \
+		-v bases="$BASELINES" "$AWK_SORT"'
 	BEGIN { nc = split(cols, C, " ")
 		for (c = 1; c <= nc; c++) { split(C[c], p, ":")
 			ph[c] = p[1]; me[c] = p[2]; hd[c] = p[3] } }
@@ -1002,9 +1020,10 @@ table_wide() {
 	$1 != scen { next }
 	{ c = colof($5, $6); if (!c) next
 	  k = $2 SUBSEP $3 SUBSEP $4 SUBSEP rowkey($6)
-	  if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+	  if (!(k in seen)) { seen[k] = 1; order[++n] = k
+		rank[k] = sortkey($2, $3, $4, rowkey($6)) }
 	  v[k, c] = $7 }
-	END { nb = split(bases, B, " ")
+	END { sort_rows(); nb = split(bases, B, " ")
 		print title
 		line = sprintf("%-10s %-8s %-3s %-6s", "system", "setup", "cl", "")
 		for (c = 1; c <= nc; c++) line = line sprintf(" %10s", hd[c])
