@@ -1,0 +1,227 @@
+/*
+ * lk.h — the ucfs distributed lock manager (DLM), as a library.
+ *
+ * A struct lk_ls is a lockspace: one per process per cluster. Every node of
+ * the cluster opens the same lockspace from the same JSON configuration
+ * (lk_ls_open); the nodes talk to each other over authenticated TCP. A
+ * struct lk_lock is one lock on one resource (a "lkb" in VMS/Linux terms).
+ * Both handles are opaque. lockmgr/PROTOCOL.md describes the wire protocol,
+ * mastering and recovery.
+ *
+ * Modes are the VMS/Linux DLM set with the standard compatibility matrix
+ * (lk_mode_compat). Requests are asynchronous: lk_lock() and lk_convert()
+ * either grant at once (return LK_GRANTED_NOW, no completion callback
+ * follows) or queue the request (return 0; the completion callback runs
+ * later with the status: 0, -EAGAIN for a NOQUEUE request that could not be
+ * granted, -EDEADLK for the victim of a conversion deadlock, -ECANCELED
+ * after lk_cancel(), -ESHUTDOWN when the lockspace closes). lk_wait() turns
+ * any of them into a blocking call.
+ *
+ * Callbacks: completion and blocking callbacks run on the lockspace's
+ * callback thread, one at a time, never with library locks held. They may
+ * call every lk_* function except lk_wait() on the same lockspace and
+ * lk_ls_close(), and should return quickly (they delay every other
+ * callback of the lockspace). The node-down callback (lk_ls_config's
+ * recover) runs on the same thread.
+ *
+ * Hold cache: lk_unlock(lk, LK_UNLOCK_CACHE) keeps the lock granted in the
+ * DLM but idle; the next lk_lock() of that name on this node in a mode the
+ * cached one covers reuses it with no message (well under 1 us). A cached
+ * lock that blocks another node's request is released by the library.
+ *
+ * Errors: functions return 0 (or a positive documented value) or -errno;
+ * they never print (diagnostics go to the log callback).
+ */
+#ifndef UCFS_LK_H
+#define UCFS_LK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct lk_ls;
+struct lk_lock;
+
+enum lk_mode {
+	LK_NL = 0, /* null: holds a place, conflicts with nothing */
+	LK_CR = 1, /* concurrent read */
+	LK_CW = 2, /* concurrent write */
+	LK_PR = 3, /* protected read */
+	LK_PW = 4, /* protected write */
+	LK_EX = 5, /* exclusive */
+	LK_NMODES = 6,
+};
+
+/* Request flags (lk_lock, lk_convert, lk_lock_batch). */
+enum {
+	LK_NOQUEUE = 1 << 0,	 /* grant now or fail with -EAGAIN */
+	LK_NOQUEUEBAST = 1 << 1, /* with NOQUEUE: still send the holders one
+				    blocking callback */
+	LK_VALBLK = 1 << 2,	 /* the lock carries the lock value block */
+	LK_NOEXP = 1 << 3,	 /* may be granted while the user's node-down
+				    recovery callback runs (journal locks) */
+	LK_QUECVT = 1 << 4,	 /* conversion goes to the back of the
+				    convert queue even if grantable */
+};
+
+/* lk_unlock() flags */
+enum {
+	LK_UNLOCK_CACHE = 1 << 0, /* keep granted in the hold cache */
+	LK_UNLOCK_IVLVB = 1 << 1, /* mark the value block invalid */
+};
+
+#define LK_GRANTED_NOW 1 /* lk_lock/lk_convert: granted, no callback */
+
+/* Lock value block: LK_LVB_LEN bytes attached to a resource. */
+#define LK_LVB_LEN 32
+
+/*
+ * A resource name: a type, a 64-bit number and an optional short string.
+ * Compare and hash all 32 bytes: zero the unused bytes (lk_name_make).
+ */
+#define LK_NAME_STR 16
+struct lk_name {
+	uint16_t type;
+	uint16_t slen;	  /* bytes used in str (0..LK_NAME_STR) */
+	uint32_t reserved; /* zero */
+	uint64_t num;
+	char str[LK_NAME_STR];
+};
+
+/* Fill @n from @type, @num and optional @str (NULL: none). -EINVAL if
+ * @str is longer than LK_NAME_STR. */
+int lk_name_make(struct lk_name *n, uint16_t type, uint64_t num,
+		 const char *str);
+/* 64-bit hash of a name (the same on every node). */
+uint64_t lk_name_hash(const struct lk_name *n);
+/* "type:num[:str]" into buf; returns buf. */
+const char *lk_name_fmt(const struct lk_name *n, char *buf, size_t len);
+
+/* 1 if a lock in mode @a may be granted while another holds mode @b. */
+int lk_mode_compat(int a, int b);
+/* "NL", "CR", ... or "??" */
+const char *lk_mode_name(int mode);
+/* 1 if holding @have gives at least what @want gives (lattice order). */
+int lk_mode_covers(int have, int want);
+
+/*
+ * Per-lock callbacks, given at lk_lock(). Both run on the callback thread
+ * (see above). completion: a queued request or conversion finished with
+ * @status (0 granted; -EAGAIN, -EDEADLK, -ECANCELED, -ESHUTDOWN). blocking:
+ * another request wants @mode, which conflicts with what this lock holds;
+ * the holder should down-convert or unlock soon. Either may be NULL.
+ */
+struct lk_lock_ops {
+	void (*completion)(struct lk_lock *lk, int status, void *arg);
+	void (*blocking)(struct lk_lock *lk, int mode, void *arg);
+};
+
+/*
+ * Node-down recovery callback (per lockspace): node @nodeid died and the
+ * DLM has rebuilt its state. The user must recover what the node owned
+ * (e.g. replay its journal) before trusting data it protected; it may take
+ * LK_NOEXP locks to do so. Requests without LK_NOEXP are held back on
+ * every node until every node's callback returned.
+ */
+typedef void (*lk_recover_fn)(struct lk_ls *ls, uint32_t nodeid, void *arg);
+/* Log callback: @level 0 error, 1 warning, 2 info, 3 debug. */
+typedef void (*lk_log_fn)(int level, const char *msg, void *arg);
+
+struct lk_ls_config {
+	const char *cluster_file; /* JSON cluster configuration */
+	uint32_t nodeid;	  /* this node's id in it */
+	lk_recover_fn recover;	  /* may be NULL */
+	lk_log_fn log;		  /* may be NULL: errors to stderr */
+	void *arg;		  /* passed to recover and log */
+};
+
+/*
+ * Open the lockspace: read the configuration, listen on this node's
+ * address, start the network and callback threads and join the cluster.
+ * Returns at once; lk_ls_wait_quorum() waits until locks can be granted.
+ * -ENOENT/-EACCES (files), -EINVAL (bad configuration, unknown node id,
+ * secret too short), -EADDRINUSE, -ENOMEM. May block briefly.
+ */
+int lk_ls_open(const struct lk_ls_config *cfg, struct lk_ls **out);
+/* Wait until this node is a member of a quorate membership (-ETIMEDOUT
+ * after @timeout_ms). May block; not from a callback. */
+int lk_ls_wait_quorum(struct lk_ls *ls, int timeout_ms);
+/*
+ * Leave cleanly: cancel pending requests (completions get -ESHUTDOWN),
+ * release every lock, hand mastered resources on, stop the threads and
+ * free everything. Outstanding handles become invalid. May block; not from
+ * a callback. NULL is a no-op.
+ */
+void lk_ls_close(struct lk_ls *ls);
+/* Leave without telling anyone (tests: behaves like a crash for the
+ * others, without killing the process). */
+void lk_ls_abandon(struct lk_ls *ls);
+
+/* Membership as seen now: generation and bitmap of node ids (bit n =
+ * node n). Returns 1 if quorate. */
+int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
+uint32_t lk_ls_nodeid(const struct lk_ls *ls);
+
+/*
+ * Request a lock on @name in @mode. On success *@out is the new handle,
+ * owned by the caller until lk_unlock(). Returns LK_GRANTED_NOW, or 0 when
+ * queued (completion callback follows; with LK_NOQUEUE it reports -EAGAIN
+ * if the lock could not be granted at once). -EINVAL (mode, flags),
+ * -ENOMEM, -ESHUTDOWN. Any thread, including callbacks. Never blocks.
+ */
+int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
+	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
+	    struct lk_lock **out);
+
+/*
+ * Request @n locks at once (e.g. PR on every inode of a directory): one
+ * message per master, grants batched. out[i] receives each handle; each
+ * lock completes on its own (completion per lock, or lk_wait each).
+ * Returns the number granted at once (no callback for those: check
+ * lk_lock_granted), or -errno with no handle created. Never blocks.
+ */
+int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
+		  int mode, unsigned flags, const struct lk_lock_ops *ops,
+		  void *arg, struct lk_lock **out);
+
+/*
+ * Convert a granted lock to @mode (up or down). Same return convention as
+ * lk_lock. -EBUSY if a request or conversion is already pending, -EINVAL.
+ * A down-conversion from PW/EX writes the value block back (LK_VALBLK).
+ */
+int lk_convert(struct lk_lock *lk, int mode, unsigned flags);
+
+/*
+ * Release a granted lock (LK_UNLOCK_CACHE: keep it in the hold cache). The
+ * handle is invalid after return; a blocking callback already running on
+ * the callback thread may still see it (calls on it return -ENOENT).
+ * -EBUSY if a request or conversion is pending (lk_cancel first).
+ */
+int lk_unlock(struct lk_lock *lk, unsigned flags);
+
+/*
+ * Cancel a pending request or conversion. Its completion reports
+ * -ECANCELED (a conversion falls back to the mode held), or the grant if
+ * it won the race. Returns 0, or -EALREADY if nothing is pending.
+ */
+int lk_cancel(struct lk_lock *lk);
+
+/*
+ * Wait until no request or conversion is pending on @lk; returns the last
+ * completion status (0 if granted). Do not call from a callback. Works
+ * whether or not the lock has a completion callback.
+ */
+int lk_wait(struct lk_lock *lk);
+
+/* Mode granted now (-1 if none yet). */
+int lk_lock_mode(const struct lk_lock *lk);
+/* 1 if granted and nothing pending. */
+int lk_lock_granted(const struct lk_lock *lk);
+/* Copy the value block into @buf (LK_LVB_LEN). 0, or -ENODATA if marked
+ * invalid (buf still filled, zeroed), -EINVAL if the lock has no
+ * LK_VALBLK or is not granted. */
+int lk_lvb_get(const struct lk_lock *lk, void *buf);
+/* Set the value block to write back at the next down-conversion from or
+ * unlock of PW/EX. -EPERM unless granted PW or EX with LK_VALBLK. */
+int lk_lvb_set(struct lk_lock *lk, const void *buf);
+
+#endif /* UCFS_LK_H */
