@@ -933,6 +933,11 @@ int fs_tx_write(struct fs_tx *tx, struct fs_buf *b)
 	struct fs_journal *j = tx->fs->j;
 	int pin = 0;
 
+	/* a freed block is dead: changes to it must never be journaled
+	 * (its image could overwrite the data the block holds later) */
+	if (fs_cache_flags(b) & FS_BUF_REVOKED)
+		return 0;
+
 	pthread_mutex_lock(&j->lock);
 	if (j->aborted) {
 		pthread_mutex_unlock(&j->lock);
