@@ -143,6 +143,13 @@ int fs_stats_add_blockdev(struct fs_stats *st, struct bd_dev *dev);
 /* The body of that section from a snapshot (for tests and tools). */
 void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s);
 
+struct fs;
+/* Sections "blockdev", "journal", "cache" and "alloc" of a mount
+ * (fs_stats_core.c; struct fs from fs.h). Remove them (fs_stats_remove_fs)
+ * before unmounting. 0 or as add_section (nothing added on failure). */
+int fs_stats_add_fs(struct fs_stats *st, struct fs *fs);
+void fs_stats_remove_fs(struct fs_stats *st);
+
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
  * appended. On allocation failure a value is silently dropped and the
@@ -261,8 +268,41 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev);
 #define FS_TRACE_ON(tr) __builtin_expect((tr) != NULL, 0)
 
 /* Attach a trace to the stats so op tracing (FS_TRACE_OPS) and the
- * periodic flush happen; NULL detaches. */
+ * periodic flush happen; NULL detaches. Close a detached trace only when
+ * no op can be in fs_stats_op_end (after the FUSE loop ended) and the
+ * lock code no longer holds its pointer. */
 void fs_stats_set_trace(struct fs_stats *st, struct fs_trace *tr);
 struct fs_trace *fs_stats_trace(const struct fs_stats *st);
+
+/* ---- for the daemon (fs_stats_mount.c) ----
+ * Typical use in main():
+ *	fs_stats_opts_take(optstr, &so, err, sizeof(err));  before parsing
+ *	fs_stats_new(&st); fs_stats_set_mount(st, dev, mnt, optstr_as_given);
+ *	fs_stats_set_node(st, node, slot);                 after the mount
+ *	fs_stats_add_blockdev(st, bd);
+ *	fs_stats_mount_start(st, &so, node, err, sizeof(err));
+ *	... fs_stats_op_begin/end in every FUSE handler ...
+ *	fs_stats_mount_stop(st); remove sections; fs_stats_free(st);
+ */
+struct fs_stats_opts {
+	char *sock;	      /* stats=PATH, NULL: derived */
+	char *trace;	      /* trace=FILE, NULL: no trace */
+	unsigned trace_flags; /* trace_ops -> FS_TRACE_OPS */
+	int nostats;	      /* nostats: no socket */
+};
+void fs_stats_opts_init(struct fs_stats_opts *so);
+void fs_stats_opts_free(struct fs_stats_opts *so);
+/* Take stats=, nostats, trace=, trace_ops out of the comma-separated
+ * @opts (edited in place; other options keep their order) into @so.
+ * 0, -EINVAL (empty value; message in @err), -ENOMEM. */
+int fs_stats_opts_take(char *opts, struct fs_stats_opts *so, char *err,
+		       size_t errlen);
+/* Open the trace (if any) and start the server (unless nostats); set the
+ * mountpoint first when no stats=PATH was given. On failure nothing is
+ * left running and @err says why. 0 or -errno. */
+int fs_stats_mount_start(struct fs_stats *st, const struct fs_stats_opts *so,
+			 int node_id, char *err, size_t errlen);
+/* Stop the server, detach and close the trace. NULL ok. */
+void fs_stats_mount_stop(struct fs_stats *st);
 
 #endif /* UCFS_FS_STATS_H */

@@ -447,6 +447,74 @@ static void test_trace(void)
 	CHECK_EQ(ops, 10);
 }
 
+static void test_opts_take(void)
+{
+	struct fs_stats_opts so;
+	char o1[] = "rw,stats=/x/y.sock,commit=5,trace=/t,trace_ops,nostats";
+	char o2[] = "stats=", o3[] = "", o4[] = "stats=/a", o5[] = ",,ro,";
+	char err[128] = "";
+
+	fs_stats_opts_init(&so);
+	CHECK_EQ(fs_stats_opts_take(o1, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o1, "rw,commit=5") == 0);
+	CHECK(so.sock != NULL && strcmp(so.sock, "/x/y.sock") == 0);
+	CHECK(so.trace != NULL && strcmp(so.trace, "/t") == 0);
+	CHECK_EQ(so.trace_flags, FS_TRACE_OPS);
+	CHECK_EQ(so.nostats, 1);
+	fs_stats_opts_free(&so);
+	CHECK_EQ(fs_stats_opts_take(o2, &so, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "'stats'") != NULL);
+	CHECK_EQ(fs_stats_opts_take(o3, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o3, "") == 0);
+	CHECK_EQ(fs_stats_opts_take(o4, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o4, "") == 0);
+	CHECK_EQ(fs_stats_opts_take(o5, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o5, "ro") == 0);
+	CHECK_EQ(fs_stats_opts_take(NULL, &so, err, sizeof(err)), 0);
+	fs_stats_opts_free(&so);
+}
+
+static void test_mount_start(void)
+{
+	struct fs_stats *st;
+	struct fs_stats_opts so;
+	char sock[100], trace[100], err[256] = "", *doc;
+
+	snprintf(sock, sizeof(sock), "%s/m.sock", tmpdir);
+	snprintf(trace, sizeof(trace), "%s/m.trace", tmpdir);
+	REQUIRE(fs_stats_new(&st) == 0);
+	fs_stats_opts_init(&so);
+	so.sock = strdup(sock);
+	so.trace = strdup("/nonexistent/dir/trace");
+	CHECK_EQ(fs_stats_mount_start(st, &so, 1, err, sizeof(err)),
+		 -ENOENT);
+	CHECK(strstr(err, "trace=") != NULL);
+	CHECK(fs_stats_sock(st) == NULL && fs_stats_trace(st) == NULL);
+	free(so.trace);
+	so.trace = strdup(trace);
+	so.trace_flags = FS_TRACE_OPS;
+	REQUIRE(fs_stats_mount_start(st, &so, 1, err, sizeof(err)) == 0);
+	CHECK(fs_stats_trace(st) != NULL);
+	fs_stats_op_end(st, FS_OP_GETATTR, fs_stats_op_begin(), 0);
+	CHECK_EQ(fs_stats_fetch(sock, 2000, &doc), 0);
+	CHECK(strstr(doc, "\"tracing\":true") != NULL);
+	free(doc);
+	fs_stats_mount_stop(st);
+	CHECK(fs_stats_sock(st) == NULL && fs_stats_trace(st) == NULL);
+	CHECK(access(sock, F_OK) != 0);
+	{
+		FILE *f = fopen(trace, "r");
+		char line[512] = "";
+
+		REQUIRE(f != NULL);
+		CHECK(fgets(line, sizeof(line), f) != NULL);
+		CHECK(strstr(line, "\"op\":\"getattr\"") != NULL);
+		fclose(f);
+	}
+	fs_stats_opts_free(&so);
+	fs_stats_free(st);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -465,6 +533,8 @@ int main(int argc, char **argv)
 	T_RUN(test_server);
 	T_RUN(test_refuses_non_root);
 	T_RUN(test_trace);
+	T_RUN(test_opts_take);
+	T_RUN(test_mount_start);
 	{
 		char cmd[128];
 
