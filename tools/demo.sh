@@ -52,6 +52,7 @@ mount_node() {
 	"$BUILD/ucfs" -f -o "$o" "$W/disk.img" "$W/node$1" \
 		>"$W/ucfs.$1.log" 2>&1 &
 	PIDS="$PIDS $!"
+	eval "PID$1=$!"
 	i=0
 	while ! mountpoint -q "$W/node$1"; do
 		kill -0 "$!" 2>/dev/null && [ "$i" -lt 300 ] ||
@@ -63,7 +64,7 @@ mount_node() {
 
 show_stats() {	# N
 	if [ -x "$BUILD/ucfs-stat" ]; then
-		"$BUILD/ucfs-stat" "$W/node$1" 2>&1 | head -n 60
+		"$BUILD/ucfs-stat" "$W/node$1" 2>&1 | head -n 40
 	else
 		echo "(ucfs-stat not built yet)"
 	fi
@@ -111,6 +112,12 @@ sync -f "$W/node1"
 t1=$(date +%s.%N)
 awk -v a="$t0" -v b="$t1" -v f="$files" \
 	'BEGIN { printf "%d files in %.2f s (%.0f files/s)\n", f, b - a, f / (b - a) }'
+
+step "unmount and mount node 1 again: what follows is read from the image"
+umount "$W/node1" || die "umount failed"
+eval "p=\$PID1"
+wait "$p" 2>/dev/null
+mount_node 1 "lockproto=$proto"
 
 step "results"
 last=$NODES
