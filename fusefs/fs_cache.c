@@ -6,8 +6,10 @@
  * the journal has not pinned it (pins: member of the running transaction,
  * committed copy awaiting checkpoint). The bound is cache_mb worth of
  * buffers; when it is reached the least recently used evictable buffer is
- * reused. If everything is pinned the cache grows past the bound for a
- * moment and fs_tx_begin() throttles (commit + checkpoint unpin).
+ * reused. The journal's committed copies (awaiting checkpoint) count
+ * against the bound too (fs_cache_account). If everything is pinned the
+ * cache grows past the bound for a moment and fs_tx_begin() throttles
+ * (commit + checkpoint unpin).
  *
  * Invariants (cache lock):
  *  - a buffer is on the LRU iff HASHED && ref == 0 && pins == 0;
@@ -31,6 +33,7 @@ struct fs_cache {
 	size_t hmask;
 	struct fs_buf lru;		/* sentinel; lock */
 	uint64_t nbufs;			/* lock */
+	uint64_t nextra;		/* lock: journal copies (pages) */
 	uint64_t npinned;		/* lock */
 	uint64_t max_bufs;		/* immutable */
 };
@@ -106,8 +109,8 @@ int fs_cache_init(struct fs *fs, unsigned cache_mb)
 	if (cache_mb == 0)
 		cache_mb = 256;
 	c->max_bufs = (uint64_t)cache_mb * (1024 * 1024 / FS_BLOCK_SIZE);
-	if (c->max_bufs < 64)
-		c->max_bufs = 64;
+	if (c->max_bufs < 256)
+		c->max_bufs = 256;
 	while (hsize < c->max_bufs && hsize < (1u << 22))
 		hsize <<= 1;
 	c->hash = calloc(hsize, sizeof(*c->hash));
@@ -158,7 +161,8 @@ static struct fs_buf *hash_find(struct fs_cache *c, uint64_t blkno)
 /* Evict LRU buffers until below the bound. Lock held. */
 static void evict(struct fs *fs, struct fs_cache *c)
 {
-	while (c->nbufs >= c->max_bufs && c->lru.lru_next != &c->lru) {
+	while (c->nbufs + c->nextra >= c->max_bufs &&
+	       c->lru.lru_next != &c->lru) {
 		struct fs_buf *b = c->lru.lru_next;
 
 		lru_del(b);
@@ -308,6 +312,15 @@ unsigned fs_cache_flags(struct fs_buf *b)
 	return f;
 }
 
+void fs_cache_account(struct fs *fs, int64_t pages)
+{
+	struct fs_cache *c = fs->cache;
+
+	pthread_mutex_lock(&c->lock);
+	c->nextra += (uint64_t)pages;
+	pthread_mutex_unlock(&c->lock);
+}
+
 uint64_t fs_cache_capacity(struct fs *fs)
 {
 	return fs->cache->max_bufs;
@@ -319,7 +332,7 @@ uint64_t fs_cache_pinned(struct fs *fs)
 	uint64_t n;
 
 	pthread_mutex_lock(&c->lock);
-	n = c->npinned;
+	n = c->npinned + c->nextra;
 	pthread_mutex_unlock(&c->lock);
 	return n;
 }

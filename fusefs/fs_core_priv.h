@@ -32,7 +32,9 @@ void fs_cache_unpin(struct fs_buf *b);
 void fs_cache_unhash(struct fs_buf *b);
 void fs_cache_set_flags(struct fs_buf *b, unsigned set, unsigned clear);
 unsigned fs_cache_flags(struct fs_buf *b);
-/* Buffers allowed / pinned now (throttling). */
+/* Extra pages held for cached blocks (journal copies): +n / -n. */
+void fs_cache_account(struct fs *fs, int64_t pages);
+/* Buffers allowed / pinned now incl. extra pages (throttling). */
 uint64_t fs_cache_capacity(struct fs *fs);
 uint64_t fs_cache_pinned(struct fs *fs);
 

@@ -75,6 +75,7 @@ struct fs_journal {
 	int thread_started;
 	int stop;		/* lock */
 	int kicked;		/* lock */
+	int want_ckpt;		/* lock */
 	uint64_t timer_ns;	/* immutable */
 };
 
@@ -461,6 +462,7 @@ static int checkpoint_locked(struct fs *fs)
 			free(b->ckpt);
 			b->ckpt = NULL;
 			fs_cache_unpin(b);
+			fs_cache_account(fs, -1);
 		}
 		fs_cache_set_flags(b, 0, FS_BUF_ON_CKPT);
 		fs_buf_put(b);
@@ -507,6 +509,7 @@ static int snapshot(struct fs *fs, struct commit_set *cs)
 			if (b->ckpt == NULL)
 				return -ENOMEM;	/* nothing changed yet */
 			fs_cache_pin(b);
+			fs_cache_account(fs, 1);
 		}
 	}
 	cs->seq = j->run_seq;
@@ -626,6 +629,7 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 				free(b->ckpt);
 				b->ckpt = NULL;
 				fs_cache_unpin(b);
+				fs_cache_account(fs, -1);
 			}
 			pthread_mutex_unlock(&j->lock);
 			fs_cache_unhash(b);
@@ -633,6 +637,15 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 		fs_buf_put(b);
 	}
 	fs_alloc_committed(fs, cs->seq);
+}
+
+/* Log half full or cache pressure: write back. commit_mutex held. */
+static int need_checkpoint(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+
+	return j->used > j->log_blocks / 2 ||
+	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
 }
 
 /* Commit the running transaction. commit_mutex held, no handle held. */
@@ -696,20 +709,19 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 		__atomic_store_n(&fs->st.commit_ns_max, dt, __ATOMIC_RELAXED);
 	free(cs.bufs);
 	free(cs.rev);
+	if (need_checkpoint(fs)) {
+		/* let the thread write back before the log fills */
+		pthread_mutex_lock(&j->lock);
+		j->want_ckpt = 1;
+		pthread_cond_broadcast(&j->cond);
+		pthread_mutex_unlock(&j->lock);
+	}
 	return 0;
 out_abort:
 	free(cs.bufs);
 	free(cs.rev);
 	abort_journal(j);
 	return -EIO;
-}
-
-static int need_checkpoint(struct fs *fs)
-{
-	struct fs_journal *j = fs->j;
-
-	return j->used > j->log_blocks / 2 ||
-	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
 }
 
 /* ---- handles ---------------------------------------------------------- */
@@ -763,7 +775,12 @@ int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
 			break;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		ret = commit_locked(fs, why);
+		/* another thread may have committed while we waited */
+		pthread_mutex_lock(&j->lock);
+		ret = must_commit(fs, credits, &why);
+		pthread_mutex_unlock(&j->lock);
+		if (ret)
+			ret = commit_locked(fs, why);
 		if (ret == 0 && why == FS_CR_CACHE)
 			ret = checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);
@@ -959,26 +976,30 @@ static void *commit_thread(void *arg)
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop) {
 		struct timespec ts;
-		int timer, kicked;
+		int timer, kicked, ckpt;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		if (!j->kicked)
+		if (!j->kicked && !j->want_ckpt)
 			pthread_cond_timedwait(&j->cond, &j->lock, &ts);
 		if (j->stop)
 			break;
 		timer = now_ns() >= deadline;
 		kicked = j->kicked;
-		if (!timer && !kicked)
+		ckpt = j->want_ckpt;
+		if (!timer && !kicked && !ckpt)
 			continue;
 		j->kicked = 0;
+		j->want_ckpt = 0;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+		if (timer || kicked) {
+			commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+			deadline = now_ns() + j->timer_ns;
+		}
 		if (need_checkpoint(fs))
 			checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);
-		deadline = now_ns() + j->timer_ns;
 		pthread_mutex_lock(&j->lock);
 	}
 	pthread_mutex_unlock(&j->lock);
@@ -1013,6 +1034,8 @@ int fs_journal_init(struct fs *fs)
 	j->committed_seq = h->tail_seq - 1;
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
+	if (lim > fs_cache_capacity(fs) / 4)
+		lim = fs_cache_capacity(fs) / 4;	/* pinned + copies */
 	j->tx_limit = (uint32_t)lim;
 	j->timer_ns = (uint64_t)(fs->opts.commit_s ? fs->opts.commit_s : 5) *
 		      1000000000ull;
@@ -1061,6 +1084,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 			free(b->ckpt);
 			b->ckpt = NULL;
 			fs_cache_unpin(b);
+			fs_cache_account(fs, -1);
 		}
 		fs_buf_put(b);
 	}
