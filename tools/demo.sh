@@ -89,7 +89,7 @@ if [ "$NODES" -gt 1 ]; then
 	printf '{"nodes": [{"id": 1, "addr": "127.0.0.1", "port": %d}, {"id": 2, "addr": "127.0.0.1", "port": %d}]}\n' \
 		$((21000 + $$ % 20000)) $((21001 + $$ % 20000)) >"$W/cluster.json"
 fi
-"$BUILD/mkfs.ucfs" -j 2 -p "$proto" "$W/disk.img" || die "mkfs.ucfs failed"
+"$BUILD/mkfs.ucfs" -f -j 2 -p "$proto" "$W/disk.img" || die "mkfs.ucfs failed"
 
 step "mount ($NODES node(s), lockproto=$proto)"
 n=1

@@ -29,7 +29,7 @@ SUBSET="include fs net kernel lib sound mm block crypto security scripts init ip
 QUICKSET="kernel ipc init block mm crypto security"
 
 QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1
-SIZE_MB="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
+SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS=""
 T0=$(date +%s)
 
@@ -56,6 +56,10 @@ usage: $ME SCENARIO [options]
   --dir [NAME=]PATH   a directory to measure as one more baseline (repeatable)
   --systems LIST      run only these systems (ucfs,ucfs_dlm,ext4,pt,raw,dir...)
   --size MB           image size (default: 1024 quick, 12288 full)
+  --file-mb MB        large-file size of iozone and dd, bonnie++ -s
+                      (default 2048, 2 x RAM for bonnie++; capped at 40%
+                      of the image)
+  --records LIST      iozone record sizes (default 64k,128k,...,16m)
   --mkfs-opts OPTS    extra mkfs.ucfs options (e.g. "-J 64")
   --out DIR           results directory (default ./ucfs-bench-out/SCEN-DATE)
   --work DIR          where to make the scratch directory (image, mounts)
@@ -319,7 +323,7 @@ loop_down() {
 # ucfs_mkfs SYS — format the image for ucfs with SYS's lock protocol.
 ucfs_mkfs() {
 	# shellcheck disable=SC2086
-	"$MKFS" -j 2 -p "$(attr P "$1")" $MKFS_OPTS "$IMG" \
+	"$MKFS" -f -j 2 -p "$(attr P "$1")" $MKFS_OPTS "$IMG" \
 		>"$WORK/log/mkfs.$1.log" 2>&1 ||
 		{ warn "mkfs.ucfs failed: $(tail -n 3 "$WORK/log/mkfs.$1.log")"
 		  return 1; }
@@ -705,6 +709,7 @@ bonnie_sizes() {
 		BON_S=64 BON_R=32 BON_N=1 BON_F=-f
 	else
 		BON_S=$((_ram * 2)) BON_R=$_ram BON_N=16 BON_F=""
+		[ -n "$FILE_MB" ] && BON_S=$FILE_MB BON_R=$((FILE_MB / 2))
 		_cap=$((SIZE_MB * 2 / 5))
 		if [ "$BON_S" -gt "$_cap" ]; then
 			BON_S=$_cap BON_R=$((_cap / 2))
@@ -798,10 +803,12 @@ sc_iozone() {
 	if [ "$QUICK" = 1 ]; then
 		IOZ_MB=32 IOZ_RECS="64k 1m 16m"
 	else
-		IOZ_MB=2048 IOZ_RECS="64k 128k 256k 512k 1m 2m 4m 8m 16m"
+		IOZ_MB=${FILE_MB:-2048}
+		IOZ_RECS="64k 128k 256k 512k 1m 2m 4m 8m 16m"
 		_cap=$((SIZE_MB * 2 / 5))
 		[ "$IOZ_MB" -gt "$_cap" ] && IOZ_MB=$_cap
 	fi
+	[ -n "$RECS" ] && IOZ_RECS=$RECS
 	say "iozone: fio, ${IOZ_MB}M file, records $IOZ_RECS" \
 		"(write/rewrite/read/reread/randread/randwrite, end_fsync)"
 	SETUPS="1node 2way"
@@ -920,7 +927,7 @@ raw_run() {	# the raw image has no mount: both setups here
 sc_dd() {
 	if [ "$QUICK" = 1 ]; then DD_MB=64
 	else
-		DD_MB=2048
+		DD_MB=${FILE_MB:-2048}
 		_cap=$((SIZE_MB * 2 / 5))
 		[ "$DD_MB" -gt "$_cap" ] && DD_MB=$_cap
 	fi
@@ -1410,6 +1417,8 @@ main() {
 		--dir) DIRS="$DIRS ${2:?}"; shift ;;
 		--systems) SYSFILTER=${2:?}; shift ;;
 		--size) SIZE_MB=${2:?}; shift ;;
+		--file-mb) FILE_MB=${2:?}; shift ;;
+		--records) RECS=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--mkfs-opts) MKFS_OPTS=${2:?}; shift ;;
 		--out) OUT=${2:?}; shift ;;
 		--work) WORK=${2:?}; shift ;;
@@ -1426,6 +1435,7 @@ main() {
 	"") SIZE_MB=12288; [ "$QUICK" = 1 ] && SIZE_MB=1024 ;;
 	*[!0-9]*) die "--size wants MB" ;;
 	esac
+	case $FILE_MB in *[!0-9]*) die "--file-mb wants MB" ;; esac
 	check_common
 	STARTED=$(date -u +%FT%TZ)
 	: "${OUT:=ucfs-bench-out/$SCEN_ARG-$(date +%Y%m%d-%H%M%S)}"
