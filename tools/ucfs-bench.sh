@@ -30,7 +30,7 @@ QUICKSET="kernel ipc init block mm crypto security"
 
 QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
-LOCKPROTOS="nolock dlm" DIRS="" VARIANTS=""
+LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
 
 say() { printf '%s\n' "$*"; }
@@ -61,6 +61,7 @@ usage: $ME SCENARIO [options]
                       of the image)
   --records LIST      iozone record sizes (default 64k,128k,...,16m)
   --mkfs-opts OPTS    extra mkfs.ucfs options (e.g. "-J 64")
+  --cluster FILE      cluster configuration for lockproto=dlm nodes 1, 2
   --out DIR           results directory (default ./ucfs-bench-out/SCEN-DATE)
   --work DIR          where to make the scratch directory (image, mounts)
   --cache DIR         cache for the kernel tar and passthrough_ll ($CACHE)
@@ -329,8 +330,11 @@ ucfs_mkfs() {
 		  return 1; }
 }
 
-# The cluster configuration of the local nodes (lockproto=dlm).
+# The cluster configuration of the local nodes (lockproto=dlm): --cluster
+# FILE as given, else nodes 1 and 2 on 127.0.0.1 (format: see
+# lockmgr/PROTOCOL.md once written; this is the DESIGN.md direction).
 cluster_json() {
+	[ -n "$CLUSTER_FILE" ] && { printf '%s' "$CLUSTER_FILE"; return; }
 	_c=$WORK/cluster.json
 	_p=$((20000 + $$ % 20000))
 	printf '{"nodes": [{"id": 1, "addr": "127.0.0.1", "port": %d},' "$_p" >"$_c"
@@ -1420,6 +1424,8 @@ main() {
 		--file-mb) FILE_MB=${2:?}; shift ;;
 		--records) RECS=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--mkfs-opts) MKFS_OPTS=${2:?}; shift ;;
+		--cluster) CLUSTER_FILE=$(realpath "${2:?}") ||
+			die "--cluster $2: no such file"; shift ;;
 		--out) OUT=${2:?}; shift ;;
 		--work) WORK=${2:?}; shift ;;
 		--cache) CACHE=${2:?}; shift ;;
