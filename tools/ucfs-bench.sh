@@ -1278,7 +1278,8 @@ make_plots() {	# SCEN
 	case $1 in
 	untar) _sp=""
 		for _p in untar+sync untar+sync+umount du_cold du_warm rm; do
-			_sp="$_sp $_p(1)=untar:$_p:real:1:all $_p(2)=untar:$_p:real:2:all"
+			_sp="$_sp $_p,1-node=untar:$_p:real:1:all"
+			_sp="$_sp $_p,2-at-once=untar:$_p:real:2:all"
 		done
 		plot_bars untar "untar, du -s, rm -rf of $KFILES files (lower is better)" \
 			"seconds" "$_sp" ;;
@@ -1302,7 +1303,7 @@ make_plots() {	# SCEN
 			"mkdir=fileben:db:mkdir_ps:1:1 rmdir=fileben:db:rmdir_ps:1:1 mkdir2=fileben:db:mkdir2_ps:1:1 mvdir=fileben:db:mvdir_ps:1:1" ;;
 	dd)
 		plot_bars dd "dd sequential (higher is better)" "MB/sec" \
-			"write(1)=dd:write:MBps:1:1 read(1)=dd:read:MBps:1:1 write(2,total)=dd:write:MBps:2:all read(2,total)=dd:read:MBps:2:all" ;;
+			"write,1-node=dd:write:MBps:1:1 read,1-node=dd:read:MBps:1:1 write,2-at-once,total=dd:write:MBps:2:all read,2-at-once,total=dd:read:MBps:2:all" ;;
 	esac
 }
 
