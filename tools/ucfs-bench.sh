@@ -528,7 +528,7 @@ stats_delta() {	# SYS N
 	_a=$WORK/stats.$1.$2.before.json _b=$WORK/stats.$1.$2.after.json
 	[ -s "$_a" ] && [ -s "$_b" ] || return 0
 	STATS_SEQ=$((STATS_SEQ + 1))
-	_d=$OUT/stats/$SCEN.$1.$SETUP.node$2.$STATS_SEQ.json
+	_d=$OUT/stats/$(printf %04d "$STATS_SEQ").$SCEN.$1.$SETUP.node$2.json
 	mkdir -p "$OUT/stats"
 	jq -n --slurpfile a "$_a" --slurpfile b "$_b" \
 		--arg scen "$SCEN" --arg sys "$1" --arg setup "$SETUP" \
