@@ -113,6 +113,9 @@ t1=$(date +%s.%N)
 awk -v a="$t0" -v b="$t1" -v f="$files" \
 	'BEGIN { printf "%d files in %.2f s (%.0f files/s)\n", f, b - a, f / (b - a) }'
 
+step "stats of node 1 after the untar (ucfs-stat)"
+show_stats 1
+
 step "unmount and mount node 1 again: what follows is read from the image"
 umount "$W/node1" || die "umount failed"
 eval "p=\$PID1"
@@ -129,9 +132,6 @@ else
 fi
 du -s "$W/node$last/linux-source-6.1"
 df -h "$W/node1" | tail -n 1
-
-step "stats of node 1 (ucfs-stat)"
-show_stats 1
 
 step "rm -rf, unmount"
 rm -rf "$W/node1/linux-source-6.1" || die "rm -rf failed"
