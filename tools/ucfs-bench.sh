@@ -1068,27 +1068,44 @@ table_wide() {
 				if (any) print line } } }' "$OUT/ratios.tsv" "$OUT/results.tsv"
 }
 
-report_tables() {	# SCEN
+report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 	case $1 in
 	untar) table_times untar ;;
 	bonnie)
-		table_wide bonnie "bonnie++: Sequential Output / Sequential Input / Random" \
-"bonnie:putc_kbs:PerChrK/s bonnie:putc_cpu:%CP bonnie:block_out_kbs:BlockK/s bonnie:block_out_cpu:%CP bonnie:rewrite_kbs:RewrK/s bonnie:rewrite_cpu:%CP bonnie:getc_kbs:PerChrK/s bonnie:getc_cpu:%CP bonnie:block_in_kbs:BlockK/s bonnie:block_in_cpu:%CP bonnie:seeks_ps:Seeks/s bonnie:seeks_cpu:%CP"
+		table_wide bonnie \
+			"bonnie++: Sequential Output / Sequential Input / Random" "
+			bonnie:putc_kbs:PerChrK/s bonnie:putc_cpu:%CP
+			bonnie:block_out_kbs:BlockK/s bonnie:block_out_cpu:%CP
+			bonnie:rewrite_kbs:RewrK/s bonnie:rewrite_cpu:%CP
+			bonnie:getc_kbs:PerChrK/s bonnie:getc_cpu:%CP
+			bonnie:block_in_kbs:BlockK/s bonnie:block_in_cpu:%CP
+			bonnie:seeks_ps:Seeks/s bonnie:seeks_cpu:%CP"
 		echo
-		table_wide bonnie "bonnie++: Sequential Create / Random Create (files/sec)" \
-"bonnie:seq_create_ps:SeqCreate bonnie:seq_read_ps:SeqRead bonnie:seq_delete_ps:SeqDelete bonnie:ran_create_ps:RanCreate bonnie:ran_read_ps:RanRead bonnie:ran_delete_ps:RanDelete" ;;
+		table_wide bonnie \
+			"bonnie++: Sequential Create / Random Create (files/sec)" "
+			bonnie:seq_create_ps:SeqCreate bonnie:seq_read_ps:SeqRead
+			bonnie:seq_delete_ps:SeqDelete bonnie:ran_create_ps:RanCreate
+			bonnie:ran_read_ps:RanRead bonnie:ran_delete_ps:RanDelete" ;;
 	iozone)
-		table_wide iozone "iozone (fio): Kbytes/sec by record length" \
-"write:kbs:write rewrite:kbs:rewrite read:kbs:read reread:kbs:reread randread:kbs:randread randwrite:kbs:randwrite" ;;
+		table_wide iozone "iozone (fio): Kbytes/sec by record length" "
+			write:kbs:write rewrite:kbs:rewrite read:kbs:read
+			reread:kbs:reread randread:kbs:randread
+			randwrite:kbs:randwrite" ;;
 	fileben)
-		table_wide fileben "fileben: 128K file, KB/sec per pass and total" \
-"write:pass1_kbs:w1 write:pass2_kbs:w2 write:pass5_kbs:w5 write:pass10_kbs:w10 write:total_kbs:write read:pass1_kbs:r1 read:pass2_kbs:r2 read:pass5_kbs:r5 read:pass10_kbs:r10 read:total_kbs:read"
+		table_wide fileben \
+			"fileben: 128K file, KB/sec per pass and total" "
+			write:pass1_kbs:w1 write:pass2_kbs:w2 write:pass5_kbs:w5
+			write:pass10_kbs:w10 write:total_kbs:write
+			read:pass1_kbs:r1 read:pass2_kbs:r2 read:pass5_kbs:r5
+			read:pass10_kbs:r10 read:total_kbs:read"
 		echo
-		table_wide fileben "db: mkdir, rmdir, mkdir, mvdir (dir/sec)" \
-"db:mkdir_ps:mkdir db:rmdir_ps:rmdir db:mkdir2_ps:mkdir db:mvdir_ps:mvdir" ;;
+		table_wide fileben "db: mkdir, rmdir, mkdir, mvdir (dir/sec)" "
+			db:mkdir_ps:mkdir db:rmdir_ps:rmdir db:mkdir2_ps:mkdir
+			db:mvdir_ps:mvdir" ;;
 	dd)
-		table_wide dd "dd: sequential MB/s (client all = aggregate of 2 at once)" \
-"write:MBps:write read:MBps:read" ;;
+		table_wide dd \
+			"dd: sequential MB/s (client all = aggregate of 2 at once)" \
+			"write:MBps:write read:MBps:read" ;;
 	esac
 }
 
@@ -1287,9 +1304,19 @@ make_plots() {	# SCEN
 			"seconds" "$_sp" ;;
 	bonnie)
 		plot_bars bonnie-io "bonnie++ sequential I/O (higher is better)" \
-			"K/sec" "putc=bonnie:bonnie:putc_kbs:1:1 block-out=bonnie:bonnie:block_out_kbs:1:1 rewrite=bonnie:bonnie:rewrite_kbs:1:1 getc=bonnie:bonnie:getc_kbs:1:1 block-in=bonnie:bonnie:block_in_kbs:1:1"
-		plot_bars bonnie-files "bonnie++ file create/read/delete (higher is better)" \
-			"files/sec" "seq-create=bonnie:bonnie:seq_create_ps:1:1 seq-read=bonnie:bonnie:seq_read_ps:1:1 seq-delete=bonnie:bonnie:seq_delete_ps:1:1 ran-create=bonnie:bonnie:ran_create_ps:1:1 ran-read=bonnie:bonnie:ran_read_ps:1:1 ran-delete=bonnie:bonnie:ran_delete_ps:1:1" ;;
+			"K/sec" "putc=bonnie:bonnie:putc_kbs:1:1
+			block-out=bonnie:bonnie:block_out_kbs:1:1
+			rewrite=bonnie:bonnie:rewrite_kbs:1:1
+			getc=bonnie:bonnie:getc_kbs:1:1
+			block-in=bonnie:bonnie:block_in_kbs:1:1"
+		plot_bars bonnie-files \
+			"bonnie++ file create/read/delete (higher is better)" \
+			"files/sec" "seq-create=bonnie:bonnie:seq_create_ps:1:1
+			seq-read=bonnie:bonnie:seq_read_ps:1:1
+			seq-delete=bonnie:bonnie:seq_delete_ps:1:1
+			ran-create=bonnie:bonnie:ran_create_ps:1:1
+			ran-read=bonnie:bonnie:ran_read_ps:1:1
+			ran-delete=bonnie:bonnie:ran_delete_ps:1:1" ;;
 	iozone)
 		for _op in $IOZ_OPS; do _sp=""
 			for _r in $IOZ_RECS; do
@@ -1300,12 +1327,19 @@ make_plots() {	# SCEN
 		done ;;
 	fileben)
 		plot_bars fileben "fileben 128K x10 (higher is better)" "KB/sec" \
-			"write=fileben:write:total_kbs:1:1 read=fileben:read:total_kbs:1:1"
-		plot_bars db "db directory operations (higher is better)" "dir/sec" \
-			"mkdir=fileben:db:mkdir_ps:1:1 rmdir=fileben:db:rmdir_ps:1:1 mkdir2=fileben:db:mkdir2_ps:1:1 mvdir=fileben:db:mvdir_ps:1:1" ;;
+			"write=fileben:write:total_kbs:1:1
+			read=fileben:read:total_kbs:1:1"
+		plot_bars db "db directory operations (higher is better)" \
+			"dir/sec" "mkdir=fileben:db:mkdir_ps:1:1
+			rmdir=fileben:db:rmdir_ps:1:1
+			mkdir2=fileben:db:mkdir2_ps:1:1
+			mvdir=fileben:db:mvdir_ps:1:1" ;;
 	dd)
-		plot_bars dd "dd sequential (higher is better)" "MB/sec" \
-			"write,1-node=dd:write:MBps:1:1 read,1-node=dd:read:MBps:1:1 write,2-at-once,total=dd:write:MBps:2:all read,2-at-once,total=dd:read:MBps:2:all" ;;
+		plot_bars dd "dd sequential (higher is better)" "MB/sec" "
+			write,1-node=dd:write:MBps:1:1
+			read,1-node=dd:read:MBps:1:1
+			write,2-at-once,total=dd:write:MBps:2:all
+			read,2-at-once,total=dd:read:MBps:2:all" ;;
 	esac
 }
 
