@@ -957,7 +957,8 @@ sc_dd() {
 # ---- ratios, tables, targets ------------------------------------------------
 #
 # ratios.tsv: scenario system setup client phase metric baseline ratio, the
-# value of every row over each other baseline's row of the same scenario, phase,
+# value of every row over each other baseline's row (none from or to a
+# system and setup with a failed step: its other figures are suspect) of the same scenario, phase,
 # metric and client, in the equivalent setup (two ucfs nodes <-> two clients
 # of a baseline; "mounted on 2 nodes" <-> the baseline's single node).
 
@@ -969,12 +970,15 @@ make_ratios() {
 		if (s == "2nodes") return "2clients"
 		if (s == "mounted2") return "1node"
 		return s }
+	$6 == "failed" { bad[$1, $2, eqv($3)] = 1 }
 	$7 ~ /^-?[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?$/ { key = $1 SUBSEP eqv($3) SUBSEP $4 SUBSEP $5 \
 		SUBSEP $6; val[$2, key] = $7
 		rows[++n] = $0 }
 	END { for (r = 1; r <= n; r++) { split(rows[r], f, "\t")
+		if ((f[1], f[2], eqv(f[3])) in bad) continue
 		key = f[1] SUBSEP eqv(f[3]) SUBSEP f[4] SUBSEP f[5] SUBSEP f[6]
 		for (b = 1; b <= nb; b++) if (B[b] != f[2] &&
+		    !((f[1], B[b], eqv(f[3])) in bad) &&
 		    (B[b], key) in val && val[B[b], key] + 0 > 0)
 			print f[1], f[2], f[3], f[4], f[5], f[6], B[b],
 				sprintf("%.3f", f[7] / val[B[b], key]) } }' \
@@ -1068,6 +1072,16 @@ table_wide() {
 				if (any) print line } } }' "$OUT/ratios.tsv" "$OUT/results.tsv"
 }
 
+# report_failures SCEN — every failed step, so no figure of its run is
+# read as valid (the ratios leave that system and setup out).
+report_failures() {
+	awk -F'\t' -v scen="$1" '$1 == scen && $6 == "failed" {
+		if (!n++) print "\nFAILED steps (their system and setup" \
+			" get no ratios; --keep keeps the logs):"
+		printf "  %s %s client %s: %s (exit status %s)\n", $2, $3,
+			$4, $5, $7 }' "$OUT/results.tsv"
+}
+
 report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 	case $1 in
 	untar) table_times untar ;;
@@ -1107,6 +1121,7 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			"dd: sequential MB/s (client all = aggregate of 2 at once)" \
 			"write:MBps:write read:MBps:read" ;;
 	esac
+	report_failures "$1"
 }
 
 # targets.tsv: target system value limit verdict note — DESIGN.md's table,
