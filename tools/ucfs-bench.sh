@@ -956,16 +956,20 @@ sc_dd() {
 
 # ---- ratios, tables, targets ------------------------------------------------
 #
-# ratios.tsv: scenario system setup client phase metric baseline ratio, the
-# value of every row over each other baseline's row (none from or to a
-# system and setup with a failed step: its other figures are suspect) of the same scenario, phase,
-# metric and client, in the equivalent setup (two ucfs nodes <-> two clients
-# of a baseline; "mounted on 2 nodes" <-> the baseline's single node).
+# ratios.tsv: scenario system setup client phase metric baseline ratio: the
+# value of every row over each baseline's row of the same scenario, phase,
+# metric and client, in the equivalent setup (two ucfs nodes <-> two
+# clients of a baseline; "mounted on 2 nodes" <-> the baseline's single
+# node). None from or to a system and setup with a failed step (its other
+# figures are suspect). Baseline "ucfs" (nolock, when other ucfs systems
+# run) is the reference of the other ucfs systems only: dlm vs nolock, as
+# seeds/002 compares lock_dlm with localcache.
 
-BASELINES=""
+BASELINES="" UCFS_SYSTEMS=""
 make_ratios() {
-	awk -F'\t' -v OFS='\t' -v bases="$BASELINES" '
-	BEGIN { nb = split(bases, B, " ") }
+	awk -F'\t' -v OFS='\t' -v bases="$BASELINES" -v u="$UCFS_SYSTEMS" '
+	BEGIN { nb = split(bases, B, " "); nu = split(u, U, " ")
+		for (i = 1; i <= nu; i++) isu[U[i]] = 1 }
 	function eqv(s) {
 		if (s == "2nodes") return "2clients"
 		if (s == "mounted2") return "1node"
@@ -978,6 +982,7 @@ make_ratios() {
 		if ((f[1], f[2], eqv(f[3])) in bad) continue
 		key = f[1] SUBSEP eqv(f[3]) SUBSEP f[4] SUBSEP f[5] SUBSEP f[6]
 		for (b = 1; b <= nb; b++) if (B[b] != f[2] &&
+		    (B[b] != "ucfs" || isu[f[2]]) &&
 		    !((f[1], B[b], eqv(f[3])) in bad) &&
 		    (B[b], key) in val && val[B[b], key] + 0 > 0)
 			print f[1], f[2], f[3], f[4], f[5], f[6], B[b],
@@ -1423,6 +1428,13 @@ define_systems() {
 		RUN_SYSTEMS="$RUN_SYSTEMS $_s"
 	done
 	case " $RUN_SYSTEMS " in *" pt "*) pt_build ;; esac
+	_nu=0
+	for _s in $UCFS_SYSTEMS; do
+		case " $RUN_SYSTEMS " in *" $_s "*) _nu=$((_nu + 1)) ;; esac
+	done
+	case " $RUN_SYSTEMS " in
+	*" ucfs "*) [ "$_nu" -gt 1 ] && BASELINES="$BASELINES ucfs" ;;
+	esac
 }
 
 run_scenario() {	# SCEN
