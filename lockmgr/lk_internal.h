@@ -254,6 +254,7 @@ void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
 void lk_out_flush(struct lk_ls *ls);
 
 void lk_core_kick_deferred(struct lk_ls *ls);
+void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk);
 void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 		       const void *rec);
 

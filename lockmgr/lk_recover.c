@@ -514,8 +514,17 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	}
 	switch (type) {
 	case LK_M_START:
-		if (c->nodeid != sender)
+		if (c->nodeid != sender || !(c->members & bit(sender)))
 			break;
+		if (ls->gen != 0 && c->gen > ls->rgen &&
+		    !(c->prev & bit(ls->nodeid))) {
+			/* the others went on without us: our locks are void */
+			ls->fenced = 1;
+			lk_log(ls, 0, "removed from the cluster while alive: "
+			       "fenced, reopen the lockspace");
+			pthread_cond_broadcast(&ls->cv);
+			return;
+		}
 		lk_recover_start(ls, c->gen, c->members, c->dead);
 		return;
 	case LK_M_DONE:
@@ -637,6 +646,7 @@ int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		c->gen = gen;
 		c->members = members;
 		c->dead = dead;
+		c->prev = ls->members;
 		c->nodeid = ls->nodeid;
 	}
 	return lk_recover_start(ls, gen, members, dead);
