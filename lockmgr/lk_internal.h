@@ -185,6 +185,8 @@ struct lk_ls {
 	size_t rl_n, rl_cap;
 	uint64_t fut_gen;      /* DONEs of a generation not started yet */
 	uint64_t fut_done[LK_RS_NPHASES + 1];
+	uint64_t fut_dead;
+	uint64_t left;	       /* nodes that said LEAVE (not dead) */
 
 	/* tables */
 	struct lk_res **res_hash;

@@ -73,6 +73,7 @@ void lk_member_peer_authed(struct lk_ls *ls, uint32_t node)
 	if (ls->memb == NULL || node >= LK_MAX_NODES)
 		return;
 	ls->memb->left &= ~(1ull << node); /* a new incarnation */
+	ls->left &= ~(1ull << node);
 	ls->memb->last_rx[node] = lk_now_ns();
 }
 
@@ -105,6 +106,7 @@ void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	}
 	if (type == LK_M_LEAVE) {
 		m->left |= 1ull << sender;
+		ls->left |= 1ull << sender;
 		lk_log(ls, 2, "node %u leaves", sender);
 	}
 }

@@ -68,6 +68,7 @@ static void bcast_done(struct lk_ls *ls, int phase)
 		c->phase = (uint32_t)phase;
 		c->nodeid = ls->nodeid;
 		c->members = ls->rmembers;
+		c->dead = ls->rdead; /* so every member knows every death */
 	}
 	ls->rdone[phase] |= bit(ls->nodeid);
 }
@@ -419,10 +420,14 @@ int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
 	ls->rgen = gen;
 	ls->gen = gen;
 	ls->rmembers = members;
-	ls->rdead |= dead & ~members;
+	/* the coordinator may be new and not know who died: add what we
+	 * know; DONE(1) spreads the union before anyone needs it */
+	ls->rdead |= (dead | (ls->members & ~ls->left)) & ~members;
 	memset(ls->rdone, 0, sizeof(ls->rdone));
-	if (ls->fut_gen == gen)
+	if (ls->fut_gen == gen) {
 		memcpy(ls->rdone, ls->fut_done, sizeof(ls->rdone));
+		ls->rdead |= ls->fut_dead & ~members;
+	}
 	ls->rphase = 1;
 	ls->rstart_ns = lk_now_ns();
 	set_members(ls, members);
@@ -451,16 +456,21 @@ static void rx_done(struct lk_ls *ls, uint32_t sender,
 		return;
 	if (c->gen > ls->rgen) {
 		/* its START reached the sender first */
-		if (ls->fut_gen != c->gen)
+		if (ls->fut_gen != c->gen) {
 			memset(ls->fut_done, 0, sizeof(ls->fut_done));
+			ls->fut_dead = 0;
+		}
 		ls->fut_gen = c->gen;
 		ls->fut_done[c->phase] |= bit(sender);
+		ls->fut_dead |= c->dead;
 		return;
 	}
 	if (c->gen != ls->rgen || ls->rphase == 0 ||
 	    !(ls->rmembers & bit(sender)))
 		return;
 	ls->rdone[c->phase] |= bit(sender);
+	if (c->phase == 1)
+		ls->rdead |= c->dead & ~ls->rmembers;
 	advance(ls);
 }
 
@@ -516,7 +526,7 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_START:
 		if (c->nodeid != sender || !(c->members & bit(sender)))
 			break;
-		if (ls->gen != 0 && c->gen > ls->rgen &&
+		if (ls->gen != 0 && c->gen > ls->rgen && c->prev != 0 &&
 		    !(c->prev & bit(ls->nodeid))) {
 			/* the others went on without us: our locks are void */
 			ls->fenced = 1;

@@ -15,7 +15,9 @@
  *          an invalid LVB or one written by a survivor.
  *   churn  N random PR/EX lock-hold-unlock cycles on 8 shared resources,
  *          checking mutual exclusion through the shared file $LK_SHM
- *          (the node-down callback clears what the dead node owned).
+ *          (the node-down callback clears what the dead node owned),
+ *          print "OK", then wait for the file $LK_GO before leaving (a
+ *          lone survivor of three has no quorum).
  *
  * Exit 0 on success; prints "FAIL why" and exits 1 otherwise.
  */
@@ -73,7 +75,7 @@ static void sleep_ms(long ms)
 		  NULL);
 }
 
-static struct lk_ls *open_ls(const char *cfg)
+static struct lk_ls *open_ls(const char *cfg, int want)
 {
 	struct lk_ls_config c = { cfg, me, on_recover, logcb, NULL };
 	struct lk_ls *ls;
@@ -87,7 +89,7 @@ static struct lk_ls *open_ls(const char *cfg)
 
 	for (int i = 0; i < tries; i++) {
 		if (lk_ls_members(ls, &gen, &members) &&
-		    __builtin_popcountll(members) == 3)
+		    __builtin_popcountll(members) >= want)
 			return ls;
 		sleep_ms(10);
 	}
@@ -221,6 +223,11 @@ static void mode_churn(struct lk_ls *ls, int n)
 			die("churn: unlock");
 	}
 	printf("OK churn=%d\n", n);
+	/* stay a member (quorum) until the script lets everybody leave */
+	for (int i = 0; i < 3000 && getenv("LK_GO") != NULL &&
+			access(getenv("LK_GO"), F_OK) != 0;
+	     i++)
+		sleep_ms(10);
 }
 
 int main(int argc, char **argv)
@@ -233,9 +240,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	alarm(getenv("LK_ALARM") != NULL ? (unsigned)atoi(getenv("LK_ALARM"))
+					 : 40); /* bounded in time */
 	me = (uint32_t)atoi(argv[2]);
 	n = argc > 4 ? atoi(argv[4]) : 1;
-	ls = open_ls(argv[1]);
+	/* churn may start with a quorum: its victim may die while joining */
+	ls = open_ls(argv[1], strcmp(argv[3], "churn") == 0 ? 2 : 3);
 	if (strcmp(argv[3], "join") == 0)
 		mode_join(ls);
 	else if (strcmp(argv[3], "hold") == 0)
