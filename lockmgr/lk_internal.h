@@ -187,6 +187,8 @@ struct lk_ls {
 	uint64_t fut_done[LK_RS_NPHASES + 1];
 	uint64_t fut_dead;
 	uint64_t left;	       /* nodes that said LEAVE (not dead) */
+	uint64_t done_gen;     /* last generation whose state took effect */
+	uint64_t done_members; /* (reached phase 5) and its members */
 
 	/* tables */
 	struct lk_res **res_hash;
@@ -303,6 +305,10 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 int lk_recover_filter(struct lk_ls *ls, uint32_t sender, const void *frame,
 		      size_t len);
 void lk_recover_user_done(struct lk_ls *ls, uint64_t gen);
+/* Did the others form a generation without us after ours? Then fence
+ * (1 returned). */
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
+			   uint64_t prev_gen, uint64_t prev);
 void lk_recover_free(struct lk_ls *ls);
 
 /* lk_cb.c */

@@ -93,15 +93,7 @@ void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	if (type == LK_M_HEARTBEAT) {
 		if (c->gen > m->max_gen)
 			m->max_gen = c->gen;
-		if (ls->gen != 0 && c->gen > ls->rgen &&
-		    !(c->members & (1ull << ls->nodeid))) {
-			/* they formed a generation without us */
-			ls->fenced = 1;
-			lk_log(ls, 0, "node %u is in generation %llu without "
-			       "us: fenced, reopen the lockspace", sender,
-			       (unsigned long long)c->gen);
-			pthread_cond_broadcast(&ls->cv);
-		}
+		lk_recover_check_stale(ls, sender, c->prev_gen, c->prev);
 		return;
 	}
 	if (type == LK_M_LEAVE) {
@@ -146,6 +138,8 @@ static void heartbeat(struct lk_ls *ls, uint64_t now)
 			continue;
 		c->gen = ls->gen;
 		c->members = ls->members;
+		c->prev = ls->done_members;
+		c->prev_gen = ls->done_gen;
 		c->nodeid = ls->nodeid;
 	}
 }
@@ -165,7 +159,10 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 		return;
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
 		return;
-	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen) + 1;
+	/* unique per coordinator: two coordinators with different views
+	 * never issue the same number, and the higher one wins */
+	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen);
+	gen = (((gen >> 8) + 1) << 8) | ls->nodeid;
 	dead = (ls->rmembers | ls->members) & ~up & ~m->left;
 	lk_log(ls, 2, "coordinator: generation %llu, members %#llx, dead %#llx",
 	       (unsigned long long)gen, (unsigned long long)up,

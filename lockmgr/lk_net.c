@@ -524,6 +524,12 @@ static void *net_main(void *arg)
 		lk_member_tick(ls, now);
 		lk_core_tick(ls, now);
 		lk_out_flush(ls);
+		if (ls->fenced && !net->no_dial) {
+			/* out of the cluster for good: stop looking alive */
+			net->no_dial = 1;
+			for (struct lk_conn *c = net->conns; c; c = c->next)
+				conn_drop(net, c, "fenced");
+		}
 		reap(net);
 	}
 	pthread_mutex_unlock(&ls->mu);

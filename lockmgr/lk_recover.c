@@ -69,6 +69,8 @@ static void bcast_done(struct lk_ls *ls, int phase)
 		c->nodeid = ls->nodeid;
 		c->members = ls->rmembers;
 		c->dead = ls->rdead; /* so every member knows every death */
+		c->prev = ls->done_members;
+		c->prev_gen = ls->done_gen;
 	}
 	ls->rdone[phase] |= bit(ls->nodeid);
 }
@@ -340,6 +342,9 @@ static void phase5(struct lk_ls *ls)
 		r->q.hold = ls->rdead != 0;
 		lk_grant_pending(&r->q, &o);
 	}
+	/* the rebuilt state takes effect now */
+	ls->done_gen = ls->rgen;
+	ls->done_members = ls->rmembers;
 	replay_saved(ls);
 	lk_core_kick_deferred(ls);
 	ls->ruser_pending = 0;
@@ -526,18 +531,13 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_START:
 		if (c->nodeid != sender || !(c->members & bit(sender)))
 			break;
-		if (ls->gen != 0 && c->gen > ls->rgen && c->prev != 0 &&
-		    !(c->prev & bit(ls->nodeid))) {
-			/* the others went on without us: our locks are void */
-			ls->fenced = 1;
-			lk_log(ls, 0, "removed from the cluster while alive: "
-			       "fenced, reopen the lockspace");
-			pthread_cond_broadcast(&ls->cv);
+		if (lk_recover_check_stale(ls, sender, c->prev_gen, c->prev))
 			return;
-		}
 		lk_recover_start(ls, c->gen, c->members, c->dead);
 		return;
 	case LK_M_DONE:
+		if (lk_recover_check_stale(ls, sender, c->prev_gen, c->prev))
+			return;
 		rx_done(ls, sender, c);
 		return;
 	case LK_M_DIR_ADD:
@@ -639,6 +639,23 @@ void lk_recover_free(struct lk_ls *ls)
 	free(ls->rl_from);
 }
 
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
+			   uint64_t prev_gen, uint64_t prev)
+{
+	if (ls->fenced)
+		return 1;
+	if (ls->done_gen == 0 || prev_gen <= ls->done_gen ||
+	    (prev & bit(ls->nodeid)))
+		return 0;
+	/* the others went on without us: our locks are void */
+	ls->fenced = 1;
+	lk_log(ls, 0, "node %u is in generation %llu that excluded us: "
+	       "fenced, reopen the lockspace", sender,
+	       (unsigned long long)prev_gen);
+	pthread_cond_broadcast(&ls->cv);
+	return 1;
+}
+
 /* Coordinator: send START to the other members, then start here. */
 int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		     uint64_t dead)
@@ -656,7 +673,8 @@ int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		c->gen = gen;
 		c->members = members;
 		c->dead = dead;
-		c->prev = ls->members;
+		c->prev = ls->done_members;
+		c->prev_gen = ls->done_gen;
 		c->nodeid = ls->nodeid;
 	}
 	return lk_recover_start(ls, gen, members, dead);
