@@ -58,7 +58,8 @@ struct fs_journal {
 	void *hdrbuf;		/* commit_mutex: journal header I/O */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* handles drained / unblocked / kick */
+	pthread_cond_t cond;	/* handles drained / commit unblocked */
+	pthread_cond_t thread_cond;	/* wakes the commit thread */
 	uint64_t run_seq;
 	struct fs_buf *run_list;
 	unsigned run_count;
@@ -839,7 +840,7 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 		/* let the thread write back before the log fills */
 		pthread_mutex_lock(&j->lock);
 		j->want_ckpt = 1;
-		pthread_cond_broadcast(&j->cond);
+		pthread_cond_signal(&j->thread_cond);
 		pthread_mutex_unlock(&j->lock);
 	}
 	return 0;
@@ -993,7 +994,7 @@ int fs_tx_end(struct fs_tx *tx)
 	pthread_mutex_lock(&j->lock);
 	j->handles--;
 	j->reserved -= tx->credits;
-	if (j->handles == 0)
+	if (j->handles == 0 && j->blocked)	/* a commit waits */
 		pthread_cond_broadcast(&j->cond);
 	ret = j->aborted;
 	pthread_mutex_unlock(&j->lock);
@@ -1094,7 +1095,7 @@ void fs_journal_kick(struct fs *fs)
 
 	pthread_mutex_lock(&j->lock);
 	j->kicked = 1;
-	pthread_cond_broadcast(&j->cond);
+	pthread_cond_signal(&j->thread_cond);
 	pthread_mutex_unlock(&j->lock);
 }
 
@@ -1112,7 +1113,8 @@ static void *commit_thread(void *arg)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
 		if (!j->kicked && !j->want_ckpt)
-			pthread_cond_timedwait(&j->cond, &j->lock, &ts);
+			pthread_cond_timedwait(&j->thread_cond, &j->lock,
+					       &ts);
 		if (j->stop)
 			break;
 		timer = now_ns() >= deadline;
@@ -1173,6 +1175,7 @@ int fs_journal_init(struct fs *fs)
 	pthread_mutex_init(&j->commit_mutex, NULL);
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_cond_init(&j->cond, NULL);
+	pthread_cond_init(&j->thread_cond, NULL);
 	fs->j = j;
 	if (!fs->ro) {
 		ret = pthread_create(&j->thread, NULL, commit_thread, fs);
@@ -1197,7 +1200,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 	if (j->thread_started) {
 		pthread_mutex_lock(&j->lock);
 		j->stop = 1;
-		pthread_cond_broadcast(&j->cond);
+		pthread_cond_signal(&j->thread_cond);
 		pthread_mutex_unlock(&j->lock);
 		pthread_join(j->thread, NULL);
 	}
@@ -1230,6 +1233,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->lock);
 	pthread_cond_destroy(&j->cond);
+	pthread_cond_destroy(&j->thread_cond);
 	free(j);
 	fs->j = NULL;
 	return ret;

@@ -150,6 +150,24 @@ struct fs;
 int fs_stats_add_fs(struct fs_stats *st, struct fs *fs);
 void fs_stats_remove_fs(struct fs_stats *st);
 
+struct lk_ls;
+struct lk_stats;
+struct fs_stats_lk;
+/* Name of a lock type number (the filesystem's "inode", "rgrp", ...);
+ * NULL: printed as "type<N>". */
+typedef const char *(*fs_lk_type_name_fn)(unsigned type);
+/* Sections "locks" and "net" from lk_ls_stats(@ls) (fs_stats_lk.c).
+ * @type_name may be NULL. *@out is the handle to remove them with,
+ * before lk_ls_close. 0, -ENOMEM or as add_section. */
+int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
+		       fs_lk_type_name_fn type_name,
+		       struct fs_stats_lk **out);
+void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l);
+/* The bodies of those sections from a snapshot (tests, tools). */
+void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
+			fs_lk_type_name_fn type_name);
+void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s);
+
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
  * appended. On allocation failure a value is silently dropped and the

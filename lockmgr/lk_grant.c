@@ -33,6 +33,8 @@ static void move(struct lk_rsq *q, struct lk_rq *rq, int queue)
 		q->nlocks--;
 	}
 	rq->queue = (uint8_t)queue;
+	if (queue == LK_Q_WAIT || queue == LK_Q_CONVERT)
+		rq->waited = 1;
 	if (queue != LK_Q_NONE) {
 		lk_list_add_tail(queue_head(q, queue), &rq->link);
 		q->nlocks++;

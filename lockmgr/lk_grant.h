@@ -47,6 +47,7 @@ struct lk_rq {
 	int8_t bastmode;     /* highest mode a blocking cb was sent for */
 	uint8_t queue;	     /* enum lk_queue */
 	uint8_t lvbret;	     /* last grant returns the LVB (lk_lvb_op) */
+	uint8_t waited;	     /* set when put on convertq/waitq */
 	uint32_t flags;	     /* LK_* request flags of the pending op */
 	uint64_t qtime;	     /* caller's timestamp when queued */
 	void *owner;	     /* caller's (local lkb or master copy) */

@@ -1,0 +1,196 @@
+/*
+ * fs_stats_lk.c — the "locks" and "net" sections, rendered from
+ * lk_ls_stats() (lockmgr/lk.h) with the key names of GFS2 glstats
+ * (srtt, srttvar, srttb, srttvarb, sirt, sirtvar, dcnt, qcnt) and OCFS2
+ * locking_state (num_prmode, num_exmode, total_*, max_*). Schema and the
+ * exact mapping in fusefs/STATS.md. lk copies its counters out under its
+ * own lock; this file only formats the copy, on the stats thread.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fusefs/fs_stats.h"
+#include "lockmgr/lk.h"
+
+struct fs_stats_lk {
+	struct lk_ls *ls;
+	fs_lk_type_name_fn type_name;
+};
+
+static const char *const fs_lk_mode_lc[LK_NMODES] = {
+	"nl", "cr", "cw", "pr", "pw", "ex",
+};
+
+static void fs_stats_lk_modes(struct fs_json *o, const struct lk_type_stats *t)
+{
+	char key[32];
+
+	/* OCFS2 names for every mode: num_prmode, total_exmode, ... */
+	for (int m = 0; m < LK_NMODES; m++) {
+		snprintf(key, sizeof(key), "num_%smode", fs_lk_mode_lc[m]);
+		fs_json_u64(o, key, t->mode_count[m]);
+		snprintf(key, sizeof(key), "total_%smode", fs_lk_mode_lc[m]);
+		fs_json_u64(o, key, t->mode_total_ns[m]);
+		snprintf(key, sizeof(key), "max_%smode", fs_lk_mode_lc[m]);
+		fs_json_u64(o, key, t->mode_max_ns[m]);
+	}
+}
+
+static void fs_stats_lk_type(struct fs_json *o, const struct lk_type_stats *t)
+{
+	const struct lk_counts *c = &t->c;
+	uint64_t total = 0, max = 0, n = 0;
+
+	fs_json_u64(o, "requests", c->requests);
+	fs_json_u64(o, "grants_local", c->grants_local);
+	fs_json_u64(o, "grants_remote", c->grants_remote);
+	fs_json_u64(o, "cache_hits", c->cache_hits);
+	fs_json_u64(o, "waits", c->waits);
+	fs_json_u64(o, "conversions", c->conversions);
+	fs_json_u64(o, "demotes", c->demotes);
+	fs_json_u64(o, "bast_sent", c->basts_sent);
+	fs_json_u64(o, "bast_recv", c->basts_recv);
+	fs_json_i64(o, "srtt", c->srtt);
+	fs_json_i64(o, "srttvar", c->srttvar);
+	fs_json_i64(o, "srttb", c->srttb);
+	fs_json_i64(o, "srttvarb", c->srttvarb);
+	fs_json_i64(o, "sirt", c->sirt);
+	fs_json_i64(o, "sirtvar", c->sirtvar);
+	/* GFS2: dcnt = requests sent to the DLM, qcnt = holder requests */
+	fs_json_u64(o, "dcnt", c->requests >= c->cache_hits
+				       ? c->requests - c->cache_hits : 0);
+	fs_json_u64(o, "qcnt", c->requests);
+	fs_stats_lk_modes(o, t);
+	for (int m = 0; m < LK_NMODES; m++) {
+		total += t->mode_total_ns[m];
+		if (t->mode_max_ns[m] > max)
+			max = t->mode_max_ns[m];
+	}
+	for (int b = 0; b < LK_HIST_BUCKETS; b++)
+		n += t->wait_hist[b];
+	fs_json_u64(o, "wait_ns", total);
+	/* request-to-grant of every grant; lk's buckets are microseconds */
+	fs_json_latency(o, "grant_lat", n, total, max, t->wait_hist,
+			LK_HIST_BUCKETS, 1000);
+}
+
+static int fs_lk_type_used(const struct lk_type_stats *t)
+{
+	return t->c.requests != 0 || t->c.basts_recv != 0 ||
+	       t->c.basts_sent != 0 || t->c.grants_local != 0 ||
+	       t->c.grants_remote != 0;
+}
+
+void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
+			fs_lk_type_name_fn type_name)
+{
+	struct fs_json *types = fs_json_obj(o, "types");
+	char buf[32];
+
+	for (unsigned i = 0; i < LK_STAT_TYPES; i++) {
+		const char *name = type_name != NULL ? type_name(i) : NULL;
+
+		if (!fs_lk_type_used(&s->type[i]))
+			continue;
+		if (name == NULL) {
+			snprintf(buf, sizeof(buf), i == LK_STAT_TYPES - 1
+					  ? "type%u+" : "type%u", i);
+			name = buf;
+		}
+		fs_stats_lk_type(fs_json_obj(types, name), &s->type[i]);
+	}
+	fs_json_u64(o, "resources_now", s->resources);
+	fs_json_u64(o, "tossed_now", s->tossed);
+	fs_json_u64(o, "toss_freed", s->toss_freed);
+	fs_json_u64(o, "lookups", s->lookups);
+	fs_json_u64(o, "dir_entries_now", s->dir_entries);
+	fs_json_u64(o, "recoveries", s->recoveries);
+	fs_json_u64(o, "bad_frames", s->bad_frames);
+	fs_json_u64(o, "auth_failures", s->auth_failures);
+}
+
+void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s)
+{
+	struct fs_json *peers = fs_json_arr(o, "peers");
+
+	for (unsigned i = 1; i < LK_MAX_NODES; i++) {
+		const struct lk_peer_stats *p = &s->peer[i];
+		struct fs_json *e;
+
+		if (p->frames_tx == 0 && p->frames_rx == 0 && p->dropped == 0)
+			continue;
+		e = fs_json_obj(peers, NULL);
+		fs_json_u64(e, "node", i);
+		fs_json_u64(e, "frames_tx", p->frames_tx);
+		fs_json_u64(e, "frames_rx", p->frames_rx);
+		fs_json_u64(e, "bytes_tx", p->bytes_tx);
+		fs_json_u64(e, "bytes_rx", p->bytes_rx);
+		fs_json_u64(e, "records_tx", p->records_tx);
+		fs_json_u64(e, "records_rx", p->records_rx);
+		fs_json_u64(e, "dropped", p->dropped);
+	}
+}
+
+static void fs_stats_locks_section(struct fs_json *o, void *arg)
+{
+	struct fs_stats_lk *l = arg;
+	struct lk_stats *s = malloc(sizeof(*s)); /* ~20 KiB: not on stack */
+
+	if (s == NULL) {
+		fs_json_bool(o, "unavailable", 1);
+		return;
+	}
+	lk_ls_stats(l->ls, s);
+	fs_json_u64(o, "node", lk_ls_nodeid(l->ls));
+	fs_stats_lk_render(o, s, l->type_name);
+	free(s);
+}
+
+static void fs_stats_net_section(struct fs_json *o, void *arg)
+{
+	struct fs_stats_lk *l = arg;
+	struct lk_stats *s = malloc(sizeof(*s));
+
+	if (s == NULL) {
+		fs_json_bool(o, "unavailable", 1);
+		return;
+	}
+	lk_ls_stats(l->ls, s);
+	fs_stats_net_render(o, s);
+	free(s);
+}
+
+int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
+		       fs_lk_type_name_fn type_name,
+		       struct fs_stats_lk **out)
+{
+	struct fs_stats_lk *l = calloc(1, sizeof(*l));
+	int ret;
+
+	if (l == NULL)
+		return -ENOMEM;
+	l->ls = ls;
+	l->type_name = type_name;
+	ret = fs_stats_add_section(st, "locks", fs_stats_locks_section, l);
+	if (ret == 0) {
+		ret = fs_stats_add_section(st, "net", fs_stats_net_section, l);
+		if (ret != 0)
+			fs_stats_remove_section(st, "locks");
+	}
+	if (ret != 0) {
+		free(l);
+		return ret;
+	}
+	*out = l;
+	return 0;
+}
+
+void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l)
+{
+	if (l == NULL)
+		return;
+	fs_stats_remove_section(st, "locks");
+	fs_stats_remove_section(st, "net");
+	free(l);
+}
