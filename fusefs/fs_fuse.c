@@ -26,6 +26,7 @@
 #include "fusefs/fs_fuse.h"
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
 
 #include <dirent.h>
@@ -891,6 +892,30 @@ static void set_readahead(const char *mountpoint, unsigned kb)
 	fclose(f);
 }
 
+/* The "namespace" stats section: fs_ns.h counters and the size of the
+ * reference table. Runs on the stats thread. */
+static void ns_section(struct fs_json *o, void *arg)
+{
+	struct fs_ns *ns = ((struct fs *)arg)->ns;
+	const struct fs_ns_stats *st = &ns->st;
+	size_t refs;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	refs = ns->count;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	fs_json_u64(o, "inodes_referenced", refs);
+#define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))
+	NS_U64(inodes_created);
+	NS_U64(inodes_freed);
+	NS_U64(orphans_added);
+	NS_U64(orphans_reclaimed);
+	NS_U64(data_read_bytes);
+	NS_U64(data_write_bytes);
+	NS_U64(rmw_blocks);
+	NS_U64(inline_to_extents);
+#undef NS_U64
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
@@ -905,8 +930,12 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 	if (ret == 0)
 		ret = fs_stats_add_fs(ff->st, ff->fs);
 	if (ret == 0)
+		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
+					   ff->fs);
+	if (ret == 0)
 		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
 	if (ret < 0) {
+		fs_stats_remove_section(ff->st, "namespace");
 		fs_stats_remove_fs(ff->st);
 		fs_stats_free(ff->st);
 		ff->st = NULL;
@@ -919,6 +948,7 @@ static void stop_stats(struct fs_fuse *ff)
 	if (ff->st == NULL)
 		return;
 	fs_stats_mount_stop(ff->st);
+	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
 	fs_stats_free(ff->st);
 	ff->st = NULL;
