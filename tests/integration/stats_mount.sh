@@ -74,6 +74,26 @@ else
 fi
 chmod 700 "$T"
 
+# ucfs-top on the mount, in tmux, while files are being created
+if command -v tmux >/dev/null; then
+	TM="tmux -L ucfs-mtest-$$"
+	on_exit "$TM kill-server"
+	mkdir "$MNT/load"
+	( i=0; while [ $i -lt 20000 ]; do : >"$MNT/load/f$i"; i=$((i + 1))
+	  done ) &
+	LPID=$!
+	on_exit "kill $LPID"
+	$TM new-session -d -s top -x 100 -y 40 "'$B/ucfs-top' '$MNT'"
+	sleep 2.5
+	$TM capture-pane -p -t top >"$T/top.txt" 2>&1
+	check top_tmux_node grep -Eq '^node +n0/s0' "$T/top.txt"
+	check top_tmux_creates sh -c "awk '\$1 == \"create\" { ok = \$2 > 0 }
+		END { exit !ok }' '$T/top.txt'"
+	$TM send-keys -t top q
+	kill $LPID
+	wait $LPID 2>/dev/null
+fi
+
 # ucfs-top on the mount (batch mode: one frame)
 check top_on_mount sh -c "'$B/ucfs-top' --batch --iterations 1 '$MNT' |
 	grep -q '^FUSE ops/s'"
