@@ -48,6 +48,32 @@ struct ext {
 	uint32_t flags;
 };
 
+/* One CHUNK_BLOCKS bounce buffer per thread, allocated on first use and
+ * freed when the thread exits (FUSE workers come and go). */
+static pthread_key_t bounce_key;
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+
+static void bounce_key_init(void)
+{
+	pthread_key_create(&bounce_key, free);
+}
+
+static char *bounce_get(void)
+{
+	char *b;
+
+	pthread_once(&bounce_once, bounce_key_init);
+	b = pthread_getspecific(bounce_key);
+	if (b == NULL) {
+		b = bd_buf_alloc(CHUNK_BLOCKS * BS);
+		if (b != NULL && pthread_setspecific(bounce_key, b) != 0) {
+			free(b);
+			b = NULL;
+		}
+	}
+	return b;
+}
+
 static void ext_tree(struct fs *fs, struct fs_buf *ib, struct fs_btree *bt)
 {
 	fs_btree_init(bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
@@ -142,8 +168,7 @@ ssize_t fs_file_read(struct fs *fs, struct fs_buf *ib, void *buf,
 		} else {
 			uint64_t rblk = (seg_end - lb * BS + BS - 1) / BS;
 
-			if (bounce == NULL &&
-			    (bounce = bd_buf_alloc(CHUNK_BLOCKS * BS)) == NULL) {
+			if (bounce == NULL && (bounce = bounce_get()) == NULL) {
 				ret = -ENOMEM;
 				break;
 			}
@@ -157,7 +182,6 @@ ssize_t fs_file_read(struct fs *fs, struct fs_buf *ib, void *buf,
 		ret = 0;
 		pos = seg_end;
 	}
-	free(bounce);
 	if (ret < 0 && pos == off)
 		return ret;
 	FS_NS_STAT_ADD(fs, data_read_bytes, pos - off);
@@ -344,7 +368,7 @@ static ssize_t write_extents(struct fs *fs, struct fs_buf *ib,
 	struct ext e;
 	int ret = 0;
 
-	bounce = bd_buf_alloc(CHUNK_BLOCKS * BS);
+	bounce = bounce_get();
 	if (bounce == NULL)
 		return -ENOMEM;
 	while (pos < end) {
@@ -377,7 +401,6 @@ static ssize_t write_extents(struct fs *fs, struct fs_buf *ib,
 		seg_end = (lb + got) * BS < end ? (lb + got) * BS : end;
 		pos = seg_end;
 	}
-	free(bounce);
 	if (pos == off)
 		return ret;
 	return (ssize_t)(pos - off);

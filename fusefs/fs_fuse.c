@@ -858,26 +858,43 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device,
 	return 0;
 }
 
-static void start_stats(struct fs_fuse *ff, const char *device,
-			const char *mountpoint, const char *opts)
+static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
+		       const char *device, const char *mountpoint,
+		       const char *optstr, char *err, size_t errlen)
 {
 	int ret;
 
-	if (fs_stats_new(&ff->st) < 0) {
-		ff->st = NULL;
-		return;
-	}
-	fs_stats_set_node(ff->st, 0, 0);
-	fs_stats_set_mount(ff->st, device, mountpoint, opts);
-	ret = fs_stats_serve(ff->st, NULL);
+	ret = fs_stats_new(&ff->st);
 	if (ret < 0)
-		fprintf(stderr, "ucfs: stats socket not started: %s\n",
-			strerror(-ret));
+		return ret;
+	fs_stats_set_node(ff->st, 0, 0);
+	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
+	if (ret == 0)
+		ret = fs_stats_add_fs(ff->st, ff->fs);
+	if (ret == 0)
+		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
+	if (ret < 0) {
+		fs_stats_remove_fs(ff->st);
+		fs_stats_free(ff->st);
+		ff->st = NULL;
+	}
+	return ret;
 }
 
-int fs_fuse_new(struct fs *fs, const struct fs_opts *o, const char *device,
-		const char *mountpoint, struct fs_fuse **out, char *err,
-		size_t errlen)
+static void stop_stats(struct fs_fuse *ff)
+{
+	if (ff->st == NULL)
+		return;
+	fs_stats_mount_stop(ff->st);
+	fs_stats_remove_fs(ff->st);
+	fs_stats_free(ff->st);
+	ff->st = NULL;
+}
+
+int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
+		const struct fs_stats_opts *so, const char *optstr,
+		const char *device, const char *mountpoint,
+		struct fs_fuse **out, char *err, size_t errlen)
 {
 	char opts[FS_OPTS_FUSE_MAX + FS_PATH_MAX + 128];
 	char *argv[5];
@@ -916,10 +933,14 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o, const char *device,
 		goto out_session;
 	}
 	ff->mounted = 1;
-	start_stats(ff, device, mountpoint, opts);
+	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
+	if (ret < 0)
+		goto out_unmount;
 	*out = ff;
 	return 0;
 
+out_unmount:
+	fuse_session_unmount(ff->se);
 out_session:
 	fuse_session_destroy(ff->se);
 out_free:
@@ -958,12 +979,10 @@ void fs_fuse_free(struct fs_fuse *ff)
 {
 	if (ff == NULL)
 		return;
-	if (ff->st != NULL) {
-		fs_stats_stop(ff->st);
-		fs_stats_free(ff->st);
-	}
 	if (ff->mounted)
 		fuse_session_unmount(ff->se);
+	ff->mounted = 0;
+	stop_stats(ff);
 	fuse_session_destroy(ff->se);
 	free(ff);
 }

@@ -249,7 +249,9 @@ unsigned fs_tx_max_credits(struct fs *fs);
 /*
  * Get write access to @b: it joins the running transaction (idempotent).
  * Call before modifying b->data. The handle keeps no reference: the
- * caller still owns its own. 0 or -EIO (journal aborted).
+ * caller still owns its own. 0 or -EIO (journal aborted). On a block
+ * already freed with fs_free/fs_free_inode it does nothing (changes to a
+ * dead block are discarded, never journaled).
  */
 int fs_tx_write(struct fs_tx *tx, struct fs_buf *b);
 

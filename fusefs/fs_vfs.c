@@ -1149,6 +1149,37 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 	return 0;
 }
 
+#define RA_MAX 128u
+
+struct ra {
+	uint64_t ino[RA_MAX];
+	unsigned n;
+};
+
+static int ra_cb(void *arg, const struct fs_dirent *de)
+{
+	struct ra *ra = arg;
+
+	if (de->namelen > 2 || de->name[0] != '.')
+		ra->ino[ra->n++] = de->ino;
+	return ra->n == RA_MAX;
+}
+
+/* readdirplus: read the next entries' inode blocks in one batch instead
+ * of one synchronous read per entry. Best effort. */
+static void readdir_readahead(struct fs *fs, struct fs_buf *d,
+			      uint64_t cookie)
+{
+	struct ra *ra = malloc(sizeof(*ra));
+
+	if (ra == NULL)
+		return;
+	ra->n = 0;
+	if (fs_dir_iterate(fs, d, cookie, ra_cb, ra) == 0 && ra->n > 1)
+		fs_buf_readahead(fs, ra->ino, ra->n);
+	free(ra);
+}
+
 int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 	       fs_filldir_fn fill, void *arg)
 {
@@ -1159,10 +1190,13 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 	lock_rd(fs);
 	ret = fs_ino_read(fs, dir, &d);
 	if (ret == 0) {
-		if (S_ISDIR(fs_di(d)->mode))
-			ret = fs_dir_iterate(fs, d, cookie, readdir_cb, &r);
-		else
+		if (!S_ISDIR(fs_di(d)->mode)) {
 			ret = -ENOTDIR;
+		} else {
+			if (flags & FS_READDIR_PLUS)
+				readdir_readahead(fs, d, cookie);
+			ret = fs_dir_iterate(fs, d, cookie, readdir_cb, &r);
+		}
 		fs_buf_put(d);
 	}
 	unlock(fs);

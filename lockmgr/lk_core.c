@@ -1005,3 +1005,25 @@ uint32_t lk_ls_nodeid(const struct lk_ls *ls)
 {
 	return ls->nodeid;
 }
+
+/* Closing: release @lk, or fail its pending request with -ESHUTDOWN. */
+void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk)
+{
+	int local = lk->res->master == ls->nodeid;
+
+	if (lk->state == LK_S_DEAD)
+		return;
+	lk->cached = 0;
+	if (lk->state == LK_S_GRANTED && lk_traffic_ok(ls)) {
+		lkb_undefer(lk);
+		do_unlock(ls, lk, 0);
+		return;
+	}
+	if (local && lk->rq.queue != LK_Q_NONE)
+		lk_grant_purge(&lk->res->q, &lk->rq, NULL);
+	lkb_undefer(lk);
+	if (lk->state != LK_S_GRANTED)
+		lk_lkb_complete(ls, lk, -ESHUTDOWN, lk->grmode, NULL);
+	if (lk->state != LK_S_DEAD)
+		lkb_kill(ls, lk);
+}

@@ -185,6 +185,10 @@ struct lk_ls {
 	size_t rl_n, rl_cap;
 	uint64_t fut_gen;      /* DONEs of a generation not started yet */
 	uint64_t fut_done[LK_RS_NPHASES + 1];
+	uint64_t fut_dead;
+	uint64_t left;	       /* nodes that said LEAVE (not dead) */
+	uint64_t done_gen;     /* last generation whose state took effect */
+	uint64_t done_members; /* (reached phase 5) and its members */
 
 	/* tables */
 	struct lk_res **res_hash;
@@ -254,6 +258,7 @@ void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
 void lk_out_flush(struct lk_ls *ls);
 
 void lk_core_kick_deferred(struct lk_ls *ls);
+void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk);
 void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 		       const void *rec);
 
@@ -300,6 +305,10 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 int lk_recover_filter(struct lk_ls *ls, uint32_t sender, const void *frame,
 		      size_t len);
 void lk_recover_user_done(struct lk_ls *ls, uint64_t gen);
+/* Did the others form a generation without us after ours? Then fence
+ * (1 returned). */
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
+			   uint64_t prev_gen, uint64_t prev);
 void lk_recover_free(struct lk_ls *ls);
 
 /* lk_cb.c */

@@ -68,6 +68,9 @@ static void bcast_done(struct lk_ls *ls, int phase)
 		c->phase = (uint32_t)phase;
 		c->nodeid = ls->nodeid;
 		c->members = ls->rmembers;
+		c->dead = ls->rdead; /* so every member knows every death */
+		c->prev = ls->done_members;
+		c->prev_gen = ls->done_gen;
 	}
 	ls->rdone[phase] |= bit(ls->nodeid);
 }
@@ -339,6 +342,9 @@ static void phase5(struct lk_ls *ls)
 		r->q.hold = ls->rdead != 0;
 		lk_grant_pending(&r->q, &o);
 	}
+	/* the rebuilt state takes effect now */
+	ls->done_gen = ls->rgen;
+	ls->done_members = ls->rmembers;
 	replay_saved(ls);
 	lk_core_kick_deferred(ls);
 	ls->ruser_pending = 0;
@@ -419,10 +425,14 @@ int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
 	ls->rgen = gen;
 	ls->gen = gen;
 	ls->rmembers = members;
-	ls->rdead |= dead & ~members;
+	/* the coordinator may be new and not know who died: add what we
+	 * know; DONE(1) spreads the union before anyone needs it */
+	ls->rdead |= (dead | (ls->members & ~ls->left)) & ~members;
 	memset(ls->rdone, 0, sizeof(ls->rdone));
-	if (ls->fut_gen == gen)
+	if (ls->fut_gen == gen) {
 		memcpy(ls->rdone, ls->fut_done, sizeof(ls->rdone));
+		ls->rdead |= ls->fut_dead & ~members;
+	}
 	ls->rphase = 1;
 	ls->rstart_ns = lk_now_ns();
 	set_members(ls, members);
@@ -451,16 +461,21 @@ static void rx_done(struct lk_ls *ls, uint32_t sender,
 		return;
 	if (c->gen > ls->rgen) {
 		/* its START reached the sender first */
-		if (ls->fut_gen != c->gen)
+		if (ls->fut_gen != c->gen) {
 			memset(ls->fut_done, 0, sizeof(ls->fut_done));
+			ls->fut_dead = 0;
+		}
 		ls->fut_gen = c->gen;
 		ls->fut_done[c->phase] |= bit(sender);
+		ls->fut_dead |= c->dead;
 		return;
 	}
 	if (c->gen != ls->rgen || ls->rphase == 0 ||
 	    !(ls->rmembers & bit(sender)))
 		return;
 	ls->rdone[c->phase] |= bit(sender);
+	if (c->phase == 1)
+		ls->rdead |= c->dead & ~ls->rmembers;
 	advance(ls);
 }
 
@@ -514,11 +529,15 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	}
 	switch (type) {
 	case LK_M_START:
-		if (c->nodeid != sender)
+		if (c->nodeid != sender || !(c->members & bit(sender)))
 			break;
+		if (lk_recover_check_stale(ls, sender, c->prev_gen, c->prev))
+			return;
 		lk_recover_start(ls, c->gen, c->members, c->dead);
 		return;
 	case LK_M_DONE:
+		if (lk_recover_check_stale(ls, sender, c->prev_gen, c->prev))
+			return;
 		rx_done(ls, sender, c);
 		return;
 	case LK_M_DIR_ADD:
@@ -620,6 +639,23 @@ void lk_recover_free(struct lk_ls *ls)
 	free(ls->rl_from);
 }
 
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
+			   uint64_t prev_gen, uint64_t prev)
+{
+	if (ls->fenced)
+		return 1;
+	if (ls->done_gen == 0 || prev_gen <= ls->done_gen ||
+	    (prev & bit(ls->nodeid)))
+		return 0;
+	/* the others went on without us: our locks are void */
+	ls->fenced = 1;
+	lk_log(ls, 0, "node %u is in generation %llu that excluded us: "
+	       "fenced, reopen the lockspace", sender,
+	       (unsigned long long)prev_gen);
+	pthread_cond_broadcast(&ls->cv);
+	return 1;
+}
+
 /* Coordinator: send START to the other members, then start here. */
 int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		     uint64_t dead)
@@ -637,6 +673,8 @@ int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		c->gen = gen;
 		c->members = members;
 		c->dead = dead;
+		c->prev = ls->done_members;
+		c->prev_gen = ls->done_gen;
 		c->nodeid = ls->nodeid;
 	}
 	return lk_recover_start(ls, gen, members, dead);

@@ -16,7 +16,7 @@ _Static_assert(sizeof(struct lk_rec_reply) == 56, "rec_reply");
 _Static_assert(sizeof(struct lk_rec_bast) == 16, "rec_bast");
 _Static_assert(sizeof(struct lk_rec_name) == 40, "rec_name");
 _Static_assert(sizeof(struct lk_rec_rcom) == 88, "rec_rcom");
-_Static_assert(sizeof(struct lk_rec_ctl) == 32, "rec_ctl");
+_Static_assert(sizeof(struct lk_rec_ctl) == 48, "rec_ctl");
 _Static_assert(sizeof(struct lk_rec_hello) == 48, "rec_hello");
 
 static const struct {

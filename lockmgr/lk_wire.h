@@ -109,6 +109,8 @@ struct lk_rec_ctl {
 	uint64_t gen;
 	uint64_t members; /* bitmap */
 	uint64_t dead;	  /* START: nodes that died (not left) */
+	uint64_t prev;	  /* sender's last generation in force: members */
+	uint64_t prev_gen; /* and number (0: none yet) */
 	uint32_t phase;
 	uint32_t nodeid;
 };

@@ -52,10 +52,10 @@ static double tv_s(const struct timeval *tv)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: ucfs-bench-ops time [-o FILE] CMD [ARG...]\n"
-		"       ucfs-bench-ops fileben -0|-1 [-p N] [-s KB] [-b KB] -f FILE\n"
-		"       ucfs-bench-ops db [-n N] DIR\n");
+	fprintf(stderr, "usage: ucfs-bench-ops time [-o FILE] CMD [ARG...]\n"
+			"       ucfs-bench-ops fileben -0|-1 [-p N] [-s KB] "
+			"[-b KB] -f FILE\n"
+			"       ucfs-bench-ops db [-n N] DIR\n");
 }
 
 /* Parse a positive decimal; 0 or -EINVAL. */
@@ -109,8 +109,7 @@ static int cmd_time(int argc, char **argv)
 		return 2;
 	}
 	real = now_s() - t0;
-	code = WIFEXITED(status) ? WEXITSTATUS(status) :
-				   128 + WTERMSIG(status);
+	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	fprintf(out, "real=%.6f user=%.6f sys=%.6f status=%d\n", real,
 		tv_s(&ru.ru_utime), tv_s(&ru.ru_stime), code);
 	if (out != stderr)
@@ -119,14 +118,14 @@ static int cmd_time(int argc, char **argv)
 }
 
 /* One fileben pass: write or read the whole file; 0 or -errno. */
-static int fileben_pass(const char *path, int writing, char *buf,
-			size_t size, size_t rec)
+static int fileben_pass(const char *path, int writing, char *buf, size_t size,
+			size_t rec)
 {
 	size_t done = 0;
 	int fd, ret = 0;
 
-	fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644) :
-		       open(path, O_RDONLY);
+	fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)
+		     : open(path, O_RDONLY);
 	if (fd < 0)
 		return -errno;
 	while (done < size) {
@@ -138,7 +137,7 @@ static int fileben_pass(const char *path, int writing, char *buf,
 			break;
 		}
 		if (r == 0) {
-			ret = -ENODATA;	/* file shorter than asked */
+			ret = -ENODATA; /* file shorter than asked */
 			break;
 		}
 		done += (size_t)r;
@@ -167,14 +166,31 @@ static int cmd_fileben(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "01ap:s:b:f:")) != -1) {
 		switch (opt) {
-		case '0': writing = 1; break;
-		case '1': writing = 0; break;
-		case 'a': break;	/* accepted, as the original's */
-		case 'p': if (parse_pos(optarg, &passes)) goto bad; break;
-		case 's': if (parse_pos(optarg, &kb)) goto bad; break;
-		case 'b': if (parse_pos(optarg, &reckb)) goto bad; break;
-		case 'f': path = optarg; break;
-		default: goto bad;
+		case '0':
+			writing = 1;
+			break;
+		case '1':
+			writing = 0;
+			break;
+		case 'a':
+			break; /* accepted, as the original's */
+		case 'p':
+			if (parse_pos(optarg, &passes))
+				goto bad;
+			break;
+		case 's':
+			if (parse_pos(optarg, &kb))
+				goto bad;
+			break;
+		case 'b':
+			if (parse_pos(optarg, &reckb))
+				goto bad;
+			break;
+		case 'f':
+			path = optarg;
+			break;
+		default:
+			goto bad;
 		}
 	}
 	if (writing < 0 || path == NULL)
@@ -240,14 +256,14 @@ static int db_phase(const char *dir, const char *op, long n)
 		}
 	}
 	dt = now_s() - t0;
-	printf("total:%ld, rate:%.1f dir/sec (%s)\n", n,
-	       dt > 0 ? n / dt : 0.0, op);
+	printf("total:%ld, rate:%.1f dir/sec (%s)\n", n, dt > 0 ? n / dt : 0.0,
+	       op);
 	return 0;
 }
 
 static int cmd_db(int argc, char **argv)
 {
-	static const char *const ops[] = { "mkdir", "rmdir", "mkdir", "mvdir" };
+	static const char *const ops[] = {"mkdir", "rmdir", "mkdir", "mvdir"};
 	char path[4096];
 	long n = 100, i;
 	unsigned int k;
@@ -262,7 +278,7 @@ static int cmd_db(int argc, char **argv)
 	for (k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
 		if (db_phase(argv[optind], ops[k], n) < 0)
 			return 1;
-	for (i = 0; i < n; i++) {	/* leave DIR as we found it */
+	for (i = 0; i < n; i++) { /* leave DIR as we found it */
 		db_name(path, sizeof(path), argv[optind], "m", i);
 		rmdir(path);
 	}

@@ -29,8 +29,8 @@ SUBSET="include fs net kernel lib sound mm block crypto security scripts init ip
 QUICKSET="kernel ipc init block mm crypto security"
 
 QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1
-SIZE_MB="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
-LOCKPROTOS="nolock dlm" DIRS="" VARIANTS=""
+SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
+LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
 
 say() { printf '%s\n' "$*"; }
@@ -56,7 +56,12 @@ usage: $ME SCENARIO [options]
   --dir [NAME=]PATH   a directory to measure as one more baseline (repeatable)
   --systems LIST      run only these systems (ucfs,ucfs_dlm,ext4,pt,raw,dir...)
   --size MB           image size (default: 1024 quick, 12288 full)
+  --file-mb MB        large-file size of iozone and dd, bonnie++ -s
+                      (default 2048, 2 x RAM for bonnie++; capped at 40%
+                      of the image)
+  --records LIST      iozone record sizes (default 64k,128k,...,16m)
   --mkfs-opts OPTS    extra mkfs.ucfs options (e.g. "-J 64")
+  --cluster FILE      cluster configuration for lockproto=dlm nodes 1, 2
   --out DIR           results directory (default ./ucfs-bench-out/SCEN-DATE)
   --work DIR          where to make the scratch directory (image, mounts)
   --cache DIR         cache for the kernel tar and passthrough_ll ($CACHE)
@@ -319,14 +324,17 @@ loop_down() {
 # ucfs_mkfs SYS — format the image for ucfs with SYS's lock protocol.
 ucfs_mkfs() {
 	# shellcheck disable=SC2086
-	"$MKFS" -j 2 -p "$(attr P "$1")" $MKFS_OPTS "$IMG" \
+	"$MKFS" -f -j 2 -p "$(attr P "$1")" $MKFS_OPTS "$IMG" \
 		>"$WORK/log/mkfs.$1.log" 2>&1 ||
 		{ warn "mkfs.ucfs failed: $(tail -n 3 "$WORK/log/mkfs.$1.log")"
 		  return 1; }
 }
 
-# The cluster configuration of the local nodes (lockproto=dlm).
+# The cluster configuration of the local nodes (lockproto=dlm): --cluster
+# FILE as given, else nodes 1 and 2 on 127.0.0.1 (format: see
+# lockmgr/PROTOCOL.md once written; this is the DESIGN.md direction).
 cluster_json() {
+	[ -n "$CLUSTER_FILE" ] && { printf '%s' "$CLUSTER_FILE"; return; }
 	_c=$WORK/cluster.json
 	_p=$((20000 + $$ % 20000))
 	printf '{"nodes": [{"id": 1, "addr": "127.0.0.1", "port": %d},' "$_p" >"$_c"
@@ -520,7 +528,7 @@ stats_delta() {	# SYS N
 	_a=$WORK/stats.$1.$2.before.json _b=$WORK/stats.$1.$2.after.json
 	[ -s "$_a" ] && [ -s "$_b" ] || return 0
 	STATS_SEQ=$((STATS_SEQ + 1))
-	_d=$OUT/stats/$SCEN.$1.$SETUP.node$2.$STATS_SEQ.json
+	_d=$OUT/stats/$(printf %04d "$STATS_SEQ").$SCEN.$1.$SETUP.node$2.json
 	mkdir -p "$OUT/stats"
 	jq -n --slurpfile a "$_a" --slurpfile b "$_b" \
 		--arg scen "$SCEN" --arg sys "$1" --arg setup "$SETUP" \
@@ -704,7 +712,10 @@ bonnie_sizes() {
 	if [ "$QUICK" = 1 ]; then
 		BON_S=64 BON_R=32 BON_N=1 BON_F=-f
 	else
-		BON_S=$((_ram * 2)) BON_R=$_ram BON_N=16 BON_F=""
+		# bonnie++ 2 does its per-char tests with one write(2) per
+		# byte: one FUSE request each. -f1 keeps them at 1 MiB.
+		BON_S=$((_ram * 2)) BON_R=$_ram BON_N=16 BON_F=-f1
+		[ -n "$FILE_MB" ] && BON_S=$FILE_MB BON_R=$((FILE_MB / 2))
 		_cap=$((SIZE_MB * 2 / 5))
 		if [ "$BON_S" -gt "$_cap" ]; then
 			BON_S=$_cap BON_R=$((_cap / 2))
@@ -718,7 +729,7 @@ bonnie_run() {	# SYS NCLIENTS
 	_d=$(node_dir "$1" 1)/bonnie
 	mkdir -p "$_d"
 	STATS_TAG=bonnie
-	progress "$SCEN: $1 $SETUP: bonnie++ -s ${BON_S}M -n $BON_N"
+	progress "$SCEN: $1 $SETUP: bonnie++ -s ${BON_S}M -n $BON_N $BON_F"
 	_f=$WORK/bonnie.$1.$SETUP
 	bonnie++ -d "$_d" -s "$BON_S" -r "$BON_R" -n "$BON_N" -u root \
 		$BON_F -m "$1" >"$_f.out" 2>"$_f.err"
@@ -798,10 +809,12 @@ sc_iozone() {
 	if [ "$QUICK" = 1 ]; then
 		IOZ_MB=32 IOZ_RECS="64k 1m 16m"
 	else
-		IOZ_MB=2048 IOZ_RECS="64k 128k 256k 512k 1m 2m 4m 8m 16m"
+		IOZ_MB=${FILE_MB:-2048}
+		IOZ_RECS="64k 128k 256k 512k 1m 2m 4m 8m 16m"
 		_cap=$((SIZE_MB * 2 / 5))
 		[ "$IOZ_MB" -gt "$_cap" ] && IOZ_MB=$_cap
 	fi
+	[ -n "$RECS" ] && IOZ_RECS=$RECS
 	say "iozone: fio, ${IOZ_MB}M file, records $IOZ_RECS" \
 		"(write/rewrite/read/reread/randread/randwrite, end_fsync)"
 	SETUPS="1node 2way"
@@ -920,7 +933,7 @@ raw_run() {	# the raw image has no mount: both setups here
 sc_dd() {
 	if [ "$QUICK" = 1 ]; then DD_MB=64
 	else
-		DD_MB=2048
+		DD_MB=${FILE_MB:-2048}
 		_cap=$((SIZE_MB * 2 / 5))
 		[ "$DD_MB" -gt "$_cap" ] && DD_MB=$_cap
 	fi
@@ -943,25 +956,34 @@ sc_dd() {
 
 # ---- ratios, tables, targets ------------------------------------------------
 #
-# ratios.tsv: scenario system setup client phase metric baseline ratio, the
-# value of every row over each other baseline's row of the same scenario, phase,
-# metric and client, in the equivalent setup (two ucfs nodes <-> two clients
-# of a baseline; "mounted on 2 nodes" <-> the baseline's single node).
+# ratios.tsv: scenario system setup client phase metric baseline ratio: the
+# value of every row over each baseline's row of the same scenario, phase,
+# metric and client, in the equivalent setup (two ucfs nodes <-> two
+# clients of a baseline; "mounted on 2 nodes" <-> the baseline's single
+# node). None from or to a system and setup with a failed step (its other
+# figures are suspect). Baseline "ucfs" (nolock, when other ucfs systems
+# run) is the reference of the other ucfs systems only: dlm vs nolock, as
+# seeds/002 compares lock_dlm with localcache.
 
-BASELINES=""
+BASELINES="" UCFS_SYSTEMS=""
 make_ratios() {
-	awk -F'\t' -v OFS='\t' -v bases="$BASELINES" '
-	BEGIN { nb = split(bases, B, " ") }
+	awk -F'\t' -v OFS='\t' -v bases="$BASELINES" -v u="$UCFS_SYSTEMS" '
+	BEGIN { nb = split(bases, B, " "); nu = split(u, U, " ")
+		for (i = 1; i <= nu; i++) isu[U[i]] = 1 }
 	function eqv(s) {
 		if (s == "2nodes") return "2clients"
 		if (s == "mounted2") return "1node"
 		return s }
+	$6 == "failed" { bad[$1, $2, eqv($3)] = 1 }
 	$7 ~ /^-?[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?$/ { key = $1 SUBSEP eqv($3) SUBSEP $4 SUBSEP $5 \
 		SUBSEP $6; val[$2, key] = $7
 		rows[++n] = $0 }
 	END { for (r = 1; r <= n; r++) { split(rows[r], f, "\t")
+		if ((f[1], f[2], eqv(f[3])) in bad) continue
 		key = f[1] SUBSEP eqv(f[3]) SUBSEP f[4] SUBSEP f[5] SUBSEP f[6]
 		for (b = 1; b <= nb; b++) if (B[b] != f[2] &&
+		    (B[b] != "ucfs" || isu[f[2]]) &&
+		    !((f[1], B[b], eqv(f[3])) in bad) &&
 		    (B[b], key) in val && val[B[b], key] + 0 > 0)
 			print f[1], f[2], f[3], f[4], f[5], f[6], B[b],
 				sprintf("%.3f", f[7] / val[B[b], key]) } }' \
@@ -1055,28 +1077,56 @@ table_wide() {
 				if (any) print line } } }' "$OUT/ratios.tsv" "$OUT/results.tsv"
 }
 
-report_tables() {	# SCEN
+# report_failures SCEN — every failed step, so no figure of its run is
+# read as valid (the ratios leave that system and setup out).
+report_failures() {
+	awk -F'\t' -v scen="$1" '$1 == scen && $6 == "failed" {
+		if (!n++) print "\nFAILED steps (their system and setup" \
+			" get no ratios; --keep keeps the logs):"
+		printf "  %s %s client %s: %s (exit status %s)\n", $2, $3,
+			$4, $5, $7 }' "$OUT/results.tsv"
+}
+
+report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 	case $1 in
 	untar) table_times untar ;;
 	bonnie)
-		table_wide bonnie "bonnie++: Sequential Output / Sequential Input / Random" \
-"bonnie:putc_kbs:PerChrK/s bonnie:putc_cpu:%CP bonnie:block_out_kbs:BlockK/s bonnie:block_out_cpu:%CP bonnie:rewrite_kbs:RewrK/s bonnie:rewrite_cpu:%CP bonnie:getc_kbs:PerChrK/s bonnie:getc_cpu:%CP bonnie:block_in_kbs:BlockK/s bonnie:block_in_cpu:%CP bonnie:seeks_ps:Seeks/s bonnie:seeks_cpu:%CP"
+		table_wide bonnie \
+			"bonnie++: Sequential Output / Sequential Input / Random" "
+			bonnie:putc_kbs:PerChrK/s bonnie:putc_cpu:%CP
+			bonnie:block_out_kbs:BlockK/s bonnie:block_out_cpu:%CP
+			bonnie:rewrite_kbs:RewrK/s bonnie:rewrite_cpu:%CP
+			bonnie:getc_kbs:PerChrK/s bonnie:getc_cpu:%CP
+			bonnie:block_in_kbs:BlockK/s bonnie:block_in_cpu:%CP
+			bonnie:seeks_ps:Seeks/s bonnie:seeks_cpu:%CP"
 		echo
-		table_wide bonnie "bonnie++: Sequential Create / Random Create (files/sec)" \
-"bonnie:seq_create_ps:SeqCreate bonnie:seq_read_ps:SeqRead bonnie:seq_delete_ps:SeqDelete bonnie:ran_create_ps:RanCreate bonnie:ran_read_ps:RanRead bonnie:ran_delete_ps:RanDelete" ;;
+		table_wide bonnie \
+			"bonnie++: Sequential Create / Random Create (files/sec)" "
+			bonnie:seq_create_ps:SeqCreate bonnie:seq_read_ps:SeqRead
+			bonnie:seq_delete_ps:SeqDelete bonnie:ran_create_ps:RanCreate
+			bonnie:ran_read_ps:RanRead bonnie:ran_delete_ps:RanDelete" ;;
 	iozone)
-		table_wide iozone "iozone (fio): Kbytes/sec by record length" \
-"write:kbs:write rewrite:kbs:rewrite read:kbs:read reread:kbs:reread randread:kbs:randread randwrite:kbs:randwrite" ;;
+		table_wide iozone "iozone (fio): Kbytes/sec by record length" "
+			write:kbs:write rewrite:kbs:rewrite read:kbs:read
+			reread:kbs:reread randread:kbs:randread
+			randwrite:kbs:randwrite" ;;
 	fileben)
-		table_wide fileben "fileben: 128K file, KB/sec per pass and total" \
-"write:pass1_kbs:w1 write:pass2_kbs:w2 write:pass5_kbs:w5 write:pass10_kbs:w10 write:total_kbs:write read:pass1_kbs:r1 read:pass2_kbs:r2 read:pass5_kbs:r5 read:pass10_kbs:r10 read:total_kbs:read"
+		table_wide fileben \
+			"fileben: 128K file, KB/sec per pass and total" "
+			write:pass1_kbs:w1 write:pass2_kbs:w2 write:pass5_kbs:w5
+			write:pass10_kbs:w10 write:total_kbs:write
+			read:pass1_kbs:r1 read:pass2_kbs:r2 read:pass5_kbs:r5
+			read:pass10_kbs:r10 read:total_kbs:read"
 		echo
-		table_wide fileben "db: mkdir, rmdir, mkdir, mvdir (dir/sec)" \
-"db:mkdir_ps:mkdir db:rmdir_ps:rmdir db:mkdir2_ps:mkdir db:mvdir_ps:mvdir" ;;
+		table_wide fileben "db: mkdir, rmdir, mkdir, mvdir (dir/sec)" "
+			db:mkdir_ps:mkdir db:rmdir_ps:rmdir db:mkdir2_ps:mkdir
+			db:mvdir_ps:mvdir" ;;
 	dd)
-		table_wide dd "dd: sequential MB/s (client all = aggregate of 2 at once)" \
-"write:MBps:write read:MBps:read" ;;
+		table_wide dd \
+			"dd: sequential MB/s (client all = aggregate of 2 at once)" \
+			"write:MBps:write read:MBps:read" ;;
 	esac
+	report_failures "$1"
 }
 
 # targets.tsv: target system value limit verdict note — DESIGN.md's table,
@@ -1267,15 +1317,26 @@ make_plots() {	# SCEN
 	case $1 in
 	untar) _sp=""
 		for _p in untar+sync untar+sync+umount du_cold du_warm rm; do
-			_sp="$_sp $_p(1)=untar:$_p:real:1:all $_p(2)=untar:$_p:real:2:all"
+			_sp="$_sp $_p,1-node=untar:$_p:real:1:all"
+			_sp="$_sp $_p,2-at-once=untar:$_p:real:2:all"
 		done
 		plot_bars untar "untar, du -s, rm -rf of $KFILES files (lower is better)" \
 			"seconds" "$_sp" ;;
 	bonnie)
 		plot_bars bonnie-io "bonnie++ sequential I/O (higher is better)" \
-			"K/sec" "putc=bonnie:bonnie:putc_kbs:1:1 block-out=bonnie:bonnie:block_out_kbs:1:1 rewrite=bonnie:bonnie:rewrite_kbs:1:1 getc=bonnie:bonnie:getc_kbs:1:1 block-in=bonnie:bonnie:block_in_kbs:1:1"
-		plot_bars bonnie-files "bonnie++ file create/read/delete (higher is better)" \
-			"files/sec" "seq-create=bonnie:bonnie:seq_create_ps:1:1 seq-read=bonnie:bonnie:seq_read_ps:1:1 seq-delete=bonnie:bonnie:seq_delete_ps:1:1 ran-create=bonnie:bonnie:ran_create_ps:1:1 ran-read=bonnie:bonnie:ran_read_ps:1:1 ran-delete=bonnie:bonnie:ran_delete_ps:1:1" ;;
+			"K/sec" "putc=bonnie:bonnie:putc_kbs:1:1
+			block-out=bonnie:bonnie:block_out_kbs:1:1
+			rewrite=bonnie:bonnie:rewrite_kbs:1:1
+			getc=bonnie:bonnie:getc_kbs:1:1
+			block-in=bonnie:bonnie:block_in_kbs:1:1"
+		plot_bars bonnie-files \
+			"bonnie++ file create/read/delete (higher is better)" \
+			"files/sec" "seq-create=bonnie:bonnie:seq_create_ps:1:1
+			seq-read=bonnie:bonnie:seq_read_ps:1:1
+			seq-delete=bonnie:bonnie:seq_delete_ps:1:1
+			ran-create=bonnie:bonnie:ran_create_ps:1:1
+			ran-read=bonnie:bonnie:ran_read_ps:1:1
+			ran-delete=bonnie:bonnie:ran_delete_ps:1:1" ;;
 	iozone)
 		for _op in $IOZ_OPS; do _sp=""
 			for _r in $IOZ_RECS; do
@@ -1286,12 +1347,19 @@ make_plots() {	# SCEN
 		done ;;
 	fileben)
 		plot_bars fileben "fileben 128K x10 (higher is better)" "KB/sec" \
-			"write=fileben:write:total_kbs:1:1 read=fileben:read:total_kbs:1:1"
-		plot_bars db "db directory operations (higher is better)" "dir/sec" \
-			"mkdir=fileben:db:mkdir_ps:1:1 rmdir=fileben:db:rmdir_ps:1:1 mkdir2=fileben:db:mkdir2_ps:1:1 mvdir=fileben:db:mvdir_ps:1:1" ;;
+			"write=fileben:write:total_kbs:1:1
+			read=fileben:read:total_kbs:1:1"
+		plot_bars db "db directory operations (higher is better)" \
+			"dir/sec" "mkdir=fileben:db:mkdir_ps:1:1
+			rmdir=fileben:db:rmdir_ps:1:1
+			mkdir2=fileben:db:mkdir2_ps:1:1
+			mvdir=fileben:db:mvdir_ps:1:1" ;;
 	dd)
-		plot_bars dd "dd sequential (higher is better)" "MB/sec" \
-			"write(1)=dd:write:MBps:1:1 read(1)=dd:read:MBps:1:1 write(2,total)=dd:write:MBps:2:all read(2,total)=dd:read:MBps:2:all" ;;
+		plot_bars dd "dd sequential (higher is better)" "MB/sec" "
+			write,1-node=dd:write:MBps:1:1
+			read,1-node=dd:read:MBps:1:1
+			write,2-at-once,total=dd:write:MBps:2:all
+			read,2-at-once,total=dd:read:MBps:2:all" ;;
 	esac
 }
 
@@ -1360,6 +1428,13 @@ define_systems() {
 		RUN_SYSTEMS="$RUN_SYSTEMS $_s"
 	done
 	case " $RUN_SYSTEMS " in *" pt "*) pt_build ;; esac
+	_nu=0
+	for _s in $UCFS_SYSTEMS; do
+		case " $RUN_SYSTEMS " in *" $_s "*) _nu=$((_nu + 1)) ;; esac
+	done
+	case " $RUN_SYSTEMS " in
+	*" ucfs "*) [ "$_nu" -gt 1 ] && BASELINES="$BASELINES ucfs" ;;
+	esac
 }
 
 run_scenario() {	# SCEN
@@ -1410,7 +1485,11 @@ main() {
 		--dir) DIRS="$DIRS ${2:?}"; shift ;;
 		--systems) SYSFILTER=${2:?}; shift ;;
 		--size) SIZE_MB=${2:?}; shift ;;
+		--file-mb) FILE_MB=${2:?}; shift ;;
+		--records) RECS=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--mkfs-opts) MKFS_OPTS=${2:?}; shift ;;
+		--cluster) CLUSTER_FILE=$(realpath "${2:?}") ||
+			die "--cluster $2: no such file"; shift ;;
 		--out) OUT=${2:?}; shift ;;
 		--work) WORK=${2:?}; shift ;;
 		--cache) CACHE=${2:?}; shift ;;
@@ -1426,6 +1505,7 @@ main() {
 	"") SIZE_MB=12288; [ "$QUICK" = 1 ] && SIZE_MB=1024 ;;
 	*[!0-9]*) die "--size wants MB" ;;
 	esac
+	case $FILE_MB in *[!0-9]*) die "--file-mb wants MB" ;; esac
 	check_common
 	STARTED=$(date -u +%FT%TZ)
 	: "${OUT:=ucfs-bench-out/$SCEN_ARG-$(date +%Y%m%d-%H%M%S)}"

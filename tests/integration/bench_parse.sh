@@ -65,6 +65,27 @@ check ops_db_parse sh -c "$BENCH parse db '$T/db.out' | grep -q mvdir_ps"
 check ops_db_cleans_up test -z "$(ls -A "$T/db")"
 check ops_db_bad_dir_fails sh -c "! '$OPS' db '$T/nonexistent' 2>/dev/null"
 check ops_bad_usage sh -c "! '$OPS' fileben -p x -f '$T/a' 2>/dev/null"
+# Ratios: each row over each other baseline in the equivalent setup (two
+# ucfs nodes <-> two baseline clients, mounted2 <-> 1node), nothing from or
+# to a system/setup with a failed step, "-" (not measured) never divides.
+mkdir -p "$T/ro"
+cp "$D/ratios-sample.results.tsv" "$T/ro/results.tsv"
+( UCFS_BENCH_LIB=1 . "$B/ucfs-bench"
+  OUT=$T/ro BASELINES="raw ext4 pt"
+  make_ratios
+  UCFS_SYSTEMS=ucfs RUN_SYSTEMS="ucfs ext4 pt" KFILES=10
+  make_targets )
+if diff -u "$D/ratios-sample.ratios.expect" "$T/ro/ratios.tsv" >"$T/diff"
+then pass ratios_sample
+else fail ratios_sample; sed 's/^/    /' "$T/diff"
+fi
+check targets_two_nodes awk -F'\t' '$1 ~ /2 at once/ && $1 ~ /untar/ {
+	found = 1; if ($3 != "1.250" || $5 != "met" || $6 != "2 nodes")
+	exit 1 } END { exit !found }' "$T/ro/targets.tsv"
+check targets_untar_vs_ext4 awk -F'\t' '$1 ~ /no unmount/ {
+	found = 1; if ($3 != "2.000" || $5 != "met") exit 1 }
+	END { exit !found }' "$T/ro/targets.tsv"
+
 # The ucfs stats delta (recorded from tests/progs/stats_fake through
 # ucfs-stat --json, two snapshots 1.5 s apart): the summary must be the
 # difference of the counters, gauges and arrays left out.
