@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #define MAX_NODES 64
+#define MAX_FILES 256
 
 enum kind { K_REQUEST, K_GRANT, K_BAST_SENT, K_BAST_RECV, K_DEMOTE,
 	    K_RELEASE, K_OP, K__COUNT };
@@ -627,31 +628,36 @@ static int plot(struct trace *tr, const char *prefix, struct sec *s,
 int main(int argc, char **argv)
 {
 	struct trace tr = { .top = 10 };
-	const char *prefix = NULL;
-	int json = 0, i, bad = 0;
+	const char *prefix = NULL, *files[MAX_FILES];
+	int json = 0, i, bad = 0, nfiles = 0, usage_err = 0;
 	struct sec *secs;
 	size_t nsec;
 	double t0;
 	json_t *s;
 
-	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+	/* options may come before or after the files */
+	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--top") == 0 && i + 1 < argc)
 			tr.top = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--plot") == 0 && i + 1 < argc)
 			prefix = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if ((argv[i][0] == '-' && argv[i][1] != '\0') ||
+			 nfiles == MAX_FILES)
+			usage_err = 1; /* unknown option, too many files */
 		else
-			break;
+			files[nfiles++] = argv[i];
 	}
-	if (i >= argc || tr.top <= 0 || argv[i][0] == '-') {
+	if (usage_err || nfiles == 0 || tr.top <= 0) {
 		fprintf(stderr, "usage: ucfs-trace [--top N] [--plot PREFIX] "
-				"[--json] FILE...\n");
+				"[--json] FILE... (at most %d files)\n",
+			MAX_FILES);
 		return 2;
 	}
 	tr.res_index = json_object();
-	for (; i < argc; i++)
-		bad |= read_file(&tr, argv[i]) != 0;
+	for (i = 0; i < nfiles; i++)
+		bad |= read_file(&tr, files[i]) != 0;
 	qsort(tr.ev, tr.n, sizeof(*tr.ev), ev_cmp);
 	analyse(&tr);
 	t0 = tr.n > 0 ? tr.ev[0].t : 0;
