@@ -163,6 +163,12 @@ int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
 		       fs_lk_type_name_fn type_name,
 		       struct fs_stats_lk **out);
 void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l);
+struct lk_name;
+/* Contention tracker behind "locks.top": the lock user (glock layer)
+ * calls this when a request on @name in @mode had to wait @wait_ns. Takes
+ * a mutex; meant for the slow path only. @l NULL is a no-op. */
+void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
+			   int mode, uint64_t wait_ns);
 /* The bodies of those sections from a snapshot (tests, tools). */
 void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 			fs_lk_type_name_fn type_name);

@@ -40,10 +40,17 @@ check remote_rtt jq -e 'any(.[]; .locks.types.inode.grants_remote > 0 and
 check net_peers jq -e 'all(.[]; (.net.peers | length) == 1 and
 	.net.peers[0].frames_tx > 0 and .net.peers[0].bytes_rx > 0)' \
 	"$T/st.json"
+check top_resources jq -e "all(.[]; .locks.top[0].res == \"inode:4242\" and
+	.locks.top[0].type == \"inode\" and .locks.top[0].mode == \"EX\" and
+	.locks.top[0].waits >= $N - 1 and .locks.top[0].wait_ns > 0) and
+	(map(.locks.top[0].waits) | add) == (map(.locks.types.inode.waits) |
+	add)" "$T/st.json"
 "$B/ucfs-top" --batch --iterations 1 "$T/pp/n1.sock" "$T/pp/n2.sock" \
 	>"$T/top.txt"
 check top_callbacks sh -c "awk '/^callbacks recv/ { ok = \$3 > 0 && \$4 > 0 }
 	END { exit !ok }' '$T/top.txt'"
+check top_contended sh -c "grep -Eq '^1 +inode:4242 +EX ' '$T/top.txt' &&
+	grep -Eq '^2 +inode:4242 +EX ' '$T/top.txt'"
 
 "$B/ucfs-trace" --json "$T/pp/n1.trace" "$T/pp/n2.trace" >"$T/sum.json"
 check trace_pingpong jq -e ".pingpong[0].res == \"inode:4242\" and

@@ -123,6 +123,8 @@ static void *node_main(void *arg)
 		}
 		t1 = fs_stats_now();
 		trace(n, FS_TR_GRANT, FS_LK_EX, FS_LK_NL, t1 - t0);
+		if (ret == 0) /* queued: it waited */
+			fs_stats_lk_note_wait(n->lkst, &name, LK_EX, t1 - t0);
 		hold(n);
 		if (atomic_load(&n->bast))
 			trace(n, FS_TR_BAST_RECV, atomic_load(&n->bast_mode),
