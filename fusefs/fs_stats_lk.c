@@ -30,14 +30,14 @@ struct fs_lk_top {
 };
 
 struct fs_stats_lk {
-	struct lk_ls *ls;		/* immutable */
-	fs_lk_type_name_fn type_name;	/* immutable */
+	struct lk_ls *ls;	      /* immutable */
+	fs_lk_type_name_fn type_name; /* immutable */
 	pthread_mutex_t top_lock;
 	struct fs_lk_top top[FS_LK_TOP_SLOTS]; /* protected by top_lock */
 };
 
 static const char *const fs_lk_mode_lc[LK_NMODES] = {
-	"nl", "cr", "cw", "pr", "pw", "ex",
+    "nl", "cr", "cw", "pr", "pw", "ex",
 };
 
 static void fs_stats_lk_modes(struct fs_json *o, const struct lk_type_stats *t)
@@ -76,8 +76,9 @@ static void fs_stats_lk_type(struct fs_json *o, const struct lk_type_stats *t)
 	fs_json_i64(o, "sirt", c->sirt);
 	fs_json_i64(o, "sirtvar", c->sirtvar);
 	/* GFS2: dcnt = requests sent to the DLM, qcnt = holder requests */
-	fs_json_u64(o, "dcnt", c->requests >= c->cache_hits
-				       ? c->requests - c->cache_hits : 0);
+	fs_json_u64(o, "dcnt",
+		    c->requests >= c->cache_hits ? c->requests - c->cache_hits
+						 : 0);
 	fs_json_u64(o, "qcnt", c->requests);
 	fs_stats_lk_modes(o, t);
 	for (int m = 0; m < LK_NMODES; m++) {
@@ -112,8 +113,9 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 		if (!fs_lk_type_used(&s->type[i]))
 			continue;
 		if (name == NULL) {
-			snprintf(buf, sizeof(buf), i == LK_STAT_TYPES - 1
-					  ? "type%u+" : "type%u", i);
+			snprintf(buf, sizeof(buf),
+				 i == LK_STAT_TYPES - 1 ? "type%u+" : "type%u",
+				 i);
 			name = buf;
 		}
 		fs_stats_lk_type(fs_json_obj(types, name), &s->type[i]);
@@ -193,8 +195,8 @@ static int fs_lk_top_cmp(const void *a, const void *b)
 static void fs_stats_lk_top_one(struct fs_stats_lk *l, struct fs_json *r,
 				const struct fs_lk_top *t)
 {
-	const char *tn = l->type_name != NULL ? l->type_name(t->name.type)
-					      : NULL;
+	const char *tn =
+	    l->type_name != NULL ? l->type_name(t->name.type) : NULL;
 	struct lk_counts c;
 	char res[96], raw[64];
 
@@ -265,8 +267,7 @@ static void fs_stats_net_section(struct fs_json *o, void *arg)
 }
 
 int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
-		       fs_lk_type_name_fn type_name,
-		       struct fs_stats_lk **out)
+		       fs_lk_type_name_fn type_name, struct fs_stats_lk **out)
 {
 	struct fs_stats_lk *l = calloc(1, sizeof(*l));
 	int ret;

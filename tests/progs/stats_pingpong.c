@@ -37,9 +37,9 @@ struct node {
 	struct fs_stats *st;
 	struct fs_stats_lk *lkst;
 	struct fs_trace *tr;
-	atomic_int bast;	 /* a blocking callback arrived */
-	atomic_int bast_mode;	 /* the mode it asked for */
-	atomic_int done;	 /* finished all rounds */
+	atomic_int bast;      /* a blocking callback arrived */
+	atomic_int bast_mode; /* the mode it asked for */
+	atomic_int done;      /* finished all rounds */
 	struct node *other;
 	int rounds;
 	int hold_us;
@@ -68,15 +68,20 @@ static void on_blocking(struct lk_lock *lk, int mode, void *arg)
 	atomic_store(&n->bast, 1);
 }
 
-static const struct lk_lock_ops ops = { NULL, on_blocking };
+static const struct lk_lock_ops ops = {NULL, on_blocking};
 
 static void trace(struct node *n, enum fs_trace_ev ev, int mode, int from,
 		  uint64_t ns)
 {
 	struct fs_trace_lock e = {
-		.ev = ev, .type = "inode", .res = "inode:4242", .mode = mode,
-		.from = from, .peer = (int)n->other->id,
-		.remote = ev == FS_TR_GRANT, .wait_ns = ns,
+	    .ev = ev,
+	    .type = "inode",
+	    .res = "inode:4242",
+	    .mode = mode,
+	    .from = from,
+	    .peer = (int)n->other->id,
+	    .remote = ev == FS_TR_GRANT,
+	    .wait_ns = ns,
 	};
 
 	if (FS_TRACE_ON(n->tr))
@@ -85,7 +90,7 @@ static void trace(struct node *n, enum fs_trace_ev ev, int mode, int from,
 
 static void sleep_us(long us)
 {
-	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
 
 	nanosleep(&ts, NULL);
 }
@@ -94,8 +99,7 @@ static void sleep_us(long us)
 static void hold(struct node *n)
 {
 	sleep_us(n->hold_us);
-	while (!atomic_load(&n->bast) && !atomic_load(&n->other->done) &&
-	       !stop)
+	while (!atomic_load(&n->bast) && !atomic_load(&n->other->done) && !stop)
 		sleep_us(50);
 }
 
@@ -159,10 +163,11 @@ static int write_config(const char *dir, int port)
 	f = fopen(path, "w");
 	if (f == NULL)
 		return -errno;
-	fprintf(f, "{\"cluster\":\"statspp\",\"secret_file\":\"%s/secret\","
-		   "\"heartbeat_ms\":100,\"timeout_ms\":2000,\"nodes\":["
-		   "{\"id\":1,\"addr\":\"127.0.0.1\",\"port\":%d},"
-		   "{\"id\":2,\"addr\":\"127.0.0.1\",\"port\":%d}]}\n",
+	fprintf(f,
+		"{\"cluster\":\"statspp\",\"secret_file\":\"%s/secret\","
+		"\"heartbeat_ms\":100,\"timeout_ms\":2000,\"nodes\":["
+		"{\"id\":1,\"addr\":\"127.0.0.1\",\"port\":%d},"
+		"{\"id\":2,\"addr\":\"127.0.0.1\",\"port\":%d}]}\n",
 		dir, port, port + 1);
 	fclose(f);
 	return 0;
@@ -171,7 +176,7 @@ static int write_config(const char *dir, int port)
 static int node_open(struct node *n, const char *dir)
 {
 	char path[4096];
-	struct lk_ls_config cfg = { 0 };
+	struct lk_ls_config cfg = {0};
 	int ret;
 
 	snprintf(path, sizeof(path), "%s/cluster.json", dir);
@@ -208,7 +213,7 @@ static void node_close(struct node *n)
 
 int main(int argc, char **argv)
 {
-	struct node nodes[2] = { { .id = 1 }, { .id = 2 } };
+	struct node nodes[2] = {{.id = 1}, {.id = 2}};
 	const char *dir = NULL;
 	int rounds = 50, hold_us = 200, port = 0, ret;
 	pthread_t th[2];
