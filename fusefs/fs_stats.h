@@ -165,7 +165,8 @@ int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
 void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l);
 struct lk_name;
 /* Contention tracker behind "locks.top": the lock user (glock layer)
- * calls this when a request on @name in @mode had to wait @wait_ns. Takes
+ * calls this when a request on @name in @mode was not granted at once
+ * (lk_lock returned 0) and took @wait_ns to complete. Takes
  * a mutex; meant for the slow path only. @l NULL is a no-op. */
 void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
 			   int mode, uint64_t wait_ns);
