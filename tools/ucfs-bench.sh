@@ -462,10 +462,10 @@ sys_down() {
 # the daemon to exit) is where its data is written.
 sys_cold() {
 	_nn=$(attr NODES "$1")
-	_tc=$(now)
+	_tcold=$(now)
 	umount_all "$1"
 	COLD_UMOUNTED=$(now)
-	[ $# -ge 2 ] && rec "$1" all "$2" real "$(fsub "$COLD_UMOUNTED" "$_tc")" s
+	[ $# -ge 2 ] && rec "$1" all "$2" real "$(fsub "$COLD_UMOUNTED" "$_tcold")" s
 	drop_caches
 	mount_all "$1" "$_nn"
 }
@@ -598,11 +598,11 @@ rec_time() {
 }
 
 # timed SYS CLIENT PHASE CMD... — run and record one step.
-timed() {
-	_s=$1 _c=$2 _p=$3; shift 3
-	_f=$WORK/time.$_s.$_c.$_p
-	"$OPS" time -o "$_f" "$@" >>"$WORK/log/cmd.log" 2>&1
-	rec_time "$_s" "$_c" "$_p" "$_f"
+timed() {	# (sh has no locals: _t* names are used by nothing else)
+	_ts=$1 _tc=$2 _tp=$3; shift 3
+	_tf=$WORK/time.$_ts.$_tc.$_tp
+	"$OPS" time -o "$_tf" "$@" >>"$WORK/log/cmd.log" 2>&1
+	rec_time "$_ts" "$_tc" "$_tp" "$_tf"
 }
 
 # clients2 SYS FUNC — run "FUNC SYS CLIENT" for clients 1 and 2 at once and
