@@ -331,14 +331,24 @@ ucfs_mkfs() {
 }
 
 # The cluster configuration of the local nodes (lockproto=dlm): --cluster
-# FILE as given, else nodes 1 and 2 on 127.0.0.1 (format: see
-# lockmgr/PROTOCOL.md once written; this is the DESIGN.md direction).
+# FILE as given, else nodes 1 and 2 on 127.0.0.1 with a fresh secret, in
+# the format of lockmgr/PROTOCOL.md ("Membership"); two_node so that one
+# survivor keeps quorum.
 cluster_json() {
 	[ -n "$CLUSTER_FILE" ] && { printf '%s' "$CLUSTER_FILE"; return; }
 	_c=$WORK/cluster.json
-	_p=$((20000 + $$ % 20000))
-	printf '{"nodes": [{"id": 1, "addr": "127.0.0.1", "port": %d},' "$_p" >"$_c"
-	printf ' {"id": 2, "addr": "127.0.0.1", "port": %d}]}\n' $((_p + 1)) >>"$_c"
+	if [ ! -s "$_c" ]; then
+		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
+			>"$WORK/cluster.secret"
+		chmod 600 "$WORK/cluster.secret"
+		_p=$((20000 + $$ % 20000))
+		cat >"$_c" <<JSON
+{"cluster": "ucfs-bench-$$", "secret_file": "$WORK/cluster.secret",
+ "heartbeat_ms": 500, "timeout_ms": 3000, "two_node": true,
+ "nodes": [{"id": 1, "addr": "127.0.0.1", "port": $_p},
+	   {"id": 2, "addr": "127.0.0.1", "port": $((_p + 1))}]}
+JSON
+	fi
 	printf '%s' "$_c"
 }
 
