@@ -422,6 +422,7 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 	lk->rqmode = -1;
 	lk->status = status;
 	lk->cancel_pending = 0;
+	__atomic_add_fetch(&lk->cseq, 1, __ATOMIC_RELEASE);
 	if (lk->waiters > 0)
 		pthread_cond_broadcast(&ls->cv);
 	if (lk == ls->sync_lkb)
@@ -781,6 +782,8 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	return ret;
 }
 
+#define LK_BATCH_CHUNK 128 /* requests per frame while batching */
+
 /* Is @n's master unknown and its directory another node? */
 static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n)
 {
@@ -797,7 +800,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  void *arg, struct lk_lock **out)
 {
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
-	int granted = 0;
+	int granted = 0, since_flush = 0;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
 		return -EINVAL;
@@ -819,6 +822,14 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			if (ret < 0)
 				break;
 			granted += ret == LK_GRANTED_NOW;
+			if (++since_flush < LK_BATCH_CHUNK)
+				continue;
+			/* pipeline: let the masters start on this part and
+			 * our network thread take the first grants */
+			since_flush = 0;
+			lk_out_flush(ls);
+			pthread_mutex_unlock(&ls->mu);
+			pthread_mutex_lock(&ls->mu);
 		}
 	}
 	lk_out_flush(ls);
@@ -929,6 +940,12 @@ int lk_cancel(struct lk_lock *lk)
 	return ret;
 }
 
+static int pending(const struct lk_lock *lk)
+{
+	return lk->state == LK_S_NEW || lk->state == LK_S_WAITING ||
+	       lk->state == LK_S_CONVERTING;
+}
+
 int lk_wait(struct lk_lock *lk)
 {
 	struct lk_ls *ls = lk->ls;
@@ -937,8 +954,7 @@ int lk_wait(struct lk_lock *lk)
 	pthread_mutex_lock(&ls->mu);
 	lk->refs++;
 	lk->waiters++;
-	while (lk->state == LK_S_NEW || lk->state == LK_S_WAITING ||
-	       lk->state == LK_S_CONVERTING)
+	while (pending(lk))
 		pthread_cond_wait(&ls->cv, &ls->mu);
 	lk->waiters--;
 	st = lk->status;
