@@ -782,8 +782,6 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	return ret;
 }
 
-#define LK_BATCH_CHUNK 128 /* requests per frame while batching */
-
 /* Is @n's master unknown and its directory another node? */
 static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n)
 {
@@ -800,7 +798,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  void *arg, struct lk_lock **out)
 {
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
-	int granted = 0, since_flush = 0;
+	int granted = 0;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
 		return -EINVAL;
@@ -822,14 +820,6 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			if (ret < 0)
 				break;
 			granted += ret == LK_GRANTED_NOW;
-			if (++since_flush < LK_BATCH_CHUNK)
-				continue;
-			/* pipeline: let the masters start on this part and
-			 * our network thread take the first grants */
-			since_flush = 0;
-			lk_out_flush(ls);
-			pthread_mutex_unlock(&ls->mu);
-			pthread_mutex_lock(&ls->mu);
 		}
 	}
 	lk_out_flush(ls);
@@ -906,6 +896,29 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 	}
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
+}
+
+int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
+{
+	struct lk_ls *ls;
+	int done = 0;
+
+	if (n == 0)
+		return 0;
+	ls = locks[0]->ls;
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct lk_lock *lk = locks[i];
+
+		if (lk->ls != ls || lk->state != LK_S_GRANTED || lk->cached ||
+		    lk->deferred_op != 0)
+			continue;
+		do_unlock(ls, lk, flags & ~(unsigned)LK_UNLOCK_CACHE);
+		done++;
+	}
+	lk_out_flush(ls);
+	pthread_mutex_unlock(&ls->mu);
+	return done;
 }
 
 int lk_cancel(struct lk_lock *lk)
