@@ -362,8 +362,10 @@ void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk)
 	struct lk_res *res = lk->res;
 
 	if (!lk_traffic_ok(ls)) {
-		/* recovery will convey it (lk_recover.c phase 4) */
+		/* recovery conveys it (lk_recover.c phase 4) or, if its
+		 * master is still unknown then, replays it afterwards */
 		lk->state = LK_S_NEW;
+		lkb_defer(ls, lk, LK_M_REQUEST);
 		return;
 	}
 	if (res->master == 0) {
