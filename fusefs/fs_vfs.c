@@ -250,6 +250,15 @@ int fs_unmount(struct fs *fs)
 	return ret < 0 ? ret : r2;
 }
 
+void fs_abandon(struct fs *fs)
+{
+	if (fs == NULL)
+		return;
+	fs_wb_drain(fs);
+	fs_ns_free(fs);
+	fs_core_abandon(fs);
+}
+
 uint64_t fs_root(const struct fs *fs)
 {
 	return fs->sb.root_ino;
