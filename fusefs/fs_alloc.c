@@ -47,11 +47,22 @@ struct fs_rgrp {
 struct fs_alloc {
 	uint32_t count;
 	struct fs_rgrp *rg;
-	uint32_t last;		/* atomic: rgroup of the last allocation */
+	uint32_t last;		/* atomic: rgroup of the last alloc */
 	uint64_t pending;	/* atomic: blocks pending free */
 };
 
 #define WORDS_PER_BM (FS_BITMAP_BITS / 64)
+
+/* Read the next 256 rgroup headers in one batch (many small rgroups). */
+static void prefetch_headers(struct fs *fs, uint32_t g, uint32_t count)
+{
+	uint64_t blk[256];
+	unsigned n = 0;
+
+	for (; g < count && n < 256; g++)
+		blk[n++] = fs_rgrp_blk(&fs->sb, g);
+	fs_buf_readahead(fs, blk, n);
+}
 
 int fs_alloc_init(struct fs *fs)
 {
@@ -71,6 +82,9 @@ int fs_alloc_init(struct fs *fs)
 		struct fs_rgrp *rg = &a->rg[g];
 		const struct fs_rgrp_hdr *h;
 		struct fs_buf *b;
+
+		if (g % 256 == 0)
+			prefetch_headers(fs, g, a->count);
 
 		pthread_mutex_init(&rg->lock, NULL);
 		rg->index = g;

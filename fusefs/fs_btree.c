@@ -653,7 +653,8 @@ static int put(struct fs_tx *tx, struct fs_btree *bt, struct bpath *p,
 	l = leaf(p);
 	k = node_entries(l->n, l->size, tmp, e);
 	if (rep >= 0) {
-		memmove(&e[rep], &e[rep + 1], (size_t)(k - rep - 1) * sizeof(*e));
+		memmove(&e[rep], &e[rep + 1],
+			(size_t)(k - rep - 1) * sizeof(*e));
 		k--;
 	}
 	memmove(&e[l->idx + 1], &e[l->idx], (size_t)(k - l->idx) * sizeof(*e));

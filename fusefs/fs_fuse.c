@@ -26,6 +26,7 @@
 #include "fusefs/fs_fuse.h"
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
 
 #include <dirent.h>
@@ -38,6 +39,7 @@
 #include <sys/xattr.h>
 
 #define CACHE_TIMEOUT 86400.0
+#define PATH_MAX_LEN 4096
 #define MAX_WRITE (1u << 20)
 
 struct fs_fuse {
@@ -858,26 +860,104 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device,
 	return 0;
 }
 
-static void start_stats(struct fs_fuse *ff, const char *device,
-			const char *mountpoint, const char *opts)
+/*
+ * The kernel's readahead for this mount: FUSE caps it at 128 KiB whatever
+ * max_readahead says, so write the bdi's read_ahead_kb. The bdi is named
+ * after the mount's device number, found in /proc/self/mountinfo (a
+ * stat() of the mountpoint would be a FUSE request the loop cannot serve
+ * yet). Best effort.
+ */
+static void set_readahead(const char *mountpoint, unsigned kb)
+{
+	char line[4096], dev[64] = "", mnt[PATH_MAX_LEN], path[128];
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char d[64];
+
+		if (sscanf(line, "%*u %*u %63s %*s %4095s", d, mnt) == 2 &&
+		    strcmp(mnt, mountpoint) == 0)
+			snprintf(dev, sizeof(dev), "%s", d);	/* last wins */
+	}
+	fclose(f);
+	if (dev[0] == '\0')
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "w");
+	if (f == NULL)
+		return;
+	fprintf(f, "%u\n", kb);
+	fclose(f);
+}
+
+/* The "namespace" stats section: fs_ns.h counters and the size of the
+ * reference table. Runs on the stats thread. */
+static void ns_section(struct fs_json *o, void *arg)
+{
+	struct fs_ns *ns = ((struct fs *)arg)->ns;
+	const struct fs_ns_stats *st = &ns->st;
+	size_t refs;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	refs = ns->count;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	fs_json_u64(o, "inodes_referenced", refs);
+#define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))
+	NS_U64(inodes_created);
+	NS_U64(inodes_freed);
+	NS_U64(orphans_added);
+	NS_U64(orphans_reclaimed);
+	NS_U64(data_read_bytes);
+	NS_U64(data_write_bytes);
+	NS_U64(rmw_blocks);
+	NS_U64(inline_to_extents);
+#undef NS_U64
+}
+
+static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
+		       const char *device, const char *mountpoint,
+		       const char *optstr, char *err, size_t errlen)
 {
 	int ret;
 
-	if (fs_stats_new(&ff->st) < 0) {
-		ff->st = NULL;
-		return;
-	}
-	fs_stats_set_node(ff->st, 0, 0);
-	fs_stats_set_mount(ff->st, device, mountpoint, opts);
-	ret = fs_stats_serve(ff->st, NULL);
+	ret = fs_stats_new(&ff->st);
 	if (ret < 0)
-		fprintf(stderr, "ucfs: stats socket not started: %s\n",
-			strerror(-ret));
+		return ret;
+	fs_stats_set_node(ff->st, 0, 0);
+	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
+	if (ret == 0)
+		ret = fs_stats_add_fs(ff->st, ff->fs);
+	if (ret == 0)
+		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
+					   ff->fs);
+	if (ret == 0)
+		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
+	if (ret < 0) {
+		fs_stats_remove_section(ff->st, "namespace");
+		fs_stats_remove_fs(ff->st);
+		fs_stats_free(ff->st);
+		ff->st = NULL;
+	}
+	return ret;
 }
 
-int fs_fuse_new(struct fs *fs, const struct fs_opts *o, const char *device,
-		const char *mountpoint, struct fs_fuse **out, char *err,
-		size_t errlen)
+static void stop_stats(struct fs_fuse *ff)
+{
+	if (ff->st == NULL)
+		return;
+	fs_stats_mount_stop(ff->st);
+	fs_stats_remove_section(ff->st, "namespace");
+	fs_stats_remove_fs(ff->st);
+	fs_stats_free(ff->st);
+	ff->st = NULL;
+}
+
+int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
+		const struct fs_stats_opts *so, const char *optstr,
+		const char *device, const char *mountpoint,
+		struct fs_fuse **out, char *err, size_t errlen)
 {
 	char opts[FS_OPTS_FUSE_MAX + FS_PATH_MAX + 128];
 	char *argv[5];
@@ -916,10 +996,15 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o, const char *device,
 		goto out_session;
 	}
 	ff->mounted = 1;
-	start_stats(ff, device, mountpoint, opts);
+	set_readahead(mountpoint, o->readahead_kb);
+	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
+	if (ret < 0)
+		goto out_unmount;
 	*out = ff;
 	return 0;
 
+out_unmount:
+	fuse_session_unmount(ff->se);
 out_session:
 	fuse_session_destroy(ff->se);
 out_free:
@@ -958,12 +1043,10 @@ void fs_fuse_free(struct fs_fuse *ff)
 {
 	if (ff == NULL)
 		return;
-	if (ff->st != NULL) {
-		fs_stats_stop(ff->st);
-		fs_stats_free(ff->st);
-	}
 	if (ff->mounted)
 		fuse_session_unmount(ff->se);
+	ff->mounted = 0;
+	stop_stats(ff);
 	fuse_session_destroy(ff->se);
 	free(ff);
 }

@@ -10,19 +10,22 @@
 struct fs;
 struct fs_opts;
 struct fs_fuse;
+struct fs_stats_opts;
 
 /*
  * Create the FUSE session for @fs and mount it on @mountpoint (the kernel
  * mount happens here). @device is shown as the fsname. Options: o->fuse
  * plus default_permissions, subtype=ucfs and what o asks for (ro,
- * noatime, allow_other, debug). Also starts the stats socket if it can
- * (a failure there is reported on stderr, not fatal). On failure writes a
- * reason into @err. 0, -EINVAL (libfuse refused an option), -EIO (mount
- * failed), -ENOMEM.
+ * noatime, allow_other, debug). Also starts the stats socket and trace
+ * as @so says (fs_stats.h; @optstr = the options as given, shown in the
+ * stats). On failure writes a reason into @err. 0, -EINVAL (libfuse
+ * refused an option), -EIO (mount failed), -ENOMEM, or the stats
+ * server's -errno (stats=PATH in use...).
  */
-int fs_fuse_new(struct fs *fs, const struct fs_opts *o, const char *device,
-		const char *mountpoint, struct fs_fuse **out, char *err,
-		size_t errlen);
+int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
+		const struct fs_stats_opts *so, const char *optstr,
+		const char *device, const char *mountpoint,
+		struct fs_fuse **out, char *err, size_t errlen);
 
 /* Serve requests until unmounted or signalled (SIGINT/SIGTERM/SIGHUP).
  * @single_thread: one thread (debugging). 0 or -errno. */

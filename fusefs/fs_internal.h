@@ -139,7 +139,8 @@ int fs_core_open(const char *path, const struct fs_core_opts *o,
  * Commit, checkpoint (everything written in place, journal clean), release
  * the slot, stop the thread, free everything (also on error, which is
  * returned: -EIO if something could not be written). The NS layer must
- * have detached (fs->ns freed and NULL) first. NULL is a no-op.
+ * have detached (fs->ns freed and NULL, every buffer reference dropped,
+ * no handle open) first. NULL is a no-op.
  */
 int fs_core_unmount(struct fs *fs);
 
@@ -248,7 +249,9 @@ unsigned fs_tx_max_credits(struct fs *fs);
 /*
  * Get write access to @b: it joins the running transaction (idempotent).
  * Call before modifying b->data. The handle keeps no reference: the
- * caller still owns its own. 0 or -EIO (journal aborted).
+ * caller still owns its own. 0 or -EIO (journal aborted). On a block
+ * already freed with fs_free/fs_free_inode it does nothing (changes to a
+ * dead block are discarded, never journaled).
  */
 int fs_tx_write(struct fs_tx *tx, struct fs_buf *b);
 
@@ -368,7 +371,8 @@ int fs_btree_next(struct fs_btree *bt, uint64_t key, uint64_t *found,
 
 /* Call @cb for each entry with key >= @start in key order until it
  * returns non-zero (returned; 0 at the end). @cb must not modify the
- * tree. Errors: -EUCLEAN, -EIO. */
+ * tree; @val points into a node and is NOT aligned (memcpy it). Errors:
+ * -EUCLEAN, -EIO. */
 typedef int (*fs_btree_cb)(void *arg, uint64_t key, const void *val,
 			   size_t len);
 int fs_btree_iterate(struct fs_btree *bt, uint64_t start, fs_btree_cb cb,

@@ -58,7 +58,8 @@ struct fs_journal {
 	void *hdrbuf;		/* commit_mutex: journal header I/O */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* handles drained / unblocked / kick */
+	pthread_cond_t cond;	/* handles drained / commit unblocked */
+	pthread_cond_t thread_cond;	/* wakes the commit thread */
 	uint64_t run_seq;
 	struct fs_buf *run_list;
 	unsigned run_count;
@@ -75,6 +76,7 @@ struct fs_journal {
 	int thread_started;
 	int stop;		/* lock */
 	int kicked;		/* lock */
+	int want_ckpt;		/* lock */
 	uint64_t timer_ns;	/* immutable */
 };
 
@@ -161,12 +163,34 @@ struct rp_state {
 	size_t nimg, capimg;
 	struct rp_rev *rev;
 	size_t nrev, caprev;
+	uint8_t *win;		/* RP_WIN log blocks read ahead */
+	uint64_t wpos;
+	unsigned wn;
 };
 
+#define RP_WIN 256u
+
+/* Log block @pos, through a window of RP_WIN blocks read at once (the
+ * scan and the apply pass both walk the log in order). */
 static int rp_read(struct rp_state *rp, uint64_t pos, void *buf)
 {
-	return bd_read(rp->fs->bd, buf, FS_BLOCK_SIZE,
-		       (rp->jstart + 1 + pos) << FS_BLOCK_SHIFT);
+	if (pos < rp->wpos || pos >= rp->wpos + rp->wn) {
+		unsigned n = rp->log_blocks - pos < RP_WIN ?
+			(unsigned)(rp->log_blocks - pos) : RP_WIN;
+		int ret = bd_read(rp->fs->bd, rp->win,
+				  (size_t)n * FS_BLOCK_SIZE,
+				  (rp->jstart + 1 + pos) << FS_BLOCK_SHIFT);
+
+		if (ret < 0) {
+			rp->wn = 0;
+			return ret;
+		}
+		rp->wpos = pos;
+		rp->wn = n;
+	}
+	memcpy(buf, rp->win + (pos - rp->wpos) * FS_BLOCK_SIZE,
+	       FS_BLOCK_SIZE);
+	return 0;
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elt)
@@ -293,33 +317,91 @@ static uint64_t rp_revoked(const struct rp_state *rp, uint64_t blkno)
 	return 0;
 }
 
-static int rp_apply(struct rp_state *rp)
+struct rp_last {
+	uint64_t home;
+	size_t idx;
+};
+
+static int last_cmp(const void *a, const void *b)
 {
+	const struct rp_last *x = a, *y = b;
+
+	if (x->home != y->home)
+		return x->home < y->home ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Mark in @keep the images to write: the last one of each home block,
+ * unless a later transaction revoked it. */
+static int rp_select(struct rp_state *rp, uint8_t *keep)
+{
+	struct rp_last *l = malloc((rp->nimg + 1) * sizeof(*l));
 	struct fs *fs = rp->fs;
-	int ret;
 
-	if (rp->nrev > 0)
-		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
+	if (l == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < rp->nimg; i++)
+		l[i] = (struct rp_last){ rp->img[i].home, i };
+	qsort(l, rp->nimg, sizeof(*l), last_cmp);
 	for (size_t i = 0; i < rp->nimg; i++) {
-		const struct rp_img *m = &rp->img[i];
+		const struct rp_img *m = &rp->img[l[i].idx];
 
+		if (i + 1 < rp->nimg && l[i + 1].home == l[i].home)
+			continue;	/* a later image exists */
 		if (rp_revoked(rp, m->home) > m->seq)
 			continue;
 		if (m->home >= fs->sb.total_blocks ||
 		    m->home < FS_SLOTAREA_BLK)
 			continue;
-		ret = rp_read(rp, m->pos, rp->dbuf);
-		if (ret < 0)
-			return ret;
-		if (fs_blk_verify(rp->dbuf, 0, m->home) < 0)
-			continue;	/* sealed at commit: cannot happen */
-		ret = bd_write(fs->bd, rp->dbuf, FS_BLOCK_SIZE,
-			       m->home << FS_BLOCK_SHIFT, 0);
-		if (ret < 0)
-			return ret;
-		FS_STAT_ADD(fs, replay_blocks, 1);
+		keep[l[i].idx] = 1;
 	}
-	return bd_flush(fs->bd);
+	free(l);
+	return 0;
+}
+
+/* Write the selected images home in batches, in log order; flush. */
+static int rp_apply(struct rp_state *rp)
+{
+	struct fs *fs = rp->fs;
+	uint8_t *keep = calloc(rp->nimg + 1, 1);
+	uint8_t *stage = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
+	struct bd_io ios[RP_WIN];
+	unsigned n = 0;
+	int ret = -ENOMEM;
+
+	if (keep == NULL || stage == NULL)
+		goto out_free;
+	if (rp->nrev > 0)
+		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
+	ret = rp_select(rp, keep);
+	for (size_t i = 0; i < rp->nimg && ret == 0; i++) {
+		const struct rp_img *m = &rp->img[i];
+		uint8_t *d = stage + (size_t)n * FS_BLOCK_SIZE;
+
+		if (!keep[i])
+			continue;
+		ret = rp_read(rp, m->pos, d);
+		if (ret < 0)
+			break;
+		if (fs_blk_verify(d, 0, m->home) < 0)
+			continue;	/* sealed at commit: cannot happen */
+		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
+			.len = FS_BLOCK_SIZE,
+			.off = m->home << FS_BLOCK_SHIFT };
+		FS_STAT_ADD(fs, replay_blocks, 1);
+		if (n == RP_WIN) {
+			ret = bd_submit(fs->bd, ios, n);
+			n = 0;
+		}
+	}
+	if (ret == 0 && n > 0)
+		ret = bd_submit(fs->bd, ios, n);
+	if (ret == 0)
+		ret = bd_flush(fs->bd);
+out_free:
+	free(keep);
+	free(stage);
+	return ret;
 }
 
 int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
@@ -335,8 +417,9 @@ int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
 	rp.log_blocks = fs->sb.journal_blocks - 1;
 	rp.buf = bd_buf_alloc(FS_BLOCK_SIZE);
 	rp.dbuf = bd_buf_alloc(FS_BLOCK_SIZE);
+	rp.win = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
 	ret = -ENOMEM;
-	if (rp.buf == NULL || rp.dbuf == NULL)
+	if (rp.buf == NULL || rp.dbuf == NULL || rp.win == NULL)
 		goto out_free;
 	ret = jhdr_read(fs, slot, rp.buf);
 	if (ret < 0) {
@@ -378,6 +461,7 @@ out_free:
 	free(rp.rev);
 	free(rp.buf);
 	free(rp.dbuf);
+	free(rp.win);
 	return ret;
 }
 
@@ -400,6 +484,49 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
 			return ret;
 	}
 	return 0;
+}
+
+/*
+ * Write @n single-block writes (journal: consecutive log positions;
+ * checkpoint: sorted by block number) as few large writes: copy them into
+ * a staging buffer of STAGE_BLOCKS (a constant 2 MiB) and submit each
+ * window's contiguous runs in one batch.
+ */
+#define STAGE_BLOCKS 512u
+static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
+{
+	uint8_t *stage = bd_buf_alloc((size_t)STAGE_BLOCKS * FS_BLOCK_SIZE);
+	struct bd_io *out = calloc(STAGE_BLOCKS, sizeof(*out));
+	int ret = 0;
+
+	if (stage == NULL || out == NULL) {
+		free(stage);
+		free(out);
+		return submit_chunks(fs, (struct bd_io *)ios, n);
+	}
+	for (unsigned w = 0; w < n && ret == 0; w += STAGE_BLOCKS) {
+		unsigned m = n - w < STAGE_BLOCKS ? n - w : STAGE_BLOCKS;
+		unsigned nout = 0;
+
+		for (unsigned i = 0; i < m; i++) {
+			const struct bd_io *io = &ios[w + i];
+			uint8_t *dst = stage + (size_t)i * FS_BLOCK_SIZE;
+
+			memcpy(dst, io->buf, FS_BLOCK_SIZE);
+			if (nout > 0 && out[nout - 1].off +
+			    out[nout - 1].len == io->off) {
+				out[nout - 1].len += FS_BLOCK_SIZE;
+				continue;
+			}
+			out[nout++] = (struct bd_io){ .op = BD_WRITE,
+				.buf = dst, .len = FS_BLOCK_SIZE,
+				.off = io->off };
+		}
+		ret = bd_submit(fs->bd, out, nout);
+	}
+	free(stage);
+	free(out);
+	return ret;
 }
 
 static void abort_journal(struct fs_journal *j)
@@ -437,7 +564,7 @@ static int checkpoint_locked(struct fs *fs)
 	if (ret == 0) {
 		if (n > 0)
 			qsort(ios, n, sizeof(*ios), ck_cmp);
-		ret = submit_chunks(fs, ios, n);
+		ret = write_staged(fs, ios, (unsigned)n);
 	}
 	if (ret == 0)
 		ret = bd_flush(fs->bd);
@@ -594,9 +721,10 @@ static int write_tx(struct fs *fs, struct commit_set *cs)
 	c->time_nsec = (uint32_t)ts.tv_nsec;
 	fs_blk_seal(c, FS_BT_JCOMMIT, log_blk(j, pos), cs->seq);
 	ios[k++] = (struct bd_io){ .op = BD_WRITE, .buf = c,
-		.len = FS_BLOCK_SIZE, .off = log_blk(j, pos) << FS_BLOCK_SHIFT };
+		.len = FS_BLOCK_SIZE,
+		.off = log_blk(j, pos) << FS_BLOCK_SHIFT };
 	pos = log_next(j, pos);
-	ret = submit_chunks(fs, ios, k);
+	ret = write_staged(fs, ios, k);
 	if (ret == 0)
 		ret = bd_flush(fs->bd);
 	if (ret == 0) {
@@ -636,6 +764,15 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 		fs_buf_put(b);
 	}
 	fs_alloc_committed(fs, cs->seq);
+}
+
+/* Log half full or cache pressure: write back. commit_mutex held. */
+static int need_checkpoint(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+
+	return j->used > j->log_blocks / 2 ||
+	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
 }
 
 /* Commit the running transaction. commit_mutex held, no handle held. */
@@ -699,20 +836,19 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 		__atomic_store_n(&fs->st.commit_ns_max, dt, __ATOMIC_RELAXED);
 	free(cs.bufs);
 	free(cs.rev);
+	if (need_checkpoint(fs)) {
+		/* let the thread write back before the log fills */
+		pthread_mutex_lock(&j->lock);
+		j->want_ckpt = 1;
+		pthread_cond_signal(&j->thread_cond);
+		pthread_mutex_unlock(&j->lock);
+	}
 	return 0;
 out_abort:
 	free(cs.bufs);
 	free(cs.rev);
 	abort_journal(j);
 	return -EIO;
-}
-
-static int need_checkpoint(struct fs *fs)
-{
-	struct fs_journal *j = fs->j;
-
-	return j->used > j->log_blocks / 2 ||
-	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
 }
 
 /* ---- handles ---------------------------------------------------------- */
@@ -766,7 +902,12 @@ int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
 			break;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		ret = commit_locked(fs, why);
+		/* another thread may have committed while we waited */
+		pthread_mutex_lock(&j->lock);
+		ret = must_commit(fs, credits, &why);
+		pthread_mutex_unlock(&j->lock);
+		if (ret)
+			ret = commit_locked(fs, why);
 		if (ret == 0 && why == FS_CR_CACHE)
 			ret = checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);
@@ -792,6 +933,11 @@ int fs_tx_write(struct fs_tx *tx, struct fs_buf *b)
 {
 	struct fs_journal *j = tx->fs->j;
 	int pin = 0;
+
+	/* a freed block is dead: changes to it must never be journaled
+	 * (its image could overwrite the data the block holds later) */
+	if (fs_cache_flags(b) & FS_BUF_REVOKED)
+		return 0;
 
 	pthread_mutex_lock(&j->lock);
 	if (j->aborted) {
@@ -848,7 +994,7 @@ int fs_tx_end(struct fs_tx *tx)
 	pthread_mutex_lock(&j->lock);
 	j->handles--;
 	j->reserved -= tx->credits;
-	if (j->handles == 0)
+	if (j->handles == 0 && j->blocked)	/* a commit waits */
 		pthread_cond_broadcast(&j->cond);
 	ret = j->aborted;
 	pthread_mutex_unlock(&j->lock);
@@ -949,7 +1095,7 @@ void fs_journal_kick(struct fs *fs)
 
 	pthread_mutex_lock(&j->lock);
 	j->kicked = 1;
-	pthread_cond_broadcast(&j->cond);
+	pthread_cond_signal(&j->thread_cond);
 	pthread_mutex_unlock(&j->lock);
 }
 
@@ -962,26 +1108,31 @@ static void *commit_thread(void *arg)
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop) {
 		struct timespec ts;
-		int timer, kicked;
+		int timer, kicked, ckpt;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		if (!j->kicked)
-			pthread_cond_timedwait(&j->cond, &j->lock, &ts);
+		if (!j->kicked && !j->want_ckpt)
+			pthread_cond_timedwait(&j->thread_cond, &j->lock,
+					       &ts);
 		if (j->stop)
 			break;
 		timer = now_ns() >= deadline;
 		kicked = j->kicked;
-		if (!timer && !kicked)
+		ckpt = j->want_ckpt;
+		if (!timer && !kicked && !ckpt)
 			continue;
 		j->kicked = 0;
+		j->want_ckpt = 0;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+		if (timer || kicked) {
+			commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+			deadline = now_ns() + j->timer_ns;
+		}
 		if (need_checkpoint(fs))
 			checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);
-		deadline = now_ns() + j->timer_ns;
 		pthread_mutex_lock(&j->lock);
 	}
 	pthread_mutex_unlock(&j->lock);
@@ -1024,6 +1175,7 @@ int fs_journal_init(struct fs *fs)
 	pthread_mutex_init(&j->commit_mutex, NULL);
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_cond_init(&j->cond, NULL);
+	pthread_cond_init(&j->thread_cond, NULL);
 	fs->j = j;
 	if (!fs->ro) {
 		ret = pthread_create(&j->thread, NULL, commit_thread, fs);
@@ -1048,7 +1200,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 	if (j->thread_started) {
 		pthread_mutex_lock(&j->lock);
 		j->stop = 1;
-		pthread_cond_broadcast(&j->cond);
+		pthread_cond_signal(&j->thread_cond);
 		pthread_mutex_unlock(&j->lock);
 		pthread_join(j->thread, NULL);
 	}
@@ -1081,6 +1233,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->lock);
 	pthread_cond_destroy(&j->cond);
+	pthread_cond_destroy(&j->thread_cond);
 	free(j);
 	fs->j = NULL;
 	return ret;

@@ -143,8 +143,19 @@ static void set_bits(uint8_t *bits, uint64_t first, uint64_t end,
 		a = first;
 	if (b > end)
 		b = end;
-	for (uint64_t i = a; i < b; i++)
-		bits[(i - first) / 8] |= (uint8_t)(1u << ((i - first) % 8));
+	for (uint64_t i = a; i < b;) {
+		uint64_t r = i - first;
+
+		if (r % 8 == 0 && i + 8 <= b) {	/* whole bytes at once */
+			uint64_t nbytes = (b - i) / 8;
+
+			memset(bits + r / 8, 0xff, nbytes);
+			i += nbytes * 8;
+			continue;
+		}
+		bits[r / 8] |= (uint8_t)(1u << (r % 8));
+		i++;
+	}
 }
 
 static void mk_rgroups(struct mk *m)

@@ -31,6 +31,7 @@
 #include <time.h>
 
 /* Every FUSE low-level op (names as in struct fuse_lowlevel_ops). */
+/* clang-format off */
 #define FS_OPS(X)                                                           \
 	X(LOOKUP, "lookup") X(FORGET, "forget") X(GETATTR, "getattr")        \
 	X(SETATTR, "setattr") X(READLINK, "readlink") X(MKNOD, "mknod")      \
@@ -49,6 +50,7 @@
 	X(FLOCK, "flock") X(FALLOCATE, "fallocate")                          \
 	X(COPY_FILE_RANGE, "copy_file_range") X(LSEEK, "lseek")              \
 	X(INIT, "init") X(DESTROY, "destroy")
+/* clang-format on */
 
 #define FS_OP_ENUM_(id, name) FS_OP_##id,
 enum fs_op { FS_OPS(FS_OP_ENUM_) FS_OP__COUNT };
@@ -62,7 +64,7 @@ const char *fs_op_name(enum fs_op op);
 #define FS_HIST_BUCKETS 40
 
 struct fs_stats;
-struct fs_json;  /* an object or array being built (see below) */
+struct fs_json;	 /* an object or array being built (see below) */
 struct fs_trace; /* a trace file (see below) */
 
 /* Create the stats of one mount (no server yet). 0 or -ENOMEM. */
@@ -99,8 +101,7 @@ static inline uint64_t fs_stats_op_begin(void)
  * an error; -ENOENT of lookup counts too, under "errors" — see STATS.md).
  * Lock-free; never blocks; also writes a trace line if op tracing is on.
  * @st NULL is a no-op. */
-void fs_stats_op_end(struct fs_stats *st, enum fs_op op, uint64_t t0,
-		     int err);
+void fs_stats_op_end(struct fs_stats *st, enum fs_op op, uint64_t t0, int err);
 
 /* Totals of one op summed over shards (for tests and for tools). */
 struct fs_op_counts {
@@ -142,6 +143,37 @@ struct bd_stats;
 int fs_stats_add_blockdev(struct fs_stats *st, struct bd_dev *dev);
 /* The body of that section from a snapshot (for tests and tools). */
 void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s);
+
+struct fs;
+/* Sections "blockdev", "journal", "cache" and "alloc" of a mount
+ * (fs_stats_core.c; struct fs from fs.h). Remove them (fs_stats_remove_fs)
+ * before unmounting. 0 or as add_section (nothing added on failure). */
+int fs_stats_add_fs(struct fs_stats *st, struct fs *fs);
+void fs_stats_remove_fs(struct fs_stats *st);
+
+struct lk_ls;
+struct lk_stats;
+struct fs_stats_lk;
+/* Name of a lock type number (the filesystem's "inode", "rgrp", ...);
+ * NULL: printed as "type<N>". */
+typedef const char *(*fs_lk_type_name_fn)(unsigned type);
+/* Sections "locks" and "net" from lk_ls_stats(@ls) (fs_stats_lk.c).
+ * @type_name may be NULL. *@out is the handle to remove them with,
+ * before lk_ls_close. 0, -ENOMEM or as add_section. */
+int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
+		       fs_lk_type_name_fn type_name, struct fs_stats_lk **out);
+void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l);
+struct lk_name;
+/* Contention tracker behind "locks.top": the lock user (glock layer)
+ * calls this when a request on @name in @mode was not granted at once
+ * (lk_lock returned 0) and took @wait_ns to complete. Takes
+ * a mutex; meant for the slow path only. @l NULL is a no-op. */
+void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
+			   int mode, uint64_t wait_ns);
+/* The bodies of those sections from a snapshot (tests, tools). */
+void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
+			fs_lk_type_name_fn type_name);
+void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s);
 
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
@@ -217,12 +249,12 @@ enum fs_lk_mode {
 const char *fs_lk_mode_name(int mode); /* "NL".."EX", "IV" otherwise */
 
 enum fs_trace_ev {
-	FS_TR_REQUEST,	/* a local holder asked for a mode */
-	FS_TR_GRANT,	/* granted (wait_ns = request -> grant) */
-	FS_TR_BAST_SENT,  /* we sent a blocking callback to @peer */
-	FS_TR_BAST_RECV,  /* we received one (someone wants @mode) */
-	FS_TR_DEMOTE,	/* we demoted from @from to @mode */
-	FS_TR_RELEASE,	/* released (unlocked / dropped from cache) */
+	FS_TR_REQUEST,	 /* a local holder asked for a mode */
+	FS_TR_GRANT,	 /* granted (wait_ns = request -> grant) */
+	FS_TR_BAST_SENT, /* we sent a blocking callback to @peer */
+	FS_TR_BAST_RECV, /* we received one (someone wants @mode) */
+	FS_TR_DEMOTE,	 /* we demoted from @from to @mode */
+	FS_TR_RELEASE,	 /* released (unlocked / dropped from cache) */
 	FS_TR__COUNT
 };
 
@@ -233,10 +265,10 @@ struct fs_trace_lock {
 	enum fs_trace_ev ev;
 	const char *type;
 	const char *res;
-	int mode;	 /* requested / granted / new mode */
-	int from;	 /* previous mode (FS_LK_IV if none) */
-	int peer;	 /* other node involved, -1 if none / unknown */
-	int remote;	 /* grant needed the network (1) or was local (0) */
+	int mode;	  /* requested / granted / new mode */
+	int from;	  /* previous mode (FS_LK_IV if none) */
+	int peer;	  /* other node involved, -1 if none / unknown */
+	int remote;	  /* grant needed the network (1) or was local (0) */
 	uint64_t wait_ns; /* grant: time waited; release: time held */
 };
 
@@ -261,8 +293,41 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev);
 #define FS_TRACE_ON(tr) __builtin_expect((tr) != NULL, 0)
 
 /* Attach a trace to the stats so op tracing (FS_TRACE_OPS) and the
- * periodic flush happen; NULL detaches. */
+ * periodic flush happen; NULL detaches. Close a detached trace only when
+ * no op can be in fs_stats_op_end (after the FUSE loop ended) and the
+ * lock code no longer holds its pointer. */
 void fs_stats_set_trace(struct fs_stats *st, struct fs_trace *tr);
 struct fs_trace *fs_stats_trace(const struct fs_stats *st);
+
+/* ---- for the daemon (fs_stats_mount.c) ----
+ * Typical use in main():
+ *	fs_stats_opts_take(optstr, &so, err, sizeof(err));  before parsing
+ *	fs_stats_new(&st); fs_stats_set_mount(st, dev, mnt, optstr_as_given);
+ *	fs_stats_set_node(st, node, slot);                 after the mount
+ *	fs_stats_add_blockdev(st, bd);
+ *	fs_stats_mount_start(st, &so, node, err, sizeof(err));
+ *	... fs_stats_op_begin/end in every FUSE handler ...
+ *	fs_stats_mount_stop(st); remove sections; fs_stats_free(st);
+ */
+struct fs_stats_opts {
+	char *sock;	      /* stats=PATH, NULL: derived */
+	char *trace;	      /* trace=FILE, NULL: no trace */
+	unsigned trace_flags; /* trace_ops -> FS_TRACE_OPS */
+	int nostats;	      /* nostats: no socket */
+};
+void fs_stats_opts_init(struct fs_stats_opts *so);
+void fs_stats_opts_free(struct fs_stats_opts *so);
+/* Take stats=, nostats, trace=, trace_ops out of the comma-separated
+ * @opts (edited in place; other options keep their order) into @so.
+ * 0, -EINVAL (empty value; message in @err), -ENOMEM. */
+int fs_stats_opts_take(char *opts, struct fs_stats_opts *so, char *err,
+		       size_t errlen);
+/* Open the trace (if any) and start the server (unless nostats); set the
+ * mountpoint first when no stats=PATH was given. On failure nothing is
+ * left running and @err says why. 0 or -errno. */
+int fs_stats_mount_start(struct fs_stats *st, const struct fs_stats_opts *so,
+			 int node_id, char *err, size_t errlen);
+/* Stop the server, detach and close the trace. NULL ok. */
+void fs_stats_mount_stop(struct fs_stats *st);
 
 #endif /* UCFS_FS_STATS_H */

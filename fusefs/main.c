@@ -15,6 +15,7 @@
  */
 #include "fusefs/fs.h"
 #include "fusefs/fs_fuse.h"
+#include "fusefs/fs_stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@ struct args {
 	const char *device;
 	char mountpoint[PATH_MAX];
 	struct fs_opts opts;
+	struct fs_stats_opts so;	/* stats=, nostats, trace=, trace_ops */
 	char optstr[FS_OPTS_FUSE_MAX];	/* as given, for the stats */
 };
 
@@ -58,14 +60,33 @@ static void note_opts(struct args *a, const char *s)
 		 n > 0 ? "," : "", s);
 }
 
+/* One -o string: the stats options first, the rest is ours. */
+static int parse_o(struct args *a, const char *arg)
+{
+	char err[256];
+	char *copy = strdup(arg);
+	int ret;
+
+	if (copy == NULL)
+		return 1;
+	note_opts(a, arg);
+	ret = fs_stats_opts_take(copy, &a->so, err, sizeof(err));
+	if (ret == 0)
+		ret = fs_opts_parse(&a->opts, copy, err, sizeof(err));
+	if (ret < 0)
+		fprintf(stderr, "%s\n", err);
+	free(copy);
+	return ret < 0 ? 1 : 0;
+}
+
 /* 0, or prints why and returns 2 (usage) / 1 (bad option). */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-	char err[256];
 	int c;
 
 	memset(a, 0, sizeof(*a));
 	fs_opts_init(&a->opts);
+	fs_stats_opts_init(&a->so);
 	while ((c = getopt(argc, argv, "fdso:hV")) != -1) {
 		switch (c) {
 		case 'f':
@@ -79,12 +100,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->single_thread = 1;
 			break;
 		case 'o':
-			if (fs_opts_parse(&a->opts, optarg, err,
-					  sizeof(err)) < 0) {
-				fprintf(stderr, "%s\n", err);
+			if (parse_o(a, optarg) != 0)
 				return 1;
-			}
-			note_opts(a, optarg);
 			break;
 		case 'h':
 			usage(stdout);
@@ -163,6 +180,27 @@ static int background(void)
 	return p[1];
 }
 
+/*
+ * A daemon that was just unmounted still writes its journal back and
+ * holds the device for a moment after umount(8) returned: a mount right
+ * after it ("umount && mount") waits up to BUSY_WAIT_MS for the device
+ * instead of failing. A real second mount is refused after that.
+ */
+#define BUSY_WAIT_MS 5000
+static int mount_retry(struct args *a, struct fs **fs, char *err,
+		       size_t errlen)
+{
+	int ret, waited = 0;
+
+	for (;;) {
+		ret = fs_mount(a->device, &a->opts, fs, err, errlen);
+		if (ret != -EBUSY || waited >= BUSY_WAIT_MS)
+			return ret;
+		usleep(100 * 1000);
+		waited += 100;
+	}
+}
+
 static int run(struct args *a, int status_fd)
 {
 	struct fs_fuse *ff = NULL;
@@ -170,15 +208,15 @@ static int run(struct args *a, int status_fd)
 	char err[512] = "";
 	int ret;
 
-	ret = fs_mount(a->device, &a->opts, &fs, err, sizeof(err));
+	ret = mount_retry(a, &fs, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "ucfs: cannot mount %s: %s\n", a->device,
 			err[0] ? err : strerror(-ret));
 		report(status_fd, 1);
 		return 1;
 	}
-	ret = fs_fuse_new(fs, &a->opts, a->device, a->mountpoint, &ff, err,
-			  sizeof(err));
+	ret = fs_fuse_new(fs, &a->opts, &a->so, a->optstr, a->device,
+			  a->mountpoint, &ff, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "%s\n", err);
 		fs_unmount(fs);
@@ -206,13 +244,12 @@ int main(int argc, char **argv)
 	if (a == NULL)
 		return 1;
 	ret = parse_args(argc, argv, a);
-	if (ret != 0) {
-		free(a);
-		return ret;
+	if (ret == 0) {
+		if (!a->foreground)
+			status_fd = background();
+		ret = run(a, status_fd);
 	}
-	if (!a->foreground)
-		status_fd = background();
-	ret = run(a, status_fd);
+	fs_stats_opts_free(&a->so);
 	free(a);
 	return ret;
 }

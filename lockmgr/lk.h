@@ -164,9 +164,10 @@ uint32_t lk_ls_nodeid(const struct lk_ls *ls);
 /*
  * Request a lock on @name in @mode. On success *@out is the new handle,
  * owned by the caller until lk_unlock(). Returns LK_GRANTED_NOW, or 0 when
- * queued (completion callback follows; with LK_NOQUEUE it reports -EAGAIN
- * if the lock could not be granted at once). -EINVAL (mode, flags),
- * -ENOMEM, -ESHUTDOWN. Any thread, including callbacks. Never blocks.
+ * queued (completion callback follows). With LK_NOQUEUE a request that
+ * cannot be granted returns -EAGAIN directly when the master is this node
+ * (no handle), else through the completion. -EINVAL (mode, flags, name),
+ * -ENOMEM, -ESHUTDOWN (closing, or this node was fenced out). Any thread, including callbacks. Never blocks.
  */
 int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
@@ -185,7 +186,8 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 
 /*
  * Convert a granted lock to @mode (up or down). Same return convention as
- * lk_lock. -EBUSY if a request or conversion is already pending, -EINVAL.
+ * lk_lock. Until it completes the lock protects only what both the old
+ * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if a request or conversion is already pending, -EINVAL.
  * A down-conversion from PW/EX writes the value block back (LK_VALBLK).
  */
 int lk_convert(struct lk_lock *lk, int mode, unsigned flags);
@@ -197,6 +199,13 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags);
  * -EBUSY if a request or conversion is pending (lk_cancel first).
  */
 int lk_unlock(struct lk_lock *lk, unsigned flags);
+
+/*
+ * lk_unlock() for @n locks of one lockspace at once: one message per
+ * master. Returns the number released; locks that could not be (pending,
+ * cached, dead) are skipped and left as they were.
+ */
+int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags);
 
 /*
  * Cancel a pending request or conversion. Its completion reports
@@ -221,7 +230,68 @@ int lk_lock_granted(const struct lk_lock *lk);
  * LK_VALBLK or is not granted. */
 int lk_lvb_get(const struct lk_lock *lk, void *buf);
 /* Set the value block to write back at the next down-conversion from or
- * unlock of PW/EX. -EPERM unless granted PW or EX with LK_VALBLK. */
+ * unlock of PW/EX (kept, not overwritten, across an up-conversion PW ->
+ * EX meanwhile). -EPERM unless granted PW or EX with LK_VALBLK. */
 int lk_lvb_set(struct lk_lock *lk, const void *buf);
+
+/*
+ * Statistics: plain structs, copied out consistently (under the lockspace
+ * lock). Times in nanoseconds. Smoothed figures follow GFS2 (srtt/srttvar
+ * of remote requests granted without queueing, srttb for those that
+ * waited, sirt/sirtvar the smoothed time between requests; gain 1/8 and
+ * 1/4); per-mode counts, totals and maxima of the time to grant follow
+ * OCFS2.
+ */
+#define LK_HIST_BUCKETS 24 /* [2^i, 2^(i+1)) us; bucket 0 also < 1 us */
+#define LK_STAT_TYPES 16   /* per lock type; type >= 15 shares slot 15 */
+#define LK_MAX_NODES 64	   /* node ids 1..63 */
+
+struct lk_counts {
+	uint64_t requests;	/* lk_lock + lk_lock_batch entries */
+	uint64_t grants_local;	/* granted by this node as master */
+	uint64_t grants_remote; /* granted by another master */
+	uint64_t cache_hits;	/* re-acquired from the hold cache */
+	uint64_t waits;		/* had to queue behind a conflict */
+	uint64_t conversions;	/* lk_convert calls */
+	uint64_t demotes;	/* down-conversions and unlocks of PW/EX */
+	uint64_t basts_sent;	/* blocking callbacks this master sent */
+	uint64_t basts_recv;	/* blocking callbacks this node got */
+	int64_t srtt, srttvar;	/* remote, granted without waiting */
+	int64_t srttb, srttvarb; /* remote, granted after waiting */
+	int64_t sirt, sirtvar;	/* between requests */
+};
+
+struct lk_type_stats {
+	struct lk_counts c;
+	uint64_t wait_hist[LK_HIST_BUCKETS]; /* request to grant */
+	uint64_t mode_count[LK_NMODES];
+	uint64_t mode_total_ns[LK_NMODES];
+	uint64_t mode_max_ns[LK_NMODES];
+};
+
+struct lk_peer_stats {
+	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+	uint64_t records_tx, records_rx;
+	uint64_t dropped; /* bad frames from this peer */
+};
+
+struct lk_stats {
+	struct lk_type_stats type[LK_STAT_TYPES];
+	struct lk_peer_stats peer[LK_MAX_NODES];
+	uint64_t resources;   /* resources in memory now */
+	uint64_t tossed;      /* now on the toss list */
+	uint64_t toss_freed;  /* freed from the toss list since open */
+	uint64_t lookups;     /* master lookups sent */
+	uint64_t dir_entries; /* directory entries held now */
+	uint64_t recoveries;  /* recovery generations completed */
+	uint64_t bad_frames;  /* dropped: size, type, state */
+	uint64_t auth_failures;
+};
+
+/* Copy the lockspace statistics. Any thread. */
+void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out);
+/* Counters of one resource known on this node; -ENOENT if none. */
+int lk_res_stats(struct lk_ls *ls, const struct lk_name *name,
+		 struct lk_counts *out);
 
 #endif /* UCFS_LK_H */

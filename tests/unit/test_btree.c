@@ -7,6 +7,7 @@
  * and every node block to the allocator.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -341,10 +342,159 @@ static void test_limits(void)
 	bd_close(e.bd);
 }
 
+
+/* ---- several threads, one tree each, shared cache/journal/allocator --- */
+
+#define MT_THREADS 4
+#define MT_KEYS 4096
+
+struct mt {
+	struct fs *fs;
+	uint64_t ino;
+	uint64_t rng;
+	uint16_t ver[MT_KEYS];
+	uint16_t len[MT_KEYS];
+	int bad;
+};
+
+static uint64_t mt_rnd(struct mt *m)
+{
+	m->rng ^= m->rng << 13;
+	m->rng ^= m->rng >> 7;
+	m->rng ^= m->rng << 17;
+	return m->rng;
+}
+
+static void *mt_thread(void *arg)
+{
+	struct mt *m = arg;
+	uint8_t v[FS_BTREE_VAL_MAX];
+	struct fs_btree bt;
+	struct fs_buf *ib;
+
+	if (fs_buf_read(m->fs, m->ino, FS_BT_INODE, &ib) < 0) {
+		m->bad = 1;
+		return NULL;
+	}
+	fs_btree_init(&bt, m->fs, ib, FS_INODE_INLINE_OFF,
+		      FS_INODE_INLINE_SIZE, m->ino);
+	for (int n = 0; n < 15000 && !m->bad; n++) {
+		uint64_t i = mt_rnd(m) % MT_KEYS;
+		unsigned len = (unsigned)(mt_rnd(m) % 200);
+		struct fs_tx *tx;
+		int ret;
+
+		if (fs_tx_begin(m->fs, fs_btree_credits(&bt), &tx) < 0) {
+			m->bad = 1;
+			break;
+		}
+		fill_val(v, i, m->ver[i] + 1u, len);
+		if (m->ver[i] == 0 || mt_rnd(m) % 3 == 0) {
+			ret = m->ver[i] ? fs_btree_update(tx, &bt, i, v, len) :
+				fs_btree_insert(tx, &bt, i, v, len);
+			if (ret == 0) {
+				m->ver[i]++;
+				m->len[i] = (uint16_t)len;
+			}
+		} else {
+			ret = fs_btree_delete(tx, &bt, i);
+			if (ret == 0)
+				m->ver[i] = 0;
+		}
+		if (fs_tx_end(tx) < 0 || ret < 0)
+			m->bad = 1;
+		if (n % 1000 == 999 && fs_journal_sync(m->fs) < 0)
+			m->bad = 1;
+	}
+	fs_buf_put(ib);
+	return NULL;
+}
+
+static int mt_verify(struct fs *fs, struct mt *m)
+{
+	uint8_t v[FS_BTREE_VAL_MAX], got[FS_BTREE_VAL_MAX];
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	int bad = 0;
+
+	if (fs_buf_read(fs, m->ino, FS_BT_INODE, &ib) < 0)
+		return -1;
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      m->ino);
+	for (uint64_t i = 0; i < MT_KEYS; i++) {
+		size_t gl;
+		int ret = fs_btree_lookup(&bt, i, got, sizeof(got), &gl);
+
+		if (m->ver[i] == 0) {
+			bad += ret != -ENOENT;
+			continue;
+		}
+		fill_val(v, i, m->ver[i], m->len[i]);
+		bad += ret != 0 || gl != m->len[i] || memcmp(v, got, gl) != 0;
+	}
+	fs_buf_put(ib);
+	return bad ? -1 : 0;
+}
+
+static void test_threads(void)
+{
+	static struct mt m[MT_THREADS];
+	pthread_t th[MT_THREADS];
+	struct fs_mkfs_params p;
+	struct fs_core_opts o;
+	struct bd_dev *bd;
+	struct fs *fs;
+	char why[200];
+	uint64_t seed = t_seed();
+
+	fs_mkfs_defaults(&p);
+	p.journal_mb = 4;
+	p.rgrp_mb = 16;
+	REQUIRE(bd_ram_open(256ull << 20, &bd) == 0);
+	REQUIRE(fs_mkfs(bd, &p, why, sizeof(why)) == 0);
+	fs_core_opts_init(&o);
+	o.commit_s = 1;
+	o.cache_mb = 4;		/* small: eviction and throttling too */
+	REQUIRE(fs_core_mount(bd, &o, &fs, why, sizeof(why)) == 0);
+	for (int t = 0; t < MT_THREADS; t++) {
+		struct fs_tx *tx;
+		struct fs_buf *ib;
+		struct fs_btree bt;
+		uint64_t gen;
+
+		memset(&m[t], 0, sizeof(m[t]));
+		m[t].fs = fs;
+		m[t].rng = (seed + (uint64_t)t * 7919) | 1;
+		REQUIRE(fs_tx_begin(fs, 8, &tx) == 0);
+		REQUIRE(fs_alloc_inode(tx, 0, &m[t].ino, &gen) == 0);
+		REQUIRE(fs_buf_new(tx, m[t].ino, FS_BT_INODE, &ib) == 0);
+		fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF,
+			      FS_INODE_INLINE_SIZE, m[t].ino);
+		CHECK_EQ(fs_btree_create(tx, &bt), 0);
+		fs_buf_put(ib);
+		CHECK_EQ(fs_tx_end(tx), 0);
+	}
+	for (int t = 0; t < MT_THREADS; t++)
+		pthread_create(&th[t], NULL, mt_thread, &m[t]);
+	for (int t = 0; t < MT_THREADS; t++) {
+		pthread_join(th[t], NULL);
+		CHECK_EQ(m[t].bad, 0);
+		CHECK_EQ(mt_verify(fs, &m[t]), 0);
+	}
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_abandon(fs);
+	REQUIRE(fs_core_mount(bd, &o, &fs, why, sizeof(why)) == 0);
+	for (int t = 0; t < MT_THREADS; t++)
+		CHECK_EQ(mt_verify(fs, &m[t]), 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
 	T_RUN(test_limits);
 	T_RUN(test_random_model);
+	T_RUN(test_threads);
 	return t_done();
 }

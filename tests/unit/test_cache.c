@@ -224,7 +224,7 @@ static void test_corrupt_block(void)
 static void test_readahead(void)
 {
 	struct bd_dev *bd = ram_fs();
-	struct fs_core_stats a, b;
+	struct fs_core_stats z, a, b;
 	uint64_t maxb = 0;
 	struct fs *fs;
 	uint32_t v = 0;
@@ -235,6 +235,7 @@ static void test_readahead(void)
 	REQUIRE(make_blocks(fs, 3, &maxb) == 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	REQUIRE((fs = mnt(bd, 8)) != NULL);
+	fs_core_stats_get(fs, &z);	/* mount read rgroup headers ahead */
 	CHECK_EQ(fs_buf_readahead(fs, blks, 200), 0);
 	fs_core_stats_get(fs, &a);
 	for (unsigned i = 0; i < 200; i++)
@@ -243,7 +244,7 @@ static void test_readahead(void)
 	fs_core_stats_get(fs, &b);
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(b.cache_misses, a.cache_misses);
-	CHECK_EQ(b.cache_readahead, 200);
+	CHECK_EQ(b.cache_readahead - z.cache_readahead, 200);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
 }

@@ -333,6 +333,7 @@ static void test_revoke(void)
 	struct bd_dev *bd = ram_fs(64, 4);
 	uint64_t blk[1] = { 0 }, got;
 	uint8_t *data = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_buf *b;
 	struct fs_tx *tx;
 	struct fs *fs;
 	uint32_t len;
@@ -341,8 +342,13 @@ static void test_revoke(void)
 	REQUIRE((fs = mnt(bd)) != NULL);
 	REQUIRE(write_blocks(fs, blk, 1, 1) == 0);
 	CHECK_EQ(fs_journal_sync(fs), 0);
-	REQUIRE(fs_tx_begin(fs, 2 * fs_alloc_credits(fs), &tx) == 0);
+	REQUIRE(fs_tx_begin(fs, 2 * fs_alloc_credits(fs) + 1, &tx) == 0);
+	REQUIRE(fs_buf_read(fs, blk[0], FS_BT_XATTR, &b) == 0);
 	CHECK_EQ(fs_free(tx, blk[0], 1), 0);
+	/* a change to the dead block after the free is discarded */
+	CHECK_EQ(fs_tx_write(tx, b), 0);
+	pattern(b->data, blk[0], 9);
+	fs_buf_put(b);
 	/* not reusable before the commit */
 	CHECK_EQ(fs_alloc(tx, blk[0], 1, 1, &got, &len), 0);
 	CHECK(got != blk[0]);
@@ -515,6 +521,195 @@ static void test_ro_dirty(void)
 	bd_close(bd);
 }
 
+
+/* ---- crash at every point of a B+tree workload ------------------------ */
+
+#define CP_KEYS 3000
+#define CP_MB 32
+
+static void cp_val(uint8_t *v, uint64_t i)
+{
+	for (int k = 0; k < 100; k++)
+		v[k] = (uint8_t)(i * 17 + (uint64_t)k);
+}
+
+static struct bd_dev *ram_copy(struct bd_dev *src)
+{
+	struct bd_dev *d;
+	uint8_t *buf = bd_buf_alloc(1 << 20);
+
+	if (buf == NULL || bd_ram_open(CP_MB << 20, &d) < 0) {
+		free(buf);
+		return NULL;
+	}
+	for (uint64_t off = 0; off < (CP_MB << 20); off += 1 << 20) {
+		bd_read(src, buf, 1 << 20, off);
+		bd_write(d, buf, 1 << 20, off, 0);
+	}
+	free(buf);
+	return d;
+}
+
+/* Template: a filesystem with one inode holding an empty tree. */
+static struct bd_dev *cp_template(uint64_t *ino)
+{
+	struct bd_dev *bd = ram_fs(CP_MB, 2);
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	struct fs_tx *tx;
+	struct fs *fs;
+	uint64_t gen;
+
+	if (bd == NULL || (fs = mnt(bd)) == NULL)
+		return NULL;
+	if (fs_tx_begin(fs, 8, &tx) < 0 ||
+	    fs_alloc_inode(tx, 0, ino, &gen) < 0 ||
+	    fs_buf_new(tx, *ino, FS_BT_INODE, &ib) < 0)
+		return NULL;
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      *ino);
+	fs_btree_create(tx, &bt);
+	fs_tx_end(tx);
+	fs_buf_put(ib);
+	fs_core_unmount(fs);
+	return bd;
+}
+
+/* Inserts keys 0.. with a sync every 50; returns keys known durable. */
+static uint64_t cp_workload(struct fs *fs, uint64_t ino)
+{
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	uint64_t synced = 0;
+	uint8_t v[100];
+
+	if (fs_buf_read(fs, ino, FS_BT_INODE, &ib) < 0)
+		return 0;
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      ino);
+	for (uint64_t i = 0; i < CP_KEYS; i++) {
+		struct fs_tx *tx;
+		int ret;
+
+		if (fs_tx_begin(fs, fs_btree_credits(&bt), &tx) < 0)
+			break;
+		cp_val(v, i);
+		ret = fs_btree_insert(tx, &bt, i, v, sizeof(v));
+		if (fs_tx_end(tx) < 0 || ret < 0)
+			break;
+		if (i % 50 == 49) {
+			if (fs_journal_sync(fs) < 0)
+				break;
+			synced = i + 1;
+		}
+	}
+	fs_buf_put(ib);
+	return synced;
+}
+
+struct cp_it {
+	uint64_t next;
+	int bad;
+};
+
+static int cp_cb(void *arg, uint64_t key, const void *val, size_t len)
+{
+	struct cp_it *s = arg;
+	uint8_t v[100];
+
+	cp_val(v, key);
+	if (key != s->next || len != 100 || memcmp(v, val, 100) != 0) {
+		s->bad = 1;
+		return 1;
+	}
+	s->next++;
+	return 0;
+}
+
+/* After recovery: keys are exactly 0..m-1 with m >= synced. */
+static int cp_check(struct bd_dev *bd, uint64_t ino, uint64_t synced)
+{
+	struct cp_it it = { 0, 0 };
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	struct fs *fs = mnt(bd);
+	unsigned depth;
+	uint64_t entries, nodes;
+	int ok;
+
+	if (fs == NULL)
+		return 0;
+	if (fs_buf_read(fs, ino, FS_BT_INODE, &ib) < 0) {
+		fs_core_unmount(fs);
+		return 0;
+	}
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      ino);
+	ok = fs_btree_iterate(&bt, 0, cp_cb, &it) == 0 && !it.bad &&
+	     it.next >= synced &&
+	     fs_btree_stat(&bt, &depth, &entries, &nodes) == 0 &&
+	     entries == it.next;
+	if (!ok)
+		fprintf(stderr, "  recovered %llu keys (bad %d), synced %llu\n",
+			(unsigned long long)it.next, it.bad,
+			(unsigned long long)synced);
+	fs_buf_put(ib);
+	ok &= fs_core_unmount(fs) == 0;
+	return ok;
+}
+
+static void test_crash_points(void)
+{
+	struct bd_dev *tmpl, *lower, *bd, *after;
+	struct bd_fault *f;
+	struct fs *fs;
+	uint64_t ino = 0, total, step;
+	unsigned trials = 0, failures = 0;
+
+	rng = t_seed() | 1;
+	REQUIRE((tmpl = cp_template(&ino)) != NULL);
+	/* dry run: how many writes does the workload issue? */
+	REQUIRE((lower = ram_copy(tmpl)) != NULL);
+	REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	CHECK_EQ(cp_workload(fs, ino), CP_KEYS - CP_KEYS % 50);
+	total = bd_fault_writes(f);
+	fs_core_abandon(fs);
+	bd_close(bd);
+	step = total / 60 ? total / 60 : 1;
+	for (uint64_t n = 1; n <= total + 1;
+	     n += step + (total > 120 ? rnd() % 3 : 0)) {
+		uint64_t synced;
+
+		REQUIRE((lower = ram_copy(tmpl)) != NULL);
+		REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
+		REQUIRE((fs = mnt(bd)) != NULL);
+		if (trials % 2)
+			bd_fault_tear_nth(f, n, (size_t)(rnd() % 8) * 512);
+		else
+			bd_fault_crash_nth(f, n);
+		synced = cp_workload(fs, ino);
+		if (!bd_fault_crashed(f))
+			bd_fault_crash(f, rnd() | 1);
+		fs_core_abandon(fs);
+		after = ram_copy(lower);
+		bd_close(bd);
+		REQUIRE(after != NULL);
+		if (!cp_check(after, ino, synced)) {
+			fprintf(stderr, "  crash at write %llu of %llu failed\n",
+				(unsigned long long)n,
+				(unsigned long long)total);
+			failures++;
+		}
+		bd_close(after);
+		trials++;
+	}
+	printf("  %u crash points over %llu writes\n", trials,
+	       (unsigned long long)total);
+	CHECK_EQ(failures, 0);
+	bd_close(tmpl);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -527,5 +722,6 @@ int main(int argc, char **argv)
 	T_RUN(test_power_loss);
 	T_RUN(test_group_commit);
 	T_RUN(test_ro_dirty);
+	T_RUN(test_crash_points);
 	return t_done();
 }

@@ -59,8 +59,8 @@ static void test_hist_bucket(void)
 	CHECK_EQ(fs_hist_bucket(2047), 10);
 	CHECK_EQ(fs_hist_bucket(UINT64_MAX), FS_HIST_BUCKETS - 1);
 	CHECK(strcmp(fs_op_name(FS_OP_CREATE), "create") == 0);
-	CHECK(strcmp(fs_op_name(FS_OP_COPY_FILE_RANGE),
-		     "copy_file_range") == 0);
+	CHECK(strcmp(fs_op_name(FS_OP_COPY_FILE_RANGE), "copy_file_range") ==
+	      0);
 	CHECK(strcmp(fs_op_name(FS_OP__COUNT), "?") == 0);
 	CHECK(strcmp(fs_lk_mode_name(FS_LK_PR), "PR") == 0);
 	CHECK(strcmp(fs_lk_mode_name(-1), "IV") == 0);
@@ -156,8 +156,8 @@ static void sec_fill(struct fs_json *o, void *arg)
 static void test_sections(void)
 {
 	struct fs_stats *st;
-	struct sec_arg a = { 0, { 0, 9, 0, 1 } }; /* 9 in [2,4)us, 1 in
-						     [8,16)us */
+	struct sec_arg a = {0, {0, 9, 0, 1}}; /* 9 in [2,4)us, 1 in
+						 [8,16)us */
 	json_t *j, *lat, *h;
 
 	REQUIRE(fs_stats_new(&st) == 0);
@@ -168,7 +168,8 @@ static void test_sections(void)
 	CHECK_EQ(fs_stats_add_section(st, "x", NULL, &a), -EINVAL);
 	fs_stats_set_node(st, 3, 1);
 	CHECK_EQ(fs_stats_set_mount(st, "/dev/x", "/mnt/a",
-				    "rw,localalloc=8,lockproto=nolock"), 0);
+				    "rw,localalloc=8,lockproto=nolock"),
+		 0);
 	j = render_json(st);
 	REQUIRE(j != NULL);
 	CHECK_EQ(a.calls, 1);
@@ -176,19 +177,19 @@ static void test_sections(void)
 	CHECK_EQ(jint(j, "node.id"), 3);
 	CHECK_EQ(jint(j, "node.slot"), 1);
 	CHECK(json_is_true(json_object_get(
-		json_object_get(json_object_get(j, "node"), "options"), "rw")));
+	    json_object_get(json_object_get(j, "node"), "options"), "rw")));
 	CHECK(strcmp(json_string_value(json_object_get(
-			     json_object_get(json_object_get(j, "node"),
-					     "options"),
-			     "localalloc")),
+			 json_object_get(json_object_get(j, "node"), "options"),
+			 "localalloc")),
 		     "8") == 0);
 	CHECK_EQ(jint(j, "journal.commits"), 42);
 	CHECK_EQ(jint(j, "journal.neg"), -3);
 	CHECK_EQ(jint(j, "journal.flush.fsync"), 3);
-	CHECK_EQ(json_array_size(json_object_get(
-			 json_object_get(j, "journal"), "list")), 2);
+	CHECK_EQ(json_array_size(
+		     json_object_get(json_object_get(j, "journal"), "list")),
+		 2);
 	CHECK(strcmp(json_string_value(json_object_get(
-			     json_object_get(j, "journal"), "name")),
+			 json_object_get(j, "journal"), "name")),
 		     "a\"b") == 0);
 	lat = json_object_get(json_object_get(j, "journal"), "lat");
 	CHECK_EQ(jint(lat, "mean_ns"), 3000);
@@ -239,10 +240,10 @@ static void test_document_keys(void)
 	CHECK_EQ(jint(j, "fuse.ops.mkdir.count"), 5);
 	CHECK_EQ(jint(j, "fuse.count"), 5);
 	CHECK(json_is_real(json_object_get(j, "time")));
-	CHECK(json_is_real(json_object_get(json_object_get(j, "node"),
-					   "uptime_s")));
-	CHECK(json_is_integer(json_object_get(json_object_get(j, "server"),
-					      "served")));
+	CHECK(json_is_real(
+	    json_object_get(json_object_get(j, "node"), "uptime_s")));
+	CHECK(json_is_integer(
+	    json_object_get(json_object_get(j, "server"), "served")));
 	json_decref(j);
 	fs_stats_free(st);
 }
@@ -313,7 +314,7 @@ static void test_server(void)
 	fs_stats_free(st); /* stops */
 	{
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 		CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
@@ -382,9 +383,14 @@ static void test_trace(void)
 	struct fs_trace *tr;
 	char path[128], line[1024];
 	struct fs_trace_lock ev = {
-		.ev = FS_TR_GRANT, .type = "inode", .res = "inode:12\"3",
-		.mode = FS_LK_EX, .from = FS_LK_NL, .peer = 2, .remote = 1,
-		.wait_ns = 1500,
+	    .ev = FS_TR_GRANT,
+	    .type = "inode",
+	    .res = "inode:12\"3",
+	    .mode = FS_LK_EX,
+	    .from = FS_LK_NL,
+	    .peer = 2,
+	    .remote = 1,
+	    .wait_ns = 1500,
 	};
 	int n = 0, grants = 0, ops = 0, releases = 0;
 	FILE *f;
@@ -423,12 +429,12 @@ static void test_trace(void)
 		evn = json_string_value(json_object_get(j, "ev"));
 		if (evn != NULL && strcmp(evn, "grant") == 0) {
 			grants++;
-			CHECK(strcmp(json_string_value(json_object_get(
-					     j, "res")),
-				     "inode:12\"3") == 0);
-			CHECK(strcmp(json_string_value(json_object_get(
-					     j, "mode")),
-				     "EX") == 0);
+			CHECK(
+			    strcmp(json_string_value(json_object_get(j, "res")),
+				   "inode:12\"3") == 0);
+			CHECK(strcmp(
+				  json_string_value(json_object_get(j, "mode")),
+				  "EX") == 0);
 			CHECK(json_real_value(json_object_get(j, "wait_us")) ==
 			      1.5);
 		} else if (evn != NULL && strcmp(evn, "release") == 0) {
@@ -445,6 +451,73 @@ static void test_trace(void)
 	CHECK_EQ(grants, 1);
 	CHECK_EQ(releases, 1);
 	CHECK_EQ(ops, 10);
+}
+
+static void test_opts_take(void)
+{
+	struct fs_stats_opts so;
+	char o1[] = "rw,stats=/x/y.sock,commit=5,trace=/t,trace_ops,nostats";
+	char o2[] = "stats=", o3[] = "", o4[] = "stats=/a", o5[] = ",,ro,";
+	char err[128] = "";
+
+	fs_stats_opts_init(&so);
+	CHECK_EQ(fs_stats_opts_take(o1, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o1, "rw,commit=5") == 0);
+	CHECK(so.sock != NULL && strcmp(so.sock, "/x/y.sock") == 0);
+	CHECK(so.trace != NULL && strcmp(so.trace, "/t") == 0);
+	CHECK_EQ(so.trace_flags, FS_TRACE_OPS);
+	CHECK_EQ(so.nostats, 1);
+	fs_stats_opts_free(&so);
+	CHECK_EQ(fs_stats_opts_take(o2, &so, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "'stats'") != NULL);
+	CHECK_EQ(fs_stats_opts_take(o3, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o3, "") == 0);
+	CHECK_EQ(fs_stats_opts_take(o4, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o4, "") == 0);
+	CHECK_EQ(fs_stats_opts_take(o5, &so, err, sizeof(err)), 0);
+	CHECK(strcmp(o5, "ro") == 0);
+	CHECK_EQ(fs_stats_opts_take(NULL, &so, err, sizeof(err)), 0);
+	fs_stats_opts_free(&so);
+}
+
+static void test_mount_start(void)
+{
+	struct fs_stats *st;
+	struct fs_stats_opts so;
+	char sock[100], trace[100], err[256] = "", *doc;
+
+	snprintf(sock, sizeof(sock), "%s/m.sock", tmpdir);
+	snprintf(trace, sizeof(trace), "%s/m.trace", tmpdir);
+	REQUIRE(fs_stats_new(&st) == 0);
+	fs_stats_opts_init(&so);
+	so.sock = strdup(sock);
+	so.trace = strdup("/nonexistent/dir/trace");
+	CHECK_EQ(fs_stats_mount_start(st, &so, 1, err, sizeof(err)), -ENOENT);
+	CHECK(strstr(err, "trace=") != NULL);
+	CHECK(fs_stats_sock(st) == NULL && fs_stats_trace(st) == NULL);
+	free(so.trace);
+	so.trace = strdup(trace);
+	so.trace_flags = FS_TRACE_OPS;
+	REQUIRE(fs_stats_mount_start(st, &so, 1, err, sizeof(err)) == 0);
+	CHECK(fs_stats_trace(st) != NULL);
+	fs_stats_op_end(st, FS_OP_GETATTR, fs_stats_op_begin(), 0);
+	CHECK_EQ(fs_stats_fetch(sock, 2000, &doc), 0);
+	CHECK(strstr(doc, "\"tracing\":true") != NULL);
+	free(doc);
+	fs_stats_mount_stop(st);
+	CHECK(fs_stats_sock(st) == NULL && fs_stats_trace(st) == NULL);
+	CHECK(access(sock, F_OK) != 0);
+	{
+		FILE *f = fopen(trace, "r");
+		char line[512] = "";
+
+		REQUIRE(f != NULL);
+		CHECK(fgets(line, sizeof(line), f) != NULL);
+		CHECK(strstr(line, "\"op\":\"getattr\"") != NULL);
+		fclose(f);
+	}
+	fs_stats_opts_free(&so);
+	fs_stats_free(st);
 }
 
 int main(int argc, char **argv)
@@ -465,6 +538,8 @@ int main(int argc, char **argv)
 	T_RUN(test_server);
 	T_RUN(test_refuses_non_root);
 	T_RUN(test_trace);
+	T_RUN(test_opts_take);
+	T_RUN(test_mount_start);
 	{
 		char cmd[128];
 

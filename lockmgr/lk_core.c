@@ -1,0 +1,1060 @@
+/*
+ * lk_core.c — the lockspace core on the requesting side: resources and
+ * lkbs (lock handles), the public lock API, master lookup, the hold cache,
+ * the toss list and framed output. Runs under ls->mu (lk_internal.h);
+ * knows nothing about sockets or threads.
+ *
+ * An lkb goes NEW (master unknown: a LOOKUP is out) -> WAITING (request at
+ * the master) -> GRANTED <-> CONVERTING, and DEAD once unlocked or after a
+ * failed new request. When the master is this node the request runs
+ * through the grant engine inside the API call, so an uncontended lock
+ * costs no message, and a grant completed inside the call is returned as
+ * LK_GRANTED_NOW instead of a callback (ls->sync_lkb marks that call).
+ *
+ * While recovery runs (lk_traffic_ok() false) operations only change the
+ * lkb and are put on ls->deferred; recovery conveys the lkb states to the
+ * masters and replays what is still owed (lk_core_kick_deferred).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lockmgr/lk_internal.h"
+
+#define LK_TOSS_NS_DEFAULT (10ull * 1000 * 1000 * 1000)
+
+uint64_t lk_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (ls->log != NULL)
+		ls->log(level, msg, ls->uarg);
+	else if (level <= 1)
+		fprintf(stderr, "lk[%u]: %s\n", ls->nodeid, msg);
+}
+
+int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
+		   struct lk_ls **out)
+{
+	struct lk_ls *ls;
+
+	if (nodeid == 0 || nodeid >= LK_MAX_NODES)
+		return -EINVAL;
+	ls = calloc(1, sizeof(*ls));
+	if (ls == NULL)
+		return -ENOMEM;
+	ls->res_hash = calloc(LK_HASH_SIZE, sizeof(*ls->res_hash));
+	ls->lkb_hash = calloc(LK_HASH_SIZE, sizeof(*ls->lkb_hash));
+	ls->mst_hash = calloc(LK_HASH_SIZE, sizeof(*ls->mst_hash));
+	ls->dir_hash = calloc(LK_HASH_SIZE, sizeof(*ls->dir_hash));
+	if (ls->res_hash == NULL || ls->lkb_hash == NULL ||
+	    ls->mst_hash == NULL || ls->dir_hash == NULL) {
+		lk_core_destroy(ls);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&ls->mu, NULL);
+	pthread_cond_init(&ls->cv, NULL);
+	pthread_cond_init(&ls->cbcv, NULL);
+	ls->nodeid = nodeid;
+	ls->xp = *xp;
+	lk_list_init(&ls->toss);
+	lk_list_init(&ls->deferred);
+	ls->toss_ns = LK_TOSS_NS_DEFAULT;
+	ls->next_lkid = 1;
+	*out = ls;
+	return 0;
+}
+
+static void free_lkbs_and_res(struct lk_ls *ls)
+{
+	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
+		while (ls->lkb_hash[i] != NULL) {
+			struct lk_lock *lk = ls->lkb_hash[i];
+
+			ls->lkb_hash[i] = lk->hnext;
+			free(lk);
+		}
+		while (ls->mst_hash[i] != NULL) {
+			struct lk_mst *m = ls->mst_hash[i];
+
+			ls->mst_hash[i] = m->hnext;
+			free(m);
+		}
+		while (ls->res_hash[i] != NULL) {
+			struct lk_res *r = ls->res_hash[i];
+
+			ls->res_hash[i] = r->hnext;
+			free(r);
+		}
+	}
+}
+
+/* Free everything; no thread may use @ls any more. */
+void lk_core_destroy(struct lk_ls *ls)
+{
+	if (ls == NULL)
+		return;
+	if (ls->lkb_hash != NULL && ls->mst_hash != NULL &&
+	    ls->res_hash != NULL)
+		free_lkbs_and_res(ls);
+	if (ls->dir_hash != NULL)
+		lk_dir_clear(ls);
+	lk_recover_free(ls);
+	for (int i = 0; i < LK_MAX_NODES; i++)
+		free(ls->out[i].buf);
+	free(ls->cbq);
+	free(ls->res_hash);
+	free(ls->lkb_hash);
+	free(ls->mst_hash);
+	free(ls->dir_hash);
+	pthread_mutex_destroy(&ls->mu);
+	pthread_cond_destroy(&ls->cv);
+	pthread_cond_destroy(&ls->cbcv);
+	free(ls);
+}
+
+/* ---- resources ---- */
+
+struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
+			   uint64_t hash)
+{
+	struct lk_res *r = ls->res_hash[hash & LK_HASH_MASK];
+
+	for (; r != NULL; r = r->hnext)
+		if (r->hash == hash && memcmp(&r->name, n, sizeof(*n)) == 0)
+			return r;
+	return NULL;
+}
+
+static void res_untoss(struct lk_ls *ls, struct lk_res *res)
+{
+	if (res->on_toss) {
+		lk_list_del(&res->toss);
+		res->on_toss = 0;
+		ls->stats.tossed--;
+	}
+}
+
+/* Find or create; never NULL but on -ENOMEM. Takes it off the toss list. */
+struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
+{
+	uint64_t hash = lk_name_hash(n);
+	struct lk_res *r = lk_res_find(ls, n, hash);
+
+	if (r != NULL) {
+		res_untoss(ls, r);
+		return r;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return NULL;
+	r->name = *n;
+	r->hash = hash;
+	lk_rsq_init(&r->q);
+	lk_list_init(&r->locks);
+	lk_list_init(&r->toss);
+	r->hnext = ls->res_hash[hash & LK_HASH_MASK];
+	ls->res_hash[hash & LK_HASH_MASK] = r;
+	ls->nres++;
+	ls->stats.resources = ls->nres;
+	return r;
+}
+
+void lk_res_free(struct lk_ls *ls, struct lk_res *res)
+{
+	struct lk_res **pp = &ls->res_hash[res->hash & LK_HASH_MASK];
+
+	while (*pp != res)
+		pp = &(*pp)->hnext;
+	*pp = res->hnext;
+	res_untoss(ls, res);
+	ls->nres--;
+	ls->stats.resources = ls->nres;
+	free(res);
+}
+
+/* Put @res on the toss list if nothing on this node uses it. */
+void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
+{
+	if (res->on_toss || !lk_list_empty(&res->locks) ||
+	    res->q.nlocks != 0 || res->lookup_sent)
+		return;
+	res->on_toss = 1;
+	res->toss_time = lk_now_ns();
+	lk_list_add_tail(&ls->toss, &res->toss);
+	ls->stats.tossed++;
+}
+
+/* Drop a tossed resource; as its master, tell the directory. */
+static void toss_free(struct lk_ls *ls, struct lk_res *res)
+{
+	if (res->master == ls->nodeid) {
+		uint32_t dir = lk_dir_node(ls, res->hash);
+
+		if (dir == ls->nodeid) {
+			lk_dir_remove(ls, &res->name, res->hash, ls->nodeid);
+		} else {
+			struct lk_rec_name *r =
+				lk_out_add(ls, dir, LK_M_REMOVE);
+
+			if (r != NULL) {
+				r->name = res->name;
+				r->master = ls->nodeid;
+			}
+		}
+	}
+	ls->stats.toss_freed++;
+	lk_res_free(ls, res);
+}
+
+void lk_core_tick(struct lk_ls *ls, uint64_t now)
+{
+	if (!lk_traffic_ok(ls) || ls->rphase != 0)
+		return;
+	while (!lk_list_empty(&ls->toss)) {
+		struct lk_res *res =
+			LK_CONTAINER(ls->toss.next, struct lk_res, toss);
+
+		if (now - res->toss_time < ls->toss_ns)
+			break;
+		toss_free(ls, res);
+	}
+}
+
+/* ---- membership helpers ---- */
+
+uint32_t lk_dir_node(const struct lk_ls *ls, uint64_t hash)
+{
+	if (ls->nmemb == 0)
+		return ls->nodeid;
+	return ls->memv[(hash >> 16) % ls->nmemb];
+}
+
+int lk_traffic_ok(const struct lk_ls *ls)
+{
+	return ls->quorate && !ls->fenced &&
+	       (ls->rphase == 0 || ls->rphase == LK_RS_NPHASES - 1);
+}
+
+/* ---- lkbs ---- */
+
+struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
+{
+	struct lk_lock *lk = ls->lkb_hash[lkid & LK_HASH_MASK];
+
+	while (lk != NULL && lk->lkid != lkid)
+		lk = lk->hnext;
+	return lk;
+}
+
+static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
+{
+	struct lk_lock *lk = calloc(1, sizeof(*lk));
+
+	if (lk == NULL)
+		return NULL;
+	lk->ls = ls;
+	lk->res = res;
+	lk->lkid = ls->next_lkid++;
+	lk->grmode = -1;
+	lk->rqmode = -1;
+	lk->bast_mode = -1;
+	lk->refs = 1;
+	lk_list_init(&lk->dlink);
+	lk_rq_init(&lk->rq, ls->nodeid, lk->lkid, lk);
+	lk->hnext = ls->lkb_hash[lk->lkid & LK_HASH_MASK];
+	ls->lkb_hash[lk->lkid & LK_HASH_MASK] = lk;
+	lk_list_add_tail(&res->locks, &lk->res_link);
+	return lk;
+}
+
+void lk_lkb_put(struct lk_lock *lk)
+{
+	if (--lk->refs == 0)
+		free(lk);
+}
+
+static void lkb_undefer(struct lk_lock *lk)
+{
+	if (lk->deferred_op != 0) {
+		lk->deferred_op = 0;
+		lk_list_del(&lk->dlink);
+	}
+}
+
+/* Unlink a finished lkb and drop the user's reference. */
+static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
+{
+	struct lk_lock **pp = &ls->lkb_hash[lk->lkid & LK_HASH_MASK];
+
+	while (*pp != lk)
+		pp = &(*pp)->hnext;
+	*pp = lk->hnext;
+	lkb_undefer(lk);
+	lk->state = LK_S_DEAD;
+	lk_list_del(&lk->res_link);
+	lk_res_maybe_toss(ls, lk->res);
+	lk_lkb_put(lk);
+}
+
+static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
+{
+	if (lk->deferred_op == 0)
+		lk_list_add_tail(&ls->deferred, &lk->dlink);
+	lk->deferred_op = (uint8_t)op;
+}
+
+static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk,
+			  unsigned type, int mode, int with_lvb)
+{
+	struct lk_rec_lock *r = lk_out_add(ls, lk->res->master, type);
+
+	if (r == NULL)
+		return;
+	r->name = lk->res->name;
+	r->lkid = lk->lkid;
+	r->flags = lk->flags;
+	r->mode = (int8_t)mode;
+	if (with_lvb) {
+		r->has_lvb = 1;
+		memcpy(r->lvb, lk->lvb, LK_LVB_LEN);
+		lk->lvb_dirty = 0;
+	}
+}
+
+static void start_lookup(struct lk_ls *ls, struct lk_res *res)
+{
+	uint32_t dir = lk_dir_node(ls, res->hash);
+	struct lk_rec_name *r;
+
+	if (dir == ls->nodeid) {
+		res->master = lk_dir_lookup(ls, &res->name, res->hash,
+					    ls->nodeid);
+		lk_res_master_known(ls, res);
+		return;
+	}
+	r = lk_out_add(ls, dir, LK_M_LOOKUP);
+	if (r == NULL)
+		return;
+	r->name = res->name;
+	res->lookup_sent = 1;
+	ls->stats.lookups++;
+}
+
+/* Send a NEW lkb's request to its master (looking it up first). */
+void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk)
+{
+	struct lk_res *res = lk->res;
+
+	if (!lk_traffic_ok(ls)) {
+		/* recovery conveys it (lk_recover.c phase 4) or, if its
+		 * master is still unknown then, replays it afterwards */
+		lk->state = LK_S_NEW;
+		lkb_defer(ls, lk, LK_M_REQUEST);
+		return;
+	}
+	if (res->master == 0) {
+		lk->state = LK_S_NEW;
+		if (!res->lookup_sent)
+			start_lookup(ls, res);
+		return;
+	}
+	lk->state = LK_S_WAITING;
+	if (res->master == ls->nodeid)
+		lk_master_local_op(ls, lk, LK_M_REQUEST);
+	else
+		fill_lock_rec(ls, lk, LK_M_REQUEST, lk->rqmode, 0);
+}
+
+/* The master of @res became known: submit its NEW lkbs. */
+void lk_res_master_known(struct lk_ls *ls, struct lk_res *res)
+{
+	struct lk_list *l, *n;
+
+	res->lookup_sent = 0;
+	lk_list_each(l, n, &res->locks) {
+		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
+
+		if (lk->state == LK_S_NEW && lk->deferred_op == 0)
+			lk_lkb_submit(ls, lk);
+	}
+	lk_res_maybe_toss(ls, res);
+}
+
+void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
+		     int mode, const struct lk_rec_reply *r)
+{
+	int failed_new = 0;
+
+	if (status == 0) {
+		lk->bast_mode = -1;
+		lk->grmode = (int8_t)mode;
+		lk->state = LK_S_GRANTED;
+		/* a value this holder set under PW/EX is newer than the
+		 * resource's: keep it across an up-conversion */
+		if (r != NULL && (r->lvbf & LK_RF_LVB) &&
+		    (lk->flags & LK_VALBLK) && !lk->lvb_dirty) {
+			memcpy(lk->lvb, r->lvb, LK_LVB_LEN);
+			lk->lvb_valid = (r->lvbf & LK_RF_LVB_VALID) != 0;
+			lk->lvb_seq = r->lvb_seq;
+		}
+		lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
+			       r != NULL && (r->lvbf & LK_RF_QUEUED),
+			       lk_now_ns());
+	} else if (lk->state == LK_S_CONVERTING) {
+		lk->state = LK_S_GRANTED;
+	} else {
+		failed_new = 1;
+	}
+	lk->rqmode = -1;
+	lk->status = status;
+	lk->cancel_pending = 0;
+	__atomic_add_fetch(&lk->cseq, 1, __ATOMIC_RELEASE);
+	if (lk->waiters > 0)
+		pthread_cond_broadcast(&ls->cv);
+	if (lk == ls->sync_lkb)
+		lk->sync_done = 1;
+	else if (lk->ops != NULL && lk->ops->completion != NULL)
+		lk_cb_push(ls, LK_CB_COMP, lk, status);
+	if (failed_new)
+		lkb_kill(ls, lk);
+}
+
+static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
+{
+	int wb = (lk->flags & LK_VALBLK) && lk->grmode >= LK_PW;
+
+	if (lk->grmode >= LK_PW)
+		lk->res->stats.demotes++;
+	lk->unlock_ivlvb = (flags & LK_UNLOCK_IVLVB) != 0;
+	if (!lk_traffic_ok(ls)) {
+		lkb_defer(ls, lk, LK_M_UNLOCK);
+		return;
+	}
+	lkb_undefer(lk);
+	if (lk->res->master == ls->nodeid) {
+		lk_master_local_op(ls, lk, LK_M_UNLOCK);
+	} else {
+		uint32_t keep = lk->flags;
+
+		lk->flags = flags & LK_UNLOCK_IVLVB;
+		fill_lock_rec(ls, lk, LK_M_UNLOCK, -1, wb);
+		lk->flags = keep;
+	}
+	lkb_kill(ls, lk);
+}
+
+void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode)
+{
+	struct lk_counts *c = &lk_stats_type(ls, lk->res->name.type)->c;
+
+	c->basts_recv++;
+	lk->res->stats.basts_recv++;
+	if (mode > lk->bast_mode)
+		lk->bast_mode = (int8_t)mode;
+	if (lk->cached) {
+		/* an idle cached lock gives way by itself, once the grant
+		 * engine that called us has returned (lk_out_flush) */
+		if (lk->state == LK_S_GRANTED && lk->deferred_op == 0) {
+			lk->cached = 0;
+			lk->unlock_ivlvb = 0;
+			lkb_defer(ls, lk, LK_M_UNLOCK);
+		}
+		return;
+	}
+	if (lk->ops != NULL && lk->ops->blocking != NULL)
+		lk_cb_push(ls, LK_CB_BAST, lk, mode);
+}
+
+/* Replay operations deferred during recovery (traffic is allowed). */
+void lk_core_kick_deferred(struct lk_ls *ls)
+{
+	while (!lk_list_empty(&ls->deferred)) {
+		struct lk_lock *lk =
+			LK_CONTAINER(ls->deferred.next, struct lk_lock, dlink);
+		int op = lk->deferred_op;
+
+		lkb_undefer(lk);
+		switch (op) {
+		case LK_M_REQUEST:
+			lk_lkb_submit(ls, lk);
+			break;
+		case LK_M_CONVERT:
+			if (lk->res->master == ls->nodeid)
+				lk_master_local_op(ls, lk, LK_M_CONVERT);
+			else
+				fill_lock_rec(ls, lk, LK_M_CONVERT, lk->rqmode,
+					      lk->flags & LK_VALBLK);
+			break;
+		case LK_M_UNLOCK:
+			do_unlock(ls, lk,
+				  lk->unlock_ivlvb ? LK_UNLOCK_IVLVB : 0);
+			break;
+		case LK_M_CANCEL:
+			if (lk->res->master == ls->nodeid)
+				lk_master_local_op(ls, lk, LK_M_CANCEL);
+			else
+				fill_lock_rec(ls, lk, LK_M_CANCEL, -1, 0);
+			break;
+		}
+	}
+}
+
+/* ---- output ---- */
+
+static void close_frame(struct lk_ls *ls, uint32_t node)
+{
+	struct lk_outbuf *ob = &ls->out[node];
+	struct lk_hdr *h;
+
+	if (!ob->open)
+		return;
+	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
+	h->length = (uint32_t)(ob->len - ob->hdr_off);
+	lk_stats_peer_tx(ls, node, h->length, h->count);
+	ob->open = 0;
+}
+
+void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
+{
+	struct lk_outbuf *ob;
+	size_t rs = lk_wire_recsize(type);
+	struct lk_hdr *h;
+	void *rec;
+
+	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
+		return NULL;
+	ob = &ls->out[node];
+	h = ob->open ? (struct lk_hdr *)(ob->buf + ob->hdr_off) : NULL;
+	if (h != NULL && (h->type != type || h->count == UINT16_MAX ||
+			  ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
+		close_frame(ls, node);
+	if (ob->len + sizeof(*h) + rs > ob->cap) {
+		size_t cap = ob->cap ? ob->cap * 2 : 4096;
+		uint8_t *nb;
+
+		while (cap < ob->len + sizeof(*h) + rs)
+			cap *= 2;
+		nb = realloc(ob->buf, cap);
+		if (nb == NULL)
+			return NULL;
+		ob->buf = nb;
+		ob->cap = cap;
+	}
+	if (!ob->open) {
+		h = (struct lk_hdr *)(ob->buf + ob->len);
+		memset(h, 0, sizeof(*h));
+		h->magic = LK_MAGIC;
+		h->version = LK_VERSION;
+		h->type = (uint8_t)type;
+		h->sender = ls->nodeid;
+		h->seq = ++ob->seq;
+		h->gen = ls->gen;
+		ob->hdr_off = ob->len;
+		ob->len += sizeof(*h);
+		ob->open = 1;
+		ls->out_dirty |= 1ull << node;
+	}
+	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
+	rec = ob->buf + ob->len;
+	memset(rec, 0, rs);
+	ob->len += rs;
+	h->count++;
+	return rec;
+}
+
+void lk_out_flush(struct lk_ls *ls)
+{
+	if (!lk_list_empty(&ls->deferred) && lk_traffic_ok(ls))
+		lk_core_kick_deferred(ls);
+	while (ls->out_dirty != 0) {
+		uint32_t node = (uint32_t)__builtin_ctzll(ls->out_dirty);
+		struct lk_outbuf *ob = &ls->out[node];
+
+		ls->out_dirty &= ~(1ull << node);
+		close_frame(ls, node);
+		if (ob->len > 0)
+			ls->xp.xmit(ls->xp.ctx, node, ob->buf, ob->len);
+		ob->len = 0;
+	}
+}
+
+/* ---- input ---- */
+
+static void rx_reply(struct lk_ls *ls, const struct lk_rec_reply *r)
+{
+	struct lk_lock *lk = lk_lkb_find(ls, r->lkid);
+
+	if (lk == NULL || (lk->state != LK_S_WAITING &&
+			   lk->state != LK_S_CONVERTING)) {
+		ls->stats.bad_frames++;
+		lk_log(ls, 1, "reply for lock %llu in no pending state",
+		       (unsigned long long)r->lkid);
+		return;
+	}
+	if (r->status == LK_ST_NOTMASTER && lk->state == LK_S_WAITING) {
+		/* stale master: look it up again */
+		lk->res->master = 0;
+		lk_lkb_submit(ls, lk);
+		return;
+	}
+	if (r->mode < -1 || r->mode >= LK_NMODES) {
+		ls->stats.bad_frames++;
+		return;
+	}
+	lk_lkb_complete(ls, lk, r->status, r->mode, r);
+}
+
+static void rx_bast(struct lk_ls *ls, const struct lk_rec_bast *r)
+{
+	struct lk_lock *lk = lk_lkb_find(ls, r->lkid);
+
+	/* a blocking callback may cross an unlock: not an error */
+	if (lk == NULL || r->mode < 0 || r->mode >= LK_NMODES)
+		return;
+	lk_lkb_bast(ls, lk, r->mode);
+}
+
+void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
+		       const void *rec)
+{
+	switch (type) {
+	case LK_M_REQUEST:
+	case LK_M_CONVERT:
+	case LK_M_UNLOCK:
+	case LK_M_CANCEL:
+		lk_master_rx_lock(ls, sender, type, rec);
+		break;
+	case LK_M_REPLY:
+		rx_reply(ls, rec);
+		break;
+	case LK_M_BAST:
+		rx_bast(ls, rec);
+		break;
+	case LK_M_LOOKUP:
+	case LK_M_LOOKUP_REPLY:
+	case LK_M_REMOVE:
+		lk_dir_rx(ls, sender, type, rec);
+		break;
+	default:
+		lk_recover_rx(ls, sender, type, rec);
+		break;
+	}
+}
+
+static int lock_traffic(unsigned type)
+{
+	return type >= LK_M_LOOKUP && type <= LK_M_BAST;
+}
+
+void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
+		size_t len)
+{
+	const struct lk_hdr *h = frame;
+	const uint8_t *p = (const uint8_t *)frame + sizeof(*h);
+	size_t rs = lk_wire_recsize(h->type);
+
+	lk_stats_peer_rx(ls, sender, len, h->count);
+	if (lock_traffic(h->type)) {
+		if (!(ls->members & (1ull << sender))) {
+			ls->stats.bad_frames++;
+			lk_log(ls, 1, "%s from non-member %u dropped",
+			       lk_wire_name(h->type), sender);
+			return;
+		}
+		if (lk_recover_filter(ls, sender, frame, len))
+			return;
+	}
+	for (unsigned i = 0; i < h->count; i++, p += rs)
+		lk_core_rx_record(ls, sender, h->type, p);
+}
+
+/* ---- public API ---- */
+
+static int check_args(int mode, unsigned flags, const struct lk_name *n)
+{
+	if (mode < 0 || mode >= LK_NMODES)
+		return -EINVAL;
+	if (flags & ~(unsigned)(LK_NOQUEUE | LK_NOQUEUEBAST | LK_VALBLK |
+				LK_NOEXP | LK_QUECVT))
+		return -EINVAL;
+	if (n != NULL && lk_wire_check_name(n) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* A cached lock of @res covering @mode, or NULL. */
+static struct lk_lock *cache_find(struct lk_res *res, int mode,
+				  unsigned flags)
+{
+	struct lk_list *l, *n;
+
+	lk_list_each(l, n, &res->locks) {
+		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
+
+		if (lk->cached && lk->state == LK_S_GRANTED &&
+		    lk->deferred_op == 0 && lk_mode_covers(lk->grmode, mode) &&
+		    (!(flags & LK_VALBLK) || (lk->flags & LK_VALBLK)))
+			return lk;
+	}
+	return NULL;
+}
+
+/* One lk_lock under ls->mu; no flush. */
+static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
+		    unsigned flags, const struct lk_lock_ops *ops, void *arg,
+		    struct lk_lock **out)
+{
+	struct lk_res *res;
+	struct lk_lock *lk;
+	int ret;
+
+	if (ls->closing || ls->fenced)
+		return -ESHUTDOWN;
+	res = lk_res_get(ls, name);
+	if (res == NULL)
+		return -ENOMEM;
+	lk = cache_find(res, mode, flags);
+	if (lk != NULL) {
+		lk->cached = 0;
+		lk->ops = ops;
+		lk->arg = arg;
+		res->stats.cache_hits++;
+		lk_stats_type(ls, name->type)->c.cache_hits++;
+		*out = lk;
+		return LK_GRANTED_NOW;
+	}
+	lk = lkb_new(ls, res);
+	if (lk == NULL) {
+		lk_res_maybe_toss(ls, res);
+		return -ENOMEM;
+	}
+	lk->ops = ops;
+	lk->arg = arg;
+	lk->flags = flags;
+	lk->rqmode = (int8_t)mode;
+	lk->t_req = lk_now_ns();
+	lk_stats_request(ls, res, lk->t_req);
+	lk->refs++; /* ours, for the duration of the call */
+	if (!lk_traffic_ok(ls)) {
+		lkb_defer(ls, lk, LK_M_REQUEST);
+	} else {
+		ls->sync_lkb = lk;
+		lk_lkb_submit(ls, lk);
+		ls->sync_lkb = NULL;
+	}
+	ret = 0;
+	if (lk->sync_done) {
+		lk->sync_done = 0;
+		ret = lk->status == 0 ? LK_GRANTED_NOW : lk->status;
+	}
+	if (ret >= 0)
+		*out = lk;
+	lk_lkb_put(lk);
+	return ret;
+}
+
+int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
+	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
+	    struct lk_lock **out)
+{
+	int ret = check_args(mode, flags, name);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&ls->mu);
+	ret = lock_one(ls, name, mode, flags, ops, arg, out);
+	lk_out_flush(ls);
+	pthread_mutex_unlock(&ls->mu);
+	return ret;
+}
+
+/* Is @n's master unknown and its directory another node? */
+static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n)
+{
+	uint64_t h = lk_name_hash(n);
+	struct lk_res *res = lk_res_find(ls, n, h);
+
+	if (res != NULL && res->master != 0)
+		return 0;
+	return lk_dir_node(ls, h) != ls->nodeid;
+}
+
+int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
+		  int mode, unsigned flags, const struct lk_lock_ops *ops,
+		  void *arg, struct lk_lock **out)
+{
+	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
+	int granted = 0;
+
+	if (ret < 0 || (flags & LK_NOQUEUE))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (lk_wire_check_name(&names[i]) != 0)
+			return -EINVAL;
+		out[i] = NULL;
+	}
+	pthread_mutex_lock(&ls->mu);
+	/* two passes so records of one type stay together: LOOKUPs for
+	 * unknown masters first, then requests to known masters */
+	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
+		for (size_t i = 0; i < n; i++) {
+			if (out[i] != NULL ||
+			    needs_remote_lookup(ls, &names[i]) != (pass == 0))
+				continue;
+			ret = lock_one(ls, &names[i], mode, flags, ops, arg,
+				       &out[i]);
+			if (ret < 0)
+				break;
+			granted += ret == LK_GRANTED_NOW;
+		}
+	}
+	lk_out_flush(ls);
+	pthread_mutex_unlock(&ls->mu);
+	/* on a failure part-way, the locks already created stay queued */
+	return ret < 0 && granted == 0 ? ret : granted;
+}
+
+int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
+{
+	struct lk_ls *ls = lk->ls;
+	int ret = check_args(mode, flags, NULL);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&ls->mu);
+	if (lk->state == LK_S_DEAD || lk->cached) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (lk->state != LK_S_GRANTED || lk->deferred_op != 0) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	lk->res->stats.conversions++;
+	lk_stats_type(ls, lk->res->name.type)->c.conversions++;
+	if (lk->grmode >= LK_PW && !lk_mode_covers(mode, lk->grmode))
+		lk->res->stats.demotes++;
+	lk->flags = (lk->flags & LK_VALBLK) | flags;
+	lk->rqmode = (int8_t)mode;
+	lk->state = LK_S_CONVERTING;
+	lk->t_req = lk_now_ns();
+	if (!lk_traffic_ok(ls)) {
+		lkb_defer(ls, lk, LK_M_CONVERT);
+	} else if (lk->res->master == ls->nodeid) {
+		ls->sync_lkb = lk;
+		lk_master_local_op(ls, lk, LK_M_CONVERT);
+		ls->sync_lkb = NULL;
+		if (lk->sync_done) {
+			lk->sync_done = 0;
+			ret = lk->status == 0 ? LK_GRANTED_NOW : lk->status;
+		}
+	} else {
+		fill_lock_rec(ls, lk, LK_M_CONVERT, mode,
+			      (lk->flags & LK_VALBLK) &&
+				      lk_lvb_op(lk->grmode, mode) ==
+					      LK_LVB_WRITE);
+	}
+	lk_out_flush(ls);
+out_unlock:
+	pthread_mutex_unlock(&ls->mu);
+	return ret;
+}
+
+int lk_unlock(struct lk_lock *lk, unsigned flags)
+{
+	struct lk_ls *ls = lk->ls;
+	int ret = 0;
+
+	pthread_mutex_lock(&ls->mu);
+	if (lk->state == LK_S_DEAD || lk->cached)
+		ret = -ENOENT;
+	else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0)
+		ret = -EBUSY;
+	else if ((flags & LK_UNLOCK_CACHE) &&
+		 (lk->bast_mode < 0 ||
+		  lk_mode_compat(lk->bast_mode, lk->grmode))) {
+		/* nobody is waiting for it: keep it */
+		lk->cached = 1;
+		lk->ops = NULL;
+	} else {
+		do_unlock(ls, lk, flags);
+		lk_out_flush(ls);
+	}
+	pthread_mutex_unlock(&ls->mu);
+	return ret;
+}
+
+int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
+{
+	struct lk_ls *ls;
+	int done = 0;
+
+	if (n == 0)
+		return 0;
+	ls = locks[0]->ls;
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct lk_lock *lk = locks[i];
+
+		if (lk->ls != ls || lk->state != LK_S_GRANTED || lk->cached ||
+		    lk->deferred_op != 0)
+			continue;
+		do_unlock(ls, lk, flags & ~(unsigned)LK_UNLOCK_CACHE);
+		done++;
+	}
+	lk_out_flush(ls);
+	pthread_mutex_unlock(&ls->mu);
+	return done;
+}
+
+int lk_cancel(struct lk_lock *lk)
+{
+	struct lk_ls *ls = lk->ls;
+	int ret = 0;
+
+	pthread_mutex_lock(&ls->mu);
+	if (lk->state != LK_S_NEW && lk->state != LK_S_WAITING &&
+	    lk->state != LK_S_CONVERTING) {
+		ret = -EALREADY;
+	} else if (lk->cancel_pending) {
+		ret = 0;
+	} else if (lk->state == LK_S_NEW ||
+		   lk->deferred_op == LK_M_REQUEST ||
+		   lk->deferred_op == LK_M_CONVERT) {
+		/* the master has not seen it yet */
+		lkb_undefer(lk);
+		lk_lkb_complete(ls, lk, -ECANCELED, lk->grmode, NULL);
+	} else if (!lk_traffic_ok(ls)) {
+		lk->cancel_pending = 1;
+		lkb_defer(ls, lk, LK_M_CANCEL);
+	} else {
+		lk->cancel_pending = 1;
+		if (lk->res->master == ls->nodeid)
+			lk_master_local_op(ls, lk, LK_M_CANCEL);
+		else
+			fill_lock_rec(ls, lk, LK_M_CANCEL, -1, 0);
+		lk_out_flush(ls);
+	}
+	pthread_mutex_unlock(&ls->mu);
+	return ret;
+}
+
+static int pending(const struct lk_lock *lk)
+{
+	return lk->state == LK_S_NEW || lk->state == LK_S_WAITING ||
+	       lk->state == LK_S_CONVERTING;
+}
+
+int lk_wait(struct lk_lock *lk)
+{
+	struct lk_ls *ls = lk->ls;
+	int st;
+
+	pthread_mutex_lock(&ls->mu);
+	lk->refs++;
+	lk->waiters++;
+	while (pending(lk))
+		pthread_cond_wait(&ls->cv, &ls->mu);
+	lk->waiters--;
+	st = lk->status;
+	lk_lkb_put(lk);
+	pthread_mutex_unlock(&ls->mu);
+	return st;
+}
+
+int lk_lock_mode(const struct lk_lock *lk)
+{
+	int m;
+
+	pthread_mutex_lock(&lk->ls->mu);
+	m = lk->grmode;
+	pthread_mutex_unlock(&lk->ls->mu);
+	return m;
+}
+
+int lk_lock_granted(const struct lk_lock *lk)
+{
+	int g;
+
+	pthread_mutex_lock(&lk->ls->mu);
+	g = lk->state == LK_S_GRANTED;
+	pthread_mutex_unlock(&lk->ls->mu);
+	return g;
+}
+
+int lk_lvb_get(const struct lk_lock *lk, void *buf)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&lk->ls->mu);
+	if (!(lk->flags & LK_VALBLK) || lk->grmode < 0) {
+		ret = -EINVAL;
+	} else if (!lk->lvb_valid) {
+		memset(buf, 0, LK_LVB_LEN);
+		ret = -ENODATA;
+	} else {
+		memcpy(buf, lk->lvb, LK_LVB_LEN);
+	}
+	pthread_mutex_unlock(&lk->ls->mu);
+	return ret;
+}
+
+int lk_lvb_set(struct lk_lock *lk, const void *buf)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&lk->ls->mu);
+	if (!(lk->flags & LK_VALBLK) || lk->grmode < LK_PW ||
+	    lk->state == LK_S_DEAD) {
+		ret = -EPERM;
+	} else {
+		memcpy(lk->lvb, buf, LK_LVB_LEN);
+		lk->lvb_valid = 1;
+		lk->lvb_dirty = 1;
+	}
+	pthread_mutex_unlock(&lk->ls->mu);
+	return ret;
+}
+
+uint32_t lk_ls_nodeid(const struct lk_ls *ls)
+{
+	return ls->nodeid;
+}
+
+/* Closing: release @lk, or fail its pending request with -ESHUTDOWN. */
+void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk)
+{
+	int local = lk->res->master == ls->nodeid;
+
+	if (lk->state == LK_S_DEAD)
+		return;
+	lk->cached = 0;
+	if (lk->state == LK_S_GRANTED && lk_traffic_ok(ls)) {
+		lkb_undefer(lk);
+		do_unlock(ls, lk, 0);
+		return;
+	}
+	if (local && lk->rq.queue != LK_Q_NONE)
+		lk_grant_purge(&lk->res->q, &lk->rq, NULL);
+	lkb_undefer(lk);
+	if (lk->state != LK_S_GRANTED)
+		lk_lkb_complete(ls, lk, -ESHUTDOWN, lk->grmode, NULL);
+	if (lk->state != LK_S_DEAD)
+		lkb_kill(ls, lk);
+}

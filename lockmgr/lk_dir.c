@@ -1,0 +1,131 @@
+/*
+ * lk_dir.c — the resource directory. The directory node of a name is
+ * memv[hash % nmemb] (lk_dir_node): every member computes the same node
+ * from the same membership, so no lock server is needed. The directory
+ * node records which node masters the name; the first node that looks a
+ * name up becomes its master. Entries go away when the master drops the
+ * resource from its toss list (REMOVE) and are rebuilt from the masters at
+ * each membership change (lk_recover.c). All under ls->mu.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lockmgr/lk_internal.h"
+
+static struct lk_dirent **slot(struct lk_ls *ls, const struct lk_name *n,
+			       uint64_t hash)
+{
+	struct lk_dirent **pp = &ls->dir_hash[hash & LK_HASH_MASK];
+
+	while (*pp != NULL && ((*pp)->hash != hash ||
+			       memcmp(&(*pp)->name, n, sizeof(*n)) != 0))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
+		uint32_t master)
+{
+	struct lk_dirent **pp = slot(ls, n, hash);
+	struct lk_dirent *d = *pp;
+
+	if (d == NULL) {
+		d = calloc(1, sizeof(*d));
+		if (d == NULL)
+			return;
+		d->name = *n;
+		d->hash = hash;
+		*pp = d;
+		ls->ndir++;
+		ls->stats.dir_entries = ls->ndir;
+	}
+	d->master = master;
+}
+
+/* The master of @n; makes @requester the master if there is none. */
+uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n,
+		       uint64_t hash, uint32_t requester)
+{
+	struct lk_dirent *d = *slot(ls, n, hash);
+
+	if (d != NULL)
+		return d->master;
+	lk_dir_set(ls, n, hash, requester);
+	return requester;
+}
+
+void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n,
+		   uint64_t hash, uint32_t master)
+{
+	struct lk_dirent **pp = slot(ls, n, hash);
+	struct lk_dirent *d = *pp;
+
+	if (d == NULL || d->master != master)
+		return;
+	*pp = d->hnext;
+	free(d);
+	ls->ndir--;
+	ls->stats.dir_entries = ls->ndir;
+}
+
+void lk_dir_clear(struct lk_ls *ls)
+{
+	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
+		while (ls->dir_hash[i] != NULL) {
+			struct lk_dirent *d = ls->dir_hash[i];
+
+			ls->dir_hash[i] = d->hnext;
+			free(d);
+		}
+	}
+	ls->ndir = 0;
+	ls->stats.dir_entries = 0;
+}
+
+static int is_member(const struct lk_ls *ls, uint32_t node)
+{
+	return node > 0 && node < LK_MAX_NODES &&
+	       (ls->members & (1ull << node));
+}
+
+void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
+	       const struct lk_rec_name *r)
+{
+	uint64_t hash = lk_name_hash(&r->name);
+	struct lk_rec_name *rep;
+	struct lk_res *res;
+
+	if (lk_wire_check_name(&r->name) != 0) {
+		ls->stats.bad_frames++;
+		return;
+	}
+	switch (type) {
+	case LK_M_LOOKUP:
+		if (lk_dir_node(ls, hash) != ls->nodeid) {
+			ls->stats.bad_frames++;
+			lk_log(ls, 1, "LOOKUP from %u for a name not ours",
+			       sender);
+			return;
+		}
+		rep = lk_out_add(ls, sender, LK_M_LOOKUP_REPLY);
+		if (rep == NULL)
+			return;
+		rep->name = r->name;
+		rep->master = lk_dir_lookup(ls, &r->name, hash, sender);
+		break;
+	case LK_M_LOOKUP_REPLY:
+		res = lk_res_find(ls, &r->name, hash);
+		if (res == NULL || !res->lookup_sent ||
+		    !is_member(ls, r->master)) {
+			ls->stats.bad_frames++;
+			return;
+		}
+		res->master = r->master;
+		lk_res_master_known(ls, res);
+		break;
+	case LK_M_REMOVE:
+		if (r->master == sender)
+			lk_dir_remove(ls, &r->name, hash, sender);
+		break;
+	}
+}

@@ -1,0 +1,334 @@
+/*
+ * lk_internal.h — struct bodies shared by the lockmgr .c files.
+ *
+ * Pieces (one concept per file):
+ *   lk_grant.c    pure grant engine for one resource (lk_grant.h)
+ *   lk_core.c     lockspace state, resources, lkbs, the public lock API
+ *   lk_master.c   master side: requests from peers, grant outcomes
+ *   lk_dir.c      the resource directory (name -> master)
+ *   lk_recover.c  the recovery state machine (membership change)
+ *   lk_cb.c       callback queue and callback thread
+ *   lk_stats.c    counters and smoothed figures
+ *   lk_wire.c     frame format and validation (lk_wire.h)
+ *   lk_config.c   JSON cluster configuration (jansson)
+ *   lk_auth.c     HMAC challenge-response (libsodium)
+ *   lk_net.c      TCP transport: epoll thread, framing, connections
+ *   lk_member.c   heartbeats, liveness, quorum, starting recovery
+ *   lk_ls.c       lk_ls_open/close: wires the pieces together
+ *
+ * Locking
+ * -------
+ * 1. ls->mu — the lockspace lock. Protects every field of struct lk_ls not
+ *    marked otherwise, every struct lk_res, struct lk_lock (but the fields
+ *    marked "immutable"), struct lk_mst and directory entries, and the
+ *    transport's output buffers (lk_net's out queues, via xmit). Public API
+ *    calls, the network thread (for each received frame and each timer
+ *    tick) and the callback thread (to pop events) take it. It is never
+ *    held while a user callback runs.
+ * 2. net->conn_mu (lk_net.c) — connection table changes; taken inside
+ *    ls->mu by xmit, never the other way round.
+ * Order: ls->mu before net->conn_mu. No other locks.
+ *
+ * The core (lk_core/master/dir/recover) never touches sockets or threads:
+ * it emits frames through ls->xp.xmit and callbacks through ls->cbq, so
+ * tests can run several lockspaces in one thread over a simulated network
+ * (tests/unit/test_lk_sim.c).
+ */
+#ifndef UCFS_LK_INTERNAL_H
+#define UCFS_LK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "lockmgr/lk.h"
+#include "lockmgr/lk_grant.h"
+#include "lockmgr/lk_list.h"
+#include "lockmgr/lk_wire.h"
+
+#define LK_HASH_SIZE (1u << 16)
+#define LK_HASH_MASK (LK_HASH_SIZE - 1)
+
+/* Transport used by the core; ctx is the transport's. */
+struct lk_xport {
+	/* Send one complete frame to @node. Called with ls->mu held; must
+	 * not block long and must not call back into the core. 0 or
+	 * -errno (the frame is dropped: the peer is treated as dead). */
+	int (*xmit)(void *ctx, uint32_t node, const void *frame, size_t len);
+	void *ctx;
+};
+
+/* Frame being built for one peer (see lk_out_add). */
+struct lk_outbuf {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t hdr_off; /* offset of the frame being appended to */
+	int open;	/* a frame is open at hdr_off */
+	uint64_t seq;	/* frames sent to this peer */
+};
+
+/* A resource as this node knows it. */
+struct lk_res {
+	struct lk_res *hnext; /* ls->res_hash chain */
+	struct lk_name name;  /* immutable */
+	uint64_t hash;	      /* immutable */
+	uint32_t master;      /* node id, 0 = unknown */
+	uint8_t lookup_sent;  /* LOOKUP in flight */
+	uint8_t on_toss;
+	struct lk_rsq q;	/* master side: queues + LVB */
+	struct lk_list locks;	/* this node's lkbs (lkb->res_link) */
+	struct lk_list toss;	/* on ls->toss when unused */
+	uint64_t toss_time;	/* ns, when put on the toss list */
+	uint64_t last_req;	/* ns, for sirt */
+	uint8_t remaster;	/* recovery: old master died */
+	int8_t rc_mode;		/* recovery: best mode seen with an LVB */
+	uint64_t rc_seq;	/* recovery: its sequence */
+	uint8_t rc_lvb[LK_LVB_LEN];
+	struct lk_counts stats;
+};
+
+/* lkb states on the requesting node */
+enum lk_lkb_state {
+	LK_S_NEW = 0,	/* waiting for the master lookup */
+	LK_S_WAITING,	/* request sent / queued at master */
+	LK_S_GRANTED,	/* granted, nothing pending */
+	LK_S_CONVERTING,
+	LK_S_DEAD,	/* unlocked, waiting for last reference */
+};
+
+struct lk_lock {
+	struct lk_ls *ls;     /* immutable */
+	struct lk_res *res;   /* immutable */
+	uint64_t lkid;	      /* immutable, unique in this lockspace */
+	struct lk_lock *hnext; /* ls->lkb_hash chain */
+	struct lk_list res_link; /* res->locks */
+	struct lk_rq rq;      /* master-side entry when res is mastered here */
+	uint8_t state;	      /* enum lk_lkb_state */
+	int8_t grmode, rqmode;
+	uint8_t cached;	      /* idle in the hold cache */
+	uint8_t cancel_pending;
+	uint8_t sync_done;    /* completed inside its own API call */
+	uint8_t unlock_ivlvb; /* pending unlock invalidates the LVB */
+	int8_t bast_mode;     /* highest mode asked by a blocking callback
+				 since the last grant, -1 none */
+	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */
+	struct lk_list dlink; /* ls->deferred while deferred_op != 0 */
+	uint8_t lvb_valid;
+	uint8_t lvb_dirty;    /* set by lk_lvb_set, not yet written back */
+	uint32_t flags;	      /* LK_* of the lock/pending op */
+	int status;	      /* last completion status */
+	uint32_t cseq;	      /* completions so far; atomic reads allowed
+				 without ls->mu (lk_wait spins on it) */
+	int refs;	      /* user + callback queue + waiters */
+	int waiters;	      /* threads in lk_wait */
+	const struct lk_lock_ops *ops;
+	void *arg;
+	uint8_t lvb[LK_LVB_LEN];
+	uint64_t lvb_seq;
+	uint64_t t_req; /* ns, start of pending op */
+};
+
+/* A master copy of another node's lock on a resource mastered here. */
+struct lk_mst {
+	struct lk_rq rq; /* rq.nodeid, rq.lkid are the key */
+	struct lk_mst *hnext;
+	struct lk_res *res;
+};
+
+/* A directory entry (this node is the directory node of the name). */
+struct lk_dirent {
+	struct lk_dirent *hnext;
+	struct lk_name name;
+	uint64_t hash;
+	uint32_t master;
+};
+
+enum lk_cb_kind { LK_CB_COMP = 1, LK_CB_BAST, LK_CB_RECOVER };
+struct lk_cbev {
+	uint8_t kind;
+	int val;	  /* status, mode or node id */
+	uint64_t gen;	  /* RECOVER: generation it belongs to */
+	struct lk_lock *lk; /* holds a reference; NULL for RECOVER */
+};
+
+/* Recovery states (lk_recover.c): RUNNING, then phases 1..5 of a
+ * generation, of which phase 5 (user recovery) lets LK_NOEXP traffic
+ * through. */
+enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
+
+struct lk_ls {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;    /* lk_wait, quorum, close; with mu */
+	uint32_t nodeid;      /* immutable */
+	struct lk_xport xp;   /* immutable after open */
+	int closing;
+
+	/* membership, set by recovery */
+	uint64_t gen;	  /* generation in force (0 = none yet) */
+	uint64_t members; /* bitmap of members of gen */
+	uint32_t memv[LK_MAX_NODES]; /* members, sorted */
+	unsigned nmemb;
+	int quorate;
+	int fenced;	  /* excluded from the membership: no more locks */
+	unsigned quorum_need; /* members needed for quorum (0: always) */
+
+	/* recovery (lk_recover.c) */
+	int rphase;	       /* 0 running, 1..5 */
+	uint64_t rgen;	       /* generation being recovered to */
+	uint64_t rmembers;     /* its members */
+	uint64_t rdead;	       /* died (callbacks owed), since last done */
+	uint64_t rdone[LK_RS_NPHASES + 1]; /* DONE(p) received from */
+	unsigned rlookups;     /* RLOOKUPs awaiting reply */
+	int ruser_pending;     /* user recover callbacks not yet run */
+	int rphase_sent;       /* phase whose DONE we already sent */
+	uint64_t rstart_ns;
+	struct lk_saved *saved; /* new-gen frames held until phase 5 */
+	struct lk_rec_name *rl_saved; /* RLOOKUPs held until phase 3 */
+	uint32_t *rl_from;
+	size_t rl_n, rl_cap;
+	uint64_t fut_gen;      /* DONEs of a generation not started yet */
+	uint64_t fut_done[LK_RS_NPHASES + 1];
+	uint64_t fut_dead;
+	uint64_t left;	       /* nodes that said LEAVE (not dead) */
+	uint64_t done_gen;     /* last generation whose state took effect */
+	uint64_t done_members; /* (reached phase 5) and its members */
+
+	/* tables */
+	struct lk_res **res_hash;
+	struct lk_lock **lkb_hash;
+	struct lk_mst **mst_hash;
+	struct lk_dirent **dir_hash;
+	uint64_t nres, ndir;
+	struct lk_list toss;
+	struct lk_list deferred; /* lkbs with a deferred_op */
+	uint64_t toss_ns;	/* keep unused resources this long */
+	uint64_t next_lkid;
+	struct lk_lock *sync_lkb; /* lkb whose API call is running */
+
+	/* output, per peer */
+	struct lk_outbuf out[LK_MAX_NODES];
+	uint64_t out_dirty; /* bitmap of peers with an open frame */
+
+	/* callbacks */
+	struct lk_cbev *cbq;
+	size_t cbq_head, cbq_len, cbq_cap;
+	pthread_cond_t cbcv; /* callback thread waits; with mu */
+	int cb_running;	     /* callback thread is in a user callback */
+
+	struct lk_stats stats;
+
+	/* user */
+	lk_recover_fn recover;
+	lk_log_fn log;
+	void *uarg;
+
+	/* threaded parts (NULL in simulation) */
+	struct lk_net *net;
+	struct lk_member *memb;
+	struct lk_config *cfg;
+	pthread_t cb_thread;
+	int cb_thread_started;
+};
+
+/* lk_core.c */
+int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
+		   struct lk_ls **out);
+void lk_core_destroy(struct lk_ls *ls);
+uint64_t lk_now_ns(void);
+void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Handle one validated frame from @sender; ls->mu held. */
+void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
+		size_t len);
+/* Periodic work (toss list); ls->mu held. */
+void lk_core_tick(struct lk_ls *ls, uint64_t now);
+struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
+			   uint64_t hash);
+struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
+void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
+void lk_res_free(struct lk_ls *ls, struct lk_res *res);
+struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
+void lk_lkb_put(struct lk_lock *lk);
+void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
+		     int mode, const struct lk_rec_reply *r);
+void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode);
+void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk);
+void lk_res_master_known(struct lk_ls *ls, struct lk_res *res);
+uint32_t lk_dir_node(const struct lk_ls *ls, uint64_t hash);
+int lk_traffic_ok(const struct lk_ls *ls);
+/* Output: append a record to the open frame for @node (or start one). */
+void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
+void lk_out_flush(struct lk_ls *ls);
+
+void lk_core_kick_deferred(struct lk_ls *ls);
+void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk);
+void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
+		       const void *rec);
+
+/* lk_master.c */
+extern const struct lk_grant_out lk_master_out_ops;
+void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
+		       const struct lk_rec_lock *r);
+void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk,
+			unsigned type);
+struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid);
+struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res,
+			  uint32_t node, uint64_t lkid);
+void lk_mst_free(struct lk_ls *ls, struct lk_mst *m);
+void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq,
+			uint8_t *lvbf, uint64_t *seq, uint8_t *lvb);
+
+/* lk_dir.c */
+uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n,
+		       uint64_t hash, uint32_t requester);
+void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n,
+		   uint64_t hash, uint32_t master);
+void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
+		uint32_t master);
+void lk_dir_clear(struct lk_ls *ls);
+void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
+	       const struct lk_rec_name *r);
+
+/* lk_recover.c */
+struct lk_saved {
+	struct lk_saved *next;
+	uint32_t sender;
+	size_t len;
+	uint8_t frame[];
+};
+/* Start recovery to generation @gen (coordinator, or START received).
+ * 0, or -ESTALE if @gen is not newer than the one under way. */
+int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
+		     uint64_t dead);
+int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
+		     uint64_t dead);
+void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
+		   const void *rec);
+/* A lock-traffic frame arrived during recovery: 1 if consumed here. */
+int lk_recover_filter(struct lk_ls *ls, uint32_t sender, const void *frame,
+		      size_t len);
+void lk_recover_user_done(struct lk_ls *ls, uint64_t gen);
+/* Did the others form a generation without us after ours? Then fence
+ * (1 returned). */
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
+			   uint64_t prev_gen, uint64_t prev);
+void lk_recover_free(struct lk_ls *ls);
+
+/* lk_cb.c */
+int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val);
+/* Run queued callbacks; drops and retakes ls->mu around each. Returns
+ * the number run. */
+int lk_cb_run(struct lk_ls *ls);
+int lk_cb_thread_start(struct lk_ls *ls);
+void lk_cb_thread_stop(struct lk_ls *ls);
+
+/* lk_stats.c */
+struct lk_type_stats *lk_stats_type(struct lk_ls *ls, uint16_t type);
+void lk_stats_request(struct lk_ls *ls, struct lk_res *res, uint64_t now);
+void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
+		    int queued, uint64_t now);
+void lk_stats_peer_tx(struct lk_ls *ls, uint32_t node, size_t bytes,
+		      unsigned records);
+void lk_stats_peer_rx(struct lk_ls *ls, uint32_t node, size_t bytes,
+		      unsigned records);
+
+#endif /* UCFS_LK_INTERNAL_H */

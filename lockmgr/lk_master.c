@@ -1,0 +1,264 @@
+/*
+ * lk_master.c — the master side of a resource: lock records from peers
+ * (REQUEST/CONVERT/UNLOCK/CANCEL) and this node's own operations are fed
+ * to the grant engine; its outcomes become REPLY and BAST records for
+ * remote holders and direct completions for local ones.
+ *
+ * A remote holder's lock is a struct lk_mst ("master copy") found by
+ * (node, lkid) in ls->mst_hash; a local lkb's entry is lk->rq itself.
+ * Records that contradict the master's state (a convert for an unknown
+ * lock, a request for an existing lkid) are dropped, logged and counted
+ * in stats.bad_frames: a peer can never make the master crash or lie.
+ * All under ls->mu.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lockmgr/lk_internal.h"
+
+static uint64_t mst_key(uint32_t node, uint64_t lkid)
+{
+	return (lkid * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)node << 40);
+}
+
+struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
+{
+	struct lk_mst *m = ls->mst_hash[mst_key(node, lkid) & LK_HASH_MASK];
+
+	while (m != NULL && (m->rq.nodeid != node || m->rq.lkid != lkid))
+		m = m->hnext;
+	return m;
+}
+
+struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res,
+			      uint32_t node, uint64_t lkid)
+{
+	struct lk_mst *m = calloc(1, sizeof(*m));
+	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
+
+	if (m == NULL)
+		return NULL;
+	lk_rq_init(&m->rq, node, lkid, m);
+	m->res = res;
+	m->hnext = ls->mst_hash[k];
+	ls->mst_hash[k] = m;
+	return m;
+}
+
+/* Unhash and free; @m must be off every queue. */
+void lk_mst_free(struct lk_ls *ls, struct lk_mst *m)
+{
+	struct lk_mst **pp =
+		&ls->mst_hash[mst_key(m->rq.nodeid, m->rq.lkid) & LK_HASH_MASK];
+
+	while (*pp != m)
+		pp = &(*pp)->hnext;
+	*pp = m->hnext;
+	free(m);
+}
+
+static struct lk_res *res_of(struct lk_rsq *q)
+{
+	return LK_CONTAINER(q, struct lk_res, q);
+}
+
+void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq,
+			uint8_t *lvbf, uint64_t *seq, uint8_t *lvb)
+{
+	if (!rq->lvbret || !(rq->flags & LK_VALBLK))
+		return;
+	*lvbf |= LK_RF_LVB | (res->q.lvb_valid ? LK_RF_LVB_VALID : 0);
+	*seq = res->q.lvb_seq;
+	memcpy(lvb, res->q.lvb, LK_LVB_LEN);
+}
+
+static void m_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq,
+		    int status)
+{
+	struct lk_ls *ls = ctx;
+	struct lk_res *res = res_of(q);
+	struct lk_rec_reply local, *r = &local;
+
+	if (rq->nodeid != ls->nodeid) {
+		r = lk_out_add(ls, rq->nodeid, LK_M_REPLY);
+		if (r == NULL)
+			goto out_free;
+	} else {
+		memset(r, 0, sizeof(*r));
+	}
+	r->lkid = rq->lkid;
+	r->status = status;
+	r->mode = rq->grmode;
+	if (rq->waited)
+		r->lvbf |= LK_RF_QUEUED;
+	if (status == 0)
+		lk_master_fill_lvb(res, rq, &r->lvbf, &r->lvb_seq, r->lvb);
+	if (rq->nodeid == ls->nodeid) {
+		res->stats.grants_local += status == 0;
+		lk_lkb_complete(ls, rq->owner, status, rq->grmode, r);
+		return;
+	}
+out_free:
+	/* a new request that failed leaves no master copy behind */
+	if (status != 0 && rq->queue == LK_Q_NONE)
+		lk_mst_free(ls, rq->owner);
+}
+
+static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
+{
+	struct lk_ls *ls = ctx;
+	struct lk_res *res = res_of(q);
+	struct lk_rec_bast *b;
+
+	res->stats.basts_sent++;
+	lk_stats_type(ls, res->name.type)->c.basts_sent++;
+	if (rq->nodeid == ls->nodeid) {
+		lk_lkb_bast(ls, rq->owner, mode);
+		return;
+	}
+	b = lk_out_add(ls, rq->nodeid, LK_M_BAST);
+	if (b != NULL) {
+		b->lkid = rq->lkid;
+		b->mode = (int8_t)mode;
+	}
+}
+
+const struct lk_grant_out lk_master_out_ops = { m_grant, m_bast, NULL };
+
+static struct lk_grant_out out_for(struct lk_ls *ls)
+{
+	struct lk_grant_out o = lk_master_out_ops;
+
+	o.ctx = ls;
+	return o;
+}
+
+static void bad(struct lk_ls *ls, uint32_t sender, const char *what,
+		const struct lk_rec_lock *r)
+{
+	char nb[64];
+
+	ls->stats.bad_frames++;
+	if (sender < LK_MAX_NODES)
+		ls->stats.peer[sender].dropped++;
+	lk_log(ls, 1, "dropped record from node %u: %s (%s lkid %llu)", sender,
+	       what, lk_name_fmt(&r->name, nb, sizeof(nb)),
+	       (unsigned long long)r->lkid);
+}
+
+static void rx_request(struct lk_ls *ls, uint32_t sender,
+		       const struct lk_rec_lock *r, struct lk_res *res,
+		       const struct lk_grant_out *o)
+{
+	struct lk_mst *m;
+
+	if (res == NULL || res->master != ls->nodeid) {
+		struct lk_rec_reply *rep = lk_out_add(ls, sender, LK_M_REPLY);
+
+		if (rep != NULL) {
+			rep->lkid = r->lkid;
+			rep->status = LK_ST_NOTMASTER;
+			rep->mode = -1;
+		}
+		return;
+	}
+	if (r->mode < 0 || r->mode >= LK_NMODES ||
+	    (r->flags & ~(uint32_t)(LK_NOQUEUE | LK_NOQUEUEBAST | LK_VALBLK |
+				    LK_NOEXP | LK_QUECVT))) {
+		bad(ls, sender, "bad mode or flags", r);
+		return;
+	}
+	if (lk_mst_find(ls, sender, r->lkid) != NULL) {
+		bad(ls, sender, "request for a lock it already has", r);
+		return;
+	}
+	m = lk_mst_new(ls, res, sender, r->lkid);
+	if (m == NULL)
+		return;
+	if (res->on_toss)
+		lk_res_get(ls, &res->name); /* takes it off the toss list */
+	lk_grant_request(&res->q, &m->rq, r->mode, r->flags, o);
+}
+
+void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
+		       const struct lk_rec_lock *r)
+{
+	struct lk_grant_out o = out_for(ls);
+	struct lk_res *res;
+	struct lk_mst *m;
+
+	if (lk_wire_check_name(&r->name) != 0) {
+		bad(ls, sender, "malformed name", r);
+		return;
+	}
+	res = lk_res_find(ls, &r->name, lk_name_hash(&r->name));
+	if (type == LK_M_REQUEST) {
+		rx_request(ls, sender, r, res, &o);
+		goto out;
+	}
+	m = lk_mst_find(ls, sender, r->lkid);
+	if (m == NULL || m->res != res) {
+		/* a CANCEL may cross the grant: harmless */
+		if (type != LK_M_CANCEL)
+			bad(ls, sender, "operation on an unknown lock", r);
+		return;
+	}
+	switch (type) {
+	case LK_M_CONVERT:
+		m->rq.waited = 0;
+		if (r->mode < 0 || r->mode >= LK_NMODES ||
+		    lk_grant_convert(&res->q, &m->rq, r->mode, r->flags,
+				     r->has_lvb ? r->lvb : NULL, &o) < 0)
+			bad(ls, sender, "convert of a lock not granted", r);
+		break;
+	case LK_M_UNLOCK:
+		if (lk_grant_unlock(&res->q, &m->rq,
+				    r->has_lvb ? r->lvb : NULL,
+				    (r->flags & LK_UNLOCK_IVLVB) != 0,
+				    &o) < 0) {
+			bad(ls, sender, "unlock of a lock not granted", r);
+			break;
+		}
+		lk_mst_free(ls, m);
+		break;
+	case LK_M_CANCEL:
+		lk_grant_cancel(&res->q, &m->rq, &o); /* -EALREADY: crossed */
+		break;
+	}
+out:
+	if (res != NULL)
+		lk_res_maybe_toss(ls, res);
+}
+
+/* This node's own operation on a resource it masters. */
+void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk,
+			unsigned type)
+{
+	struct lk_grant_out o = out_for(ls);
+	struct lk_res *res = lk->res;
+	int wb;
+
+	lk->rq.waited = 0;
+	switch (type) {
+	case LK_M_REQUEST:
+		lk_grant_request(&res->q, &lk->rq, lk->rqmode, lk->flags, &o);
+		break;
+	case LK_M_CONVERT:
+		wb = (lk->flags & LK_VALBLK) &&
+		     lk_lvb_op(lk->grmode, lk->rqmode) == LK_LVB_WRITE;
+		if (wb)
+			lk->lvb_dirty = 0;
+		lk_grant_convert(&res->q, &lk->rq, lk->rqmode, lk->flags,
+				 wb ? lk->lvb : NULL, &o);
+		break;
+	case LK_M_UNLOCK:
+		wb = (lk->flags & LK_VALBLK) && lk->grmode >= LK_PW;
+		lk_grant_unlock(&res->q, &lk->rq, wb ? lk->lvb : NULL,
+				lk->unlock_ivlvb, &o);
+		break;
+	case LK_M_CANCEL:
+		lk_grant_cancel(&res->q, &lk->rq, &o);
+		break;
+	}
+}

@@ -1,0 +1,219 @@
+/*
+ * lk_member.c — membership: heartbeats, liveness, quorum, and starting a
+ * recovery generation when the set of live nodes changes.
+ *
+ * A peer is up when both TCP connections with it are authenticated, it
+ * has not said LEAVE, and some frame arrived from it within timeout_ms
+ * (heartbeats every heartbeat_ms keep an idle link alive). A broken
+ * connection makes it down at once; silence makes it down after the
+ * timeout.
+ *
+ * Agreement: the coordinator is the lowest node id among the nodes up in
+ * its own view. When that set has been stable for one heartbeat interval,
+ * differs from the membership being formed, and is a quorum (a strict
+ * majority of the configured nodes, or 1 of 2 in two-node mode), the
+ * coordinator sends START(gen + 1, up set, dead set) and every member
+ * runs lk_recover.c. A START also carries the sender's previous
+ * membership: a node that still holds state but was left out of it is
+ * fenced (it was declared dead while alive and must not rejoin with stale
+ * locks). A node that loses quorum stops granting (lk_traffic_ok) until a
+ * quorate membership takes it back. A recovery that does not finish in
+ * four timeouts is restarted by its coordinator with a new generation.
+ *
+ * All under ls->mu.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "lockmgr/lk_config.h"
+#include "lockmgr/lk_internal.h"
+#include "lockmgr/lk_net.h"
+
+struct lk_member {
+	const struct lk_config *cfg;
+	uint64_t last_rx[LK_MAX_NODES]; /* ns */
+	uint64_t left;			/* said LEAVE */
+	uint64_t up_prev, up_since;
+	uint64_t last_hb;
+	uint64_t max_gen; /* highest generation heard of */
+	int warned_quorum;
+};
+
+static uint64_t ms(unsigned v)
+{
+	return (uint64_t)v * 1000000ull;
+}
+
+int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg)
+{
+	struct lk_member *m = calloc(1, sizeof(*m));
+
+	if (m == NULL)
+		return -ENOMEM;
+	m->cfg = cfg;
+	ls->memb = m;
+	ls->quorum_need = lk_config_quorum(cfg);
+	return 0;
+}
+
+void lk_member_destroy(struct lk_ls *ls)
+{
+	free(ls->memb);
+	ls->memb = NULL;
+}
+
+void lk_member_peer_seen(struct lk_ls *ls, uint32_t node)
+{
+	if (ls->memb != NULL && node < LK_MAX_NODES)
+		ls->memb->last_rx[node] = lk_now_ns();
+}
+
+void lk_member_peer_authed(struct lk_ls *ls, uint32_t node)
+{
+	if (ls->memb == NULL || node >= LK_MAX_NODES)
+		return;
+	ls->memb->left &= ~(1ull << node); /* a new incarnation */
+	ls->left &= ~(1ull << node);
+	ls->memb->last_rx[node] = lk_now_ns();
+}
+
+void lk_member_peer_lost(struct lk_ls *ls, uint32_t node)
+{
+	if (ls->members & (1ull << node))
+		lk_log(ls, 1, "lost the connection with member %u", node);
+}
+
+void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
+		  const struct lk_rec_ctl *c)
+{
+	struct lk_member *m = ls->memb;
+
+	if (m == NULL)
+		return;
+	if (type == LK_M_HEARTBEAT) {
+		if (c->gen > m->max_gen)
+			m->max_gen = c->gen;
+		lk_recover_check_stale(ls, sender, c->prev_gen, c->prev);
+		return;
+	}
+	if (type == LK_M_LEAVE) {
+		m->left |= 1ull << sender;
+		ls->left |= 1ull << sender;
+		lk_log(ls, 2, "node %u leaves", sender);
+	}
+}
+
+static uint64_t up_set(struct lk_ls *ls, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t up = 1ull << ls->nodeid;
+
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+
+		if (n == ls->nodeid || (m->left & (1ull << n)) ||
+		    !lk_net_peer_ok(ls->net, n) ||
+		    now - m->last_rx[n] > ms(m->cfg->timeout_ms))
+			continue;
+		up |= 1ull << n;
+	}
+	return up;
+}
+
+static void heartbeat(struct lk_ls *ls, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+
+	if (now - m->last_hb < ms(m->cfg->heartbeat_ms))
+		return;
+	m->last_hb = now;
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+		struct lk_rec_ctl *c;
+
+		if (n == ls->nodeid || !lk_net_peer_ok(ls->net, n))
+			continue;
+		c = lk_out_add(ls, n, LK_M_HEARTBEAT);
+		if (c == NULL)
+			continue;
+		c->gen = ls->gen;
+		c->members = ls->members;
+		c->prev = ls->done_members;
+		c->prev_gen = ls->done_gen;
+		c->nodeid = ls->nodeid;
+	}
+}
+
+static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t target = ls->rphase != 0 || ls->gen != 0 ? ls->rmembers : 0;
+	uint64_t gen, dead;
+	int stuck = ls->rphase != 0 &&
+		    now - ls->rstart_ns > 4 * ms(m->cfg->timeout_ms);
+
+	if ((unsigned)__builtin_ctzll(up) != ls->nodeid)
+		return; /* not the coordinator */
+	if ((up == target && !stuck) ||
+	    now - m->up_since < ms(m->cfg->heartbeat_ms))
+		return;
+	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
+		return;
+	/* unique per coordinator: two coordinators with different views
+	 * never issue the same number, and the higher one wins */
+	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen);
+	gen = (((gen >> 8) + 1) << 8) | ls->nodeid;
+	dead = (ls->rmembers | ls->members) & ~up & ~m->left;
+	lk_log(ls, 2, "coordinator: generation %llu, members %#llx, dead %#llx",
+	       (unsigned long long)gen, (unsigned long long)up,
+	       (unsigned long long)dead);
+	lk_recover_begin(ls, gen, up, dead);
+}
+
+void lk_member_tick(struct lk_ls *ls, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t up;
+
+	if (m == NULL || ls->fenced || ls->closing)
+		return;
+	heartbeat(ls, now);
+	up = up_set(ls, now);
+	if (up != m->up_prev) {
+		lk_log(ls, 2, "live nodes now %#llx", (unsigned long long)up);
+		m->up_prev = up;
+		m->up_since = now;
+	}
+	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need) {
+		if (ls->quorate && !m->warned_quorum)
+			lk_log(ls, 1, "quorum lost: no grants until it is back");
+		m->warned_quorum = 1;
+		ls->quorate = 0;
+		return;
+	}
+	if (m->warned_quorum && (up & ls->members) == ls->members &&
+	    ls->nmemb >= ls->quorum_need) {
+		lk_log(ls, 1, "quorum back with the same members");
+		ls->quorate = 1;
+	}
+	m->warned_quorum = 0;
+	coordinate(ls, up, now);
+}
+
+void lk_member_leave(struct lk_ls *ls)
+{
+	struct lk_member *m = ls->memb;
+
+	if (m == NULL)
+		return;
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+		struct lk_rec_ctl *c;
+
+		if (n == ls->nodeid || !lk_net_peer_ok(ls->net, n))
+			continue;
+		c = lk_out_add(ls, n, LK_M_LEAVE);
+		if (c != NULL)
+			c->nodeid = ls->nodeid;
+	}
+}

@@ -1,0 +1,677 @@
+/*
+ * lk_net.c — the TCP transport: one epoll thread, framed messages,
+ * authenticated connections.
+ *
+ * Each node dials every other configured node and sends all its frames to
+ * that node on the connection it dialed (its "out" connection); it
+ * receives a node's frames on the connection that node dialed (the "in"
+ * connection). Each link is thus one TCP stream in one direction, so
+ * frames from X to Y arrive in the order X sent them — the recovery
+ * barriers rely on that. Both ends authenticate every connection
+ * (lk_auth.h) before anything else is accepted on it.
+ *
+ * Input is checked in two steps: the header (magic, version, length
+ * bound) before the body is awaited — a bad header closes the connection,
+ * since the stream cannot be resynchronised — then lk_wire_check() on the
+ * whole frame, which drops a frame of the wrong size or unknown type and
+ * keeps the connection. Every drop is logged with its reason and counted.
+ *
+ * Sending happens in the caller's thread (xmit, under ls->mu): a write()
+ * is tried at once and what does not fit waits for EPOLLOUT. All fields
+ * are protected by ls->mu except the thread handle and the wake fd; the
+ * thread holds ls->mu except inside epoll_wait.
+ *
+ * Fault hook for tests: UCFS_LK_KILL_AT=N makes the process SIGKILL
+ * itself at the N-th lock or recovery frame it sends or receives.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lockmgr/lk_auth.h"
+#include "lockmgr/lk_config.h"
+#include "lockmgr/lk_internal.h"
+#include "lockmgr/lk_net.h"
+
+enum { C_CONNECTING = 1, C_HANDSHAKE, C_AUTHED };
+
+struct lk_conn {
+	struct lk_conn *next; /* net->conns */
+	int fd;
+	int state;
+	int outgoing;	     /* we dialed it */
+	int closing;	     /* close at the end of this loop turn */
+	uint32_t peer;	     /* expected (dialer) or announced id */
+	int got_hello, got_auth, sent_auth;
+	uint8_t nonce[32];   /* ours */
+	uint8_t peer_nonce[32];
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	uint8_t *wbuf;
+	size_t wlen, woff, wcap;
+	int want_out;	     /* EPOLLOUT armed */
+};
+
+struct lk_net {
+	struct lk_ls *ls;
+	const struct lk_config *cfg;
+	int epfd, lfd, evfd;
+	pthread_t thread;
+	int started, stop;
+	struct lk_conn *conns;
+	struct lk_conn *out[LK_MAX_NODES]; /* dialed, per peer */
+	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
+	uint64_t next_dial[LK_MAX_NODES];
+	uint64_t kill_at, frames;
+	int no_dial; /* fenced or closing: stop dialing */
+};
+
+static void arm(struct lk_net *net, struct lk_conn *c, int out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (c->want_out == out)
+		return;
+	c->want_out = out;
+	epoll_ctl(net->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void conn_drop(struct lk_net *net, struct lk_conn *c, const char *why)
+{
+	if (c->closing)
+		return;
+	c->closing = 1;
+	if (why != NULL)
+		lk_log(net->ls, c->state == C_AUTHED ? 1 : 2,
+		       "connection %s node %u closed: %s",
+		       c->outgoing ? "to" : "from", c->peer, why);
+	if (c->state == C_AUTHED && c->peer < LK_MAX_NODES)
+		lk_member_peer_lost(net->ls, c->peer);
+}
+
+static void conn_free(struct lk_net *net, struct lk_conn *c)
+{
+	if (c->outgoing && net->out[c->peer] == c)
+		net->out[c->peer] = NULL;
+	if (!c->outgoing && c->peer < LK_MAX_NODES && net->in[c->peer] == c)
+		net->in[c->peer] = NULL;
+	epoll_ctl(net->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c->rbuf);
+	free(c->wbuf);
+	free(c);
+}
+
+static void reap(struct lk_net *net)
+{
+	struct lk_conn **pp = &net->conns;
+
+	while (*pp != NULL) {
+		struct lk_conn *c = *pp;
+
+		if (c->closing) {
+			*pp = c->next;
+			conn_free(net, c);
+		} else {
+			pp = &c->next;
+		}
+	}
+}
+
+static void conn_flush(struct lk_net *net, struct lk_conn *c)
+{
+	while (c->woff < c->wlen) {
+		ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff,
+				 MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			arm(net, c, 1);
+			return;
+		}
+		if (n <= 0) {
+			conn_drop(net, c, "write failed");
+			return;
+		}
+		c->woff += (size_t)n;
+	}
+	c->woff = c->wlen = 0;
+	arm(net, c, 0);
+}
+
+static int conn_queue(struct lk_net *net, struct lk_conn *c, const void *buf,
+		      size_t len)
+{
+	if (c->closing)
+		return -ENOTCONN;
+	if (c->wlen + len > c->wcap) {
+		size_t cap = c->wcap ? c->wcap : 4096;
+		uint8_t *nb;
+
+		while (cap < c->wlen + len)
+			cap *= 2;
+		if (cap > 64u << 20) {
+			conn_drop(net, c, "peer does not read");
+			return -ENOBUFS;
+		}
+		nb = realloc(c->wbuf, cap);
+		if (nb == NULL)
+			return -ENOMEM;
+		c->wbuf = nb;
+		c->wcap = cap;
+	}
+	memcpy(c->wbuf + c->wlen, buf, len);
+	c->wlen += len;
+	if (!c->want_out && c->state != C_CONNECTING)
+		conn_flush(net, c);
+	return 0;
+}
+
+/* A single-record control frame on one connection (HELLO, AUTH). */
+static void conn_send_rec(struct lk_net *net, struct lk_conn *c,
+			  unsigned type, const void *rec, size_t rs)
+{
+	uint8_t buf[sizeof(struct lk_hdr) + 64];
+	struct lk_hdr *h = (struct lk_hdr *)buf;
+
+	memset(h, 0, sizeof(*h));
+	h->magic = LK_MAGIC;
+	h->version = LK_VERSION;
+	h->type = (uint8_t)type;
+	h->count = 1;
+	h->length = (uint32_t)(sizeof(*h) + rs);
+	h->sender = net->ls->nodeid;
+	memcpy(buf + sizeof(*h), rec, rs);
+	conn_queue(net, c, buf, h->length);
+}
+
+static void send_hello(struct lk_net *net, struct lk_conn *c)
+{
+	struct lk_rec_hello hello = { 0 };
+
+	lk_auth_nonce(c->nonce);
+	hello.nodeid = net->ls->nodeid;
+	hello.to = c->outgoing ? c->peer : 0;
+	hello.cluster_hash = net->cfg->cluster_hash;
+	memcpy(hello.nonce, c->nonce, 32);
+	c->state = C_HANDSHAKE;
+	conn_send_rec(net, c, LK_M_HELLO, &hello, sizeof(hello));
+}
+
+static void auth_fail(struct lk_net *net, struct lk_conn *c, const char *why)
+{
+	net->ls->stats.auth_failures++;
+	lk_log(net->ls, 1, "authentication failed (%s connection, node %u): %s",
+	       c->outgoing ? "outgoing" : "incoming", c->peer, why);
+	conn_drop(net, c, NULL);
+}
+
+static void rx_hello(struct lk_net *net, struct lk_conn *c,
+		     const struct lk_rec_hello *h)
+{
+	struct lk_rec_auth a;
+
+	if (c->got_hello)
+		return auth_fail(net, c, "second HELLO");
+	if (h->cluster_hash != net->cfg->cluster_hash)
+		return auth_fail(net, c, "different cluster name");
+	if (h->nodeid == 0 || h->nodeid >= LK_MAX_NODES ||
+	    !(net->cfg->configured & (1ull << h->nodeid)) ||
+	    h->nodeid == net->ls->nodeid)
+		return auth_fail(net, c, "unknown node id");
+	if (c->outgoing && h->nodeid != c->peer)
+		return auth_fail(net, c, "answered by the wrong node");
+	if (!c->outgoing && h->to != net->ls->nodeid)
+		return auth_fail(net, c, "meant for another node");
+	c->peer = h->nodeid;
+	c->got_hello = 1;
+	memcpy(c->peer_nonce, h->nonce, 32);
+	lk_auth_mac(net->cfg->key, c->peer_nonce, net->ls->nodeid, c->peer,
+		    a.mac);
+	conn_send_rec(net, c, LK_M_AUTH, &a, sizeof(a));
+	c->sent_auth = 1;
+}
+
+static void authed(struct lk_net *net, struct lk_conn *c)
+{
+	struct lk_conn **slot = c->outgoing ? &net->out[c->peer]
+					    : &net->in[c->peer];
+
+	c->state = C_AUTHED;
+	if (*slot != NULL && *slot != c)
+		conn_drop(net, *slot, "replaced by a new connection");
+	*slot = c;
+	lk_log(net->ls, 2, "%s connection with node %u authenticated",
+	       c->outgoing ? "outgoing" : "incoming", c->peer);
+	lk_member_peer_authed(net->ls, c->peer);
+}
+
+static void rx_auth(struct lk_net *net, struct lk_conn *c,
+		    const struct lk_rec_auth *a)
+{
+	if (!c->got_hello || c->got_auth)
+		return auth_fail(net, c, "AUTH out of order");
+	if (lk_auth_verify(net->cfg->key, c->nonce, net->ls->nodeid, c->peer,
+			   a->mac) != 0)
+		return auth_fail(net, c, "wrong MAC (different secret?)");
+	c->got_auth = 1;
+	authed(net, c);
+}
+
+static void fault_hook(struct lk_net *net, unsigned type)
+{
+	if (net->kill_at == 0 || type == LK_M_HEARTBEAT)
+		return;
+	if (++net->frames >= net->kill_at)
+		kill(getpid(), SIGKILL);
+}
+
+static void rx_frame(struct lk_net *net, struct lk_conn *c, const void *f,
+		     size_t len)
+{
+	const struct lk_hdr *h = f;
+	const char *why;
+	const void *rec = (const uint8_t *)f + sizeof(*h);
+
+	if (lk_wire_check(f, len, &why) != 0) {
+		net->ls->stats.bad_frames++;
+		net->ls->stats.peer[c->peer % LK_MAX_NODES].dropped++;
+		lk_log(net->ls, 1, "frame from node %u dropped: %s", c->peer,
+		       why);
+		return;
+	}
+	if (c->state != C_AUTHED) {
+		if (h->type == LK_M_HELLO && h->count == 1)
+			rx_hello(net, c, rec);
+		else if (h->type == LK_M_AUTH && h->count == 1)
+			rx_auth(net, c, rec);
+		else
+			auth_fail(net, c, "traffic before authentication");
+		return;
+	}
+	if (c->outgoing || h->sender != c->peer || h->type == LK_M_HELLO ||
+	    h->type == LK_M_AUTH) {
+		net->ls->stats.bad_frames++;
+		lk_log(net->ls, 1, "frame %s from node %u dropped: %s",
+		       lk_wire_name(h->type), c->peer,
+		       c->outgoing ? "on our sending connection"
+				   : "wrong sender or handshake frame");
+		return;
+	}
+	fault_hook(net, h->type);
+	lk_member_peer_seen(net->ls, c->peer);
+	if (h->type == LK_M_HEARTBEAT || h->type == LK_M_LEAVE) {
+		for (unsigned i = 0; i < h->count; i++)
+			lk_member_rx(net->ls, c->peer, h->type,
+				     (const struct lk_rec_ctl *)rec + i);
+		return;
+	}
+	lk_core_rx(net->ls, c->peer, f, len);
+}
+
+/* Parse complete frames out of c->rbuf. */
+static void parse(struct lk_net *net, struct lk_conn *c)
+{
+	size_t off = 0;
+
+	while (!c->closing && c->rlen - off >= sizeof(struct lk_hdr)) {
+		const struct lk_hdr *h = (void *)(c->rbuf + off);
+
+		if (h->magic != LK_MAGIC || h->version != LK_VERSION ||
+		    h->length < sizeof(*h) || h->length > LK_FRAME_MAX) {
+			net->ls->stats.bad_frames++;
+			conn_drop(net, c, "bad frame header (magic, version "
+					  "or length)");
+			return;
+		}
+		if (c->rlen - off < h->length)
+			break;
+		rx_frame(net, c, h, h->length);
+		off += h->length;
+	}
+	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+	c->rlen -= off;
+}
+
+static void conn_read(struct lk_net *net, struct lk_conn *c)
+{
+	for (int i = 0; i < 16 && !c->closing; i++) {
+		ssize_t n;
+
+		if (c->rcap - c->rlen < 65536) {
+			/* parse() keeps less than one frame: this is bounded */
+			size_t cap = c->rcap ? c->rcap * 2 : 131072;
+			uint8_t *nb = cap <= 4 * LK_FRAME_MAX
+					      ? realloc(c->rbuf, cap)
+					      : NULL;
+
+			if (nb == NULL) {
+				conn_drop(net, c, "receive buffer");
+				return;
+			}
+			c->rbuf = nb;
+			c->rcap = cap;
+		}
+		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			conn_drop(net, c, n == 0 ? "closed by peer"
+						 : "read error");
+			return;
+		}
+		c->rlen += (size_t)n;
+		parse(net, c);
+	}
+}
+
+static struct lk_conn *conn_new(struct lk_net *net, int fd, int outgoing,
+				uint32_t peer)
+{
+	struct lk_conn *c = calloc(1, sizeof(*c));
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	int one = 1;
+
+	if (c == NULL)
+		return NULL;
+	c->fd = fd;
+	c->outgoing = outgoing;
+	c->peer = peer;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ev.data.ptr = c;
+	if (epoll_ctl(net->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		free(c);
+		return NULL;
+	}
+	c->next = net->conns;
+	net->conns = c;
+	return c;
+}
+
+static void do_accept(struct lk_net *net)
+{
+	for (;;) {
+		int fd = accept4(net->lfd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct lk_conn *c;
+
+		if (fd < 0)
+			return;
+		c = conn_new(net, fd, 0, 0);
+		if (c == NULL) {
+			close(fd);
+			continue;
+		}
+		send_hello(net, c);
+	}
+}
+
+static void dial(struct lk_net *net, const struct lk_node_cfg *n)
+{
+	const struct lk_node_cfg *self = lk_config_node(net->cfg,
+							net->ls->nodeid);
+	struct sockaddr_in src = self->addr;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
+	struct lk_conn *c;
+
+	if (fd < 0)
+		return;
+	src.sin_port = 0; /* our address, any port */
+	bind(fd, (struct sockaddr *)&src, sizeof(src));
+	if (connect(fd, (const struct sockaddr *)&n->addr, sizeof(n->addr)) <
+		    0 &&
+	    errno != EINPROGRESS) {
+		close(fd);
+		return;
+	}
+	c = conn_new(net, fd, 1, n->id);
+	if (c == NULL) {
+		close(fd);
+		return;
+	}
+	c->state = C_CONNECTING;
+	arm(net, c, 1);
+	net->out[n->id] = c;
+}
+
+static void connect_done(struct lk_net *net, struct lk_conn *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	if (err != 0) {
+		conn_drop(net, c, NULL); /* not up yet: retry later */
+		return;
+	}
+	arm(net, c, 0);
+	send_hello(net, c);
+}
+
+static void dial_missing(struct lk_net *net, uint64_t now)
+{
+	if (net->no_dial || net->ls->fenced)
+		return;
+	for (unsigned i = 0; i < net->cfg->nnodes; i++) {
+		const struct lk_node_cfg *n = &net->cfg->node[i];
+
+		if (n->id == net->ls->nodeid || net->out[n->id] != NULL ||
+		    now < net->next_dial[n->id])
+			continue;
+		net->next_dial[n->id] = now + 100ull * 1000 * 1000;
+		dial(net, n);
+	}
+}
+
+static void handle(struct lk_net *net, struct epoll_event *ev)
+{
+	struct lk_conn *c = ev->data.ptr;
+	uint64_t v;
+
+	if (c == NULL) {
+		do_accept(net);
+		return;
+	}
+	if (c == (void *)net) {
+		if (read(net->evfd, &v, sizeof(v)) < 0)
+			return;
+		return;
+	}
+	if (c->closing)
+		return;
+	if (c->state == C_CONNECTING) {
+		if (ev->events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			connect_done(net, c);
+		return;
+	}
+	if (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		conn_read(net, c);
+	if (!c->closing && (ev->events & EPOLLOUT))
+		conn_flush(net, c);
+}
+
+static void *net_main(void *arg)
+{
+	struct lk_net *net = arg;
+	struct lk_ls *ls = net->ls;
+	struct epoll_event evs[64];
+
+	pthread_mutex_lock(&ls->mu);
+	while (!net->stop) {
+		int n;
+		uint64_t now;
+
+		pthread_mutex_unlock(&ls->mu);
+		n = epoll_wait(net->epfd, evs, 64, 5);
+		pthread_mutex_lock(&ls->mu);
+		for (int i = 0; i < n; i++)
+			handle(net, &evs[i]);
+		lk_out_flush(ls); /* replies first, housekeeping after */
+		now = lk_now_ns();
+		dial_missing(net, now);
+		lk_member_tick(ls, now);
+		lk_core_tick(ls, now);
+		lk_out_flush(ls);
+		if (ls->fenced && !net->no_dial) {
+			/* out of the cluster for good: stop looking alive */
+			net->no_dial = 1;
+			for (struct lk_conn *c = net->conns; c; c = c->next)
+				conn_drop(net, c, "fenced");
+		}
+		reap(net);
+	}
+	pthread_mutex_unlock(&ls->mu);
+	return NULL;
+}
+
+static int net_xmit(void *ctx, uint32_t node, const void *buf, size_t len)
+{
+	struct lk_net *net = ctx;
+	struct lk_conn *c = node < LK_MAX_NODES ? net->out[node] : NULL;
+	const uint8_t *p = buf;
+
+	if (c == NULL || c->state != C_AUTHED || c->closing)
+		return -ENOTCONN;
+	for (size_t off = 0; off < len;) {
+		const struct lk_hdr *h = (const void *)(p + off);
+
+		fault_hook(net, h->type);
+		off += h->length;
+	}
+	return conn_queue(net, c, buf, len);
+}
+
+int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
+		  struct lk_net **out, struct lk_xport *xp)
+{
+	const struct lk_node_cfg *self = lk_config_node(cfg, ls->nodeid);
+	struct lk_net *net;
+	struct epoll_event ev = { .events = EPOLLIN };
+	const char *kill_at = getenv("UCFS_LK_KILL_AT");
+	int one = 1, ret;
+
+	if (self == NULL)
+		return -EINVAL;
+	net = calloc(1, sizeof(*net));
+	if (net == NULL)
+		return -ENOMEM;
+	net->ls = ls;
+	net->cfg = cfg;
+	net->lfd = net->evfd = net->epfd = -1;
+	net->kill_at = kill_at != NULL ? strtoull(kill_at, NULL, 10) : 0;
+	net->epfd = epoll_create1(EPOLL_CLOEXEC);
+	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	net->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			  0);
+	if (net->epfd < 0 || net->evfd < 0 || net->lfd < 0) {
+		ret = -errno;
+		goto out_free;
+	}
+	setsockopt(net->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* only the configured address, never INADDR_ANY */
+	if (bind(net->lfd, (const struct sockaddr *)&self->addr,
+		 sizeof(self->addr)) < 0 ||
+	    listen(net->lfd, 64) < 0) {
+		ret = -errno;
+		goto out_free;
+	}
+	ev.data.ptr = NULL;
+	epoll_ctl(net->epfd, EPOLL_CTL_ADD, net->lfd, &ev);
+	ev.data.ptr = net;
+	epoll_ctl(net->epfd, EPOLL_CTL_ADD, net->evfd, &ev);
+	xp->xmit = net_xmit;
+	xp->ctx = net;
+	*out = net;
+	return 0;
+out_free:
+	lk_net_destroy(net);
+	return ret;
+}
+
+int lk_net_start(struct lk_net *net)
+{
+	int ret = pthread_create(&net->thread, NULL, net_main, net);
+
+	if (ret != 0)
+		return -ret;
+	net->started = 1;
+	return 0;
+}
+
+/* Stop dialing (fenced, or leaving). ls->mu held. */
+void lk_net_quiesce(struct lk_net *net)
+{
+	net->no_dial = 1;
+}
+
+/* Is the link to @node authenticated both ways? ls->mu held. */
+int lk_net_peer_ok(const struct lk_net *net, uint32_t node)
+{
+	return node < LK_MAX_NODES && net->out[node] != NULL &&
+	       net->out[node]->state == C_AUTHED && !net->out[node]->closing &&
+	       net->in[node] != NULL && !net->in[node]->closing;
+}
+
+/* Bytes still queued for @node (0 when everything left). ls->mu held. */
+size_t lk_net_pending(const struct lk_net *net, uint32_t node)
+{
+	const struct lk_conn *c = net->out[node];
+
+	return c != NULL && !c->closing ? c->wlen - c->woff : 0;
+}
+
+/* Drop every connection to/from @node. ls->mu held. */
+void lk_net_disconnect(struct lk_net *net, uint32_t node)
+{
+	for (struct lk_conn *c = net->conns; c != NULL; c = c->next)
+		if (c->peer == node)
+			conn_drop(net, c, NULL);
+}
+
+void lk_net_stop(struct lk_net *net)
+{
+	uint64_t one = 1;
+
+	if (net == NULL || !net->started)
+		return;
+	pthread_mutex_lock(&net->ls->mu);
+	net->stop = 1;
+	pthread_mutex_unlock(&net->ls->mu);
+	/* if this fails, the 5 ms epoll timeout wakes it anyway */
+	(void)!write(net->evfd, &one, sizeof(one));
+	pthread_join(net->thread, NULL);
+	net->started = 0;
+}
+
+void lk_net_destroy(struct lk_net *net)
+{
+	if (net == NULL)
+		return;
+	lk_net_stop(net);
+	while (net->conns != NULL) {
+		struct lk_conn *c = net->conns;
+
+		net->conns = c->next;
+		conn_free(net, c);
+	}
+	if (net->lfd >= 0)
+		close(net->lfd);
+	if (net->evfd >= 0)
+		close(net->evfd);
+	if (net->epfd >= 0)
+		close(net->epfd);
+	free(net);
+}

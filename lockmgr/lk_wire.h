@@ -1,0 +1,145 @@
+/*
+ * lk_wire.h — the frames peers exchange (PROTOCOL.md is the reference).
+ *
+ * A frame is a struct lk_hdr followed by @count records of one fixed size
+ * given by the frame type. Integers are little-endian; this implementation
+ * runs on little-endian hosts only and maps records as C structs (their
+ * layout has no implicit padding; static asserts check the sizes). Batching
+ * falls out of the format: the sender appends records of the same type for
+ * the same peer to one frame until it flushes.
+ */
+#ifndef UCFS_LK_WIRE_H
+#define UCFS_LK_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockmgr/lk.h"
+
+#define LK_MAGIC 0x53464355u /* "UCFS" */
+#define LK_VERSION 1
+#define LK_FRAME_MAX (1u << 20) /* bytes, header included */
+
+enum lk_msg {
+	LK_M_HELLO = 1,	   /* auth: node id, cluster hash, nonce */
+	LK_M_AUTH,	   /* auth: HMAC over the peer's nonce */
+	LK_M_HEARTBEAT,	   /* ctl: I am alive; my view */
+	LK_M_LOOKUP,	   /* name: who masters this? (to dir node) */
+	LK_M_LOOKUP_REPLY, /* name: the master (from dir node) */
+	LK_M_REMOVE,	   /* name: master dropped an unused resource */
+	LK_M_REQUEST,	   /* lock: new request (to master) */
+	LK_M_CONVERT,	   /* lock: conversion (to master) */
+	LK_M_UNLOCK,	   /* lock: unlock (to master) */
+	LK_M_CANCEL,	   /* lock: cancel (to master) */
+	LK_M_REPLY,	   /* reply: outcome of request/convert/cancel */
+	LK_M_BAST,	   /* bast: blocking callback (to holder) */
+	LK_M_START,	   /* ctl: coordinator starts recovery gen */
+	LK_M_DONE,	   /* ctl: I finished recovery phase N of gen */
+	LK_M_DIR_ADD,	   /* name: recovery, I master this */
+	LK_M_RLOOKUP,	   /* name: recovery lookup */
+	LK_M_RLOOKUP_REPLY,
+	LK_M_RCOM,	   /* rcom: recovery, one of my locks */
+	LK_M_LEAVE,	   /* ctl: I am leaving */
+	LK_M_NTYPES
+};
+
+struct lk_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t type;	 /* enum lk_msg */
+	uint16_t count;	 /* records that follow */
+	uint32_t length; /* whole frame, header included */
+	uint32_t sender; /* node id */
+	uint64_t seq;	 /* per link, starts at 1 */
+	uint64_t gen;	 /* sender's membership generation */
+};
+
+/* REQUEST, CONVERT, UNLOCK, CANCEL */
+struct lk_rec_lock {
+	struct lk_name name;
+	uint64_t lkid;
+	uint32_t flags; /* LK_* request flags or LK_UNLOCK_* */
+	int8_t mode;
+	uint8_t has_lvb;
+	uint8_t pad[2];
+	uint8_t lvb[LK_LVB_LEN];
+};
+
+/* REPLY lvbf bits */
+enum {
+	LK_RF_LVB = 1,	     /* a value is carried */
+	LK_RF_LVB_VALID = 2, /* ... and it is valid */
+	LK_RF_QUEUED = 4,    /* REPLY: the request had to wait */
+	LK_RF_LVB_WB = 8,    /* RCOM: write it back (a down-conversion
+				settled during recovery) */
+};
+#define LK_ST_NOTMASTER (-EREMCHG) /* REPLY status: look the master up */
+
+struct lk_rec_reply {
+	uint64_t lkid;
+	int32_t status;
+	int8_t mode; /* granted mode after the operation */
+	uint8_t lvbf;
+	uint8_t pad[2];
+	uint64_t lvb_seq;
+	uint8_t lvb[LK_LVB_LEN];
+};
+
+struct lk_rec_bast {
+	uint64_t lkid;
+	int8_t mode;
+	uint8_t pad[7];
+};
+
+/* LOOKUP, LOOKUP_REPLY, REMOVE, DIR_ADD, RLOOKUP, RLOOKUP_REPLY */
+struct lk_rec_name {
+	struct lk_name name;
+	uint32_t master;
+	uint32_t pad;
+};
+
+struct lk_rec_rcom {
+	struct lk_name name;
+	uint64_t lkid;
+	uint32_t flags;
+	int8_t grmode;
+	int8_t rqmode;
+	uint8_t lvbf; /* LK_RF_LVB_VALID; LK_RF_LVB: carries a value */
+	uint8_t pad;
+	uint64_t lvb_seq;
+	uint8_t lvb[LK_LVB_LEN];
+};
+
+/* HEARTBEAT, START, DONE, LEAVE */
+struct lk_rec_ctl {
+	uint64_t gen;
+	uint64_t members; /* bitmap */
+	uint64_t dead;	  /* START: nodes that died (not left) */
+	uint64_t prev;	  /* sender's last generation in force: members */
+	uint64_t prev_gen; /* and number (0: none yet) */
+	uint32_t phase;
+	uint32_t nodeid;
+};
+
+struct lk_rec_hello {
+	uint32_t nodeid;
+	uint32_t to;
+	uint64_t cluster_hash;
+	uint8_t nonce[32];
+};
+
+struct lk_rec_auth {
+	uint8_t mac[32];
+};
+
+/* Record size of @type, 0 if unknown. */
+size_t lk_wire_recsize(unsigned type);
+const char *lk_wire_name(unsigned type);
+/* Validate a complete frame of @len bytes whose header claims @len.
+ * 0, or -EPROTO with *why set to a static reason. Does not check the
+ * sender (the transport knows who authenticated). */
+int lk_wire_check(const void *frame, size_t len, const char **why);
+/* Validate one name (slen, reserved). 0 or -EPROTO. */
+int lk_wire_check_name(const struct lk_name *n);
+
+#endif /* UCFS_LK_WIRE_H */

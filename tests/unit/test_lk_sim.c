@@ -1,0 +1,749 @@
+/*
+ * test_lk_sim.c — several lockspace cores in one thread over a simulated
+ * network: per-link FIFO queues delivered in a random interleaving (the
+ * "random delays"), callbacks run at random moments.
+ *
+ * Cases: a resource used by one node costs no message; the hold cache; a
+ * 500-lock batch goes out as one frame per master; recovery after a node
+ * dies (LVB invalidated, waiters granted only after the node-down
+ * callback); and the seeded property test: random lock / convert /
+ * unlock / cancel from several clients per node, asserting after every
+ * step that no two locks held anywhere are incompatible, that LVB values
+ * are never stale, and that every request completes.
+ */
+#include <errno.h>
+
+#include "lockmgr/lk_internal.h"
+#include "tests/unit/harness.h"
+
+#define NN 4 /* node ids 1..NN */
+#define MAXQ 4096
+
+struct frame {
+	size_t len;
+	uint8_t *buf;
+};
+
+struct link {
+	struct frame q[MAXQ];
+	size_t head, tail;
+};
+
+static struct lk_ls *node[NN + 1];
+static struct link links[NN + 1][NN + 1];
+static int alive[NN + 1];
+static uint64_t rng;
+static unsigned long frames_sent;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static int sim_xmit(void *ctx, uint32_t to, const void *data, size_t len)
+{
+	uint32_t from = (uint32_t)(uintptr_t)ctx;
+	const uint8_t *p = data;
+
+	while (len > 0) {
+		const struct lk_hdr *h = (const void *)p;
+		struct link *l = &links[from][to];
+		struct frame *f;
+
+		if (!alive[to] || l->tail - l->head >= MAXQ)
+			return -EPIPE;
+		f = &l->q[l->tail++ % MAXQ];
+		f->len = h->length;
+		f->buf = malloc(f->len);
+		memcpy(f->buf, p, f->len);
+		frames_sent++;
+		p += h->length;
+		len -= h->length;
+	}
+	return 0;
+}
+
+static void sim_init(int n)
+{
+	memset(links, 0, sizeof(links));
+	for (int i = 1; i <= NN; i++) {
+		struct lk_xport xp = { sim_xmit, (void *)(uintptr_t)i };
+
+		node[i] = NULL;
+		alive[i] = 0;
+		if (i > n)
+			continue;
+		alive[i] = 1;
+		lk_core_create((uint32_t)i, &xp, &node[i]);
+	}
+}
+
+static void drop_link(struct link *l)
+{
+	while (l->head != l->tail)
+		free(l->q[l->head++ % MAXQ].buf);
+}
+
+static void sim_fini(void)
+{
+	for (int i = 1; i <= NN; i++) {
+		for (int j = 1; j <= NN; j++)
+			drop_link(&links[i][j]);
+		if (node[i] != NULL) {
+			/* a dead node's callbacks never run */
+			if (alive[i]) {
+				pthread_mutex_lock(&node[i]->mu);
+				lk_cb_run(node[i]);
+				pthread_mutex_unlock(&node[i]->mu);
+			}
+			lk_core_destroy(node[i]);
+		}
+		node[i] = NULL;
+	}
+}
+
+/* Deliver the head frame of link a->b. */
+static void deliver(int a, int b)
+{
+	struct link *l = &links[a][b];
+	struct frame f = l->q[l->head++ % MAXQ];
+	const char *why;
+
+	if (alive[b]) {
+		pthread_mutex_lock(&node[b]->mu);
+		if (lk_wire_check(f.buf, f.len, &why) == 0)
+			lk_core_rx(node[b], (uint32_t)a, f.buf, f.len);
+		lk_out_flush(node[b]);
+		pthread_mutex_unlock(&node[b]->mu);
+	}
+	free(f.buf);
+}
+
+static int pending_links(void)
+{
+	int n = 0;
+
+	for (int a = 1; a <= NN; a++)
+		for (int b = 1; b <= NN; b++)
+			n += links[a][b].head != links[a][b].tail;
+	return n;
+}
+
+/* Deliver one random frame; 0 if the network is empty. */
+static int deliver_random(void)
+{
+	int n = pending_links(), k;
+
+	if (n == 0)
+		return 0;
+	k = (int)(rnd() % (uint64_t)n);
+	for (int a = 1; a <= NN; a++)
+		for (int b = 1; b <= NN; b++)
+			if (links[a][b].head != links[a][b].tail && k-- == 0) {
+				deliver(a, b);
+				return 1;
+			}
+	return 0;
+}
+
+static int run_cbs(int i)
+{
+	int n;
+
+	if (!alive[i])
+		return 0;
+	pthread_mutex_lock(&node[i]->mu);
+	n = lk_cb_run(node[i]);
+	pthread_mutex_unlock(&node[i]->mu);
+	return n;
+}
+
+/* Deliver and run callbacks until nothing moves. */
+static void settle(void)
+{
+	int moved;
+
+	do {
+		moved = 0;
+		while (deliver_random())
+			moved = 1;
+		for (int i = 1; i <= NN; i++)
+			moved |= run_cbs(i) > 0;
+	} while (moved);
+}
+
+static void begin_gen(int coord, uint64_t gen, uint64_t members,
+		      uint64_t dead)
+{
+	pthread_mutex_lock(&node[coord]->mu);
+	lk_recover_begin(node[coord], gen, members, dead);
+	lk_out_flush(node[coord]);
+	pthread_mutex_unlock(&node[coord]->mu);
+}
+
+static uint64_t mask_of(int n)
+{
+	uint64_t m = 0;
+
+	for (int i = 1; i <= n; i++)
+		m |= 1ull << i;
+	return m;
+}
+
+static void start_cluster(int n)
+{
+	sim_init(n);
+	begin_gen(1, 1, mask_of(n), 0);
+	settle();
+}
+
+static struct lk_name nm(uint64_t num)
+{
+	struct lk_name x;
+
+	lk_name_make(&x, 2, num, NULL);
+	return x;
+}
+
+/* A name whose directory node is @dir in a cluster of node[1]'s view. */
+static struct lk_name name_with_dir(uint32_t dir, uint64_t start)
+{
+	for (uint64_t i = start;; i++) {
+		struct lk_name x = nm(i);
+
+		if (lk_dir_node(node[1], lk_name_hash(&x)) == dir)
+			return x;
+	}
+}
+
+/* ---- deterministic cases ---- */
+
+static void test_join_forms_membership(void)
+{
+	start_cluster(3);
+	for (int i = 1; i <= 3; i++) {
+		CHECK_EQ(node[i]->rphase, 0);
+		CHECK_EQ(node[i]->gen, 1);
+		CHECK_EQ(node[i]->nmemb, 3);
+	}
+	sim_fini();
+}
+
+static void test_local_resource_no_message(void)
+{
+	struct lk_name x;
+	struct lk_lock *lk;
+	unsigned long before;
+
+	start_cluster(3);
+	x = name_with_dir(2, 100);
+	before = frames_sent;
+	/* node 2 is directory and first user: master, no message */
+	CHECK_EQ(lk_lock(node[2], &x, LK_EX, 0, NULL, NULL, &lk),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_unlock(lk, 0), 0);
+	CHECK_EQ(lk_lock(node[2], &x, LK_PR, 0, NULL, NULL, &lk),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(frames_sent, before);
+	CHECK_EQ(lk_unlock(lk, 0), 0);
+	/* a name mastered elsewhere: one lookup, then cached master */
+	x = name_with_dir(3, 200);
+	CHECK_EQ(lk_lock(node[2], &x, LK_EX, 0, NULL, NULL, &lk), 0);
+	CHECK_EQ(frames_sent, before + 1);
+	settle();
+	CHECK(lk_lock_granted(lk));
+	CHECK_EQ(lk_unlock(lk, 0), 0);
+	/* node 2 became master: re-locking costs nothing */
+	before = frames_sent;
+	CHECK_EQ(lk_lock(node[2], &x, LK_EX, 0, NULL, NULL, &lk),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(frames_sent, before);
+	CHECK_EQ(lk_unlock(lk, 0), 0);
+	sim_fini();
+}
+
+static int bast_seen;
+static void count_bast(struct lk_lock *lk, int mode, void *arg)
+{
+	(void)lk;
+	(void)mode;
+	(void)arg;
+	bast_seen++;
+}
+static const struct lk_lock_ops bast_ops = { NULL, count_bast };
+
+static void test_remote_grant_and_bast(void)
+{
+	struct lk_name x;
+	struct lk_lock *a, *b;
+
+	start_cluster(3);
+	x = name_with_dir(1, 300);
+	bast_seen = 0;
+	CHECK_EQ(lk_lock(node[1], &x, LK_EX, 0, &bast_ops, NULL, &a),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_lock(node[3], &x, LK_PR, 0, NULL, NULL, &b), 0);
+	settle();
+	CHECK_EQ(bast_seen, 1);
+	CHECK(!lk_lock_granted(b));
+	CHECK_EQ(lk_convert(a, LK_PR, 0), LK_GRANTED_NOW);
+	settle();
+	CHECK(lk_lock_granted(b));
+	CHECK_EQ(lk_lock_mode(b), LK_PR);
+	lk_unlock(a, 0);
+	lk_unlock(b, 0);
+	settle();
+	sim_fini();
+}
+
+static void test_hold_cache(void)
+{
+	struct lk_name x;
+	struct lk_lock *a, *b, *c;
+	struct lk_stats st;
+
+	start_cluster(2);
+	x = name_with_dir(2, 400);
+	CHECK_EQ(lk_lock(node[1], &x, LK_EX, 0, NULL, NULL, &a), 0);
+	settle();
+	CHECK(lk_lock_granted(a));
+	CHECK_EQ(lk_unlock(a, LK_UNLOCK_CACHE), 0);
+	/* covered mode from the cache: no message */
+	unsigned long before = frames_sent;
+	CHECK_EQ(lk_lock(node[1], &x, LK_PR, 0, NULL, NULL, &b),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(frames_sent, before);
+	CHECK_EQ(lk_lock_mode(b), LK_EX);
+	CHECK_EQ(lk_unlock(b, LK_UNLOCK_CACHE), 0);
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.type[2].c.cache_hits, 1);
+	/* another node wants it: the cached lock gives way by itself */
+	CHECK_EQ(lk_lock(node[2], &x, LK_EX, 0, NULL, NULL, &c), 0);
+	settle();
+	CHECK(lk_lock_granted(c));
+	lk_unlock(c, 0);
+	settle();
+	sim_fini();
+}
+
+static void test_batch_one_frame_per_master(void)
+{
+	enum { N = 500 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	unsigned long before;
+	int granted = 0;
+
+	start_cluster(2);
+	for (int i = 0; i < N; i++)
+		names[i] = nm(10000 + (uint64_t)i);
+	/* node 2 masters all of them */
+	CHECK_EQ(lk_lock_batch(node[2], names, N, LK_EX, 0, NULL, NULL, lks) +
+			 0 >= 0,
+		 1);
+	settle();
+	for (int i = 0; i < N; i++)
+		CHECK_EQ(lk_unlock(lks[i], 0), 0);
+	settle();
+	/* node 1 asks for all 500: lookups batched, then requests */
+	before = frames_sent;
+	CHECK(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks) >=
+	      0);
+	settle();
+	for (int i = 0; i < N; i++)
+		granted += lk_lock_granted(lks[i]);
+	CHECK_EQ(granted, N);
+	/* LOOKUP -> LOOKUP_REPLY -> REQUEST -> REPLY for the half whose
+	 * directory is node 2, REQUEST -> REPLY for the other half */
+	CHECK(frames_sent - before <= 6);
+	printf("batch of %d: %lu frames\n", N, frames_sent - before);
+	sim_fini();
+}
+
+static int recovered[NN + 1];
+static int granted_after_recovery;
+
+static void rec_cb(struct lk_ls *ls, uint32_t nodeid, void *arg)
+{
+	(void)arg;
+	recovered[ls->nodeid] |= 1 << nodeid;
+}
+
+static void comp_check_recovered(struct lk_lock *lk, int status, void *arg)
+{
+	(void)status;
+	granted_after_recovery = recovered[lk->ls->nodeid] != 0;
+	(void)arg;
+}
+static const struct lk_lock_ops rec_ops = { comp_check_recovered, NULL };
+
+static void kill_node(int n)
+{
+	alive[n] = 0;
+	for (int i = 1; i <= NN; i++) {
+		drop_link(&links[n][i]);
+		drop_link(&links[i][n]);
+	}
+}
+
+static void test_recovery_after_death(void)
+{
+	struct lk_name x, y;
+	struct lk_lock *ex, *w, *pr;
+	uint8_t v[LK_LVB_LEN] = { 7 };
+
+	start_cluster(3);
+	memset(recovered, 0, sizeof(recovered));
+	for (int i = 1; i <= 3; i++)
+		node[i]->recover = rec_cb;
+	/* x: mastered by 3, 3 holds EX+LVB; y: mastered by 1, 3 holds PR */
+	x = name_with_dir(3, 500);
+	y = name_with_dir(1, 600);
+	CHECK_EQ(lk_lock(node[3], &x, LK_EX, LK_VALBLK, NULL, NULL, &ex),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_lvb_set(ex, v), 0);
+	CHECK_EQ(lk_convert(ex, LK_EX, 0), LK_GRANTED_NOW);
+	CHECK_EQ(lk_lock(node[1], &y, LK_PR, 0, NULL, NULL, &pr),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_lock(node[3], &y, LK_PR, 0, NULL, NULL, &ex), 0);
+	settle();
+	CHECK_EQ(lk_lock(node[3], &x, LK_PW, LK_NOQUEUE, NULL, NULL, &ex),
+		 -EAGAIN);
+	granted_after_recovery = -1;
+	CHECK_EQ(lk_lock(node[2], &x, LK_EX, LK_VALBLK, &rec_ops, NULL, &w),
+		 0);
+	settle();
+	CHECK(!lk_lock_granted(w));
+	kill_node(3);
+	begin_gen(1, 2, mask_of(2), 1ull << 3);
+	settle();
+	CHECK_EQ(node[1]->rphase, 0);
+	CHECK_EQ(node[2]->rphase, 0);
+	CHECK(lk_lock_granted(w));
+	CHECK_EQ(granted_after_recovery, 1);
+	CHECK_EQ(recovered[1], 1 << 3);
+	CHECK_EQ(recovered[2], 1 << 3);
+	/* 3 held PW/EX: the value block is marked invalid */
+	CHECK_EQ(lk_lvb_get(w, v), -ENODATA);
+	CHECK_EQ(lk_convert(pr, LK_EX, 0), LK_GRANTED_NOW);
+	sim_fini();
+}
+
+/* ---- randomized property test ---- */
+
+#define NRES 5
+#define NCLI 3
+enum { C_IDLE, C_WAIT, C_HOLD, C_CONV };
+struct client {
+	int node, state, res;
+	struct lk_lock *lk;
+	int cancel_sent;
+};
+static struct client cli[NN + 1][NCLI];
+static uint32_t lvb_last[NRES];
+static uint32_t lvb_counter;
+static int prop_fail;
+
+static void check_lvb_on_grant(struct client *c)
+{
+	uint8_t v[LK_LVB_LEN];
+	uint32_t got;
+	int mode = lk_lock_mode(c->lk);
+
+	if (mode < LK_PR)
+		return;
+	if (lk_lvb_get(c->lk, v) != 0)
+		return; /* invalid is allowed only after a death: none here */
+	memcpy(&got, v, sizeof(got));
+	if (getenv("SIMDBG"))
+		printf("G res %d node %d lkid %llu mode %d got %u\n", c->res,
+		       c->node, (unsigned long long)c->lk->lkid, mode, got);
+	if (got != lvb_last[c->res]) {
+		printf("stale LVB on res %d: %u != %u\n", c->res, got,
+		       lvb_last[c->res]);
+		prop_fail = 1;
+	}
+}
+
+static void p_comp(struct lk_lock *lk, int status, void *arg)
+{
+	struct client *c = arg;
+
+	if (getenv("SIMDBG"))
+		printf("C cli %p node %d lkid %llu st %d status %d\n",
+		       (void *)c, c->node, (unsigned long long)lk->lkid,
+		       c->state, status);
+	if (c->state == C_WAIT)
+		c->state = status == 0 ? C_HOLD : C_IDLE;
+	else if (c->state == C_CONV)
+		c->state = C_HOLD;
+	if (status == 0)
+		check_lvb_on_grant(c);
+	if (c->state == C_IDLE)
+		c->lk = NULL;
+}
+static const struct lk_lock_ops p_ops = { p_comp, NULL };
+
+/* While a conversion is pending a lock protects only what both modes
+ * protect (the meet in the lattice): the master may already have
+ * granted or applied the new mode. */
+static int eff_mode(const struct lk_lock *lk)
+{
+	if (lk->state != LK_S_CONVERTING)
+		return lk->grmode;
+	for (int m = LK_EX; m > LK_NL; m--)
+		if (lk_mode_covers(lk->grmode, m) &&
+		    lk_mode_covers(lk->rqmode, m))
+			return m;
+	return LK_NL;
+}
+
+/* No two locks held anywhere on a resource are incompatible. */
+static int check_safety(void)
+{
+	for (int r = 0; r < NRES; r++) {
+		struct lk_name x = nm((uint64_t)r);
+		int modes[64], n = 0;
+
+		for (int i = 1; i <= NN; i++) {
+			struct lk_res *res;
+			struct lk_list *l;
+
+			if (!alive[i])
+				continue;
+			res = lk_res_find(node[i], &x, lk_name_hash(&x));
+			if (res == NULL)
+				continue;
+			for (l = res->locks.next; l != &res->locks;
+			     l = l->next) {
+				struct lk_lock *lk = LK_CONTAINER(
+					l, struct lk_lock, res_link);
+
+				if ((lk->state == LK_S_GRANTED ||
+				     lk->state == LK_S_CONVERTING) && n < 64) {
+					if (getenv("SIMDBG"))
+						printf("  res %d node %d lkid %llu st %d gr %d rq %d cached %d\n",
+						       r, i, (unsigned long long)lk->lkid, lk->state, lk->grmode, lk->rqmode, lk->cached);
+					modes[n++] = eff_mode(lk);
+				}
+			}
+		}
+		for (int a = 0; a < n; a++)
+			for (int b = a + 1; b < n; b++)
+				if (!lk_mode_compat(modes[a], modes[b])) {
+					printf("res %d: %s and %s held\n", r,
+					       lk_mode_name(modes[a]),
+					       lk_mode_name(modes[b]));
+					return -1;
+				}
+	}
+	return 0;
+}
+
+static void write_lvb(struct client *c)
+{
+	uint8_t v[LK_LVB_LEN] = { 0 };
+	uint32_t val = ++lvb_counter;
+
+	if (lk_lock_mode(c->lk) < LK_PW)
+		return;
+	memcpy(v, &val, sizeof(val));
+	if (lk_lvb_set(c->lk, v) == 0)
+		lvb_last[c->res] = val;
+	if (getenv("SIMDBG"))
+		printf("W res %d node %d lkid %llu mode %d val %u\n", c->res,
+		       c->node, (unsigned long long)c->lk->lkid,
+		       lk_lock_mode(c->lk), val);
+}
+
+static void client_hold_step(struct client *c, int draining)
+{
+	int r = (int)(rnd() % 8), ret;
+
+	if (draining || r < 3) {
+		write_lvb(c); /* written back by unlock from PW/EX */
+		ret = lk_unlock(c->lk, !draining && r == 0 ? LK_UNLOCK_CACHE
+							    : 0);
+		if (getenv("SIMDBG"))
+			printf("U cli %p node %d lkid %llu cache %d ret %d\n",
+			       (void *)c, c->node,
+			       (unsigned long long)c->lk->lkid, r == 0, ret);
+		if (ret == 0) {
+			c->state = C_IDLE;
+			c->lk = NULL;
+		}
+		return;
+	}
+	if (r < 6) {
+		int mode = (int)(rnd() % LK_NMODES);
+
+		if (lk_lvb_op(lk_lock_mode(c->lk), mode) == LK_LVB_WRITE)
+			write_lvb(c);
+		c->state = C_CONV;
+		ret = lk_convert(c->lk, mode, rnd() % 4 == 0 ? LK_NOQUEUE : 0);
+		if (ret != 0)
+			c->state = C_HOLD; /* granted now or failed now */
+		if (ret == LK_GRANTED_NOW)
+			check_lvb_on_grant(c);
+	}
+}
+
+static void client_step(struct client *c, int draining)
+{
+	int ret;
+
+	switch (c->state) {
+	case C_IDLE:
+		if (draining)
+			return;
+		c->res = (int)(rnd() % NRES);
+		{
+			struct lk_name x = nm((uint64_t)c->res);
+			unsigned fl = LK_VALBLK;
+
+			if (rnd() % 5 == 0)
+				fl |= LK_NOQUEUE;
+			if (rnd() % 7 == 0)
+				fl |= LK_NOQUEUE | LK_NOQUEUEBAST;
+			c->state = C_WAIT;
+			ret = lk_lock(node[c->node], &x,
+				      (int)(rnd() % LK_NMODES), fl, &p_ops, c,
+				      &c->lk);
+		}
+		if (getenv("SIMDBG") && ret >= 0)
+			printf("L cli %p node %d lkid %llu ret %d\n", (void *)c,
+			       c->node, (unsigned long long)c->lk->lkid, ret);
+		if (ret == LK_GRANTED_NOW) {
+			c->state = C_HOLD;
+			check_lvb_on_grant(c);
+		} else if (ret < 0) {
+			c->state = C_IDLE;
+			c->lk = NULL;
+		}
+		break;
+	case C_HOLD:
+		client_hold_step(c, draining);
+		break;
+	default:
+		if (!draining && rnd() % 16 == 0)
+			lk_cancel(c->lk);
+		break;
+	}
+}
+
+static void random_run(int kill_at)
+{
+	uint64_t seed = t_seed();
+	int steps = 30000, rounds;
+
+	rng = seed * 2654435761u + 1;
+	memset(lvb_last, 0, sizeof(lvb_last));
+	lvb_counter = 0;
+	prop_fail = 0;
+	start_cluster(NN);
+	for (int i = 1; i <= NN; i++)
+		for (int k = 0; k < NCLI; k++)
+			cli[i][k] = (struct client){ i, C_IDLE, 0, NULL, 0 };
+	for (int s = 0; s < steps && !prop_fail; s++) {
+		int what = (int)(rnd() % 10);
+
+		int who = 1 + (int)(rnd() % NN);
+
+		if (s == kill_at) {
+			if (getenv("SIMDBG"))
+				printf("KILL node %d at step %d\n", NN, s);
+			/* node NN dies; node 1 coordinates generation 2 */
+			kill_node(NN);
+			for (int k = 0; k < NCLI; k++)
+				cli[NN][k].state = C_IDLE;
+			begin_gen(1, 2, mask_of(NN - 1), 1ull << NN);
+		}
+		if (what < 5)
+			deliver_random();
+		else if (what < 7)
+			run_cbs(who);
+		else if (alive[who])
+			client_step(&cli[who][rnd() % NCLI], 0);
+		if (check_safety() != 0) {
+			printf("safety violated at step %d\n", s);
+			prop_fail = 1;
+		}
+	}
+	CHECK(!prop_fail);
+	/* every request completes: drain */
+	for (rounds = 0; rounds < 1000; rounds++) {
+		int busy = 0;
+
+		settle();
+		for (int i = 1; i <= NN; i++)
+			for (int k = 0; k < NCLI && alive[i]; k++) {
+				client_step(&cli[i][k], 1);
+				busy |= cli[i][k].state != C_IDLE;
+			}
+		CHECK(check_safety() == 0);
+		if (!busy && pending_links() == 0)
+			break;
+	}
+	CHECK(rounds < 1000);
+	for (int i = 1; i <= NN; i++)
+		for (int k = 0; k < NCLI; k++)
+			if (cli[i][k].state != C_IDLE) {
+				struct lk_lock *lk = cli[i][k].lk;
+
+				printf("client %d.%d stuck in state %d: lkid "
+				       "%llu state %d gr %d rq %d master %u "
+				       "deferred %d\n",
+				       i, k, cli[i][k].state,
+				       (unsigned long long)lk->lkid, lk->state,
+				       lk->grmode, lk->rqmode, lk->res->master,
+				       lk->deferred_op);
+				if (lk->res->master != (uint32_t)i) {
+					struct lk_mst *m = lk_mst_find(
+						node[lk->res->master],
+						(uint32_t)i, lk->lkid);
+
+					printf("  at master: %s queue %d\n",
+					       m ? "copy" : "NO copy",
+					       m ? m->rq.queue : -1);
+				}
+			}
+	for (int i = 1; i <= NN && alive[i]; i++) {
+		CHECK_EQ(node[i]->rphase, 0);
+		CHECK_EQ(node[i]->stats.bad_frames, 0);
+		printf("node %d: grants local %llu remote %llu waits %llu\n",
+		       i,
+		       (unsigned long long)node[i]->stats.type[2].c.grants_local,
+		       (unsigned long long)node[i]->stats.type[2].c.grants_remote,
+		       (unsigned long long)node[i]->stats.type[2].c.waits);
+	}
+	sim_fini();
+}
+
+static void test_random_property(void)
+{
+	random_run(-1);
+}
+
+/* The same, with node 4 dying half-way: recovery under load. */
+static void test_random_property_with_death(void)
+{
+	random_run(15000);
+}
+
+int main(int argc, char **argv)
+{
+	t_init(argc, argv);
+	rng = 88172645463325252ull;
+	T_RUN(test_join_forms_membership);
+	T_RUN(test_local_resource_no_message);
+	T_RUN(test_remote_grant_and_bast);
+	T_RUN(test_hold_cache);
+	T_RUN(test_batch_one_frame_per_master);
+	T_RUN(test_recovery_after_death);
+	T_RUN(test_random_property);
+	T_RUN(test_random_property_with_death);
+	return t_done();
+}
