@@ -327,8 +327,11 @@ static void parse(struct lk_net *net, struct lk_conn *c)
 	while (!c->closing && c->rlen - off >= sizeof(struct lk_hdr)) {
 		const struct lk_hdr *h = (void *)(c->rbuf + off);
 
+		/* every valid frame is a multiple of 8 bytes long, which
+		 * also keeps the next header aligned in rbuf */
 		if (h->magic != LK_MAGIC || h->version != LK_VERSION ||
-		    h->length < sizeof(*h) || h->length > LK_FRAME_MAX) {
+		    h->length < sizeof(*h) || h->length > LK_FRAME_MAX ||
+		    h->length % 8 != 0) {
 			net->ls->stats.bad_frames++;
 			conn_drop(net, c, "bad frame header (magic, version "
 					  "or length)");
