@@ -83,6 +83,11 @@ struct lk_res {
 	int8_t rc_mode;		/* recovery: best mode seen with an LVB */
 	uint64_t rc_seq;	/* recovery: its sequence */
 	uint8_t rc_lvb[LK_LVB_LEN];
+	uint8_t rc_valid;	/* recovery: validity of rc_lvb at rank 4 */
+	uint8_t ho;		/* a leaving master handed us its LVB: */
+	uint8_t ho_valid;
+	uint64_t ho_seq;
+	uint8_t ho_lvb[LK_LVB_LEN];
 	struct lk_counts stats;
 };
 
@@ -312,6 +317,9 @@ void lk_recover_user_done(struct lk_ls *ls, uint64_t gen);
 int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
 			   uint64_t prev_gen, uint64_t prev);
 void lk_recover_free(struct lk_ls *ls);
+/* Leaving: send the LVB of every resource we master to one of its
+ * holders (HANDOFF). */
+void lk_recover_handoff(struct lk_ls *ls);
 
 /* lk_cb.c */
 int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val);

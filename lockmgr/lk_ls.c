@@ -143,6 +143,7 @@ void lk_ls_close(struct lk_ls *ls)
 	pthread_mutex_lock(&ls->mu);
 	ls->closing = 1;
 	release_all(ls);
+	lk_recover_handoff(ls); /* before LEAVE on every link */
 	lk_out_flush(ls);
 	lk_member_leave(ls);
 	lk_out_flush(ls);

@@ -214,7 +214,8 @@ static void rc_offer(struct lk_res *r, int grmode, int rqmode,
 	if (!r->remaster || !(flags & LK_VALBLK) || !(lvbf & LK_RF_LVB))
 		return;
 	if (lvbf & LK_RF_LVB_WB) {
-		rank = 4; /* newest of all: it was being written back */
+		rank = 4; /* newest of all: written back, or handed on */
+		r->rc_valid = (lvbf & LK_RF_LVB_VALID) != 0;
 		goto take;
 	}
 	/* a converting lock is only sure to hold the meet of its modes */
@@ -292,12 +293,36 @@ static void send_lock(struct lk_ls *ls, struct lk_res *r, struct lk_lock *lk)
 	memcpy(c->lvb, lk->lvb, LK_LVB_LEN);
 }
 
+/* Phase 4: a LVB a leaving master handed us goes to the new master. */
+static void pass_handoff(struct lk_ls *ls, struct lk_res *r)
+{
+	uint8_t lvbf = LK_RF_LVB | LK_RF_LVB_WB |
+		       (r->ho_valid ? LK_RF_LVB_VALID : 0);
+	struct lk_rec_rcom *c;
+
+	r->ho = 0;
+	if (r->master == ls->nodeid) {
+		rc_offer(r, LK_EX, -1, LK_VALBLK, lvbf, r->ho_seq, r->ho_lvb);
+		return;
+	}
+	c = lk_out_add(ls, r->master, LK_M_HANDOFF);
+	if (c == NULL)
+		return;
+	c->name = r->name;
+	c->flags = LK_VALBLK;
+	c->lvbf = lvbf;
+	c->lvb_seq = r->ho_seq;
+	memcpy(c->lvb, r->ho_lvb, LK_LVB_LEN);
+}
+
 static void phase4(struct lk_ls *ls)
 {
 	struct lk_res *r, *nx;
 	struct lk_list *l, *n;
 
 	EACH_RES(ls, r, nx) {
+		if (r->ho && r->master != 0)
+			pass_handoff(ls, r);
 		lk_list_each(l, n, &r->locks) {
 			struct lk_lock *lk =
 				LK_CONTAINER(l, struct lk_lock, res_link);
@@ -346,6 +371,35 @@ static void rx_rcom(struct lk_ls *ls, uint32_t sender,
 		 c->lvb);
 }
 
+/*
+ * HANDOFF: from a leaving master (keep the value until recovery re-masters
+ * the resource), or, during phase 4, passed on to us as the new master.
+ */
+static int rx_handoff(struct lk_ls *ls, uint32_t sender,
+		      const struct lk_rec_rcom *c)
+{
+	struct lk_res *r;
+
+	if (lk_wire_check_name(&c->name) != 0)
+		return -EPROTO;
+	r = lk_res_find(ls, &c->name, lk_name_hash(&c->name));
+	if (r == NULL)
+		return -ENOENT;
+	if (r->master == ls->nodeid && r->remaster && ls->rphase >= 3 &&
+	    ls->rphase <= 4) {
+		rc_offer(r, LK_EX, -1, LK_VALBLK, c->lvbf | LK_RF_LVB_WB,
+			 c->lvb_seq, c->lvb);
+		return 0;
+	}
+	if (r->master != sender && r->master != 0)
+		return -EPROTO;
+	r->ho = 1;
+	r->ho_valid = (c->lvbf & LK_RF_LVB_VALID) != 0;
+	r->ho_seq = c->lvb_seq;
+	memcpy(r->ho_lvb, c->lvb, LK_LVB_LEN);
+	return 0;
+}
+
 static void replay_saved(struct lk_ls *ls)
 {
 	struct lk_saved *s = ls->saved;
@@ -369,11 +423,13 @@ static void phase5(struct lk_ls *ls)
 	o.ctx = ls;
 	EACH_RES(ls, r, nx) {
 		if (r->master == ls->nodeid && r->remaster) {
-			r->q.lvb_valid = r->rc_mode >= 2;
+			r->q.lvb_valid = r->rc_mode == 4 ? r->rc_valid
+							 : r->rc_mode >= 2;
 			r->q.lvb_seq = r->rc_seq;
 			if (r->rc_mode >= 2)
 				memcpy(r->q.lvb, r->rc_lvb, LK_LVB_LEN);
 		}
+		r->ho = 0;
 		r->remaster = 0;
 		if (r->master != ls->nodeid)
 			continue;
@@ -561,7 +617,7 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 	if (type != LK_M_START && type != LK_M_DONE &&
 	    type != LK_M_HEARTBEAT && type != LK_M_LEAVE &&
-	    !(ls->rmembers & bit(sender))) {
+	    type != LK_M_HANDOFF && !(ls->rmembers & bit(sender))) {
 		ls->stats.bad_frames++;
 		return;
 	}
@@ -603,6 +659,10 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 			rx_rcom(ls, sender, rec);
 			return;
 		}
+		break;
+	case LK_M_HANDOFF:
+		if (rx_handoff(ls, sender, rec) == 0)
+			return;
 		break;
 	default:
 		/* HEARTBEAT, LEAVE, HELLO, AUTH belong to other layers */
@@ -716,4 +776,45 @@ int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		c->nodeid = ls->nodeid;
 	}
 	return lk_recover_start(ls, gen, members, dead);
+}
+
+/* A holder to hand @r's LVB to (not us), or 0. */
+static uint32_t some_holder(struct lk_ls *ls, struct lk_res *r)
+{
+	struct lk_list *heads[3] = { &r->q.grantq, &r->q.convertq,
+				     &r->q.waitq };
+
+	for (int i = 0; i < 3; i++)
+		for (struct lk_list *l = heads[i]->next; l != heads[i];
+		     l = l->next) {
+			struct lk_rq *rq = LK_CONTAINER(l, struct lk_rq, link);
+
+			if (rq->nodeid != ls->nodeid)
+				return rq->nodeid;
+		}
+	return 0;
+}
+
+void lk_recover_handoff(struct lk_ls *ls)
+{
+	struct lk_res *r, *nx;
+
+	EACH_RES(ls, r, nx) {
+		struct lk_rec_rcom *c;
+		uint32_t to;
+
+		if (r->master != ls->nodeid)
+			continue;
+		to = some_holder(ls, r);
+		if (to == 0)
+			continue;
+		c = lk_out_add(ls, to, LK_M_HANDOFF);
+		if (c == NULL)
+			continue;
+		c->name = r->name;
+		c->flags = LK_VALBLK;
+		c->lvbf = LK_RF_LVB | (r->q.lvb_valid ? LK_RF_LVB_VALID : 0);
+		c->lvb_seq = r->q.lvb_seq;
+		memcpy(c->lvb, r->q.lvb, LK_LVB_LEN);
+	}
 }

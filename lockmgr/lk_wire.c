@@ -45,6 +45,7 @@ static const struct {
 				 sizeof(struct lk_rec_name) },
 	[LK_M_RCOM] = { "RCOM", sizeof(struct lk_rec_rcom) },
 	[LK_M_LEAVE] = { "LEAVE", sizeof(struct lk_rec_ctl) },
+	[LK_M_HANDOFF] = { "HANDOFF", sizeof(struct lk_rec_rcom) },
 };
 
 size_t lk_wire_recsize(unsigned type)

@@ -40,6 +40,7 @@ enum lk_msg {
 	LK_M_RLOOKUP_REPLY,
 	LK_M_RCOM,	   /* rcom: recovery, one of my locks */
 	LK_M_LEAVE,	   /* ctl: I am leaving */
+	LK_M_HANDOFF,	   /* rcom: a leaving master's LVB for a holder */
 	LK_M_NTYPES
 };
 

@@ -432,6 +432,45 @@ static void test_recovery_after_death(void)
 	sim_fini();
 }
 
+/* A master leaves cleanly: the LVB of a resource others hold only in CR
+ * survives (HANDOFF), where a death would have made it invalid. */
+static void test_clean_leave_hands_lvb_on(void)
+{
+	struct lk_name x;
+	struct lk_lock *ex, *cr, *pr;
+	uint8_t v[LK_LVB_LEN] = { 9 }, got[LK_LVB_LEN];
+
+	start_cluster(3);
+	x = name_with_dir(3, 700);
+	CHECK_EQ(lk_lock(node[3], &x, LK_EX, LK_VALBLK, NULL, NULL, &ex),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_lvb_set(ex, v), 0);
+	CHECK_EQ(lk_convert(ex, LK_NL, 0), LK_GRANTED_NOW); /* writes 9 */
+	CHECK_EQ(lk_lock(node[1], &x, LK_CR, LK_VALBLK, NULL, NULL, &cr), 0);
+	settle();
+	CHECK(lk_lock_granted(cr));
+	CHECK_EQ(lk_unlock(ex, 0), 0);
+	/* node 3 leaves: releases, hands on, says LEAVE */
+	pthread_mutex_lock(&node[3]->mu);
+	lk_recover_handoff(node[3]);
+	lk_out_flush(node[3]);
+	pthread_mutex_unlock(&node[3]->mu);
+	settle();
+	kill_node(3);
+	node[1]->left |= 1ull << 3;
+	node[2]->left |= 1ull << 3;
+	begin_gen(1, 2, mask_of(2), 0);
+	settle();
+	CHECK_EQ(node[1]->rphase, 0);
+	CHECK_EQ(node[1]->stats.recoveries, 2);
+	CHECK_EQ(lk_lock(node[2], &x, LK_PR, LK_VALBLK, NULL, NULL, &pr), 0);
+	settle();
+	REQUIRE(lk_lock_granted(pr));
+	CHECK_EQ(lk_lvb_get(pr, got), 0);
+	CHECK_EQ(got[0], 9);
+	sim_fini();
+}
+
 /* ---- randomized property test ---- */
 
 #define NRES 5
@@ -743,6 +782,7 @@ int main(int argc, char **argv)
 	T_RUN(test_hold_cache);
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_recovery_after_death);
+	T_RUN(test_clean_leave_hands_lvb_on);
 	T_RUN(test_random_property);
 	T_RUN(test_random_property_with_death);
 	return t_done();
