@@ -167,7 +167,8 @@ uint32_t lk_ls_nodeid(const struct lk_ls *ls);
  * queued (completion callback follows). With LK_NOQUEUE a request that
  * cannot be granted returns -EAGAIN directly when the master is this node
  * (no handle), else through the completion. -EINVAL (mode, flags, name),
- * -ENOMEM, -ESHUTDOWN (closing, or this node was fenced out). Any thread, including callbacks. Never blocks.
+ * -ENOMEM, -ESHUTDOWN (closing, or this node was fenced out). Any
+ * thread, including callbacks. Never blocks.
  */
 int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
@@ -187,7 +188,8 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 /*
  * Convert a granted lock to @mode (up or down). Same return convention as
  * lk_lock. Until it completes the lock protects only what both the old
- * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if a request or conversion is already pending, -EINVAL.
+ * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if
+ * a request or conversion is already pending, -EINVAL.
  * A down-conversion from PW/EX writes the value block back (LK_VALBLK).
  */
 int lk_convert(struct lk_lock *lk, int mode, unsigned flags);

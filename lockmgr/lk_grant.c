@@ -360,6 +360,11 @@ static int check_queue(const struct lk_list *h, int queue, uint32_t *cnt)
 	return 0;
 }
 
+static int grmode_of(const struct lk_list *l)
+{
+	return LK_CONTAINER(l, struct lk_rq, link)->grmode;
+}
+
 static int check_compat(const struct lk_list *a, const struct lk_list *b)
 {
 	const struct lk_list *x, *y;
@@ -367,9 +372,7 @@ static int check_compat(const struct lk_list *a, const struct lk_list *b)
 	for (x = a->next; x != a; x = x->next)
 		for (y = b->next; y != b; y = y->next)
 			if (x != y &&
-			    !lk_mode_compat(
-				    LK_CONTAINER(x, struct lk_rq, link)->grmode,
-				    LK_CONTAINER(y, struct lk_rq, link)->grmode))
+			    !lk_mode_compat(grmode_of(x), grmode_of(y)))
 				return -EPROTO;
 	return 0;
 }

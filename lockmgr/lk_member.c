@@ -186,7 +186,7 @@ void lk_member_tick(struct lk_ls *ls, uint64_t now)
 	}
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need) {
 		if (ls->quorate && !m->warned_quorum)
-			lk_log(ls, 1, "quorum lost: no grants until it is back");
+			lk_log(ls, 1, "quorum lost: no grants until back");
 		m->warned_quorum = 1;
 		ls->quorate = 0;
 		return;

@@ -179,7 +179,8 @@ int main(int argc, char **argv)
 	int rounds;
 
 	if (argc != 6) {
-		fprintf(stderr, "usage: lk_fuzz CONFIG TARGET AS SEED ROUNDS\n");
+		fprintf(stderr,
+			"usage: lk_fuzz CONFIG TARGET AS SEED ROUNDS\n");
 		return 2;
 	}
 	if (lk_config_load(argv[1], &cfg, &why) != 0) {

@@ -540,6 +540,26 @@ static int eff_mode(const struct lk_lock *lk)
 	return LK_NL;
 }
 
+/* Append the effective modes held by node @i's locks on @res. */
+static void collect_modes(struct lk_res *res, int i, int r, int *modes,
+			  int *n)
+{
+	for (struct lk_list *l = res->locks.next; l != &res->locks;
+	     l = l->next) {
+		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
+
+		if ((lk->state != LK_S_GRANTED &&
+		     lk->state != LK_S_CONVERTING) || *n >= 64)
+			continue;
+		if (getenv("SIMDBG"))
+			printf("  res %d node %d lkid %llu st %d gr %d rq %d "
+			       "cached %d\n", r, i,
+			       (unsigned long long)lk->lkid, lk->state,
+			       lk->grmode, lk->rqmode, lk->cached);
+		modes[(*n)++] = eff_mode(lk);
+	}
+}
+
 /* No two locks held anywhere on a resource are incompatible. */
 static int check_safety(void)
 {
@@ -549,26 +569,12 @@ static int check_safety(void)
 
 		for (int i = 1; i <= NN; i++) {
 			struct lk_res *res;
-			struct lk_list *l;
 
 			if (!alive[i])
 				continue;
 			res = lk_res_find(node[i], &x, lk_name_hash(&x));
-			if (res == NULL)
-				continue;
-			for (l = res->locks.next; l != &res->locks;
-			     l = l->next) {
-				struct lk_lock *lk = LK_CONTAINER(
-					l, struct lk_lock, res_link);
-
-				if ((lk->state == LK_S_GRANTED ||
-				     lk->state == LK_S_CONVERTING) && n < 64) {
-					if (getenv("SIMDBG"))
-						printf("  res %d node %d lkid %llu st %d gr %d rq %d cached %d\n",
-						       r, i, (unsigned long long)lk->lkid, lk->state, lk->grmode, lk->rqmode, lk->cached);
-					modes[n++] = eff_mode(lk);
-				}
-			}
+			if (res != NULL)
+				collect_modes(res, i, r, modes, &n);
 		}
 		for (int a = 0; a < n; a++)
 			for (int b = a + 1; b < n; b++)
@@ -752,11 +758,12 @@ static void random_run(int kill_at)
 	for (int i = 1; i <= NN && alive[i]; i++) {
 		CHECK_EQ(node[i]->rphase, 0);
 		CHECK_EQ(node[i]->stats.bad_frames, 0);
+		const struct lk_counts *c = &node[i]->stats.type[2].c;
+
 		printf("node %d: grants local %llu remote %llu waits %llu\n",
-		       i,
-		       (unsigned long long)node[i]->stats.type[2].c.grants_local,
-		       (unsigned long long)node[i]->stats.type[2].c.grants_remote,
-		       (unsigned long long)node[i]->stats.type[2].c.waits);
+		       i, (unsigned long long)c->grants_local,
+		       (unsigned long long)c->grants_remote,
+		       (unsigned long long)c->waits);
 	}
 	sim_fini();
 }
