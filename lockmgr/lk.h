@@ -81,7 +81,7 @@ enum {
 #define LK_NAME_STR 16
 struct lk_name {
 	uint16_t type;
-	uint16_t slen;	  /* bytes used in str (0..LK_NAME_STR) */
+	uint16_t slen;	   /* bytes used in str (0..LK_NAME_STR) */
 	uint32_t reserved; /* zero */
 	uint64_t num;
 	char str[LK_NAME_STR];
@@ -249,18 +249,18 @@ int lk_lvb_set(struct lk_lock *lk, const void *buf);
 #define LK_MAX_NODES 64	   /* node ids 1..63 */
 
 struct lk_counts {
-	uint64_t requests;	/* lk_lock + lk_lock_batch entries */
-	uint64_t grants_local;	/* granted by this node as master */
-	uint64_t grants_remote; /* granted by another master */
-	uint64_t cache_hits;	/* re-acquired from the hold cache */
-	uint64_t waits;		/* had to queue behind a conflict */
-	uint64_t conversions;	/* lk_convert calls */
-	uint64_t demotes;	/* down-conversions and unlocks of PW/EX */
-	uint64_t basts_sent;	/* blocking callbacks this master sent */
-	uint64_t basts_recv;	/* blocking callbacks this node got */
-	int64_t srtt, srttvar;	/* remote, granted without waiting */
+	uint64_t requests;	 /* lk_lock + lk_lock_batch entries */
+	uint64_t grants_local;	 /* granted by this node as master */
+	uint64_t grants_remote;	 /* granted by another master */
+	uint64_t cache_hits;	 /* re-acquired from the hold cache */
+	uint64_t waits;		 /* had to queue behind a conflict */
+	uint64_t conversions;	 /* lk_convert calls */
+	uint64_t demotes;	 /* down-conversions and unlocks of PW/EX */
+	uint64_t basts_sent;	 /* blocking callbacks this master sent */
+	uint64_t basts_recv;	 /* blocking callbacks this node got */
+	int64_t srtt, srttvar;	 /* remote, granted without waiting */
 	int64_t srttb, srttvarb; /* remote, granted after waiting */
-	int64_t sirt, sirtvar;	/* between requests */
+	int64_t sirt, sirtvar;	 /* between requests */
 };
 
 struct lk_type_stats {

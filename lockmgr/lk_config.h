@@ -35,8 +35,7 @@ struct lk_config {
 };
 
 /* Parse @path. 0, or -ENOENT/-EACCES (files), -EINVAL with *why set. */
-int lk_config_load(const char *path, struct lk_config *cfg,
-		   const char **why);
+int lk_config_load(const char *path, struct lk_config *cfg, const char **why);
 const struct lk_node_cfg *lk_config_node(const struct lk_config *cfg,
 					 uint32_t id);
 /* Members needed for quorum: strict majority, or 1 in two-node mode. */

@@ -42,7 +42,7 @@ static void destroy(struct lk_ls *ls)
 int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 {
 	struct lk_config *cfg = calloc(1, sizeof(*cfg));
-	struct lk_xport xp = { NULL, NULL };
+	struct lk_xport xp = {NULL, NULL};
 	struct lk_net *net = NULL;
 	struct lk_ls *ls;
 	const char *why;
@@ -157,7 +157,7 @@ void lk_ls_close(struct lk_ls *ls)
 		if (pending == 0 || lk_now_ns() > end)
 			break;
 		pthread_mutex_unlock(&ls->mu);
-		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
 		pthread_mutex_lock(&ls->mu);
 	}
 	pthread_mutex_unlock(&ls->mu);
