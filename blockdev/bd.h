@@ -105,14 +105,18 @@ int bd_ram_open(uint64_t size, struct bd_dev **out);
 int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
 		  struct bd_fault **fault);
 
-/* Fail the @n-th I/O of @op counted from now (1 = the next), with -EIO.
- * @persistent: also fail every later one. */
+/* Fail the @n-th I/O of @op counted from now (1 = the next), with -EIO;
+ * a failed write changes nothing. @persistent: also fail every later one.
+ * Each I/O of a batch counts. n = 0 disarms. */
 void bd_fault_fail_nth(struct bd_fault *f, enum bd_op op, uint64_t n,
 		       int persistent);
-/* Tear the @n-th write from now: only its first @keep bytes (rounded down
- * to 512) reach the overlay, then the device crashes (as below). */
+/* Tear the @n-th write from now: power fails while it is written. The
+ * device crashes as bd_fault_crash(f, 0) (unflushed writes are dropped)
+ * and only the write's first @keep bytes (rounded down to 512) reach
+ * @lower; the write returns -EIO. n = 0 disarms. */
 void bd_fault_tear_nth(struct bd_fault *f, uint64_t n, size_t keep);
-/* Crash when the @n-th write from now is issued (that write is lost). */
+/* Crash as bd_fault_crash(f, 0) when the @n-th write from now is issued
+ * (that write is lost and returns -EIO). n = 0 disarms. */
 void bd_fault_crash_nth(struct bd_fault *f, uint64_t n);
 /* Power loss now. Unflushed writes are dropped; with @garble_seed != 0,
  * each unflushed write is instead kept, dropped or filled with garbage,

@@ -1,0 +1,302 @@
+/*
+ * fs.h — the ucfs namespace API: the filesystem as a C library.
+ *
+ * Everything the FUSE adapter (fs_fuse.c) does goes through these
+ * functions, so crash tests, fsck-style tools and benchmarks can drive a
+ * mounted filesystem on any struct bd_dev (file, RAM, fault injector)
+ * without FUSE. The calls mirror the FUSE low-level operations:
+ *
+ *  - Inodes are named by their on-disk number (u64, the inode's block
+ *    number). fs_root() gives the root's; the FUSE adapter maps the
+ *    kernel's nodeid 1 to it and back, nowhere else.
+ *  - Every call that hands an inode to the caller (fs_lookup, fs_mknod,
+ *    fs_mkdir, fs_symlink, fs_link, fs_create, and fs_readdir with
+ *    FS_READDIR_PLUS for entries other than "." and "..") takes one
+ *    "lookup" reference on it, exactly like a FUSE entry reply; fs_forget()
+ *    drops them. An unlinked inode is freed only when it has no name, no
+ *    lookup reference and no open (fs_open/fs_create) left; until then it
+ *    sits on the on-disk orphan list, which the next mount reclaims after a
+ *    crash. Library callers that never forget are fine: unmount drops all
+ *    references.
+ *  - Permission checks are the kernel's job (the daemon always mounts with
+ *    default_permissions). The library only applies the rules the kernel
+ *    leaves to the filesystem: new objects get cred's uid, and cred's gid
+ *    unless the parent is setgid (then the parent's gid, and a new
+ *    directory inherits S_ISGID); a write or chown by a non-root cred
+ *    clears S_ISUID/S_ISGID; ctime moves on every change.
+ *  - Names are 1..FS_NAME_MAX bytes, any byte but '/' and NUL
+ *    (-ENAMETOOLONG, -EINVAL). Names are passed NUL-terminated.
+ *
+ * Errors: every int function returns 0 or -errno, ssize_t ones a count or
+ * -errno. Beyond the usual POSIX ones: -EUCLEAN (bad metadata block
+ * detected: checksum, type or block number mismatch; the operation did
+ * nothing), -EROFS (read-only mount), -ENOSPC (nothing was changed),
+ * -EIO (device error).
+ *
+ * Threads: every function may be called from any thread concurrently once
+ * fs_mount() returned, except fs_unmount(), which must be the last call.
+ * All functions may block (device I/O, journal commit).
+ */
+#ifndef UCFS_FS_H
+#define UCFS_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct fs;
+struct bd_dev;
+
+#define FS_NAME_MAX 255
+#define FS_PATH_MAX 4096
+#define FS_XATTR_NAME_MAX 255
+#define FS_XATTR_SIZE_MAX 65536
+
+/* ---- mount options (parsed by fs_opts.c) ------------------------------ */
+
+enum fs_lockproto { FS_LOCK_NOLOCK = 0, FS_LOCK_DLM = 1 };
+enum fs_data_mode { FS_DATA_ORDERED = 0, FS_DATA_WRITEBACK = 1 };
+enum fs_atime_mode { FS_ATIME_RELATIME = 0, FS_ATIME_NOATIME = 1,
+		     FS_ATIME_STRICT = 2 };
+
+#define FS_OPTS_FUSE_MAX 1024
+
+struct fs_opts {
+	int ro;				/* ro: no device write at all */
+	enum fs_lockproto lockproto;	/* lockproto=nolock (dlm: later) */
+	enum fs_data_mode data;		/* data=ordered|writeback */
+	unsigned commit_s;		/* commit=SECONDS, journal interval */
+	enum fs_atime_mode atime;	/* noatime|relatime|strictatime */
+	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
+	unsigned readahead_kb;		/* readahead=KB, kernel file readahead
+					   (0: off) */
+	int allow_other;		/* allow_other (FUSE) */
+	int debug;			/* debug / -d (FUSE) */
+	/* Options handed to libfuse as one "-o" string (kernel mount flags
+	 * such as nosuid/nodev/noexec, fsname=, subtype=...). */
+	char fuse[FS_OPTS_FUSE_MAX];
+};
+
+#define FS_DEFAULT_COMMIT_S 5
+#define FS_DEFAULT_CACHE_MB 256
+#define FS_DEFAULT_READAHEAD_KB 1024
+
+/* Defaults: rw, nolock, data=ordered, commit=5, relatime, cache_mb=256,
+ * readahead=1024. */
+void fs_opts_init(struct fs_opts *o);
+
+/*
+ * Parse one comma-separated option string (as given to -o; may be called
+ * several times, later values win) into @o. Options for the kernel mount
+ * or libfuse are appended to o->fuse; fstab/mount-helper noise (defaults,
+ * _netdev, auto, noauto, user, users, nouser, nofail, x-*, comment=) is
+ * accepted and dropped. An unknown or malformed option returns -EINVAL
+ * and writes "ucfs: unknown mount option 'foo'" (or "bad value") into
+ * @err (@errlen bytes, may be NULL).
+ */
+int fs_opts_parse(struct fs_opts *o, const char *s, char *err,
+		  size_t errlen);
+
+/* ---- mount ------------------------------------------------------------ */
+
+/*
+ * Mount the filesystem on device/image @path. Verifies the superblock,
+ * claims a slot (nolock: exclusively, BD_EXCL + slot-map flag), replays
+ * the journal, reclaims orphans. On failure writes a one-line reason
+ * (e.g. "not a ucfs filesystem", "already mounted with lockproto=nolock")
+ * into @err if not NULL. -EINVAL bad superblock / not ucfs, -EUCLEAN bad
+ * checksum, -EPROTONOSUPPORT newer format or unknown feature, -EBUSY
+ * already mounted, -EROFS writable mount of a read-only device,
+ * -EOPNOTSUPP lockproto=dlm, -ENOMEM, -EIO.
+ */
+int fs_mount(const char *path, const struct fs_opts *o, struct fs **out,
+	     char *err, size_t errlen);
+
+/* The same on an open device (RAM, fault wrapper). The filesystem does
+ * not own @bd: close it after fs_unmount(). */
+int fs_mount_bd(struct bd_dev *bd, const struct fs_opts *o, struct fs **out,
+		char *err, size_t errlen);
+
+/* Commit, write everything back, release the slot, free @fs (also on
+ * error, which is returned: -EIO if something could not be written).
+ * NULL is a no-op. */
+int fs_unmount(struct fs *fs);
+
+/* The root directory's inode number. */
+uint64_t fs_root(const struct fs *fs);
+
+/* ---- credentials and attributes --------------------------------------- */
+
+struct fs_cred {
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;	/* applied to create modes (0 from FUSE: the kernel
+			   already applied it, or ACLs are in charge) */
+};
+
+struct fs_attr {
+	uint64_t ino;
+	uint64_t generation;	/* unique per allocation of this ino */
+	uint64_t size;
+	uint64_t blocks;	/* 512-byte units allocated */
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t rdev;
+	uint32_t blksize;	/* preferred I/O size */
+	struct timespec atime, mtime, ctime, btime;
+};
+
+/* fs_setattr() @valid bits */
+enum {
+	FS_SET_MODE = 1 << 0,
+	FS_SET_UID = 1 << 1,
+	FS_SET_GID = 1 << 2,
+	FS_SET_SIZE = 1 << 3,
+	FS_SET_ATIME = 1 << 4,		/* to attr->atime */
+	FS_SET_MTIME = 1 << 5,		/* to attr->mtime */
+	FS_SET_ATIME_NOW = 1 << 6,
+	FS_SET_MTIME_NOW = 1 << 7,
+	FS_SET_CTIME = 1 << 8,		/* to attr->ctime */
+	FS_SET_KILL_PRIV = 1 << 9,	/* clear S_ISUID, S_ISGID if g+x */
+};
+
+/* ---- namespace operations --------------------------------------------- */
+
+/* Find @name in directory @parent; fill @out and take a lookup reference.
+ * -ENOENT, -ENOTDIR, -ENAMETOOLONG. */
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
+	      struct fs_attr *out);
+
+/* Drop @n lookup references (FUSE forget). Frees an unlinked, closed
+ * inode whose references reach 0. Never fails. */
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
+
+int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out);
+
+/* Change the attributes selected by @valid (FS_SET_*) to @attr's values;
+ * FS_SET_SIZE truncates or extends (zeros). Fills @out. ctime moves. */
+int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+	       const struct fs_attr *attr, unsigned valid,
+	       struct fs_attr *out);
+
+/* Create a regular file, FIFO, socket or device node (mode's S_IFMT).
+ * -EEXIST, -ENOSPC, -EINVAL (bad type). */
+int fs_mknod(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	     const char *name, mode_t mode, dev_t rdev, struct fs_attr *out);
+int fs_mkdir(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	     const char *name, mode_t mode, struct fs_attr *out);
+/* fs_mknod(S_IFREG) + fs_open() in one step. */
+int fs_create(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	      const char *name, mode_t mode, int flags, struct fs_attr *out);
+int fs_symlink(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	       const char *name, const char *target, struct fs_attr *out);
+/* Copy the target (not NUL-terminated) into @buf; returns its length
+ * (truncated to @size). -EINVAL if not a symlink. */
+ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size);
+
+/* -ENOENT, -EISDIR (unlink of a dir), -ENOTDIR, -ENOTEMPTY (rmdir). */
+int fs_unlink(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	      const char *name);
+int fs_rmdir(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	     const char *name);
+
+/* fs_rename() @flags, the RENAME_* values of renameat2(2) */
+#define FS_RENAME_NOREPLACE (1 << 0)
+#define FS_RENAME_EXCHANGE (1 << 1)
+
+/* rename(2)/renameat2(2): replaces an existing target (file over file,
+ * dir over empty dir), -EEXIST with NOREPLACE, swaps with EXCHANGE,
+ * -EINVAL for moving a directory under itself or unknown flags,
+ * -ENOTEMPTY, -EISDIR, -ENOTDIR. */
+int fs_rename(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	      const char *name, uint64_t newparent, const char *newname,
+	      unsigned flags);
+
+/* New name @newname in @newparent for @ino (not a directory: -EPERM).
+ * -EMLINK past the link limit. */
+int fs_link(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+	    uint64_t newparent, const char *newname, struct fs_attr *out);
+
+/* ---- files ------------------------------------------------------------ */
+
+/* Count an open of @ino (-EISDIR for O_WRONLY/O_RDWR on a directory).
+ * O_TRUNC is not applied here (FUSE sends a setattr). */
+int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+	    int flags);
+/* Drop an open; frees the inode if it was the last use of an unlinked
+ * file. */
+void fs_release(struct fs *fs, uint64_t ino);
+
+/* Read up to @len bytes at @off; short at EOF, holes read as zeros.
+ * Returns the count. -EISDIR. */
+ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		uint64_t off);
+/* Write @len bytes at @off, extending the file. Data goes straight to the
+ * device (data=ordered: before the metadata that points at it commits).
+ * Returns @len or -ENOSPC/-EFBIG/-EIO (then nothing was changed). */
+ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		 const void *buf, size_t len, uint64_t off);
+
+/* Make @ino's data and metadata durable (a journal commit + device
+ * flush). */
+int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
+
+/* fallocate(2): mode 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE |
+ * FALLOC_FL_KEEP_SIZE. Other modes -EOPNOTSUPP. */
+int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		 int mode, uint64_t off, uint64_t len);
+
+/* ---- directories ------------------------------------------------------ */
+
+struct fs_dirent {
+	uint64_t ino;
+	uint64_t next;		/* cookie to resume after this entry */
+	unsigned type;		/* DT_* */
+	unsigned namelen;
+	const char *name;	/* not NUL-terminated */
+};
+
+/* Callback for fs_readdir(): return 0 to continue, 1 when full (this
+ * entry was NOT consumed; iteration stops). @attr is NULL unless
+ * FS_READDIR_PLUS. Runs with directory locks held: must not call back
+ * into the filesystem. */
+typedef int (*fs_filldir_fn)(void *arg, const struct fs_dirent *de,
+			     const struct fs_attr *attr);
+
+#define FS_READDIR_PLUS 1
+
+/* Enumerate @dir from cookie @cookie (0 = start: ".", "..", then entries
+ * in stable cookie order). Cookies stay valid while other entries are
+ * added or removed. With FS_READDIR_PLUS each consumed entry other than
+ * "." and ".." takes a lookup reference. -ENOTDIR. */
+int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
+	       fs_filldir_fn fill, void *arg);
+
+/* ---- filesystem ------------------------------------------------------- */
+
+int fs_statfs(struct fs *fs, struct statvfs *out);
+/* Commit the journal and flush the device (sync(2), syncfs). */
+int fs_sync(struct fs *fs);
+
+/* ---- extended attributes ---------------------------------------------- */
+
+/* Namespaces user., trusted., security., system.posix_acl_access and
+ * system.posix_acl_default (others -EOPNOTSUPP). @flags XATTR_CREATE /
+ * XATTR_REPLACE (-EEXIST / -ENODATA). Setting system.posix_acl_access
+ * also updates the mode bits it mirrors. -ENOSPC, -E2BIG, -ERANGE. */
+int fs_setxattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		const char *name, const void *value, size_t size, int flags);
+/* @size 0: return the value's size. -ENODATA, -ERANGE. */
+ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
+		    void *buf, size_t size);
+/* NUL-separated names; @size 0: return the needed size. -ERANGE. */
+ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
+int fs_removexattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		   const char *name);
+
+#endif /* UCFS_FS_H */

@@ -1,0 +1,74 @@
+/*
+ * fs_core_priv.h — glue between the storage layer's own files (cache,
+ * journal, allocator, super). Not for the namespace layer: it uses
+ * fs_internal.h only.
+ */
+#ifndef UCFS_FS_CORE_PRIV_H
+#define UCFS_FS_CORE_PRIV_H
+
+#include "fusefs/fs_internal.h"
+
+/* fs_buf.flags (cache lock) */
+enum {
+	FS_BUF_UPTODATE = 1 << 0,	/* data holds the block */
+	FS_BUF_READING = 1 << 1,	/* a thread is reading it */
+	FS_BUF_VERIFIED = 1 << 2,	/* header/crc checked */
+	FS_BUF_HASHED = 1 << 3,		/* in the hash table */
+	FS_BUF_ON_CKPT = 1 << 4,	/* on the journal's checkpoint list */
+	FS_BUF_REVOKED = 1 << 5,	/* freed: ckpt must not be written */
+};
+
+/* ---- fs_cache.c ---- */
+int fs_cache_init(struct fs *fs, unsigned cache_mb);
+void fs_cache_destroy(struct fs *fs);
+/* Referenced buffer for @blkno if cached (no I/O), else NULL. */
+struct fs_buf *fs_cache_lookup(struct fs *fs, uint64_t blkno);
+/* Referenced buffer for @blkno, created (not uptodate) if absent. */
+int fs_cache_get(struct fs *fs, uint64_t blkno, struct fs_buf **out);
+/* Pin (not evictable) / unpin: the journal's tx and checkpoint states. */
+void fs_cache_pin(struct fs_buf *b);
+void fs_cache_unpin(struct fs_buf *b);
+/* Remove from the hash (freed block); memory goes with the last ref. */
+void fs_cache_unhash(struct fs_buf *b);
+void fs_cache_set_flags(struct fs_buf *b, unsigned set, unsigned clear);
+unsigned fs_cache_flags(struct fs_buf *b);
+/* Extra pages held for cached blocks (journal copies): +n / -n. */
+void fs_cache_account(struct fs *fs, int64_t pages);
+/* Buffers allowed / pinned now incl. extra pages (throttling). */
+uint64_t fs_cache_capacity(struct fs *fs);
+uint64_t fs_cache_pinned(struct fs *fs);
+
+/* ---- fs_journal.c ---- */
+/* Replay the journal of @slot (bd I/O only, before the cache is used).
+ * ro: do not write; -EROFS if a transaction would be replayed.
+ * *replayed = transactions applied. */
+int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
+		      unsigned *replayed, char *why, size_t whylen);
+int fs_journal_init(struct fs *fs);
+/* Stop the thread; with @clean, checkpoint and mark the header clean. */
+int fs_journal_shutdown(struct fs *fs, int clean);
+/* Record that @blkno was freed in @tx (revoke if it is cached). */
+void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno);
+
+/* ---- fs_alloc.c ---- */
+int fs_alloc_init(struct fs *fs);
+void fs_alloc_destroy(struct fs *fs);
+/* Transactions up to @seq are durable: their frees become allocatable. */
+void fs_alloc_committed(struct fs *fs, uint64_t seq);
+
+/* ---- helpers ---- */
+static inline int fs_why(char *why, size_t whylen, int err, const char *msg)
+{
+	if (why != NULL && whylen > 0) {
+		size_t n = 0;
+
+		while (msg[n] != '\0' && n + 1 < whylen) {
+			why[n] = msg[n];
+			n++;
+		}
+		why[n] = '\0';
+	}
+	return err;
+}
+
+#endif /* UCFS_FS_CORE_PRIV_H */

@@ -1,0 +1,969 @@
+/*
+ * fs_file.c — file data: inline data, extents, read/write, truncate,
+ * fallocate.
+ *
+ * Formats (dinode.fmt):
+ *  - INLINE: the first `size` bytes of the inode's inline area (3840
+ *    bytes); the rest of the area is zero. A write past the area converts
+ *    the file to EXTENTS (the data moves to a block).
+ *  - EXTENTS: a B+tree in the inline area, key = logical block, value
+ *    struct fs_extent_val {phys, len, flags}. Unmapped ranges are holes
+ *    and read as zeros. Appending writes extend the previous extent when
+ *    the allocator returns the blocks right after it, so a sequentially
+ *    written file has few extents.
+ *
+ * Data never goes through the metadata cache: reads and writes go to the
+ * device with BD_ALIGN-aligned bounce buffers; partial blocks are read,
+ * modified and written (RMW). New blocks are written in full (zeros
+ * around the data) before the extent that maps them is inserted, and the
+ * write completes before the transaction ends: with data=ordered the
+ * journal flushes the device before the commit that makes the extent
+ * visible (fs_journal_data_written).
+ *
+ * Invariant: bytes of the file's last block beyond `size` are zero on
+ * disk (truncate zeroes them), so growing a file exposes zeros.
+ * fallocate allocates written, zeroed extents (no unwritten extents).
+ *
+ * Locking: callers hold ns->lock, shared for fs_file_read, exclusive for
+ * everything else; no transaction handle is held on entry.
+ */
+#include "fusefs/fs_ns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BS ((uint64_t)FS_BLOCK_SIZE)
+#define CHUNK_BLOCKS 256u	/* 1 MiB per device I/O */
+#define FILE_MAX (1ull << 52)	/* bytes */
+#define LB_END (FILE_MAX / BS)
+#define UNMAP_BATCH 8u
+
+struct ext {
+	uint64_t lb;
+	uint64_t phys;
+	uint32_t len;
+	uint32_t flags;
+};
+
+/* One CHUNK_BLOCKS bounce buffer per thread, allocated on first use and
+ * freed when the thread exits (FUSE workers come and go). */
+static pthread_key_t bounce_key;
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+
+static void bounce_key_init(void)
+{
+	pthread_key_create(&bounce_key, free);
+}
+
+static char *bounce_get(void)
+{
+	char *b;
+
+	pthread_once(&bounce_once, bounce_key_init);
+	b = pthread_getspecific(bounce_key);
+	if (b == NULL) {
+		b = bd_buf_alloc(CHUNK_BLOCKS * BS);
+		if (b != NULL && pthread_setspecific(bounce_key, b) != 0) {
+			free(b);
+			b = NULL;
+		}
+	}
+	return b;
+}
+
+static void ext_tree(struct fs *fs, struct fs_buf *ib, struct fs_btree *bt)
+{
+	fs_btree_init(bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      ib->blkno);
+}
+
+/* The extent containing @lb (0), or -ENOENT with *hole_end = the next
+ * extent's start (or LB_END). */
+static int ext_map(struct fs_btree *bt, uint64_t lb, struct ext *e,
+		   uint64_t *hole_end)
+{
+	struct fs_extent_val v;
+	size_t vlen;
+	uint64_t key;
+	int ret;
+
+	ret = fs_btree_lookup_le(bt, lb, &key, &v, sizeof(v), &vlen);
+	if (ret < 0 && ret != -ENOENT)
+		return ret;
+	if (ret == 0) {
+		if (vlen != sizeof(v) || v.len == 0)
+			return -EUCLEAN;
+		if (key + v.len > lb) {
+			*e = (struct ext){ key, v.phys, v.len, v.flags };
+			return 0;
+		}
+	}
+	ret = fs_btree_next(bt, lb, &key, NULL, 0, NULL);
+	if (ret < 0 && ret != -ENOENT)
+		return ret;
+	*hole_end = ret == 0 ? key : LB_END;
+	return -ENOENT;
+}
+
+static int ext_put(struct fs_tx *tx, struct fs_btree *bt, const struct ext *e,
+		   int insert)
+{
+	struct fs_extent_val v = { .phys = e->phys, .len = e->len,
+				   .flags = e->flags };
+
+	if (insert)
+		return fs_btree_insert(tx, bt, e->lb, &v, sizeof(v));
+	return fs_btree_update(tx, bt, e->lb, &v, sizeof(v));
+}
+
+/* ---- read ---- */
+
+static ssize_t read_inline(struct fs_dinode *di, void *buf, size_t len,
+			   uint64_t off)
+{
+	if (off >= di->size)
+		return 0;
+	if (len > di->size - off)
+		len = (size_t)(di->size - off);
+	if (off + len > FS_INODE_INLINE_SIZE)
+		return -EUCLEAN;
+	memcpy(buf, di->inline_area + off, len);
+	return (ssize_t)len;
+}
+
+/*
+ * A planned piece of a read or write: file blocks [lb, lb + nblk) at
+ * physical block phys (hole: no block; fresh: just allocated, so partial
+ * edge blocks are zero-filled instead of read).
+ */
+struct seg {
+	uint64_t lb, nblk, phys;
+	int hole, fresh;
+};
+
+#define SEG_MAX 16u
+
+/* Map up to SEG_MAX pieces of [pos, end) for reading; *stop = where the
+ * plan ends. ns->lock held. */
+static int plan_read(struct fs *fs, struct fs_buf *ib, uint64_t pos,
+		     uint64_t end, struct seg *sg, unsigned *ns,
+		     uint64_t *stop)
+{
+	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
+	struct fs_btree bt;
+	struct ext e;
+	int ret;
+
+	ext_tree(fs, ib, &bt);
+	*ns = 0;
+	while (pos < end && *ns < SEG_MAX) {
+		lb = pos / BS;
+		ret = ext_map(&bt, lb, &e, &hole_end);
+		if (ret < 0 && ret != -ENOENT)
+			return ret;
+		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
+		if (nblk > last - lb)
+			nblk = last - lb;
+		if (nblk > CHUNK_BLOCKS)
+			nblk = CHUNK_BLOCKS;
+		sg[*ns] = (struct seg){ .lb = lb, .nblk = nblk };
+		if (ret == -ENOENT || (e.flags & FS_EXT_UNWRITTEN))
+			sg[*ns].hole = 1;
+		else
+			sg[*ns].phys = e.phys + (lb - e.lb);
+		(*ns)++;
+		pos = (lb + nblk) * BS < end ? (lb + nblk) * BS : end;
+	}
+	*stop = pos;
+	return 0;
+}
+
+/* Copy the planned pieces covering [pos, stop) into @dst (which holds
+ * the file from @pos on). No lock needed. */
+static int read_io(struct fs *fs, const struct seg *sg, unsigned ns,
+		   uint64_t pos, uint64_t stop, char *dst)
+{
+	char *bounce = NULL;
+	uint64_t from = pos;
+
+	for (unsigned i = 0; i < ns; i++) {
+		uint64_t s = sg[i].lb * BS, e = (sg[i].lb + sg[i].nblk) * BS;
+		uint64_t a = s > from ? s : from, z = e < stop ? e : stop;
+		int ret;
+
+		if (a >= z)
+			continue;
+		if (sg[i].hole) {
+			memset(dst + (a - pos), 0, z - a);
+			continue;
+		}
+		if (bounce == NULL && (bounce = bounce_get()) == NULL)
+			return -ENOMEM;
+		ret = bd_read(fs->bd, bounce, ((z - s + BS - 1) / BS) * BS,
+			      sg[i].phys * BS);
+		if (ret < 0)
+			return ret;
+		memcpy(dst + (a - pos), bounce + (a - s), z - a);
+	}
+	return 0;
+}
+
+ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     void *buf, size_t len, uint64_t off)
+{
+	struct fs_dinode *di = fs_di(ib);
+	struct seg sg[SEG_MAX];
+	uint64_t end, pos, stop;
+	unsigned ns;
+	int ret = 0;
+
+	if (di->fmt == FS_FMT_INLINE)
+		return read_inline(di, buf, len, off);
+	if (di->fmt != FS_FMT_EXTENTS)
+		return -EUCLEAN;
+	if (off >= di->size || len == 0)
+		return 0;
+	end = off + len < di->size ? off + len : di->size;
+	for (pos = off; pos < end && ret == 0; pos = stop) {
+		struct fs_range r = { .start = pos, .end = end };
+
+		ret = plan_read(fs, ib, pos, end, sg, &ns, &stop);
+		if (ret < 0)
+			break;
+		if (n == NULL) {
+			ret = read_io(fs, sg, ns, pos, stop,
+				      (char *)buf + (pos - off));
+			continue;
+		}
+		r.end = stop;
+		fs_range_add(fs, n, &r);
+		fs_ns_unlock(fs);
+		ret = read_io(fs, sg, ns, pos, stop, (char *)buf + (pos - off));
+		fs_range_del(fs, n, &r);
+		fs_ns_rdlock(fs);
+		/* the file may have shrunk meanwhile: stop at its end */
+		if (end > di->size)
+			end = di->size > stop ? di->size : stop;
+	}
+	if (ret < 0 && pos == off)
+		return ret;
+	FS_NS_STAT_ADD(fs, data_read_bytes, pos - off);
+	return (ssize_t)(pos - off);
+}
+
+/* ---- write ---- */
+
+/*
+ * Write the data [pos, pos + dlen) that falls in blocks [lb, lb + nblk)
+ * at physical block @phys. Partial edge blocks are read first unless
+ * @fresh (newly allocated: zero-filled).
+ */
+static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
+		     uint64_t nblk, uint64_t pos, const char *data,
+		     size_t dlen, int fresh)
+{
+	uint64_t start = lb * BS, stop = (lb + nblk) * BS;
+	int ret;
+
+	if (pos > start) {
+		if (fresh)
+			memset(bounce, 0, BS);
+		else if ((ret = bd_read(fs->bd, bounce, BS, phys * BS)) < 0)
+			return ret;
+		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
+	}
+	if (pos + dlen < stop && (nblk > 1 || pos == start)) {
+		char *last = bounce + (nblk - 1) * BS;
+
+		if (fresh)
+			memset(last, 0, BS);
+		else if ((ret = bd_read(fs->bd, last, BS,
+					(phys + nblk - 1) * BS)) < 0)
+			return ret;
+		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
+	}
+	if (bounce + (pos - start) != data)
+		memcpy(bounce + (pos - start), data, dlen);
+	ret = bd_write(fs->bd, bounce, nblk * BS, phys * BS, 0);
+	if (ret < 0)
+		return ret;
+	fs_journal_data_written(fs);
+	return 0;
+}
+
+static unsigned alloc_credits(struct fs *fs, struct fs_btree *bt)
+{
+	return 2 + 2 * fs_btree_credits(bt) + FS_ALLOC_CREDITS(fs);
+}
+
+/* Allocate up to @nblk blocks for the hole at @lb, write the data there
+ * (zero-filled around it), map them. *got = blocks mapped. */
+static int fill_hole(struct fs *fs, struct fs_buf *ib, char *bounce,
+		     uint64_t lb, uint64_t nblk, uint64_t pos,
+		     const char *data, size_t dlen, uint64_t *got)
+{
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	struct ext prev = { 0 }, e;
+	uint64_t goal = ib->blkno, start, hole_end;
+	uint32_t len;
+	int ret, merge = 0;
+
+	ext_tree(fs, ib, &bt);
+	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
+		goal = prev.phys + prev.len;
+	ret = fs_tx_begin(fs, alloc_credits(fs, &bt), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, ib);
+	if (ret < 0)
+		goto out_end;
+	ret = fs_alloc(tx, goal, 1, (uint32_t)nblk, &start, &len);
+	if (ret < 0)
+		goto out_end;
+	if (dlen > (lb + len) * BS - pos)
+		dlen = (size_t)((lb + len) * BS - pos);
+	ret = write_seg(fs, bounce, start, lb, len, pos, data, dlen, 1);
+	if (ret < 0)
+		goto out_free;
+	if (lb > 0 && prev.len > 0 && prev.lb + prev.len == lb &&
+	    prev.phys + prev.len == start && !(prev.flags & FS_EXT_UNWRITTEN) &&
+	    (uint64_t)prev.len + len < (1u << 31))
+		merge = 1;
+	if (merge) {
+		prev.len += len;
+		ret = ext_put(tx, &bt, &prev, 0);
+	} else {
+		e = (struct ext){ lb, start, len, 0 };
+		ret = ext_put(tx, &bt, &e, 1);
+	}
+	if (ret < 0)
+		goto out_free;
+	fs_di(ib)->blocks += len;
+	*got = len;
+	return fs_tx_end(tx);
+
+out_free:
+	fs_free(tx, start, len);
+out_end:
+	fs_tx_end(tx);
+	return ret;
+}
+
+static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
+{
+	struct fs_dinode *di = fs_di(ib);
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	uint64_t start = 0;
+	uint32_t len = 0;
+	char *blk = NULL;
+	struct ext e;
+	int ret;
+
+	if (di->size > 0 && (blk = bd_buf_alloc(BS)) == NULL)
+		return -ENOMEM;
+	ext_tree(fs, ib, &bt);
+	ret = fs_tx_begin(fs, alloc_credits(fs, &bt) + 2, &tx);
+	if (ret < 0)
+		goto out_buf;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0 && di->size > 0) {
+		ret = fs_alloc(tx, ib->blkno, 1, 1, &start, &len);
+		if (ret == 0) {
+			memcpy(blk, di->inline_area, di->size);
+			ret = bd_write(fs->bd, blk, BS, start * BS, 0);
+			if (ret < 0)
+				fs_free(tx, start, len);
+			else
+				fs_journal_data_written(fs);
+		}
+	}
+	if (ret < 0)
+		goto out_end;
+	memset(di->inline_area, 0, FS_INODE_INLINE_SIZE);
+	di->fmt = FS_FMT_EXTENTS;
+	ret = fs_btree_create(tx, &bt);
+	if (ret == 0 && len > 0) {
+		e = (struct ext){ 0, start, 1, 0 };
+		ret = ext_put(tx, &bt, &e, 1);
+		di->blocks += 1;
+	}
+	if (ret == 0)
+		FS_NS_STAT_ADD(fs, inline_to_extents, 1);
+	/* a failure here leaves the tx to abort the journal: the inode was
+	 * modified in place and cannot be rolled back */
+out_end:
+	fs_tx_end(tx);
+out_buf:
+	free(blk);
+	return ret;
+}
+
+static int write_inline(struct fs *fs, struct fs_buf *ib, const void *buf,
+			size_t len, uint64_t off)
+{
+	struct fs_dinode *di = fs_di(ib);
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 1, &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0) {
+		memcpy(di->inline_area + off, buf, len);
+		if (off + len > di->size)
+			di->size = off + len;
+		fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
+	}
+	fs_tx_end(tx);
+	return ret;
+}
+
+/* Blocks a write round may allocate into, each a transaction credit
+ * bill of alloc_credits(). */
+static unsigned write_segmax(struct fs *fs, struct fs_btree *bt)
+{
+	unsigned per = alloc_credits(fs, bt), max = fs_tx_max_credits(fs);
+	unsigned n = max > 2 ? (max - 2) / per : 1;
+
+	return n == 0 ? 1 : n > SEG_MAX ? SEG_MAX : n;
+}
+
+/* Allocate the hole at @lb (at most @nblk blocks) in @tx and map it. */
+static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
+		      uint64_t nblk, struct seg *sg)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct ext prev = { 0 }, e;
+	uint64_t goal = ib->blkno, start, hole_end;
+	struct fs_btree bt;
+	uint32_t len;
+	int ret;
+
+	ext_tree(fs, ib, &bt);
+	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
+		goal = prev.phys + prev.len;
+	ret = fs_alloc(tx, goal, 1, (uint32_t)nblk, &start, &len);
+	if (ret < 0)
+		return ret;
+	if (prev.len > 0 && prev.lb + prev.len == lb &&
+	    prev.phys + prev.len == start &&
+	    !(prev.flags & FS_EXT_UNWRITTEN) &&
+	    (uint64_t)prev.len + len < (1u << 31)) {
+		prev.len += len;
+		ret = ext_put(tx, &bt, &prev, 0);
+	} else {
+		e = (struct ext){ lb, start, len, 0 };
+		ret = ext_put(tx, &bt, &e, 1);
+	}
+	if (ret < 0) {
+		fs_free(tx, start, len);
+		return ret;
+	}
+	fs_di(ib)->blocks += len;
+	*sg = (struct seg){ .lb = lb, .nblk = len, .phys = start, .fresh = 1 };
+	return 0;
+}
+
+/* Map (allocating holes) up to @max pieces of [pos, end) in @tx;
+ * *stop = where the plan ends. An allocation failure after the first
+ * piece just ends the plan early. */
+static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
+		      uint64_t end, unsigned max, struct seg *sg,
+		      unsigned *ns, uint64_t *stop)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
+	struct fs_btree bt;
+	struct ext e;
+	int ret = 0;
+
+	*ns = 0;
+	while (pos < end && *ns < max) {
+		lb = pos / BS;
+		ext_tree(fs, ib, &bt);
+		ret = ext_map(&bt, lb, &e, &hole_end);
+		if (ret < 0 && ret != -ENOENT)
+			break;
+		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
+		if (nblk > last - lb)
+			nblk = last - lb;
+		if (nblk > CHUNK_BLOCKS)
+			nblk = CHUNK_BLOCKS;
+		if (ret == 0) {
+			sg[*ns] = (struct seg){ .lb = lb, .nblk = nblk,
+				.phys = e.phys + (lb - e.lb) };
+		} else {
+			ret = alloc_hole(tx, ib, lb, nblk, &sg[*ns]);
+			if (ret < 0)
+				break;
+		}
+		nblk = sg[*ns].nblk;
+		(*ns)++;
+		pos = (lb + nblk) * BS < end ? (lb + nblk) * BS : end;
+	}
+	*stop = pos;
+	return *ns > 0 ? 0 : ret;
+}
+
+/* Write the planned pieces covering [pos, stop) from @src (the data of
+ * the file from @pos on). No lock needed. */
+static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
+		    uint64_t pos, uint64_t stop, const char *src)
+{
+	char *bounce = bounce_get();
+
+	if (bounce == NULL)
+		return -ENOMEM;
+	for (unsigned i = 0; i < ns; i++) {
+		uint64_t s = sg[i].lb * BS, e = (sg[i].lb + sg[i].nblk) * BS;
+		uint64_t a = s > pos ? s : pos, z = e < stop ? e : stop;
+		int ret;
+
+		ret = write_seg(fs, bounce, sg[i].phys, sg[i].lb, sg[i].nblk,
+				a, src + (a - pos), (size_t)(z - a),
+				sg[i].fresh);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * One round of an extents write: plan (allocate) under ns->lock in a
+ * transaction that also sets size and times, then do the I/O with the
+ * handle still open, so the commit that publishes the new extents comes
+ * after the data. With @n the lock is dropped for the I/O.
+ */
+static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		       const char *src, uint64_t pos, uint64_t end,
+		       uint64_t *stop)
+{
+	struct fs_range r = { .start = pos, .end = end, .write = 1 };
+	struct seg sg[SEG_MAX];
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	unsigned ns, max;
+	int ret;
+
+	ext_tree(fs, ib, &bt);
+	max = write_segmax(fs, &bt);
+	if (n != NULL)
+		fs_range_add(fs, n, &r);
+	ret = fs_tx_begin(fs, 2 + max * alloc_credits(fs, &bt), &tx);
+	if (ret < 0)
+		goto out_range;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = plan_write(tx, ib, pos, end, max, sg, &ns, stop);
+	if (ret < 0) {
+		fs_tx_end(tx);
+		goto out_range;
+	}
+	if (*stop > fs_di(ib)->size)
+		fs_di(ib)->size = *stop;
+	fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
+	if (n == NULL) {
+		ret = write_io(fs, sg, ns, pos, *stop, src);
+		fs_tx_end(tx);
+		return ret;
+	}
+	fs_ns_unlock(fs);
+	ret = write_io(fs, sg, ns, pos, *stop, src);
+	fs_tx_end(tx);
+	/* the range goes before the lock is taken again: a truncate may
+	 * hold the lock while it waits for our range */
+	fs_range_del(fs, n, &r);
+	fs_ns_wrlock(fs);
+	return ret;
+
+out_range:
+	if (n != NULL)
+		fs_range_del(fs, n, &r);
+	return ret;
+}
+
+ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      const void *buf, size_t len, uint64_t off)
+{
+	struct fs_dinode *di = fs_di(ib);
+	uint64_t pos, stop, end = off + len;
+	int ret = 0;
+
+	if (len == 0)
+		return 0;
+	if (off >= FILE_MAX || len > FILE_MAX - off)
+		return -EFBIG;
+	if (di->fmt == FS_FMT_INLINE) {
+		if (off + len <= FS_INODE_INLINE_SIZE) {
+			ret = write_inline(fs, ib, buf, len, off);
+			if (ret == 0)
+				FS_NS_STAT_ADD(fs, data_write_bytes, len);
+			return ret < 0 ? ret : (ssize_t)len;
+		}
+		ret = inline_to_extents(fs, ib);
+		if (ret < 0)
+			return ret;
+	}
+	if (di->fmt != FS_FMT_EXTENTS)
+		return -EUCLEAN;
+	for (pos = off; pos < end; pos = stop) {
+		ret = write_round(fs, n, ib, (const char *)buf + (pos - off),
+				  pos, end, &stop);
+		if (ret < 0)
+			break;
+	}
+	if (pos == off)
+		return ret;
+	FS_NS_STAT_ADD(fs, data_write_bytes, pos - off);
+	return (ssize_t)(pos - off);
+}
+
+/* ---- unmapping (truncate, punch, destroy) ---- */
+
+/* Unmap one extent's intersection with [lb0, lb1) in @tx: 1 if done
+ * (no extent left in the range), 0 if one was handled. */
+static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
+		     uint64_t lb1)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct fs_extent_val v;
+	struct fs_btree bt;
+	struct ext e, tail;
+	uint64_t key, a, b, eend;
+	size_t vlen;
+	int ret;
+
+	ext_tree(fs, ib, &bt);
+	ret = fs_btree_lookup_le(&bt, lb1 - 1, &key, &v, sizeof(v), &vlen);
+	if (ret == -ENOENT)
+		return 1;
+	if (ret < 0)
+		return ret;
+	if (vlen != sizeof(v) || v.len == 0)
+		return -EUCLEAN;
+	e = (struct ext){ key, v.phys, v.len, v.flags };
+	eend = e.lb + e.len;
+	if (eend <= lb0)
+		return 1;
+	a = e.lb > lb0 ? e.lb : lb0;
+	b = eend < lb1 ? eend : lb1;
+	ret = fs_free(tx, e.phys + (a - e.lb), (uint32_t)(b - a));
+	if (ret < 0)
+		return ret;
+	if (a == e.lb) {
+		ret = fs_btree_delete(tx, &bt, e.lb);
+	} else {
+		e.len = (uint32_t)(a - e.lb);
+		ret = ext_put(tx, &bt, &e, 0);
+	}
+	if (ret == 0 && b < eend) {
+		tail = (struct ext){ b, v.phys + (b - key),
+				     (uint32_t)(eend - b), v.flags };
+		ret = ext_put(tx, &bt, &tail, 1);
+	}
+	if (ret == 0) {
+		uint64_t n = b - a;
+
+		fs_di(ib)->blocks -= n < fs_di(ib)->blocks ? n :
+				     fs_di(ib)->blocks;
+	}
+	return ret;
+}
+
+/* Free every block mapped in [lb0, lb1), a few extents per transaction. */
+static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
+		       uint64_t lb1)
+{
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	unsigned per, i, batch;
+	int ret = 0, done = 0;
+
+	if (lb0 >= lb1)
+		return 0;
+	while (!done) {
+		ext_tree(fs, ib, &bt);
+		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs);
+		batch = (fs_tx_max_credits(fs) - 1) / per;
+		if (batch > UNMAP_BATCH)
+			batch = UNMAP_BATCH;
+		if (batch == 0)
+			batch = 1;
+		ret = fs_tx_begin(fs, 1 + batch * per, &tx);
+		if (ret < 0)
+			return ret;
+		ret = fs_tx_write(tx, ib);
+		for (i = 0; ret == 0 && i < batch; i++) {
+			ret = unmap_one(tx, ib, lb0, lb1);
+			if (ret == 1) {
+				done = 1;
+				ret = 0;
+				break;
+			}
+		}
+		if (fs_tx_end(tx) < 0 && ret == 0)
+			ret = -EIO;
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Zero bytes [from, to) of the file's block containing them (one block),
+ * if it is mapped. */
+static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
+			uint64_t to)
+{
+	struct fs_btree bt;
+	uint64_t lb = from / BS, hole_end, phys;
+	struct ext e;
+	char *blk;
+	int ret;
+
+	if (from >= to)
+		return 0;
+	ext_tree(fs, ib, &bt);
+	ret = ext_map(&bt, lb, &e, &hole_end);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0 || (e.flags & FS_EXT_UNWRITTEN))
+		return ret;
+	blk = bd_buf_alloc(BS);
+	if (blk == NULL)
+		return -ENOMEM;
+	phys = e.phys + (lb - e.lb);
+	ret = bd_read(fs->bd, blk, BS, phys * BS);
+	if (ret == 0) {
+		memset(blk + from % BS, 0, to - from);
+		ret = bd_write(fs->bd, blk, BS, phys * BS, 0);
+		fs_journal_data_written(fs);
+	}
+	free(blk);
+	return ret;
+}
+
+int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
+{
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	int ret;
+
+	if (fs_di(ib)->fmt != FS_FMT_EXTENTS)
+		return 0;
+	ret = unmap_range(fs, ib, 0, LB_END);
+	if (ret < 0)
+		return ret;
+	ext_tree(fs, ib, &bt);
+	ret = fs_tx_begin(fs, 2 + 4 * fs_btree_credits(&bt), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = fs_btree_destroy(tx, &bt);
+	if (ret == 0) {
+		memset(fs_di(ib)->inline_area, 0, FS_INODE_INLINE_SIZE);
+		fs_di(ib)->fmt = FS_FMT_INLINE;
+		fs_di(ib)->blocks = 0;
+		fs_di(ib)->size = 0;
+	}
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+static int truncate_inline(struct fs *fs, struct fs_buf *ib, uint64_t size)
+{
+	struct fs_dinode *di = fs_di(ib);
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 1, &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0) {
+		if (size < di->size && size < FS_INODE_INLINE_SIZE)
+			memset(di->inline_area + size, 0,
+			       (di->size < FS_INODE_INLINE_SIZE ? di->size :
+				FS_INODE_INLINE_SIZE) - size);
+		di->size = size;
+		fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
+	}
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+static int set_size(struct fs *fs, struct fs_buf *ib, uint64_t size)
+{
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 1, &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0) {
+		fs_di(ib)->size = size;
+		fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
+	}
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     uint64_t size)
+{
+	struct fs_dinode *di = fs_di(ib);
+	int ret;
+
+	fs_range_wait_all(fs, n);
+
+	if (size > FILE_MAX)
+		return -EFBIG;
+	if (di->fmt == FS_FMT_INLINE) {
+		if (size <= FS_INODE_INLINE_SIZE)
+			return truncate_inline(fs, ib, size);
+		ret = inline_to_extents(fs, ib);
+		if (ret < 0)
+			return ret;
+	}
+	if (di->fmt != FS_FMT_EXTENTS)
+		return -EUCLEAN;
+	if (size == 0) {
+		ret = fs_file_free_all(fs, ib);
+		return ret < 0 ? ret : truncate_inline(fs, ib, 0);
+	}
+	if (size < di->size) {
+		/* the size first: a crash then leaves blocks past EOF, never
+		 * a size pointing at freed blocks */
+		ret = set_size(fs, ib, size);
+		if (ret == 0)
+			ret = unmap_range(fs, ib, (size + BS - 1) / BS, LB_END);
+		if (ret == 0 && size % BS != 0)
+			ret = zero_partial(fs, ib, size,
+					   (size / BS + 1) * BS);
+		return ret;
+	}
+	return set_size(fs, ib, size);
+}
+
+/* ---- fallocate ---- */
+
+/* Map every hole in [lb0, lb1) to zeroed blocks. */
+static int alloc_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
+		       uint64_t lb1)
+{
+	uint64_t lb = lb0, hole_end, nblk, got;
+	struct fs_btree bt;
+	char *zero;
+	struct ext e;
+	int ret = 0;
+
+	zero = bd_buf_alloc(CHUNK_BLOCKS * BS);
+	if (zero == NULL)
+		return -ENOMEM;
+	while (lb < lb1) {
+		ext_tree(fs, ib, &bt);
+		ret = ext_map(&bt, lb, &e, &hole_end);
+		if (ret == 0) {
+			lb = e.lb + e.len;
+			continue;
+		}
+		if (ret != -ENOENT)
+			break;
+		nblk = (hole_end < lb1 ? hole_end : lb1) - lb;
+		if (nblk > CHUNK_BLOCKS)
+			nblk = CHUNK_BLOCKS;
+		memset(zero, 0, CHUNK_BLOCKS * BS);
+		ret = fill_hole(fs, ib, zero, lb, nblk, lb * BS, zero,
+				(size_t)(nblk * BS), &got);
+		if (ret < 0)
+			break;
+		lb += got;
+	}
+	free(zero);
+	return ret < 0 ? ret : 0;
+}
+
+static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off,
+		 uint64_t end)
+{
+	struct fs_dinode *di = fs_di(ib);
+	uint64_t lb0 = (off + BS - 1) / BS, lb1 = end / BS;
+	struct fs_tx *tx;
+	int ret;
+
+	if (di->fmt == FS_FMT_INLINE) {
+		if (off >= di->size)
+			return 0;
+		if (end > di->size)
+			end = di->size;
+		ret = fs_tx_begin(fs, 1, &tx);
+		if (ret < 0)
+			return ret;
+		ret = fs_tx_write(tx, ib);
+		if (ret == 0) {
+			memset(di->inline_area + off, 0, end - off);
+			fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
+		}
+		return fs_tx_end(tx) < 0 && ret == 0 ? -EIO : ret;
+	}
+	if (lb0 > lb1) {	/* inside one block */
+		ret = zero_partial(fs, ib, off, end);
+	} else {
+		ret = zero_partial(fs, ib, off, lb0 * BS);
+		if (ret == 0)
+			ret = zero_partial(fs, ib, lb1 * BS, end);
+		if (ret == 0)
+			ret = unmap_range(fs, ib, lb0, lb1);
+	}
+	if (ret == 0)
+		ret = set_size(fs, ib, di->size);
+	return ret;
+}
+
+int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      int mode, uint64_t off, uint64_t len)
+{
+	struct fs_dinode *di = fs_di(ib);
+	uint64_t end;
+	int ret;
+
+	fs_range_wait_all(fs, n);
+
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+		return -EOPNOTSUPP;
+	if (len == 0 || off >= FILE_MAX || len > FILE_MAX - off)
+		return len == 0 ? -EINVAL : -EFBIG;
+	end = off + len;
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		if (!(mode & FALLOC_FL_KEEP_SIZE))
+			return -EOPNOTSUPP;
+		return punch(fs, ib, off, end);
+	}
+	if (di->fmt == FS_FMT_INLINE && end <= FS_INODE_INLINE_SIZE) {
+		/* the inline area is already reserved */
+		if (!(mode & FALLOC_FL_KEEP_SIZE) && end > di->size)
+			return truncate_inline(fs, ib, end);
+		return 0;
+	}
+	if (di->fmt == FS_FMT_INLINE) {
+		ret = inline_to_extents(fs, ib);
+		if (ret < 0)
+			return ret;
+	}
+	if (di->fmt != FS_FMT_EXTENTS)
+		return -EUCLEAN;
+	ret = alloc_range(fs, ib, off / BS, (end + BS - 1) / BS);
+	if (ret == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > di->size)
+		ret = set_size(fs, ib, end);
+	return ret;
+}

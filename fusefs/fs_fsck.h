@@ -1,0 +1,66 @@
+/*
+ * fs_fsck.h — read-only consistency check of a ucfs image (the library
+ * behind tools/fsck.ucfs, also called by crash tests on a surviving
+ * device).
+ *
+ * The check never writes. If a slot's journal holds committed
+ * transactions that were not checkpointed (a crash), their block images
+ * are applied to an in-memory overlay first, so the check sees what a
+ * mount would see after replay (and says so).
+ *
+ * What is checked (every problem is printed on one line with the block
+ * numbers involved and counted as an error):
+ *  - superblock: header/crc, version, features and geometry
+ *    (fs_sb_check); the backup superblock agrees with it;
+ *  - slot map, heartbeat and slotinfo blocks, journal headers;
+ *  - every resource group header and bitmap block (crc, type, own block
+ *    number, index/start/length), the free and inode counts;
+ *  - from the root: every reachable inode, B+tree node and xattr block
+ *    (crc, type, block number, owner, node structure, key order and
+ *    bounds), file extents (inside the data area, no overlaps in the file,
+ *    blocks count), directory entries (name, hash key range, target inode
+ *    valid and of the type the entry says, size = entry count, '..' =
+ *    the parent, no directory reached twice: no hard links to
+ *    directories, no cycles), link counts (files: names; dirs: 2 +
+ *    subdirectories), orphan lists (chain, nlink 0, not linked);
+ *  - bitmaps against reachable blocks: blocks in use but not reachable
+ *    (leaked), reachable but marked free, reachable twice (doubly used).
+ *
+ * It must not crash on any input: every on-disk value is bounds-checked
+ * before use.
+ */
+#ifndef UCFS_FS_FSCK_H
+#define UCFS_FS_FSCK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct bd_dev;
+
+struct fs_fsck_opts {
+	FILE *out;		/* problem lines and summary (NULL: none) */
+	int verbose;		/* also print progress notes */
+	unsigned max_report;	/* per-kind cap on repeated lines (0: 20) */
+};
+
+struct fs_fsck_result {
+	uint64_t errors;	/* problems found */
+	uint64_t inodes, dirs, files, symlinks, others;
+	uint64_t blocks_used;	/* reachable blocks incl. fixed metadata */
+	uint64_t blocks_free;	/* per the bitmaps */
+	uint64_t leaked, doubly_used, used_but_free;
+	uint64_t orphans;
+	unsigned journal_tx;	/* committed transactions in the overlay */
+};
+
+/*
+ * Check the filesystem on @bd (opened read-only or not; never written).
+ * Returns 0 when the check ran (then res->errors says whether it is
+ * clean), or -ENOMEM / -EIO when it could not run (device unreadable).
+ * A filesystem too damaged to walk (no valid superblock) is a run with
+ * errors, not a failure to run.
+ */
+int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
+		struct fs_fsck_result *res);
+
+#endif /* UCFS_FS_FSCK_H */

@@ -1,0 +1,1022 @@
+/*
+ * fs_fuse.c — FUSE low-level adapter: kernel requests -> fs.h calls.
+ *
+ * Each handler converts its arguments (nodeid <-> ino, fuse_req_ctx ->
+ * struct fs_cred, struct stat <-> struct fs_attr), calls one fs.h
+ * function, and replies. The error sign flips exactly once, in
+ * reply_err(). Every handler is bracketed by op_begin()/op_end(), the
+ * per-op stats hook (fs_stats.h).
+ *
+ * Nodeids: the kernel calls the root FUSE_ROOT_ID (1); every other nodeid
+ * is the on-disk inode number (never 1: block 1 is the backup superblock).
+ * to_ino()/to_nodeid() are the only places that know.
+ *
+ * Lookup references: an entry reply that the kernel did not receive
+ * (fuse_reply_entry/create returning -ENOENT: the request was
+ * interrupted) gives its reference back with fs_forget().
+ *
+ * Caching: a single nolock node owns the device, so entries, attributes
+ * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
+ * writeback_cache and large writes (MAX_WRITE).
+ *
+ * Locking: struct fs_fuse is immutable after fs_fuse_new() except ->se,
+ * which only the main thread touches. Handlers run concurrently; struct fs
+ * does its own locking.
+ */
+#include "fusefs/fs_fuse.h"
+
+#include "fusefs/fs.h"
+#include "fusefs/fs_stats.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#define CACHE_TIMEOUT 86400.0
+#define PATH_MAX_LEN 4096
+#define MAX_WRITE (1u << 20)
+
+struct fs_fuse {
+	struct fs *fs;		/* immutable */
+	uint64_t root;		/* immutable: fs_root(fs) */
+	struct fs_stats *st;	/* immutable; may be NULL */
+	struct fuse_session *se; /* main thread only */
+	int mounted;		/* main thread only */
+};
+
+static struct fs_fuse *ff_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static uint64_t to_ino(const struct fs_fuse *ff, fuse_ino_t n)
+{
+	return n == FUSE_ROOT_ID ? ff->root : (uint64_t)n;
+}
+
+static fuse_ino_t to_nodeid(const struct fs_fuse *ff, uint64_t ino)
+{
+	return ino == ff->root ? FUSE_ROOT_ID : (fuse_ino_t)ino;
+}
+
+static void get_cred(fuse_req_t req, struct fs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	c->uid = ctx->uid;
+	c->gid = ctx->gid;
+	c->umask = ctx->umask;
+}
+
+/* ---- stats hook ---- */
+
+static uint64_t op_begin(void)
+{
+	return fs_stats_op_begin();
+}
+
+static void op_end(struct fs_fuse *ff, enum fs_op op, uint64_t t0, int err)
+{
+	fs_stats_op_end(ff->st, op, t0, err);
+}
+
+/* ---- replies ---- */
+
+static void attr_to_stat(const struct fs_fuse *ff, const struct fs_attr *a,
+			 struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = to_nodeid(ff, a->ino);
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size;
+	st->st_blocks = (blkcnt_t)a->blocks;
+	st->st_blksize = a->blksize;
+	st->st_atim = a->atime;
+	st->st_mtim = a->mtime;
+	st->st_ctim = a->ctime;
+}
+
+static void fill_entry(const struct fs_fuse *ff, const struct fs_attr *a,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = to_nodeid(ff, a->ino);
+	e->generation = a->generation;
+	attr_to_stat(ff, a, &e->attr);
+	e->attr_timeout = CACHE_TIMEOUT;
+	e->entry_timeout = CACHE_TIMEOUT;
+}
+
+/* The one place the sign flips. */
+static void reply_err(fuse_req_t req, int ret)
+{
+	fuse_reply_err(req, ret < 0 ? -ret : ret);
+}
+
+/* Reply to an op that created or found an inode (ret 0: @a is valid and
+ * holds a lookup reference). */
+static void reply_entry(fuse_req_t req, int ret, const struct fs_attr *a)
+{
+	struct fs_fuse *ff = ff_of(req);
+	struct fuse_entry_param e;
+
+	if (ret < 0) {
+		reply_err(req, ret);
+		return;
+	}
+	fill_entry(ff, a, &e);
+	if (fuse_reply_entry(req, &e) == -ENOENT)
+		fs_forget(ff->fs, a->ino, 1);
+}
+
+static void reply_attr(fuse_req_t req, int ret, const struct fs_attr *a)
+{
+	struct stat st;
+
+	if (ret < 0) {
+		reply_err(req, ret);
+		return;
+	}
+	attr_to_stat(ff_of(req), a, &st);
+	fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+/* ---- lifecycle ---- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	static const unsigned want[] = {
+		FUSE_CAP_ASYNC_READ, FUSE_CAP_WRITEBACK_CACHE,
+		FUSE_CAP_READDIRPLUS, FUSE_CAP_READDIRPLUS_AUTO,
+		FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_POSIX_ACL,
+		FUSE_CAP_DONT_MASK, FUSE_CAP_CACHE_SYMLINKS,
+		FUSE_CAP_ASYNC_DIO,
+	};
+
+	(void)userdata;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (conn->capable & want[i])
+			conn->want |= want[i];
+	/* nobody else changes the data: keep the page cache even when
+	 * mtime moves */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_write = MAX_WRITE;
+	conn->max_readahead = MAX_WRITE;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+}
+
+/* ---- namespace ---- */
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fuse_entry_param e;
+	struct fs_attr a;
+	int ret;
+
+	ret = fs_lookup(ff->fs, to_ino(ff, parent), name, &a);
+	if (ret == -ENOENT) {
+		/* a negative entry the kernel may cache: only this node
+		 * creates names, and it tells the kernel */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = CACHE_TIMEOUT;
+		fuse_reply_entry(req, &e);
+	} else {
+		reply_entry(req, ret, &a);
+	}
+	op_end(ff, FS_OP_LOOKUP, t0, ret);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+
+	fs_forget(ff->fs, to_ino(ff, ino), nlookup);
+	fuse_reply_none(req);
+	op_end(ff, FS_OP_FORGET, t0, 0);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+
+	for (size_t i = 0; i < count; i++)
+		fs_forget(ff->fs, to_ino(ff, forgets[i].ino),
+			  forgets[i].nlookup);
+	fuse_reply_none(req);
+	op_end(ff, FS_OP_FORGET_MULTI, t0, 0);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_attr a;
+	int ret;
+
+	(void)fi;
+	ret = fs_getattr(ff->fs, to_ino(ff, ino), &a);
+	reply_attr(req, ret, &a);
+	op_end(ff, FS_OP_GETATTR, t0, ret);
+}
+
+static unsigned setattr_valid(int to_set)
+{
+	static const struct {
+		int fuse;
+		unsigned fs;
+	} map[] = {
+		{ FUSE_SET_ATTR_MODE, FS_SET_MODE },
+		{ FUSE_SET_ATTR_UID, FS_SET_UID },
+		{ FUSE_SET_ATTR_GID, FS_SET_GID },
+		{ FUSE_SET_ATTR_SIZE, FS_SET_SIZE },
+		{ FUSE_SET_ATTR_ATIME, FS_SET_ATIME },
+		{ FUSE_SET_ATTR_MTIME, FS_SET_MTIME },
+		{ FUSE_SET_ATTR_ATIME_NOW, FS_SET_ATIME_NOW },
+		{ FUSE_SET_ATTR_MTIME_NOW, FS_SET_MTIME_NOW },
+		{ FUSE_SET_ATTR_CTIME, FS_SET_CTIME },
+		{ FUSE_SET_ATTR_KILL_SUID, FS_SET_KILL_PRIV },
+		{ FUSE_SET_ATTR_KILL_SGID, FS_SET_KILL_PRIV },
+		{ FUSE_SET_ATTR_KILL_PRIV, FS_SET_KILL_PRIV },
+	};
+	unsigned valid = 0;
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (to_set & map[i].fuse)
+			valid |= map[i].fs;
+	/* ATIME_NOW comes with ATIME set; NOW wins */
+	if (valid & FS_SET_ATIME_NOW)
+		valid &= ~FS_SET_ATIME;
+	if (valid & FS_SET_MTIME_NOW)
+		valid &= ~FS_SET_MTIME;
+	return valid;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_attr in, out;
+	struct fs_cred cred;
+	int ret;
+
+	(void)fi;
+	get_cred(req, &cred);
+	memset(&in, 0, sizeof(in));
+	in.mode = attr->st_mode;
+	in.uid = attr->st_uid;
+	in.gid = attr->st_gid;
+	in.size = (uint64_t)attr->st_size;
+	in.atime = attr->st_atim;
+	in.mtime = attr->st_mtim;
+	in.ctime = attr->st_ctim;
+	ret = fs_setattr(ff->fs, &cred, to_ino(ff, ino), &in,
+			 setattr_valid(to_set), &out);
+	reply_attr(req, ret, &out);
+	op_end(ff, FS_OP_SETATTR, t0, ret);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	char buf[FS_PATH_MAX + 1];
+	ssize_t n;
+
+	n = fs_readlink(ff->fs, to_ino(ff, ino), buf, FS_PATH_MAX);
+	if (n < 0) {
+		reply_err(req, (int)n);
+	} else {
+		buf[n] = '\0';
+		fuse_reply_readlink(req, buf);
+	}
+	op_end(ff, FS_OP_READLINK, t0, n < 0 ? (int)n : 0);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	struct fs_attr a;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_mknod(ff->fs, &cred, to_ino(ff, parent), name, mode, rdev,
+		       &a);
+	reply_entry(req, ret, &a);
+	op_end(ff, FS_OP_MKNOD, t0, ret);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	struct fs_attr a;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_mkdir(ff->fs, &cred, to_ino(ff, parent), name, mode, &a);
+	reply_entry(req, ret, &a);
+	op_end(ff, FS_OP_MKDIR, t0, ret);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	struct fs_attr a;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_symlink(ff->fs, &cred, to_ino(ff, parent), name, link, &a);
+	reply_entry(req, ret, &a);
+	op_end(ff, FS_OP_SYMLINK, t0, ret);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_unlink(ff->fs, &cred, to_ino(ff, parent), name);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_UNLINK, t0, ret);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_rmdir(ff->fs, &cred, to_ino(ff, parent), name);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_RMDIR, t0, ret);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	unsigned f = 0;
+	int ret;
+
+	get_cred(req, &cred);
+	if (flags & RENAME_NOREPLACE)
+		f |= FS_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		f |= FS_RENAME_EXCHANGE;
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		ret = -EINVAL;
+	else
+		ret = fs_rename(ff->fs, &cred, to_ino(ff, parent), name,
+				to_ino(ff, newparent), newname, f);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_RENAME, t0, ret);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	struct fs_attr a;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_link(ff->fs, &cred, to_ino(ff, ino), to_ino(ff, newparent),
+		      newname, &a);
+	reply_entry(req, ret, &a);
+	op_end(ff, FS_OP_LINK, t0, ret);
+}
+
+/* ---- files ---- */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
+	if (ret == 0) {
+		fi->keep_cache = 1;
+		if (fuse_reply_open(req, fi) == -ENOENT)
+			fs_release(ff->fs, to_ino(ff, ino));
+	} else {
+		reply_err(req, ret);
+	}
+	op_end(ff, FS_OP_OPEN, t0, ret);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fuse_entry_param e;
+	struct fs_cred cred;
+	struct fs_attr a;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_create(ff->fs, &cred, to_ino(ff, parent), name, mode,
+			fi->flags, &a);
+	if (ret == 0) {
+		fill_entry(ff, &a, &e);
+		fi->keep_cache = 1;
+		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+			fs_release(ff->fs, a.ino);
+			fs_forget(ff->fs, a.ino, 1);
+		}
+	} else {
+		reply_err(req, ret);
+	}
+	op_end(ff, FS_OP_CREATE, t0, ret);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	ssize_t n = -ENOMEM;
+	char *buf;
+
+	(void)fi;
+	buf = malloc(size > 0 ? size : 1);
+	if (buf != NULL)
+		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	op_end(ff, FS_OP_READ, t0, n < 0 ? (int)n : 0);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	ssize_t n;
+
+	(void)fi;
+	get_cred(req, &cred);
+	n = fs_write(ff->fs, &cred, to_ino(ff, ino), buf, size,
+		     (uint64_t)off);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+	op_end(ff, FS_OP_WRITE, t0, n < 0 ? (int)n : 0);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+
+	/* writes reach the device before they are acknowledged: nothing
+	 * is buffered here */
+	(void)ino;
+	(void)fi;
+	reply_err(req, 0);
+	op_end(ff, FS_OP_FLUSH, t0, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+
+	(void)fi;
+	fs_release(ff->fs, to_ino(ff, ino));
+	reply_err(req, 0);
+	op_end(ff, FS_OP_RELEASE, t0, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	int ret;
+
+	(void)fi;
+	ret = fs_fsync(ff->fs, to_ino(ff, ino), datasync);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_FSYNC, t0, ret);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			 off_t off, off_t len, struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	int ret;
+
+	(void)fi;
+	get_cred(req, &cred);
+	if (off < 0 || len <= 0)
+		ret = -EINVAL;
+	else
+		ret = fs_fallocate(ff->fs, &cred, to_ino(ff, ino), mode,
+				   (uint64_t)off, (uint64_t)len);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_FALLOCATE, t0, ret);
+}
+
+/* ---- directories ---- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_attr a;
+	int ret;
+
+	ret = fs_getattr(ff->fs, to_ino(ff, ino), &a);
+	if (ret == 0 && !S_ISDIR(a.mode))
+		ret = -ENOTDIR;
+	if (ret == 0) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = 1;
+		fuse_reply_open(req, fi);
+	} else {
+		reply_err(req, ret);
+	}
+	op_end(ff, FS_OP_OPENDIR, t0, ret);
+}
+
+struct dirbuf {
+	struct fs_fuse *ff;
+	fuse_req_t req;
+	char *buf;
+	size_t size;
+	size_t used;
+	int plus;
+};
+
+static int fill_dir(void *arg, const struct fs_dirent *de,
+		    const struct fs_attr *attr)
+{
+	struct dirbuf *d = arg;
+	char name[FS_NAME_MAX + 1];
+	struct fuse_entry_param e;
+	size_t need;
+
+	memcpy(name, de->name, de->namelen);
+	name[de->namelen] = '\0';
+	if (!d->plus) {
+		struct stat st;
+
+		memset(&st, 0, sizeof(st));
+		st.st_ino = to_nodeid(d->ff, de->ino);
+		st.st_mode = DTTOIF(de->type);
+		need = fuse_add_direntry(d->req, d->buf + d->used,
+					 d->size - d->used, name, &st,
+					 (off_t)de->next);
+	} else if (attr != NULL) {
+		fill_entry(d->ff, attr, &e);
+		need = fuse_add_direntry_plus(d->req, d->buf + d->used,
+					      d->size - d->used, name, &e,
+					      (off_t)de->next);
+	} else {
+		/* "." and "..": no entry, no reference */
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = to_nodeid(d->ff, de->ino);
+		e.attr.st_mode = DTTOIF(de->type);
+		need = fuse_add_direntry_plus(d->req, d->buf + d->used,
+					      d->size - d->used, name, &e,
+					      (off_t)de->next);
+	}
+	if (need > d->size - d->used)
+		return 1;
+	d->used += need;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, int plus)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct dirbuf d = { .ff = ff, .req = req, .size = size, .plus = plus };
+	int ret = -ENOMEM;
+
+	d.buf = malloc(size > 0 ? size : 1);
+	if (d.buf != NULL)
+		ret = fs_readdir(ff->fs, to_ino(ff, ino), (uint64_t)off,
+				 plus ? FS_READDIR_PLUS : 0, fill_dir, &d);
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_buf(req, d.buf, d.used);
+	free(d.buf);
+	op_end(ff, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR, t0, ret);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+
+	(void)ino;
+	(void)fi;
+	reply_err(req, 0);
+	op_end(ff, FS_OP_RELEASEDIR, t0, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	int ret;
+
+	(void)fi;
+	ret = fs_fsync(ff->fs, to_ino(ff, ino), datasync);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_FSYNCDIR, t0, ret);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct statvfs sv;
+	int ret;
+
+	(void)ino;
+	ret = fs_statfs(ff->fs, &sv);
+	if (ret < 0)
+		reply_err(req, ret);
+	else
+		fuse_reply_statfs(req, &sv);
+	op_end(ff, FS_OP_STATFS, t0, ret);
+}
+
+/* ---- xattrs ---- */
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_setxattr(ff->fs, &cred, to_ino(ff, ino), name, value, size,
+			  flags);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_SETXATTR, t0, ret);
+}
+
+/* getxattr/listxattr share the "size 0 asks for the size" protocol. */
+static void reply_xattr(fuse_req_t req, ssize_t n, const void *buf,
+			size_t size)
+{
+	if (n < 0)
+		reply_err(req, (int)n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	char *buf = NULL;
+	ssize_t n = -ENOMEM;
+
+	if (size > FS_XATTR_SIZE_MAX)
+		size = FS_XATTR_SIZE_MAX;
+	if (size == 0 || (buf = malloc(size)) != NULL)
+		n = fs_getxattr(ff->fs, to_ino(ff, ino), name, buf, size);
+	reply_xattr(req, n, buf, size);
+	free(buf);
+	op_end(ff, FS_OP_GETXATTR, t0, n < 0 ? (int)n : 0);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	char *buf = NULL;
+	ssize_t n = -ENOMEM;
+
+	if (size > FS_XATTR_SIZE_MAX)
+		size = FS_XATTR_SIZE_MAX;
+	if (size == 0 || (buf = malloc(size)) != NULL)
+		n = fs_listxattr(ff->fs, to_ino(ff, ino), buf, size);
+	reply_xattr(req, n, buf, size);
+	free(buf);
+	op_end(ff, FS_OP_LISTXATTR, t0, n < 0 ? (int)n : 0);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0 = op_begin();
+	struct fs_cred cred;
+	int ret;
+
+	get_cred(req, &cred);
+	ret = fs_removexattr(ff->fs, &cred, to_ino(ff, ino), name);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_REMOVEXATTR, t0, ret);
+}
+
+static const struct fuse_lowlevel_ops ucfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.fallocate = op_fallocate,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+};
+
+/* ---- session ---- */
+
+/* Append "fsname=<device>" with libfuse's escapes for ',' and '\'. */
+static int add_fsname(char *s, size_t len, const char *device)
+{
+	size_t n = strlen(s);
+
+	n += (size_t)snprintf(s + n, len - n, "%sfsname=", n ? "," : "");
+	for (; *device != '\0' && n + 3 < len; device++) {
+		if (*device == ',' || *device == '\\')
+			s[n++] = '\\';
+		s[n++] = *device;
+	}
+	if (*device != '\0')
+		return -E2BIG;
+	s[n] = '\0';
+	return 0;
+}
+
+static int build_fuse_opts(const struct fs_opts *o, const char *device,
+			   char *s, size_t len)
+{
+	int n;
+
+	n = snprintf(s, len, "%s%sdefault_permissions,subtype=ucfs%s%s%s",
+		     o->fuse, o->fuse[0] ? "," : "",
+		     o->ro ? ",ro" : "",
+		     o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
+		     o->allow_other ? ",allow_other" : "");
+	if (n < 0 || (size_t)n >= len)
+		return -E2BIG;
+	if (strstr(o->fuse, "fsname=") == NULL)
+		return add_fsname(s, len, device);
+	return 0;
+}
+
+/*
+ * The kernel's readahead for this mount: FUSE caps it at 128 KiB whatever
+ * max_readahead says, so write the bdi's read_ahead_kb. The bdi is named
+ * after the mount's device number, found in /proc/self/mountinfo (a
+ * stat() of the mountpoint would be a FUSE request the loop cannot serve
+ * yet). Best effort.
+ */
+static void set_readahead(const char *mountpoint, unsigned kb)
+{
+	char line[4096], dev[64] = "", mnt[PATH_MAX_LEN], path[128];
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char d[64];
+
+		if (sscanf(line, "%*u %*u %63s %*s %4095s", d, mnt) == 2 &&
+		    strcmp(mnt, mountpoint) == 0)
+			snprintf(dev, sizeof(dev), "%s", d);	/* last wins */
+	}
+	fclose(f);
+	if (dev[0] == '\0')
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "w");
+	if (f == NULL)
+		return;
+	fprintf(f, "%u\n", kb);
+	fclose(f);
+}
+
+static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
+		       const char *device, const char *mountpoint,
+		       const char *optstr, char *err, size_t errlen)
+{
+	int ret;
+
+	ret = fs_stats_new(&ff->st);
+	if (ret < 0)
+		return ret;
+	fs_stats_set_node(ff->st, 0, 0);
+	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
+	if (ret == 0)
+		ret = fs_stats_add_fs(ff->st, ff->fs);
+	if (ret == 0)
+		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
+	if (ret < 0) {
+		fs_stats_remove_fs(ff->st);
+		fs_stats_free(ff->st);
+		ff->st = NULL;
+	}
+	return ret;
+}
+
+static void stop_stats(struct fs_fuse *ff)
+{
+	if (ff->st == NULL)
+		return;
+	fs_stats_mount_stop(ff->st);
+	fs_stats_remove_fs(ff->st);
+	fs_stats_free(ff->st);
+	ff->st = NULL;
+}
+
+int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
+		const struct fs_stats_opts *so, const char *optstr,
+		const char *device, const char *mountpoint,
+		struct fs_fuse **out, char *err, size_t errlen)
+{
+	char opts[FS_OPTS_FUSE_MAX + FS_PATH_MAX + 128];
+	char *argv[5];
+	struct fuse_args args;
+	struct fs_fuse *ff;
+	int argc = 0, ret;
+
+	ret = build_fuse_opts(o, device, opts, sizeof(opts));
+	if (ret < 0) {
+		snprintf(err, errlen, "ucfs: mount options too long");
+		return ret;
+	}
+	ff = calloc(1, sizeof(*ff));
+	if (ff == NULL)
+		return -ENOMEM;
+	ff->fs = fs;
+	ff->root = fs_root(fs);
+	argv[argc++] = (char *)"ucfs";
+	argv[argc++] = (char *)"-o";
+	argv[argc++] = opts;
+	if (o->debug)
+		argv[argc++] = (char *)"-d";
+	argv[argc] = NULL;
+	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	ff->se = fuse_session_new(&args, &ucfs_ops, sizeof(ucfs_ops), ff);
+	if (ff->se == NULL) {
+		snprintf(err, errlen, "ucfs: libfuse refused options '%s'",
+			 opts);
+		ret = -EINVAL;
+		goto out_free;
+	}
+	if (fuse_session_mount(ff->se, mountpoint) != 0) {
+		snprintf(err, errlen, "ucfs: cannot mount on '%s'",
+			 mountpoint);
+		ret = -EIO;
+		goto out_session;
+	}
+	ff->mounted = 1;
+	set_readahead(mountpoint, o->readahead_kb);
+	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
+	if (ret < 0)
+		goto out_unmount;
+	*out = ff;
+	return 0;
+
+out_unmount:
+	fuse_session_unmount(ff->se);
+out_session:
+	fuse_session_destroy(ff->se);
+out_free:
+	free(ff);
+	return ret;
+}
+
+int fs_fuse_loop(struct fs_fuse *ff, int single_thread)
+{
+	struct fuse_loop_config *cfg;
+	int ret;
+
+	if (fuse_set_signal_handlers(ff->se) != 0)
+		return -EIO;
+	if (single_thread) {
+		ret = fuse_session_loop(ff->se);
+	} else {
+		cfg = fuse_loop_cfg_create();
+		if (cfg == NULL) {
+			ret = -ENOMEM;
+			goto out_signals;
+		}
+		fuse_loop_cfg_set_clone_fd(cfg, 0);
+		fuse_loop_cfg_set_idle_threads(cfg, 8);
+		ret = fuse_session_loop_mt(ff->se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	}
+	if (ret > 0)
+		ret = 0;	/* terminated by a signal */
+out_signals:
+	fuse_remove_signal_handlers(ff->se);
+	return ret;
+}
+
+void fs_fuse_free(struct fs_fuse *ff)
+{
+	if (ff == NULL)
+		return;
+	if (ff->mounted)
+		fuse_session_unmount(ff->se);
+	ff->mounted = 0;
+	stop_stats(ff);
+	fuse_session_destroy(ff->se);
+	free(ff);
+}

@@ -1,0 +1,401 @@
+/*
+ * fs_internal.h — the storage layer ("core") of ucfs as the namespace
+ * layer sees it: the mount (struct fs), the block cache, transactions and
+ * the journal, the allocator, the generic B+tree, mkfs.
+ *
+ * Ownership of this header: the CORE engineer. The namespace (NS) layer
+ * keeps its own state in struct fs_ns, declared in fusefs/fs_ns.h (NS's
+ * file) and reached through fs->ns; NS adds nothing to this file, so the
+ * two can be merged without conflicts.
+ *
+ * Sections: lock order / mount options and struct fs / mount & mkfs /
+ * buffer cache / transactions & journal / allocator / B+tree / stats.
+ *
+ * Locking (numbered order: take a lower number before a higher one, never
+ * the reverse):
+ *   1. inode locks (NS): parent before child, two directories by ino order
+ *   2. transaction handle (fs_tx_begin .. fs_tx_end). Take it AFTER the
+ *      inode locks; a thread holding a handle must never wait for an inode
+ *      lock (a commit waits for every handle to end). Handles do not nest:
+ *      one handle per thread at a time.
+ *   3. rgroup lock (fs_alloc.c, internal)
+ *   4. journal lock (internal: running transaction lists)
+ *   5. cache lock (internal: hash, LRU, refcounts, flags)
+ * The journal's commit mutex is taken by fs_tx_begin / fs_journal_sync
+ * only when no handle is held by the caller, i.e. between 1 and 2.
+ *
+ * Buffer contents are protected by the lock of the object that owns the
+ * block: an inode's block and its B+tree nodes by that inode's lock (NS),
+ * bitmaps and rgroup headers by the rgroup lock. A block is modified only
+ * inside a handle, after fs_tx_write() on its buffer.
+ */
+#ifndef UCFS_FS_INTERNAL_H
+#define UCFS_FS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blockdev/bd.h"
+#include "fusefs/fs_format.h"
+
+struct fs_cache;
+struct fs_journal;
+struct fs_alloc;
+struct fs_ns;
+struct fs_tx;
+
+/* ---- mount options and struct fs ------------------------------------- */
+
+struct fs_core_opts {
+	int ro;			/* never write the device; refuse if replay
+				   is needed */
+	int nolock;		/* 1: lockproto=nolock (exclusive), 0: dlm */
+	int data_writeback;	/* 0: data=ordered, 1: data=writeback */
+	unsigned commit_s;	/* commit interval in seconds (0: default 5) */
+	unsigned cache_mb;	/* cache bound in MiB (0: default 256) */
+	int slot;		/* dlm: slot to claim, -1 = first free */
+	uint32_t node_id;	/* dlm: this node's id; 0 for nolock */
+};
+
+/* Defaults: rw, nolock, data=ordered, commit=5, cache_mb=256, slot -1. */
+void fs_core_opts_init(struct fs_core_opts *o);
+
+/* Counters (cumulative since mount; read with fs_core_stats_get). */
+enum fs_commit_reason {
+	FS_CR_SYNC,		/* fsync / syncfs / sync handle */
+	FS_CR_TIMER,		/* commit= interval */
+	FS_CR_TXFULL,		/* running transaction reached its limit */
+	FS_CR_JOURNAL,		/* journal space (then checkpoint) */
+	FS_CR_CACHE,		/* cache pressure (then checkpoint) */
+	FS_CR_UNMOUNT,
+	FS_CR_LOCK,		/* lock demote (cluster, later) */
+	FS_CR_NR
+};
+
+struct fs_core_stats {
+	uint64_t commits, commit_blocks, commit_bytes;
+	uint64_t commit_ns_total, commit_ns_max;
+	uint64_t commit_reason[FS_CR_NR];
+	uint64_t checkpoints, checkpoint_blocks;
+	uint64_t flushes;
+	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;
+	uint64_t cache_bufs, cache_pinned;	/* current values */
+	uint64_t alloc_calls, alloc_blocks, alloc_enospc, free_blocks;
+	uint64_t replay_tx, replay_blocks;
+	uint64_t bad_blocks;			/* -EUCLEAN detections */
+};
+
+/*
+ * The mount. Fields are immutable after fs_core_mount() returns unless
+ * stated otherwise.
+ */
+struct fs {
+	struct bd_dev *bd;
+	int own_bd;			/* fs_core_unmount closes bd */
+	struct fs_sb sb;		/* verified copy of the superblock */
+	struct fs_core_opts opts;
+	unsigned slot;			/* the slot (journal) this mount owns */
+	uint64_t slot_gen;		/* generation of our claim */
+	int ro;
+	struct fs_cache *cache;		/* fs_cache.c */
+	struct fs_journal *j;		/* fs_journal.c */
+	struct fs_alloc *alloc;		/* fs_alloc.c */
+	struct fs_ns *ns;		/* NS layer (fs_ns.h); core never
+					   touches it */
+	struct fs_core_stats st;	/* updated with __atomic builtins */
+};
+
+#define FS_STAT_ADD(fs, field, n) \
+	__atomic_fetch_add(&(fs)->st.field, (n), __ATOMIC_RELAXED)
+
+/* Snapshot of the counters. */
+void fs_core_stats_get(struct fs *fs, struct fs_core_stats *out);
+
+/* ---- mount & mkfs (fs_super.c, fs_mkfs.c) ----------------------------- */
+
+/*
+ * Mount the storage layer on an open device (not owned: close it after
+ * fs_core_unmount). Reads and verifies the superblock, claims a slot in
+ * the slot map (nolock: slot 0 with FS_SLOT_NOLOCK, recovering every
+ * slot's journal; the caller should hold BD_EXCL — fs_core_open does),
+ * replays the journal, starts the commit thread. Returns a struct fs
+ * ready for the NS layer (fs->ns == NULL).
+ * Errors (with a one-line reason in @why if not NULL): -EINVAL not a
+ * ucfs filesystem, -EUCLEAN bad superblock/slot map/journal header,
+ * -EPROTONOSUPPORT newer version or unknown incompat feature, -EFBIG
+ * device smaller than the filesystem (truncated), -EBUSY slot map claimed
+ * by a nolock mount (for dlm) or no free slot, -EROFS ro mount needing
+ * replay, -ENOMEM, -EIO. May block; call from one thread.
+ */
+int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
+		  struct fs **out, char *why, size_t whylen);
+
+/* The same on a path: opens it (BD_EXCL for nolock -> -EBUSY "already
+ * mounted with lockproto=nolock"; BD_RDONLY for ro) and owns the device. */
+int fs_core_open(const char *path, const struct fs_core_opts *o,
+		 struct fs **out, char *why, size_t whylen);
+
+/*
+ * Commit, checkpoint (everything written in place, journal clean), release
+ * the slot, stop the thread, free everything (also on error, which is
+ * returned: -EIO if something could not be written). The NS layer must
+ * have detached (fs->ns freed and NULL, every buffer reference dropped,
+ * no handle open) first. NULL is a no-op.
+ */
+int fs_core_unmount(struct fs *fs);
+
+/* Crash simulation for tests: stop the thread and free memory WITHOUT any
+ * device I/O (what survives is what was already written). */
+void fs_core_abandon(struct fs *fs);
+
+struct fs_mkfs_params {
+	uint64_t total_blocks;	/* 0: the whole device */
+	unsigned slots;		/* journals (default 1) */
+	unsigned journal_mb;	/* per journal (default 32) */
+	unsigned rgrp_mb;	/* rgroup size (default 256) */
+	char lockproto[FS_LOCKPROTO_MAX];	/* "nolock" (default) | "dlm" */
+	char locktable[FS_LOCKTABLE_MAX];	/* "" or "cluster:fsname" */
+	char label[FS_LABEL_MAX];
+	uint8_t uuid[16];	/* all zero: random */
+	int64_t now;		/* 0: time(NULL) */
+};
+void fs_mkfs_defaults(struct fs_mkfs_params *p);
+/* Format @bd. Writes superblock + backup, slot map, heartbeat/slotinfo
+ * blocks, journal headers, rgroup headers and bitmaps, the root inode;
+ * flushes. -ENOSPC device too small (reason in @why), -EINVAL bad
+ * parameter, -EIO. Does not check for existing signatures (the tool
+ * does). */
+int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
+	    size_t whylen);
+
+/* ---- buffer cache (fs_cache.c) ---------------------------------------- */
+/*
+ * A struct fs_buf is one cached metadata block. The cache is bounded by
+ * cache_mb: clean unreferenced buffers are evicted LRU; buffers that are
+ * part of a transaction or wait for checkpoint are pinned (never evicted)
+ * and a transaction start throttles (commit + checkpoint) when pinned
+ * buffers use too much of the bound. File data never goes through the
+ * cache (NS writes it with bd_* directly).
+ */
+struct fs_buf {
+	uint64_t blkno;		/* immutable */
+	void *data;		/* FS_BLOCK_SIZE bytes, BD_ALIGN-aligned;
+				   content protected by the owner's lock */
+	/* the rest is private to fs_cache.c / fs_journal.c */
+	struct fs *fs;
+	unsigned flags;		/* FS_BUF_*: cache lock */
+	unsigned ref;		/* cache lock */
+	uint64_t tx_seq;	/* running tx it joined (0 none): journal lock */
+	void *ckpt;		/* committed copy awaiting checkpoint: journal
+				   lock + commit mutex */
+	uint64_t ckpt_seq;	/* tx that produced ckpt */
+	struct fs_buf *hnext;	/* hash chain: cache lock */
+	struct fs_buf *lru_prev, *lru_next;	/* cache lock */
+	struct fs_buf *tx_next;	/* running tx list: journal lock */
+	struct fs_buf *ck_next;	/* checkpoint list: journal lock */
+};
+
+/*
+ * Read block @blkno (from the cache or the device) and verify it is a
+ * metadata block of @type (0: any type) with that block number and a good
+ * crc. Returns a referenced buffer in *out (drop with fs_buf_put).
+ * -EUCLEAN bad block (counted, never cached as valid), -EINVAL blkno past
+ * the filesystem, -EIO, -ENOMEM. May block (I/O); any context.
+ */
+int fs_buf_read(struct fs *fs, uint64_t blkno, unsigned type,
+		struct fs_buf **out);
+
+/*
+ * A new metadata block (just allocated by the caller in @tx): zeroed,
+ * header filled in (magic, @type, blkno), joined to @tx (no read from the
+ * device). -ENOMEM, -EIO. Call inside a handle.
+ */
+int fs_buf_new(struct fs_tx *tx, uint64_t blkno, unsigned type,
+	       struct fs_buf **out);
+
+/* Extra reference / drop one. fs_buf_put(NULL) is a no-op. */
+void fs_buf_hold(struct fs_buf *b);
+void fs_buf_put(struct fs_buf *b);
+
+/* Read the blocks among @blknos that are not cached, in one batch, into
+ * the cache (verified later by fs_buf_read). Best effort: 0 or -errno of
+ * the batch; nothing is lost on error. */
+int fs_buf_readahead(struct fs *fs, const uint64_t *blknos, unsigned n);
+
+/* ---- transactions & journal (fs_journal.c) ---------------------------- */
+/*
+ * Redo journal of metadata, one per slot. Handles join the running
+ * transaction; a commit (group commit: one commit covers every handle
+ * ended before it) snapshots the transaction's buffers, writes descriptor
+ * + images + checksummed commit record to the journal and flushes; the
+ * images are written in place later (checkpoint) and then the journal
+ * tail advances. data=ordered: a commit flushes the device before its
+ * commit record when file data was written since the last commit.
+ */
+
+/*
+ * Start a handle. @credits: upper bound of distinct metadata blocks the
+ * handle will dirty (fs_tx_write) — use the FS_*_CREDITS helpers. May
+ * block: commits (and checkpoints) first when the running transaction,
+ * the journal or the cache is too full. Never call with a handle held.
+ * -EROFS (ro mount), -EIO (journal aborted after a write error),
+ * -EINVAL (credits above fs_tx_max_credits), -ENOMEM.
+ */
+int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out);
+
+/* Largest credits one handle may ask for. */
+unsigned fs_tx_max_credits(struct fs *fs);
+
+/*
+ * Get write access to @b: it joins the running transaction (idempotent).
+ * Call before modifying b->data. The handle keeps no reference: the
+ * caller still owns its own. 0 or -EIO (journal aborted). On a block
+ * already freed with fs_free/fs_free_inode it does nothing (changes to a
+ * dead block are discarded, never journaled).
+ */
+int fs_tx_write(struct fs_tx *tx, struct fs_buf *b);
+
+/* Make fs_tx_end() commit and wait until durable (O_SYNC, dirsync). */
+void fs_tx_set_sync(struct fs_tx *tx);
+
+/* Sequence of the transaction the handle belongs to. */
+uint64_t fs_tx_seq(const struct fs_tx *tx);
+struct fs *fs_tx_fs(const struct fs_tx *tx);
+
+/* End the handle (frees it). Returns 0, or the commit error of a sync
+ * handle / -EIO if the journal aborted. */
+int fs_tx_end(struct fs_tx *tx);
+
+/*
+ * fsync/syncfs: commit the running transaction (if any) and wait until
+ * it is durable; with nothing to commit, flush the device if file data
+ * was written since the last flush. Group commit: concurrent callers
+ * share commits. Never call with a handle held. 0 or -EIO.
+ */
+int fs_journal_sync(struct fs *fs);
+
+/* Note that file data was written to the device (data=ordered: the next
+ * commit flushes before its commit record). Cheap; any context. */
+void fs_journal_data_written(struct fs *fs);
+
+/* Commit and checkpoint: every committed block written in place, the
+ * journal empty (unmount, lock demote). Never call with a handle held. */
+int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why);
+
+/* Ask the commit thread to commit soon (no wait). */
+void fs_journal_kick(struct fs *fs);
+
+/* ---- allocator (fs_alloc.c) ------------------------------------------- */
+/*
+ * Resource groups with bitmaps. Blocks freed in a transaction are not
+ * handed out again until that transaction has committed. Counts are kept
+ * in the rgroup headers (journaled) and mirrored in memory for statfs.
+ */
+
+/*
+ * Allocate one contiguous run of at least @min and at most @max blocks,
+ * as close after @goal as possible (0: anywhere). *start, *len = the run.
+ * -ENOSPC: no run of @min blocks free (nothing changed; if blocks are
+ * pending free, fs_journal_sync() and a retry may succeed: see
+ * fs_alloc_pending()), -EUCLEAN bad bitmap/rgroup block, -EIO. Inside a
+ * handle with FS_ALLOC_CREDITS(fs) credits per call.
+ */
+int fs_alloc(struct fs_tx *tx, uint64_t goal, uint32_t min, uint32_t max,
+	     uint64_t *start, uint32_t *len);
+
+/*
+ * Free [start, start + len) (must lie in one rgroup and be allocated:
+ * else -EUCLEAN and nothing changes). Blocks cached as metadata are
+ * revoked from the journal and dropped from the cache (the caller must
+ * not hold references to them past this call). Inside a handle with
+ * FS_ALLOC_CREDITS(fs) credits per call.
+ */
+int fs_free(struct fs_tx *tx, uint64_t start, uint32_t len);
+
+/* An inode block near @goal with a fresh generation; counts it in the
+ * rgroup's dinodes. The caller then creates it with fs_buf_new(). */
+int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
+		   uint64_t *generation);
+/* Free inode block @ino (after its tree/data/xattr blocks were freed). */
+int fs_free_inode(struct fs_tx *tx, uint64_t ino);
+
+/* Blocks one fs_alloc/fs_free/fs_alloc_inode call may dirty. */
+unsigned fs_alloc_credits(struct fs *fs);
+#define FS_ALLOC_CREDITS(fs) fs_alloc_credits(fs)
+
+struct fs_space {
+	uint64_t total_blocks;	/* whole filesystem */
+	uint64_t data_blocks;	/* blocks in rgroups (minus headers/bitmaps) */
+	uint64_t free_blocks;	/* free now (incl. pending frees) */
+	uint64_t inodes;	/* inodes allocated */
+};
+void fs_space_get(struct fs *fs, struct fs_space *out);
+/* Blocks freed by uncommitted transactions (not allocatable yet). */
+uint64_t fs_alloc_pending(struct fs *fs);
+
+/* ---- B+tree (fs_btree.c) ---------------------------------------------- */
+/*
+ * A B+tree of u64 keys -> values of 0..FS_BTREE_VAL_MAX bytes, whose root
+ * node lives in a caller's buffer (an inode's inline area) and whose
+ * other nodes are FS_BT_BTREE blocks allocated near the owner. Keys are
+ * unique. Readers need the owner's lock shared, writers exclusive; all
+ * modifications go through @tx. A struct fs_btree is a cheap descriptor
+ * the caller fills with fs_btree_init() each time (no allocation).
+ */
+struct fs_btree {
+	struct fs *fs;
+	struct fs_buf *root_buf;	/* holds the root (caller's ref) */
+	uint32_t root_off;		/* root node offset in root_buf */
+	uint32_t root_size;		/* root node size in bytes */
+	uint64_t owner;			/* inode number stamped in nodes */
+};
+
+void fs_btree_init(struct fs_btree *bt, struct fs *fs, struct fs_buf *buf,
+		   uint32_t off, uint32_t size, uint64_t owner);
+
+/* Format an empty root (level 0, no keys). Joins root_buf to @tx. */
+int fs_btree_create(struct fs_tx *tx, struct fs_btree *bt);
+
+/* Exact lookup. Copies min(len, cap) bytes into @val (may be NULL) and
+ * sets *vlen (may be NULL) to the value's length. -ENOENT, -EUCLEAN,
+ * -EIO. */
+int fs_btree_lookup(struct fs_btree *bt, uint64_t key, void *val,
+		    size_t cap, size_t *vlen);
+
+/* The entry with the largest key <= @key (extent lookup) / the smallest
+ * key >= @key (iteration). *found = its key. -ENOENT if none. */
+int fs_btree_lookup_le(struct fs_btree *bt, uint64_t key, uint64_t *found,
+		       void *val, size_t cap, size_t *vlen);
+int fs_btree_next(struct fs_btree *bt, uint64_t key, uint64_t *found,
+		  void *val, size_t cap, size_t *vlen);
+
+/* Call @cb for each entry with key >= @start in key order until it
+ * returns non-zero (returned; 0 at the end). @cb must not modify the
+ * tree; @val points into a node and is NOT aligned (memcpy it). Errors:
+ * -EUCLEAN, -EIO. */
+typedef int (*fs_btree_cb)(void *arg, uint64_t key, const void *val,
+			   size_t len);
+int fs_btree_iterate(struct fs_btree *bt, uint64_t start, fs_btree_cb cb,
+		     void *arg);
+
+/* Insert a new key (-EEXIST if present; -E2BIG value too long;
+ * -ENOSPC no block for a split: tree unchanged). */
+int fs_btree_insert(struct fs_tx *tx, struct fs_btree *bt, uint64_t key,
+		    const void *val, size_t len);
+/* Replace the value of an existing key (-ENOENT; -E2BIG; -ENOSPC). */
+int fs_btree_update(struct fs_tx *tx, struct fs_btree *bt, uint64_t key,
+		    const void *val, size_t len);
+/* Remove a key (-ENOENT). Empty non-root nodes are freed. */
+int fs_btree_delete(struct fs_tx *tx, struct fs_btree *bt, uint64_t key);
+
+/* Free every node except the root and reset the root to empty. */
+int fs_btree_destroy(struct fs_tx *tx, struct fs_btree *bt);
+
+/* Credits for one insert/update/delete on @bt (depth-based bound). */
+unsigned fs_btree_credits(struct fs_btree *bt);
+
+/* Depth (1 = root only) and entry count, for tests/fsck; -errno. */
+int fs_btree_stat(struct fs_btree *bt, unsigned *depth, uint64_t *entries,
+		  uint64_t *nodes);
+
+#endif /* UCFS_FS_INTERNAL_H */

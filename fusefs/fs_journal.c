@@ -1,0 +1,1240 @@
+/*
+ * fs_journal.c — transactions, group commit, checkpoint and replay of the
+ * per-slot redo journal (format: FORMAT.md "Journal").
+ *
+ * States of a metadata buffer, as seen from here:
+ *   clean -> (fs_tx_write) in the running tx [tx pin]
+ *   -> (commit snapshot) committed copy b->ckpt awaiting checkpoint
+ *      [ckpt pin, on the checkpoint list with a reference]
+ *   -> (checkpoint: ckpt written in place, flushed, tail advanced) clean.
+ * A buffer may be in the running tx and hold an older committed copy at
+ * the same time; the checkpoint writes the copy, never the live data, so
+ * nothing uncommitted reaches its home location (write-ahead rule).
+ *
+ * Commit (under commit_mutex): block new handles, wait for open ones to
+ * end, snapshot every buffer of the transaction into its ckpt copy (sealed
+ * with the tx sequence and a fresh crc), unblock; then (data=ordered and
+ * data written: flush) write descriptors + images + commit record in one
+ * batch and flush. The commit record's crc covers the whole transaction.
+ * If the log lacks room, a checkpoint runs first (while handles are still
+ * blocked, before the snapshot, so only committed copies are written).
+ *
+ * Freed metadata: fs_journal_revoke() drops the block from the running tx
+ * and records a revoke; after the commit its committed copy is discarded
+ * and the buffer leaves the cache, so neither a checkpoint nor a replay
+ * can later overwrite the block (which may by then hold file data).
+ *
+ * Locking: commit_mutex (taken without a handle held) serializes commit
+ * and checkpoint and protects the log position fields and every ckpt
+ * copy; j->lock (order 4) protects the running transaction (list, count,
+ * revokes, handles, blocked) and the checkpoint list. Cache lock (5) may be
+ * taken under j->lock.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fusefs/fs_core_priv.h"
+
+struct fs_tx {
+	struct fs *fs;
+	uint64_t seq;
+	unsigned credits;
+	int sync;
+};
+
+struct fs_journal {
+	uint64_t jstart;	/* journal header block; immutable */
+	uint32_t log_blocks;	/* immutable */
+	uint32_t tx_limit;	/* immutable: max blocks per transaction */
+
+	pthread_mutex_t commit_mutex;
+	uint64_t head_pos;	/* commit_mutex: next log position */
+	uint64_t tail_pos;	/* commit_mutex */
+	uint64_t used;		/* commit_mutex: log blocks tail..head */
+	uint64_t committed_seq;	/* commit_mutex (read under lock too) */
+	void *hdrbuf;		/* commit_mutex: journal header I/O */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* handles drained / commit unblocked */
+	pthread_cond_t thread_cond;	/* wakes the commit thread */
+	uint64_t run_seq;
+	struct fs_buf *run_list;
+	unsigned run_count;
+	uint64_t *revokes;
+	unsigned nrev, caprev;
+	unsigned handles;
+	unsigned reserved;
+	int blocked;
+	struct fs_buf *ck_list;
+	int aborted;		/* lock: -EIO after a failed write */
+	int data_dirty;		/* atomic */
+
+	pthread_t thread;	/* commit thread */
+	int thread_started;
+	int stop;		/* lock */
+	int kicked;		/* lock */
+	int want_ckpt;		/* lock */
+	uint64_t timer_ns;	/* immutable */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t log_blk(const struct fs_journal *j, uint64_t pos)
+{
+	return j->jstart + 1 + pos;
+}
+
+static uint64_t log_next(const struct fs_journal *j, uint64_t pos)
+{
+	return pos + 1 == j->log_blocks ? 0 : pos + 1;
+}
+
+static unsigned desc_count(unsigned entries)
+{
+	return entries == 0 ? 1 : (entries + FS_JDESC_MAX - 1) / FS_JDESC_MAX;
+}
+
+/* ---- journal header --------------------------------------------------- */
+
+static int jhdr_write(struct fs *fs, unsigned slot, void *buf,
+		      uint64_t tail_pos, uint64_t tail_seq, int clean)
+{
+	struct fs_jhdr *h = buf;
+	uint64_t blk = fs_journal_blk(&fs->sb, slot);
+
+	memset(h, 0, FS_BLOCK_SIZE);
+	h->slot = slot;
+	h->log_blocks = fs->sb.journal_blocks - 1;
+	h->tail_pos = tail_pos;
+	h->tail_seq = tail_seq;
+	h->clean = clean;
+	fs_blk_seal(h, FS_BT_JHDR, blk, 0);
+	return bd_write(fs->bd, h, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT,
+			BD_IO_FUA);
+}
+
+static int jhdr_read(struct fs *fs, unsigned slot, void *buf)
+{
+	struct fs_jhdr *h = buf;
+	uint64_t blk = fs_journal_blk(&fs->sb, slot);
+	int ret;
+
+	ret = bd_read(fs->bd, buf, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT);
+	if (ret < 0)
+		return ret;
+	ret = fs_blk_verify(buf, FS_BT_JHDR, blk);
+	if (ret < 0)
+		return ret;
+	if (h->log_blocks != fs->sb.journal_blocks - 1 ||
+	    h->tail_pos >= h->log_blocks)
+		return -EUCLEAN;
+	return 0;
+}
+
+/* ---- replay ----------------------------------------------------------- */
+
+struct rp_img {
+	uint64_t home;
+	uint64_t pos;
+	uint64_t seq;
+};
+
+struct rp_rev {
+	uint64_t blkno;
+	uint64_t seq;
+};
+
+struct rp_state {
+	struct fs *fs;
+	uint64_t jstart;
+	uint32_t log_blocks;
+	void *buf;
+	void *dbuf;
+	struct rp_img *img;
+	size_t nimg, capimg;
+	struct rp_rev *rev;
+	size_t nrev, caprev;
+	uint8_t *win;		/* RP_WIN log blocks read ahead */
+	uint64_t wpos;
+	unsigned wn;
+};
+
+#define RP_WIN 256u
+
+/* Log block @pos, through a window of RP_WIN blocks read at once (the
+ * scan and the apply pass both walk the log in order). */
+static int rp_read(struct rp_state *rp, uint64_t pos, void *buf)
+{
+	if (pos < rp->wpos || pos >= rp->wpos + rp->wn) {
+		unsigned n = rp->log_blocks - pos < RP_WIN ?
+			(unsigned)(rp->log_blocks - pos) : RP_WIN;
+		int ret = bd_read(rp->fs->bd, rp->win,
+				  (size_t)n * FS_BLOCK_SIZE,
+				  (rp->jstart + 1 + pos) << FS_BLOCK_SHIFT);
+
+		if (ret < 0) {
+			rp->wn = 0;
+			return ret;
+		}
+		rp->wpos = pos;
+		rp->wn = n;
+	}
+	memcpy(buf, rp->win + (pos - rp->wpos) * FS_BLOCK_SIZE,
+	       FS_BLOCK_SIZE);
+	return 0;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elt)
+{
+	void *n;
+	size_t c = *cap ? *cap : 64;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	n = realloc(*arr, c * elt);
+	if (n == NULL)
+		return -ENOMEM;
+	*arr = n;
+	*cap = c;
+	return 0;
+}
+
+static int rp_is_desc(struct rp_state *rp, uint64_t pos, uint64_t seq,
+		      void *buf)
+{
+	const struct fs_jdesc *d = buf;
+
+	if (rp_read(rp, pos, buf) < 0)
+		return -EIO;
+	if (fs_blk_verify(buf, 0, rp->jstart + 1 + pos) < 0)
+		return 0;
+	if (d->hdr.seq != seq)
+		return 0;
+	if (d->hdr.type == FS_BT_JDESC && d->count <= FS_JDESC_MAX)
+		return 1;
+	if (d->hdr.type == FS_BT_JCOMMIT)
+		return 2;
+	return 0;
+}
+
+/*
+ * Parse one transaction starting at *pos with sequence @seq. Returns 1 and
+ * advances *pos if it is complete and its commit record checks out (its
+ * images and revokes are appended), 0 if not, -errno on I/O errors.
+ */
+static int rp_scan_tx(struct rp_state *rp, uint64_t *pos, uint64_t seq)
+{
+	size_t img0 = rp->nimg, rev0 = rp->nrev;
+	const struct fs_jcommit *c = rp->buf;
+	uint64_t p = *pos, nblocks = 0;
+	uint32_t crc = 0;
+	int k, first = 1;
+
+	for (;;) {
+		const struct fs_jdesc *d = rp->buf;
+
+		if (nblocks + 1 >= rp->log_blocks)
+			goto out_bad;
+		k = rp_is_desc(rp, p, seq, rp->buf);
+		if (k < 0)
+			return k;
+		if (k == 0 || (k == 2 && first))
+			goto out_bad;
+		if (k == 2)
+			break;
+		first = 0;
+		crc = fs_crc32c(crc, rp->buf, FS_BLOCK_SIZE);
+		nblocks++;
+		p = (p + 1) % rp->log_blocks;
+		for (uint32_t i = 0; i < d->count; i++) {
+			const struct fs_jdesc_ent *e = &d->ent[i];
+
+			if (e->flags & FS_JDESC_REVOKE) {
+				if (grow((void **)&rp->rev, &rp->caprev,
+					 rp->nrev + 1, sizeof(*rp->rev)) < 0)
+					return -ENOMEM;
+				rp->rev[rp->nrev++] =
+					(struct rp_rev){ e->blkno, seq };
+				continue;
+			}
+			if (grow((void **)&rp->img, &rp->capimg,
+				 rp->nimg + 1, sizeof(*rp->img)) < 0)
+				return -ENOMEM;
+			if (rp_read(rp, p, rp->dbuf) < 0)
+				return -EIO;
+			crc = fs_crc32c(crc, rp->dbuf, FS_BLOCK_SIZE);
+			rp->img[rp->nimg++] = (struct rp_img){ e->blkno, p,
+							       seq };
+			nblocks++;
+			p = (p + 1) % rp->log_blocks;
+		}
+	}
+	if (c->nblocks != nblocks || c->tx_crc != crc)
+		goto out_bad;
+	*pos = (p + 1) % rp->log_blocks;
+	return 1;
+out_bad:
+	rp->nimg = img0;
+	rp->nrev = rev0;
+	return 0;
+}
+
+static int rev_cmp(const void *a, const void *b)
+{
+	const struct rp_rev *x = a, *y = b;
+
+	if (x->blkno != y->blkno)
+		return x->blkno < y->blkno ? -1 : 1;
+	return x->seq < y->seq ? 1 : x->seq > y->seq ? -1 : 0;
+}
+
+/* Highest sequence revoking @blkno (rev sorted by blkno, seq desc). */
+static uint64_t rp_revoked(const struct rp_state *rp, uint64_t blkno)
+{
+	size_t lo = 0, hi = rp->nrev;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (rp->rev[mid].blkno < blkno)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < rp->nrev && rp->rev[lo].blkno == blkno)
+		return rp->rev[lo].seq;
+	return 0;
+}
+
+struct rp_last {
+	uint64_t home;
+	size_t idx;
+};
+
+static int last_cmp(const void *a, const void *b)
+{
+	const struct rp_last *x = a, *y = b;
+
+	if (x->home != y->home)
+		return x->home < y->home ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Mark in @keep the images to write: the last one of each home block,
+ * unless a later transaction revoked it. */
+static int rp_select(struct rp_state *rp, uint8_t *keep)
+{
+	struct rp_last *l = malloc((rp->nimg + 1) * sizeof(*l));
+	struct fs *fs = rp->fs;
+
+	if (l == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < rp->nimg; i++)
+		l[i] = (struct rp_last){ rp->img[i].home, i };
+	qsort(l, rp->nimg, sizeof(*l), last_cmp);
+	for (size_t i = 0; i < rp->nimg; i++) {
+		const struct rp_img *m = &rp->img[l[i].idx];
+
+		if (i + 1 < rp->nimg && l[i + 1].home == l[i].home)
+			continue;	/* a later image exists */
+		if (rp_revoked(rp, m->home) > m->seq)
+			continue;
+		if (m->home >= fs->sb.total_blocks ||
+		    m->home < FS_SLOTAREA_BLK)
+			continue;
+		keep[l[i].idx] = 1;
+	}
+	free(l);
+	return 0;
+}
+
+/* Write the selected images home in batches, in log order; flush. */
+static int rp_apply(struct rp_state *rp)
+{
+	struct fs *fs = rp->fs;
+	uint8_t *keep = calloc(rp->nimg + 1, 1);
+	uint8_t *stage = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
+	struct bd_io ios[RP_WIN];
+	unsigned n = 0;
+	int ret = -ENOMEM;
+
+	if (keep == NULL || stage == NULL)
+		goto out_free;
+	if (rp->nrev > 0)
+		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
+	ret = rp_select(rp, keep);
+	for (size_t i = 0; i < rp->nimg && ret == 0; i++) {
+		const struct rp_img *m = &rp->img[i];
+		uint8_t *d = stage + (size_t)n * FS_BLOCK_SIZE;
+
+		if (!keep[i])
+			continue;
+		ret = rp_read(rp, m->pos, d);
+		if (ret < 0)
+			break;
+		if (fs_blk_verify(d, 0, m->home) < 0)
+			continue;	/* sealed at commit: cannot happen */
+		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
+			.len = FS_BLOCK_SIZE,
+			.off = m->home << FS_BLOCK_SHIFT };
+		FS_STAT_ADD(fs, replay_blocks, 1);
+		if (n == RP_WIN) {
+			ret = bd_submit(fs->bd, ios, n);
+			n = 0;
+		}
+	}
+	if (ret == 0 && n > 0)
+		ret = bd_submit(fs->bd, ios, n);
+	if (ret == 0)
+		ret = bd_flush(fs->bd);
+out_free:
+	free(keep);
+	free(stage);
+	return ret;
+}
+
+int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
+		      unsigned *replayed, char *why, size_t whylen)
+{
+	struct rp_state rp = { .fs = fs };
+	const struct fs_jhdr *h;
+	uint64_t pos, seq;
+	unsigned ntx = 0;
+	int ret;
+
+	rp.jstart = fs_journal_blk(&fs->sb, slot);
+	rp.log_blocks = fs->sb.journal_blocks - 1;
+	rp.buf = bd_buf_alloc(FS_BLOCK_SIZE);
+	rp.dbuf = bd_buf_alloc(FS_BLOCK_SIZE);
+	rp.win = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
+	ret = -ENOMEM;
+	if (rp.buf == NULL || rp.dbuf == NULL || rp.win == NULL)
+		goto out_free;
+	ret = jhdr_read(fs, slot, rp.buf);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "bad journal header");
+		goto out_free;
+	}
+	h = rp.buf;
+	pos = h->tail_pos;
+	seq = h->tail_seq;
+	for (;;) {
+		ret = rp_scan_tx(&rp, &pos, seq);
+		if (ret < 0)
+			goto out_free;
+		if (ret == 0)
+			break;
+		ntx++;
+		seq++;
+	}
+	if (replayed != NULL)
+		*replayed = ntx;
+	ret = 0;
+	if (ntx > 0 && ro) {
+		ret = fs_why(why, whylen, -EROFS,
+			     "journal needs replay: mount read-write once");
+		goto out_free;
+	}
+	if (ro)
+		goto out_free;
+	if (ntx > 0) {
+		ret = rp_apply(&rp);
+		if (ret < 0)
+			goto out_free;
+		FS_STAT_ADD(fs, replay_tx, ntx);
+	}
+	/* skip one sequence: no stale log block can carry tail_seq */
+	ret = jhdr_write(fs, slot, rp.buf, pos, seq + 1, 0);
+out_free:
+	free(rp.img);
+	free(rp.rev);
+	free(rp.buf);
+	free(rp.dbuf);
+	free(rp.win);
+	return ret;
+}
+
+/* ---- checkpoint ------------------------------------------------------- */
+
+static int ck_cmp(const void *a, const void *b)
+{
+	const struct bd_io *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
+{
+	for (size_t i = 0; i < n; i += 256) {
+		unsigned k = (unsigned)(n - i < 256 ? n - i : 256);
+		int ret = bd_submit(fs->bd, ios + i, k);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Write @n single-block writes (journal: consecutive log positions;
+ * checkpoint: sorted by block number) as few large writes: copy them into
+ * a staging buffer of STAGE_BLOCKS (a constant 2 MiB) and submit each
+ * window's contiguous runs in one batch.
+ */
+#define STAGE_BLOCKS 512u
+static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
+{
+	uint8_t *stage = bd_buf_alloc((size_t)STAGE_BLOCKS * FS_BLOCK_SIZE);
+	struct bd_io *out = calloc(STAGE_BLOCKS, sizeof(*out));
+	int ret = 0;
+
+	if (stage == NULL || out == NULL) {
+		free(stage);
+		free(out);
+		return submit_chunks(fs, (struct bd_io *)ios, n);
+	}
+	for (unsigned w = 0; w < n && ret == 0; w += STAGE_BLOCKS) {
+		unsigned m = n - w < STAGE_BLOCKS ? n - w : STAGE_BLOCKS;
+		unsigned nout = 0;
+
+		for (unsigned i = 0; i < m; i++) {
+			const struct bd_io *io = &ios[w + i];
+			uint8_t *dst = stage + (size_t)i * FS_BLOCK_SIZE;
+
+			memcpy(dst, io->buf, FS_BLOCK_SIZE);
+			if (nout > 0 && out[nout - 1].off +
+			    out[nout - 1].len == io->off) {
+				out[nout - 1].len += FS_BLOCK_SIZE;
+				continue;
+			}
+			out[nout++] = (struct bd_io){ .op = BD_WRITE,
+				.buf = dst, .len = FS_BLOCK_SIZE,
+				.off = io->off };
+		}
+		ret = bd_submit(fs->bd, out, nout);
+	}
+	free(stage);
+	free(out);
+	return ret;
+}
+
+static void abort_journal(struct fs_journal *j)
+{
+	pthread_mutex_lock(&j->lock);
+	j->aborted = -EIO;
+	pthread_cond_broadcast(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+}
+
+/* Write every committed copy home, flush, move the tail. commit_mutex. */
+static int checkpoint_locked(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+	struct fs_buf *list, *b, *next;
+	struct bd_io *ios = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&j->lock);
+	list = j->ck_list;
+	j->ck_list = NULL;
+	pthread_mutex_unlock(&j->lock);
+	for (b = list; b != NULL; b = b->ck_next) {
+		if (b->ckpt == NULL)
+			continue;
+		if (grow((void **)&ios, &cap, n + 1, sizeof(*ios)) < 0) {
+			ret = -ENOMEM;
+			break;
+		}
+		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = b->ckpt,
+			.len = FS_BLOCK_SIZE,
+			.off = b->blkno << FS_BLOCK_SHIFT };
+	}
+	if (ret == 0) {
+		if (n > 0)
+			qsort(ios, n, sizeof(*ios), ck_cmp);
+		ret = write_staged(fs, ios, (unsigned)n);
+	}
+	if (ret == 0)
+		ret = bd_flush(fs->bd);
+	free(ios);
+	if (ret < 0) {
+		/* put the list back: nothing was lost, the journal holds it */
+		pthread_mutex_lock(&j->lock);
+		for (b = list; b != NULL; b = next) {
+			next = b->ck_next;
+			b->ck_next = j->ck_list;
+			j->ck_list = b;
+		}
+		pthread_mutex_unlock(&j->lock);
+		abort_journal(j);
+		return -EIO;
+	}
+	for (b = list; b != NULL; b = next) {
+		next = b->ck_next;
+		b->ck_next = NULL;
+		if (b->ckpt != NULL) {
+			free(b->ckpt);
+			b->ckpt = NULL;
+			fs_cache_unpin(b);
+			fs_cache_account(fs, -1);
+		}
+		fs_cache_set_flags(b, 0, FS_BUF_ON_CKPT);
+		fs_buf_put(b);
+	}
+	FS_STAT_ADD(fs, checkpoints, 1);
+	FS_STAT_ADD(fs, checkpoint_blocks, n);
+	FS_STAT_ADD(fs, flushes, 1);
+	if (j->used == 0)
+		return 0;
+	j->tail_pos = j->head_pos;
+	j->used = 0;
+	ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
+			 j->committed_seq + 1, 0);
+	if (ret < 0) {
+		abort_journal(j);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- commit ----------------------------------------------------------- */
+
+struct commit_set {
+	struct fs_buf **bufs;
+	unsigned n;
+	uint64_t *rev;
+	unsigned nrev;
+	uint64_t seq;
+};
+
+/* Snapshot the running transaction (handles drained). j->lock held. */
+static int snapshot(struct fs *fs, struct commit_set *cs)
+{
+	struct fs_journal *j = fs->j;
+	struct fs_buf *b, *next;
+	unsigned i = 0;
+
+	cs->bufs = malloc((j->run_count + 1) * sizeof(*cs->bufs));
+	if (cs->bufs == NULL)
+		return -ENOMEM;
+	for (b = j->run_list; b != NULL; b = b->tx_next) {
+		if (b->ckpt == NULL) {
+			b->ckpt = bd_buf_alloc(FS_BLOCK_SIZE);
+			if (b->ckpt == NULL)
+				return -ENOMEM;	/* nothing changed yet */
+			fs_cache_pin(b);
+			fs_cache_account(fs, 1);
+		}
+	}
+	cs->seq = j->run_seq;
+	for (b = j->run_list; b != NULL; b = next) {
+		struct fs_blk_hdr *h = b->ckpt;
+
+		next = b->tx_next;
+		memcpy(b->ckpt, b->data, FS_BLOCK_SIZE);
+		h->seq = cs->seq;
+		fs_blk_update_crc(b->ckpt);
+		b->ckpt_seq = cs->seq;
+		b->tx_seq = 0;
+		b->tx_next = NULL;
+		if (!(fs_cache_flags(b) & FS_BUF_ON_CKPT)) {
+			fs_cache_set_flags(b, FS_BUF_ON_CKPT, 0);
+			fs_buf_hold(b);
+			b->ck_next = j->ck_list;
+			j->ck_list = b;
+		}
+		fs_cache_unpin(b);	/* tx pin; ckpt pin remains */
+		cs->bufs[i++] = b;
+	}
+	cs->n = i;
+	cs->rev = j->revokes;
+	cs->nrev = j->nrev;
+	j->revokes = NULL;
+	j->nrev = j->caprev = 0;
+	j->run_list = NULL;
+	j->run_count = 0;
+	j->run_seq++;
+	return 0;
+}
+
+/* Build and write descriptors + images + commit record; flush. */
+static int write_tx(struct fs *fs, struct commit_set *cs)
+{
+	struct fs_journal *j = fs->j;
+	unsigned nent = cs->n + cs->nrev, ndesc = desc_count(nent);
+	unsigned total = ndesc + cs->n + 1, k = 0, e = 0, img = 0;
+	uint8_t *meta = bd_buf_alloc((size_t)(ndesc + 1) * FS_BLOCK_SIZE);
+	struct bd_io *ios = calloc(total, sizeof(*ios));
+	struct fs_jcommit *c;
+	struct timespec ts;
+	uint64_t pos = j->head_pos;
+	uint32_t crc = 0;
+	int ret = -ENOMEM;
+
+	if (meta == NULL || ios == NULL)
+		goto out_free;
+	for (unsigned d = 0; d < ndesc; d++) {
+		struct fs_jdesc *desc = (void *)(meta + d * FS_BLOCK_SIZE);
+		unsigned first_img = img;
+
+		for (; e < nent && desc->count < FS_JDESC_MAX; e++) {
+			struct fs_jdesc_ent *ent = &desc->ent[desc->count++];
+
+			if (e < cs->nrev) {
+				ent->blkno = cs->rev[e];
+				ent->flags = FS_JDESC_REVOKE;
+			} else {
+				ent->blkno = cs->bufs[img++]->blkno;
+			}
+		}
+		fs_blk_seal(desc, FS_BT_JDESC, log_blk(j, pos), cs->seq);
+		crc = fs_crc32c(crc, desc, FS_BLOCK_SIZE);
+		ios[k++] = (struct bd_io){ .op = BD_WRITE, .buf = desc,
+			.len = FS_BLOCK_SIZE,
+			.off = log_blk(j, pos) << FS_BLOCK_SHIFT };
+		pos = log_next(j, pos);
+		for (unsigned i = first_img; i < img; i++) {
+			crc = fs_crc32c(crc, cs->bufs[i]->ckpt, FS_BLOCK_SIZE);
+			ios[k++] = (struct bd_io){ .op = BD_WRITE,
+				.buf = cs->bufs[i]->ckpt, .len = FS_BLOCK_SIZE,
+				.off = log_blk(j, pos) << FS_BLOCK_SHIFT };
+			pos = log_next(j, pos);
+		}
+	}
+	c = (void *)(meta + ndesc * FS_BLOCK_SIZE);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	c->nblocks = total - 1;
+	c->tx_crc = crc;
+	c->time_sec = ts.tv_sec;
+	c->time_nsec = (uint32_t)ts.tv_nsec;
+	fs_blk_seal(c, FS_BT_JCOMMIT, log_blk(j, pos), cs->seq);
+	ios[k++] = (struct bd_io){ .op = BD_WRITE, .buf = c,
+		.len = FS_BLOCK_SIZE,
+		.off = log_blk(j, pos) << FS_BLOCK_SHIFT };
+	pos = log_next(j, pos);
+	ret = write_staged(fs, ios, k);
+	if (ret == 0)
+		ret = bd_flush(fs->bd);
+	if (ret == 0) {
+		j->head_pos = pos;
+		j->used += total;
+		FS_STAT_ADD(fs, commit_blocks, total);
+		FS_STAT_ADD(fs, commit_bytes, (uint64_t)total * FS_BLOCK_SIZE);
+		FS_STAT_ADD(fs, flushes, 1);
+	}
+out_free:
+	free(meta);
+	free(ios);
+	return ret;
+}
+
+/* After a durable commit: drop revoked copies, release pending frees. */
+static void after_commit(struct fs *fs, struct commit_set *cs)
+{
+	struct fs_journal *j = fs->j;
+
+	for (unsigned i = 0; i < cs->nrev; i++) {
+		struct fs_buf *b = fs_cache_lookup(fs, cs->rev[i]);
+
+		if (b == NULL)
+			continue;
+		if (fs_cache_flags(b) & FS_BUF_REVOKED) {
+			pthread_mutex_lock(&j->lock);
+			if (b->ckpt != NULL) {
+				free(b->ckpt);
+				b->ckpt = NULL;
+				fs_cache_unpin(b);
+				fs_cache_account(fs, -1);
+			}
+			pthread_mutex_unlock(&j->lock);
+			fs_cache_unhash(b);
+		}
+		fs_buf_put(b);
+	}
+	fs_alloc_committed(fs, cs->seq);
+}
+
+/* Log half full or cache pressure: write back. commit_mutex held. */
+static int need_checkpoint(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+
+	return j->used > j->log_blocks / 2 ||
+	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
+}
+
+/* Commit the running transaction. commit_mutex held, no handle held. */
+static int commit_locked(struct fs *fs, enum fs_commit_reason why)
+{
+	struct fs_journal *j = fs->j;
+	struct commit_set cs = { 0 };
+	uint64_t t0 = now_ns(), dt;
+	unsigned need;
+	int ret = 0;
+
+	pthread_mutex_lock(&j->lock);
+	if (j->aborted) {
+		pthread_mutex_unlock(&j->lock);
+		return j->aborted;
+	}
+	if (j->run_count == 0 && j->nrev == 0) {
+		pthread_mutex_unlock(&j->lock);
+		return 0;
+	}
+	j->blocked = 1;
+	while (j->handles > 0)
+		pthread_cond_wait(&j->cond, &j->lock);
+	need = desc_count(j->run_count + j->nrev) + j->run_count + 1;
+	if (j->used + need > j->log_blocks) {
+		pthread_mutex_unlock(&j->lock);
+		ret = checkpoint_locked(fs);
+		pthread_mutex_lock(&j->lock);
+		if (ret == 0 && j->used + need > j->log_blocks)
+			ret = -EIO;	/* tx bigger than the log */
+		if (ret == 0)
+			FS_STAT_ADD(fs, commit_reason[FS_CR_JOURNAL], 1);
+	}
+	if (ret == 0)
+		ret = snapshot(fs, &cs);
+	j->blocked = 0;
+	pthread_cond_broadcast(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+	if (ret < 0)
+		goto out_abort;
+
+	if (__atomic_exchange_n(&j->data_dirty, 0, __ATOMIC_ACQ_REL) &&
+	    !fs->opts.data_writeback) {
+		ret = bd_flush(fs->bd);
+		FS_STAT_ADD(fs, flushes, 1);
+		if (ret < 0)
+			goto out_abort;
+	}
+	ret = write_tx(fs, &cs);
+	if (ret < 0)
+		goto out_abort;
+	pthread_mutex_lock(&j->lock);
+	j->committed_seq = cs.seq;
+	pthread_mutex_unlock(&j->lock);
+	after_commit(fs, &cs);
+	dt = now_ns() - t0;
+	FS_STAT_ADD(fs, commits, 1);
+	FS_STAT_ADD(fs, commit_reason[why], 1);
+	FS_STAT_ADD(fs, commit_ns_total, dt);
+	if (dt > __atomic_load_n(&fs->st.commit_ns_max, __ATOMIC_RELAXED))
+		__atomic_store_n(&fs->st.commit_ns_max, dt, __ATOMIC_RELAXED);
+	free(cs.bufs);
+	free(cs.rev);
+	if (need_checkpoint(fs)) {
+		/* let the thread write back before the log fills */
+		pthread_mutex_lock(&j->lock);
+		j->want_ckpt = 1;
+		pthread_cond_signal(&j->thread_cond);
+		pthread_mutex_unlock(&j->lock);
+	}
+	return 0;
+out_abort:
+	free(cs.bufs);
+	free(cs.rev);
+	abort_journal(j);
+	return -EIO;
+}
+
+/* ---- handles ---------------------------------------------------------- */
+
+unsigned fs_tx_max_credits(struct fs *fs)
+{
+	return fs->j->tx_limit / 2;
+}
+
+static int must_commit(struct fs *fs, unsigned credits,
+		       enum fs_commit_reason *why)
+{
+	struct fs_journal *j = fs->j;
+
+	if (j->run_count + j->reserved + credits > j->tx_limit &&
+	    j->run_count > 0) {
+		*why = FS_CR_TXFULL;
+		return 1;
+	}
+	if (j->run_count > 0 &&
+	    fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2) {
+		*why = FS_CR_CACHE;
+		return 1;
+	}
+	return 0;
+}
+
+int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
+{
+	struct fs_journal *j = fs->j;
+	enum fs_commit_reason why;
+	struct fs_tx *tx;
+	int ret;
+
+	if (fs->ro)
+		return -EROFS;
+	if (credits > fs_tx_max_credits(fs))
+		return -EINVAL;
+	tx = calloc(1, sizeof(*tx));
+	if (tx == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&j->lock);
+	for (;;) {
+		while (j->blocked && !j->aborted)
+			pthread_cond_wait(&j->cond, &j->lock);
+		if (j->aborted) {
+			ret = j->aborted;
+			goto out_unlock;
+		}
+		if (!must_commit(fs, credits, &why))
+			break;
+		pthread_mutex_unlock(&j->lock);
+		pthread_mutex_lock(&j->commit_mutex);
+		/* another thread may have committed while we waited */
+		pthread_mutex_lock(&j->lock);
+		ret = must_commit(fs, credits, &why);
+		pthread_mutex_unlock(&j->lock);
+		if (ret)
+			ret = commit_locked(fs, why);
+		if (ret == 0 && why == FS_CR_CACHE)
+			ret = checkpoint_locked(fs);
+		pthread_mutex_unlock(&j->commit_mutex);
+		pthread_mutex_lock(&j->lock);
+		if (ret < 0)
+			goto out_unlock;
+	}
+	j->handles++;
+	j->reserved += credits;
+	tx->fs = fs;
+	tx->seq = j->run_seq;
+	tx->credits = credits;
+	pthread_mutex_unlock(&j->lock);
+	*out = tx;
+	return 0;
+out_unlock:
+	pthread_mutex_unlock(&j->lock);
+	free(tx);
+	return ret;
+}
+
+int fs_tx_write(struct fs_tx *tx, struct fs_buf *b)
+{
+	struct fs_journal *j = tx->fs->j;
+	int pin = 0;
+
+	/* a freed block is dead: changes to it must never be journaled
+	 * (its image could overwrite the data the block holds later) */
+	if (fs_cache_flags(b) & FS_BUF_REVOKED)
+		return 0;
+
+	pthread_mutex_lock(&j->lock);
+	if (j->aborted) {
+		pthread_mutex_unlock(&j->lock);
+		return -EIO;
+	}
+	if (b->tx_seq != j->run_seq) {
+		b->tx_seq = j->run_seq;
+		b->tx_next = j->run_list;
+		j->run_list = b;
+		j->run_count++;
+		pin = 1;
+	}
+	pthread_mutex_unlock(&j->lock);
+	if (pin)
+		fs_cache_pin(b);
+	return 0;
+}
+
+void fs_tx_set_sync(struct fs_tx *tx)
+{
+	tx->sync = 1;
+}
+
+uint64_t fs_tx_seq(const struct fs_tx *tx)
+{
+	return tx->seq;
+}
+
+struct fs *fs_tx_fs(const struct fs_tx *tx)
+{
+	return tx->fs;
+}
+
+static int sync_seq(struct fs *fs, uint64_t seq)
+{
+	struct fs_journal *j = fs->j;
+	int ret = 0;
+
+	pthread_mutex_lock(&j->commit_mutex);
+	if (j->committed_seq < seq)
+		ret = commit_locked(fs, FS_CR_SYNC);
+	pthread_mutex_unlock(&j->commit_mutex);
+	return ret;
+}
+
+int fs_tx_end(struct fs_tx *tx)
+{
+	struct fs *fs = tx->fs;
+	struct fs_journal *j = fs->j;
+	uint64_t seq = tx->seq;
+	int sync = tx->sync, ret;
+
+	pthread_mutex_lock(&j->lock);
+	j->handles--;
+	j->reserved -= tx->credits;
+	if (j->handles == 0 && j->blocked)	/* a commit waits */
+		pthread_cond_broadcast(&j->cond);
+	ret = j->aborted;
+	pthread_mutex_unlock(&j->lock);
+	free(tx);
+	if (ret == 0 && sync)
+		ret = sync_seq(fs, seq);
+	return ret;
+}
+
+void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno)
+{
+	struct fs *fs = tx->fs;
+	struct fs_journal *j = fs->j;
+	struct fs_buf *b = fs_cache_lookup(fs, blkno), **pp;
+	int unpin = 0;
+
+	if (b == NULL)
+		return;
+	pthread_mutex_lock(&j->lock);
+	if (b->tx_seq == j->run_seq) {
+		for (pp = &j->run_list; *pp != b; pp = &(*pp)->tx_next)
+			;
+		*pp = b->tx_next;
+		b->tx_next = NULL;
+		b->tx_seq = 0;
+		j->run_count--;
+		unpin = 1;
+	}
+	if (j->nrev == j->caprev) {
+		unsigned nc = j->caprev ? j->caprev * 2 : 64;
+		uint64_t *n = realloc(j->revokes, nc * sizeof(*n));
+
+		if (n == NULL) {
+			j->aborted = -EIO;	/* cannot record: stop */
+			goto out_unlock;
+		}
+		j->revokes = n;
+		j->caprev = nc;
+	}
+	j->revokes[j->nrev++] = blkno;
+	fs_cache_set_flags(b, FS_BUF_REVOKED, 0);
+out_unlock:
+	pthread_mutex_unlock(&j->lock);
+	if (unpin)
+		fs_cache_unpin(b);
+	fs_buf_put(b);
+}
+
+/* ---- sync, checkpoint, thread ----------------------------------------- */
+
+int fs_journal_sync(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+	uint64_t seq;
+	int empty, ret;
+
+	if (fs->ro)
+		return 0;
+	pthread_mutex_lock(&j->lock);
+	seq = j->run_seq;
+	empty = j->run_count == 0 && j->nrev == 0;
+	ret = j->aborted;
+	pthread_mutex_unlock(&j->lock);
+	if (ret < 0)
+		return ret;
+	if (!empty)
+		return sync_seq(fs, seq);
+	if (__atomic_exchange_n(&j->data_dirty, 0, __ATOMIC_ACQ_REL)) {
+		FS_STAT_ADD(fs, flushes, 1);
+		return bd_flush(fs->bd);
+	}
+	return 0;
+}
+
+void fs_journal_data_written(struct fs *fs)
+{
+	__atomic_store_n(&fs->j->data_dirty, 1, __ATOMIC_RELEASE);
+}
+
+int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why)
+{
+	struct fs_journal *j = fs->j;
+	int ret;
+
+	if (fs->ro)
+		return 0;
+	pthread_mutex_lock(&j->commit_mutex);
+	ret = commit_locked(fs, why);
+	if (ret == 0)
+		ret = checkpoint_locked(fs);
+	pthread_mutex_unlock(&j->commit_mutex);
+	return ret;
+}
+
+void fs_journal_kick(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+
+	pthread_mutex_lock(&j->lock);
+	j->kicked = 1;
+	pthread_cond_signal(&j->thread_cond);
+	pthread_mutex_unlock(&j->lock);
+}
+
+static void *commit_thread(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_journal *j = fs->j;
+	uint64_t deadline = now_ns() + j->timer_ns;
+
+	pthread_mutex_lock(&j->lock);
+	while (!j->stop) {
+		struct timespec ts;
+		int timer, kicked, ckpt;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!j->kicked && !j->want_ckpt)
+			pthread_cond_timedwait(&j->thread_cond, &j->lock,
+					       &ts);
+		if (j->stop)
+			break;
+		timer = now_ns() >= deadline;
+		kicked = j->kicked;
+		ckpt = j->want_ckpt;
+		if (!timer && !kicked && !ckpt)
+			continue;
+		j->kicked = 0;
+		j->want_ckpt = 0;
+		pthread_mutex_unlock(&j->lock);
+		pthread_mutex_lock(&j->commit_mutex);
+		if (timer || kicked) {
+			commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+			deadline = now_ns() + j->timer_ns;
+		}
+		if (need_checkpoint(fs))
+			checkpoint_locked(fs);
+		pthread_mutex_unlock(&j->commit_mutex);
+		pthread_mutex_lock(&j->lock);
+	}
+	pthread_mutex_unlock(&j->lock);
+	return NULL;
+}
+
+int fs_journal_init(struct fs *fs)
+{
+	struct fs_journal *j = calloc(1, sizeof(*j));
+	const struct fs_jhdr *h;
+	uint64_t lim;
+	int ret;
+
+	if (j == NULL)
+		return -ENOMEM;
+	j->hdrbuf = bd_buf_alloc(FS_BLOCK_SIZE);
+	if (j->hdrbuf == NULL) {
+		free(j);
+		return -ENOMEM;
+	}
+	ret = jhdr_read(fs, fs->slot, j->hdrbuf);
+	if (ret < 0) {
+		free(j->hdrbuf);
+		free(j);
+		return ret;
+	}
+	h = j->hdrbuf;
+	j->jstart = fs_journal_blk(&fs->sb, fs->slot);
+	j->log_blocks = fs->sb.journal_blocks - 1;
+	j->head_pos = j->tail_pos = h->tail_pos;
+	j->run_seq = h->tail_seq;
+	j->committed_seq = h->tail_seq - 1;
+	lim = j->log_blocks / 4;
+	lim -= desc_count((unsigned)lim) + 1;
+	if (lim > fs_cache_capacity(fs) / 4)
+		lim = fs_cache_capacity(fs) / 4;	/* pinned + copies */
+	j->tx_limit = (uint32_t)lim;
+	j->timer_ns = (uint64_t)(fs->opts.commit_s ? fs->opts.commit_s : 5) *
+		      1000000000ull;
+	pthread_mutex_init(&j->commit_mutex, NULL);
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_cond_init(&j->cond, NULL);
+	pthread_cond_init(&j->thread_cond, NULL);
+	fs->j = j;
+	if (!fs->ro) {
+		ret = pthread_create(&j->thread, NULL, commit_thread, fs);
+		if (ret != 0) {
+			fs->j = NULL;
+			free(j->hdrbuf);
+			free(j);
+			return -ret;
+		}
+		j->thread_started = 1;
+	}
+	return 0;
+}
+
+int fs_journal_shutdown(struct fs *fs, int clean)
+{
+	struct fs_journal *j = fs->j;
+	int ret = 0;
+
+	if (j == NULL)
+		return 0;
+	if (j->thread_started) {
+		pthread_mutex_lock(&j->lock);
+		j->stop = 1;
+		pthread_cond_signal(&j->thread_cond);
+		pthread_mutex_unlock(&j->lock);
+		pthread_join(j->thread, NULL);
+	}
+	if (clean && !fs->ro) {
+		ret = fs_journal_checkpoint(fs, FS_CR_UNMOUNT);
+		if (ret == 0)
+			ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
+					 j->committed_seq + 1, 1);
+	}
+	/* drop what is left (after an error or for abandon) */
+	for (struct fs_buf *b = j->ck_list, *n; b != NULL; b = n) {
+		n = b->ck_next;
+		b->ck_next = NULL;
+		if (b->ckpt != NULL) {
+			free(b->ckpt);
+			b->ckpt = NULL;
+			fs_cache_unpin(b);
+			fs_cache_account(fs, -1);
+		}
+		fs_buf_put(b);
+	}
+	for (struct fs_buf *b = j->run_list, *n; b != NULL; b = n) {
+		n = b->tx_next;
+		b->tx_next = NULL;
+		b->tx_seq = 0;
+		fs_cache_unpin(b);
+	}
+	free(j->revokes);
+	free(j->hdrbuf);
+	pthread_mutex_destroy(&j->commit_mutex);
+	pthread_mutex_destroy(&j->lock);
+	pthread_cond_destroy(&j->cond);
+	pthread_cond_destroy(&j->thread_cond);
+	free(j);
+	fs->j = NULL;
+	return ret;
+}

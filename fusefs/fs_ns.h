@@ -1,0 +1,231 @@
+/*
+ * fs_ns.h — the namespace layer's internals (inodes, directories, file
+ * data, xattrs), shared by fs_inode.c, fs_dir.c, fs_file.c, fs_xattr.c
+ * and fs_vfs.c. Not a public API: fs.h is.
+ *
+ * State: struct fs_ns hangs off struct fs (fs->ns). Inode contents live
+ * in the inode's block in the core buffer cache (bounded by cache_mb);
+ * the namespace layer keeps in memory only a small record (struct
+ * fs_inode, ~64 bytes) per inode the kernel (or a library caller) holds a
+ * reference to — lookup count, open count, orphan links — so memory is
+ * cache_mb plus 64 bytes per referenced inode, however many files exist.
+ *
+ * Locking (extends the order in fs_internal.h; level 1 = "inode locks"):
+ *   1a. ns->lock, a rwlock over the whole namespace and all file data
+ *       maps: shared for lookups, getattr, reads and readdir; exclusive
+ *       for anything that modifies an inode block, a directory, an extent
+ *       tree, an xattr block or the orphan list. Taken before any
+ *       transaction handle, never while holding one.
+ *   1b. ns->tbl_lock, a mutex over the reference table (hash, nlookup,
+ *       nopen, pins, I/O ranges). A leaf: nothing is taken while it is
+ *       held (waiting on range_cond releases it).
+ * File data I/O runs WITHOUT ns->lock: under the lock a read or write
+ * maps (allocates) its blocks and registers its byte range on the inode
+ * record, then drops the lock for the device I/O (a write keeps its
+ * transaction handle open until its data is on the device, so the commit
+ * that makes new extents visible comes after the data: data=ordered).
+ * Overlapping writes, reads overlapping a write, and truncate / punch /
+ * fallocate (which wait for every range) wait on range_cond. Waiting
+ * there while holding ns->lock is safe: a range holder never needs
+ * ns->lock to finish.
+ * Buffer contents of inode, B+tree and xattr blocks are protected by
+ * ns->lock (the "owner's lock" of fs_internal.h).
+ */
+#ifndef UCFS_FS_NS_H
+#define UCFS_FS_NS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fusefs/fs.h"
+#include "fusefs/fs_internal.h"
+
+/*
+ * A byte range of a file with data I/O in flight outside ns->lock (see
+ * fs_file.c). Lives on the I/O issuer's stack while linked.
+ */
+struct fs_range {
+	uint64_t start, end;		/* [start, end) bytes */
+	int write;
+	struct fs_range *next;		/* tbl_lock */
+};
+
+struct fs_inode {
+	uint64_t ino;			/* immutable */
+	uint64_t nlookup;		/* tbl_lock */
+	uint32_t nopen;			/* tbl_lock */
+	uint32_t orphan;		/* on the orphan list: ns->lock excl */
+	uint32_t pins;			/* ops using the record: tbl_lock */
+	struct fs_range *ranges;	/* I/O in flight: tbl_lock */
+	struct fs_inode *hnext;		/* tbl_lock */
+	struct fs_inode *oprev, *onext;	/* orphan list mirror: ns->lock
+					   excl */
+};
+
+struct fs_ns_stats {
+	uint64_t inodes_created, inodes_freed, orphans_added;
+	uint64_t orphans_reclaimed;	/* at mount */
+	uint64_t data_read_bytes, data_write_bytes, rmw_blocks;
+	uint64_t inline_to_extents;
+};
+
+#define FS_NS_STAT_ADD(fs, field, n) \
+	__atomic_fetch_add(&(fs)->ns->st.field, (n), __ATOMIC_RELAXED)
+
+struct fs_ns {
+	struct fs_opts opts;		/* immutable */
+	uint64_t root;			/* immutable */
+	pthread_rwlock_t lock;		/* 1a above */
+	pthread_mutex_t tbl_lock;	/* 1b above */
+	pthread_cond_t range_cond;	/* a range ended (with tbl_lock) */
+	struct fs_inode **hash;		/* tbl_lock */
+	size_t nbuckets;		/* tbl_lock */
+	size_t count;			/* tbl_lock */
+	struct fs_inode *orphans;	/* list head, mirrors the slot's
+					   orphan_head: ns->lock excl */
+	struct fs_ns_stats st;		/* atomics */
+};
+
+static inline void fs_ns_rdlock(struct fs *fs)
+{
+	pthread_rwlock_rdlock(&fs->ns->lock);
+}
+
+static inline void fs_ns_wrlock(struct fs *fs)
+{
+	pthread_rwlock_wrlock(&fs->ns->lock);
+}
+
+static inline void fs_ns_unlock(struct fs *fs)
+{
+	pthread_rwlock_unlock(&fs->ns->lock);
+}
+
+static inline struct fs_dinode *fs_di(struct fs_buf *b)
+{
+	return (struct fs_dinode *)b->data;
+}
+
+/* ---- fs_inode.c ---- */
+
+int fs_ns_init(struct fs *fs, const struct fs_opts *o);
+/* Frees the in-memory state (not the on-disk orphans). */
+void fs_ns_free(struct fs *fs);
+
+/* The inode block of @ino (referenced; fs_buf_put it). -ESTALE if it is
+ * not a live inode. Shared or exclusive ns->lock. */
+int fs_ino_read(struct fs *fs, uint64_t ino, struct fs_buf **out);
+void fs_ino_attr(const struct fs_dinode *di, struct fs_attr *a);
+
+enum { FS_T_ATIME = 1, FS_T_MTIME = 2, FS_T_CTIME = 4 };
+void fs_ino_touch(struct fs_dinode *di, unsigned what);
+void fs_now(struct timespec *ts);
+
+/* Allocate and initialise a new inode near @goal; nlink = 1 (2 for a
+ * directory, whose empty tree is created). The buffer joins @tx. */
+int fs_ino_alloc(struct fs_tx *tx, uint64_t goal, mode_t mode, uid_t uid,
+		 gid_t gid, uint64_t rdev, struct fs_buf **out);
+unsigned fs_ino_alloc_credits(struct fs *fs);
+
+/* Reference table. */
+void fs_ino_get_lookup(struct fs *fs, uint64_t ino);
+void fs_ino_get_open(struct fs *fs, uint64_t ino);
+/* Drop references; returns 1 if the inode is now unreferenced. */
+int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
+	       uint32_t nopen);
+/* Pin the record of @ino for the duration of an operation (NULL on
+ * ENOMEM). Unpin returns 1 if the inode is now an unreferenced orphan
+ * (the caller then destroys it under ns->lock exclusive). */
+struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino);
+int fs_ino_unpin(struct fs *fs, struct fs_inode *n);
+/* I/O ranges of a pinned record. add: wait until no conflicting range
+ * (a write conflicts with any overlap, a read with overlapping writes),
+ * then link @r. wait_all: until no range at all. */
+void fs_range_add(struct fs *fs, struct fs_inode *n, struct fs_range *r);
+void fs_range_del(struct fs *fs, struct fs_inode *n, struct fs_range *r);
+void fs_range_wait_all(struct fs *fs, struct fs_inode *n);
+
+/* Put @b's inode (nlink just reached 0) on the orphan list, in @tx. */
+int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b);
+unsigned fs_ino_orphan_credits(void);
+/* Free every block of orphan @ino and the inode itself, removing it from
+ * the orphan list. Own transactions; ns->lock exclusive. */
+int fs_ino_destroy(struct fs *fs, uint64_t ino);
+/* If @ino has nlink 0 and no reference: destroy it. ns->lock excl. */
+int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino);
+/* Mount: free every inode on the slot's orphan list. */
+int fs_ino_reclaim_orphans(struct fs *fs);
+/* Unmount: destroy in-memory orphans (references are gone). */
+int fs_ino_release_all(struct fs *fs);
+
+/* ---- fs_dir.c ---- */
+
+void fs_dir_tree(struct fs *fs, struct fs_buf *dir, struct fs_btree *bt);
+/* Find @name; *ino, *type and *key (the entry's key) may be NULL.
+ * -ENOENT. */
+int fs_dir_lookup(struct fs *fs, struct fs_buf *dir, const char *name,
+		  size_t len, uint64_t *ino, unsigned *type, uint64_t *key);
+/* Add an entry (caller checked it is absent). -ENOSPC (probe range full
+ * or no block), -EIO. */
+int fs_dir_add(struct fs_tx *tx, struct fs_buf *dir, const char *name,
+	       size_t len, uint64_t ino, unsigned type);
+int fs_dir_remove(struct fs_tx *tx, struct fs_buf *dir, uint64_t key);
+/* Point an existing entry (@key, named @name) at another inode. */
+int fs_dir_set(struct fs_tx *tx, struct fs_buf *dir, uint64_t key,
+	       const char *name, size_t len, uint64_t ino, unsigned type);
+unsigned fs_dir_credits(struct fs *fs, struct fs_buf *dir);
+/* readdir from @cookie: "." (0), ".." (1), then entries by key. */
+int fs_dir_iterate(struct fs *fs, struct fs_buf *dir, uint64_t cookie,
+		   int (*cb)(void *arg, const struct fs_dirent *de),
+		   void *arg);
+
+/* ---- fs_file.c ---- */
+
+/* Read; ns->lock shared. With a pinned record @n the device I/O runs
+ * with ns->lock dropped (re-taken shared before returning); with
+ * @n == NULL it runs under the lock. */
+ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     void *buf, size_t len, uint64_t off);
+/* Write, allocating as needed; updates size and times. ns->lock excl
+ * (dropped for the I/O when @n != NULL, re-taken before returning); @ib
+ * referenced by the caller; no handle held. */
+ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      const void *buf, size_t len, uint64_t off);
+/* ns->lock excl; wait for @n's I/O first (@n may be NULL). */
+int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     uint64_t size);
+int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      int mode, uint64_t off, uint64_t len);
+/* Free all data blocks (destroy). */
+int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
+
+/* ---- fs_xattr.c ---- */
+
+int fs_xattr_set(struct fs *fs, struct fs_buf *ib, const char *name,
+		 const void *value, size_t size, int flags);
+ssize_t fs_xattr_get(struct fs *fs, struct fs_buf *ib, const char *name,
+		     void *buf, size_t size);
+ssize_t fs_xattr_list(struct fs *fs, struct fs_buf *ib, char *buf,
+		      size_t size);
+int fs_xattr_remove(struct fs *fs, struct fs_buf *ib, const char *name);
+/* Free the xattr block (in @tx). */
+int fs_xattr_free(struct fs_tx *tx, struct fs_buf *ib);
+/* New inode @child in @parent: apply the parent's default ACL (or
+ * @umask when there is none) to *mode and copy the ACLs to the child.
+ * Call before the child is created: returns the ACL values to store with
+ * fs_xattr_inherit_apply(). */
+struct fs_acl_inherit {
+	int has_default;
+	size_t access_len, default_len;
+	uint8_t access[512];
+	uint8_t deflt[512];
+};
+int fs_xattr_inherit_prepare(struct fs *fs, struct fs_buf *parent,
+			     mode_t *mode, mode_t umask,
+			     struct fs_acl_inherit *out);
+int fs_xattr_inherit_apply(struct fs *fs, struct fs_buf *child,
+			   const struct fs_acl_inherit *in);
+/* chmod: bring an access ACL in line with the new mode. */
+int fs_xattr_acl_chmod(struct fs *fs, struct fs_buf *ib);
+
+#endif /* UCFS_FS_NS_H */

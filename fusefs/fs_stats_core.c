@@ -1,0 +1,103 @@
+/*
+ * fs_stats_core.c — the sections of a mounted filesystem's core: the
+ * "blockdev" (through fs_stats_bd.c), "journal", "cache" and "alloc"
+ * sections, rendered from fs_core_stats_get() (fusefs/fs_internal.h).
+ * Schema in fusefs/STATS.md. The core keeps its counters with relaxed
+ * atomics; the snapshot is taken on the stats thread.
+ */
+#include "fusefs/fs_internal.h"
+#include "fusefs/fs_stats.h"
+
+static void fs_stats_journal(struct fs_json *o, void *arg)
+{
+	struct fs_core_stats s;
+	struct fs_json *lat, *fl;
+	const uint64_t *r;
+
+	fs_core_stats_get(arg, &s);
+	r = s.commit_reason;
+	fs_json_u64(o, "commits", s.commits);
+	fs_json_u64(o, "blocks", s.commit_blocks);
+	fs_json_u64(o, "bytes", s.commit_bytes);
+	lat = fs_json_obj(o, "lat");
+	fs_json_u64(lat, "count", s.commits);
+	fs_json_u64(lat, "total_ns", s.commit_ns_total);
+	fs_json_u64(lat, "mean_ns",
+		    s.commits != 0 ? s.commit_ns_total / s.commits : 0);
+	fs_json_u64(lat, "max_ns", s.commit_ns_max);
+	fl = fs_json_obj(o, "flush");
+	fs_json_u64(fl, "fsync", r[FS_CR_SYNC]);
+	fs_json_u64(fl, "timer", r[FS_CR_TIMER]);
+	fs_json_u64(fl, "demote", r[FS_CR_LOCK]);
+	fs_json_u64(fl, "full",
+		    r[FS_CR_TXFULL] + r[FS_CR_JOURNAL] + r[FS_CR_CACHE]);
+	fs_json_u64(fl, "full_tx", r[FS_CR_TXFULL]);
+	fs_json_u64(fl, "full_journal", r[FS_CR_JOURNAL]);
+	fs_json_u64(fl, "full_cache", r[FS_CR_CACHE]);
+	fs_json_u64(fl, "unmount", r[FS_CR_UNMOUNT]);
+	fs_json_u64(o, "checkpoints", s.checkpoints);
+	fs_json_u64(o, "checkpoint_blocks", s.checkpoint_blocks);
+	fs_json_u64(o, "device_flushes", s.flushes);
+	fs_json_u64(o, "replay_tx", s.replay_tx);
+	fs_json_u64(o, "replay_blocks", s.replay_blocks);
+}
+
+static void fs_stats_cache(struct fs_json *o, void *arg)
+{
+	struct fs_core_stats s;
+
+	fs_core_stats_get(arg, &s);
+	fs_json_u64(o, "hits", s.cache_hits);
+	fs_json_u64(o, "misses", s.cache_misses);
+	fs_json_u64(o, "evictions", s.cache_evictions);
+	fs_json_u64(o, "readahead", s.cache_readahead);
+	fs_json_u64(o, "bufs_now", s.cache_bufs);
+	fs_json_u64(o, "pinned_now", s.cache_pinned);
+	fs_json_u64(o, "bad_blocks", s.bad_blocks);
+}
+
+static void fs_stats_alloc(struct fs_json *o, void *arg)
+{
+	struct fs_core_stats s;
+
+	fs_core_stats_get(arg, &s);
+	fs_json_u64(o, "calls", s.alloc_calls);
+	fs_json_u64(o, "blocks", s.alloc_blocks);
+	fs_json_u64(o, "enospc", s.alloc_enospc);
+	fs_json_u64(o, "freed_blocks", s.free_blocks);
+}
+
+static const struct {
+	const char *name;
+	fs_stats_section_fn fn;
+} fs_core_sections[] = {
+    {"journal", fs_stats_journal},
+    {"cache", fs_stats_cache},
+    {"alloc", fs_stats_alloc},
+};
+
+#define FS_NCORE (sizeof(fs_core_sections) / sizeof(fs_core_sections[0]))
+
+int fs_stats_add_fs(struct fs_stats *st, struct fs *fs)
+{
+	int ret = fs_stats_add_blockdev(st, fs->bd);
+
+	for (size_t i = 0; ret == 0 && i < FS_NCORE; i++) {
+		ret = fs_stats_add_section(st, fs_core_sections[i].name,
+					   fs_core_sections[i].fn, fs);
+		if (ret != 0) {
+			while (i-- > 0)
+				fs_stats_remove_section(
+				    st, fs_core_sections[i].name);
+			fs_stats_remove_section(st, "blockdev");
+		}
+	}
+	return ret;
+}
+
+void fs_stats_remove_fs(struct fs_stats *st)
+{
+	fs_stats_remove_section(st, "blockdev");
+	for (size_t i = 0; i < FS_NCORE; i++)
+		fs_stats_remove_section(st, fs_core_sections[i].name);
+}

@@ -1,0 +1,298 @@
+/*
+ * fs_super.c — mount and unmount of the storage layer: superblock read
+ * and verification, slot claim in the slot map, journal replay, and the
+ * set-up of cache, journal and allocator.
+ *
+ * Slot claims: a nolock mount must hold the device exclusively (BD_EXCL,
+ * which fs_core_open takes, so a second nolock mount fails with -EBUSY).
+ * It then replays every slot's journal (a nolock mount is the only user,
+ * so any slot left mounted belongs to a crashed node), and claims slot 0
+ * with FS_SLOT_NOLOCK. A dlm mount refuses a slot map with a nolock claim
+ * (the later cluster issue serializes dlm claims with a DLM lock).
+ * Clean unmount: checkpoint, journal header clean, slot free.
+ *
+ * The slot map and the journal headers are written in place with FUA and
+ * never journaled; only their first sector changes (FORMAT.md).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fusefs/fs_core_priv.h"
+
+void fs_core_opts_init(struct fs_core_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->nolock = 1;
+	o->commit_s = 5;
+	o->cache_mb = 256;
+	o->slot = -1;
+}
+
+static int read_sb(struct fs *fs, char *why, size_t whylen)
+{
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint64_t dev_blocks = bd_size(fs->bd) / FS_BLOCK_SIZE;
+	int ret;
+
+	if (sb == NULL)
+		return -ENOMEM;
+	ret = bd_read(fs->bd, sb, FS_BLOCK_SIZE, 0);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "cannot read the superblock");
+		goto out_free;
+	}
+	if (sb->hdr.magic != FS_MAGIC || sb->hdr.type != FS_BT_SB) {
+		ret = fs_why(why, whylen, -EINVAL, "not a ucfs filesystem");
+		goto out_free;
+	}
+	if (fs_blk_verify(sb, FS_BT_SB, FS_SB_BLK) < 0) {
+		ret = fs_why(why, whylen, -EUCLEAN,
+			     "superblock checksum mismatch (try the backup "
+			     "in block 1 with fsck.ucfs)");
+		goto out_free;
+	}
+	ret = fs_sb_check(sb, dev_blocks, !fs->opts.ro, why, whylen);
+	if (ret == 0)
+		memcpy(&fs->sb, sb, sizeof(*sb));
+out_free:
+	free(sb);
+	return ret;
+}
+
+static int slotmap_io(struct fs *fs, struct fs_slotmap *sm, int write)
+{
+	int ret;
+
+	if (write) {
+		fs_blk_seal(sm, FS_BT_SLOTMAP, FS_SLOTMAP_BLK,
+			    sm->hdr.seq + 1);
+		return bd_write(fs->bd, sm, FS_BLOCK_SIZE,
+				FS_SLOTMAP_BLK << FS_BLOCK_SHIFT, BD_IO_FUA);
+	}
+	ret = bd_read(fs->bd, sm, FS_BLOCK_SIZE,
+		      FS_SLOTMAP_BLK << FS_BLOCK_SHIFT);
+	if (ret < 0)
+		return ret;
+	ret = fs_blk_verify(sm, FS_BT_SLOTMAP, FS_SLOTMAP_BLK);
+	if (ret == 0 && sm->slot_count != fs->sb.slot_count)
+		ret = -EUCLEAN;
+	return ret;
+}
+
+/* Replay every slot (nolock) or just @slot. */
+static int replay_slots(struct fs *fs, const struct fs_slotmap *sm,
+			int all, char *why, size_t whylen)
+{
+	for (unsigned s = 0; s < fs->sb.slot_count; s++) {
+		unsigned n = 0;
+		int ret;
+
+		if (!all && s != fs->slot)
+			continue;
+		if (all && s != fs->slot &&
+		    sm->slots[s].state == FS_SLOT_FREE)
+			continue;
+		ret = fs_journal_replay(fs, s, fs->ro, &n, why, whylen);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int claim_slot(struct fs *fs, struct fs_slotmap *sm, char *why,
+		      size_t whylen)
+{
+	struct fs_slot_ent *e;
+	int slot = fs->opts.slot;
+
+	if (fs->opts.nolock) {
+		slot = 0;
+	} else {
+		for (unsigned s = 0; s < sm->slot_count; s++)
+			if (sm->slots[s].flags & FS_SLOT_NOLOCK)
+				return fs_why(why, whylen, -EBUSY,
+					      "slot map holds a nolock claim: "
+					      "mounted (or crashed) with "
+					      "lockproto=nolock");
+		if (slot < 0)
+			for (unsigned s = 0; s < sm->slot_count && slot < 0;
+			     s++)
+				if (sm->slots[s].state == FS_SLOT_FREE)
+					slot = (int)s;
+		if (slot < 0 || (unsigned)slot >= sm->slot_count)
+			return fs_why(why, whylen, -EBUSY, "no free slot");
+	}
+	fs->slot = (unsigned)slot;
+	if (fs->ro)
+		return 0;
+	e = &sm->slots[slot];
+	e->state = FS_SLOT_MOUNTED;
+	e->flags = fs->opts.nolock ? FS_SLOT_NOLOCK : 0;
+	e->node_id = fs->opts.node_id;
+	e->generation++;
+	e->mount_time = time(NULL);
+	fs->slot_gen = e->generation;
+	return 0;
+}
+
+static int release_slot(struct fs *fs)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret;
+
+	if (sm == NULL)
+		return -ENOMEM;
+	ret = slotmap_io(fs, sm, 0);
+	if (ret == 0) {
+		struct fs_slot_ent *e = &sm->slots[fs->slot];
+
+		e->state = FS_SLOT_FREE;
+		e->flags = 0;
+		ret = slotmap_io(fs, sm, 1);
+	}
+	free(sm);
+	return ret;
+}
+
+static void fs_free_all(struct fs *fs)
+{
+	fs_alloc_destroy(fs);
+	fs_cache_destroy(fs);
+	if (fs->own_bd)
+		bd_close(fs->bd);
+	free(fs);
+}
+
+static int mount_slots(struct fs *fs, char *why, size_t whylen)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret;
+
+	if (sm == NULL)
+		return -ENOMEM;
+	ret = slotmap_io(fs, sm, 0);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "bad slot map");
+		goto out_free;
+	}
+	ret = claim_slot(fs, sm, why, whylen);
+	if (ret < 0)
+		goto out_free;
+	ret = replay_slots(fs, sm, fs->opts.nolock, why, whylen);
+	if (ret < 0)
+		goto out_free;
+	if (!fs->ro) {
+		if (fs->opts.nolock)
+			for (unsigned s = 1; s < sm->slot_count; s++)
+				sm->slots[s].state = FS_SLOT_FREE;
+		ret = slotmap_io(fs, sm, 1);
+		if (ret < 0)
+			fs_why(why, whylen, ret, "cannot write the slot map");
+	}
+out_free:
+	free(sm);
+	return ret;
+}
+
+int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
+		  struct fs **out, char *why, size_t whylen)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	int ret;
+
+	if (fs == NULL)
+		return -ENOMEM;
+	fs->bd = bd;
+	fs->opts = *o;
+	fs->ro = o->ro;
+	if (!fs->ro && bd_readonly(bd)) {
+		free(fs);
+		return fs_why(why, whylen, -EROFS,
+			      "device is read-only: mount with -o ro");
+	}
+	ret = read_sb(fs, why, whylen);
+	if (ret < 0)
+		goto out_free;
+	ret = mount_slots(fs, why, whylen);
+	if (ret < 0)
+		goto out_free;
+	ret = fs_cache_init(fs, o->cache_mb);
+	if (ret < 0)
+		goto out_free;
+	ret = fs_alloc_init(fs);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "bad resource group header");
+		goto out_free;
+	}
+	ret = fs_journal_init(fs);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "cannot start the journal");
+		goto out_free;
+	}
+	*out = fs;
+	return 0;
+out_free:
+	fs->own_bd = 0;
+	fs_free_all(fs);
+	return ret;
+}
+
+int fs_core_open(const char *path, const struct fs_core_opts *o,
+		 struct fs **out, char *why, size_t whylen)
+{
+	unsigned flags = 0;
+	struct bd_dev *bd;
+	int ret;
+
+	if (o->ro)
+		flags |= BD_RDONLY;
+	if (o->nolock && !o->ro)
+		flags |= BD_EXCL;
+	ret = bd_file_open(path, flags, &bd);
+	if (ret == -EINVAL)	/* O_DIRECT refused (tmpfs) */
+		ret = bd_file_open(path, flags | BD_BUFFERED, &bd);
+	if (ret == -EBUSY)
+		return fs_why(why, whylen, ret,
+			      "already mounted with lockproto=nolock");
+	if (ret < 0) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "cannot open %s: %s", path,
+			 strerror(-ret));
+		return fs_why(why, whylen, ret, msg);
+	}
+	ret = fs_core_mount(bd, o, out, why, whylen);
+	if (ret < 0) {
+		bd_close(bd);
+		return ret;
+	}
+	(*out)->own_bd = 1;
+	return 0;
+}
+
+int fs_core_unmount(struct fs *fs)
+{
+	int ret, r2 = 0;
+
+	if (fs == NULL)
+		return 0;
+	ret = fs_journal_shutdown(fs, 1);
+	if (!fs->ro && ret == 0) {
+		r2 = release_slot(fs);
+		if (r2 == 0)
+			r2 = bd_flush(fs->bd);
+	}
+	fs_free_all(fs);
+	return ret < 0 ? ret : r2;
+}
+
+void fs_core_abandon(struct fs *fs)
+{
+	if (fs == NULL)
+		return;
+	fs_journal_shutdown(fs, 0);
+	fs_free_all(fs);
+}

@@ -1,0 +1,1328 @@
+/*
+ * fs_vfs.c — the namespace API of fs.h: mount glue, and every operation
+ * as locking + checks + one transaction over the inode, directory, file
+ * and xattr modules.
+ *
+ * Each operation takes ns->lock (shared for reads, exclusive for
+ * changes: see fs_ns.h), reads the inode blocks it needs from the core
+ * cache, checks everything that can fail before it starts a transaction
+ * where possible, and puts the buffers back. Inodes whose last link goes
+ * are put on the orphan list in the same transaction and destroyed once
+ * unreferenced (fs_inode.c).
+ *
+ * ENOSPC: blocks freed by a transaction become allocatable only after it
+ * commits, so an operation that hits ENOSPC while frees are pending
+ * commits the journal and tries once more (safe: under ns->lock
+ * exclusive, no other thread holds a handle).
+ */
+#include "fusefs/fs_ns.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define LINK_MAX_COUNT 65000u
+#define RELATIME_SECS (24 * 3600)
+
+static void lock_rd(struct fs *fs)
+{
+	pthread_rwlock_rdlock(&fs->ns->lock);
+}
+
+static void lock_wr(struct fs *fs)
+{
+	pthread_rwlock_wrlock(&fs->ns->lock);
+}
+
+static void unlock(struct fs *fs)
+{
+	pthread_rwlock_unlock(&fs->ns->lock);
+}
+
+static int check_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len == 0)
+		return -ENOENT;
+	if (len > FS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', len) != NULL)
+		return -EINVAL;
+	return 0;
+}
+
+static int is_dot(const char *name)
+{
+	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
+static unsigned dtype_of(mode_t mode)
+{
+	return IFTODT(mode);
+}
+
+/* Read directory @ino; -ENOTDIR, -ENOENT if it was removed. */
+static int dir_read(struct fs *fs, uint64_t ino, struct fs_buf **out)
+{
+	struct fs_buf *b;
+	int ret;
+
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret < 0)
+		return ret;
+	if (!S_ISDIR(fs_di(b)->mode)) {
+		fs_buf_put(b);
+		return -ENOTDIR;
+	}
+	if (fs_di(b)->nlink == 0) {
+		fs_buf_put(b);
+		return -ENOENT;
+	}
+	*out = b;
+	return 0;
+}
+
+/* The sticky bit: only the owner of the entry or of the directory (or
+ * root) may remove or rename it. */
+static int sticky_ok(const struct fs_cred *cred, struct fs_buf *dir,
+		     struct fs_buf *victim)
+{
+	if (!(fs_di(dir)->mode & S_ISVTX) || cred->uid == 0)
+		return 1;
+	return cred->uid == fs_di(dir)->uid || cred->uid == fs_di(victim)->uid;
+}
+
+static void kill_priv(struct fs_dinode *di)
+{
+	di->mode &= ~(unsigned)S_ISUID;
+	if (di->mode & S_IXGRP)
+		di->mode &= ~(unsigned)S_ISGID;
+}
+
+static int need_nospc_retry(struct fs *fs, int ret)
+{
+	if (ret != -ENOSPC || fs_alloc_pending(fs) == 0)
+		return 0;
+	return fs_journal_sync(fs) == 0;
+}
+
+/* Drop an operation's pin; destroy the inode if that was the last use
+ * of an unlinked one. Call without ns->lock. */
+static void unpin(struct fs *fs, struct fs_inode *n)
+{
+	if (n != NULL && fs_ino_unpin(fs, n)) {
+		lock_wr(fs);
+		fs_ino_maybe_destroy(fs, n->ino);
+		unlock(fs);
+	}
+}
+
+/* ---- mount ---- */
+
+static void core_opts(const struct fs_opts *o, struct fs_core_opts *co)
+{
+	fs_core_opts_init(co);
+	co->ro = o->ro;
+	co->nolock = o->lockproto == FS_LOCK_NOLOCK;
+	co->data_writeback = o->data == FS_DATA_WRITEBACK;
+	co->commit_s = o->commit_s;
+	co->cache_mb = o->cache_mb;
+}
+
+static int ns_attach(struct fs *fs, const struct fs_opts *o, char *err,
+		     size_t errlen)
+{
+	struct fs_buf *b;
+	int ret;
+
+	ret = fs_ns_init(fs, o);
+	if (ret < 0)
+		return ret;
+	ret = dir_read(fs, fs->ns->root, &b);
+	if (ret < 0) {
+		snprintf(err, errlen, "root directory inode %llu is bad (%s)",
+			 (unsigned long long)fs->ns->root, strerror(-ret));
+		goto out_free;
+	}
+	fs_buf_put(b);
+	if (!o->ro) {
+		ret = fs_ino_reclaim_orphans(fs);
+		if (ret < 0) {
+			snprintf(err, errlen, "orphan list reclaim failed (%s)",
+				 strerror(-ret));
+			goto out_free;
+		}
+	}
+	return 0;
+
+out_free:
+	fs_ns_free(fs);
+	return ret < 0 ? ret : -EUCLEAN;
+}
+
+static int mount_common(struct fs *fs, const struct fs_opts *o,
+			struct fs **out, char *err, size_t errlen)
+{
+	int ret = ns_attach(fs, o, err, errlen);
+
+	if (ret < 0) {
+		fs_core_unmount(fs);
+		return ret;
+	}
+	*out = fs;
+	return 0;
+}
+
+static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
+{
+	if (o->lockproto == FS_LOCK_NOLOCK)
+		return 0;
+	if (err != NULL)
+		snprintf(err, errlen, "lockproto=dlm is not supported yet");
+	return -EOPNOTSUPP;
+}
+
+int fs_mount(const char *path, const struct fs_opts *o, struct fs **out,
+	     char *err, size_t errlen)
+{
+	struct fs_core_opts co;
+	char dummy[8];
+	struct fs *fs;
+	int ret;
+
+	if (err == NULL) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	ret = check_proto(o, err, errlen);
+	if (ret < 0)
+		return ret;
+	core_opts(o, &co);
+	ret = fs_core_open(path, &co, &fs, err, errlen);
+	if (ret < 0)
+		return ret;
+	return mount_common(fs, o, out, err, errlen);
+}
+
+int fs_mount_bd(struct bd_dev *bd, const struct fs_opts *o, struct fs **out,
+		char *err, size_t errlen)
+{
+	struct fs_core_opts co;
+	char dummy[8];
+	struct fs *fs;
+	int ret;
+
+	if (err == NULL) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	ret = check_proto(o, err, errlen);
+	if (ret < 0)
+		return ret;
+	core_opts(o, &co);
+	ret = fs_core_mount(bd, &co, &fs, err, errlen);
+	if (ret < 0)
+		return ret;
+	return mount_common(fs, o, out, err, errlen);
+}
+
+int fs_unmount(struct fs *fs)
+{
+	int ret = 0, r2;
+
+	if (fs == NULL)
+		return 0;
+	if (!fs->ro) {
+		lock_wr(fs);
+		ret = fs_ino_release_all(fs);
+		unlock(fs);
+	}
+	fs_ns_free(fs);
+	r2 = fs_core_unmount(fs);
+	return ret < 0 ? ret : r2;
+}
+
+uint64_t fs_root(const struct fs *fs)
+{
+	return fs->sb.root_ino;
+}
+
+/* ---- lookup, getattr, setattr ---- */
+
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
+	      struct fs_attr *out)
+{
+	struct fs_buf *d, *b;
+	uint64_t ino;
+	int ret;
+
+	ret = check_name(name);
+	if (ret < 0)
+		return ret;
+	lock_rd(fs);
+	ret = dir_read(fs, parent, &d);
+	if (ret < 0)
+		goto out;
+	if (strcmp(name, ".") == 0)
+		ino = parent;
+	else if (strcmp(name, "..") == 0)
+		ino = fs_di(d)->parent ? fs_di(d)->parent : parent;
+	else
+		ret = fs_dir_lookup(fs, d, name, strlen(name), &ino, NULL,
+				    NULL);
+	fs_buf_put(d);
+	if (ret < 0)
+		goto out;
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret < 0)
+		goto out;
+	fs_ino_attr(fs_di(b), out);
+	fs_buf_put(b);
+	fs_ino_get_lookup(fs, ino);
+out:
+	unlock(fs);
+	return ret;
+}
+
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	if (fs_ino_put(fs, ino, n, 0)) {
+		lock_wr(fs);
+		fs_ino_maybe_destroy(fs, ino);
+		unlock(fs);
+	}
+}
+
+int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out)
+{
+	struct fs_buf *b;
+	int ret;
+
+	lock_rd(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		fs_ino_attr(fs_di(b), out);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	return ret;
+}
+
+static void set_time(int64_t *sec, uint32_t *nsec, const struct timespec *t)
+{
+	*sec = t->tv_sec;
+	*nsec = (uint32_t)t->tv_nsec;
+}
+
+/* Everything but the size, in one transaction. */
+static int setattr_tx(struct fs *fs, const struct fs_cred *cred,
+		      struct fs_buf *b, const struct fs_attr *a,
+		      unsigned valid)
+{
+	struct fs_dinode *di = fs_di(b);
+	struct timespec now;
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 1, &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, b);
+	if (ret < 0)
+		goto out;
+	fs_now(&now);
+	if (valid & FS_SET_MODE)
+		di->mode = (di->mode & S_IFMT) | (a->mode & 07777);
+	if (valid & FS_SET_UID)
+		di->uid = a->uid;
+	if (valid & FS_SET_GID)
+		di->gid = a->gid;
+	if ((valid & (FS_SET_UID | FS_SET_GID)) && !(valid & FS_SET_MODE) &&
+	    !S_ISDIR(di->mode))
+		kill_priv(di);	/* chown(2) clears them, as on Linux */
+	if (valid & FS_SET_KILL_PRIV)
+		kill_priv(di);
+	if (valid & FS_SET_ATIME)
+		set_time(&di->atime, &di->atime_nsec, &a->atime);
+	if (valid & FS_SET_ATIME_NOW)
+		set_time(&di->atime, &di->atime_nsec, &now);
+	if (valid & FS_SET_MTIME)
+		set_time(&di->mtime, &di->mtime_nsec, &a->mtime);
+	if (valid & FS_SET_MTIME_NOW)
+		set_time(&di->mtime, &di->mtime_nsec, &now);
+	if (valid & FS_SET_CTIME)
+		set_time(&di->ctime, &di->ctime_nsec, &a->ctime);
+	else
+		set_time(&di->ctime, &di->ctime_nsec, &now);
+	(void)cred;
+out:
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+	       const struct fs_attr *attr, unsigned valid,
+	       struct fs_attr *out)
+{
+	struct fs_inode *n = NULL;
+	struct fs_buf *b;
+	int ret;
+
+	if ((valid & FS_SET_SIZE) && (n = fs_ino_pin(fs, ino)) == NULL)
+		return -ENOMEM;
+	lock_wr(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret < 0)
+		goto out;
+	if (valid & FS_SET_SIZE) {
+		if (S_ISDIR(fs_di(b)->mode))
+			ret = -EISDIR;
+		else if (!S_ISREG(fs_di(b)->mode))
+			ret = -EINVAL;
+		else
+			ret = fs_file_truncate(fs, n, b, attr->size);
+		if (need_nospc_retry(fs, ret))
+			ret = fs_file_truncate(fs, n, b, attr->size);
+	}
+	if (ret == 0 && (valid & ~(unsigned)FS_SET_SIZE))
+		ret = setattr_tx(fs, cred, b, attr, valid);
+	if (ret == 0 && (valid & FS_SET_MODE))
+		ret = fs_xattr_acl_chmod(fs, b);
+	if (ret == 0)
+		fs_ino_attr(fs_di(b), out);
+	fs_buf_put(b);
+out:
+	unlock(fs);
+	unpin(fs, n);
+	return ret;
+}
+
+/* ---- creating ---- */
+
+struct newnode {
+	const char *name;
+	mode_t mode;
+	uint64_t rdev;
+	const char *target;	/* symlink */
+};
+
+/* Checks done before any transaction; -EEXIST etc. */
+static int create_check(struct fs *fs, struct fs_buf *d, const char *name)
+{
+	int ret;
+
+	ret = check_name(name);
+	if (ret < 0)
+		return ret;
+	if (is_dot(name))
+		return -EEXIST;
+	ret = fs_dir_lookup(fs, d, name, strlen(name), NULL, NULL, NULL);
+	if (ret == 0)
+		return -EEXIST;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+static int create_tx(struct fs *fs, const struct fs_cred *cred,
+		     struct fs_buf *d, const struct newnode *nn, gid_t gid,
+		     struct fs_buf **out)
+{
+	size_t tlen = nn->target != NULL ? strlen(nn->target) : 0;
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	int ret;
+
+	ret = fs_tx_begin(fs, 2 + fs_dir_credits(fs, d) +
+			  fs_ino_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, d);
+	if (ret < 0)
+		goto out_end;
+	ret = fs_ino_alloc(tx, d->blkno, nn->mode, cred->uid, gid, nn->rdev,
+			   &b);
+	if (ret < 0)
+		goto out_end;
+	ret = fs_dir_add(tx, d, nn->name, strlen(nn->name), b->blkno,
+			 dtype_of(nn->mode));
+	if (ret < 0) {
+		uint64_t ino = b->blkno;
+
+		fs_buf_put(b);
+		fs_free_inode(tx, ino);
+		goto out_end;
+	}
+	if (S_ISDIR(nn->mode)) {
+		fs_di(d)->nlink++;
+		fs_di(b)->parent = d->blkno;
+	}
+	if (tlen > 0 && tlen <= FS_INODE_INLINE_SIZE) {
+		memcpy(fs_di(b)->inline_area, nn->target, tlen);
+		fs_di(b)->size = tlen;
+	}
+	fs_ino_touch(fs_di(d), FS_T_MTIME | FS_T_CTIME);
+	*out = b;
+out_end:
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+static int create_node(struct fs *fs, const struct fs_cred *cred,
+		       uint64_t parent, struct newnode *nn,
+		       struct fs_attr *out)
+{
+	struct fs_acl_inherit *acl;
+	struct fs_buf *d, *b = NULL;
+	size_t tlen;
+	gid_t gid;
+	int ret;
+
+	acl = malloc(sizeof(*acl));
+	if (acl == NULL)
+		return -ENOMEM;
+	lock_wr(fs);
+	ret = dir_read(fs, parent, &d);
+	if (ret < 0)
+		goto out;
+	ret = create_check(fs, d, nn->name);
+	gid = cred->gid;
+	if (fs_di(d)->mode & S_ISGID) {
+		gid = fs_di(d)->gid;
+		if (S_ISDIR(nn->mode))
+			nn->mode |= S_ISGID;
+	}
+	if (ret == 0)
+		ret = fs_xattr_inherit_prepare(fs, d, &nn->mode, cred->umask,
+					       acl);
+	if (ret == 0) {
+		ret = create_tx(fs, cred, d, nn, gid, &b);
+		if (need_nospc_retry(fs, ret))
+			ret = create_tx(fs, cred, d, nn, gid, &b);
+	}
+	fs_buf_put(d);
+	if (ret < 0)
+		goto out;
+	tlen = nn->target != NULL ? strlen(nn->target) : 0;
+	if (tlen > FS_INODE_INLINE_SIZE) {
+		ssize_t n = fs_file_write(fs, NULL, b, nn->target, tlen, 0);
+
+		ret = n < 0 ? (int)n : 0;
+	}
+	if (ret == 0)
+		ret = fs_xattr_inherit_apply(fs, b, acl);
+	/* the node exists now: a failure above leaves it as it is */
+	fs_ino_attr(fs_di(b), out);
+	fs_ino_get_lookup(fs, b->blkno);
+	fs_buf_put(b);
+out:
+	unlock(fs);
+	free(acl);
+	return ret;
+}
+
+int fs_mknod(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	     const char *name, mode_t mode, dev_t rdev, struct fs_attr *out)
+{
+	struct newnode nn = { .name = name, .mode = mode, .rdev = rdev };
+
+	if ((mode & S_IFMT) == 0)
+		nn.mode |= S_IFREG;
+	if (!S_ISREG(nn.mode) && !S_ISFIFO(nn.mode) && !S_ISSOCK(nn.mode) &&
+	    !S_ISCHR(nn.mode) && !S_ISBLK(nn.mode))
+		return -EINVAL;
+	if (!S_ISCHR(nn.mode) && !S_ISBLK(nn.mode))
+		nn.rdev = 0;
+	return create_node(fs, cred, parent, &nn, out);
+}
+
+int fs_mkdir(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	     const char *name, mode_t mode, struct fs_attr *out)
+{
+	struct newnode nn = { .name = name,
+			      .mode = S_IFDIR | (mode & 07777) };
+
+	return create_node(fs, cred, parent, &nn, out);
+}
+
+int fs_create(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	      const char *name, mode_t mode, int flags, struct fs_attr *out)
+{
+	struct newnode nn = { .name = name,
+			      .mode = S_IFREG | (mode & 07777) };
+	int ret;
+
+	(void)flags;
+	ret = create_node(fs, cred, parent, &nn, out);
+	if (ret == 0)
+		fs_ino_get_open(fs, out->ino);
+	return ret;
+}
+
+int fs_symlink(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	       const char *name, const char *target, struct fs_attr *out)
+{
+	struct newnode nn = { .name = name, .mode = S_IFLNK | 0777,
+			      .target = target };
+	size_t tlen = strlen(target);
+
+	if (tlen == 0)
+		return -ENOENT;
+	if (tlen >= FS_PATH_MAX)
+		return -ENAMETOOLONG;
+	return create_node(fs, cred, parent, &nn, out);
+}
+
+ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct fs_buf *b;
+	ssize_t n;
+
+	lock_rd(fs);
+	n = fs_ino_read(fs, ino, &b);
+	if (n == 0) {
+		if (!S_ISLNK(fs_di(b)->mode))
+			n = -EINVAL;
+		else
+			n = fs_file_read(fs, NULL, b, buf, size, 0);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	return n;
+}
+
+/* ---- removing ---- */
+
+/* Drop one link of @b (the entry @key in @d is removed) in one
+ * transaction; orphan it at nlink 0. */
+static int unlink_tx(struct fs *fs, struct fs_buf *d, uint64_t key,
+		     struct fs_buf *b)
+{
+	struct fs_dinode *di = fs_di(b);
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 3 + fs_dir_credits(fs, d) +
+			  fs_ino_orphan_credits(), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, d);
+	if (ret == 0)
+		ret = fs_tx_write(tx, b);
+	if (ret == 0)
+		ret = fs_dir_remove(tx, d, key);
+	if (ret < 0)
+		goto out;
+	if (S_ISDIR(di->mode)) {
+		di->nlink = 0;
+		fs_di(d)->nlink--;
+	} else {
+		di->nlink--;
+	}
+	fs_ino_touch(di, FS_T_CTIME);
+	fs_ino_touch(fs_di(d), FS_T_MTIME | FS_T_CTIME);
+	if (di->nlink == 0)
+		ret = fs_ino_orphan_add(tx, b);
+out:
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+static int remove_entry(struct fs *fs, const struct fs_cred *cred,
+			uint64_t parent, const char *name, int dir)
+{
+	struct fs_buf *d, *b;
+	uint64_t ino, key;
+	int ret;
+
+	ret = check_name(name);
+	if (ret < 0)
+		return ret;
+	if (is_dot(name))
+		return strcmp(name, ".") == 0 ? -EINVAL : -ENOTEMPTY;
+	lock_wr(fs);
+	ret = dir_read(fs, parent, &d);
+	if (ret < 0)
+		goto out;
+	ret = fs_dir_lookup(fs, d, name, strlen(name), &ino, NULL, &key);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
+	if (ret < 0)
+		goto out_dir;
+	if (dir && !S_ISDIR(fs_di(b)->mode))
+		ret = -ENOTDIR;
+	else if (!dir && S_ISDIR(fs_di(b)->mode))
+		ret = -EISDIR;
+	else if (dir && fs_di(b)->size != 0)
+		ret = -ENOTEMPTY;
+	else if (!sticky_ok(cred, d, b))
+		ret = -EPERM;
+	if (ret == 0)
+		ret = unlink_tx(fs, d, key, b);
+	fs_buf_put(b);
+	if (ret == 0)
+		fs_ino_maybe_destroy(fs, ino);
+out_dir:
+	fs_buf_put(d);
+out:
+	unlock(fs);
+	return ret;
+}
+
+int fs_unlink(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	      const char *name)
+{
+	return remove_entry(fs, cred, parent, name, 0);
+}
+
+int fs_rmdir(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	     const char *name)
+{
+	return remove_entry(fs, cred, parent, name, 1);
+}
+
+/* ---- link ---- */
+
+int fs_link(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+	    uint64_t newparent, const char *newname, struct fs_attr *out)
+{
+	struct fs_buf *d, *b;
+	struct fs_tx *tx;
+	int ret;
+
+	(void)cred;
+	lock_wr(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret < 0)
+		goto out;
+	if (S_ISDIR(fs_di(b)->mode))
+		ret = -EPERM;
+	else if (fs_di(b)->nlink == 0)
+		ret = -ENOENT;
+	else if (fs_di(b)->nlink >= LINK_MAX_COUNT)
+		ret = -EMLINK;
+	if (ret < 0)
+		goto out_b;
+	ret = dir_read(fs, newparent, &d);
+	if (ret < 0)
+		goto out_b;
+	ret = create_check(fs, d, newname);
+	if (ret < 0)
+		goto out_d;
+	ret = fs_tx_begin(fs, 3 + fs_dir_credits(fs, d), &tx);
+	if (ret < 0)
+		goto out_d;
+	ret = fs_tx_write(tx, d);
+	if (ret == 0)
+		ret = fs_tx_write(tx, b);
+	if (ret == 0)
+		ret = fs_dir_add(tx, d, newname, strlen(newname), ino,
+				 dtype_of(fs_di(b)->mode));
+	if (ret == 0) {
+		fs_di(b)->nlink++;
+		fs_ino_touch(fs_di(b), FS_T_CTIME);
+		fs_ino_touch(fs_di(d), FS_T_MTIME | FS_T_CTIME);
+	}
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	if (ret == 0) {
+		fs_ino_attr(fs_di(b), out);
+		fs_ino_get_lookup(fs, ino);
+	}
+out_d:
+	fs_buf_put(d);
+out_b:
+	fs_buf_put(b);
+out:
+	unlock(fs);
+	return ret;
+}
+
+/* ---- rename ---- */
+
+struct rn {
+	struct fs_buf *sd, *dd;		/* source and target directories */
+	struct fs_buf *s, *t;		/* source and target (t may be NULL) */
+	uint64_t skey, tkey;
+	const char *name, *newname;
+	unsigned flags;
+};
+
+/* Is directory @anc an ancestor of (or equal to) directory @ino? */
+static int is_ancestor(struct fs *fs, uint64_t anc, uint64_t ino)
+{
+	uint64_t root = fs->ns->root;
+	struct fs_buf *b;
+	unsigned depth = 0;
+
+	while (depth++ < 4096) {
+		uint64_t parent;
+
+		if (ino == anc)
+			return 1;
+		if (ino == root)
+			return 0;
+		if (fs_ino_read(fs, ino, &b) < 0)
+			return 1;	/* unsure: refuse */
+		parent = fs_di(b)->parent;
+		fs_buf_put(b);
+		if (parent == 0 || parent == ino)
+			return 0;
+		ino = parent;
+	}
+	return 1;
+}
+
+static int rename_check(struct fs *fs, const struct fs_cred *cred,
+			struct rn *r)
+{
+	int sdir = S_ISDIR(fs_di(r->s)->mode);
+
+	if (!sticky_ok(cred, r->sd, r->s))
+		return -EPERM;
+	if (r->t == NULL)
+		return (r->flags & FS_RENAME_EXCHANGE) ? -ENOENT : 0;
+	if (r->flags & FS_RENAME_NOREPLACE)
+		return -EEXIST;
+	if (!sticky_ok(cred, r->dd, r->t))
+		return -EPERM;
+	if (r->flags & FS_RENAME_EXCHANGE) {
+		if (S_ISDIR(fs_di(r->t)->mode) &&
+		    r->sd->blkno != r->dd->blkno &&
+		    is_ancestor(fs, r->t->blkno, r->sd->blkno))
+			return -EINVAL;
+		return 0;
+	}
+	if (sdir && !S_ISDIR(fs_di(r->t)->mode))
+		return -ENOTDIR;
+	if (!sdir && S_ISDIR(fs_di(r->t)->mode))
+		return -EISDIR;
+	if (sdir && fs_di(r->t)->size != 0)
+		return -ENOTEMPTY;
+	return 0;
+}
+
+/* Move directory @b from parent @from to parent @to (link counts). */
+static void move_dir(struct fs_buf *b, struct fs_buf *from,
+		     struct fs_buf *to)
+{
+	if (!S_ISDIR(fs_di(b)->mode) || from->blkno == to->blkno)
+		return;
+	fs_di(from)->nlink--;
+	fs_di(to)->nlink++;
+	fs_di(b)->parent = to->blkno;
+}
+
+static int rename_apply(struct fs_tx *tx, struct rn *r)
+{
+	struct fs_dinode *s = fs_di(r->s);
+	size_t nl = strlen(r->newname);
+	int ret;
+
+	if (r->flags & FS_RENAME_EXCHANGE) {
+		struct fs_dinode *t = fs_di(r->t);
+
+		ret = fs_dir_set(tx, r->sd, r->skey, r->name, strlen(r->name),
+				 r->t->blkno, IFTODT(t->mode));
+		if (ret == 0)
+			ret = fs_dir_set(tx, r->dd, r->tkey, r->newname, nl,
+					 r->s->blkno, IFTODT(s->mode));
+		if (ret == 0) {
+			move_dir(r->s, r->sd, r->dd);
+			move_dir(r->t, r->dd, r->sd);
+			fs_ino_touch(t, FS_T_CTIME);
+		}
+		return ret;
+	}
+	if (r->t != NULL) {
+		struct fs_dinode *t = fs_di(r->t);
+
+		ret = fs_dir_set(tx, r->dd, r->tkey, r->newname, nl,
+				 r->s->blkno, IFTODT(s->mode));
+		if (ret < 0)
+			return ret;
+		if (S_ISDIR(t->mode)) {
+			t->nlink = 0;
+			fs_di(r->dd)->nlink--;
+		} else {
+			t->nlink--;
+		}
+		fs_ino_touch(t, FS_T_CTIME);
+		if (t->nlink == 0 && (ret = fs_ino_orphan_add(tx, r->t)) < 0)
+			return ret;
+	} else {
+		ret = fs_dir_add(tx, r->dd, r->newname, nl, r->s->blkno,
+				 IFTODT(s->mode));
+		if (ret < 0)
+			return ret;
+	}
+	ret = fs_dir_remove(tx, r->sd, r->skey);
+	if (ret == 0)
+		move_dir(r->s, r->sd, r->dd);
+	return ret;
+}
+
+static int rename_tx(struct fs *fs, struct rn *r)
+{
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 6 + fs_dir_credits(fs, r->sd) +
+			  fs_dir_credits(fs, r->dd) + fs_ino_orphan_credits(),
+			  &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, r->sd);
+	if (ret == 0)
+		ret = fs_tx_write(tx, r->dd);
+	if (ret == 0)
+		ret = fs_tx_write(tx, r->s);
+	if (ret == 0 && r->t != NULL)
+		ret = fs_tx_write(tx, r->t);
+	if (ret == 0)
+		ret = rename_apply(tx, r);
+	if (ret == 0) {
+		fs_ino_touch(fs_di(r->s), FS_T_CTIME);
+		fs_ino_touch(fs_di(r->sd), FS_T_MTIME | FS_T_CTIME);
+		fs_ino_touch(fs_di(r->dd), FS_T_MTIME | FS_T_CTIME);
+	}
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+/* Look up source and target, load their inodes. */
+static int rename_load(struct fs *fs, uint64_t parent, uint64_t newparent,
+		       struct rn *r)
+{
+	uint64_t sino, tino;
+	int ret;
+
+	ret = dir_read(fs, parent, &r->sd);
+	if (ret == 0)
+		ret = dir_read(fs, newparent, &r->dd);
+	if (ret == 0)
+		ret = fs_dir_lookup(fs, r->sd, r->name, strlen(r->name),
+				    &sino, NULL, &r->skey);
+	if (ret == 0)
+		ret = fs_ino_read(fs, sino, &r->s);
+	if (ret < 0)
+		return ret;
+	ret = fs_dir_lookup(fs, r->dd, r->newname, strlen(r->newname), &tino,
+			    NULL, &r->tkey);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret == 0)
+		ret = fs_ino_read(fs, tino, &r->t);
+	return ret;
+}
+
+int fs_rename(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
+	      const char *name, uint64_t newparent, const char *newname,
+	      unsigned flags)
+{
+	struct rn r = { .name = name, .newname = newname, .flags = flags };
+	uint64_t victim = 0;
+	int ret;
+
+	if ((flags & ~(unsigned)(FS_RENAME_NOREPLACE | FS_RENAME_EXCHANGE)) ||
+	    flags == (FS_RENAME_NOREPLACE | FS_RENAME_EXCHANGE))
+		return -EINVAL;
+	ret = check_name(name);
+	if (ret == 0)
+		ret = check_name(newname);
+	if (ret < 0)
+		return ret;
+	if (is_dot(name) || is_dot(newname))
+		return -EINVAL;
+	lock_wr(fs);
+	ret = rename_load(fs, parent, newparent, &r);
+	if (ret < 0)
+		goto out;
+	if (r.t != NULL && r.t->blkno == r.s->blkno)
+		goto out;	/* same inode: nothing to do */
+	if (S_ISDIR(fs_di(r.s)->mode) && parent != newparent &&
+	    is_ancestor(fs, r.s->blkno, newparent)) {
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = rename_check(fs, cred, &r);
+	if (ret == 0)
+		ret = rename_tx(fs, &r);
+	if (ret == 0 && r.t != NULL && !(flags & FS_RENAME_EXCHANGE))
+		victim = r.t->blkno;
+out:
+	fs_buf_put(r.t);
+	fs_buf_put(r.s);
+	fs_buf_put(r.dd);
+	fs_buf_put(r.sd);
+	if (victim != 0)
+		fs_ino_maybe_destroy(fs, victim);
+	unlock(fs);
+	return ret;
+}
+
+/* ---- files ---- */
+
+int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+	    int flags)
+{
+	struct fs_buf *b;
+	int ret;
+
+	(void)cred;
+	lock_rd(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		if (S_ISDIR(fs_di(b)->mode) &&
+		    (flags & O_ACCMODE) != O_RDONLY)
+			ret = -EISDIR;
+		fs_buf_put(b);
+	}
+	if (ret == 0)
+		fs_ino_get_open(fs, ino);
+	unlock(fs);
+	return ret;
+}
+
+void fs_release(struct fs *fs, uint64_t ino)
+{
+	if (fs_ino_put(fs, ino, 0, 1)) {
+		lock_wr(fs);
+		fs_ino_maybe_destroy(fs, ino);
+		unlock(fs);
+	}
+}
+
+/* relatime: update when atime <= mtime/ctime or older than a day. */
+static int atime_due(struct fs *fs, const struct fs_dinode *di)
+{
+	struct timespec now;
+
+	if (fs->ro || fs->ns->opts.atime == FS_ATIME_NOATIME)
+		return 0;
+	if (fs->ns->opts.atime == FS_ATIME_STRICT)
+		return 1;
+	if (di->atime <= di->mtime || di->atime <= di->ctime)
+		return 1;
+	fs_now(&now);
+	return now.tv_sec - di->atime >= RELATIME_SECS;
+}
+
+static void atime_update(struct fs *fs, uint64_t ino)
+{
+	struct fs_buf *b;
+	struct fs_tx *tx;
+
+	lock_wr(fs);
+	if (fs_ino_read(fs, ino, &b) == 0) {
+		if (atime_due(fs, fs_di(b)) && fs_tx_begin(fs, 1, &tx) == 0) {
+			if (fs_tx_write(tx, b) == 0)
+				fs_ino_touch(fs_di(b), FS_T_ATIME);
+			fs_tx_end(tx);
+		}
+		fs_buf_put(b);
+	}
+	unlock(fs);
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		uint64_t off)
+{
+	struct fs_inode *pin;
+	struct fs_buf *b;
+	ssize_t n;
+	int due = 0;
+
+	pin = fs_ino_pin(fs, ino);
+	if (pin == NULL)
+		return -ENOMEM;
+	lock_rd(fs);
+	n = fs_ino_read(fs, ino, &b);
+	if (n == 0) {
+		if (S_ISDIR(fs_di(b)->mode))
+			n = -EISDIR;
+		else if (!S_ISREG(fs_di(b)->mode))
+			n = -EINVAL;
+		else
+			n = fs_file_read(fs, pin, b, buf, len, off);
+		due = n >= 0 && atime_due(fs, fs_di(b));
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	if (due)
+		atime_update(fs, ino);
+	unpin(fs, pin);
+	return n;
+}
+
+static int kill_priv_tx(struct fs *fs, struct fs_buf *b)
+{
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 1, &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, b);
+	if (ret == 0)
+		kill_priv(fs_di(b));
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		 const void *buf, size_t len, uint64_t off)
+{
+	struct fs_inode *pin;
+	struct fs_buf *b;
+	ssize_t n;
+
+	pin = fs_ino_pin(fs, ino);
+	if (pin == NULL)
+		return -ENOMEM;
+	lock_wr(fs);
+	n = fs_ino_read(fs, ino, &b);
+	if (n < 0)
+		goto out;
+	if (S_ISDIR(fs_di(b)->mode))
+		n = -EISDIR;
+	else if (!S_ISREG(fs_di(b)->mode))
+		n = -EINVAL;
+	else if (cred->uid != 0 && (fs_di(b)->mode & (S_ISUID | S_ISGID)))
+		n = kill_priv_tx(fs, b);
+	if (n == 0) {
+		n = fs_file_write(fs, pin, b, buf, len, off);
+		if (need_nospc_retry(fs, (int)n))
+			n = fs_file_write(fs, pin, b, buf, len, off);
+	}
+	fs_buf_put(b);
+out:
+	unlock(fs);
+	unpin(fs, pin);
+	return n;
+}
+
+int fs_fsync(struct fs *fs, uint64_t ino, int datasync)
+{
+	(void)ino;
+	(void)datasync;
+	return fs_journal_sync(fs);
+}
+
+int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		 int mode, uint64_t off, uint64_t len)
+{
+	struct fs_inode *pin;
+	struct fs_buf *b;
+	int ret;
+
+	(void)cred;
+	pin = fs_ino_pin(fs, ino);
+	if (pin == NULL)
+		return -ENOMEM;
+	lock_wr(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		if (S_ISDIR(fs_di(b)->mode))
+			ret = -EISDIR;
+		else if (!S_ISREG(fs_di(b)->mode))
+			ret = -ENODEV;
+		else
+			ret = fs_file_fallocate(fs, pin, b, mode, off, len);
+		if (need_nospc_retry(fs, ret))
+			ret = fs_file_fallocate(fs, pin, b, mode, off, len);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	unpin(fs, pin);
+	return ret;
+}
+
+/* ---- readdir ---- */
+
+struct rd {
+	struct fs *fs;
+	unsigned flags;
+	fs_filldir_fn fill;
+	void *arg;
+	int err;
+};
+
+static int readdir_cb(void *arg, const struct fs_dirent *de)
+{
+	struct rd *r = arg;
+	struct fs_attr a;
+	struct fs_buf *b;
+	int dot = de->namelen <= 2 && de->name[0] == '.' &&
+		  (de->namelen == 1 || de->name[1] == '.');
+
+	if (!(r->flags & FS_READDIR_PLUS) || dot)
+		return r->fill(r->arg, de, NULL);
+	r->err = fs_ino_read(r->fs, de->ino, &b);
+	if (r->err < 0)
+		return 1;
+	fs_ino_attr(fs_di(b), &a);
+	fs_buf_put(b);
+	if (r->fill(r->arg, de, &a))
+		return 1;
+	fs_ino_get_lookup(r->fs, de->ino);
+	return 0;
+}
+
+#define RA_MAX 128u
+
+struct ra {
+	uint64_t ino[RA_MAX];
+	unsigned n;
+};
+
+static int ra_cb(void *arg, const struct fs_dirent *de)
+{
+	struct ra *ra = arg;
+
+	if (de->namelen > 2 || de->name[0] != '.')
+		ra->ino[ra->n++] = de->ino;
+	return ra->n == RA_MAX;
+}
+
+/* readdirplus: read the next entries' inode blocks in one batch instead
+ * of one synchronous read per entry. Best effort. */
+static void readdir_readahead(struct fs *fs, struct fs_buf *d,
+			      uint64_t cookie)
+{
+	struct ra *ra = malloc(sizeof(*ra));
+
+	if (ra == NULL)
+		return;
+	ra->n = 0;
+	if (fs_dir_iterate(fs, d, cookie, ra_cb, ra) == 0 && ra->n > 1)
+		fs_buf_readahead(fs, ra->ino, ra->n);
+	free(ra);
+}
+
+int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
+	       fs_filldir_fn fill, void *arg)
+{
+	struct rd r = { .fs = fs, .flags = flags, .fill = fill, .arg = arg };
+	struct fs_buf *d;
+	int ret;
+
+	lock_rd(fs);
+	ret = fs_ino_read(fs, dir, &d);
+	if (ret == 0) {
+		if (!S_ISDIR(fs_di(d)->mode)) {
+			ret = -ENOTDIR;
+		} else {
+			if (flags & FS_READDIR_PLUS)
+				readdir_readahead(fs, d, cookie);
+			ret = fs_dir_iterate(fs, d, cookie, readdir_cb, &r);
+		}
+		fs_buf_put(d);
+	}
+	unlock(fs);
+	return ret < 0 ? ret : r.err;
+}
+
+/* ---- filesystem ---- */
+
+int fs_statfs(struct fs *fs, struct statvfs *out)
+{
+	struct fs_space sp;
+
+	fs_space_get(fs, &sp);
+	memset(out, 0, sizeof(*out));
+	out->f_bsize = FS_BLOCK_SIZE;
+	out->f_frsize = FS_BLOCK_SIZE;
+	out->f_blocks = sp.data_blocks;
+	out->f_bfree = sp.free_blocks;
+	out->f_bavail = sp.free_blocks;
+	out->f_files = sp.inodes + sp.free_blocks;
+	out->f_ffree = sp.free_blocks;
+	out->f_favail = sp.free_blocks;
+	out->f_namemax = FS_NAME_MAX;
+	return 0;
+}
+
+int fs_sync(struct fs *fs)
+{
+	return fs_journal_sync(fs);
+}
+
+/* ---- xattrs ---- */
+
+int fs_setxattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		const char *name, const void *value, size_t size, int flags)
+{
+	struct fs_buf *b;
+	int ret;
+
+	(void)cred;
+	lock_wr(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		ret = fs_xattr_set(fs, b, name, value, size, flags);
+		if (need_nospc_retry(fs, ret))
+			ret = fs_xattr_set(fs, b, name, value, size, flags);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	return ret;
+}
+
+ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
+		    void *buf, size_t size)
+{
+	struct fs_buf *b;
+	ssize_t n;
+
+	lock_rd(fs);
+	n = fs_ino_read(fs, ino, &b);
+	if (n == 0) {
+		n = fs_xattr_get(fs, b, name, buf, size);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	return n;
+}
+
+ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
+{
+	struct fs_buf *b;
+	ssize_t n;
+
+	lock_rd(fs);
+	n = fs_ino_read(fs, ino, &b);
+	if (n == 0) {
+		n = fs_xattr_list(fs, b, buf, size);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	return n;
+}
+
+int fs_removexattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
+		   const char *name)
+{
+	struct fs_buf *b;
+	int ret;
+
+	(void)cred;
+	lock_wr(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		ret = fs_xattr_remove(fs, b, name);
+		fs_buf_put(b);
+	}
+	unlock(fs);
+	return ret;
+}

@@ -1,0 +1,64 @@
+#!/bin/sh
+# bench_quick — the CI smoke test of ucfs-bench: "ucfs-bench all --quick"
+# runs every scenario on every system available (ucfs 1 node once it
+# mounts; ext4 on loop, passthrough_ll, the raw image always), then the
+# JSON must be valid and carry the keys tools/BENCH.md documents, every
+# scenario must have measured values, the plots must exist, and nothing
+# may stay mounted. About 2 minutes on 2 shared cores.
+. "$UCFS_TOP/tests/lib.sh"
+
+if [ "$(id -u)" != 0 ]; then
+	skip bench_quick "needs root (loop devices, mounts)"
+	exit 0
+fi
+for c in jq fio bonnie++ gnuplot mkfs.ext4 pkg-config; do
+	command -v "$c" >/dev/null 2>&1 ||
+		{ skip bench_quick "$c missing: run make deps"; exit 0; }
+done
+[ -e /usr/src/linux-source-6.1.tar.xz ] ||
+	{ skip bench_quick "linux-source-6.1 missing: run make deps"; exit 0; }
+
+OUT=$T/out
+timeout -k 10 600 sh "$B/ucfs-bench" all --quick --no-install \
+	--out "$OUT" --work "$T/work" >"$T/log" 2>&1
+rc=$?
+if [ "$rc" = 0 ]; then pass bench_quick_runs
+else fail bench_quick_runs "exit $rc"; tail -n 30 "$T/log" | sed 's/^/    /'
+fi
+J=$OUT/results.json
+
+check bench_json_valid python3 -m json.tool "$J"
+check bench_json_top_keys jq -e '
+	["tool", "version", "scenario", "quick", "started", "finished",
+	 "host", "params", "systems", "results", "ratios", "targets",
+	 "skipped", "ucfs_stats", "plots"] - keys == [] and
+	.tool == "ucfs-bench" and .quick == true and .scenario == "all"' "$J"
+check bench_json_result_keys jq -e '.results | length > 0 and all(.[];
+	keys == (["client", "metric", "phase", "scenario", "setup",
+		  "system", "unit", "value"]))' "$J"
+for s in untar bonnie iozone fileben dd; do
+	check "bench_json_has_$s" jq -e --arg s "$s" '[.results[] |
+		select(.scenario == $s and (.value | type) == "number")]
+		| length > 0' "$J"
+done
+check bench_no_failed_steps jq -e '[.results[] | select(.metric ==
+	"failed")] | length == 0' "$J"
+check bench_ratio_keys jq -e '.ratios | length > 0 and all(.[];
+	(.ratio | type) == "number" and (.baseline | type) == "string")' "$J"
+check bench_ext4_vs_pt_ratio jq -e '[.ratios[] | select(.system == "pt"
+	and .baseline == "ext4" and .scenario == "untar")] | length > 0' "$J"
+check bench_untar_files jq -e '.params.untar_files > 1000' "$J"
+check bench_tables grep -q 'x ext4\|xext4' "$OUT/tables.txt"
+check bench_plots_exist sh -c "jq -r '.plots[]' '$J' | grep -q svg &&
+	jq -r '.plots[]' '$J' | while read -r p; do test -s \"\$p\" || exit 1;
+	done"
+check bench_png_is_png sh -c "head -c 4 \"\$(jq -r '.plots[]' '$J' |
+	grep png | head -n 1)\" | grep -q PNG"
+# A 2-node part is either measured or says why not.
+check bench_two_nodes_accounted jq -e '([.results[] | select(.setup ==
+	"2nodes")] | length > 0) or ([.skipped[] | select(.what ==
+	"2 nodes" or .what == "all")] | length > 0)' "$J"
+check bench_unmounted sh -c "! grep -q '$T/work' /proc/mounts"
+check bench_no_loop_left sh -c "! losetup -a | grep -q '$T/work'"
+check bench_scratch_removed test -z "$(ls -A "$T/work")"
+exit 0

@@ -1,0 +1,593 @@
+/*
+ * fsx — a seeded random-operation checker for one file (after the classic
+ * fsx of BSD/xfstests).
+ *
+ * Usage: fsx [--seed N] [--ops N] [--maxlen BYTES] [--base BYTES]
+ *            [--maxop BYTES] [--no-falloc] [--no-punch] [--no-zero]
+ *            [--direct-every N] [--quiet] FILE
+ *
+ * It performs --ops random operations on FILE (created, truncated to 0):
+ * write, read, truncate (up and down), fallocate (plain and KEEP_SIZE),
+ * punch hole, zero range, fsync/fdatasync, close+reopen, and reads through
+ * a second, independent descriptor. Every result is compared with an
+ * in-memory model of the file: every read's bytes, every fstat's size, and
+ * the whole file every few hundred operations and at the end. On the first
+ * mismatch it prints where, what was expected and what was read, the last
+ * operations of the log (all of them with --log-all) and exits 1.
+ *
+ * Model: the file is size bytes; a byte at p < base is always zero (no op
+ * writes there, --base puts every op at a large offset to exercise big
+ * files); bytes at p >= base live in mbuf[p - base] over a window of
+ * maxlen bytes. Invariant: mbuf is zero at and beyond size.
+ *
+ * Written bytes are never zero (a function of the op number and the
+ * position), so a zero where data is expected points at a lost write or a
+ * wrong hole, and a non-zero byte names the op that wrote it.
+ *
+ * An fallocate mode that returns EOPNOTSUPP is disabled for the rest of
+ * the run (reported once): that is the allowed answer for unsupported
+ * modes. Any other error fails the run.
+ *
+ * Exit: 0 all operations matched, 1 mismatch or unexpected error,
+ * 2 usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum op_kind {
+	OP_WRITE,
+	OP_READ,
+	OP_TRUNC,
+	OP_FALLOC,
+	OP_FALLOC_KEEP,
+	OP_PUNCH,
+	OP_ZERO,
+	OP_FSYNC,
+	OP_REOPEN,
+	OP_READ2,
+	OP_NKINDS
+};
+
+static const char *const op_names[OP_NKINDS] = {
+	"write", "read", "truncate", "falloc", "falloc_keep",
+	"punch", "zero_range", "fsync", "reopen", "read2",
+};
+
+/* One logged operation. */
+struct op_rec {
+	enum op_kind kind;
+	uint64_t off;
+	uint64_t len;
+	uint64_t size_after; /* model size after the op */
+	int ret;	     /* 0, or -errno the op returned */
+};
+
+struct fsx {
+	const char *path;
+	int fd;
+	int fd2;	   /* second descriptor, opened separately */
+	uint64_t base;	   /* every op lands at >= base */
+	uint64_t maxlen;   /* window length */
+	uint64_t maxop;	   /* longest single read/write */
+	uint64_t size;	   /* model file size */
+	unsigned char *mbuf;
+	unsigned char *rbuf;
+	uint64_t rng;
+	uint64_t nops;
+	uint64_t opno;
+	struct op_rec *log;
+	int disabled[OP_NKINDS];
+	int direct_every;  /* verify with O_DIRECT reads every N ops */
+	int log_all;
+	int quiet;
+	uint64_t counts[OP_NKINDS];
+};
+
+static uint64_t rnd(struct fsx *f)
+{
+	/* splitmix64: tiny, good enough, fully determined by the seed */
+	uint64_t z = (f->rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rnd_below(struct fsx *f, uint64_t n)
+{
+	return n == 0 ? 0 : rnd(f) % n;
+}
+
+static unsigned char pattern(uint64_t opno, uint64_t pos)
+{
+	return (unsigned char)(((pos % 251) + opno) % 255 + 1);
+}
+
+static void dump_log(const struct fsx *f)
+{
+	uint64_t first = 0;
+
+	if (!f->log_all && f->opno > 60)
+		first = f->opno - 60;
+	fprintf(stderr, "op log (ops %" PRIu64 "..%" PRIu64 "):\n", first,
+		f->opno);
+	for (uint64_t i = first; i <= f->opno && i < f->nops; i++) {
+		const struct op_rec *r = &f->log[i];
+
+		fprintf(stderr,
+			"  %6" PRIu64 " %-11s off %#" PRIx64 " len %#" PRIx64
+			" -> size %#" PRIx64 " ret %d\n",
+			i, op_names[r->kind], r->off, r->len, r->size_after,
+			r->ret);
+	}
+}
+
+static void fail_at(struct fsx *f, const char *via, const char *what)
+{
+	fprintf(stderr, "fsx: MISMATCH at op %" PRIu64 " (%s): %s: %s\n",
+		f->opno, op_names[f->log[f->opno].kind], via, what);
+	dump_log(f);
+	exit(1);
+}
+
+static unsigned char model_byte(const struct fsx *f, uint64_t p)
+{
+	if (p >= f->size || p < f->base)
+		return 0;
+	return f->mbuf[p - f->base];
+}
+
+/* Compare @got (len bytes read at off) with the model; die on mismatch. */
+static void compare(struct fsx *f, const unsigned char *got, uint64_t off,
+		    uint64_t len, const char *via)
+{
+	for (uint64_t i = 0; i < len; i++) {
+		unsigned char want = model_byte(f, off + i);
+		uint64_t p = off + i;
+
+		if (got[i] == want)
+			continue;
+		fprintf(stderr,
+			"fsx: %s: byte at %#" PRIx64 " is %#x, expected %#x\n",
+			via, p, got[i], want);
+		fprintf(stderr, "  expected:");
+		for (uint64_t j = i; j < len && j < i + 16; j++)
+			fprintf(stderr, " %02x", model_byte(f, off + j));
+		fprintf(stderr, "\n  got:     ");
+		for (uint64_t j = i; j < len && j < i + 16; j++)
+			fprintf(stderr, " %02x", got[j]);
+		fprintf(stderr, "\n");
+		if (got[i] != 0) {
+			/* which op could have written this byte? */
+			unsigned k = (got[i] + 255 * 2 - 1 - p % 251) % 255;
+
+			fprintf(stderr,
+				"  (the byte read matches the pattern of ops"
+				" = %u mod 255)\n", k);
+		}
+		fail_at(f, via, "wrong data");
+	}
+}
+
+static void die_errno(struct fsx *f, const char *what, int err)
+{
+	fprintf(stderr, "fsx: op %" PRIu64 ": %s failed: %s\n", f->opno, what,
+		strerror(err));
+	dump_log(f);
+	exit(1);
+}
+
+static void check_size(struct fsx *f, int fd, const char *via)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		die_errno(f, "fstat", errno);
+	if ((uint64_t)st.st_size != f->size) {
+		fprintf(stderr,
+			"fsx: %s: size %" PRIu64 ", expected %" PRIu64 "\n",
+			via, (uint64_t)st.st_size, f->size);
+		fail_at(f, via, "wrong size");
+	}
+}
+
+/* pread exactly len bytes or up to EOF; returns the count read. */
+static uint64_t read_full(struct fsx *f, int fd, unsigned char *buf,
+			  uint64_t off, uint64_t len)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, buf + done, len - done, off + done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die_errno(f, "pread", errno);
+		}
+		if (n == 0)
+			break;
+		done += (uint64_t)n;
+	}
+	return done;
+}
+
+static void do_read_fd(struct fsx *f, int fd, uint64_t off, uint64_t len,
+		       const char *via)
+{
+	uint64_t want = 0, got;
+
+	if (off < f->size)
+		want = f->size - off < len ? f->size - off : len;
+	got = read_full(f, fd, f->rbuf, off, len);
+	if (got != want) {
+		fprintf(stderr,
+			"fsx: %s at %#" PRIx64 " len %#" PRIx64
+			": got %" PRIu64 " bytes, expected %" PRIu64 "\n",
+			via, off, len, got, want);
+		fail_at(f, via, "short or long read");
+	}
+	compare(f, f->rbuf, off, got, via);
+}
+
+static void verify_all(struct fsx *f, const char *via)
+{
+	uint64_t off = f->base;
+
+	check_size(f, f->fd, via);
+	check_size(f, f->fd2, via);
+	/* the region below base must read as zeros: sample its end */
+	if (f->base > 0) {
+		uint64_t probe = f->base > 65536 ? 65536 : f->base;
+
+		do_read_fd(f, f->fd, f->base - probe, probe, via);
+	}
+	while (off < f->size) {
+		uint64_t len = f->size - off;
+
+		if (len > f->maxop)
+			len = f->maxop;
+		do_read_fd(f, f->fd2, off, len, via);
+		off += len;
+	}
+}
+
+static void do_write(struct fsx *f, uint64_t off, uint64_t len)
+{
+	for (uint64_t i = 0; i < len; i++)
+		f->rbuf[i] = pattern(f->opno, off + i);
+	for (uint64_t done = 0; done < len;) {
+		ssize_t n = pwrite(f->fd, f->rbuf + done, len - done,
+				   off + done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die_errno(f, "pwrite", errno);
+		}
+		done += (uint64_t)n;
+	}
+	memcpy(f->mbuf + (off - f->base), f->rbuf, len);
+	if (off + len > f->size)
+		f->size = off + len;
+}
+
+static void model_zero(struct fsx *f, uint64_t from, uint64_t to)
+{
+	if (from < f->base)
+		from = f->base;
+	if (to > f->base + f->maxlen)
+		to = f->base + f->maxlen;
+	if (from < to)
+		memset(f->mbuf + (from - f->base), 0, to - from);
+}
+
+static void do_trunc(struct fsx *f, uint64_t newsize)
+{
+	if (ftruncate(f->fd, (off_t)newsize) != 0)
+		die_errno(f, "ftruncate", errno);
+	if (newsize < f->size)
+		model_zero(f, newsize, f->size);
+	f->size = newsize;
+}
+
+/* Returns 0, or -EOPNOTSUPP (the mode is then disabled). */
+static int do_falloc(struct fsx *f, enum op_kind k, uint64_t off,
+		     uint64_t len)
+{
+	int mode = 0;
+
+	if (k == OP_FALLOC_KEEP)
+		mode = FALLOC_FL_KEEP_SIZE;
+	else if (k == OP_PUNCH)
+		mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	else if (k == OP_ZERO)
+		mode = FALLOC_FL_ZERO_RANGE;
+	if (fallocate(f->fd, mode, (off_t)off, (off_t)len) != 0) {
+		int err = errno;
+
+		if (err == EOPNOTSUPP) {
+			if (!f->quiet)
+				printf("fsx: %s returns EOPNOTSUPP: disabled\n",
+				       op_names[k]);
+			f->disabled[k] = 1;
+			return -err;
+		}
+		die_errno(f, op_names[k], err);
+	}
+	if (k == OP_PUNCH) {
+		model_zero(f, off, off + len < f->size ? off + len : f->size);
+	} else if (k == OP_ZERO) {
+		model_zero(f, off, off + len);
+	}
+	if ((k == OP_FALLOC || k == OP_ZERO) && off + len > f->size)
+		f->size = off + len;
+	return 0;
+}
+
+static void do_reopen(struct fsx *f)
+{
+	if (close(f->fd) != 0)
+		die_errno(f, "close", errno);
+	f->fd = open(f->path, O_RDWR);
+	if (f->fd < 0)
+		die_errno(f, "reopen", errno);
+}
+
+/* O_DIRECT read of the whole window, if the fs allows O_DIRECT. */
+static void direct_verify(struct fsx *f)
+{
+	int fd = open(f->path, O_RDONLY | O_DIRECT);
+	unsigned char *buf;
+	uint64_t off, end;
+
+	if (fd < 0) {
+		if (errno == EINVAL) /* fs without O_DIRECT */
+			return;
+		die_errno(f, "open O_DIRECT", errno);
+	}
+	if (posix_memalign((void **)&buf, 4096, 1 << 20) != 0)
+		die_errno(f, "posix_memalign", ENOMEM);
+	off = f->base & ~4095ull;
+	end = f->size;
+	while (off < end) {
+		uint64_t len = end - off, got;
+
+		if (len > (1 << 20))
+			len = 1 << 20;
+		len = (len + 4095) & ~4095ull;
+		got = read_full(f, fd, buf, off, len);
+		if (got != (end - off < len ? end - off : len)) {
+			fprintf(stderr, "fsx: O_DIRECT read at %#" PRIx64
+				" got %" PRIu64 "\n", off, got);
+			fail_at(f, "O_DIRECT", "short read");
+		}
+		compare(f, buf, off, got, "O_DIRECT read");
+		off += len;
+	}
+	free(buf);
+	close(fd);
+}
+
+static enum op_kind pick_kind(struct fsx *f)
+{
+	/* weights: reads and writes dominate, like fsx */
+	static const unsigned weight[OP_NKINDS] = {
+		30, 20, 8, 4, 4, 6, 4, 4, 3, 6,
+	};
+	unsigned total = 0, r;
+
+	for (int k = 0; k < OP_NKINDS; k++)
+		total += f->disabled[k] ? 0 : weight[k];
+	r = (unsigned)rnd_below(f, total);
+	for (int k = 0; k < OP_NKINDS; k++) {
+		if (f->disabled[k])
+			continue;
+		if (r < weight[k])
+			return (enum op_kind)k;
+		r -= weight[k];
+	}
+	return OP_READ;
+}
+
+/* A random [off, off+len) inside the window; biased to block edges. */
+static void pick_range(struct fsx *f, uint64_t *off, uint64_t *len)
+{
+	uint64_t o = rnd_below(f, f->maxlen);
+	uint64_t l = 1 + rnd_below(f, f->maxop);
+
+	switch (rnd_below(f, 4)) {
+	case 0:
+		o &= ~4095ull;
+		l = (l + 4095) & ~4095ull;
+		break;
+	case 1: /* near the current end of file */
+		if (f->size > f->base)
+			o = f->size - f->base - rnd_below(f, 8192) %
+				(f->size - f->base + 1);
+		break;
+	default:
+		break;
+	}
+	if (o >= f->maxlen)
+		o = f->maxlen - 1;
+	if (o + l > f->maxlen)
+		l = f->maxlen - o;
+	*off = f->base + o;
+	*len = l;
+}
+
+static void run_op(struct fsx *f)
+{
+	enum op_kind k = pick_kind(f);
+	struct op_rec *r = &f->log[f->opno];
+	uint64_t off, len;
+
+	pick_range(f, &off, &len);
+	r->kind = k;
+	r->off = off;
+	r->len = len;
+	r->ret = 0;
+	switch (k) {
+	case OP_WRITE:
+		do_write(f, off, len);
+		break;
+	case OP_READ:
+	case OP_READ2:
+		if (rnd_below(f, 8) == 0) /* read across EOF */
+			off = f->size > 100 ? f->size - 100 : 0;
+		r->off = off;
+		do_read_fd(f, k == OP_READ ? f->fd : f->fd2, off, len,
+			   op_names[k]);
+		break;
+	case OP_TRUNC:
+		off = rnd_below(f, 3) == 0 ? f->base + rnd_below(f, 8192)
+					   : off;
+		if (off > f->base + f->maxlen)
+			off = f->base + f->maxlen;
+		r->off = off;
+		r->len = 0;
+		do_trunc(f, off);
+		break;
+	case OP_FALLOC:
+	case OP_FALLOC_KEEP:
+	case OP_PUNCH:
+	case OP_ZERO:
+		r->ret = do_falloc(f, k, off, len);
+		break;
+	case OP_FSYNC:
+		if ((rnd(f) & 1 ? fsync(f->fd) : fdatasync(f->fd)) != 0)
+			die_errno(f, "fsync", errno);
+		break;
+	case OP_REOPEN:
+		do_reopen(f);
+		break;
+	case OP_NKINDS:
+		break;
+	}
+	r->size_after = f->size;
+	f->counts[k]++;
+	check_size(f, f->fd, op_names[k]);
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: fsx [--seed N] [--ops N] [--maxlen B] [--base B]"
+		" [--maxop B]\n"
+		"           [--no-falloc] [--no-punch] [--no-zero]"
+		" [--direct-every N]\n"
+		"           [--log-all] [--quiet] FILE\n");
+	return 2;
+}
+
+static int parse_args(struct fsx *f, int argc, char **argv, uint64_t *seed)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		int has = i + 1 < argc;
+
+		if (strcmp(a, "--seed") == 0 && has)
+			*seed = strtoull(argv[++i], NULL, 0);
+		else if (strcmp(a, "--ops") == 0 && has)
+			f->nops = strtoull(argv[++i], NULL, 0);
+		else if (strcmp(a, "--maxlen") == 0 && has)
+			f->maxlen = strtoull(argv[++i], NULL, 0);
+		else if (strcmp(a, "--base") == 0 && has)
+			f->base = strtoull(argv[++i], NULL, 0);
+		else if (strcmp(a, "--maxop") == 0 && has)
+			f->maxop = strtoull(argv[++i], NULL, 0);
+		else if (strcmp(a, "--direct-every") == 0 && has)
+			f->direct_every = atoi(argv[++i]);
+		else if (strcmp(a, "--no-falloc") == 0)
+			f->disabled[OP_FALLOC] = f->disabled[OP_FALLOC_KEEP] =
+				1;
+		else if (strcmp(a, "--no-punch") == 0)
+			f->disabled[OP_PUNCH] = 1;
+		else if (strcmp(a, "--no-zero") == 0)
+			f->disabled[OP_ZERO] = 1;
+		else if (strcmp(a, "--log-all") == 0)
+			f->log_all = 1;
+		else if (strcmp(a, "--quiet") == 0)
+			f->quiet = 1;
+		else if (a[0] != '-' && f->path == NULL)
+			f->path = a;
+		else
+			return -EINVAL;
+	}
+	if (f->path == NULL || f->maxlen == 0 || f->maxop == 0 ||
+	    f->nops == 0)
+		return -EINVAL;
+	if (f->maxop > f->maxlen)
+		f->maxop = f->maxlen;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct fsx f = {
+		.maxlen = 256 * 1024,
+		.maxop = 64 * 1024,
+		.nops = 10000,
+		.direct_every = 0,
+	};
+	uint64_t seed = 1;
+	const char *env = getenv("UCFS_SEED");
+
+	if (env != NULL)
+		seed = strtoull(env, NULL, 0);
+	if (parse_args(&f, argc, argv, &seed) != 0)
+		return usage();
+	f.rng = seed;
+	f.mbuf = calloc(1, f.maxlen);
+	f.rbuf = malloc(f.maxlen > f.maxop ? f.maxlen : f.maxop);
+	f.log = calloc(f.nops, sizeof(*f.log));
+	if (f.mbuf == NULL || f.rbuf == NULL || f.log == NULL) {
+		fprintf(stderr, "fsx: out of memory\n");
+		return 1;
+	}
+	printf("fsx: seed %" PRIu64 " ops %" PRIu64 " maxlen %" PRIu64
+	       " base %" PRIu64 " (replay with --seed %" PRIu64 ")\n",
+	       seed, f.nops, f.maxlen, f.base, seed);
+	fflush(stdout);
+	f.fd = open(f.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (f.fd < 0)
+		die_errno(&f, f.path, errno);
+	f.fd2 = open(f.path, O_RDONLY);
+	if (f.fd2 < 0)
+		die_errno(&f, f.path, errno);
+	if (f.base > 0)
+		do_trunc(&f, f.base);
+	for (f.opno = 0; f.opno < f.nops; f.opno++) {
+		run_op(&f);
+		if (f.opno % 500 == 499)
+			verify_all(&f, "periodic verify");
+		if (f.direct_every > 0 &&
+		    f.opno % (uint64_t)f.direct_every == 0)
+			direct_verify(&f);
+	}
+	f.opno = f.nops - 1;
+	if (fsync(f.fd) != 0)
+		die_errno(&f, "final fsync", errno);
+	do_reopen(&f);
+	verify_all(&f, "final verify");
+	printf("fsx: %" PRIu64 " ops OK, final size %" PRIu64 " (", f.nops,
+	       f.size);
+	for (int k = 0; k < OP_NKINDS; k++)
+		printf("%s%s %" PRIu64, k ? ", " : "", op_names[k],
+		       f.counts[k]);
+	printf(")\n");
+	close(f.fd);
+	close(f.fd2);
+	free(f.mbuf);
+	free(f.rbuf);
+	free(f.log);
+	return 0;
+}

@@ -1,0 +1,727 @@
+/*
+ * test_journal.c — transactions and the journal on RAM and fault devices:
+ * commit then crash then replay reproduces the blocks; a garbled commit
+ * record or image is not replayed (nor anything after it); replay is
+ * idempotent (crash during replay, replay again); journal wrap-around with
+ * forced checkpoints; revoked blocks are not overwritten by replay; a
+ * power loss on the fault device keeps every synced transaction; group
+ * commit from several threads; ro mount refuses a dirty journal.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fusefs/fs_internal.h"
+#include "harness.h"
+
+static uint64_t rng;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static struct bd_dev *ram_fs(unsigned mb, unsigned jmb)
+{
+	struct fs_mkfs_params p;
+	struct bd_dev *bd;
+	char why[200];
+
+	fs_mkfs_defaults(&p);
+	p.journal_mb = jmb;
+	p.rgrp_mb = 8;
+	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
+		return NULL;
+	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
+		bd_close(bd);
+		return NULL;
+	}
+	return bd;
+}
+
+static struct fs *mnt(struct bd_dev *bd)
+{
+	struct fs_core_opts o;
+	struct fs *fs;
+	char why[200];
+
+	fs_core_opts_init(&o);
+	o.commit_s = 3600;	/* only explicit commits in these tests */
+	o.cache_mb = 16;
+	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0) {
+		fprintf(stderr, "mount: %s\n", why);
+		return NULL;
+	}
+	return fs;
+}
+
+/* Block content for (blk, version): an xattr block full of a pattern. */
+static void pattern(void *d, uint64_t blk, uint32_t ver)
+{
+	struct fs_xattr_blk *x = d;
+
+	x->owner = blk;
+	x->count = ver;
+	for (size_t i = 0; i < sizeof(x->data); i++)
+		x->data[i] = (uint8_t)(blk * 13 + ver * 7 + i);
+}
+
+/* 1 if home block @blk on the device holds version @ver. */
+static int home_has(struct bd_dev *bd, uint64_t blk, uint32_t ver)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE), *e = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ok = 0;
+
+	if (d != NULL && e != NULL &&
+	    bd_read(bd, d, FS_BLOCK_SIZE, blk * FS_BLOCK_SIZE) == 0 &&
+	    fs_blk_verify(d, FS_BT_XATTR, blk) == 0) {
+		memcpy(e, d, FS_BLOCK_SIZE);
+		pattern(e, blk, ver);
+		ok = memcmp(d + 32, e + 32, FS_BLOCK_SIZE - 32) == 0;
+	}
+	free(d);
+	free(e);
+	return ok;
+}
+
+/* In one transaction: allocate @n blocks (if *blks[0] == 0) or rewrite
+ * them, with version @ver. */
+static int write_blocks(struct fs *fs, uint64_t *blks, unsigned n,
+			uint32_t ver)
+{
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, n + 4 * fs_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < n && ret == 0; i++) {
+		struct fs_buf *b;
+
+		if (blks[i] == 0) {
+			uint32_t len;
+
+			ret = fs_alloc(tx, 0, 1, 1, &blks[i], &len);
+			if (ret == 0)
+				ret = fs_buf_new(tx, blks[i], FS_BT_XATTR, &b);
+		} else {
+			ret = fs_buf_read(fs, blks[i], FS_BT_XATTR, &b);
+			if (ret == 0)
+				ret = fs_tx_write(tx, b);
+		}
+		if (ret == 0) {
+			pattern(b->data, blks[i], ver);
+			fs_buf_put(b);
+		}
+	}
+	fs_tx_end(tx);
+	return ret;
+}
+
+static int cache_has(struct fs *fs, uint64_t blk, uint32_t ver)
+{
+	struct fs_buf *b;
+	int ok;
+
+	if (fs_buf_read(fs, blk, FS_BT_XATTR, &b) < 0)
+		return 0;
+	ok = ((struct fs_xattr_blk *)b->data)->count == ver;
+	fs_buf_put(b);
+	return ok;
+}
+
+static void test_commit_replay(void)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	uint64_t blks[20] = { 0 };
+	struct fs_core_stats st;
+	struct fs *fs;
+	int ok = 1;
+
+	REQUIRE(bd != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE(write_blocks(fs, blks, 20, 1) == 0);
+	REQUIRE(write_blocks(fs, blks, 10, 2) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_stats_get(fs, &st);
+	CHECK(st.commits >= 1);
+	fs_core_abandon(fs);	/* crash: nothing written in place */
+	for (int i = 0; i < 20; i++)
+		ok &= !home_has(bd, blks[i], i < 10 ? 2 : 1);
+	CHECK(ok);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	fs_core_stats_get(fs, &st);
+	CHECK(st.replay_tx >= 1);
+	ok = 1;
+	for (int i = 0; i < 20; i++)
+		ok &= home_has(bd, blks[i], i < 10 ? 2 : 1);
+	CHECK(ok);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	/* clean: nothing to replay */
+	REQUIRE((fs = mnt(bd)) != NULL);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.replay_tx, 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+/* Find the log position of the commit record with the highest seq. */
+static int64_t last_commit(struct bd_dev *bd, struct fs_sb *sb)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint64_t j0 = sb->journal_start, best_seq = 0;
+	int64_t best = -1;
+
+	for (uint64_t p = 1; p < sb->journal_blocks; p++) {
+		const struct fs_blk_hdr *h = (void *)d;
+
+		bd_read(bd, d, FS_BLOCK_SIZE, (j0 + p) * FS_BLOCK_SIZE);
+		if (fs_blk_verify(d, FS_BT_JCOMMIT, j0 + p) == 0 &&
+		    h->seq >= best_seq) {
+			best_seq = h->seq;
+			best = (int64_t)(j0 + p);
+		}
+	}
+	free(d);
+	return best;
+}
+
+static void flip(struct bd_dev *bd, uint64_t blk, unsigned off)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+
+	bd_read(bd, d, FS_BLOCK_SIZE, blk * FS_BLOCK_SIZE);
+	d[off] ^= 0x5a;
+	bd_write(bd, d, FS_BLOCK_SIZE, blk * FS_BLOCK_SIZE, 0);
+	free(d);
+}
+
+/* @where: 0 garble the last commit record, 1 garble its last image */
+static void garbled_case(int where)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	uint64_t a[4] = { 0 }, b[4] = { 0 };
+	struct fs *fs;
+	struct fs_sb sb;
+	int64_t c;
+
+	REQUIRE(bd != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	sb = fs->sb;
+	REQUIRE(write_blocks(fs, a, 4, 1) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	REQUIRE(write_blocks(fs, b, 4, 1) == 0);
+	REQUIRE(write_blocks(fs, a, 4, 2) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_abandon(fs);
+	c = last_commit(bd, &sb);
+	REQUIRE(c > 0);
+	flip(bd, (uint64_t)(where == 0 ? c : c - 1), 2000);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 4; i++) {
+		CHECK(home_has(bd, a[i], 1));	/* first tx replayed */
+		CHECK(!home_has(bd, b[i], 1));	/* second one not */
+	}
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+static void test_garbled_commit(void)
+{
+	garbled_case(0);
+}
+
+static void test_garbled_image(void)
+{
+	garbled_case(1);
+}
+
+static void test_replay_idempotent(void)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	uint64_t blks[30] = { 0 }, jhdr;
+	uint8_t *saved = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_core_stats st;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && saved != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	jhdr = fs->sb.journal_start;
+	for (uint32_t v = 1; v <= 5; v++) {
+		REQUIRE(write_blocks(fs, blks, 30 - 5 * (v - 1), v) == 0);
+		CHECK_EQ(fs_journal_sync(fs), 0);
+	}
+	fs_core_abandon(fs);
+	bd_read(bd, saved, FS_BLOCK_SIZE, jhdr * FS_BLOCK_SIZE);
+	for (int round = 0; round < 3; round++) {
+		/* replay, then "crash" before the header moved: restore it */
+		REQUIRE((fs = mnt(bd)) != NULL);
+		fs_core_stats_get(fs, &st);
+		CHECK_EQ(st.replay_tx, 5);
+		fs_core_abandon(fs);
+		bd_write(bd, saved, FS_BLOCK_SIZE, jhdr * FS_BLOCK_SIZE, 0);
+	}
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 30; i++) {
+		uint32_t want = 1;
+
+		for (uint32_t v = 1; v <= 5; v++)
+			if (i < 30 - 5 * (int)(v - 1))
+				want = v;
+		CHECK(home_has(bd, blks[i], want));
+	}
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	free(saved);
+	bd_close(bd);
+}
+
+static void test_wraparound(void)
+{
+	struct bd_dev *bd = ram_fs(64, 1);	/* 255-block log */
+	uint64_t blks[200] = { 0 };
+	uint32_t ver[200] = { 0 };
+	struct fs_core_stats st;
+	struct fs *fs;
+	int ok = 1;
+
+	rng = t_seed() | 1;
+	REQUIRE(bd != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 200; i += 20)
+		REQUIRE(write_blocks(fs, blks + i, 20, 1) == 0);
+	for (int i = 0; i < 200; i++)
+		ver[i] = 1;
+	for (int round = 0; round < 300; round++) {
+		uint64_t pick[8];
+		unsigned n = 1 + (unsigned)(rnd() % 8);
+
+		for (unsigned k = 0; k < n; k++) {
+			unsigned i = (unsigned)(rnd() % 200);
+
+			pick[k] = blks[i];
+			ver[i] = (uint32_t)round + 2;
+		}
+		REQUIRE(write_blocks(fs, pick, n, (uint32_t)round + 2) == 0);
+		if (rnd() % 3 == 0)
+			CHECK_EQ(fs_journal_sync(fs), 0);
+	}
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_stats_get(fs, &st);
+	printf("  commits %llu checkpoints %llu (journal-full %llu)\n",
+	       (unsigned long long)st.commits,
+	       (unsigned long long)st.checkpoints,
+	       (unsigned long long)st.commit_reason[FS_CR_JOURNAL]);
+	CHECK(st.checkpoints > 0);
+	fs_core_abandon(fs);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 200; i++)
+		ok &= cache_has(fs, blks[i], ver[i]);
+	CHECK(ok);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+/* A metadata block freed and then used for file data: replay of the old
+ * journal image must not overwrite the data. */
+static void test_revoke(void)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	uint64_t blk[1] = { 0 }, got;
+	uint8_t *data = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_buf *b;
+	struct fs_tx *tx;
+	struct fs *fs;
+	uint32_t len;
+
+	REQUIRE(bd != NULL && data != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE(write_blocks(fs, blk, 1, 1) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	REQUIRE(fs_tx_begin(fs, 2 * fs_alloc_credits(fs) + 1, &tx) == 0);
+	REQUIRE(fs_buf_read(fs, blk[0], FS_BT_XATTR, &b) == 0);
+	CHECK_EQ(fs_free(tx, blk[0], 1), 0);
+	/* a change to the dead block after the free is discarded */
+	CHECK_EQ(fs_tx_write(tx, b), 0);
+	pattern(b->data, blk[0], 9);
+	fs_buf_put(b);
+	/* not reusable before the commit */
+	CHECK_EQ(fs_alloc(tx, blk[0], 1, 1, &got, &len), 0);
+	CHECK(got != blk[0]);
+	CHECK_EQ(fs_tx_end(tx), 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	REQUIRE(fs_tx_begin(fs, 2 * fs_alloc_credits(fs), &tx) == 0);
+	CHECK_EQ(fs_alloc(tx, blk[0], 1, 1, &got, &len), 0);
+	CHECK_EQ(got, blk[0]);	/* now it is */
+	CHECK_EQ(fs_tx_end(tx), 0);
+	memset(data, 0xd7, FS_BLOCK_SIZE);
+	CHECK_EQ(bd_write(bd, data, FS_BLOCK_SIZE, got * FS_BLOCK_SIZE, 0), 0);
+	fs_journal_data_written(fs);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_abandon(fs);
+	REQUIRE((fs = mnt(bd)) != NULL);	/* replays all three */
+	memset(data, 0, FS_BLOCK_SIZE);
+	bd_read(bd, data, FS_BLOCK_SIZE, got * FS_BLOCK_SIZE);
+	CHECK(data[0] == 0xd7 && data[4095] == 0xd7);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	free(data);
+	bd_close(bd);
+}
+
+/* Power loss on the fault device: synced transactions survive, the
+ * filesystem mounts, and unsynced ones are all-or-nothing. */
+static void test_power_loss(void)
+{
+	uint64_t blks[40] = { 0 };
+	struct bd_dev *lower = ram_fs(64, 2), *bd;
+	struct bd_fault *f;
+	struct fs *fs;
+
+	rng = t_seed() | 1;
+	REQUIRE(lower != NULL);
+	for (int trial = 0; trial < 8; trial++) {
+		uint32_t synced = 0;
+
+		REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
+		REQUIRE((fs = mnt(bd)) != NULL);
+		if (trial == 0)
+			REQUIRE(write_blocks(fs, blks, 40, 1) == 0);
+		for (uint32_t v = 2; v < 2 + 30; v++) {
+			unsigned n = 1 + (unsigned)(rnd() % 40);
+
+			CHECK_EQ(write_blocks(fs, blks, n,
+					      v + 100 * (uint32_t)trial), 0);
+			if (rnd() % 4 == 0) {
+				CHECK_EQ(fs_journal_sync(fs), 0);
+				synced = v + 100 * (uint32_t)trial;
+			}
+		}
+		bd_fault_crash(f, rnd() | 1);
+		fs_core_abandon(fs);
+		/* the wrapper owns lower: reopen lower's content */
+		{
+			struct bd_dev *copy;
+			uint8_t *buf = bd_buf_alloc(1 << 20);
+
+			REQUIRE(bd_ram_open(64 << 20, &copy) == 0);
+			for (uint64_t off = 0; off < (64u << 20); off += 1 << 20) {
+				bd_read(lower, buf, 1 << 20, off);
+				bd_write(copy, buf, 1 << 20, off, 0);
+			}
+			free(buf);
+			bd_close(bd);	/* closes lower */
+			lower = copy;
+		}
+		REQUIRE((fs = mnt(lower)) != NULL);
+		if (synced != 0) {
+			/* block 0 is rewritten by every round: at least the
+			 * synced version */
+			struct fs_buf *b;
+
+			REQUIRE(fs_buf_read(fs, blks[0], FS_BT_XATTR, &b) == 0);
+			CHECK(((struct fs_xattr_blk *)b->data)->count >= synced);
+			fs_buf_put(b);
+		}
+		CHECK_EQ(fs_core_unmount(fs), 0);
+	}
+	bd_close(lower);
+}
+
+#define GC_THREADS 8
+#define GC_ROUNDS 50
+
+struct gc_arg {
+	struct fs *fs;
+	pthread_barrier_t *bar;
+	uint64_t blk[1];
+	int fails;
+};
+
+/* Each round: every thread ends a transaction, then all fsync at once:
+ * one commit must cover them all. */
+static void *gc_thread(void *p)
+{
+	struct gc_arg *a = p;
+
+	for (uint32_t v = 1; v <= GC_ROUNDS; v++) {
+		if (write_blocks(a->fs, a->blk, 1, v) < 0)
+			a->fails++;
+		pthread_barrier_wait(a->bar);
+		if (fs_journal_sync(a->fs) < 0)
+			a->fails++;
+		pthread_barrier_wait(a->bar);
+	}
+	return NULL;
+}
+
+static void test_group_commit(void)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	struct gc_arg args[GC_THREADS];
+	pthread_t th[GC_THREADS];
+	pthread_barrier_t bar;
+	struct fs_core_stats st;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	pthread_barrier_init(&bar, NULL, GC_THREADS);
+	for (int i = 0; i < GC_THREADS; i++) {
+		args[i] = (struct gc_arg){ .fs = fs, .bar = &bar };
+		pthread_create(&th[i], NULL, gc_thread, &args[i]);
+	}
+	for (int i = 0; i < GC_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(args[i].fails, 0);
+	}
+	pthread_barrier_destroy(&bar);
+	fs_core_stats_get(fs, &st);
+	printf("  %d fsyncs from %d threads: %llu commits, %.1f us/commit "
+	       "avg, max %.1f us (RAM device)\n", GC_THREADS * GC_ROUNDS,
+	       GC_THREADS, (unsigned long long)st.commits,
+	       st.commits ? st.commit_ns_total / 1e3 / st.commits : 0.0,
+	       st.commit_ns_max / 1e3);
+	CHECK_EQ(st.commits, GC_ROUNDS);
+	fs_core_abandon(fs);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < GC_THREADS; i++)
+		CHECK(cache_has(fs, args[i].blk[0], GC_ROUNDS));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+static void test_ro_dirty(void)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	uint64_t blks[3] = { 0 };
+	struct fs_core_opts o;
+	struct fs *fs;
+	struct fs_tx *tx;
+	char why[200];
+
+	REQUIRE(bd != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE(write_blocks(fs, blks, 3, 1) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_abandon(fs);
+	fs_core_opts_init(&o);
+	o.ro = 1;
+	CHECK_EQ(fs_core_mount(bd, &o, &fs, why, sizeof(why)), -EROFS);
+	CHECK(strstr(why, "replay") != NULL);
+	REQUIRE((fs = mnt(bd)) != NULL);	/* rw mount replays */
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	CHECK_EQ(fs_core_mount(bd, &o, &fs, why, sizeof(why)), 0);
+	CHECK(cache_has(fs, blks[2], 1));
+	CHECK_EQ(fs_tx_begin(fs, 1, &tx), -EROFS);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+
+/* ---- crash at every point of a B+tree workload ------------------------ */
+
+#define CP_KEYS 3000
+#define CP_MB 32
+
+static void cp_val(uint8_t *v, uint64_t i)
+{
+	for (int k = 0; k < 100; k++)
+		v[k] = (uint8_t)(i * 17 + (uint64_t)k);
+}
+
+static struct bd_dev *ram_copy(struct bd_dev *src)
+{
+	struct bd_dev *d;
+	uint8_t *buf = bd_buf_alloc(1 << 20);
+
+	if (buf == NULL || bd_ram_open(CP_MB << 20, &d) < 0) {
+		free(buf);
+		return NULL;
+	}
+	for (uint64_t off = 0; off < (CP_MB << 20); off += 1 << 20) {
+		bd_read(src, buf, 1 << 20, off);
+		bd_write(d, buf, 1 << 20, off, 0);
+	}
+	free(buf);
+	return d;
+}
+
+/* Template: a filesystem with one inode holding an empty tree. */
+static struct bd_dev *cp_template(uint64_t *ino)
+{
+	struct bd_dev *bd = ram_fs(CP_MB, 2);
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	struct fs_tx *tx;
+	struct fs *fs;
+	uint64_t gen;
+
+	if (bd == NULL || (fs = mnt(bd)) == NULL)
+		return NULL;
+	if (fs_tx_begin(fs, 8, &tx) < 0 ||
+	    fs_alloc_inode(tx, 0, ino, &gen) < 0 ||
+	    fs_buf_new(tx, *ino, FS_BT_INODE, &ib) < 0)
+		return NULL;
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      *ino);
+	fs_btree_create(tx, &bt);
+	fs_tx_end(tx);
+	fs_buf_put(ib);
+	fs_core_unmount(fs);
+	return bd;
+}
+
+/* Inserts keys 0.. with a sync every 50; returns keys known durable. */
+static uint64_t cp_workload(struct fs *fs, uint64_t ino)
+{
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	uint64_t synced = 0;
+	uint8_t v[100];
+
+	if (fs_buf_read(fs, ino, FS_BT_INODE, &ib) < 0)
+		return 0;
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      ino);
+	for (uint64_t i = 0; i < CP_KEYS; i++) {
+		struct fs_tx *tx;
+		int ret;
+
+		if (fs_tx_begin(fs, fs_btree_credits(&bt), &tx) < 0)
+			break;
+		cp_val(v, i);
+		ret = fs_btree_insert(tx, &bt, i, v, sizeof(v));
+		if (fs_tx_end(tx) < 0 || ret < 0)
+			break;
+		if (i % 50 == 49) {
+			if (fs_journal_sync(fs) < 0)
+				break;
+			synced = i + 1;
+		}
+	}
+	fs_buf_put(ib);
+	return synced;
+}
+
+struct cp_it {
+	uint64_t next;
+	int bad;
+};
+
+static int cp_cb(void *arg, uint64_t key, const void *val, size_t len)
+{
+	struct cp_it *s = arg;
+	uint8_t v[100];
+
+	cp_val(v, key);
+	if (key != s->next || len != 100 || memcmp(v, val, 100) != 0) {
+		s->bad = 1;
+		return 1;
+	}
+	s->next++;
+	return 0;
+}
+
+/* After recovery: keys are exactly 0..m-1 with m >= synced. */
+static int cp_check(struct bd_dev *bd, uint64_t ino, uint64_t synced)
+{
+	struct cp_it it = { 0, 0 };
+	struct fs_btree bt;
+	struct fs_buf *ib;
+	struct fs *fs = mnt(bd);
+	unsigned depth;
+	uint64_t entries, nodes;
+	int ok;
+
+	if (fs == NULL)
+		return 0;
+	if (fs_buf_read(fs, ino, FS_BT_INODE, &ib) < 0) {
+		fs_core_unmount(fs);
+		return 0;
+	}
+	fs_btree_init(&bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
+		      ino);
+	ok = fs_btree_iterate(&bt, 0, cp_cb, &it) == 0 && !it.bad &&
+	     it.next >= synced &&
+	     fs_btree_stat(&bt, &depth, &entries, &nodes) == 0 &&
+	     entries == it.next;
+	if (!ok)
+		fprintf(stderr, "  recovered %llu keys (bad %d), synced %llu\n",
+			(unsigned long long)it.next, it.bad,
+			(unsigned long long)synced);
+	fs_buf_put(ib);
+	ok &= fs_core_unmount(fs) == 0;
+	return ok;
+}
+
+static void test_crash_points(void)
+{
+	struct bd_dev *tmpl, *lower, *bd, *after;
+	struct bd_fault *f;
+	struct fs *fs;
+	uint64_t ino = 0, total, step;
+	unsigned trials = 0, failures = 0;
+
+	rng = t_seed() | 1;
+	REQUIRE((tmpl = cp_template(&ino)) != NULL);
+	/* dry run: how many writes does the workload issue? */
+	REQUIRE((lower = ram_copy(tmpl)) != NULL);
+	REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	CHECK_EQ(cp_workload(fs, ino), CP_KEYS - CP_KEYS % 50);
+	total = bd_fault_writes(f);
+	fs_core_abandon(fs);
+	bd_close(bd);
+	step = total / 60 ? total / 60 : 1;
+	for (uint64_t n = 1; n <= total + 1;
+	     n += step + (total > 120 ? rnd() % 3 : 0)) {
+		uint64_t synced;
+
+		REQUIRE((lower = ram_copy(tmpl)) != NULL);
+		REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
+		REQUIRE((fs = mnt(bd)) != NULL);
+		if (trials % 2)
+			bd_fault_tear_nth(f, n, (size_t)(rnd() % 8) * 512);
+		else
+			bd_fault_crash_nth(f, n);
+		synced = cp_workload(fs, ino);
+		if (!bd_fault_crashed(f))
+			bd_fault_crash(f, rnd() | 1);
+		fs_core_abandon(fs);
+		after = ram_copy(lower);
+		bd_close(bd);
+		REQUIRE(after != NULL);
+		if (!cp_check(after, ino, synced)) {
+			fprintf(stderr, "  crash at write %llu of %llu failed\n",
+				(unsigned long long)n,
+				(unsigned long long)total);
+			failures++;
+		}
+		bd_close(after);
+		trials++;
+	}
+	printf("  %u crash points over %llu writes\n", trials,
+	       (unsigned long long)total);
+	CHECK_EQ(failures, 0);
+	bd_close(tmpl);
+}
+
+int main(int argc, char **argv)
+{
+	t_init(argc, argv);
+	T_RUN(test_commit_replay);
+	T_RUN(test_garbled_commit);
+	T_RUN(test_garbled_image);
+	T_RUN(test_replay_idempotent);
+	T_RUN(test_wraparound);
+	T_RUN(test_revoke);
+	T_RUN(test_power_loss);
+	T_RUN(test_group_commit);
+	T_RUN(test_ro_dirty);
+	T_RUN(test_crash_points);
+	return t_done();
+}

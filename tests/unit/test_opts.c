@@ -1,0 +1,125 @@
+/*
+ * test_opts.c — mount option parsing (fusefs/fs_opts.c).
+ */
+#include "fusefs/fs.h"
+#include "tests/unit/harness.h"
+
+#include <errno.h>
+
+static void test_defaults(void)
+{
+	struct fs_opts o;
+
+	fs_opts_init(&o);
+	CHECK_EQ(o.ro, 0);
+	CHECK_EQ(o.lockproto, FS_LOCK_NOLOCK);
+	CHECK_EQ(o.data, FS_DATA_ORDERED);
+	CHECK_EQ(o.commit_s, FS_DEFAULT_COMMIT_S);
+	CHECK_EQ(o.atime, FS_ATIME_RELATIME);
+	CHECK_EQ(o.cache_mb, FS_DEFAULT_CACHE_MB);
+	CHECK_EQ(o.readahead_kb, FS_DEFAULT_READAHEAD_KB);
+	CHECK_EQ(o.fuse[0], '\0');
+}
+
+static void test_ucfs_options(void)
+{
+	struct fs_opts o;
+	char err[128] = "";
+
+	fs_opts_init(&o);
+	CHECK_EQ(fs_opts_parse(&o, "lockproto=nolock,data=writeback,"
+			       "commit=17,cache_mb=64,noatime,ro,readahead=0",
+			       err, sizeof(err)), 0);
+	CHECK_EQ(o.lockproto, FS_LOCK_NOLOCK);
+	CHECK_EQ(o.data, FS_DATA_WRITEBACK);
+	CHECK_EQ(o.commit_s, 17);
+	CHECK_EQ(o.cache_mb, 64);
+	CHECK_EQ(o.atime, FS_ATIME_NOATIME);
+	CHECK_EQ(o.ro, 1);
+	CHECK_EQ(o.readahead_kb, 0);
+	/* later values win, second call adds */
+	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other",
+			       err, sizeof(err)), 0);
+	CHECK_EQ(o.ro, 0);
+	CHECK_EQ(o.atime, FS_ATIME_RELATIME);
+	CHECK_EQ(o.data, FS_DATA_ORDERED);
+	CHECK_EQ(o.allow_other, 1);
+	CHECK_EQ(fs_opts_parse(&o, "strictatime,lockproto=dlm", err,
+			       sizeof(err)), 0);
+	CHECK_EQ(o.atime, FS_ATIME_STRICT);
+	CHECK_EQ(o.lockproto, FS_LOCK_DLM);
+}
+
+static void test_fstab_noise_and_fuse(void)
+{
+	struct fs_opts o;
+	char err[128] = "";
+
+	fs_opts_init(&o);
+	CHECK_EQ(fs_opts_parse(&o, "rw,dev,suid,nodev,noexec,_netdev,"
+			       "defaults,x-systemd.automount,nofail,,"
+			       "default_permissions,fsname=/dev/x,"
+			       "comment=foo", err, sizeof(err)), 0);
+	CHECK(strcmp(o.fuse, "dev,suid,nodev,noexec,fsname=/dev/x") == 0);
+}
+
+static void test_rejects(void)
+{
+	static const struct {
+		const char *in;
+		const char *msg;
+	} bad[] = {
+		{ "foo", "ucfs: unknown mount option 'foo'" },
+		{ "rw,bogus=1", "ucfs: unknown mount option 'bogus=1'" },
+		{ "commit=abc", "ucfs: bad value in mount option 'commit=abc'" },
+		{ "commit=", "ucfs: bad value in mount option 'commit='" },
+		{ "commit=-1", "ucfs: bad value in mount option 'commit=-1'" },
+		{ "commit=0", "ucfs: bad value in mount option 'commit=0'" },
+		{ "cache_mb=1x", NULL },
+		{ "readahead=100000", NULL },
+		{ "data=journal", NULL },
+		{ "lockproto=gulm", NULL },
+		{ "ro=1", "ucfs: bad value in mount option 'ro=1'" },
+		{ "nodev=1", NULL },
+		{ "fsname=", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct fs_opts o;
+		char err[128] = "";
+
+		fs_opts_init(&o);
+		CHECK_EQ(fs_opts_parse(&o, bad[i].in, err, sizeof(err)),
+			 -EINVAL);
+		if (bad[i].msg != NULL && strcmp(err, bad[i].msg) != 0) {
+			fprintf(stderr, "for '%s' got '%s'\n", bad[i].in, err);
+			CHECK(0);
+		}
+		CHECK(strstr(err, "ucfs: ") == err);
+	}
+}
+
+static void test_fuse_overflow(void)
+{
+	struct fs_opts o;
+	char err[128] = "", big[2048];
+
+	fs_opts_init(&o);
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memcpy(big, "fsname=", 7);
+	CHECK_EQ(fs_opts_parse(&o, big, err, sizeof(err)), -EINVAL);
+	/* NULL err is allowed */
+	CHECK_EQ(fs_opts_parse(&o, "nope", NULL, 0), -EINVAL);
+}
+
+int main(int argc, char **argv)
+{
+	t_init(argc, argv);
+	T_RUN(test_defaults);
+	T_RUN(test_ucfs_options);
+	T_RUN(test_fstab_noise_and_fuse);
+	T_RUN(test_rejects);
+	T_RUN(test_fuse_overflow);
+	return t_done();
+}

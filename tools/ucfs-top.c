@@ -1,0 +1,610 @@
+/*
+ * ucfs-top — a live view of one or several ucfs nodes (glocktop and
+ * iostat in one screen).
+ *
+ *   ucfs-top [--interval S] [--iterations N] [--batch] TARGET...
+ *
+ * TARGET is a mountpoint or a stats socket (as for ucfs-stat). Every S
+ * seconds (default 1) it fetches each node and redraws: per node the op
+ * rate, errors, block device I/O, journal commits and lock traffic; then
+ * the FUSE ops by rate with their mean latency over the interval, one
+ * column pair per node; then the most contended lock resources with their
+ * holders, waiters and modes. The first frame, having no previous sample,
+ * shows averages since mount.
+ *
+ * Keys: q (or Ctrl-C) quits; any other key redraws now. The screen is
+ * drawn with plain VT100 sequences (cursor home, clear to end of line),
+ * so it works in tmux, screen and over ssh without curses; it never
+ * prints more lines or columns than the terminal has. --batch (implied
+ * when stdout is not a terminal) prints frames one after another with no
+ * escape sequences. --iterations N quits after N frames.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fusefs/fs_stats_cli.h"
+
+#define MAX_NODES 8
+#define MAX_LINES 256
+#define LINE_LEN 512
+
+struct top {
+	double interval;
+	long iterations;
+	int batch;
+	int nnodes;
+	char **targets;
+	json_t *cur[MAX_NODES];
+	json_t *prev[MAX_NODES];
+	double dt[MAX_NODES]; /* seconds between prev and cur, per node */
+	char err[MAX_NODES][256];
+	char lines[MAX_LINES][LINE_LEN];
+	int nlines;
+	int rows, cols;
+	struct termios saved;
+	int tty_in;
+};
+
+static volatile sig_atomic_t quit_sig;
+static volatile sig_atomic_t winch;
+
+static void on_quit(int sig)
+{
+	(void)sig;
+	quit_sig = 1;
+}
+
+static void on_winch(int sig)
+{
+	(void)sig;
+	winch = 1;
+}
+
+__attribute__((format(printf, 2, 3))) static void emit(struct top *t,
+						       const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->nlines >= MAX_LINES)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(t->lines[t->nlines++], LINE_LEN, fmt, ap);
+	va_end(ap);
+}
+
+/* Append to the last line. */
+__attribute__((format(printf, 2, 3))) static void more(struct top *t,
+						       const char *fmt, ...)
+{
+	char *l = t->lines[t->nlines - 1];
+	size_t n = strlen(l);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(l + n, LINE_LEN - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Rate of a counter at dotted @path for node @i over its interval (or
+ * since mount on the first frame). */
+static double rate(struct top *t, int i, const char *path)
+{
+	double now = fs_cli_get(t->cur[i], path);
+
+	if (t->prev[i] == NULL) {
+		double up = fs_cli_get(t->cur[i], "node.uptime_s");
+
+		return up > 0 ? now / up : 0;
+	}
+	return t->dt[i] > 0 ? (now - fs_cli_get(t->prev[i], path)) / t->dt[i]
+			    : 0;
+}
+
+/* Sum of @field over every lock type of a document. */
+static double lk_sum(json_t *doc, const char *field)
+{
+	json_t *types = json_object_get(json_object_get(doc, "locks"), "types"),
+	       *v;
+	const char *k;
+	double s = 0;
+
+	json_object_foreach(types, k, v)
+	{
+		json_t *f = json_object_get(v, field);
+
+		s += json_is_number(f) ? json_number_value(f) : 0;
+	}
+	return s;
+}
+
+static double lk_rate(struct top *t, int i, const char *field)
+{
+	double now = lk_sum(t->cur[i], field);
+
+	if (t->prev[i] == NULL) {
+		double up = fs_cli_get(t->cur[i], "node.uptime_s");
+
+		return up > 0 ? now / up : 0;
+	}
+	return t->dt[i] > 0 ? (now - lk_sum(t->prev[i], field)) / t->dt[i] : 0;
+}
+
+typedef double (*node_fig)(struct top *t, int i);
+
+static double f_ops(struct top *t, int i)
+{
+	return rate(t, i, "fuse.count");
+}
+static double f_err(struct top *t, int i)
+{
+	return rate(t, i, "fuse.errors");
+}
+static double f_rd(struct top *t, int i)
+{
+	return rate(t, i, "blockdev.read.count");
+}
+static double f_wr(struct top *t, int i)
+{
+	return rate(t, i, "blockdev.write.count");
+}
+static double f_rmb(struct top *t, int i)
+{
+	return rate(t, i, "blockdev.read.bytes") / 1048576.0;
+}
+static double f_wmb(struct top *t, int i)
+{
+	return rate(t, i, "blockdev.write.bytes") / 1048576.0;
+}
+static double f_qd(struct top *t, int i)
+{
+	return fs_cli_get(t->cur[i], "blockdev.inflight");
+}
+static double f_jc(struct top *t, int i)
+{
+	return rate(t, i, "journal.commits");
+}
+static double f_lreq(struct top *t, int i)
+{
+	return lk_rate(t, i, "requests");
+}
+static double f_lrem(struct top *t, int i)
+{
+	return lk_rate(t, i, "grants_remote");
+}
+static double f_lwait(struct top *t, int i)
+{
+	return lk_rate(t, i, "waits");
+}
+static double f_lwms(struct top *t, int i)
+{
+	/* ms of lock wait per second of wall time */
+	return lk_rate(t, i, "wait_ns") / 1e6;
+}
+static double f_bsent(struct top *t, int i)
+{
+	return lk_rate(t, i, "bast_sent");
+}
+static double f_brecv(struct top *t, int i)
+{
+	return lk_rate(t, i, "bast_recv");
+}
+static double f_dem(struct top *t, int i)
+{
+	return lk_rate(t, i, "demotes");
+}
+
+static const struct {
+	const char *label;
+	node_fig fn;
+} node_rows[] = {
+    {"FUSE ops/s", f_ops},	   {"FUSE errors/s", f_err},
+    {"disk reads/s", f_rd},	   {"disk writes/s", f_wr},
+    {"disk read MB/s", f_rmb},	   {"disk write MB/s", f_wmb},
+    {"disk queue depth", f_qd},	   {"journal commits/s", f_jc},
+    {"lock requests/s", f_lreq},   {"lock remote grants/s", f_lrem},
+    {"lock waits/s", f_lwait},	   {"lock wait ms/s", f_lwms},
+    {"callbacks sent/s", f_bsent}, {"callbacks recv/s", f_brecv},
+    {"demotes/s", f_dem},
+};
+
+static void draw_nodes(struct top *t)
+{
+	char tm[32];
+	time_t now = time(NULL);
+
+	strftime(tm, sizeof(tm), "%H:%M:%S", localtime(&now));
+	emit(t, "ucfs-top  %s  every %.1fs%s  q: quit", tm, t->interval,
+	     t->prev[0] == NULL ? "  (first frame: averages since mount)" : "");
+	emit(t, "%-22s", "node");
+	for (int i = 0; i < t->nnodes; i++) {
+		char h[64];
+
+		if (t->cur[i] != NULL)
+			snprintf(h, sizeof(h), "n%.0f/s%.0f",
+				 fs_cli_get(t->cur[i], "node.id"),
+				 fs_cli_get(t->cur[i], "node.slot"));
+		else
+			snprintf(h, sizeof(h), "DOWN");
+		more(t, " %16s", h);
+	}
+	emit(t, "%-22s", "target");
+	for (int i = 0; i < t->nnodes; i++) {
+		size_t n = strlen(t->targets[i]);
+
+		more(t, " %16s",
+		     n > 16 ? t->targets[i] + n - 16 : t->targets[i]);
+	}
+	for (size_t r = 0; r < sizeof(node_rows) / sizeof(node_rows[0]); r++) {
+		emit(t, "%-22s", node_rows[r].label);
+		for (int i = 0; i < t->nnodes; i++) {
+			if (t->cur[i] == NULL)
+				more(t, " %16s", "-");
+			else
+				more(t, " %16.1f", node_rows[r].fn(t, i));
+		}
+	}
+	for (int i = 0; i < t->nnodes; i++)
+		if (t->cur[i] == NULL)
+			emit(t, "! %s", t->err[i]);
+}
+
+struct op_row {
+	const char *name;
+	double total;
+	double rate[MAX_NODES];
+	double mean_us[MAX_NODES];
+};
+
+static int op_row_cmp(const void *a, const void *b)
+{
+	const struct op_row *x = a, *y = b;
+
+	return (x->total < y->total) - (x->total > y->total);
+}
+
+static void op_figures(struct top *t, int i, const char *op, struct op_row *r)
+{
+	char ck[160], tk[160];
+	double c, tot;
+
+	snprintf(ck, sizeof(ck), "fuse.ops.%s.count", op);
+	snprintf(tk, sizeof(tk), "fuse.ops.%s.lat.total_ns", op);
+	c = fs_cli_get(t->cur[i], ck);
+	tot = fs_cli_get(t->cur[i], tk);
+	if (t->prev[i] != NULL) {
+		c -= fs_cli_get(t->prev[i], ck);
+		tot -= fs_cli_get(t->prev[i], tk);
+	}
+	r->rate[i] = rate(t, i, ck);
+	r->mean_us[i] = c > 0 ? tot / c / 1e3 : 0;
+	r->total += r->rate[i];
+}
+
+static void draw_ops(struct top *t, int max_rows)
+{
+	struct op_row rows[64];
+	json_t *ops = NULL, *v;
+	const char *name;
+	int n = 0;
+
+	for (int i = 0; i < t->nnodes && ops == NULL; i++)
+		ops =
+		    json_object_get(json_object_get(t->cur[i], "fuse"), "ops");
+	json_object_foreach(ops, name, v)
+	{
+		if (n == 64)
+			break;
+		memset(&rows[n], 0, sizeof(rows[n]));
+		rows[n].name = name;
+		for (int i = 0; i < t->nnodes; i++)
+			if (t->cur[i] != NULL)
+				op_figures(t, i, name, &rows[n]);
+		if (rows[n].total > 0)
+			n++;
+	}
+	qsort(rows, (size_t)n, sizeof(rows[0]), op_row_cmp);
+	emit(t, "%s", "");
+	emit(t, "%-22s", "FUSE op");
+	for (int i = 0; i < t->nnodes; i++)
+		more(t, " %7s %8s", "ops/s", "mean_us");
+	for (int r = 0; r < n && r < max_rows; r++) {
+		emit(t, "%-22s", rows[r].name);
+		for (int i = 0; i < t->nnodes; i++)
+			more(t, " %7.1f %8.1f", rows[r].rate[i],
+			     rows[r].mean_us[i]);
+	}
+	if (n == 0)
+		emit(t, "  (no FUSE ops in this interval)");
+}
+
+struct res_row {
+	int node;
+	json_t *r;
+	double wait_ns;
+};
+
+static int res_row_cmp(const void *a, const void *b)
+{
+	const struct res_row *x = a, *y = b;
+
+	return (x->wait_ns < y->wait_ns) - (x->wait_ns > y->wait_ns);
+}
+
+/* "1:EX,2:PR" from an array of {"node":N,"mode":M}. */
+static void who(char *buf, size_t len, json_t *arr)
+{
+	size_t i, n = 0;
+	json_t *e;
+
+	buf[0] = '\0';
+	json_array_foreach(arr, i, e)
+	{
+		const char *m = json_string_value(json_object_get(e, "mode"));
+		int w = snprintf(
+		    buf + n, len - n, "%s%lld:%s", i ? "," : "",
+		    (long long)json_integer_value(json_object_get(e, "node")),
+		    m != NULL ? m : "?");
+
+		if (w < 0 || (size_t)w >= len - n)
+			break;
+		n += (size_t)w;
+	}
+	if (buf[0] == '\0')
+		snprintf(buf, len, "-");
+}
+
+static void draw_resources(struct top *t, int max_rows)
+{
+	struct res_row rows[128];
+	int n = 0;
+
+	for (int i = 0; i < t->nnodes; i++) {
+		json_t *top = json_object_get(
+			   json_object_get(t->cur[i], "locks"), "top"),
+		       *r;
+		size_t k;
+
+		json_array_foreach(top, k, r)
+		{
+			if (n == 128)
+				break;
+			rows[n].node = (int)fs_cli_get(t->cur[i], "node.id");
+			rows[n].r = r;
+			rows[n].wait_ns = fs_cli_get(r, "wait_ns");
+			n++;
+		}
+	}
+	qsort(rows, (size_t)n, sizeof(rows[0]), res_row_cmp);
+	emit(t, "%s", "");
+	emit(t, "%-4s %-24s %-4s %-14s %-14s %8s %10s", "node",
+	     "most contended", "mode", "holders", "waiters", "waits",
+	     "wait_ms");
+	for (int r = 0; r < n && r < max_rows; r++) {
+		json_t *e = rows[r].r;
+		const char *res = json_string_value(json_object_get(e, "res"));
+		const char *mode =
+		    json_string_value(json_object_get(e, "mode"));
+		char h[64], w[64];
+
+		who(h, sizeof(h), json_object_get(e, "holders"));
+		who(w, sizeof(w), json_object_get(e, "waiters"));
+		emit(t, "%-4d %-24.24s %-4s %-14.14s %-14.14s %8.0f %10.1f",
+		     rows[r].node, res != NULL ? res : "?",
+		     mode != NULL ? mode : "?", h, w, fs_cli_get(e, "waits"),
+		     rows[r].wait_ns / 1e6);
+	}
+	if (n == 0)
+		emit(t, "  (no lock section or no contended resource)");
+}
+
+static void term_size(struct top *t)
+{
+	struct winsize ws;
+
+	t->rows = 24;
+	t->cols = 80;
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 &&
+	    ws.ws_col > 0) {
+		t->rows = ws.ws_row;
+		t->cols = ws.ws_col;
+	}
+	if (t->batch) {
+		t->rows = MAX_LINES;
+		t->cols = LINE_LEN - 1;
+	}
+}
+
+static void output(struct top *t)
+{
+	int n = t->nlines < t->rows ? t->nlines : t->rows;
+
+	if (!t->batch)
+		fputs("\033[H", stdout);
+	for (int i = 0; i < n; i++) {
+		t->lines[i][t->cols < LINE_LEN ? t->cols : LINE_LEN - 1] = '\0';
+		fputs(t->lines[i], stdout);
+		/* no newline after the last row: it would scroll */
+		if (!t->batch)
+			fputs(i + 1 < n ? "\033[K\r\n" : "\033[K", stdout);
+		else
+			fputs("\n", stdout);
+	}
+	fputs(t->batch ? "\n" : "\033[J", stdout);
+	fflush(stdout);
+}
+
+static void draw(struct top *t)
+{
+	int left;
+
+	term_size(t);
+	t->nlines = 0;
+	draw_nodes(t);
+	left = t->rows - t->nlines - 4; /* blank + header, twice */
+	draw_ops(t, left > 12 ? left / 2 : (left > 2 ? left - 2 : 1));
+	left = t->rows - t->nlines - 2;
+	draw_resources(t, left > 1 ? left : 1);
+	output(t);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sample(struct top *t)
+{
+	for (int i = 0; i < t->nnodes; i++) {
+		json_t *j = fs_cli_fetch(t->targets[i], 2000, t->err[i],
+					 sizeof(t->err[i]));
+
+		if (t->cur[i] != NULL && j != NULL) {
+			json_decref(t->prev[i]);
+			t->prev[i] = t->cur[i];
+			t->dt[i] = fs_cli_get(j, "node.uptime_s") -
+				   fs_cli_get(t->prev[i], "node.uptime_s");
+		} else {
+			json_decref(t->cur[i]);
+			json_decref(t->prev[i]);
+			t->prev[i] = NULL;
+		}
+		t->cur[i] = j;
+	}
+}
+
+static void term_enter(struct top *t)
+{
+	struct termios raw;
+
+	if (t->batch)
+		return;
+	t->tty_in =
+	    isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0;
+	if (t->tty_in) {
+		raw = t->saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+	}
+	/* alternate screen, hide cursor, clear */
+	fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout);
+}
+
+static void term_leave(struct top *t)
+{
+	if (t->batch)
+		return;
+	fputs("\033[?25h\033[?1049l", stdout);
+	fflush(stdout);
+	if (t->tty_in)
+		tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+}
+
+/* Wait until @deadline (monotonic s) or a key; 1 if q was pressed. */
+static int wait_key(struct top *t, double deadline)
+{
+	for (;;) {
+		struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+		double left = deadline - mono_s();
+		char c;
+
+		if (quit_sig)
+			return 1;
+		if (left <= 0 || winch)
+			return 0;
+		if (poll(&p, t->tty_in ? 1 : 0, (int)(left * 1000) + 1) <= 0)
+			continue;
+		if (read(STDIN_FILENO, &c, 1) != 1) {
+			t->tty_in = 0; /* EOF: stop watching stdin */
+			continue;
+		}
+		if (c == 'q' || c == 'Q')
+			return 1;
+		return 0;
+	}
+}
+
+static int parse_args(int argc, char **argv, struct top *t)
+{
+	int i;
+
+	t->interval = 1.0;
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if ((strcmp(argv[i], "--interval") == 0 ||
+		     strcmp(argv[i], "-i") == 0) &&
+		    i + 1 < argc) {
+			t->interval = atof(argv[++i]);
+			if (!(t->interval > 0))
+				return -1;
+		} else if ((strcmp(argv[i], "--iterations") == 0 ||
+			    strcmp(argv[i], "-n") == 0) &&
+			   i + 1 < argc) {
+			t->iterations = atol(argv[++i]);
+		} else if (strcmp(argv[i], "--batch") == 0 ||
+			   strcmp(argv[i], "-b") == 0) {
+			t->batch = 1;
+		} else {
+			return -1;
+		}
+	}
+	t->targets = argv + i;
+	t->nnodes = argc - i;
+	return t->nnodes > 0 && t->nnodes <= MAX_NODES ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	static struct top t;
+	double next;
+
+	if (parse_args(argc, argv, &t) != 0) {
+		fprintf(stderr,
+			"usage: ucfs-top [--interval S] "
+			"[--iterations N] [--batch] "
+			"MOUNTPOINT|SOCKET... (at most %d)\n",
+			MAX_NODES);
+		return 2;
+	}
+	if (!isatty(STDOUT_FILENO))
+		t.batch = 1;
+	signal(SIGINT, on_quit);
+	signal(SIGTERM, on_quit);
+	signal(SIGWINCH, on_winch);
+	term_enter(&t);
+	next = mono_s();
+	for (long n = 0; !quit_sig; n++) {
+		sample(&t);
+		draw(&t);
+		if (t.iterations > 0 && n + 1 >= t.iterations)
+			break;
+		next += t.interval;
+		if (wait_key(&t, next))
+			break;
+		if (winch) { /* redraw at once, keep the sampling rhythm */
+			winch = 0;
+			draw(&t);
+			if (wait_key(&t, next))
+				break;
+		}
+	}
+	term_leave(&t);
+	for (int i = 0; i < t.nnodes; i++) {
+		json_decref(t.cur[i]);
+		json_decref(t.prev[i]);
+	}
+	return 0;
+}
