@@ -424,7 +424,9 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 	lk->rqmode = -1;
 	lk->status = status;
 	lk->cancel_pending = 0;
-	if (lk->waiters > 0)
+	if (lk->wcv != NULL)
+		pthread_cond_signal(lk->wcv); /* wake just that thread */
+	if (lk->waiters > (lk->wcv != NULL))
 		pthread_cond_broadcast(&ls->cv);
 	if (lk == ls->sync_lkb)
 		lk->sync_done = 1;
@@ -962,12 +964,26 @@ int lk_wait(struct lk_lock *lk)
 	struct lk_ls *ls = lk->ls;
 	int st;
 
+	pthread_cond_t own;
+	int mine = 0;
+
 	pthread_mutex_lock(&ls->mu);
 	lk->refs++;
+	if (pending(lk) && lk->wcv == NULL) {
+		/* the first waiter sleeps on its own condvar, so that a
+		 * completion wakes it and nobody else */
+		pthread_cond_init(&own, NULL);
+		lk->wcv = &own;
+		mine = 1;
+	}
 	lk->waiters++;
 	while (pending(lk))
-		pthread_cond_wait(&ls->cv, &ls->mu);
+		pthread_cond_wait(mine ? &own : &ls->cv, &ls->mu);
 	lk->waiters--;
+	if (mine) {
+		lk->wcv = NULL;
+		pthread_cond_destroy(&own);
+	}
 	st = lk->status;
 	lk_lkb_put(lk);
 	pthread_mutex_unlock(&ls->mu);

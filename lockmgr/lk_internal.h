@@ -123,6 +123,7 @@ struct lk_lock {
 	int status;	   /* last completion status */
 	int refs;	   /* user + callback queue + waiters */
 	int waiters;	   /* threads in lk_wait */
+	pthread_cond_t *wcv; /* the sole waiter's own condvar, or NULL */
 	const struct lk_lock_ops *ops;
 	void *arg;
 	uint8_t lvb[LK_LVB_LEN];

@@ -350,6 +350,7 @@ static void parse(struct lk_net *net, struct lk_conn *c)
 static void conn_read(struct lk_net *net, struct lk_conn *c)
 {
 	for (int i = 0; i < 16 && !c->closing; i++) {
+		size_t space;
 		ssize_t n;
 
 		if (c->rcap - c->rlen < 65536) {
@@ -366,7 +367,8 @@ static void conn_read(struct lk_net *net, struct lk_conn *c)
 			c->rbuf = nb;
 			c->rcap = cap;
 		}
-		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		space = c->rcap - c->rlen;
+		n = recv(c->fd, c->rbuf + c->rlen, space, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -378,6 +380,10 @@ static void conn_read(struct lk_net *net, struct lk_conn *c)
 		}
 		c->rlen += (size_t)n;
 		parse(net, c);
+		/* a short read drained the socket: save the EAGAIN call
+		 * (level-triggered epoll reports anything that came since) */
+		if ((size_t)n < space)
+			return;
 	}
 }
 
