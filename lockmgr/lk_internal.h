@@ -118,11 +118,11 @@ struct lk_lock {
 	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */
 	struct lk_list dlink; /* ls->deferred while deferred_op != 0 */
 	uint8_t lvb_valid;
-	uint8_t lvb_dirty; /* set by lk_lvb_set, not yet written back */
-	uint32_t flags;	   /* LK_* of the lock/pending op */
-	int status;	   /* last completion status */
-	int refs;	   /* user + callback queue + waiters */
-	int waiters;	   /* threads in lk_wait */
+	uint8_t lvb_dirty;   /* set by lk_lvb_set, not yet written back */
+	uint32_t flags;	     /* LK_* of the lock/pending op */
+	int status;	     /* last completion status */
+	int refs;	     /* user + callback queue + waiters */
+	int waiters;	     /* threads in lk_wait */
 	pthread_cond_t *wcv; /* the sole waiter's own condvar, or NULL */
 	const struct lk_lock_ops *ops;
 	void *arg;
