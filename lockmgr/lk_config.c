@@ -123,6 +123,10 @@ static int load_root(json_t *root, struct lk_config *cfg, const char **why)
 	crypto_generichash((uint8_t *)&cfg->cluster_hash,
 			   sizeof(cfg->cluster_hash), (uint8_t *)cfg->cluster,
 			   strlen(cfg->cluster), NULL, 0);
+	if (get_uint(root, "toss_ms", 10000, 3600000, &cfg->toss_ms)) {
+		*why = "toss_ms must be 0..3600000";
+		return -EINVAL;
+	}
 	if (get_uint(root, "heartbeat_ms", 200, 60000, &cfg->heartbeat_ms) ||
 	    get_uint(root, "timeout_ms", 2000, 600000, &cfg->timeout_ms) ||
 	    cfg->heartbeat_ms == 0 || cfg->timeout_ms < 2 * cfg->heartbeat_ms) {

@@ -4,6 +4,7 @@
  *
  *   { "cluster": "demo", "secret_file": "/etc/ucfs/secret",
  *     "heartbeat_ms": 200, "timeout_ms": 2000, "two_node": false,
+ *     "toss_ms": 10000,
  *     "nodes": [ { "id": 1, "addr": "127.0.0.1", "port": 7001 },
  *                { "id": 2, "addr": "127.0.0.2", "port": 7001 } ] }
  *
@@ -28,6 +29,7 @@ struct lk_config {
 	uint64_t cluster_hash; /* of the name: peers must agree */
 	uint8_t key[32];       /* HMAC key */
 	unsigned heartbeat_ms, timeout_ms;
+	unsigned toss_ms; /* keep unused resources this long (10000) */
 	int two_node;
 	unsigned nnodes;
 	struct lk_node_cfg node[LK_MAX_NODES]; /* indexed by position */

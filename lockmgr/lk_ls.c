@@ -64,6 +64,7 @@ int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 		return ret;
 	}
 	ls->cfg = cfg;
+	ls->toss_ns = (uint64_t)cfg->toss_ms * 1000000ull;
 	ls->log = c->log;
 	ls->uarg = c->arg;
 	ret = lk_net_create(ls, cfg, &net, &ls->xp);

@@ -328,6 +328,43 @@ static void test_hold_cache(void)
 	sim_fini();
 }
 
+/* Unused resources wait on the toss list, then go (counted); a master
+ * that drops one tells the directory. */
+static void test_toss_list(void)
+{
+	struct lk_name x = nm(900), y;
+	struct lk_lock *a;
+	struct lk_stats st;
+
+	start_cluster(2);
+	y = name_with_dir(2, 901);
+	CHECK_EQ(lk_lock(node[1], &y, LK_EX, 0, NULL, NULL, &a), 0);
+	settle();
+	CHECK_EQ(lk_unlock(a, 0), 0);
+	if (lk_lock(node[1], &x, LK_EX, 0, NULL, NULL, &a) == 0)
+		settle();
+	CHECK_EQ(lk_unlock(a, 0), 0);
+	settle();
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.tossed, 2);
+	CHECK_EQ(node[2]->ndir >= 1, 1);
+	pthread_mutex_lock(&node[1]->mu);
+	node[1]->toss_ns = 1;
+	lk_core_tick(node[1], lk_now_ns() + 10);
+	lk_out_flush(node[1]);
+	pthread_mutex_unlock(&node[1]->mu);
+	settle();
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.tossed, 0);
+	CHECK_EQ(st.toss_freed, 2);
+	CHECK_EQ(st.resources, 0);
+	/* node 1 mastered y: node 2's directory entry is gone */
+	CHECK_EQ(lk_dir_node(node[2], lk_name_hash(&y)), 2);
+	lk_ls_stats(node[2], &st);
+	CHECK_EQ(st.dir_entries, 0);
+	sim_fini();
+}
+
 static void test_batch_one_frame_per_master(void)
 {
 	enum { N = 500 };
@@ -785,6 +822,7 @@ int main(int argc, char **argv)
 	T_RUN(test_local_resource_no_message);
 	T_RUN(test_remote_grant_and_bast);
 	T_RUN(test_hold_cache);
+	T_RUN(test_toss_list);
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_recovery_after_death);
 	T_RUN(test_clean_leave_hands_lvb_on);
