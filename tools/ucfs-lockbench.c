@@ -95,11 +95,50 @@ static void quiet(int level, const char *msg, void *arg)
 		fprintf(stderr, "lk: %s\n", msg);
 }
 
+static void write_config(const char *path, int port)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		die("config", errno);
+	fprintf(f,
+		"{\"cluster\":\"bench\",\"secret_file\":\"%s/secret\","
+		"\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
+		dir);
+	for (int i = 1; i <= nnodes; i++)
+		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
+			i > 1 ? "," : "", i, i, port);
+	fprintf(f, "]}\n");
+	fclose(f);
+}
+
+/* Open the N lockspaces; another port if one is taken. */
+static void open_nodes(const char *path)
+{
+	for (int attempt = 0;; attempt++) {
+		int port = 20000 + (getpid() + attempt * 7919) % 30000;
+		int ret = 0, i;
+
+		write_config(path, port);
+		for (i = 1; i <= nnodes && ret == 0; i++) {
+			struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet,
+						 NULL};
+
+			ret = lk_ls_open(&c, &ls[i]);
+		}
+		if (ret == 0)
+			return;
+		for (int j = i - 2; j >= 1; j--)
+			lk_ls_abandon(ls[j]);
+		if (ret != -EADDRINUSE || attempt == 5)
+			die("lk_ls_open", -ret);
+	}
+}
+
 static void start_cluster(void)
 {
 	char path[128];
 	FILE *f;
-	int port = 20000 + getpid() % 30000;
 
 	snprintf(dir, sizeof(dir), "/tmp/ucfs-lockbench.XXXXXX");
 	if (mkdtemp(dir) == NULL)
@@ -112,25 +151,7 @@ static void start_cluster(void)
 		(unsigned long)now_ns());
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/cluster.json", dir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		die("config", errno);
-	fprintf(f,
-		"{\"cluster\":\"bench\",\"secret_file\":\"%s/secret\","
-		"\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
-		dir);
-	for (int i = 1; i <= nnodes; i++)
-		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
-			i > 1 ? "," : "", i, i, port);
-	fprintf(f, "]}\n");
-	fclose(f);
-	for (int i = 1; i <= nnodes; i++) {
-		struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet, NULL};
-		int ret = lk_ls_open(&c, &ls[i]);
-
-		if (ret < 0)
-			die("lk_ls_open", -ret);
-	}
+	open_nodes(path);
 	for (int tries = 0; tries < 1000; tries++) {
 		uint64_t gen, m;
 		int ok = 1;
