@@ -227,9 +227,9 @@ int lk_wait(struct lk_lock *lk);
 int lk_lock_mode(const struct lk_lock *lk);
 /* 1 if granted and nothing pending. */
 int lk_lock_granted(const struct lk_lock *lk);
-/* Copy the value block into @buf (LK_LVB_LEN). 0, or -ENODATA if marked
- * invalid (buf still filled, zeroed), -EINVAL if the lock has no
- * LK_VALBLK or is not granted. */
+/* Copy the value block into @buf (LK_LVB_LEN). 0, or -ENODATA if it is
+ * invalid — no value written yet, or a PW/EX holder died (buf zeroed) —
+ * or -EINVAL if the lock has no LK_VALBLK or is not granted. */
 int lk_lvb_get(const struct lk_lock *lk, void *buf);
 /* Set the value block to write back at the next down-conversion from or
  * unlock of PW/EX (kept, not overwritten, across an up-conversion PW ->

@@ -20,14 +20,16 @@
  * -------
  * 1. ls->mu — the lockspace lock. Protects every field of struct lk_ls not
  *    marked otherwise, every struct lk_res, struct lk_lock (but the fields
- *    marked "immutable"), struct lk_mst and directory entries, and the
- *    transport's output buffers (lk_net's out queues, via xmit). Public API
- *    calls, the network thread (for each received frame and each timer
- *    tick) and the callback thread (to pop events) take it. It is never
- *    held while a user callback runs.
- * 2. net->conn_mu (lk_net.c) — connection table changes; taken inside
- *    ls->mu by xmit, never the other way round.
- * Order: ls->mu before net->conn_mu. No other locks.
+ *    marked "immutable"), struct lk_mst and directory entries, the
+ *    membership state (lk_member.c) and the whole transport state
+ *    (lk_net.c: connections and their buffers). Public API calls, the
+ *    network thread (for everything but epoll_wait) and the callback
+ *    thread (to pop events) take it. It is never held while a user
+ *    callback runs, and nothing blocks while holding it (sockets are
+ *    non-blocking).
+ * There is no other lock: no lock order to keep. ls->cv (lk_wait
+ * without an own condvar, quorum, close), ls->cbcv (callback thread) and
+ * a waiter's own condvar (struct lk_lock.wcv) are all used with ls->mu.
  *
  * The core (lk_core/master/dir/recover) never touches sockets or threads:
  * it emits frames through ls->xp.xmit and callbacks through ls->cbq, so
