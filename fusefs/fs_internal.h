@@ -21,6 +21,7 @@
  *   3. rgroup lock (fs_alloc.c, internal)
  *   4. journal lock (internal: running transaction lists)
  *   5. cache lock (internal: hash, LRU, refcounts, flags)
+ *   6. data write-behind lock (fs_data.c, internal; a leaf)
  * The journal's commit mutex is taken by fs_tx_begin / fs_journal_sync
  * only when no handle is held by the caller, i.e. between 1 and 2.
  *
@@ -41,6 +42,7 @@
 struct fs_cache;
 struct fs_journal;
 struct fs_alloc;
+struct fs_data;
 struct fs_ns;
 struct fs_tx;
 
@@ -83,6 +85,11 @@ struct fs_core_stats {
 	uint64_t alloc_calls, alloc_blocks, alloc_enospc, free_blocks;
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
+	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
+	uint64_t data_throttled;	/* writers that waited for the bound */
+	uint64_t data_read_hits;	/* reads served from in-flight data */
+	uint64_t data_errors;		/* failed data writes */
+	uint64_t data_waits;		/* fs_data_wait calls */
 };
 
 /*
@@ -100,6 +107,7 @@ struct fs {
 	struct fs_cache *cache;		/* fs_cache.c */
 	struct fs_journal *j;		/* fs_journal.c */
 	struct fs_alloc *alloc;		/* fs_alloc.c */
+	struct fs_data *data;		/* fs_data.c */
 	struct fs_ns *ns;		/* NS layer (fs_ns.h); core never
 					   touches it */
 	struct fs_core_stats st;	/* updated with __atomic builtins */
@@ -175,7 +183,7 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
  * part of a transaction or wait for checkpoint are pinned (never evicted)
  * and a transaction start throttles (commit + checkpoint) when pinned
  * buffers use too much of the bound. File data never goes through the
- * cache (NS writes it with bd_* directly).
+ * cache (NS writes it with fs_data_write / fs_data_read, below).
  */
 struct fs_buf {
 	uint64_t blkno;		/* immutable */
@@ -229,8 +237,23 @@ int fs_buf_readahead(struct fs *fs, const uint64_t *blknos, unsigned n);
  * ended before it) snapshots the transaction's buffers, writes descriptor
  * + images + checksummed commit record to the journal and flushes; the
  * images are written in place later (checkpoint) and then the journal
- * tail advances. data=ordered: a commit flushes the device before its
- * commit record when file data was written since the last commit.
+ * tail advances.
+ *
+ * File data and commits (see fs_data_write below):
+ *  - data=ordered: after the snapshot, a commit waits for every data write
+ *    issued so far (fs_data_wait), then flushes the device (if data was
+ *    written since the last flush), then writes its descriptors, images
+ *    and commit record. So data written before a handle that ended before
+ *    the commit is durable once the commit is (fsync covers data too).
+ *  - data=writeback: the commit record does not wait for data; the commit
+ *    still waits for the data writes issued before it AFTER writing its
+ *    record and before the blocks it freed become allocatable, so a freed
+ *    data block is never reused (e.g. as metadata) under an in-flight
+ *    write.
+ *  - A data write error never aborts the journal; it is kept and returned
+ *    (-EIO) by the next fs_journal_sync() / sync handle end, whichever
+ *    commit consumed it (errors are not lost between a timer commit and a
+ *    later fsync).
  */
 
 /*
@@ -274,8 +297,9 @@ int fs_tx_end(struct fs_tx *tx);
  */
 int fs_journal_sync(struct fs *fs);
 
-/* Note that file data was written to the device (data=ordered: the next
- * commit flushes before its commit record). Cheap; any context. */
+/* Note that file data was written to the device behind fs_data's back
+ * (data=ordered: the next commit flushes before its commit record).
+ * fs_data_write() calls it itself. Cheap; any context. */
 void fs_journal_data_written(struct fs *fs);
 
 /* Commit and checkpoint: every committed block written in place, the
@@ -284,6 +308,40 @@ int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why);
 
 /* Ask the commit thread to commit soon (no wait). */
 void fs_journal_kick(struct fs *fs);
+
+/* ---- file data write-behind (fs_data.c) ------------------------------- */
+/*
+ * File data goes to the device through these two calls, shaped like
+ * bd_write/bd_read (byte offsets and lengths multiples of BD_ALIGN; @buf
+ * needs no alignment). Any thread, with or without inode locks or a
+ * transaction handle held: they may block for I/O but never for a commit.
+ *
+ * fs_data_write copies @buf and issues the write asynchronously, then
+ * returns 0 (-EINVAL misaligned / past the device, -EROFS, -ENOMEM; a
+ * device error is reported later by fs_data_wait / fsync). A write
+ * overlapping older in-flight writes is issued only after they complete,
+ * so writes to one block land in call order (also across a free and
+ * reallocation of the block). Copies in flight are bounded by a share of
+ * cache_mb (fs_data_limit); the writer waits while the bound is full.
+ * The caller may map the blocks (extent insert, size update) in the same
+ * handle right after the call: data=ordered makes the commit wait for
+ * the write (above).
+ *
+ * fs_data_read is coherent with in-flight writes: it returns the newest
+ * data (from an in-flight copy, or from the device after the overlapping
+ * writes completed). 0 or -errno of bd_read.
+ */
+int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off);
+int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off);
+
+/* Wait for every data write issued so far; return the first write error
+ * since the previous fs_data_wait (then cleared), else 0. Does not flush
+ * the device (fs_journal_sync does). Any thread. */
+int fs_data_wait(struct fs *fs);
+
+/* In-flight writes and bytes now; the bytes bound. For tests/stats. */
+void fs_data_inflight(struct fs *fs, uint64_t *writes, uint64_t *bytes);
+uint64_t fs_data_limit(struct fs *fs);
 
 /* ---- allocator (fs_alloc.c) ------------------------------------------- */
 /*

@@ -159,6 +159,7 @@ static int release_slot(struct fs *fs)
 
 static void fs_free_all(struct fs *fs)
 {
+	fs_data_destroy(fs);
 	fs_alloc_destroy(fs);
 	fs_cache_destroy(fs);
 	if (fs->own_bd)
@@ -197,6 +198,20 @@ out_free:
 	return ret;
 }
 
+/* cache_mb is shared: the data write-behind copies get fs_data_share(),
+ * the metadata cache the rest. */
+static int cache_data_init(struct fs *fs, unsigned cache_mb)
+{
+	unsigned mb = cache_mb == 0 ? 256 : cache_mb;
+	unsigned share = (unsigned)(fs_data_share(mb) >> 20);
+	int ret;
+
+	ret = fs_cache_init(fs, mb > share ? mb - share : 1);
+	if (ret == 0)
+		ret = fs_data_init(fs, mb);
+	return ret;
+}
+
 int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 		  struct fs **out, char *why, size_t whylen)
 {
@@ -219,7 +234,7 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 	ret = mount_slots(fs, why, whylen);
 	if (ret < 0)
 		goto out_free;
-	ret = fs_cache_init(fs, o->cache_mb);
+	ret = cache_data_init(fs, o->cache_mb);
 	if (ret < 0)
 		goto out_free;
 	ret = fs_alloc_init(fs);
