@@ -57,6 +57,11 @@ struct fs_core_opts {
 	unsigned cache_mb;	/* cache bound in MiB (0: default 256) */
 	int slot;		/* dlm: slot to claim, -1 = first free */
 	uint32_t node_id;	/* dlm: this node's id; 0 for nolock */
+	int sb_backup;		/* 1: use the backup superblock (block 1)
+				   even if block 0 is not ucfs at all */
+	unsigned busy_wait_ms;	/* fs_core_open: how long to wait for a
+				   previous holder of the device (a daemon
+				   still finishing after umount); 0: 10 s */
 };
 
 /* Defaults: rw, nolock, data=ordered, commit=5, cache_mb=256, slot -1. */
@@ -104,6 +109,11 @@ struct fs {
 	unsigned slot;			/* the slot (journal) this mount owns */
 	uint64_t slot_gen;		/* generation of our claim */
 	int ro;
+	int sb_backup;			/* 0: primary superblock used; 1: the
+					   backup (block 1); 2: backup, and
+					   block 0 rewritten from it */
+	char notice[400];		/* "" or a message the daemon should
+					   log after mounting (backup sb) */
 	struct fs_cache *cache;		/* fs_cache.c */
 	struct fs_journal *j;		/* fs_journal.c */
 	struct fs_alloc *alloc;		/* fs_alloc.c */
@@ -138,8 +148,11 @@ void fs_core_stats_get(struct fs *fs, struct fs_core_stats *out);
 int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 		  struct fs **out, char *why, size_t whylen);
 
-/* The same on a path: opens it (BD_EXCL for nolock -> -EBUSY "already
- * mounted with lockproto=nolock"; BD_RDONLY for ro) and owns the device. */
+/* The same on a path: opens it (BD_EXCL for nolock; BD_RDONLY for ro) and
+ * owns the device. While another process holds the device exclusively
+ * (e.g. the daemon of a mount just unmounted, still writing back), it
+ * retries every 50 ms for up to busy_wait_ms (default 10 s), then gives
+ * -EBUSY "already mounted with lockproto=nolock ...". */
 int fs_core_open(const char *path, const struct fs_core_opts *o,
 		 struct fs **out, char *why, size_t whylen);
 
