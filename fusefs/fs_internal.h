@@ -459,8 +459,49 @@ int fs_btree_update(struct fs_tx *tx, struct fs_btree *bt, uint64_t key,
 /* Remove a key (-ENOENT). Empty non-root nodes are freed. */
 int fs_btree_delete(struct fs_tx *tx, struct fs_btree *bt, uint64_t key);
 
-/* Free every node except the root and reset the root to empty. */
+/* Free every node except the root and reset the root to empty, in ONE
+ * handle: only for trees whose node count fits the handle's credits (an
+ * emptied extent tree). Large trees: fs_btree_destroy_step. */
 int fs_btree_destroy(struct fs_tx *tx, struct fs_btree *bt);
+
+/*
+ * Restartable destroy of a tree of any size, in bounded transactions.
+ * Each call drops entries in key order from the first leaf on — calling
+ * @drop (may be NULL) for each, so the caller releases what the value
+ * refers to (extent: fs_free its blocks and lower the inode's block
+ * count) in the same handle, with at most @drop_credits credits per
+ * entry — frees the leaves and inner nodes that become empty and removes
+ * their pointers, until about @credits credits are used. Returns 1 when
+ * the tree is empty (root reset to an empty leaf), 0 when entries remain
+ * (end the handle and call again in a new one), -EINVAL if @credits is
+ * too small to make progress, or -errno (-EUCLEAN, -EIO, or @drop's).
+ * Between calls the tree is a valid, smaller tree (the dropped entries are
+ * gone), so each handle can commit on its own.
+ *
+ * Use (NS), holding the owner's inode lock exclusive throughout:
+ *	do {
+ *		cr = fs_btree_destroy_credits(&bt, dc);
+ *		fs_tx_begin(fs, cr + own, &tx); fs_tx_write(tx, ib);
+ *		ret = fs_btree_destroy_step(tx, &bt, cr, drop, dc, arg);
+ *		fs_tx_end(tx);
+ *	} while (ret == 0);
+ * Crash safety is the caller's: before the first step the inode must be
+ * unreachable and on the slot's orphan list (nlink 0, committed in the
+ * same or an earlier transaction), and the inode block freed only in the
+ * last transaction, after the tree is empty. A crash between steps leaves
+ * a consistent, partly destroyed tree on an orphan; mount's orphan
+ * reclaim destroys it again from where it stopped (so @drop must only
+ * act on the entries it is given: those are removed in the same handle).
+ */
+typedef int (*fs_btree_drop_fn)(void *arg, struct fs_tx *tx, uint64_t key,
+				const void *val, size_t len);
+int fs_btree_destroy_step(struct fs_tx *tx, struct fs_btree *bt,
+			  unsigned credits, fs_btree_drop_fn drop,
+			  unsigned drop_credits, void *arg);
+/* Credits to give one step: half a handle's maximum, or the minimum that
+ * makes progress on this tree if larger. */
+unsigned fs_btree_destroy_credits(struct fs_btree *bt,
+				  unsigned drop_credits);
 
 /* Credits for one insert/update/delete on @bt (depth-based bound). */
 unsigned fs_btree_credits(struct fs_btree *bt);
