@@ -1248,9 +1248,8 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 		pthread_join(j->thread, NULL);
 	}
 	if (clean && !fs->ro) {
-		ret = fs_journal_sync(fs);	/* data too */
-		if (ret == 0)
-			ret = fs_journal_checkpoint(fs, FS_CR_UNMOUNT);
+		data_wait(fs);	/* fs_core_unmount took the data error */
+		ret = fs_journal_checkpoint(fs, FS_CR_UNMOUNT);
 		if (ret == 0)
 			ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
 					 j->committed_seq + 1, 1);

@@ -374,10 +374,13 @@ int fs_core_open(const char *path, const struct fs_core_opts *o,
 
 int fs_core_unmount(struct fs *fs)
 {
-	int ret, r2 = 0;
+	int ret, r2 = 0, derr;
 
 	if (fs == NULL)
 		return 0;
+	/* file data written back first; a data write error is reported
+	 * but does not keep the journal from being made clean */
+	derr = fs->ro ? 0 : fs_journal_sync(fs);
 	ret = fs_journal_shutdown(fs, 1);
 	if (!fs->ro && ret == 0) {
 		r2 = release_slot(fs);
@@ -385,7 +388,7 @@ int fs_core_unmount(struct fs *fs)
 			r2 = bd_flush(fs->bd);
 	}
 	fs_free_all(fs);
-	return ret < 0 ? ret : r2;
+	return ret < 0 ? ret : r2 < 0 ? r2 : derr;
 }
 
 void fs_core_abandon(struct fs *fs)

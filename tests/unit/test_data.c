@@ -329,6 +329,15 @@ static void test_error(void)
 	/* misaligned / out of range */
 	CHECK_EQ(fs_data_write(fs, buf, 100, blk * BS), -EINVAL);
 	CHECK_EQ(fs_data_write(fs, buf, BS, bd_size(bd)), -EINVAL);
+
+	/* an error left at unmount is reported; the journal still ends
+	 * clean (nothing to replay at the next mount) */
+	bd_fault_fail_nth(fault, BD_WRITE, 1, 0);
+	CHECK_EQ(fs_data_write(fs, buf, 2 * BS, blk * BS), 0);
+	CHECK_EQ(fs_core_unmount(fs), -EIO);
+	fs = mnt(bd, 16, 0);
+	REQUIRE(fs != NULL);
+	CHECK_EQ(fs->st.replay_tx, 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
 	free(buf);
