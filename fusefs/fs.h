@@ -71,6 +71,8 @@ struct fs_opts {
 	unsigned commit_s;		/* commit=SECONDS, journal interval */
 	enum fs_atime_mode atime;	/* noatime|relatime|strictatime */
 	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
+	unsigned readahead_kb;		/* readahead=KB, kernel file readahead
+					   (0: off) */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags
@@ -80,8 +82,10 @@ struct fs_opts {
 
 #define FS_DEFAULT_COMMIT_S 5
 #define FS_DEFAULT_CACHE_MB 256
+#define FS_DEFAULT_READAHEAD_KB 1024
 
-/* Defaults: rw, nolock, data=ordered, commit=5, relatime, cache_mb=256. */
+/* Defaults: rw, nolock, data=ordered, commit=5, relatime, cache_mb=256,
+ * readahead=1024. */
 void fs_opts_init(struct fs_opts *o);
 
 /*

@@ -134,14 +134,90 @@ static ssize_t read_inline(struct fs_dinode *di, void *buf, size_t len,
 	return (ssize_t)len;
 }
 
-ssize_t fs_file_read(struct fs *fs, struct fs_buf *ib, void *buf,
-		     size_t len, uint64_t off)
+/*
+ * A planned piece of a read or write: file blocks [lb, lb + nblk) at
+ * physical block phys (hole: no block; fresh: just allocated, so partial
+ * edge blocks are zero-filled instead of read).
+ */
+struct seg {
+	uint64_t lb, nblk, phys;
+	int hole, fresh;
+};
+
+#define SEG_MAX 16u
+
+/* Map up to SEG_MAX pieces of [pos, end) for reading; *stop = where the
+ * plan ends. ns->lock held. */
+static int plan_read(struct fs *fs, struct fs_buf *ib, uint64_t pos,
+		     uint64_t end, struct seg *sg, unsigned *ns,
+		     uint64_t *stop)
+{
+	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
+	struct fs_btree bt;
+	struct ext e;
+	int ret;
+
+	ext_tree(fs, ib, &bt);
+	*ns = 0;
+	while (pos < end && *ns < SEG_MAX) {
+		lb = pos / BS;
+		ret = ext_map(&bt, lb, &e, &hole_end);
+		if (ret < 0 && ret != -ENOENT)
+			return ret;
+		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
+		if (nblk > last - lb)
+			nblk = last - lb;
+		if (nblk > CHUNK_BLOCKS)
+			nblk = CHUNK_BLOCKS;
+		sg[*ns] = (struct seg){ .lb = lb, .nblk = nblk };
+		if (ret == -ENOENT || (e.flags & FS_EXT_UNWRITTEN))
+			sg[*ns].hole = 1;
+		else
+			sg[*ns].phys = e.phys + (lb - e.lb);
+		(*ns)++;
+		pos = (lb + nblk) * BS < end ? (lb + nblk) * BS : end;
+	}
+	*stop = pos;
+	return 0;
+}
+
+/* Copy the planned pieces covering [pos, stop) into @dst (which holds
+ * the file from @pos on). No lock needed. */
+static int read_io(struct fs *fs, const struct seg *sg, unsigned ns,
+		   uint64_t pos, uint64_t stop, char *dst)
+{
+	char *bounce = NULL;
+	uint64_t from = pos;
+
+	for (unsigned i = 0; i < ns; i++) {
+		uint64_t s = sg[i].lb * BS, e = (sg[i].lb + sg[i].nblk) * BS;
+		uint64_t a = s > from ? s : from, z = e < stop ? e : stop;
+		int ret;
+
+		if (a >= z)
+			continue;
+		if (sg[i].hole) {
+			memset(dst + (a - pos), 0, z - a);
+			continue;
+		}
+		if (bounce == NULL && (bounce = bounce_get()) == NULL)
+			return -ENOMEM;
+		ret = bd_read(fs->bd, bounce, ((z - s + BS - 1) / BS) * BS,
+			      sg[i].phys * BS);
+		if (ret < 0)
+			return ret;
+		memcpy(dst + (a - pos), bounce + (a - s), z - a);
+	}
+	return 0;
+}
+
+ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     void *buf, size_t len, uint64_t off)
 {
 	struct fs_dinode *di = fs_di(ib);
-	uint64_t end, pos, hole_end, lb, nblk;
-	struct fs_btree bt;
-	char *bounce = NULL;
-	struct ext e;
+	struct seg sg[SEG_MAX];
+	uint64_t end, pos, stop;
+	unsigned ns;
 	int ret = 0;
 
 	if (di->fmt == FS_FMT_INLINE)
@@ -151,36 +227,26 @@ ssize_t fs_file_read(struct fs *fs, struct fs_buf *ib, void *buf,
 	if (off >= di->size || len == 0)
 		return 0;
 	end = off + len < di->size ? off + len : di->size;
-	ext_tree(fs, ib, &bt);
-	for (pos = off; pos < end;) {
-		uint64_t seg_end;
+	for (pos = off; pos < end && ret == 0; pos = stop) {
+		struct fs_range r = { .start = pos, .end = end };
 
-		lb = pos / BS;
-		ret = ext_map(&bt, lb, &e, &hole_end);
-		if (ret < 0 && ret != -ENOENT)
+		ret = plan_read(fs, ib, pos, end, sg, &ns, &stop);
+		if (ret < 0)
 			break;
-		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
-		if (nblk > CHUNK_BLOCKS)
-			nblk = CHUNK_BLOCKS;
-		seg_end = (lb + nblk) * BS < end ? (lb + nblk) * BS : end;
-		if (ret == -ENOENT || (e.flags & FS_EXT_UNWRITTEN)) {
-			memset((char *)buf + (pos - off), 0, seg_end - pos);
-		} else {
-			uint64_t rblk = (seg_end - lb * BS + BS - 1) / BS;
-
-			if (bounce == NULL && (bounce = bounce_get()) == NULL) {
-				ret = -ENOMEM;
-				break;
-			}
-			ret = bd_read(fs->bd, bounce, rblk * BS,
-				      (e.phys + lb - e.lb) * BS);
-			if (ret < 0)
-				break;
-			memcpy((char *)buf + (pos - off), bounce + pos % BS,
-			       seg_end - pos);
+		if (n == NULL) {
+			ret = read_io(fs, sg, ns, pos, stop,
+				      (char *)buf + (pos - off));
+			continue;
 		}
-		ret = 0;
-		pos = seg_end;
+		r.end = stop;
+		fs_range_add(fs, n, &r);
+		fs_ns_unlock(fs);
+		ret = read_io(fs, sg, ns, pos, stop, (char *)buf + (pos - off));
+		fs_range_del(fs, n, &r);
+		fs_ns_rdlock(fs);
+		/* the file may have shrunk meanwhile: stop at its end */
+		if (end > di->size)
+			end = di->size > stop ? di->size : stop;
 	}
 	if (ret < 0 && pos == off)
 		return ret;
@@ -358,77 +424,176 @@ static int write_inline(struct fs *fs, struct fs_buf *ib, const void *buf,
 	return ret;
 }
 
-/* The extents part of a write; returns bytes written or -errno. */
-static ssize_t write_extents(struct fs *fs, struct fs_buf *ib,
-			     const char *buf, size_t len, uint64_t off)
+/* Blocks a write round may allocate into, each a transaction credit
+ * bill of alloc_credits(). */
+static unsigned write_segmax(struct fs *fs, struct fs_btree *bt)
 {
-	uint64_t pos = off, end = off + len, lb, nblk, hole_end, got;
+	unsigned per = alloc_credits(fs, bt), max = fs_tx_max_credits(fs);
+	unsigned n = max > 2 ? (max - 2) / per : 1;
+
+	return n == 0 ? 1 : n > SEG_MAX ? SEG_MAX : n;
+}
+
+/* Allocate the hole at @lb (at most @nblk blocks) in @tx and map it. */
+static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
+		      uint64_t nblk, struct seg *sg)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct ext prev = { 0 }, e;
+	uint64_t goal = ib->blkno, start, hole_end;
 	struct fs_btree bt;
-	char *bounce;
+	uint32_t len;
+	int ret;
+
+	ext_tree(fs, ib, &bt);
+	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
+		goal = prev.phys + prev.len;
+	ret = fs_alloc(tx, goal, 1, (uint32_t)nblk, &start, &len);
+	if (ret < 0)
+		return ret;
+	if (prev.len > 0 && prev.lb + prev.len == lb &&
+	    prev.phys + prev.len == start &&
+	    !(prev.flags & FS_EXT_UNWRITTEN) &&
+	    (uint64_t)prev.len + len < (1u << 31)) {
+		prev.len += len;
+		ret = ext_put(tx, &bt, &prev, 0);
+	} else {
+		e = (struct ext){ lb, start, len, 0 };
+		ret = ext_put(tx, &bt, &e, 1);
+	}
+	if (ret < 0) {
+		fs_free(tx, start, len);
+		return ret;
+	}
+	fs_di(ib)->blocks += len;
+	*sg = (struct seg){ .lb = lb, .nblk = len, .phys = start, .fresh = 1 };
+	return 0;
+}
+
+/* Map (allocating holes) up to @max pieces of [pos, end) in @tx;
+ * *stop = where the plan ends. An allocation failure after the first
+ * piece just ends the plan early. */
+static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
+		      uint64_t end, unsigned max, struct seg *sg,
+		      unsigned *ns, uint64_t *stop)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
+	struct fs_btree bt;
 	struct ext e;
 	int ret = 0;
 
-	bounce = bounce_get();
-	if (bounce == NULL)
-		return -ENOMEM;
-	while (pos < end) {
-		uint64_t need, seg_end;
-		size_t dlen;
-
+	*ns = 0;
+	while (pos < end && *ns < max) {
 		lb = pos / BS;
-		need = (end + BS - 1) / BS - lb;
 		ext_tree(fs, ib, &bt);
 		ret = ext_map(&bt, lb, &e, &hole_end);
 		if (ret < 0 && ret != -ENOENT)
 			break;
 		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
-		if (nblk > need)
-			nblk = need;
+		if (nblk > last - lb)
+			nblk = last - lb;
 		if (nblk > CHUNK_BLOCKS)
 			nblk = CHUNK_BLOCKS;
-		seg_end = (lb + nblk) * BS < end ? (lb + nblk) * BS : end;
-		dlen = (size_t)(seg_end - pos);
 		if (ret == 0) {
-			ret = write_seg(fs, bounce, e.phys + (lb - e.lb), lb,
-					nblk, pos, buf + (pos - off), dlen, 0);
-			got = nblk;
+			sg[*ns] = (struct seg){ .lb = lb, .nblk = nblk,
+				.phys = e.phys + (lb - e.lb) };
 		} else {
-			ret = fill_hole(fs, ib, bounce, lb, nblk, pos,
-					buf + (pos - off), dlen, &got);
+			ret = alloc_hole(tx, ib, lb, nblk, &sg[*ns]);
+			if (ret < 0)
+				break;
 		}
-		if (ret < 0)
-			break;
-		seg_end = (lb + got) * BS < end ? (lb + got) * BS : end;
-		pos = seg_end;
+		nblk = sg[*ns].nblk;
+		(*ns)++;
+		pos = (lb + nblk) * BS < end ? (lb + nblk) * BS : end;
 	}
-	if (pos == off)
-		return ret;
-	return (ssize_t)(pos - off);
+	*stop = pos;
+	return *ns > 0 ? 0 : ret;
 }
 
-static int set_size_times(struct fs *fs, struct fs_buf *ib, uint64_t size)
+/* Write the planned pieces covering [pos, stop) from @src (the data of
+ * the file from @pos on). No lock needed. */
+static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
+		    uint64_t pos, uint64_t stop, const char *src)
 {
+	char *bounce = bounce_get();
+
+	if (bounce == NULL)
+		return -ENOMEM;
+	for (unsigned i = 0; i < ns; i++) {
+		uint64_t s = sg[i].lb * BS, e = (sg[i].lb + sg[i].nblk) * BS;
+		uint64_t a = s > pos ? s : pos, z = e < stop ? e : stop;
+		int ret;
+
+		ret = write_seg(fs, bounce, sg[i].phys, sg[i].lb, sg[i].nblk,
+				a, src + (a - pos), (size_t)(z - a),
+				sg[i].fresh);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * One round of an extents write: plan (allocate) under ns->lock in a
+ * transaction that also sets size and times, then do the I/O with the
+ * handle still open, so the commit that publishes the new extents comes
+ * after the data. With @n the lock is dropped for the I/O.
+ */
+static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		       const char *src, uint64_t pos, uint64_t end,
+		       uint64_t *stop)
+{
+	struct fs_range r = { .start = pos, .end = end, .write = 1 };
+	struct seg sg[SEG_MAX];
+	struct fs_btree bt;
 	struct fs_tx *tx;
+	unsigned ns, max;
 	int ret;
 
-	ret = fs_tx_begin(fs, 1, &tx);
+	ext_tree(fs, ib, &bt);
+	max = write_segmax(fs, &bt);
+	if (n != NULL)
+		fs_range_add(fs, n, &r);
+	ret = fs_tx_begin(fs, 2 + max * alloc_credits(fs, &bt), &tx);
 	if (ret < 0)
-		return ret;
+		goto out_range;
 	ret = fs_tx_write(tx, ib);
-	if (ret == 0) {
-		if (size > fs_di(ib)->size)
-			fs_di(ib)->size = size;
-		fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
+	if (ret == 0)
+		ret = plan_write(tx, ib, pos, end, max, sg, &ns, stop);
+	if (ret < 0) {
+		fs_tx_end(tx);
+		goto out_range;
 	}
-	return fs_tx_end(tx) < 0 && ret == 0 ? -EIO : ret;
+	if (*stop > fs_di(ib)->size)
+		fs_di(ib)->size = *stop;
+	fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
+	if (n == NULL) {
+		ret = write_io(fs, sg, ns, pos, *stop, src);
+		fs_tx_end(tx);
+		return ret;
+	}
+	fs_ns_unlock(fs);
+	ret = write_io(fs, sg, ns, pos, *stop, src);
+	fs_tx_end(tx);
+	/* the range goes before the lock is taken again: a truncate may
+	 * hold the lock while it waits for our range */
+	fs_range_del(fs, n, &r);
+	fs_ns_wrlock(fs);
+	return ret;
+
+out_range:
+	if (n != NULL)
+		fs_range_del(fs, n, &r);
+	return ret;
 }
 
-ssize_t fs_file_write(struct fs *fs, struct fs_buf *ib, const void *buf,
-		      size_t len, uint64_t off)
+ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      const void *buf, size_t len, uint64_t off)
 {
 	struct fs_dinode *di = fs_di(ib);
-	ssize_t n;
-	int ret;
+	uint64_t pos, stop, end = off + len;
+	int ret = 0;
 
 	if (len == 0)
 		return 0;
@@ -447,14 +612,16 @@ ssize_t fs_file_write(struct fs *fs, struct fs_buf *ib, const void *buf,
 	}
 	if (di->fmt != FS_FMT_EXTENTS)
 		return -EUCLEAN;
-	n = write_extents(fs, ib, buf, len, off);
-	if (n <= 0)
-		return n;
-	ret = set_size_times(fs, ib, off + (uint64_t)n);
-	if (ret < 0)
+	for (pos = off; pos < end; pos = stop) {
+		ret = write_round(fs, n, ib, (const char *)buf + (pos - off),
+				  pos, end, &stop);
+		if (ret < 0)
+			break;
+	}
+	if (pos == off)
 		return ret;
-	FS_NS_STAT_ADD(fs, data_write_bytes, (uint64_t)n);
-	return n;
+	FS_NS_STAT_ADD(fs, data_write_bytes, pos - off);
+	return (ssize_t)(pos - off);
 }
 
 /* ---- unmapping (truncate, punch, destroy) ---- */
@@ -651,10 +818,13 @@ static int set_size(struct fs *fs, struct fs_buf *ib, uint64_t size)
 	return ret;
 }
 
-int fs_file_truncate(struct fs *fs, struct fs_buf *ib, uint64_t size)
+int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     uint64_t size)
 {
 	struct fs_dinode *di = fs_di(ib);
 	int ret;
+
+	fs_range_wait_all(fs, n);
 
 	if (size > FILE_MAX)
 		return -EFBIG;
@@ -760,12 +930,14 @@ static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off,
 	return ret;
 }
 
-int fs_file_fallocate(struct fs *fs, struct fs_buf *ib, int mode,
-		      uint64_t off, uint64_t len)
+int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      int mode, uint64_t off, uint64_t len)
 {
 	struct fs_dinode *di = fs_di(ib);
 	uint64_t end;
 	int ret;
+
+	fs_range_wait_all(fs, n);
 
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
 		return -EOPNOTSUPP;

@@ -517,7 +517,10 @@ static void check_xattr_blk(struct fsck *ck, const struct fs_dinode *di)
 		const uint8_t *e = xb->data + off;
 		uint32_t elen = 4u + e[1] + (uint32_t)(e[2] | e[3] << 8);
 
-		if (e[1] == 0 || off + elen > xb->used)
+		/* ns 1 user, 2 trusted, 3 security: a name; 4, 5 the
+		 * access/default ACL: no name (fs_xattr.c) */
+		if (e[0] < 1 || e[0] > 5 || (e[1] == 0) != (e[0] >= 4) ||
+		    off + elen > xb->used)
 			break;
 		off += (elen + 3) & ~3u;
 		n++;

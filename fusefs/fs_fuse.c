@@ -38,6 +38,7 @@
 #include <sys/xattr.h>
 
 #define CACHE_TIMEOUT 86400.0
+#define PATH_MAX_LEN 4096
 #define MAX_WRITE (1u << 20)
 
 struct fs_fuse {
@@ -858,6 +859,38 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device,
 	return 0;
 }
 
+/*
+ * The kernel's readahead for this mount: FUSE caps it at 128 KiB whatever
+ * max_readahead says, so write the bdi's read_ahead_kb. The bdi is named
+ * after the mount's device number, found in /proc/self/mountinfo (a
+ * stat() of the mountpoint would be a FUSE request the loop cannot serve
+ * yet). Best effort.
+ */
+static void set_readahead(const char *mountpoint, unsigned kb)
+{
+	char line[4096], dev[64] = "", mnt[PATH_MAX_LEN], path[128];
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char d[64];
+
+		if (sscanf(line, "%*u %*u %63s %*s %4095s", d, mnt) == 2 &&
+		    strcmp(mnt, mountpoint) == 0)
+			snprintf(dev, sizeof(dev), "%s", d);	/* last wins */
+	}
+	fclose(f);
+	if (dev[0] == '\0')
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "w");
+	if (f == NULL)
+		return;
+	fprintf(f, "%u\n", kb);
+	fclose(f);
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
@@ -933,6 +966,7 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		goto out_session;
 	}
 	ff->mounted = 1;
+	set_readahead(mountpoint, o->readahead_kb);
 	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
 	if (ret < 0)
 		goto out_unmount;

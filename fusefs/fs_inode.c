@@ -97,7 +97,7 @@ static void tbl_maybe_drop(struct fs_ns *ns, struct fs_inode *n)
 {
 	struct fs_inode **pp;
 
-	if (n->nlookup > 0 || n->nopen > 0 || n->orphan)
+	if (n->nlookup > 0 || n->nopen > 0 || n->orphan || n->pins > 0)
 		return;
 	for (pp = &ns->hash[tbl_hash(ns, n->ino)]; *pp != n;
 	     pp = &(*pp)->hnext)
@@ -145,7 +145,7 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	if (n != NULL) {
 		n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
 		n->nopen -= nopen < n->nopen ? nopen : n->nopen;
-		if (n->nlookup == 0 && n->nopen == 0)
+		if (n->nlookup == 0 && n->nopen == 0 && n->pins == 0)
 			unref = n->orphan ? 1 : 0;
 		tbl_maybe_drop(ns, n);
 	}
@@ -153,25 +153,89 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	return unref;
 }
 
-int fs_ino_referenced(struct fs *fs, uint64_t ino)
+struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino)
 {
 	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_get(ns, ino);
+	if (n != NULL)
+		n->pins++;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return n;
+}
+
+int fs_ino_unpin(struct fs *fs, struct fs_inode *n)
+{
+	struct fs_ns *ns = fs->ns;
+	int unref;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	n->pins--;
+	unref = n->pins == 0 && n->nlookup == 0 && n->nopen == 0 &&
+		n->orphan;
+	tbl_maybe_drop(ns, n);
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return unref;
+}
+
+static int range_conflict(const struct fs_inode *n, const struct fs_range *r)
+{
+	for (const struct fs_range *o = n->ranges; o != NULL; o = o->next)
+		if ((r->write || o->write) && o->start < r->end &&
+		    r->start < o->end)
+			return 1;
+	return 0;
+}
+
+void fs_range_add(struct fs *fs, struct fs_inode *n, struct fs_range *r)
+{
+	struct fs_ns *ns = fs->ns;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	while (range_conflict(n, r))
+		pthread_cond_wait(&ns->range_cond, &ns->tbl_lock);
+	r->next = n->ranges;
+	n->ranges = r;
+	pthread_mutex_unlock(&ns->tbl_lock);
+}
+
+void fs_range_del(struct fs *fs, struct fs_inode *n, struct fs_range *r)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_range **pp;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	for (pp = &n->ranges; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	pthread_cond_broadcast(&ns->range_cond);
+	pthread_mutex_unlock(&ns->tbl_lock);
+}
+
+void fs_range_wait_all(struct fs *fs, struct fs_inode *n)
+{
+	struct fs_ns *ns = fs->ns;
+
+	if (n == NULL)
+		return;
+	pthread_mutex_lock(&ns->tbl_lock);
+	while (n->ranges != NULL)
+		pthread_cond_wait(&ns->range_cond, &ns->tbl_lock);
+	pthread_mutex_unlock(&ns->tbl_lock);
+}
+
+static int tbl_known(struct fs_ns *ns, uint64_t ino)
+{
 	struct fs_inode *n;
 	int ret;
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_find(ns, ino);
-	ret = n != NULL && (n->nlookup > 0 || n->nopen > 0);
-	pthread_mutex_unlock(&ns->tbl_lock);
-	return ret;
-}
-
-static int tbl_known(struct fs_ns *ns, uint64_t ino)
-{
-	int ret;
-
-	pthread_mutex_lock(&ns->tbl_lock);
-	ret = tbl_find(ns, ino) != NULL;
+	ret = n != NULL && (n->nlookup > 0 || n->nopen > 0 || n->orphan);
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return ret;
 }
@@ -201,6 +265,7 @@ int fs_ns_init(struct fs *fs, const struct fs_opts *o)
 	pthread_rwlock_init(&ns->lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
 	pthread_mutex_init(&ns->tbl_lock, NULL);
+	pthread_cond_init(&ns->range_cond, NULL);
 	fs->ns = ns;
 	return 0;
 }
@@ -220,6 +285,7 @@ void fs_ns_free(struct fs *fs)
 	free(ns->hash);
 	pthread_rwlock_destroy(&ns->lock);
 	pthread_mutex_destroy(&ns->tbl_lock);
+	pthread_cond_destroy(&ns->range_cond);
 	free(ns);
 	fs->ns = NULL;
 }
@@ -518,7 +584,8 @@ int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino)
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_find(ns, ino);
-	doit = n != NULL && n->orphan && n->nlookup == 0 && n->nopen == 0;
+	doit = n != NULL && n->orphan && n->nlookup == 0 && n->nopen == 0 &&
+	       n->pins == 0;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return doit ? fs_ino_destroy(fs, ino) : 0;
 }

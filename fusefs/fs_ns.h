@@ -17,7 +17,17 @@
  *       tree, an xattr block or the orphan list. Taken before any
  *       transaction handle, never while holding one.
  *   1b. ns->tbl_lock, a mutex over the reference table (hash, nlookup,
- *       nopen). A leaf: nothing is taken while it is held.
+ *       nopen, pins, I/O ranges). A leaf: nothing is taken while it is
+ *       held (waiting on range_cond releases it).
+ * File data I/O runs WITHOUT ns->lock: under the lock a read or write
+ * maps (allocates) its blocks and registers its byte range on the inode
+ * record, then drops the lock for the device I/O (a write keeps its
+ * transaction handle open until its data is on the device, so the commit
+ * that makes new extents visible comes after the data: data=ordered).
+ * Overlapping writes, reads overlapping a write, and truncate / punch /
+ * fallocate (which wait for every range) wait on range_cond. Waiting
+ * there while holding ns->lock is safe: a range holder never needs
+ * ns->lock to finish.
  * Buffer contents of inode, B+tree and xattr blocks are protected by
  * ns->lock (the "owner's lock" of fs_internal.h).
  */
@@ -30,11 +40,23 @@
 #include "fusefs/fs.h"
 #include "fusefs/fs_internal.h"
 
+/*
+ * A byte range of a file with data I/O in flight outside ns->lock (see
+ * fs_file.c). Lives on the I/O issuer's stack while linked.
+ */
+struct fs_range {
+	uint64_t start, end;		/* [start, end) bytes */
+	int write;
+	struct fs_range *next;		/* tbl_lock */
+};
+
 struct fs_inode {
 	uint64_t ino;			/* immutable */
 	uint64_t nlookup;		/* tbl_lock */
 	uint32_t nopen;			/* tbl_lock */
 	uint32_t orphan;		/* on the orphan list: ns->lock excl */
+	uint32_t pins;			/* ops using the record: tbl_lock */
+	struct fs_range *ranges;	/* I/O in flight: tbl_lock */
 	struct fs_inode *hnext;		/* tbl_lock */
 	struct fs_inode *oprev, *onext;	/* orphan list mirror: ns->lock
 					   excl */
@@ -55,6 +77,7 @@ struct fs_ns {
 	uint64_t root;			/* immutable */
 	pthread_rwlock_t lock;		/* 1a above */
 	pthread_mutex_t tbl_lock;	/* 1b above */
+	pthread_cond_t range_cond;	/* a range ended (with tbl_lock) */
 	struct fs_inode **hash;		/* tbl_lock */
 	size_t nbuckets;		/* tbl_lock */
 	size_t count;			/* tbl_lock */
@@ -62,6 +85,21 @@ struct fs_ns {
 					   orphan_head: ns->lock excl */
 	struct fs_ns_stats st;		/* atomics */
 };
+
+static inline void fs_ns_rdlock(struct fs *fs)
+{
+	pthread_rwlock_rdlock(&fs->ns->lock);
+}
+
+static inline void fs_ns_wrlock(struct fs *fs)
+{
+	pthread_rwlock_wrlock(&fs->ns->lock);
+}
+
+static inline void fs_ns_unlock(struct fs *fs)
+{
+	pthread_rwlock_unlock(&fs->ns->lock);
+}
 
 static inline struct fs_dinode *fs_di(struct fs_buf *b)
 {
@@ -95,7 +133,17 @@ void fs_ino_get_open(struct fs *fs, uint64_t ino);
 /* Drop references; returns 1 if the inode is now unreferenced. */
 int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	       uint32_t nopen);
-int fs_ino_referenced(struct fs *fs, uint64_t ino);
+/* Pin the record of @ino for the duration of an operation (NULL on
+ * ENOMEM). Unpin returns 1 if the inode is now an unreferenced orphan
+ * (the caller then destroys it under ns->lock exclusive). */
+struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino);
+int fs_ino_unpin(struct fs *fs, struct fs_inode *n);
+/* I/O ranges of a pinned record. add: wait until no conflicting range
+ * (a write conflicts with any overlap, a read with overlapping writes),
+ * then link @r. wait_all: until no range at all. */
+void fs_range_add(struct fs *fs, struct fs_inode *n, struct fs_range *r);
+void fs_range_del(struct fs *fs, struct fs_inode *n, struct fs_range *r);
+void fs_range_wait_all(struct fs *fs, struct fs_inode *n);
 
 /* Put @b's inode (nlink just reached 0) on the orphan list, in @tx. */
 int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b);
@@ -133,15 +181,21 @@ int fs_dir_iterate(struct fs *fs, struct fs_buf *dir, uint64_t cookie,
 
 /* ---- fs_file.c ---- */
 
-ssize_t fs_file_read(struct fs *fs, struct fs_buf *ib, void *buf,
-		     size_t len, uint64_t off);
-/* Write, allocating as needed; updates size and times. ns->lock excl;
- * @ib referenced by the caller (no handle held). */
-ssize_t fs_file_write(struct fs *fs, struct fs_buf *ib, const void *buf,
-		      size_t len, uint64_t off);
-int fs_file_truncate(struct fs *fs, struct fs_buf *ib, uint64_t size);
-int fs_file_fallocate(struct fs *fs, struct fs_buf *ib, int mode,
-		      uint64_t off, uint64_t len);
+/* Read; ns->lock shared. With a pinned record @n the device I/O runs
+ * with ns->lock dropped (re-taken shared before returning); with
+ * @n == NULL it runs under the lock. */
+ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     void *buf, size_t len, uint64_t off);
+/* Write, allocating as needed; updates size and times. ns->lock excl
+ * (dropped for the I/O when @n != NULL, re-taken before returning); @ib
+ * referenced by the caller; no handle held. */
+ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      const void *buf, size_t len, uint64_t off);
+/* ns->lock excl; wait for @n's I/O first (@n may be NULL). */
+int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		     uint64_t size);
+int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      int mode, uint64_t off, uint64_t len);
 /* Free all data blocks (destroy). */
 int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
 

@@ -3,7 +3,8 @@
  *
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, data=, commit=,
- *    cache_mb=, noatime/relatime/strictatime, ro/rw, allow_other, debug);
+ *    cache_mb=, readahead=, noatime/relatime/strictatime, ro/rw,
+ *    allow_other, debug);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -29,6 +30,7 @@ void fs_opts_init(struct fs_opts *o)
 	o->commit_s = FS_DEFAULT_COMMIT_S;
 	o->atime = FS_ATIME_RELATIME;
 	o->cache_mb = FS_DEFAULT_CACHE_MB;
+	o->readahead_kb = FS_DEFAULT_READAHEAD_KB;
 }
 
 /* Flags passed to libfuse unchanged (its mount-flag and option tables). */
@@ -118,6 +120,8 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 		*ret = parse_uint(val, 1, 3600, &o->commit_s);
 	} else if (strcmp(key, "cache_mb") == 0) {
 		*ret = parse_uint(val, 4, 1u << 20, &o->cache_mb);
+	} else if (strcmp(key, "readahead") == 0) {
+		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
 	} else {
 		return 0;
 	}

@@ -24,11 +24,11 @@
 #include "fusefs/fs_stats_internal.h"
 
 #define FS_OP_NAME_(id, name) [FS_OP_##id] = name,
-static const char *const fs_op_names[FS_OP__COUNT] = { FS_OPS(FS_OP_NAME_) };
+static const char *const fs_op_names[FS_OP__COUNT] = {FS_OPS(FS_OP_NAME_)};
 #undef FS_OP_NAME_
 
 static const char *const fs_reserved_keys[] = {
-	"version", "node", "time", "fuse", "server", "incomplete", "trace",
+    "version", "node", "time", "fuse", "server", "incomplete", "trace",
 };
 
 const char *fs_op_name(enum fs_op op)
@@ -150,7 +150,7 @@ static inline unsigned fs_shard_of_thread(void)
 {
 	if (__builtin_expect(fs_thread_idx == UINT_MAX, 0))
 		fs_thread_idx = atomic_fetch_add_explicit(
-			&fs_next_thread_idx, 1, memory_order_relaxed);
+		    &fs_next_thread_idx, 1, memory_order_relaxed);
 	return fs_thread_idx % FS_STATS_SHARDS;
 }
 
@@ -163,14 +163,13 @@ static inline void fs_max(_Atomic uint64_t *p, uint64_t v)
 {
 	uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
 
-	while (v > cur && !atomic_compare_exchange_weak_explicit(
-				  p, &cur, v, memory_order_relaxed,
-				  memory_order_relaxed))
+	while (v > cur &&
+	       !atomic_compare_exchange_weak_explicit(
+		   p, &cur, v, memory_order_relaxed, memory_order_relaxed))
 		;
 }
 
-void fs_stats_op_end(struct fs_stats *st, enum fs_op op, uint64_t t0,
-		     int err)
+void fs_stats_op_end(struct fs_stats *st, enum fs_op op, uint64_t t0, int err)
 {
 	struct fs_op_shard *s;
 	struct fs_trace *tr;
@@ -237,8 +236,8 @@ struct fs_trace *fs_stats_trace(const struct fs_stats *st)
 
 static int fs_name_reserved(const char *name)
 {
-	for (size_t i = 0; i < sizeof(fs_reserved_keys) /
-				       sizeof(fs_reserved_keys[0]); i++)
+	for (size_t i = 0;
+	     i < sizeof(fs_reserved_keys) / sizeof(fs_reserved_keys[0]); i++)
 		if (strcmp(name, fs_reserved_keys[i]) == 0)
 			return 1;
 	return 0;
@@ -369,8 +368,9 @@ void fs_json_u64(struct fs_json *o, const char *key, uint64_t v)
 {
 	/* jansson integers are signed 64-bit; saturate rather than wrap */
 	if (o != NULL)
-		fs_json_put(o, key, json_integer(v > INT64_MAX ? INT64_MAX
-							       : (json_int_t)v));
+		fs_json_put(
+		    o, key,
+		    json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v));
 }
 
 void fs_json_i64(struct fs_json *o, const char *key, int64_t v)
@@ -437,8 +437,8 @@ static uint64_t fs_hist_quantile(const uint64_t *hist, unsigned n,
 	for (unsigned i = 0; i < n; i++) {
 		seen += hist[i];
 		if (seen >= want) {
-			uint64_t hi = i + 1 < 64 ? (2ull << i) * unit_ns
-						 : UINT64_MAX;
+			uint64_t hi =
+			    i + 1 < 64 ? (2ull << i) * unit_ns : UINT64_MAX;
 			return hi < max ? hi : max;
 		}
 	}
@@ -459,10 +459,10 @@ void fs_json_latency(struct fs_json *o, const char *key, uint64_t count,
 	fs_json_u64(l, "count", count);
 	fs_json_u64(l, "total_ns", total_ns);
 	fs_json_u64(l, "mean_ns", count != 0 ? total_ns / count : 0);
-	fs_json_u64(l, "p50_ns", fs_hist_quantile(hist, n, unit_ns, hcount,
-						  0.50, max_ns));
-	fs_json_u64(l, "p99_ns", fs_hist_quantile(hist, n, unit_ns, hcount,
-						  0.99, max_ns));
+	fs_json_u64(l, "p50_ns",
+		    fs_hist_quantile(hist, n, unit_ns, hcount, 0.50, max_ns));
+	fs_json_u64(l, "p99_ns",
+		    fs_hist_quantile(hist, n, unit_ns, hcount, 0.99, max_ns));
 	fs_json_u64(l, "max_ns", max_ns);
 	h = fs_json_arr(l, "hist");
 	for (unsigned i = 0; i < n && h != NULL; i++) {
@@ -543,8 +543,8 @@ static void fs_render_fuse(struct fs_stats *st, struct fs_json *root)
 		o = fs_json_obj(ops, fs_op_name(op));
 		fs_json_u64(o, "count", c.count);
 		fs_json_u64(o, "errors", c.errors);
-		fs_json_latency(o, "lat", c.count, c.total_ns, c.max_ns,
-				c.hist, FS_HIST_BUCKETS, 1);
+		fs_json_latency(o, "lat", c.count, c.total_ns, c.max_ns, c.hist,
+				FS_HIST_BUCKETS, 1);
 	}
 	fs_json_u64(f, "count", count);
 	fs_json_u64(f, "errors", errors);
@@ -580,7 +580,7 @@ static void fs_render_sections(struct fs_stats *st, struct fs_json *root)
 
 int fs_stats_render(struct fs_stats *st, int pretty, char **out)
 {
-	struct fs_json_ctx ctx = { NULL, 0 };
+	struct fs_json_ctx ctx = {NULL, 0};
 	struct fs_json *root;
 	json_t *j = json_object();
 	char *s;
@@ -602,7 +602,7 @@ int fs_stats_render(struct fs_stats *st, int pretty, char **out)
 		fs_json_bool(root, "incomplete", 1);
 	fs_json_ctx_free(&ctx);
 	s = json_dumps(j, (pretty ? JSON_INDENT(1) : JSON_COMPACT) |
-				  JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+			      JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	json_decref(j);
 	if (s == NULL)
 		return -ENOMEM;

@@ -31,6 +31,7 @@
 #include <time.h>
 
 /* Every FUSE low-level op (names as in struct fuse_lowlevel_ops). */
+/* clang-format off */
 #define FS_OPS(X)                                                           \
 	X(LOOKUP, "lookup") X(FORGET, "forget") X(GETATTR, "getattr")        \
 	X(SETATTR, "setattr") X(READLINK, "readlink") X(MKNOD, "mknod")      \
@@ -49,6 +50,7 @@
 	X(FLOCK, "flock") X(FALLOCATE, "fallocate")                          \
 	X(COPY_FILE_RANGE, "copy_file_range") X(LSEEK, "lseek")              \
 	X(INIT, "init") X(DESTROY, "destroy")
+/* clang-format on */
 
 #define FS_OP_ENUM_(id, name) FS_OP_##id,
 enum fs_op { FS_OPS(FS_OP_ENUM_) FS_OP__COUNT };
@@ -62,7 +64,7 @@ const char *fs_op_name(enum fs_op op);
 #define FS_HIST_BUCKETS 40
 
 struct fs_stats;
-struct fs_json;  /* an object or array being built (see below) */
+struct fs_json;	 /* an object or array being built (see below) */
 struct fs_trace; /* a trace file (see below) */
 
 /* Create the stats of one mount (no server yet). 0 or -ENOMEM. */
@@ -99,8 +101,7 @@ static inline uint64_t fs_stats_op_begin(void)
  * an error; -ENOENT of lookup counts too, under "errors" — see STATS.md).
  * Lock-free; never blocks; also writes a trace line if op tracing is on.
  * @st NULL is a no-op. */
-void fs_stats_op_end(struct fs_stats *st, enum fs_op op, uint64_t t0,
-		     int err);
+void fs_stats_op_end(struct fs_stats *st, enum fs_op op, uint64_t t0, int err);
 
 /* Totals of one op summed over shards (for tests and for tools). */
 struct fs_op_counts {
@@ -160,9 +161,15 @@ typedef const char *(*fs_lk_type_name_fn)(unsigned type);
  * @type_name may be NULL. *@out is the handle to remove them with,
  * before lk_ls_close. 0, -ENOMEM or as add_section. */
 int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
-		       fs_lk_type_name_fn type_name,
-		       struct fs_stats_lk **out);
+		       fs_lk_type_name_fn type_name, struct fs_stats_lk **out);
 void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l);
+struct lk_name;
+/* Contention tracker behind "locks.top": the lock user (glock layer)
+ * calls this when a request on @name in @mode was not granted at once
+ * (lk_lock returned 0) and took @wait_ns to complete. Takes
+ * a mutex; meant for the slow path only. @l NULL is a no-op. */
+void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
+			   int mode, uint64_t wait_ns);
 /* The bodies of those sections from a snapshot (tests, tools). */
 void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 			fs_lk_type_name_fn type_name);
@@ -242,12 +249,12 @@ enum fs_lk_mode {
 const char *fs_lk_mode_name(int mode); /* "NL".."EX", "IV" otherwise */
 
 enum fs_trace_ev {
-	FS_TR_REQUEST,	/* a local holder asked for a mode */
-	FS_TR_GRANT,	/* granted (wait_ns = request -> grant) */
-	FS_TR_BAST_SENT,  /* we sent a blocking callback to @peer */
-	FS_TR_BAST_RECV,  /* we received one (someone wants @mode) */
-	FS_TR_DEMOTE,	/* we demoted from @from to @mode */
-	FS_TR_RELEASE,	/* released (unlocked / dropped from cache) */
+	FS_TR_REQUEST,	 /* a local holder asked for a mode */
+	FS_TR_GRANT,	 /* granted (wait_ns = request -> grant) */
+	FS_TR_BAST_SENT, /* we sent a blocking callback to @peer */
+	FS_TR_BAST_RECV, /* we received one (someone wants @mode) */
+	FS_TR_DEMOTE,	 /* we demoted from @from to @mode */
+	FS_TR_RELEASE,	 /* released (unlocked / dropped from cache) */
 	FS_TR__COUNT
 };
 
@@ -258,10 +265,10 @@ struct fs_trace_lock {
 	enum fs_trace_ev ev;
 	const char *type;
 	const char *res;
-	int mode;	 /* requested / granted / new mode */
-	int from;	 /* previous mode (FS_LK_IV if none) */
-	int peer;	 /* other node involved, -1 if none / unknown */
-	int remote;	 /* grant needed the network (1) or was local (0) */
+	int mode;	  /* requested / granted / new mode */
+	int from;	  /* previous mode (FS_LK_IV if none) */
+	int peer;	  /* other node involved, -1 if none / unknown */
+	int remote;	  /* grant needed the network (1) or was local (0) */
 	uint64_t wait_ns; /* grant: time waited; release: time held */
 };
 

@@ -50,7 +50,8 @@ static int fs_cli_flat_into(json_t *out, const char *prefix, json_t *v)
 	size_t i;
 
 	if (json_is_object(v)) {
-		json_object_foreach(v, k, c) {
+		json_object_foreach(v, k, c)
+		{
 			snprintf(key, sizeof(key), "%s%s%s", prefix,
 				 prefix[0] != '\0' ? "." : "", k);
 			if (json_is_array(c) && strcmp(k, "hist") == 0)
@@ -61,7 +62,8 @@ static int fs_cli_flat_into(json_t *out, const char *prefix, json_t *v)
 		return 0;
 	}
 	if (json_is_array(v)) {
-		json_array_foreach(v, i, c) {
+		json_array_foreach(v, i, c)
+		{
 			snprintf(key, sizeof(key), "%s[%zu]", prefix, i);
 			if (fs_cli_flat_into(out, key, c) != 0)
 				return -ENOMEM;
@@ -85,14 +87,15 @@ json_t *fs_cli_flatten(json_t *doc)
 }
 
 /* Leaf names that are current values, not cumulative counts. */
+/* clang-format off */
 static const char *const fs_cli_gauges[] = {
-	"id",	    "slot",	"pid",	     "uptime_s",  "start_time",
-	"time",	    "version",	"inflight",  "dirty",	  "cached",
-	"entries",  "mean_ns",	"p50_ns",    "p99_ns",	  "max_ns",
-	"srtt",	    "srttvar",	"srttb",     "srttvarb",  "sirt",
-	"sirtvar",  "mode",	"holders",   "waiters",	  "free",
-	"size",	    "capacity", "queue_depth", "node",	  "window",
+	"id", "slot", "pid", "uptime_s", "start_time", "time", "version",
+	"inflight", "dirty", "cached", "entries", "mean_ns", "p50_ns",
+	"p99_ns", "max_ns", "srtt", "srttvar", "srttb", "srttvarb", "sirt",
+	"sirtvar", "mode", "holders", "waiters", "free", "size", "capacity",
+	"queue_depth", "node", "window",
 };
+/* clang-format on */
 
 int fs_cli_is_gauge(const char *key)
 {

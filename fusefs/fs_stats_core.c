@@ -29,8 +29,8 @@ static void fs_stats_journal(struct fs_json *o, void *arg)
 	fs_json_u64(fl, "fsync", r[FS_CR_SYNC]);
 	fs_json_u64(fl, "timer", r[FS_CR_TIMER]);
 	fs_json_u64(fl, "demote", r[FS_CR_LOCK]);
-	fs_json_u64(fl, "full", r[FS_CR_TXFULL] + r[FS_CR_JOURNAL] +
-					r[FS_CR_CACHE]);
+	fs_json_u64(fl, "full",
+		    r[FS_CR_TXFULL] + r[FS_CR_JOURNAL] + r[FS_CR_CACHE]);
 	fs_json_u64(fl, "full_tx", r[FS_CR_TXFULL]);
 	fs_json_u64(fl, "full_journal", r[FS_CR_JOURNAL]);
 	fs_json_u64(fl, "full_cache", r[FS_CR_CACHE]);
@@ -71,9 +71,9 @@ static const struct {
 	const char *name;
 	fs_stats_section_fn fn;
 } fs_core_sections[] = {
-	{ "journal", fs_stats_journal },
-	{ "cache", fs_stats_cache },
-	{ "alloc", fs_stats_alloc },
+    {"journal", fs_stats_journal},
+    {"cache", fs_stats_cache},
+    {"alloc", fs_stats_alloc},
 };
 
 #define FS_NCORE (sizeof(fs_core_sections) / sizeof(fs_core_sections[0]))
@@ -88,7 +88,7 @@ int fs_stats_add_fs(struct fs_stats *st, struct fs *fs)
 		if (ret != 0) {
 			while (i-- > 0)
 				fs_stats_remove_section(
-					st, fs_core_sections[i].name);
+				    st, fs_core_sections[i].name);
 			fs_stats_remove_section(st, "blockdev");
 		}
 	}

@@ -76,8 +76,7 @@ struct fs_stats {
 };
 
 /* fs_trace.c: one FUSE op line (called by fs_stats_op_end). */
-void fs_trace_op(struct fs_trace *tr, enum fs_op op, uint64_t lat_ns,
-		 int err);
+void fs_trace_op(struct fs_trace *tr, enum fs_op op, uint64_t lat_ns, int err);
 /* fs_trace.c: 1 if the trace wants FUSE ops. */
 int fs_trace_wants_ops(const struct fs_trace *tr);
 

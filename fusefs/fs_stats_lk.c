@@ -7,19 +7,37 @@
  * own lock; this file only formats the copy, on the stats thread.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fusefs/fs_stats.h"
 #include "lockmgr/lk.h"
 
+/* The contention tracker: the resources this node waited on longest.
+ * A fixed table; when full, a new resource replaces the one with the
+ * least total wait (so a hot resource is never pushed out by a one-off).
+ * Fed only on waits, which are slow anyway. */
+#define FS_LK_TOP_SLOTS 64
+#define FS_LK_TOP_SHOW 10
+
+struct fs_lk_top {
+	struct lk_name name;
+	int used;
+	int mode; /* last mode waited for */
+	uint64_t waits, wait_ns, max_wait_ns;
+};
+
 struct fs_stats_lk {
-	struct lk_ls *ls;
-	fs_lk_type_name_fn type_name;
+	struct lk_ls *ls;	      /* immutable */
+	fs_lk_type_name_fn type_name; /* immutable */
+	pthread_mutex_t top_lock;
+	struct fs_lk_top top[FS_LK_TOP_SLOTS]; /* protected by top_lock */
 };
 
 static const char *const fs_lk_mode_lc[LK_NMODES] = {
-	"nl", "cr", "cw", "pr", "pw", "ex",
+    "nl", "cr", "cw", "pr", "pw", "ex",
 };
 
 static void fs_stats_lk_modes(struct fs_json *o, const struct lk_type_stats *t)
@@ -58,8 +76,9 @@ static void fs_stats_lk_type(struct fs_json *o, const struct lk_type_stats *t)
 	fs_json_i64(o, "sirt", c->sirt);
 	fs_json_i64(o, "sirtvar", c->sirtvar);
 	/* GFS2: dcnt = requests sent to the DLM, qcnt = holder requests */
-	fs_json_u64(o, "dcnt", c->requests >= c->cache_hits
-				       ? c->requests - c->cache_hits : 0);
+	fs_json_u64(o, "dcnt",
+		    c->requests >= c->cache_hits ? c->requests - c->cache_hits
+						 : 0);
 	fs_json_u64(o, "qcnt", c->requests);
 	fs_stats_lk_modes(o, t);
 	for (int m = 0; m < LK_NMODES; m++) {
@@ -94,8 +113,9 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 		if (!fs_lk_type_used(&s->type[i]))
 			continue;
 		if (name == NULL) {
-			snprintf(buf, sizeof(buf), i == LK_STAT_TYPES - 1
-					  ? "type%u+" : "type%u", i);
+			snprintf(buf, sizeof(buf),
+				 i == LK_STAT_TYPES - 1 ? "type%u+" : "type%u",
+				 i);
 			name = buf;
 		}
 		fs_stats_lk_type(fs_json_obj(types, name), &s->type[i]);
@@ -132,6 +152,90 @@ void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s)
 	}
 }
 
+void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
+			   int mode, uint64_t wait_ns)
+{
+	struct fs_lk_top *e = NULL, *least = NULL;
+
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&l->top_lock);
+	for (unsigned i = 0; i < FS_LK_TOP_SLOTS && e == NULL; i++) {
+		struct fs_lk_top *t = &l->top[i];
+
+		if (t->used && memcmp(&t->name, name, sizeof(*name)) == 0)
+			e = t;
+		else if (least == NULL || !t->used ||
+			 (least->used && t->wait_ns < least->wait_ns))
+			least = t;
+	}
+	if (e == NULL) {
+		e = least;
+		memset(e, 0, sizeof(*e));
+		e->name = *name;
+		e->used = 1;
+	}
+	e->mode = mode;
+	e->waits++;
+	e->wait_ns += wait_ns;
+	if (wait_ns > e->max_wait_ns)
+		e->max_wait_ns = wait_ns;
+	pthread_mutex_unlock(&l->top_lock);
+}
+
+static int fs_lk_top_cmp(const void *a, const void *b)
+{
+	const struct fs_lk_top *x = a, *y = b;
+
+	if (x->used != y->used)
+		return y->used - x->used;
+	return (x->wait_ns < y->wait_ns) - (x->wait_ns > y->wait_ns);
+}
+
+static void fs_stats_lk_top_one(struct fs_stats_lk *l, struct fs_json *r,
+				const struct fs_lk_top *t)
+{
+	const char *tn =
+	    l->type_name != NULL ? l->type_name(t->name.type) : NULL;
+	struct lk_counts c;
+	char res[96], raw[64];
+
+	lk_name_fmt(&t->name, raw, sizeof(raw));
+	if (tn != NULL) /* "inode:4242" rather than "1:4242" */
+		snprintf(res, sizeof(res), "%s%s", tn, strchr(raw, ':'));
+	else
+		snprintf(res, sizeof(res), "%s", raw);
+	fs_json_str(r, "res", res);
+	fs_json_str(r, "type", tn != NULL ? tn : "?");
+	fs_json_str(r, "mode", fs_lk_mode_name(t->mode));
+	fs_json_u64(r, "waits", t->waits);
+	fs_json_u64(r, "wait_ns", t->wait_ns);
+	fs_json_u64(r, "max_wait_ns", t->max_wait_ns);
+	if (lk_res_stats(l->ls, &t->name, &c) != 0)
+		return; /* no longer in memory on this node */
+	fs_json_u64(r, "requests", c.requests);
+	fs_json_u64(r, "grants_remote", c.grants_remote);
+	fs_json_u64(r, "bast_sent", c.basts_sent);
+	fs_json_u64(r, "bast_recv", c.basts_recv);
+	fs_json_i64(r, "srttb", c.srttb);
+}
+
+static void fs_stats_lk_top(struct fs_stats_lk *l, struct fs_json *o)
+{
+	struct fs_lk_top *top = malloc(sizeof(l->top));
+	struct fs_json *arr = fs_json_arr(o, "top");
+
+	if (top == NULL)
+		return;
+	pthread_mutex_lock(&l->top_lock);
+	memcpy(top, l->top, sizeof(l->top));
+	pthread_mutex_unlock(&l->top_lock);
+	qsort(top, FS_LK_TOP_SLOTS, sizeof(*top), fs_lk_top_cmp);
+	for (unsigned i = 0; i < FS_LK_TOP_SHOW && top[i].used; i++)
+		fs_stats_lk_top_one(l, fs_json_obj(arr, NULL), &top[i]);
+	free(top);
+}
+
 static void fs_stats_locks_section(struct fs_json *o, void *arg)
 {
 	struct fs_stats_lk *l = arg;
@@ -145,6 +249,7 @@ static void fs_stats_locks_section(struct fs_json *o, void *arg)
 	fs_json_u64(o, "node", lk_ls_nodeid(l->ls));
 	fs_stats_lk_render(o, s, l->type_name);
 	free(s);
+	fs_stats_lk_top(l, o);
 }
 
 static void fs_stats_net_section(struct fs_json *o, void *arg)
@@ -162,8 +267,7 @@ static void fs_stats_net_section(struct fs_json *o, void *arg)
 }
 
 int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
-		       fs_lk_type_name_fn type_name,
-		       struct fs_stats_lk **out)
+		       fs_lk_type_name_fn type_name, struct fs_stats_lk **out)
 {
 	struct fs_stats_lk *l = calloc(1, sizeof(*l));
 	int ret;
@@ -172,6 +276,7 @@ int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
 		return -ENOMEM;
 	l->ls = ls;
 	l->type_name = type_name;
+	pthread_mutex_init(&l->top_lock, NULL);
 	ret = fs_stats_add_section(st, "locks", fs_stats_locks_section, l);
 	if (ret == 0) {
 		ret = fs_stats_add_section(st, "net", fs_stats_net_section, l);
@@ -179,6 +284,7 @@ int fs_stats_add_locks(struct fs_stats *st, struct lk_ls *ls,
 			fs_stats_remove_section(st, "locks");
 	}
 	if (ret != 0) {
+		pthread_mutex_destroy(&l->top_lock);
 		free(l);
 		return ret;
 	}
@@ -192,5 +298,6 @@ void fs_stats_remove_locks(struct fs_stats *st, struct fs_stats_lk *l)
 		return;
 	fs_stats_remove_section(st, "locks");
 	fs_stats_remove_section(st, "net");
+	pthread_mutex_destroy(&l->top_lock);
 	free(l);
 }

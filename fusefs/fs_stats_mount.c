@@ -54,8 +54,10 @@ static int fs_stats_opt_one(const char *tok, struct fs_stats_opts *so,
 	}
 	if (val[0] == '\0') {
 		if (err != NULL)
-			snprintf(err, errlen, "ucfs: mount option '%.*s' "
-				 "needs a path", (int)(val - tok - 1), tok);
+			snprintf(err, errlen,
+				 "ucfs: mount option '%.*s' "
+				 "needs a path",
+				 (int)(val - tok - 1), tok);
 		return -EINVAL;
 	}
 	free(*dst);

@@ -150,8 +150,8 @@ static int fs_write_all(int fd, const char *buf, size_t len)
 
 static void fs_srv_answer(struct fs_stats *st, int fd)
 {
-	struct timeval tv = { FS_SRV_SEND_MS / 1000,
-			      (FS_SRV_SEND_MS % 1000) * 1000 };
+	struct timeval tv = {FS_SRV_SEND_MS / 1000,
+			     (FS_SRV_SEND_MS % 1000) * 1000};
 	char *doc;
 
 	if (!fs_peer_allowed(fd)) {
@@ -177,8 +177,8 @@ static void *fs_srv_main(void *arg)
 
 	for (;;) {
 		struct pollfd pfd[2] = {
-			{ .fd = st->srv_fd, .events = POLLIN },
-			{ .fd = st->srv_stop[0], .events = POLLIN },
+		    {.fd = st->srv_fd, .events = POLLIN},
+		    {.fd = st->srv_stop[0], .events = POLLIN},
 		};
 		int n = poll(pfd, 2, FS_SRV_TICK_MS), fd;
 
@@ -241,10 +241,10 @@ int fs_stats_serve(struct fs_stats *st, const char *path)
 		return -EALREADY;
 	if (path == NULL) {
 		pthread_mutex_lock(&st->info_lock);
-		ret = st->mountpoint == NULL
-			      ? -EINVAL
-			      : fs_stats_sock_path(st->mountpoint, buf,
-						   sizeof(buf));
+		ret =
+		    st->mountpoint == NULL
+			? -EINVAL
+			: fs_stats_sock_path(st->mountpoint, buf, sizeof(buf));
 		pthread_mutex_unlock(&st->info_lock);
 		if (ret != 0)
 			return ret;
@@ -311,7 +311,7 @@ static int fs_read_all(int fd, int timeout_ms, char **out)
 	if (buf == NULL)
 		return -ENOMEM;
 	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		ssize_t n;
 		int pr = poll(&pfd, 1, timeout_ms);
 

@@ -42,13 +42,13 @@ struct fs_trace {
 };
 
 static const char *const fs_trace_ev_names[FS_TR__COUNT] = {
-	[FS_TR_REQUEST] = "request",   [FS_TR_GRANT] = "grant",
-	[FS_TR_BAST_SENT] = "bast_sent", [FS_TR_BAST_RECV] = "bast_recv",
-	[FS_TR_DEMOTE] = "demote",     [FS_TR_RELEASE] = "release",
+    [FS_TR_REQUEST] = "request",     [FS_TR_GRANT] = "grant",
+    [FS_TR_BAST_SENT] = "bast_sent", [FS_TR_BAST_RECV] = "bast_recv",
+    [FS_TR_DEMOTE] = "demote",	     [FS_TR_RELEASE] = "release",
 };
 
 static const char *const fs_lk_mode_names[] = {
-	"NL", "CR", "CW", "PR", "PW", "EX",
+    "NL", "CR", "CW", "PR", "PW", "EX",
 };
 
 const char *fs_lk_mode_name(int mode)
@@ -212,8 +212,7 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev)
 	fs_trace_append(tr, line, n);
 }
 
-void fs_trace_op(struct fs_trace *tr, enum fs_op op, uint64_t lat_ns,
-		 int err)
+void fs_trace_op(struct fs_trace *tr, enum fs_op op, uint64_t lat_ns, int err)
 {
 	char line[FS_TRACE_LINE];
 	int n;

@@ -111,6 +111,17 @@ static int need_nospc_retry(struct fs *fs, int ret)
 	return fs_journal_sync(fs) == 0;
 }
 
+/* Drop an operation's pin; destroy the inode if that was the last use
+ * of an unlinked one. Call without ns->lock. */
+static void unpin(struct fs *fs, struct fs_inode *n)
+{
+	if (n != NULL && fs_ino_unpin(fs, n)) {
+		lock_wr(fs);
+		fs_ino_maybe_destroy(fs, n->ino);
+		unlock(fs);
+	}
+}
+
 /* ---- mount ---- */
 
 static void core_opts(const struct fs_opts *o, struct fs_core_opts *co)
@@ -361,9 +372,12 @@ int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	       const struct fs_attr *attr, unsigned valid,
 	       struct fs_attr *out)
 {
+	struct fs_inode *n = NULL;
 	struct fs_buf *b;
 	int ret;
 
+	if ((valid & FS_SET_SIZE) && (n = fs_ino_pin(fs, ino)) == NULL)
+		return -ENOMEM;
 	lock_wr(fs);
 	ret = fs_ino_read(fs, ino, &b);
 	if (ret < 0)
@@ -374,9 +388,9 @@ int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		else if (!S_ISREG(fs_di(b)->mode))
 			ret = -EINVAL;
 		else
-			ret = fs_file_truncate(fs, b, attr->size);
+			ret = fs_file_truncate(fs, n, b, attr->size);
 		if (need_nospc_retry(fs, ret))
-			ret = fs_file_truncate(fs, b, attr->size);
+			ret = fs_file_truncate(fs, n, b, attr->size);
 	}
 	if (ret == 0 && (valid & ~(unsigned)FS_SET_SIZE))
 		ret = setattr_tx(fs, cred, b, attr, valid);
@@ -387,6 +401,7 @@ int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	fs_buf_put(b);
 out:
 	unlock(fs);
+	unpin(fs, n);
 	return ret;
 }
 
@@ -497,7 +512,7 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 		goto out;
 	tlen = nn->target != NULL ? strlen(nn->target) : 0;
 	if (tlen > FS_INODE_INLINE_SIZE) {
-		ssize_t n = fs_file_write(fs, b, nn->target, tlen, 0);
+		ssize_t n = fs_file_write(fs, NULL, b, nn->target, tlen, 0);
 
 		ret = n < 0 ? (int)n : 0;
 	}
@@ -576,7 +591,7 @@ ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size)
 		if (!S_ISLNK(fs_di(b)->mode))
 			n = -EINVAL;
 		else
-			n = fs_file_read(fs, b, buf, size, 0);
+			n = fs_file_read(fs, NULL, b, buf, size, 0);
 		fs_buf_put(b);
 	}
 	unlock(fs);
@@ -1022,10 +1037,14 @@ static void atime_update(struct fs *fs, uint64_t ino)
 ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		uint64_t off)
 {
+	struct fs_inode *pin;
 	struct fs_buf *b;
 	ssize_t n;
 	int due = 0;
 
+	pin = fs_ino_pin(fs, ino);
+	if (pin == NULL)
+		return -ENOMEM;
 	lock_rd(fs);
 	n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
@@ -1034,13 +1053,14 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		else if (!S_ISREG(fs_di(b)->mode))
 			n = -EINVAL;
 		else
-			n = fs_file_read(fs, b, buf, len, off);
+			n = fs_file_read(fs, pin, b, buf, len, off);
 		due = n >= 0 && atime_due(fs, fs_di(b));
 		fs_buf_put(b);
 	}
 	unlock(fs);
 	if (due)
 		atime_update(fs, ino);
+	unpin(fs, pin);
 	return n;
 }
 
@@ -1063,9 +1083,13 @@ static int kill_priv_tx(struct fs *fs, struct fs_buf *b)
 ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 const void *buf, size_t len, uint64_t off)
 {
+	struct fs_inode *pin;
 	struct fs_buf *b;
 	ssize_t n;
 
+	pin = fs_ino_pin(fs, ino);
+	if (pin == NULL)
+		return -ENOMEM;
 	lock_wr(fs);
 	n = fs_ino_read(fs, ino, &b);
 	if (n < 0)
@@ -1077,13 +1101,14 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	else if (cred->uid != 0 && (fs_di(b)->mode & (S_ISUID | S_ISGID)))
 		n = kill_priv_tx(fs, b);
 	if (n == 0) {
-		n = fs_file_write(fs, b, buf, len, off);
+		n = fs_file_write(fs, pin, b, buf, len, off);
 		if (need_nospc_retry(fs, (int)n))
-			n = fs_file_write(fs, b, buf, len, off);
+			n = fs_file_write(fs, pin, b, buf, len, off);
 	}
 	fs_buf_put(b);
 out:
 	unlock(fs);
+	unpin(fs, pin);
 	return n;
 }
 
@@ -1097,10 +1122,14 @@ int fs_fsync(struct fs *fs, uint64_t ino, int datasync)
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len)
 {
+	struct fs_inode *pin;
 	struct fs_buf *b;
 	int ret;
 
 	(void)cred;
+	pin = fs_ino_pin(fs, ino);
+	if (pin == NULL)
+		return -ENOMEM;
 	lock_wr(fs);
 	ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
@@ -1109,12 +1138,13 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		else if (!S_ISREG(fs_di(b)->mode))
 			ret = -ENODEV;
 		else
-			ret = fs_file_fallocate(fs, b, mode, off, len);
+			ret = fs_file_fallocate(fs, pin, b, mode, off, len);
 		if (need_nospc_retry(fs, ret))
-			ret = fs_file_fallocate(fs, b, mode, off, len);
+			ret = fs_file_fallocate(fs, pin, b, mode, off, len);
 		fs_buf_put(b);
 	}
 	unlock(fs);
+	unpin(fs, pin);
 	return ret;
 }
 

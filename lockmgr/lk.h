@@ -201,6 +201,13 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags);
 int lk_unlock(struct lk_lock *lk, unsigned flags);
 
 /*
+ * lk_unlock() for @n locks of one lockspace at once: one message per
+ * master. Returns the number released; locks that could not be (pending,
+ * cached, dead) are skipped and left as they were.
+ */
+int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags);
+
+/*
  * Cancel a pending request or conversion. Its completion reports
  * -ECANCELED (a conversion falls back to the mode held), or the grant if
  * it won the race. Returns 0, or -EALREADY if nothing is pending.

@@ -362,8 +362,10 @@ void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk)
 	struct lk_res *res = lk->res;
 
 	if (!lk_traffic_ok(ls)) {
-		/* recovery will convey it (lk_recover.c phase 4) */
+		/* recovery conveys it (lk_recover.c phase 4) or, if its
+		 * master is still unknown then, replays it afterwards */
 		lk->state = LK_S_NEW;
+		lkb_defer(ls, lk, LK_M_REQUEST);
 		return;
 	}
 	if (res->master == 0) {
@@ -422,6 +424,7 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 	lk->rqmode = -1;
 	lk->status = status;
 	lk->cancel_pending = 0;
+	__atomic_add_fetch(&lk->cseq, 1, __ATOMIC_RELEASE);
 	if (lk->waiters > 0)
 		pthread_cond_broadcast(&ls->cv);
 	if (lk == ls->sync_lkb)
@@ -897,6 +900,29 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 	return ret;
 }
 
+int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
+{
+	struct lk_ls *ls;
+	int done = 0;
+
+	if (n == 0)
+		return 0;
+	ls = locks[0]->ls;
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct lk_lock *lk = locks[i];
+
+		if (lk->ls != ls || lk->state != LK_S_GRANTED || lk->cached ||
+		    lk->deferred_op != 0)
+			continue;
+		do_unlock(ls, lk, flags & ~(unsigned)LK_UNLOCK_CACHE);
+		done++;
+	}
+	lk_out_flush(ls);
+	pthread_mutex_unlock(&ls->mu);
+	return done;
+}
+
 int lk_cancel(struct lk_lock *lk)
 {
 	struct lk_ls *ls = lk->ls;
@@ -929,6 +955,12 @@ int lk_cancel(struct lk_lock *lk)
 	return ret;
 }
 
+static int pending(const struct lk_lock *lk)
+{
+	return lk->state == LK_S_NEW || lk->state == LK_S_WAITING ||
+	       lk->state == LK_S_CONVERTING;
+}
+
 int lk_wait(struct lk_lock *lk)
 {
 	struct lk_ls *ls = lk->ls;
@@ -937,8 +969,7 @@ int lk_wait(struct lk_lock *lk)
 	pthread_mutex_lock(&ls->mu);
 	lk->refs++;
 	lk->waiters++;
-	while (lk->state == LK_S_NEW || lk->state == LK_S_WAITING ||
-	       lk->state == LK_S_CONVERTING)
+	while (pending(lk))
 		pthread_cond_wait(&ls->cv, &ls->mu);
 	lk->waiters--;
 	st = lk->status;

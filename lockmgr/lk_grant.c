@@ -47,7 +47,7 @@ void lk_rsq_init(struct lk_rsq *q)
 	lk_list_init(&q->grantq);
 	lk_list_init(&q->convertq);
 	lk_list_init(&q->waitq);
-	q->lvb_valid = 1;
+	q->lvb_valid = 0; /* no value until a PW/EX holder writes one */
 }
 
 void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid,

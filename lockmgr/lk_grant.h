@@ -79,6 +79,9 @@ struct lk_grant_out {
  * on grant) or LK_LVB_WRITE (copy lock -> resource). */
 enum { LK_LVB_NONE = 0, LK_LVB_RETURN = 1, LK_LVB_WRITE = 2 };
 int lk_lvb_op(int from, int to);
+/* The strongest mode both @a and @b cover (what a lock converting between
+ * them is sure to protect). */
+int lk_mode_meet(int a, int b);
 
 void lk_rsq_init(struct lk_rsq *q);
 void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid,

@@ -116,6 +116,8 @@ struct lk_lock {
 	uint8_t lvb_dirty;    /* set by lk_lvb_set, not yet written back */
 	uint32_t flags;	      /* LK_* of the lock/pending op */
 	int status;	      /* last completion status */
+	uint32_t cseq;	      /* completions so far; atomic reads allowed
+				 without ls->mu (lk_wait spins on it) */
 	int refs;	      /* user + callback queue + waiters */
 	int waiters;	      /* threads in lk_wait */
 	const struct lk_lock_ops *ops;

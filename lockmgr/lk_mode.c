@@ -75,3 +75,11 @@ int lk_lvb_op(int from, int to)
 		return LK_LVB_NONE;
 	return lvbops[from + 1][to];
 }
+
+int lk_mode_meet(int a, int b)
+{
+	for (int m = LK_EX; m > LK_NL; m--)
+		if (lk_mode_covers(a, m) && lk_mode_covers(b, m))
+			return m;
+	return LK_NL;
+}

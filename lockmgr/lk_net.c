@@ -519,6 +519,7 @@ static void *net_main(void *arg)
 		pthread_mutex_lock(&ls->mu);
 		for (int i = 0; i < n; i++)
 			handle(net, &evs[i]);
+		lk_out_flush(ls); /* replies first, housekeeping after */
 		now = lk_now_ns();
 		dial_missing(net, now);
 		lk_member_tick(ls, now);

@@ -123,8 +123,8 @@ static void phase1(struct lk_ls *ls, uint64_t dead)
 			r->master = 0;
 			r->remaster = 1;
 		}
-		if (r->on_toss || (lk_list_empty(&r->locks) &&
-				   r->master != ls->nodeid))
+		/* a master keeps its unused resources (and their LVBs) */
+		if (lk_list_empty(&r->locks) && r->master != ls->nodeid)
 			lk_res_free(ls, r);
 	}
 	lk_dir_clear(ls);
@@ -198,13 +198,28 @@ static void phase3(struct lk_ls *ls)
 }
 
 /* Remember the best LVB offered for a re-mastered resource. */
-static void rc_offer(struct lk_res *r, int grmode, uint32_t flags,
-		     uint8_t lvbf, uint64_t seq, const uint8_t *lvb)
+static void rc_offer(struct lk_res *r, int grmode, int rqmode,
+		     uint32_t flags, uint8_t lvbf, uint64_t seq,
+		     const uint8_t *lvb)
 {
 	int rank;
 
+	if ((lvbf & LK_RF_LVB_WB) && !r->remaster) {
+		/* the master survived: apply the write-back now */
+		memcpy(r->q.lvb, lvb, LK_LVB_LEN);
+		r->q.lvb_seq++;
+		r->q.lvb_valid = 1;
+		return;
+	}
 	if (!r->remaster || !(flags & LK_VALBLK) || !(lvbf & LK_RF_LVB))
 		return;
+	if (lvbf & LK_RF_LVB_WB) {
+		rank = 4; /* newest of all: it was being written back */
+		goto take;
+	}
+	/* a converting lock is only sure to hold the meet of its modes */
+	if (grmode >= 0 && rqmode >= 0)
+		grmode = lk_mode_meet(grmode, rqmode);
 	if (grmode >= LK_PW)
 		rank = 3;
 	else if (grmode == LK_PR)
@@ -217,16 +232,24 @@ static void rc_offer(struct lk_res *r, int grmode, uint32_t flags,
 		rank = 1;
 	if (rank < r->rc_mode || (rank == r->rc_mode && seq <= r->rc_seq))
 		return;
+take:
 	r->rc_mode = (int8_t)rank;
 	r->rc_seq = seq;
 	memcpy(r->rc_lvb, lvb, LK_LVB_LEN);
 }
 
-/* Settle a cancel that never reached the master; 1 if @lk died. */
+/* Settle a cancel that never reached the master, and a pending
+ * down-conversion (always grantable; the old master may already have
+ * applied it); 1 if @lk died. */
 static int settle_cancel(struct lk_ls *ls, struct lk_lock *lk)
 {
 	int was_new;
 
+	if (lk->state == LK_S_CONVERTING && !lk->cancel_pending &&
+	    lk_mode_covers(lk->grmode, lk->rqmode)) {
+		lk_lkb_complete(ls, lk, 0, lk->rqmode, NULL);
+		return 0;
+	}
 	if (!lk->cancel_pending)
 		return 0;
 	was_new = lk->state != LK_S_CONVERTING;
@@ -239,13 +262,21 @@ static void send_lock(struct lk_ls *ls, struct lk_res *r, struct lk_lock *lk)
 	uint8_t lvbf = LK_RF_LVB | (lk->lvb_valid ? LK_RF_LVB_VALID : 0);
 	struct lk_rec_rcom *c;
 
+	/* a value set under PW/EX whose down-conversion was settled locally
+	 * (settle_cancel) has not reached any master yet */
+	if (lk->lvb_dirty && lk->grmode < LK_PW && (lk->flags & LK_VALBLK)) {
+		lvbf |= LK_RF_LVB_WB;
+		lk->lvb_dirty = 0;
+	}
+
 	if (lk->state == LK_S_NEW)
 		lk->state = LK_S_WAITING;
 	if (r->master == ls->nodeid) {
 		lk->rq.waited = 0;
 		lk_grant_restore(&r->q, &lk->rq, lk->grmode, lk->rqmode,
 				 lk->flags);
-		rc_offer(r, lk->grmode, lk->flags, lvbf, lk->lvb_seq, lk->lvb);
+		rc_offer(r, lk->grmode, lk->rqmode, lk->flags, lvbf,
+			 lk->lvb_seq, lk->lvb);
 		return;
 	}
 	c = lk_out_add(ls, r->master, LK_M_RCOM);
@@ -271,6 +302,12 @@ static void phase4(struct lk_ls *ls)
 			struct lk_lock *lk =
 				LK_CONTAINER(l, struct lk_lock, res_link);
 
+			if (r->master == 0) {
+				/* created after our RLOOKUPs went out: it
+				 * stays deferred and looks its master up
+				 * when traffic resumes */
+				continue;
+			}
 			if (lk->deferred_op == LK_M_CANCEL ||
 			    lk->deferred_op == LK_M_REQUEST ||
 			    lk->deferred_op == LK_M_CONVERT) {
@@ -305,7 +342,8 @@ static void rx_rcom(struct lk_ls *ls, uint32_t sender,
 	if (m == NULL)
 		return;
 	lk_grant_restore(&r->q, &m->rq, c->grmode, c->rqmode, c->flags);
-	rc_offer(r, c->grmode, c->flags, c->lvbf, c->lvb_seq, c->lvb);
+	rc_offer(r, c->grmode, c->rqmode, c->flags, c->lvbf, c->lvb_seq,
+		 c->lvb);
 }
 
 static void replay_saved(struct lk_ls *ls)

@@ -66,7 +66,13 @@ struct lk_rec_lock {
 };
 
 /* REPLY lvbf bits */
-enum { LK_RF_LVB = 1, LK_RF_LVB_VALID = 2, LK_RF_QUEUED = 4 };
+enum {
+	LK_RF_LVB = 1,	     /* a value is carried */
+	LK_RF_LVB_VALID = 2, /* ... and it is valid */
+	LK_RF_QUEUED = 4,    /* REPLY: the request had to wait */
+	LK_RF_LVB_WB = 8,    /* RCOM: write it back (a down-conversion
+				settled during recovery) */
+};
 #define LK_ST_NOTMASTER (-EREMCHG) /* REPLY status: look the master up */
 
 struct lk_rec_reply {

@@ -84,10 +84,16 @@ trap 'exit 130' INT TERM
 step "image: $SIZE_MB MiB at $W/disk.img, mkfs.ucfs"
 truncate -s "${SIZE_MB}M" "$W/disk.img"
 proto=nolock
-if [ "$NODES" -gt 1 ]; then
+if [ "$NODES" -gt 1 ]; then	# format: lockmgr/PROTOCOL.md, "Membership"
 	proto=dlm
-	printf '{"nodes": [{"id": 1, "addr": "127.0.0.1", "port": %d}, {"id": 2, "addr": "127.0.0.1", "port": %d}]}\n' \
-		$((21000 + $$ % 20000)) $((21001 + $$ % 20000)) >"$W/cluster.json"
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/secret"
+	port=$((21000 + $$ % 20000))
+	cat >"$W/cluster.json" <<JSON
+{"cluster": "ucfs-demo-$$", "secret_file": "$W/secret",
+ "heartbeat_ms": 500, "timeout_ms": 3000, "two_node": true,
+ "nodes": [{"id": 1, "addr": "127.0.0.1", "port": $port},
+	   {"id": 2, "addr": "127.0.0.1", "port": $((port + 1))}]}
+JSON
 fi
 "$BUILD/mkfs.ucfs" -f -j 2 -p "$proto" "$W/disk.img" || die "mkfs.ucfs failed"
 

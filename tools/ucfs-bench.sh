@@ -331,14 +331,24 @@ ucfs_mkfs() {
 }
 
 # The cluster configuration of the local nodes (lockproto=dlm): --cluster
-# FILE as given, else nodes 1 and 2 on 127.0.0.1 (format: see
-# lockmgr/PROTOCOL.md once written; this is the DESIGN.md direction).
+# FILE as given, else nodes 1 and 2 on 127.0.0.1 with a fresh secret, in
+# the format of lockmgr/PROTOCOL.md ("Membership"); two_node so that one
+# survivor keeps quorum.
 cluster_json() {
 	[ -n "$CLUSTER_FILE" ] && { printf '%s' "$CLUSTER_FILE"; return; }
 	_c=$WORK/cluster.json
-	_p=$((20000 + $$ % 20000))
-	printf '{"nodes": [{"id": 1, "addr": "127.0.0.1", "port": %d},' "$_p" >"$_c"
-	printf ' {"id": 2, "addr": "127.0.0.1", "port": %d}]}\n' $((_p + 1)) >>"$_c"
+	if [ ! -s "$_c" ]; then
+		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
+			>"$WORK/cluster.secret"
+		chmod 600 "$WORK/cluster.secret"
+		_p=$((20000 + $$ % 20000))
+		cat >"$_c" <<JSON
+{"cluster": "ucfs-bench-$$", "secret_file": "$WORK/cluster.secret",
+ "heartbeat_ms": 500, "timeout_ms": 3000, "two_node": true,
+ "nodes": [{"id": 1, "addr": "127.0.0.1", "port": $_p},
+	   {"id": 2, "addr": "127.0.0.1", "port": $((_p + 1))}]}
+JSON
+	fi
 	printf '%s' "$_c"
 }
 
@@ -462,10 +472,10 @@ sys_down() {
 # the daemon to exit) is where its data is written.
 sys_cold() {
 	_nn=$(attr NODES "$1")
-	_tc=$(now)
+	_tcold=$(now)
 	umount_all "$1"
 	COLD_UMOUNTED=$(now)
-	[ $# -ge 2 ] && rec "$1" all "$2" real "$(fsub "$COLD_UMOUNTED" "$_tc")" s
+	[ $# -ge 2 ] && rec "$1" all "$2" real "$(fsub "$COLD_UMOUNTED" "$_tcold")" s
 	drop_caches
 	mount_all "$1" "$_nn"
 }
@@ -598,11 +608,11 @@ rec_time() {
 }
 
 # timed SYS CLIENT PHASE CMD... — run and record one step.
-timed() {
-	_s=$1 _c=$2 _p=$3; shift 3
-	_f=$WORK/time.$_s.$_c.$_p
-	"$OPS" time -o "$_f" "$@" >>"$WORK/log/cmd.log" 2>&1
-	rec_time "$_s" "$_c" "$_p" "$_f"
+timed() {	# (sh has no locals: _t* names are used by nothing else)
+	_ts=$1 _tc=$2 _tp=$3; shift 3
+	_tf=$WORK/time.$_ts.$_tc.$_tp
+	"$OPS" time -o "$_tf" "$@" >>"$WORK/log/cmd.log" 2>&1
+	rec_time "$_ts" "$_tc" "$_tp" "$_tf"
 }
 
 # clients2 SYS FUNC — run "FUNC SYS CLIENT" for clients 1 and 2 at once and

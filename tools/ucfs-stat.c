@@ -59,12 +59,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--all") == 0) {
 			o->all = 1;
 		} else if ((strcmp(a, "--interval") == 0 ||
-			    strcmp(a, "-i") == 0) && i + 1 < argc) {
+			    strcmp(a, "-i") == 0) &&
+			   i + 1 < argc) {
 			o->interval = atof(argv[++i]);
 			if (!(o->interval > 0))
 				return -1;
 		} else if ((strcmp(a, "--count") == 0 ||
-			    strcmp(a, "-c") == 0) && i + 1 < argc) {
+			    strcmp(a, "-c") == 0) &&
+			   i + 1 < argc) {
 			o->count = atol(argv[++i]);
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
@@ -180,7 +182,8 @@ static void print_ops(const struct opts *o, json_t **docs, json_t **prev,
 		printf(" %10s %7s %9s %9s", dt <= 0 ? "count" : "ops/s",
 		       dt <= 0 ? "errors" : "err/s", "mean_us", "p99_us");
 	printf("\n");
-	json_object_foreach(ops, name, v) {
+	json_object_foreach(ops, name, v)
+	{
 		char line[2048], cell[96];
 		int any = o->all, n;
 
@@ -188,8 +191,8 @@ static void print_ops(const struct opts *o, json_t **docs, json_t **prev,
 		for (int i = 0; i < o->ntargets; i++) {
 			any |= op_cells(cell, sizeof(cell), name, docs[i],
 					prev != NULL ? prev[i] : NULL, dt);
-			n += snprintf(line + n, sizeof(line) - (size_t)n,
-				      "%s", cell);
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "%s",
+				      cell);
 		}
 		if (any)
 			printf("%s\n", line);
@@ -211,12 +214,15 @@ static void print_rows(const struct opts *o, json_t **flat, json_t **pflat,
 	json_t *v;
 
 	for (int i = 0; i < o->ntargets; i++)
-		json_object_foreach(flat[i], k, v)
-			if (!skip_key(k) && json_object_get(keys, k) == NULL)
-				json_object_set_new(keys, k, json_null());
-	json_object_foreach(keys, k, v) {
+		json_object_foreach(flat[i], k,
+				    v) if (!skip_key(k) &&
+					   json_object_get(keys, k) == NULL)
+		    json_object_set_new(keys, k, json_null());
+	json_object_foreach(keys, k, v)
+	{
 		char line[1024], cell[64];
-		int any = o->all || !json_is_number(json_object_get(flat[0], k)),
+		int any =
+			o->all || !json_is_number(json_object_get(flat[0], k)),
 		    gauge = fs_cli_is_gauge(k), n;
 
 		n = snprintf(line, sizeof(line), "%-*s", LABEL_W, k);
@@ -230,7 +236,8 @@ static void print_rows(const struct opts *o, json_t **flat, json_t **pflat,
 					any = 1;
 			} else {
 				double r = (json_number_value(cur) -
-					    fs_cli_num(pflat[i], k)) / dt;
+					    fs_cli_num(pflat[i], k)) /
+					   dt;
 
 				fmt_num(cell, sizeof(cell), r);
 				if (r != 0)
@@ -251,11 +258,11 @@ static void print_human(const struct opts *o, json_t **docs, json_t **prev,
 	json_t *flat[MAX_TARGETS], *pflat[MAX_TARGETS];
 
 	for (int i = 0; i < o->ntargets; i++) {
-		flat[i] = docs[i] != NULL ? fs_cli_flatten(docs[i])
-					  : json_object();
+		flat[i] =
+		    docs[i] != NULL ? fs_cli_flatten(docs[i]) : json_object();
 		pflat[i] = prev != NULL && prev[i] != NULL
-				   ? fs_cli_flatten(prev[i])
-				   : json_object();
+			       ? fs_cli_flatten(prev[i])
+			       : json_object();
 	}
 	print_header(o, docs, 16, 38);
 	print_ops(o, docs, prev, dt);
@@ -279,7 +286,7 @@ static void print_json_docs(const struct opts *o, json_t **docs)
 		out = json_array();
 		for (int i = 0; i < o->ntargets; i++)
 			json_array_append(out, docs[i] != NULL ? docs[i]
-							      : json_null());
+							       : json_null());
 	}
 	json_dumpf(out, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	printf("\n");
@@ -294,33 +301,33 @@ static json_t *json_rates(const char *target, json_t *doc, json_t *prev,
 	json_t *rates = json_object(), *v;
 	const char *k;
 
-	json_object_foreach(flat, k, v) {
+	json_object_foreach(flat, k, v)
+	{
 		if (!json_is_number(v))
 			continue;
 		if (fs_cli_is_gauge(k))
 			json_object_set(rates, k, v);
 		else
-			json_object_set_new(
-				rates, k,
-				json_real((json_number_value(v) -
-					   fs_cli_num(pflat, k)) / dt));
+			json_object_set_new(rates, k,
+					    json_real((json_number_value(v) -
+						       fs_cli_num(pflat, k)) /
+						      dt));
 	}
 	json_decref(flat);
 	json_decref(pflat);
 	return json_pack("{s:s,s:o}", "target", target, "rates", rates);
 }
 
-static void print_json_rates(const struct opts *o, json_t **docs,
-			     json_t **prev, double dt)
+static void print_json_rates(const struct opts *o, json_t **docs, json_t **prev,
+			     double dt)
 {
 	json_t *nodes = json_array(), *out;
 
 	for (int i = 0; i < o->ntargets; i++)
-		json_array_append_new(nodes,
-				      docs[i] != NULL && prev[i] != NULL
-					      ? json_rates(o->targets[i],
-							   docs[i], prev[i], dt)
-					      : json_null());
+		json_array_append_new(
+		    nodes, docs[i] != NULL && prev[i] != NULL
+			       ? json_rates(o->targets[i], docs[i], prev[i], dt)
+			       : json_null());
 	out = json_pack("{s:f,s:f,s:o}", "time", (double)time(NULL),
 			"interval_s", dt, "nodes", nodes);
 	json_dumpf(out, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -347,7 +354,7 @@ static void free_docs(json_t **docs, int n)
 
 static int run_interval(const struct opts *o, json_t **prev)
 {
-	json_t *docs[MAX_TARGETS] = { NULL };
+	json_t *docs[MAX_TARGETS] = {NULL};
 	double start = mono_s(), t0 = start, t1;
 	int bad = 0;
 
@@ -376,8 +383,8 @@ static int run_interval(const struct opts *o, json_t **prev)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { 0 };
-	json_t *docs[MAX_TARGETS] = { NULL };
+	struct opts o = {0};
+	json_t *docs[MAX_TARGETS] = {NULL};
 	int bad = 0;
 
 	if (parse_args(argc, argv, &o) != 0) {

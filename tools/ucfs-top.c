@@ -70,8 +70,8 @@ static void on_winch(int sig)
 	winch = 1;
 }
 
-__attribute__((format(printf, 2, 3))) static void
-emit(struct top *t, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void emit(struct top *t,
+						       const char *fmt, ...)
 {
 	va_list ap;
 
@@ -83,8 +83,8 @@ emit(struct top *t, const char *fmt, ...)
 }
 
 /* Append to the last line. */
-__attribute__((format(printf, 2, 3))) static void
-more(struct top *t, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void more(struct top *t,
+						       const char *fmt, ...)
 {
 	char *l = t->lines[t->nlines - 1];
 	size_t n = strlen(l);
@@ -113,12 +113,13 @@ static double rate(struct top *t, int i, const char *path)
 /* Sum of @field over every lock type of a document. */
 static double lk_sum(json_t *doc, const char *field)
 {
-	json_t *types = json_object_get(json_object_get(doc, "locks"),
-					"types"), *v;
+	json_t *types = json_object_get(json_object_get(doc, "locks"), "types"),
+	       *v;
 	const char *k;
 	double s = 0;
 
-	json_object_foreach(types, k, v) {
+	json_object_foreach(types, k, v)
+	{
 		json_t *f = json_object_get(v, field);
 
 		s += json_is_number(f) ? json_number_value(f) : 0;
@@ -135,14 +136,19 @@ static double lk_rate(struct top *t, int i, const char *field)
 
 		return up > 0 ? now / up : 0;
 	}
-	return t->dt[i] > 0 ? (now - lk_sum(t->prev[i], field)) / t->dt[i]
-			    : 0;
+	return t->dt[i] > 0 ? (now - lk_sum(t->prev[i], field)) / t->dt[i] : 0;
 }
 
 typedef double (*node_fig)(struct top *t, int i);
 
-static double f_ops(struct top *t, int i) { return rate(t, i, "fuse.count"); }
-static double f_err(struct top *t, int i) { return rate(t, i, "fuse.errors"); }
+static double f_ops(struct top *t, int i)
+{
+	return rate(t, i, "fuse.count");
+}
+static double f_err(struct top *t, int i)
+{
+	return rate(t, i, "fuse.errors");
+}
 static double f_rd(struct top *t, int i)
 {
 	return rate(t, i, "blockdev.read.count");
@@ -201,14 +207,14 @@ static const struct {
 	const char *label;
 	node_fig fn;
 } node_rows[] = {
-	{ "FUSE ops/s", f_ops },	{ "FUSE errors/s", f_err },
-	{ "disk reads/s", f_rd },	{ "disk writes/s", f_wr },
-	{ "disk read MB/s", f_rmb },	{ "disk write MB/s", f_wmb },
-	{ "disk queue depth", f_qd },	{ "journal commits/s", f_jc },
-	{ "lock requests/s", f_lreq },	{ "lock remote grants/s", f_lrem },
-	{ "lock waits/s", f_lwait },	{ "lock wait ms/s", f_lwms },
-	{ "callbacks sent/s", f_bsent }, { "callbacks recv/s", f_brecv },
-	{ "demotes/s", f_dem },
+    {"FUSE ops/s", f_ops},	   {"FUSE errors/s", f_err},
+    {"disk reads/s", f_rd},	   {"disk writes/s", f_wr},
+    {"disk read MB/s", f_rmb},	   {"disk write MB/s", f_wmb},
+    {"disk queue depth", f_qd},	   {"journal commits/s", f_jc},
+    {"lock requests/s", f_lreq},   {"lock remote grants/s", f_lrem},
+    {"lock waits/s", f_lwait},	   {"lock wait ms/s", f_lwms},
+    {"callbacks sent/s", f_bsent}, {"callbacks recv/s", f_brecv},
+    {"demotes/s", f_dem},
 };
 
 static void draw_nodes(struct top *t)
@@ -218,8 +224,7 @@ static void draw_nodes(struct top *t)
 
 	strftime(tm, sizeof(tm), "%H:%M:%S", localtime(&now));
 	emit(t, "ucfs-top  %s  every %.1fs%s  q: quit", tm, t->interval,
-	     t->prev[0] == NULL ? "  (first frame: averages since mount)"
-				: "");
+	     t->prev[0] == NULL ? "  (first frame: averages since mount)" : "");
 	emit(t, "%-22s", "node");
 	for (int i = 0; i < t->nnodes; i++) {
 		char h[64];
@@ -236,11 +241,10 @@ static void draw_nodes(struct top *t)
 	for (int i = 0; i < t->nnodes; i++) {
 		size_t n = strlen(t->targets[i]);
 
-		more(t, " %16s", n > 16 ? t->targets[i] + n - 16
-					: t->targets[i]);
+		more(t, " %16s",
+		     n > 16 ? t->targets[i] + n - 16 : t->targets[i]);
 	}
-	for (size_t r = 0; r < sizeof(node_rows) / sizeof(node_rows[0]);
-	     r++) {
+	for (size_t r = 0; r < sizeof(node_rows) / sizeof(node_rows[0]); r++) {
 		emit(t, "%-22s", node_rows[r].label);
 		for (int i = 0; i < t->nnodes; i++) {
 			if (t->cur[i] == NULL)
@@ -268,8 +272,7 @@ static int op_row_cmp(const void *a, const void *b)
 	return (x->total < y->total) - (x->total > y->total);
 }
 
-static void op_figures(struct top *t, int i, const char *op,
-		       struct op_row *r)
+static void op_figures(struct top *t, int i, const char *op, struct op_row *r)
 {
 	char ck[160], tk[160];
 	double c, tot;
@@ -295,9 +298,10 @@ static void draw_ops(struct top *t, int max_rows)
 	int n = 0;
 
 	for (int i = 0; i < t->nnodes && ops == NULL; i++)
-		ops = json_object_get(json_object_get(t->cur[i], "fuse"),
-				      "ops");
-	json_object_foreach(ops, name, v) {
+		ops =
+		    json_object_get(json_object_get(t->cur[i], "fuse"), "ops");
+	json_object_foreach(ops, name, v)
+	{
 		if (n == 64)
 			break;
 		memset(&rows[n], 0, sizeof(rows[n]));
@@ -343,12 +347,13 @@ static void who(char *buf, size_t len, json_t *arr)
 	json_t *e;
 
 	buf[0] = '\0';
-	json_array_foreach(arr, i, e) {
+	json_array_foreach(arr, i, e)
+	{
 		const char *m = json_string_value(json_object_get(e, "mode"));
-		int w = snprintf(buf + n, len - n, "%s%lld:%s", i ? "," : "",
-				 (long long)json_integer_value(
-					 json_object_get(e, "node")),
-				 m != NULL ? m : "?");
+		int w = snprintf(
+		    buf + n, len - n, "%s%lld:%s", i ? "," : "",
+		    (long long)json_integer_value(json_object_get(e, "node")),
+		    m != NULL ? m : "?");
 
 		if (w < 0 || (size_t)w >= len - n)
 			break;
@@ -365,10 +370,12 @@ static void draw_resources(struct top *t, int max_rows)
 
 	for (int i = 0; i < t->nnodes; i++) {
 		json_t *top = json_object_get(
-			json_object_get(t->cur[i], "locks"), "top"), *r;
+			   json_object_get(t->cur[i], "locks"), "top"),
+		       *r;
 		size_t k;
 
-		json_array_foreach(top, k, r) {
+		json_array_foreach(top, k, r)
+		{
 			if (n == 128)
 				break;
 			rows[n].node = (int)fs_cli_get(t->cur[i], "node.id");
@@ -385,15 +392,16 @@ static void draw_resources(struct top *t, int max_rows)
 	for (int r = 0; r < n && r < max_rows; r++) {
 		json_t *e = rows[r].r;
 		const char *res = json_string_value(json_object_get(e, "res"));
-		const char *mode = json_string_value(json_object_get(e, "mode"));
+		const char *mode =
+		    json_string_value(json_object_get(e, "mode"));
 		char h[64], w[64];
 
 		who(h, sizeof(h), json_object_get(e, "holders"));
 		who(w, sizeof(w), json_object_get(e, "waiters"));
 		emit(t, "%-4d %-24.24s %-4s %-14.14s %-14.14s %8.0f %10.1f",
 		     rows[r].node, res != NULL ? res : "?",
-		     mode != NULL ? mode : "?", h, w,
-		     fs_cli_get(e, "waits"), rows[r].wait_ns / 1e6);
+		     mode != NULL ? mode : "?", h, w, fs_cli_get(e, "waits"),
+		     rows[r].wait_ns / 1e6);
 	}
 	if (n == 0)
 		emit(t, "  (no lock section or no contended resource)");
@@ -483,8 +491,8 @@ static void term_enter(struct top *t)
 
 	if (t->batch)
 		return;
-	t->tty_in = isatty(STDIN_FILENO) &&
-		    tcgetattr(STDIN_FILENO, &t->saved) == 0;
+	t->tty_in =
+	    isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0;
 	if (t->tty_in) {
 		raw = t->saved;
 		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
@@ -510,7 +518,7 @@ static void term_leave(struct top *t)
 static int wait_key(struct top *t, double deadline)
 {
 	for (;;) {
-		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+		struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
 		double left = deadline - mono_s();
 		char c;
 
@@ -537,12 +545,14 @@ static int parse_args(int argc, char **argv, struct top *t)
 	t->interval = 1.0;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if ((strcmp(argv[i], "--interval") == 0 ||
-		     strcmp(argv[i], "-i") == 0) && i + 1 < argc) {
+		     strcmp(argv[i], "-i") == 0) &&
+		    i + 1 < argc) {
 			t->interval = atof(argv[++i]);
 			if (!(t->interval > 0))
 				return -1;
 		} else if ((strcmp(argv[i], "--iterations") == 0 ||
-			    strcmp(argv[i], "-n") == 0) && i + 1 < argc) {
+			    strcmp(argv[i], "-n") == 0) &&
+			   i + 1 < argc) {
 			t->iterations = atol(argv[++i]);
 		} else if (strcmp(argv[i], "--batch") == 0 ||
 			   strcmp(argv[i], "-b") == 0) {
@@ -562,9 +572,10 @@ int main(int argc, char **argv)
 	double next;
 
 	if (parse_args(argc, argv, &t) != 0) {
-		fprintf(stderr, "usage: ucfs-top [--interval S] "
-				"[--iterations N] [--batch] "
-				"MOUNTPOINT|SOCKET... (at most %d)\n",
+		fprintf(stderr,
+			"usage: ucfs-top [--interval S] "
+			"[--iterations N] [--batch] "
+			"MOUNTPOINT|SOCKET... (at most %d)\n",
 			MAX_NODES);
 		return 2;
 	}

@@ -34,31 +34,39 @@
 #include <unistd.h>
 
 #define MAX_NODES 64
+#define MAX_FILES 256
 
-enum kind { K_REQUEST, K_GRANT, K_BAST_SENT, K_BAST_RECV, K_DEMOTE,
-	    K_RELEASE, K_OP, K__COUNT };
+enum kind {
+	K_REQUEST,
+	K_GRANT,
+	K_BAST_SENT,
+	K_BAST_RECV,
+	K_DEMOTE,
+	K_RELEASE,
+	K_OP,
+	K__COUNT
+};
 
 static const char *const kind_names[K__COUNT] = {
-	"request", "grant", "bast_sent", "bast_recv", "demote", "release",
-	"op",
+    "request", "grant", "bast_sent", "bast_recv", "demote", "release", "op",
 };
 
 struct ev {
 	double t;
-	int node;     /* index into nodes[] */
+	int node; /* index into nodes[] */
 	enum kind k;
-	int res;      /* index into the resource table, -1 for ops */
+	int res; /* index into the resource table, -1 for ops */
 	char mode[4];
 	double wait_us; /* grant: wait; op: latency */
-	size_t seq;     /* input order, for a stable sort */
+	size_t seq;	/* input order, for a stable sort */
 };
 
 struct res {
 	char *name;
 	double total_wait_us, max_wait_us;
 	unsigned long grants, transfers;
-	int last_node;	/* node of the last exclusive-relevant grant */
-	int last_excl;	/* that grant was EX/PW */
+	int last_node; /* node of the last exclusive-relevant grant */
+	int last_excl; /* that grant was EX/PW */
 	double first_t, last_t;
 	unsigned long pair[4][3]; /* top node pairs: a, b, count */
 	int npairs;
@@ -282,10 +290,10 @@ static json_t *summary_top_waits(struct trace *tr, double t0)
 	qsort(g, n, sizeof(*g), wait_cmp);
 	for (size_t i = 0; i < n && i < (size_t)tr->top; i++)
 		json_array_append_new(
-			arr, json_pack("{s:f,s:i,s:s,s:s,s:f}", "t", g[i]->t - t0,
-				       "node", tr->node_ids[g[i]->node], "res",
-				       tr->res[g[i]->res].name, "mode",
-				       g[i]->mode, "wait_us", g[i]->wait_us));
+		    arr, json_pack("{s:f,s:i,s:s,s:s,s:f}", "t", g[i]->t - t0,
+				   "node", tr->node_ids[g[i]->node], "res",
+				   tr->res[g[i]->res].name, "mode", g[i]->mode,
+				   "wait_us", g[i]->wait_us));
 	free(g);
 	return arr;
 }
@@ -328,30 +336,28 @@ static json_t *summary_resources(struct trace *tr, int pingpong)
 		shown++;
 		if (!pingpong) {
 			json_array_append_new(
-				arr, json_pack("{s:s,s:I,s:f,s:f,s:f}", "res",
-					       x->name, "grants",
-					       (json_int_t)x->grants,
-					       "total_wait_us", x->total_wait_us,
-					       "max_wait_us", x->max_wait_us,
-					       "mean_wait_us",
-					       x->total_wait_us /
-						       (double)x->grants));
+			    arr,
+			    json_pack("{s:s,s:I,s:f,s:f,s:f}", "res", x->name,
+				      "grants", (json_int_t)x->grants,
+				      "total_wait_us", x->total_wait_us,
+				      "max_wait_us", x->max_wait_us,
+				      "mean_wait_us",
+				      x->total_wait_us / (double)x->grants));
 			continue;
 		}
 		pairs = json_array();
 		for (int p = 0; p < x->npairs; p++)
 			json_array_append_new(
-				pairs, json_pack("[I,I,I]",
-						 (json_int_t)x->pair[p][0],
-						 (json_int_t)x->pair[p][1],
-						 (json_int_t)x->pair[p][2]));
+			    pairs,
+			    json_pack("[I,I,I]", (json_int_t)x->pair[p][0],
+				      (json_int_t)x->pair[p][1],
+				      (json_int_t)x->pair[p][2]));
 		json_array_append_new(
-			arr, json_pack("{s:s,s:I,s:f,s:f,s:o}", "res", x->name,
-				       "transfers", (json_int_t)x->transfers,
-				       "span_s", span, "per_s",
-				       span > 0 ? (double)x->transfers / span
-						: 0.0,
-				       "pairs", pairs));
+		    arr, json_pack("{s:s,s:I,s:f,s:f,s:o}", "res", x->name,
+				   "transfers", (json_int_t)x->transfers,
+				   "span_s", span, "per_s",
+				   span > 0 ? (double)x->transfers / span : 0.0,
+				   "pairs", pairs));
 	}
 	free(r);
 	return arr;
@@ -408,15 +414,14 @@ static json_t *summary_timeline(struct sec *s, size_t nsec)
 
 	for (size_t i = 0; i < nsec; i++)
 		json_array_append_new(
-			arr,
-			json_pack("{s:I,s:I,s:f,s:I,s:I,s:I,s:f}", "sec",
-				  (json_int_t)i, "grants",
-				  (json_int_t)s[i].grants, "wait_ms",
-				  s[i].wait_ms, "basts", (json_int_t)s[i].basts,
-				  "demotes", (json_int_t)s[i].demotes, "ops",
-				  (json_int_t)s[i].ops, "op_mean_us",
-				  s[i].ops ? s[i].op_lat_us / (double)s[i].ops
-					   : 0.0));
+		    arr,
+		    json_pack(
+			"{s:I,s:I,s:f,s:I,s:I,s:I,s:f}", "sec", (json_int_t)i,
+			"grants", (json_int_t)s[i].grants, "wait_ms",
+			s[i].wait_ms, "basts", (json_int_t)s[i].basts,
+			"demotes", (json_int_t)s[i].demotes, "ops",
+			(json_int_t)s[i].ops, "op_mean_us",
+			s[i].ops ? s[i].op_lat_us / (double)s[i].ops : 0.0));
 	return arr;
 }
 
@@ -428,9 +433,9 @@ static json_t *summary_nodes(struct trace *tr)
 		json_t *o = json_pack("{s:i}", "node", tr->node_ids[i]);
 
 		for (int k = 0; k < K__COUNT; k++)
-			json_object_set_new(o, kind_names[k],
-					    json_integer((json_int_t)
-							 tr->count[i][k]));
+			json_object_set_new(
+			    o, kind_names[k],
+			    json_integer((json_int_t)tr->count[i][k]));
 		json_array_append_new(arr, o);
 	}
 	return arr;
@@ -448,59 +453,56 @@ static void print_text(json_t *s)
 	if (json_integer_value(json_object_get(s, "bad_lines")) > 0)
 		printf(" (%lld bad lines skipped)",
 		       (long long)json_integer_value(
-			       json_object_get(s, "bad_lines")));
+			   json_object_get(s, "bad_lines")));
 	printf("\n\nEvents per node\n%-6s", "node");
 	for (int k = 0; k < K__COUNT; k++)
 		printf(" %10s", kind_names[k]);
 	printf("\n");
-	json_array_foreach(json_object_get(s, "nodes"), i, v) {
+	json_array_foreach(json_object_get(s, "nodes"), i, v)
+	{
 		printf("%-6lld", (long long)json_integer_value(
-					 json_object_get(v, "node")));
+				     json_object_get(v, "node")));
 		for (int k = 0; k < K__COUNT; k++)
-			printf(" %10lld", (long long)json_integer_value(
-						 json_object_get(v,
-								 kind_names[k])));
+			printf(" %10lld",
+			       (long long)json_integer_value(
+				   json_object_get(v, kind_names[k])));
 		printf("\n");
 	}
 	printf("\nTop lock waits\n%10s %6s %-28s %-4s %12s\n", "t_s", "node",
 	       "resource", "mode", "wait_ms");
 	json_array_foreach(json_object_get(s, "top_waits"), i, v)
-		printf("%10.3f %6lld %-28s %-4s %12.3f\n",
-		       json_number_value(json_object_get(v, "t")),
-		       (long long)json_integer_value(json_object_get(v, "node")),
-		       json_string_value(json_object_get(v, "res")),
-		       json_string_value(json_object_get(v, "mode")),
-		       json_number_value(json_object_get(v, "wait_us")) / 1e3);
+	    printf("%10.3f %6lld %-28s %-4s %12.3f\n",
+		   json_number_value(json_object_get(v, "t")),
+		   (long long)json_integer_value(json_object_get(v, "node")),
+		   json_string_value(json_object_get(v, "res")),
+		   json_string_value(json_object_get(v, "mode")),
+		   json_number_value(json_object_get(v, "wait_us")) / 1e3);
 	printf("\nResources by total wait\n%-28s %8s %12s %12s %12s\n",
 	       "resource", "grants", "total_ms", "mean_ms", "max_ms");
 	json_array_foreach(json_object_get(s, "resources"), i, v)
-		printf("%-28s %8lld %12.3f %12.3f %12.3f\n",
-		       json_string_value(json_object_get(v, "res")),
-		       (long long)json_integer_value(
-			       json_object_get(v, "grants")),
-		       json_number_value(json_object_get(v, "total_wait_us")) /
-			       1e3,
-		       json_number_value(json_object_get(v, "mean_wait_us")) /
-			       1e3,
-		       json_number_value(json_object_get(v, "max_wait_us")) /
-			       1e3);
+	    printf("%-28s %8lld %12.3f %12.3f %12.3f\n",
+		   json_string_value(json_object_get(v, "res")),
+		   (long long)json_integer_value(json_object_get(v, "grants")),
+		   json_number_value(json_object_get(v, "total_wait_us")) / 1e3,
+		   json_number_value(json_object_get(v, "mean_wait_us")) / 1e3,
+		   json_number_value(json_object_get(v, "max_wait_us")) / 1e3);
 	printf("\nPing-pong (grants moving between nodes, EX/PW involved)\n"
-	       "%-28s %10s %10s  %s\n", "resource", "transfers", "per_s",
-	       "node pairs (a-b: transfers)");
-	json_array_foreach(json_object_get(s, "pingpong"), i, v) {
+	       "%-28s %10s %10s  %s\n",
+	       "resource", "transfers", "per_s", "node pairs (a-b: transfers)");
+	json_array_foreach(json_object_get(s, "pingpong"), i, v)
+	{
 		size_t p;
 
 		printf("%-28s %10lld %10.1f ",
 		       json_string_value(json_object_get(v, "res")),
 		       (long long)json_integer_value(
-			       json_object_get(v, "transfers")),
+			   json_object_get(v, "transfers")),
 		       json_number_value(json_object_get(v, "per_s")));
 		json_array_foreach(json_object_get(v, "pairs"), p, x)
-			printf(" %lld-%lld: %lld",
-			       (long long)json_integer_value(json_array_get(x, 0)),
-			       (long long)json_integer_value(json_array_get(x, 1)),
-			       (long long)json_integer_value(
-				       json_array_get(x, 2)));
+		    printf(" %lld-%lld: %lld",
+			   (long long)json_integer_value(json_array_get(x, 0)),
+			   (long long)json_integer_value(json_array_get(x, 1)),
+			   (long long)json_integer_value(json_array_get(x, 2)));
 		printf("\n");
 	}
 	if (json_array_size(json_object_get(s, "pingpong")) == 0)
@@ -508,22 +510,24 @@ static void print_text(json_t *s)
 	printf("\nTimeline (per second)\n%6s %8s %10s %8s %8s %8s %10s\n",
 	       "sec", "grants", "wait_ms", "basts", "demotes", "ops",
 	       "op_mean_us");
-	json_array_foreach(json_object_get(s, "timeline"), i, v) {
+	json_array_foreach(json_object_get(s, "timeline"), i, v)
+	{
 		if (i == 120) {
 			printf("  ... (%zu more seconds: see --json or the "
 			       "plot)\n",
 			       json_array_size(json_object_get(s, "timeline")) -
-				       120);
+				   120);
 			break;
 		}
-		printf("%6zu %8lld %10.3f %8lld %8lld %8lld %10.1f\n", i,
-		       (long long)json_integer_value(json_object_get(v, "grants")),
-		       json_number_value(json_object_get(v, "wait_ms")),
-		       (long long)json_integer_value(json_object_get(v, "basts")),
-		       (long long)json_integer_value(
-			       json_object_get(v, "demotes")),
-		       (long long)json_integer_value(json_object_get(v, "ops")),
-		       json_number_value(json_object_get(v, "op_mean_us")));
+		printf(
+		    "%6zu %8lld %10.3f %8lld %8lld %8lld %10.1f\n", i,
+		    (long long)json_integer_value(json_object_get(v, "grants")),
+		    json_number_value(json_object_get(v, "wait_ms")),
+		    (long long)json_integer_value(json_object_get(v, "basts")),
+		    (long long)json_integer_value(
+			json_object_get(v, "demotes")),
+		    (long long)json_integer_value(json_object_get(v, "ops")),
+		    json_number_value(json_object_get(v, "op_mean_us")));
 	}
 }
 
@@ -552,9 +556,10 @@ static int write_dat(struct trace *tr, const char *path, struct sec *s,
 /* gnuplot's data/series part of one picture (two panels). */
 static void gp_panels(FILE *f, struct trace *tr, const char *dat)
 {
-	fprintf(f, "set multiplot layout 2,1 title 'ucfs trace: %d node(s)'\n"
-		   "set grid\nset key outside right\nset yrange [0:*]\n"
-		   "set ylabel 'lock wait (ms per s)'\nunset xlabel\nplot ",
+	fprintf(f,
+		"set multiplot layout 2,1 title 'ucfs trace: %d node(s)'\n"
+		"set grid\nset key outside right\nset yrange [0:*]\n"
+		"set ylabel 'lock wait (ms per s)'\nunset xlabel\nplot ",
 		tr->nnodes);
 	for (int n = 0; n < tr->nnodes; n++)
 		fprintf(f, "%s'%s' using 1:%d with linespoints title 'node %d'",
@@ -604,12 +609,14 @@ static int plot(struct trace *tr, const char *prefix, struct sec *s,
 	}
 	/* pngcairo draws nicer PNGs; plain (libgd) png is the fallback */
 	png = run_gnuplot("-e", "set terminal pngcairo") == 0 ? "pngcairo"
-							       : "png";
+							      : "png";
 	f = fopen(gp, "w");
 	if (f == NULL)
 		return -1;
-	fprintf(f, "set terminal svg size 1000,700 dynamic background "
-		   "rgb 'white'\nset output '%s.svg'\n", prefix);
+	fprintf(f,
+		"set terminal svg size 1000,700 dynamic background "
+		"rgb 'white'\nset output '%s.svg'\n",
+		prefix);
 	gp_panels(f, tr, dat);
 	fprintf(f, "set terminal %s size 1000,700\nset output '%s.png'\n", png,
 		prefix);
@@ -626,45 +633,50 @@ static int plot(struct trace *tr, const char *prefix, struct sec *s,
 
 int main(int argc, char **argv)
 {
-	struct trace tr = { .top = 10 };
-	const char *prefix = NULL;
-	int json = 0, i, bad = 0;
+	struct trace tr = {.top = 10};
+	const char *prefix = NULL, *files[MAX_FILES];
+	int json = 0, i, bad = 0, nfiles = 0, usage_err = 0;
 	struct sec *secs;
 	size_t nsec;
 	double t0;
 	json_t *s;
 
-	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+	/* options may come before or after the files */
+	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--top") == 0 && i + 1 < argc)
 			tr.top = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--plot") == 0 && i + 1 < argc)
 			prefix = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if ((argv[i][0] == '-' && argv[i][1] != '\0') ||
+			 nfiles == MAX_FILES)
+			usage_err = 1; /* unknown option, too many files */
 		else
-			break;
+			files[nfiles++] = argv[i];
 	}
-	if (i >= argc || tr.top <= 0 || argv[i][0] == '-') {
-		fprintf(stderr, "usage: ucfs-trace [--top N] [--plot PREFIX] "
-				"[--json] FILE...\n");
+	if (usage_err || nfiles == 0 || tr.top <= 0) {
+		fprintf(stderr,
+			"usage: ucfs-trace [--top N] [--plot PREFIX] "
+			"[--json] FILE... (at most %d files)\n",
+			MAX_FILES);
 		return 2;
 	}
 	tr.res_index = json_object();
-	for (; i < argc; i++)
-		bad |= read_file(&tr, argv[i]) != 0;
+	for (i = 0; i < nfiles; i++)
+		bad |= read_file(&tr, files[i]) != 0;
 	qsort(tr.ev, tr.n, sizeof(*tr.ev), ev_cmp);
 	analyse(&tr);
 	t0 = tr.n > 0 ? tr.ev[0].t : 0;
 	secs = timeline(&tr, t0, &nsec);
-	s = json_pack("{s:I,s:I,s:f,s:f,s:o,s:o,s:o,s:o,s:o}", "events",
-		      (json_int_t)tr.n, "bad_lines", (json_int_t)tr.bad_lines,
-		      "start", t0, "span_s",
-		      tr.n > 0 ? tr.ev[tr.n - 1].t - t0 : 0.0, "nodes",
-		      summary_nodes(&tr), "top_waits",
-		      summary_top_waits(&tr, t0), "resources",
-		      summary_resources(&tr, 0), "pingpong",
-		      summary_resources(&tr, 1), "timeline",
-		      summary_timeline(secs, nsec));
+	s = json_pack(
+	    "{s:I,s:I,s:f,s:f,s:o,s:o,s:o,s:o,s:o}", "events", (json_int_t)tr.n,
+	    "bad_lines", (json_int_t)tr.bad_lines, "start", t0, "span_s",
+	    tr.n > 0 ? tr.ev[tr.n - 1].t - t0 : 0.0, "nodes",
+	    summary_nodes(&tr), "top_waits", summary_top_waits(&tr, t0),
+	    "resources", summary_resources(&tr, 0), "pingpong",
+	    summary_resources(&tr, 1), "timeline",
+	    summary_timeline(secs, nsec));
 	if (json) {
 		json_dumpf(s, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 		printf("\n");

@@ -91,6 +91,19 @@ check remount_symlink sh -c "[ \"\$(readlink '$MNT/sym')\" = d1/d2/b ]"
 check remount_fifo test -p "$MNT/fifo"
 check rm_tree rm -rf "$MNT/d1"
 umount_fs umount2
+
+# through mount(8) and fuse3's helper (the "fuse" type with PROG#DEVICE
+# finds the daemon without installing it), fstab-style options
+if command -v mount.fuse3 >/dev/null 2>&1; then
+	check mount_helper mount -t fuse "$B/ucfs#$IMG" "$MNT" -o "defaults,_netdev,noatime,nofail,x-systemd.automount"
+	check mount_helper_type sh -c "grep -q ' $MNT fuse.ucfs .*noatime' /proc/mounts"
+	check mount_helper_data sh -c "[ \"\$(cat '$MNT/d1/d2/b' 2>/dev/null || echo gone)\" = gone ]"
+	check mount_helper_umount umount "$MNT"
+	check mount_helper_bad_option sh -c "! mount -t fuse '$B/ucfs#$IMG' '$MNT' -o bogus 2>'$T/mh.err' && grep -q \"unknown mount option 'bogus'\" '$T/mh.err'"
+	check mount_helper_not_mounted sh -c "! mountpoint -q '$MNT'"
+else
+	skip mount_helper "mount.fuse3 not installed"
+fi
 if [ -x "$B/fsck.ucfs" ]; then
 	check fsck "$B/fsck.ucfs" -n "$IMG"
 fi

@@ -74,6 +74,26 @@ else
 fi
 chmod 700 "$T"
 
+# ucfs-top on the mount, in tmux, while files are being created
+if command -v tmux >/dev/null; then
+	TM="tmux -L ucfs-mtest-$$"
+	on_exit "$TM kill-server"
+	mkdir "$MNT/load"
+	( i=0; while [ $i -lt 20000 ]; do : >"$MNT/load/f$i"; i=$((i + 1))
+	  done ) &
+	LPID=$!
+	on_exit "kill $LPID"
+	$TM new-session -d -s top -x 100 -y 40 "'$B/ucfs-top' '$MNT'"
+	sleep 2.5
+	$TM capture-pane -p -t top >"$T/top.txt" 2>&1
+	check top_tmux_node grep -Eq '^node +n0/s0' "$T/top.txt"
+	check top_tmux_creates sh -c "awk '\$1 == \"create\" { ok = \$2 > 0 }
+		END { exit !ok }' '$T/top.txt'"
+	$TM send-keys -t top q
+	kill $LPID
+	wait $LPID 2>/dev/null
+fi
+
 # ucfs-top on the mount (batch mode: one frame)
 check top_on_mount sh -c "'$B/ucfs-top' --batch --iterations 1 '$MNT' |
 	grep -q '^FUSE ops/s'"
@@ -81,4 +101,39 @@ check top_on_mount sh -c "'$B/ucfs-top' --batch --iterations 1 '$MNT' |
 umount "$MNT"
 wait_for 10 sh -c "! kill -0 $UPID 2>/dev/null"
 check socket_removed_on_unmount test ! -e "$SOCK"
+
+# second mount: -o stats=PATH,trace=FILE,trace_ops; the core's sections
+"$B/ucfs" -f -o "stats=$T/s.sock,trace=$T/tr.jsonl,trace_ops" "$IMG" \
+	"$MNT" >"$T/ucfs2.log" 2>&1 &
+UPID2=$!
+on_exit "kill $UPID2; wait $UPID2"
+if ! wait_for 10 mountpoint -q "$MNT"; then
+	fail mount_with_stats_opts "$(cat "$T/ucfs2.log")"
+	exit 1
+fi
+check stats_path_option wait_for 5 test -S "$T/s.sock"
+check no_derived_socket test ! -e "$SOCK"
+i=0
+while [ $i -lt 50 ]; do : >"$MNT/g$i"; i=$((i + 1)); done
+dd if=/dev/zero of="$MNT/big" bs=64k count=16 conv=fsync 2>/dev/null
+"$B/ucfs-stat" --json "$T/s.sock" >"$T/s3.json"
+check sections_present jq -e '
+	(.blockdev.write.count > 0) and (.blockdev.read.lat | has("p99_ns")) and
+	(.journal.commits >= 1) and (.journal.flush.fsync >= 1) and
+	(.journal.flush | has("timer") and has("demote") and has("full")) and
+	(.cache | has("hits") and has("misses") and has("evictions")) and
+	(.alloc.calls > 0) and .server.tracing == true and
+	.node.options.trace_ops == true and .fuse.ops.fsync.count >= 1' \
+	"$T/s3.json"
+umount "$MNT"
+wait_for 10 sh -c "! kill -0 $UPID2 2>/dev/null"
+# 50 files and dd's "big": 51 creates, each traced once
+check trace_written sh -c "grep -c '\"op\":\"create\"' '$T/tr.jsonl' |
+	grep -qx 51"
+check trace_lines_json sh -c "jq -e -s 'length > 50 and
+	all(.[]; .ev == \"op\" and (.lat_us | type) == \"number\")' \
+	'$T/tr.jsonl'"
+check trace_summary sh -c "'$B/ucfs-trace' --json '$T/tr.jsonl' |
+	jq -e '.bad_lines == 0 and .nodes[0].op > 50 and
+	(.timeline | length) >= 1'"
 exit 0

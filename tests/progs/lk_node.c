@@ -17,7 +17,8 @@
  *          checking mutual exclusion through the shared file $LK_SHM
  *          (the node-down callback clears what the dead node owned),
  *          print "OK", then wait for the file $LK_GO before leaving (a
- *          lone survivor of three has no quorum).
+ *          lone survivor of three has no quorum). N = 0: until $LK_GO,
+ *          then wait for $LK_LEAVE.
  *
  * Exit 0 on success; prints "FAIL why" and exits 1 otherwise.
  */
@@ -198,16 +199,20 @@ static void check_slot(int r, int mode)
 
 static void mode_churn(struct lk_ls *ls, int n)
 {
-	const char *path = getenv("LK_SHM");
+	const char *path = getenv("LK_SHM"), *go = getenv("LK_GO");
 	int fd = path != NULL ? open(path, O_RDWR) : -1;
 
-	if (fd < 0)
-		die("churn: LK_SHM");
+	if (fd < 0 || (n == 0 && go == NULL))
+		die("churn: LK_SHM, or LK_GO with N = 0");
 	shm = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (shm == MAP_FAILED)
 		die("mmap");
 	srand(me * 7919u);
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; n == 0 || i < n; i++) {
+		if (n == 0 && (i & 63) == 0 && access(go, F_OK) == 0) {
+			n = i; /* "churn 0": until $LK_GO appears */
+			break;
+		}
 		int r = rand() % NSHARED;
 		int mode = rand() % 2 ? LK_EX : LK_PR;
 		struct lk_name x = rname(100 + (uint64_t)r);
@@ -224,9 +229,9 @@ static void mode_churn(struct lk_ls *ls, int n)
 	}
 	printf("OK churn=%d\n", n);
 	/* stay a member (quorum) until the script lets everybody leave */
-	for (int i = 0; i < 3000 && getenv("LK_GO") != NULL &&
-			access(getenv("LK_GO"), F_OK) != 0;
-	     i++)
+	if (getenv("LK_LEAVE") != NULL)
+		go = getenv("LK_LEAVE");
+	for (int i = 0; i < 3000 && go != NULL && access(go, F_OK) != 0; i++)
 		sleep_ms(10);
 }
 

@@ -42,15 +42,14 @@ static void *run(void *arg)
 	return NULL;
 }
 
-static double measure(struct fs_stats *st, int variant, int threads,
-		      long iters)
+static double measure(struct fs_stats *st, int variant, int threads, long iters)
 {
 	pthread_t th[64];
 	struct job jobs[64];
 	uint64_t t0 = fs_stats_now();
 
 	for (int i = 0; i < threads; i++) {
-		jobs[i] = (struct job){ st, iters, variant, 0 };
+		jobs[i] = (struct job){st, iters, variant, 0};
 		pthread_create(&th[i], NULL, run, &jobs[i]);
 	}
 	for (int i = 0; i < threads; i++)
@@ -61,8 +60,7 @@ static double measure(struct fs_stats *st, int variant, int threads,
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = { "empty", "clock_pair",
-					     "stats_op" };
+	static const char *const names[] = {"empty", "clock_pair", "stats_op"};
 	struct fs_stats *st;
 	int threads = 1;
 	long iters = 5000000;

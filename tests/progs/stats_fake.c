@@ -128,8 +128,8 @@ static void sec_locks(struct fs_json *o, void *arg)
 }
 
 static const enum fs_op mix[] = {
-	FS_OP_LOOKUP, FS_OP_LOOKUP, FS_OP_GETATTR, FS_OP_GETATTR,
-	FS_OP_READ,   FS_OP_WRITE,  FS_OP_WRITE,   FS_OP_CREATE,
+    FS_OP_LOOKUP, FS_OP_LOOKUP, FS_OP_GETATTR, FS_OP_GETATTR,
+    FS_OP_READ,	  FS_OP_WRITE,	FS_OP_WRITE,   FS_OP_CREATE,
 };
 
 static void fake_one_op(struct fake *f, uint64_t *s)
@@ -158,8 +158,8 @@ static void fake_one_op(struct fake *f, uint64_t *s)
 
 static void sleep_ns(uint64_t ns)
 {
-	struct timespec ts = { (time_t)(ns / 1000000000u),
-			       (long)(ns % 1000000000u) };
+	struct timespec ts = {(time_t)(ns / 1000000000u),
+			      (long)(ns % 1000000000u)};
 
 	nanosleep(&ts, NULL);
 }
@@ -182,9 +182,14 @@ static void trace_ev(struct fake *f, enum fs_trace_ev ev, int mode, int from,
 		     uint64_t wait_ns)
 {
 	struct fs_trace_lock e = {
-		.ev = ev, .type = "inode", .res = "inode:4242", .mode = mode,
-		.from = from, .peer = f->node == 1 ? 2 : 1,
-		.remote = ev == FS_TR_GRANT, .wait_ns = wait_ns,
+	    .ev = ev,
+	    .type = "inode",
+	    .res = "inode:4242",
+	    .mode = mode,
+	    .from = from,
+	    .peer = f->node == 1 ? 2 : 1,
+	    .remote = ev == FS_TR_GRANT,
+	    .wait_ns = wait_ns,
 	};
 
 	if (FS_TRACE_ON(f->tr))
@@ -202,8 +207,8 @@ static void *pingpong(void *arg)
 		uint64_t now_ms, slot, t_req;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec /
-							     1000000;
+		now_ms =
+		    (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 		slot = now_ms / ms;
 		if (slot % 2 != (uint64_t)(f->node % 2)) {
 			/* the peer's slot: ask now, get it at our slot */
@@ -250,7 +255,7 @@ static int fake_sections(struct fake *f)
 
 int main(int argc, char **argv)
 {
-	struct fake f = { .node = 1, .seed = 1 };
+	struct fake f = {.node = 1, .seed = 1};
 	const char *sock = NULL, *trace = NULL;
 	unsigned tflags = 0;
 	long creates = 0;

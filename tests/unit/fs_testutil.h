@@ -43,21 +43,30 @@ static inline int tfs_format(struct tfs *t, unsigned mb)
 	return ret;
 }
 
-static inline int tfs_mount(struct tfs *t)
+/* Mount with @o (NULL: defaults, cache_mb=8). */
+static inline int tfs_mount_opts(struct tfs *t, const struct fs_opts *o)
 {
-	struct fs_opts o;
+	struct fs_opts def;
 	char err[256] = "";
 	int ret;
 
-	fs_opts_init(&o);
-	o.cache_mb = 8;
-	ret = fs_mount_bd(t->bd, &o, &t->fs, err, sizeof(err));
+	if (o == NULL) {
+		fs_opts_init(&def);
+		def.cache_mb = 8;
+		o = &def;
+	}
+	ret = fs_mount_bd(t->bd, o, &t->fs, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "mount: %d %s\n", ret, err);
 		return ret;
 	}
 	t->root = fs_root(t->fs);
 	return 0;
+}
+
+static inline int tfs_mount(struct tfs *t)
+{
+	return tfs_mount_opts(t, NULL);
 }
 
 /* Format + mount; 0 or -errno. */

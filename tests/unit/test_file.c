@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #define MODEL_SIZE (3u << 20)
@@ -250,6 +251,106 @@ static void test_random_model(void)
 	free(buf);
 }
 
+/* Threads writing and reading disjoint 64 KiB slots of one file and one
+ * file each, while another thread truncates and re-extends a third file:
+ * the data I/O runs outside the namespace lock, this checks it neither
+ * deadlocks nor mixes data up. */
+#define CT_THREADS 4
+#define CT_SLOT (64u << 10)
+#define CT_ROUNDS 40
+
+struct ct {
+	struct tfs *t;
+	uint64_t shared, own, victim;
+	unsigned id;
+	int bad;
+};
+
+static void *ct_worker(void *arg)
+{
+	struct ct *c = arg;
+	static _Thread_local char buf[CT_SLOT], out[CT_SLOT];
+
+	for (unsigned r = 0; r < CT_ROUNDS; r++) {
+		uint64_t off = ((uint64_t)r * CT_THREADS + c->id) * CT_SLOT;
+
+		memset(buf, (int)(c->id * 31 + r), sizeof(buf));
+		if (fs_write(c->t->fs, tfs_cred(c->t), c->shared, buf,
+			     sizeof(buf), off) != (ssize_t)sizeof(buf) ||
+		    fs_write(c->t->fs, tfs_cred(c->t), c->own, buf,
+			     sizeof(buf), (uint64_t)r * CT_SLOT) !=
+		    (ssize_t)sizeof(buf))
+			c->bad++;
+		if (fs_read(c->t->fs, c->shared, out, sizeof(out), off) !=
+		    (ssize_t)sizeof(out) || memcmp(buf, out, sizeof(out)) != 0)
+			c->bad++;
+	}
+	return NULL;
+}
+
+static void *ct_truncater(void *arg)
+{
+	struct ct *c = arg;
+	static _Thread_local char buf[CT_SLOT];
+
+	memset(buf, 'v', sizeof(buf));
+	for (unsigned r = 0; r < CT_ROUNDS; r++) {
+		struct fs_attr in = { .size = (r % 3) * 5000 }, o;
+
+		fs_write(c->t->fs, tfs_cred(c->t), c->victim, buf, sizeof(buf),
+			 (r % 5) * CT_SLOT);
+		if (fs_setattr(c->t->fs, tfs_cred(c->t), c->victim, &in,
+			       FS_SET_SIZE, &o) != 0)
+			c->bad++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_io(void)
+{
+	struct tfs t;
+	struct ct c[CT_THREADS + 1];
+	pthread_t th[CT_THREADS + 1];
+	static char out[CT_SLOT];
+	int64_t shared, victim;
+	int bad = 0;
+
+	REQUIRE(tfs_open(&t, 96) == 0);
+	shared = tfs_creat(&t, t.root, "shared", 0644);
+	victim = tfs_creat(&t, t.root, "victim", 0644);
+	REQUIRE(shared > 0 && victim > 0);
+	for (unsigned i = 0; i <= CT_THREADS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "own%u", i);
+		c[i] = (struct ct){ .t = &t, .shared = (uint64_t)shared,
+				    .victim = (uint64_t)victim, .id = i };
+		c[i].own = (uint64_t)tfs_creat(&t, t.root, name, 0644);
+		REQUIRE(pthread_create(&th[i], NULL, i < CT_THREADS ?
+				       ct_worker : ct_truncater, &c[i]) == 0);
+	}
+	for (unsigned i = 0; i <= CT_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		bad += c[i].bad;
+	}
+	CHECK_EQ(bad, 0);
+	REQUIRE(tfs_remount(&t) == 0);
+	for (unsigned r = 0; r < CT_ROUNDS; r++)
+		for (unsigned id = 0; id < CT_THREADS; id++) {
+			uint64_t off = ((uint64_t)r * CT_THREADS + id) * CT_SLOT;
+
+			if (fs_read(t.fs, (uint64_t)shared, out, sizeof(out),
+				    off) != (ssize_t)sizeof(out) ||
+			    out[0] != (char)(id * 31 + r) ||
+			    out[CT_SLOT - 1] != (char)(id * 31 + r))
+				bad++;
+		}
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(tfs_stat(&t, (uint64_t)victim).size,
+		 ((CT_ROUNDS - 1) % 3) * 5000);
+	tfs_close(&t);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -258,5 +359,6 @@ int main(int argc, char **argv)
 	T_RUN(test_truncate_zeroes);
 	T_RUN(test_fallocate);
 	T_RUN(test_random_model);
+	T_RUN(test_concurrent_io);
 	return t_done();
 }

@@ -93,9 +93,12 @@ static void sim_fini(void)
 		for (int j = 1; j <= NN; j++)
 			drop_link(&links[i][j]);
 		if (node[i] != NULL) {
-			pthread_mutex_lock(&node[i]->mu);
-			lk_cb_run(node[i]);
-			pthread_mutex_unlock(&node[i]->mu);
+			/* a dead node's callbacks never run */
+			if (alive[i]) {
+				pthread_mutex_lock(&node[i]->mu);
+				lk_cb_run(node[i]);
+				pthread_mutex_unlock(&node[i]->mu);
+			}
 			lk_core_destroy(node[i]);
 		}
 		node[i] = NULL;
@@ -469,7 +472,10 @@ static void p_comp(struct lk_lock *lk, int status, void *arg)
 {
 	struct client *c = arg;
 
-	(void)lk;
+	if (getenv("SIMDBG"))
+		printf("C cli %p node %d lkid %llu st %d status %d\n",
+		       (void *)c, c->node, (unsigned long long)lk->lkid,
+		       c->state, status);
 	if (c->state == C_WAIT)
 		c->state = status == 0 ? C_HOLD : C_IDLE;
 	else if (c->state == C_CONV)
@@ -561,6 +567,10 @@ static void client_hold_step(struct client *c, int draining)
 		write_lvb(c); /* written back by unlock from PW/EX */
 		ret = lk_unlock(c->lk, !draining && r == 0 ? LK_UNLOCK_CACHE
 							    : 0);
+		if (getenv("SIMDBG"))
+			printf("U cli %p node %d lkid %llu cache %d ret %d\n",
+			       (void *)c, c->node,
+			       (unsigned long long)c->lk->lkid, r == 0, ret);
 		if (ret == 0) {
 			c->state = C_IDLE;
 			c->lk = NULL;
@@ -603,6 +613,9 @@ static void client_step(struct client *c, int draining)
 				      (int)(rnd() % LK_NMODES), fl, &p_ops, c,
 				      &c->lk);
 		}
+		if (getenv("SIMDBG") && ret >= 0)
+			printf("L cli %p node %d lkid %llu ret %d\n", (void *)c,
+			       c->node, (unsigned long long)c->lk->lkid, ret);
 		if (ret == LK_GRANTED_NOW) {
 			c->state = C_HOLD;
 			check_lvb_on_grant(c);
@@ -621,7 +634,7 @@ static void client_step(struct client *c, int draining)
 	}
 }
 
-static void test_random_property(void)
+static void random_run(int kill_at)
 {
 	uint64_t seed = t_seed();
 	int steps = 30000, rounds;
@@ -637,12 +650,23 @@ static void test_random_property(void)
 	for (int s = 0; s < steps && !prop_fail; s++) {
 		int what = (int)(rnd() % 10);
 
+		int who = 1 + (int)(rnd() % NN);
+
+		if (s == kill_at) {
+			if (getenv("SIMDBG"))
+				printf("KILL node %d at step %d\n", NN, s);
+			/* node NN dies; node 1 coordinates generation 2 */
+			kill_node(NN);
+			for (int k = 0; k < NCLI; k++)
+				cli[NN][k].state = C_IDLE;
+			begin_gen(1, 2, mask_of(NN - 1), 1ull << NN);
+		}
 		if (what < 5)
 			deliver_random();
 		else if (what < 7)
-			run_cbs(1 + (int)(rnd() % NN));
-		else
-			client_step(&cli[1 + rnd() % NN][rnd() % NCLI], 0);
+			run_cbs(who);
+		else if (alive[who])
+			client_step(&cli[who][rnd() % NCLI], 0);
 		if (check_safety() != 0) {
 			printf("safety violated at step %d\n", s);
 			prop_fail = 1;
@@ -655,7 +679,7 @@ static void test_random_property(void)
 
 		settle();
 		for (int i = 1; i <= NN; i++)
-			for (int k = 0; k < NCLI; k++) {
+			for (int k = 0; k < NCLI && alive[i]; k++) {
 				client_step(&cli[i][k], 1);
 				busy |= cli[i][k].state != C_IDLE;
 			}
@@ -666,10 +690,28 @@ static void test_random_property(void)
 	CHECK(rounds < 1000);
 	for (int i = 1; i <= NN; i++)
 		for (int k = 0; k < NCLI; k++)
-			if (cli[i][k].state != C_IDLE)
-				printf("client %d.%d stuck in state %d\n", i,
-				       k, cli[i][k].state);
-	for (int i = 1; i <= NN; i++) {
+			if (cli[i][k].state != C_IDLE) {
+				struct lk_lock *lk = cli[i][k].lk;
+
+				printf("client %d.%d stuck in state %d: lkid "
+				       "%llu state %d gr %d rq %d master %u "
+				       "deferred %d\n",
+				       i, k, cli[i][k].state,
+				       (unsigned long long)lk->lkid, lk->state,
+				       lk->grmode, lk->rqmode, lk->res->master,
+				       lk->deferred_op);
+				if (lk->res->master != (uint32_t)i) {
+					struct lk_mst *m = lk_mst_find(
+						node[lk->res->master],
+						(uint32_t)i, lk->lkid);
+
+					printf("  at master: %s queue %d\n",
+					       m ? "copy" : "NO copy",
+					       m ? m->rq.queue : -1);
+				}
+			}
+	for (int i = 1; i <= NN && alive[i]; i++) {
+		CHECK_EQ(node[i]->rphase, 0);
 		CHECK_EQ(node[i]->stats.bad_frames, 0);
 		printf("node %d: grants local %llu remote %llu waits %llu\n",
 		       i,
@@ -678,6 +720,17 @@ static void test_random_property(void)
 		       (unsigned long long)node[i]->stats.type[2].c.waits);
 	}
 	sim_fini();
+}
+
+static void test_random_property(void)
+{
+	random_run(-1);
+}
+
+/* The same, with node 4 dying half-way: recovery under load. */
+static void test_random_property_with_death(void)
+{
+	random_run(15000);
 }
 
 int main(int argc, char **argv)
@@ -691,5 +744,6 @@ int main(int argc, char **argv)
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_recovery_after_death);
 	T_RUN(test_random_property);
+	T_RUN(test_random_property_with_death);
 	return t_done();
 }

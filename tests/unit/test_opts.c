@@ -17,6 +17,7 @@ static void test_defaults(void)
 	CHECK_EQ(o.commit_s, FS_DEFAULT_COMMIT_S);
 	CHECK_EQ(o.atime, FS_ATIME_RELATIME);
 	CHECK_EQ(o.cache_mb, FS_DEFAULT_CACHE_MB);
+	CHECK_EQ(o.readahead_kb, FS_DEFAULT_READAHEAD_KB);
 	CHECK_EQ(o.fuse[0], '\0');
 }
 
@@ -27,7 +28,7 @@ static void test_ucfs_options(void)
 
 	fs_opts_init(&o);
 	CHECK_EQ(fs_opts_parse(&o, "lockproto=nolock,data=writeback,"
-			       "commit=17,cache_mb=64,noatime,ro",
+			       "commit=17,cache_mb=64,noatime,ro,readahead=0",
 			       err, sizeof(err)), 0);
 	CHECK_EQ(o.lockproto, FS_LOCK_NOLOCK);
 	CHECK_EQ(o.data, FS_DATA_WRITEBACK);
@@ -35,6 +36,7 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.cache_mb, 64);
 	CHECK_EQ(o.atime, FS_ATIME_NOATIME);
 	CHECK_EQ(o.ro, 1);
+	CHECK_EQ(o.readahead_kb, 0);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other",
 			       err, sizeof(err)), 0);
@@ -74,6 +76,7 @@ static void test_rejects(void)
 		{ "commit=-1", "ucfs: bad value in mount option 'commit=-1'" },
 		{ "commit=0", "ucfs: bad value in mount option 'commit=0'" },
 		{ "cache_mb=1x", NULL },
+		{ "readahead=100000", NULL },
 		{ "data=journal", NULL },
 		{ "lockproto=gulm", NULL },
 		{ "ro=1", "ucfs: bad value in mount option 'ro=1'" },

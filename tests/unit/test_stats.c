@@ -59,8 +59,8 @@ static void test_hist_bucket(void)
 	CHECK_EQ(fs_hist_bucket(2047), 10);
 	CHECK_EQ(fs_hist_bucket(UINT64_MAX), FS_HIST_BUCKETS - 1);
 	CHECK(strcmp(fs_op_name(FS_OP_CREATE), "create") == 0);
-	CHECK(strcmp(fs_op_name(FS_OP_COPY_FILE_RANGE),
-		     "copy_file_range") == 0);
+	CHECK(strcmp(fs_op_name(FS_OP_COPY_FILE_RANGE), "copy_file_range") ==
+	      0);
 	CHECK(strcmp(fs_op_name(FS_OP__COUNT), "?") == 0);
 	CHECK(strcmp(fs_lk_mode_name(FS_LK_PR), "PR") == 0);
 	CHECK(strcmp(fs_lk_mode_name(-1), "IV") == 0);
@@ -156,8 +156,8 @@ static void sec_fill(struct fs_json *o, void *arg)
 static void test_sections(void)
 {
 	struct fs_stats *st;
-	struct sec_arg a = { 0, { 0, 9, 0, 1 } }; /* 9 in [2,4)us, 1 in
-						     [8,16)us */
+	struct sec_arg a = {0, {0, 9, 0, 1}}; /* 9 in [2,4)us, 1 in
+						 [8,16)us */
 	json_t *j, *lat, *h;
 
 	REQUIRE(fs_stats_new(&st) == 0);
@@ -168,7 +168,8 @@ static void test_sections(void)
 	CHECK_EQ(fs_stats_add_section(st, "x", NULL, &a), -EINVAL);
 	fs_stats_set_node(st, 3, 1);
 	CHECK_EQ(fs_stats_set_mount(st, "/dev/x", "/mnt/a",
-				    "rw,localalloc=8,lockproto=nolock"), 0);
+				    "rw,localalloc=8,lockproto=nolock"),
+		 0);
 	j = render_json(st);
 	REQUIRE(j != NULL);
 	CHECK_EQ(a.calls, 1);
@@ -176,19 +177,19 @@ static void test_sections(void)
 	CHECK_EQ(jint(j, "node.id"), 3);
 	CHECK_EQ(jint(j, "node.slot"), 1);
 	CHECK(json_is_true(json_object_get(
-		json_object_get(json_object_get(j, "node"), "options"), "rw")));
+	    json_object_get(json_object_get(j, "node"), "options"), "rw")));
 	CHECK(strcmp(json_string_value(json_object_get(
-			     json_object_get(json_object_get(j, "node"),
-					     "options"),
-			     "localalloc")),
+			 json_object_get(json_object_get(j, "node"), "options"),
+			 "localalloc")),
 		     "8") == 0);
 	CHECK_EQ(jint(j, "journal.commits"), 42);
 	CHECK_EQ(jint(j, "journal.neg"), -3);
 	CHECK_EQ(jint(j, "journal.flush.fsync"), 3);
-	CHECK_EQ(json_array_size(json_object_get(
-			 json_object_get(j, "journal"), "list")), 2);
+	CHECK_EQ(json_array_size(
+		     json_object_get(json_object_get(j, "journal"), "list")),
+		 2);
 	CHECK(strcmp(json_string_value(json_object_get(
-			     json_object_get(j, "journal"), "name")),
+			 json_object_get(j, "journal"), "name")),
 		     "a\"b") == 0);
 	lat = json_object_get(json_object_get(j, "journal"), "lat");
 	CHECK_EQ(jint(lat, "mean_ns"), 3000);
@@ -239,10 +240,10 @@ static void test_document_keys(void)
 	CHECK_EQ(jint(j, "fuse.ops.mkdir.count"), 5);
 	CHECK_EQ(jint(j, "fuse.count"), 5);
 	CHECK(json_is_real(json_object_get(j, "time")));
-	CHECK(json_is_real(json_object_get(json_object_get(j, "node"),
-					   "uptime_s")));
-	CHECK(json_is_integer(json_object_get(json_object_get(j, "server"),
-					      "served")));
+	CHECK(json_is_real(
+	    json_object_get(json_object_get(j, "node"), "uptime_s")));
+	CHECK(json_is_integer(
+	    json_object_get(json_object_get(j, "server"), "served")));
 	json_decref(j);
 	fs_stats_free(st);
 }
@@ -313,7 +314,7 @@ static void test_server(void)
 	fs_stats_free(st); /* stops */
 	{
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
 		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 		CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
@@ -382,9 +383,14 @@ static void test_trace(void)
 	struct fs_trace *tr;
 	char path[128], line[1024];
 	struct fs_trace_lock ev = {
-		.ev = FS_TR_GRANT, .type = "inode", .res = "inode:12\"3",
-		.mode = FS_LK_EX, .from = FS_LK_NL, .peer = 2, .remote = 1,
-		.wait_ns = 1500,
+	    .ev = FS_TR_GRANT,
+	    .type = "inode",
+	    .res = "inode:12\"3",
+	    .mode = FS_LK_EX,
+	    .from = FS_LK_NL,
+	    .peer = 2,
+	    .remote = 1,
+	    .wait_ns = 1500,
 	};
 	int n = 0, grants = 0, ops = 0, releases = 0;
 	FILE *f;
@@ -423,12 +429,12 @@ static void test_trace(void)
 		evn = json_string_value(json_object_get(j, "ev"));
 		if (evn != NULL && strcmp(evn, "grant") == 0) {
 			grants++;
-			CHECK(strcmp(json_string_value(json_object_get(
-					     j, "res")),
-				     "inode:12\"3") == 0);
-			CHECK(strcmp(json_string_value(json_object_get(
-					     j, "mode")),
-				     "EX") == 0);
+			CHECK(
+			    strcmp(json_string_value(json_object_get(j, "res")),
+				   "inode:12\"3") == 0);
+			CHECK(strcmp(
+				  json_string_value(json_object_get(j, "mode")),
+				  "EX") == 0);
 			CHECK(json_real_value(json_object_get(j, "wait_us")) ==
 			      1.5);
 		} else if (evn != NULL && strcmp(evn, "release") == 0) {
@@ -486,8 +492,7 @@ static void test_mount_start(void)
 	fs_stats_opts_init(&so);
 	so.sock = strdup(sock);
 	so.trace = strdup("/nonexistent/dir/trace");
-	CHECK_EQ(fs_stats_mount_start(st, &so, 1, err, sizeof(err)),
-		 -ENOENT);
+	CHECK_EQ(fs_stats_mount_start(st, &so, 1, err, sizeof(err)), -ENOENT);
 	CHECK(strstr(err, "trace=") != NULL);
 	CHECK(fs_stats_sock(st) == NULL && fs_stats_trace(st) == NULL);
 	free(so.trace);

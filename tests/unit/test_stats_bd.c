@@ -9,11 +9,10 @@
 #include "fusefs/fs_stats.h"
 #include "tests/unit/harness.h"
 
-static long long geti(json_t *j, const char *a, const char *b,
-		      const char *c)
+static long long geti(json_t *j, const char *a, const char *b, const char *c)
 {
-	json_t *v = json_object_get(json_object_get(json_object_get(j, a), b),
-				    c);
+	json_t *v =
+	    json_object_get(json_object_get(json_object_get(j, a), b), c);
 
 	return json_is_integer(v) ? json_integer_value(v) : -1;
 }
@@ -47,16 +46,18 @@ static void test_blockdev_section(void)
 	CHECK_EQ(geti(j, "blockdev", "read", "count"), 2);
 	CHECK_EQ(geti(j, "blockdev", "read", "bytes"), 3 * 4096);
 	CHECK_EQ(geti(j, "blockdev", "flush", "count"), 1);
-	lat = json_object_get(json_object_get(json_object_get(j, "blockdev"),
-					      "write"), "lat");
+	lat = json_object_get(
+	    json_object_get(json_object_get(j, "blockdev"), "write"), "lat");
 	CHECK_EQ(json_integer_value(json_object_get(lat, "count")), 3);
 	CHECK(json_is_array(json_object_get(lat, "hist")));
 	CHECK(json_integer_value(json_object_get(lat, "p99_ns")) <=
 	      json_integer_value(json_object_get(lat, "max_ns")));
 	CHECK_EQ(json_integer_value(json_object_get(
-			 json_object_get(j, "blockdev"), "inflight")), 0);
-	CHECK_EQ(json_integer_value(json_object_get(
-			 json_object_get(j, "blockdev"), "size")), 1 << 20);
+		     json_object_get(j, "blockdev"), "inflight")),
+		 0);
+	CHECK_EQ(json_integer_value(
+		     json_object_get(json_object_get(j, "blockdev"), "size")),
+		 1 << 20);
 	json_decref(j);
 	CHECK_EQ(fs_stats_remove_section(st, "blockdev"), 0);
 	fs_stats_free(st);

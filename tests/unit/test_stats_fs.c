@@ -36,7 +36,7 @@ static void test_fs_sections(void)
 {
 	struct fs_mkfs_params p;
 	struct fs_opts o;
-	struct fs_cred cred = { 0, 0, 0 };
+	struct fs_cred cred = {0, 0, 0};
 	struct fs_stats *st;
 	struct bd_dev *bd;
 	struct fs *fs;
@@ -74,8 +74,9 @@ static void test_fs_sections(void)
 	CHECK(num(j1, "journal", "flush", "demote") == 0);
 	CHECK(num(j1, "journal", "flush", "full") >= 0);
 	CHECK(num(j1, "journal", "lat", "max_ns") > 0);
-	CHECK(num(j1, "cache", "hits", NULL) + num(j1, "cache", "misses", NULL)
-	      > 0);
+	CHECK(num(j1, "cache", "hits", NULL) +
+		  num(j1, "cache", "misses", NULL) >
+	      0);
 	CHECK(num(j1, "cache", "bufs_now", NULL) > 0);
 	CHECK(num(j1, "alloc", "calls", NULL) > 0);
 	CHECK(num(j1, "blockdev", "write", "count") >

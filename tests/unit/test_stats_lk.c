@@ -65,8 +65,8 @@ static void fill(void)
 	t->mode_count[LK_EX] = 10;
 	t->mode_total_ns[LK_EX] = 9000000;
 	t->mode_max_ns[LK_EX] = 2000000;
-	t->wait_hist[3] = 33; /* [8,16) us */
-	t->wait_hist[10] = 7; /* [1024,2048) us */
+	t->wait_hist[3] = 33;	       /* [8,16) us */
+	t->wait_hist[10] = 7;	       /* [1024,2048) us */
 	snap.type[9].c.basts_recv = 1; /* unnamed type */
 	snap.peer[2].frames_tx = 11;
 	snap.peer[2].bytes_rx = 999;

@@ -519,6 +519,81 @@ static void test_enospc(void)
 	tfs_close(&t);
 }
 
+/* fsync is durable: after a power loss (unflushed writes dropped by the
+ * fault device) the fsync'ed file is there with its data. */
+static void test_fsync_durable(void)
+{
+	struct tfs t;
+	struct bd_dev *lower, *fdev;
+	struct bd_fault *fault;
+	struct fs_attr a;
+	char buf[16] = "";
+	int64_t ino;
+
+	REQUIRE(tfs_format(&t, 64) == 0);
+	lower = t.bd;
+	REQUIRE(bd_fault_open(lower, &fdev, &fault) == 0);
+	t.bd = fdev;
+	REQUIRE(tfs_mount(&t) == 0);
+	REQUIRE(fs_create(t.fs, tfs_cred(&t), t.root, "durable", 0644, 0,
+			  &a) == 0);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, "synced", 6, 0), 6);
+	CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
+	fs_release(t.fs, a.ino);
+	bd_fault_crash(fault, 0);
+	fs_ns_free(t.fs);
+	fs_core_abandon(t.fs);
+	t.fs = NULL;
+	t.bd = lower;
+	REQUIRE(tfs_mount(&t) == 0);
+	ino = tfs_lookup(&t, t.root, "durable");
+	CHECK(ino > 0);
+	if (ino > 0) {
+		CHECK_EQ(fs_read(t.fs, (uint64_t)ino, buf, sizeof(buf), 0), 6);
+		CHECK(memcmp(buf, "synced", 6) == 0);
+	}
+	fs_unmount(t.fs);
+	bd_close(fdev);	/* closes lower too */
+}
+
+static int64_t atime_after_read(struct tfs *t, uint64_t ino)
+{
+	char c;
+
+	fs_read(t->fs, ino, &c, 1, 0);
+	return tfs_stat(t, ino).atime.tv_sec;
+}
+
+static void test_atime_modes(void)
+{
+	struct tfs t;
+	struct fs_opts o;
+	struct fs_attr in, out;
+	int64_t f;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	f = tfs_creat(&t, t.root, "f", 0644);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)f, "x", 1, 0), 1);
+	memset(&in, 0, sizeof(in));
+	in.atime.tv_sec = 1000;
+	in.mtime.tv_sec = 2000;
+	CHECK_EQ(fs_setattr(t.fs, tfs_cred(&t), (uint64_t)f, &in,
+			    FS_SET_ATIME | FS_SET_MTIME, &out), 0);
+	/* relatime (default): atime older than mtime -> updated once */
+	CHECK(atime_after_read(&t, (uint64_t)f) > 2000);
+	in.atime.tv_sec = 3000;	/* newer than mtime, but old: > 1 day */
+	fs_setattr(t.fs, tfs_cred(&t), (uint64_t)f, &in, FS_SET_ATIME, &out);
+	CHECK(atime_after_read(&t, (uint64_t)f) > 3000);
+	fs_unmount(t.fs);
+	t.fs = NULL;
+	fs_opts_init(&o);
+	o.atime = FS_ATIME_NOATIME;
+	REQUIRE(tfs_mount_opts(&t, &o) == 0);
+	fs_setattr(t.fs, tfs_cred(&t), (uint64_t)f, &in, FS_SET_ATIME, &out);
+	CHECK_EQ(atime_after_read(&t, (uint64_t)f), 3000);
+	tfs_close(&t);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -534,5 +609,7 @@ int main(int argc, char **argv)
 	T_RUN(test_sticky);
 	T_RUN(test_xattr_acl);
 	T_RUN(test_enospc);
+	T_RUN(test_fsync_durable);
+	T_RUN(test_atime_modes);
 	return t_done();
 }

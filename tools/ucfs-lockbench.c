@@ -1,0 +1,541 @@
+/*
+ * ucfs-lockbench — measures the lock manager on loopback, in one run:
+ *
+ *   rtt        the loopback TCP round trip itself (two threads, 64-byte
+ *              ping-pong over blocking sockets): the yardstick
+ *   local      an uncached grant mastered on this node (lk_lock + unlock)
+ *   cached     a re-acquire from the hold cache (lk_unlock(CACHE) + lk_lock)
+ *   remote     a grant from another node's master (lk_lock + lk_wait)
+ *   pingpong   two nodes taking EX on one resource in turn: transfers/s
+ *   batch      1,000 PR locks mastered elsewhere in one lk_lock_batch,
+ *              cold (master lookups included) and warm (masters known;
+ *              median and best of 9 runs)
+ *   throughput many threads on many resources over all nodes: ops/s
+ *
+ * Usage: ucfs-lockbench [-n NODES] [-t THREADS] [-s SECONDS] [-j FILE]
+ * The N peers are N lockspaces in this process, each with its own
+ * threads and its own address 127.0.0.K, talking over real TCP. Prints a
+ * table, then JSON (to stdout, or to FILE with -j).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lockmgr/lk.h"
+
+#define MAXN 8
+
+static struct lk_ls *ls[MAXN + 1];
+static int nnodes = 3, nthreads = 8;
+static double seconds = 1.0;
+static char dir[64];
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_us(uint64_t *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	return (double)v[n / 2] / 1000.0;
+}
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "ucfs-lockbench: %s: %s\n", what, strerror(err));
+	exit(1);
+}
+
+static struct lk_name nm(uint16_t type, uint64_t num)
+{
+	struct lk_name n;
+
+	lk_name_make(&n, type, num, NULL);
+	return n;
+}
+
+/* lk_lock + wait; returns the lock or dies */
+static struct lk_lock *lock_wait(int node, struct lk_name *n, int mode)
+{
+	struct lk_lock *lk;
+	int ret = lk_lock(ls[node], n, mode, 0, NULL, NULL, &lk);
+
+	if (ret == 0)
+		ret = lk_wait(lk);
+	if (ret < 0)
+		die("lk_lock", -ret);
+	return lk;
+}
+
+/* ---- cluster set-up ---- */
+
+static void quiet(int level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level <= 0)
+		fprintf(stderr, "lk: %s\n", msg);
+}
+
+static void start_cluster(void)
+{
+	char path[128];
+	FILE *f;
+	int port = 20000 + getpid() % 30000;
+
+	snprintf(dir, sizeof(dir), "/tmp/ucfs-lockbench.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		die("mkdtemp", errno);
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	f = fopen(path, "w");
+	if (f == NULL)
+		die("secret", errno);
+	fprintf(f, "lockbench-secret-%d-%lu\n", getpid(),
+		(unsigned long)now_ns());
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/cluster.json", dir);
+	f = fopen(path, "w");
+	if (f == NULL)
+		die("config", errno);
+	fprintf(f, "{\"cluster\":\"bench\",\"secret_file\":\"%s/secret\","
+		   "\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
+		dir);
+	for (int i = 1; i <= nnodes; i++)
+		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
+			i > 1 ? "," : "", i, i, port);
+	fprintf(f, "]}\n");
+	fclose(f);
+	for (int i = 1; i <= nnodes; i++) {
+		struct lk_ls_config c = { path, (uint32_t)i, NULL, quiet,
+					  NULL };
+		int ret = lk_ls_open(&c, &ls[i]);
+
+		if (ret < 0)
+			die("lk_ls_open", -ret);
+	}
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t gen, m;
+		int ok = 1;
+
+		for (int i = 1; i <= nnodes; i++)
+			ok &= lk_ls_members(ls[i], &gen, &m) &&
+			      __builtin_popcountll(m) == nnodes;
+		if (ok)
+			return;
+		usleep(10000);
+	}
+	die("cluster did not form", ETIMEDOUT);
+}
+
+static void stop_cluster(void)
+{
+	char cmd[128];
+
+	for (int i = nnodes; i >= 1; i--)
+		lk_ls_close(ls[i]);
+	snprintf(cmd, sizeof(cmd), "%s/secret", dir);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/cluster.json", dir);
+	unlink(cmd);
+	rmdir(dir);
+}
+
+/* ---- 1. loopback TCP round trip ---- */
+
+static void *echo_main(void *arg)
+{
+	int fd = *(int *)arg;
+	char buf[64];
+
+	for (;;) {
+		size_t got = 0;
+
+		while (got < sizeof(buf)) {
+			ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+
+			if (n <= 0)
+				return NULL;
+			got += (size_t)n;
+		}
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			return NULL;
+	}
+}
+
+static double bench_rtt(void)
+{
+	enum { N = 4000 };
+	static uint64_t t[N];
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), c, s, one = 1;
+	pthread_t th;
+	char buf[64] = { 0 };
+
+	a.sin_addr.s_addr = htonl(0x7f000001);
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &alen) < 0)
+		die("rtt socket", errno);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("rtt connect", errno);
+	s = accept(l, NULL, NULL);
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pthread_create(&th, NULL, echo_main, &s);
+	for (int i = 0; i < N; i++) {
+		uint64_t t0 = now_ns();
+		size_t got = 0;
+
+		if (write(c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			die("rtt write", errno);
+		while (got < sizeof(buf)) {
+			ssize_t n = read(c, buf + got, sizeof(buf) - got);
+
+			if (n <= 0)
+				die("rtt read", errno);
+			got += (size_t)n;
+		}
+		t[i] = now_ns() - t0;
+	}
+	close(c);
+	pthread_join(th, NULL);
+	close(s);
+	close(l);
+	return median_us(t + 100, N - 100);
+}
+
+/* ---- 2/3. local and cached grants ---- */
+
+static double bench_local(void)
+{
+	enum { N = 20000 };
+	static uint64_t t[N];
+	struct lk_name n = nm(1, 1);
+	struct lk_lock *lk = lock_wait(1, &n, LK_EX);
+
+	lk_unlock(lk, 0); /* node 1 is now the master */
+	for (int i = 0; i < N; i++) {
+		uint64_t t0 = now_ns();
+
+		if (lk_lock(ls[1], &n, LK_EX, 0, NULL, NULL, &lk) !=
+		    LK_GRANTED_NOW)
+			die("local grant not immediate", EAGAIN);
+		t[i] = now_ns() - t0;
+		lk_unlock(lk, 0);
+	}
+	return median_us(t, N);
+}
+
+static double bench_cached(double *mean_ns)
+{
+	enum { N = 200000 };
+	struct lk_name n = nm(1, 2);
+	struct lk_lock *lk = lock_wait(1, &n, LK_EX);
+	uint64_t t0;
+
+	lk_unlock(lk, LK_UNLOCK_CACHE);
+	t0 = now_ns();
+	for (int i = 0; i < N; i++) {
+		if (lk_lock(ls[1], &n, LK_PR, 0, NULL, NULL, &lk) !=
+		    LK_GRANTED_NOW)
+			die("cached re-acquire missed", EAGAIN);
+		lk_unlock(lk, LK_UNLOCK_CACHE);
+	}
+	*mean_ns = (double)(now_ns() - t0) / N;
+	/* the lock+unlock pair above; now the lock alone, per call */
+	{
+		static uint64_t t[20000];
+
+		for (int i = 0; i < 20000; i++) {
+			uint64_t a = now_ns();
+
+			lk_lock(ls[1], &n, LK_PR, 0, NULL, NULL, &lk);
+			t[i] = now_ns() - a;
+			lk_unlock(lk, LK_UNLOCK_CACHE);
+		}
+		return median_us(t, 20000);
+	}
+}
+
+/* ---- 4. remote grant ---- */
+
+static double bench_remote(void)
+{
+	enum { N = 3000 };
+	static uint64_t t[N];
+	struct lk_name n = nm(1, 3);
+	struct lk_lock *lk = lock_wait(2, &n, LK_EX);
+
+	lk_unlock(lk, 0); /* node 2 masters it */
+	lk = lock_wait(1, &n, LK_EX); /* master lookup, once */
+	lk_unlock(lk, 0);
+	for (int i = 0; i < N; i++) {
+		uint64_t t0 = now_ns();
+
+		lk = lock_wait(1, &n, LK_EX);
+		t[i] = now_ns() - t0;
+		lk_unlock(lk, 0);
+	}
+	return median_us(t + 100, N - 100);
+}
+
+/* ---- 5. ping-pong ---- */
+
+static atomic_int pp_stop;
+static atomic_uint pp_last;
+static atomic_ulong pp_transfers, pp_grants;
+
+static void *pp_main(void *arg)
+{
+	int node = (int)(intptr_t)arg;
+	struct lk_name n = nm(1, 4);
+
+	while (!atomic_load(&pp_stop)) {
+		struct lk_lock *lk = lock_wait(node, &n, LK_EX);
+
+		if (atomic_exchange(&pp_last, (unsigned)node) != (unsigned)node)
+			atomic_fetch_add(&pp_transfers, 1);
+		atomic_fetch_add(&pp_grants, 1);
+		lk_unlock(lk, 0);
+	}
+	return NULL;
+}
+
+static double bench_pingpong(void)
+{
+	pthread_t a, b;
+	uint64_t t0, t1;
+	unsigned long tr0;
+
+	pthread_create(&a, NULL, pp_main, (void *)1);
+	pthread_create(&b, NULL, pp_main, (void *)2);
+	usleep(100000); /* warm up */
+	tr0 = atomic_load(&pp_transfers);
+	t0 = now_ns();
+	usleep((useconds_t)(seconds * 1e6));
+	t1 = now_ns();
+	tr0 = atomic_load(&pp_transfers) - tr0;
+	atomic_store(&pp_stop, 1);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	return (double)tr0 / ((double)(t1 - t0) / 1e9);
+}
+
+/* ---- 6. batch ---- */
+
+static double batch_submit_us, batch_submit_cpu_us;
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double batch_once(struct lk_name *names, struct lk_lock **lks, int n)
+{
+	uint64_t c0 = cpu_ns(), t0 = now_ns();
+
+	if (lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL,
+			  lks) < 0)
+		die("lk_lock_batch", EINVAL);
+	batch_submit_us = (double)(now_ns() - t0) / 1000.0;
+	batch_submit_cpu_us = (double)(cpu_ns() - c0) / 1000.0;
+	for (int i = 0; i < n; i++)
+		if (lk_wait(lks[i]) != 0)
+			die("batch lock", EIO);
+	t0 = now_ns() - t0;
+	if (lk_unlock_batch(lks, (size_t)n, 0) != n)
+		die("lk_unlock_batch", EIO);
+	return (double)t0 / 1000.0;
+}
+
+static double batch_min_us;
+
+static void bench_batch(double *cold_us, double *warm_us)
+{
+	enum { N = 1000, RUNS = 9 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	uint64_t runs[RUNS];
+
+	for (int i = 0; i < N; i++)
+		names[i] = nm(2, (uint64_t)i);
+	/* node 2 masters them all */
+	if (lk_lock_batch(ls[2], names, N, LK_EX, 0, NULL, NULL, lks) < 0)
+		die("lk_lock_batch", EINVAL);
+	for (int i = 0; i < N; i++)
+		lk_wait(lks[i]);
+	lk_unlock_batch(lks, N, 0);
+	usleep(20000);
+	*cold_us = batch_once(names, lks, N);
+	/* the machine may be shared: median and best of several runs */
+	for (int r = 0; r < RUNS; r++) {
+		usleep(5000);
+		runs[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+	}
+	*warm_us = median_us(runs, RUNS);
+	batch_min_us = (double)runs[0] / 1000.0;
+}
+
+/* ---- 7. throughput ---- */
+
+static atomic_ulong tp_ops;
+static atomic_int tp_stop;
+
+static void *tp_main(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	int node = 1 + id % nnodes;
+	uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
+	unsigned long ops = 0;
+
+	while (!atomic_load(&tp_stop)) {
+		struct lk_name n;
+		struct lk_lock *lk;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		n = nm(3, x % 1000);
+		lk = lock_wait(node, &n, x % 5 == 0 ? LK_EX : LK_PR);
+		lk_unlock(lk, 0);
+		ops++;
+	}
+	atomic_fetch_add(&tp_ops, ops);
+	return NULL;
+}
+
+static double bench_throughput(void)
+{
+	pthread_t th[64];
+	uint64_t t0, t1;
+	int n = nthreads > 64 ? 64 : nthreads;
+
+	t0 = now_ns();
+	for (int i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, tp_main, (void *)(intptr_t)i);
+	usleep((useconds_t)(seconds * 1e6));
+	atomic_store(&tp_stop, 1);
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	t1 = now_ns();
+	return (double)atomic_load(&tp_ops) / ((double)(t1 - t0) / 1e9);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: ucfs-lockbench [-n NODES 2..%d] [-t THREADS] "
+			"[-s SECONDS] [-j FILE]\n",
+		MAXN);
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	const char *jpath = NULL;
+	double rtt, local, cached, cached_mean, remote, pp, cold, warm, tp;
+	FILE *jf = stdout;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "n:t:s:j:bh")) != -1) {
+		switch (opt) {
+		case 'b': /* profiling aid: only the batch, many times */
+			start_cluster();
+			for (int i = 0; i < 50; i++)
+				bench_batch(&cold, &warm);
+			stop_cluster();
+			printf("batch median %.1f us\n", warm);
+			return 0;
+		case 'n':
+			nnodes = atoi(optarg);
+			break;
+		case 't':
+			nthreads = atoi(optarg);
+			break;
+		case 's':
+			seconds = atof(optarg);
+			break;
+		case 'j':
+			jpath = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (nnodes < 2 || nnodes > MAXN || nthreads < 1 || seconds <= 0)
+		usage();
+	rtt = bench_rtt();
+	start_cluster();
+	local = bench_local();
+	cached = bench_cached(&cached_mean);
+	remote = bench_remote();
+	pp = bench_pingpong();
+	bench_batch(&cold, &warm);
+	tp = bench_throughput();
+	stop_cluster();
+
+	printf("%-34s %12s %s\n", "measure", "value", "target");
+	printf("%-34s %9.2f us\n", "loopback TCP round trip (median)", rtt);
+	printf("%-34s %9.3f us\n", "uncached local grant (median)", local);
+	printf("%-34s %9.3f us  < 1 us\n", "cached re-acquire (median)",
+	       cached);
+	printf("%-34s %9.3f us\n", "cached lock+unlock pair (mean)",
+	       cached_mean / 1000.0);
+	printf("%-34s %9.2f us  <= 2 x rtt = %.2f us (%.2fx)\n",
+	       "remote grant (median)", remote, 2 * rtt, remote / rtt);
+	printf("%-34s %9.0f /s  >= 5000 /s\n", "2-node EX ping-pong transfers",
+	       pp);
+	printf("%-34s %9.1f us  (%.1fx remote grant)\n",
+	       "1000-lock batch, cold masters", cold, cold / remote);
+	printf("%-34s %9.1f us  <= 5 x remote = %.1f us (%.1fx)\n",
+	       "1000-lock batch, known (median)", warm, 5 * remote,
+	       warm / remote);
+	printf("%-34s %9.1f us  (%.1fx remote grant)\n",
+	       "1000-lock batch, best of 9", batch_min_us,
+	       batch_min_us / remote);
+	printf("%-34s %9.1f us  (%.1f us on the CPU)\n",
+	       "  last run: lk_lock_batch call", batch_submit_us,
+	       batch_submit_cpu_us);
+	printf("%-34s %9.0f /s  (%d threads, %d nodes, 1000 res)\n",
+	       "throughput lock+unlock", tp, nthreads, nnodes);
+	if (jpath != NULL) {
+		jf = fopen(jpath, "w");
+		if (jf == NULL)
+			die(jpath, errno);
+	}
+	fprintf(jf,
+		"{\"nodes\": %d, \"threads\": %d, \"rtt_us\": %.3f, "
+		"\"local_grant_us\": %.3f, \"cached_reacquire_us\": %.3f, "
+		"\"cached_pair_mean_us\": %.3f, \"remote_grant_us\": %.3f, "
+		"\"remote_over_rtt\": %.3f, \"pingpong_per_s\": %.0f, "
+		"\"batch1000_cold_us\": %.1f, \"batch1000_warm_us\": %.1f, "
+		"\"batch_over_remote\": %.2f, \"batch1000_best_us\": %.1f, "
+		"\"throughput_ops_s\": %.0f}\n",
+		nnodes, nthreads, rtt, local, cached, cached_mean / 1000.0,
+		remote, remote / rtt, pp, cold, warm, warm / remote,
+		batch_min_us, tp);
+	if (jf != stdout)
+		fclose(jf);
+	return 0;
+}
