@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "lockmgr/lk_internal.h"
@@ -687,6 +688,19 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 
 /* ---- public API ---- */
 
+/*
+ * Take ls->mu for an API call. glibc mutexes are not fair: a thread that
+ * takes local locks in a tight loop re-acquires ls->mu before the woken
+ * network thread gets it, starving every remote request. So an API call
+ * first lets a network thread that announced itself (net_wants) go.
+ */
+void lk_api_lock(struct lk_ls *ls)
+{
+	while (__atomic_load_n(&ls->net_wants, __ATOMIC_ACQUIRE) != 0)
+		sched_yield();
+	pthread_mutex_lock(&ls->mu);
+}
+
 static int check_args(int mode, unsigned flags, const struct lk_name *n)
 {
 	if (mode < 0 || mode >= LK_NMODES)
@@ -777,7 +791,7 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	ret = lock_one(ls, name, mode, flags, ops, arg, out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
@@ -809,7 +823,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			return -EINVAL;
 		out[i] = NULL;
 	}
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	/* two passes so records of one type stay together: LOOKUPs for
 	 * unknown masters first, then requests to known masters */
 	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
@@ -837,7 +851,7 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	if (lk->state == LK_S_DEAD || lk->cached) {
 		ret = -ENOENT;
 		goto out_unlock;
@@ -880,7 +894,7 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 	struct lk_ls *ls = lk->ls;
 	int ret = 0;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	if (lk->state == LK_S_DEAD || lk->cached)
 		ret = -ENOENT;
 	else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0)
@@ -907,7 +921,7 @@ int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
 	if (n == 0)
 		return 0;
 	ls = locks[0]->ls;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	for (size_t i = 0; i < n; i++) {
 		struct lk_lock *lk = locks[i];
 
@@ -927,7 +941,7 @@ int lk_cancel(struct lk_lock *lk)
 	struct lk_ls *ls = lk->ls;
 	int ret = 0;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	if (lk->state != LK_S_NEW && lk->state != LK_S_WAITING &&
 	    lk->state != LK_S_CONVERTING) {
 		ret = -EALREADY;
@@ -967,7 +981,7 @@ int lk_wait(struct lk_lock *lk)
 	pthread_cond_t own;
 	int mine = 0;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	lk->refs++;
 	if (pending(lk) && lk->wcv == NULL) {
 		/* the first waiter sleeps on its own condvar, so that a
@@ -994,7 +1008,7 @@ int lk_lock_mode(const struct lk_lock *lk)
 {
 	int m;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	m = lk->grmode;
 	pthread_mutex_unlock(&lk->ls->mu);
 	return m;
@@ -1004,7 +1018,7 @@ int lk_lock_granted(const struct lk_lock *lk)
 {
 	int g;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	g = lk->state == LK_S_GRANTED;
 	pthread_mutex_unlock(&lk->ls->mu);
 	return g;
@@ -1014,7 +1028,7 @@ int lk_lvb_get(const struct lk_lock *lk, void *buf)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	if (!(lk->flags & LK_VALBLK) || lk->grmode < 0) {
 		ret = -EINVAL;
 	} else if (!lk->lvb_valid) {
@@ -1031,7 +1045,7 @@ int lk_lvb_set(struct lk_lock *lk, const void *buf)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	if (!(lk->flags & LK_VALBLK) || lk->grmode < LK_PW ||
 	    lk->state == LK_S_DEAD) {
 		ret = -EPERM;

@@ -164,6 +164,7 @@ enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
 struct lk_ls {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
+	int net_wants;	    /* atomic: the network thread waits for mu */
 	uint32_t nodeid;    /* immutable */
 	struct lk_xport xp; /* immutable after open */
 	int closing;
@@ -240,6 +241,8 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out);
 void lk_core_destroy(struct lk_ls *ls);
 uint64_t lk_now_ns(void);
+/* Lock ls->mu from an API call (yields to a waiting network thread). */
+void lk_api_lock(struct lk_ls *ls);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Handle one validated frame from @sender; ls->mu held. */
