@@ -200,13 +200,26 @@ static int read_io(struct fs *fs, const struct seg *sg, unsigned ns,
 			memset(dst + (a - pos), 0, z - a);
 			continue;
 		}
+		/* whole blocks into an aligned destination: no copy */
+		if (a == s && ((uintptr_t)(dst + (a - pos)) & (BD_ALIGN - 1)) == 0 &&
+		    z - a >= BS) {
+			uint64_t whole = (z - a) / BS * BS;
+
+			ret = bd_read(fs->bd, dst + (a - pos), whole,
+				      sg[i].phys * BS);
+			if (ret < 0)
+				return ret;
+			a += whole;
+			if (a == z)
+				continue;
+		}
 		if (bounce == NULL && (bounce = bounce_get()) == NULL)
 			return -ENOMEM;
-		ret = bd_read(fs->bd, bounce, ((z - s + BS - 1) / BS) * BS,
-			      sg[i].phys * BS);
+		ret = bd_read(fs->bd, bounce, ((z - s + BS - 1) / BS) * BS - (a - s) / BS * BS,
+			      (sg[i].phys + (a - s) / BS) * BS);
 		if (ret < 0)
 			return ret;
-		memcpy(dst + (a - pos), bounce + (a - s), z - a);
+		memcpy(dst + (a - pos), bounce + (a - s) % BS, z - a);
 	}
 	return 0;
 }

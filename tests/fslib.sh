@@ -91,18 +91,26 @@ fs_mount() {
 	mkdir -p "$_mnt" "$_st" || return 1
 	case $UCFS_TEST_TARGET in
 	ucfs)
-		if [ -n "$_opts" ]; then
-			"$B/ucfs" -f -o "$_opts" "$_img" "$_mnt" \
-				>>"$_st/log" 2>&1 &
-		else
-			"$B/ucfs" -f "$_img" "$_mnt" >>"$_st/log" 2>&1 &
-		fi
-		_pid=$!
-		echo "$_pid" >"$_st/pid"
-		on_exit "fusermount3 -u -z '$_mnt'; [ -f '$_st/pid' ] && kill -9 $_pid"
+		rm -f "$_st/pid" "$_st/rc"
+		# a wrapper records the daemon's PID and, when it exits, its
+		# status (fs_umount may run in a subshell: no "wait" there)
+		(
+			if [ -n "$_opts" ]; then
+				"$B/ucfs" -f -o "$_opts" "$_img" "$_mnt" &
+			else
+				"$B/ucfs" -f "$_img" "$_mnt" &
+			fi
+			echo $! >"$_st/pid.tmp"
+			mv "$_st/pid.tmp" "$_st/pid"
+			wait $!
+			echo $? >"$_st/rc"
+		) >>"$_st/log" 2>&1 &
+		wait_for 5 test -f "$_st/pid" || return 1
+		_pid=$(cat "$_st/pid")
+		on_exit "fusermount3 -u -z '$_mnt'; [ -f '$_st/rc' ] || kill -9 $_pid"
 		_i=0
 		while ! _fs_mounted "$_mnt"; do
-			if ! kill -0 "$_pid" 2>/dev/null; then
+			if [ -f "$_st/rc" ]; then
 				echo "fslib: ucfs exited before mounting:" >&2
 				tail -n 20 "$_st/log" >&2
 				return 1
@@ -141,8 +149,11 @@ fs_umount() {
 			sleep 0.1
 		done
 		# the daemon writes back and exits: its status is the result
-		wait "$_pid"
-		_rc=$?
+		if ! wait_for 60 test -f "$_st/rc"; then
+			echo "fslib: ucfs did not exit after unmount" >&2
+			return 1
+		fi
+		_rc=$(cat "$_st/rc")
 		rm -f "$_st/pid"
 		if [ "$_rc" -ne 0 ]; then
 			echo "fslib: ucfs exited with status $_rc:" >&2
@@ -166,7 +177,7 @@ fs_kill9() {
 	[ "$UCFS_TEST_TARGET" = ucfs ] || return 1
 	_pid=$(cat "$_st/pid" 2>/dev/null) || return 1
 	kill -9 "$_pid"
-	wait "$_pid" 2>/dev/null
+	wait_for 10 test -f "$_st/rc"
 	rm -f "$_st/pid"
 	fusermount3 -u -z "$_mnt" 2>/dev/null || umount -l "$_mnt"
 }

@@ -243,9 +243,26 @@ static void test_random_model(void)
 		}
 	}
 	CHECK_EQ(tfs_stat(&t, (uint64_t)f).size, size);
-	CHECK_EQ(fs_read(t.fs, (uint64_t)f, buf, MODEL_SIZE, 0),
-		 (long long)size);
-	CHECK(memcmp(buf, model, size) == 0);
+	/* unaligned destination (bounce copies) ... */
+	CHECK_EQ(fs_read(t.fs, (uint64_t)f, buf + 1, MODEL_SIZE - 1, 0),
+		 (long long)(size < MODEL_SIZE - 1 ? size : MODEL_SIZE - 1));
+	CHECK(memcmp(buf + 1, model, size < MODEL_SIZE - 1 ? size :
+		     MODEL_SIZE - 1) == 0);
+	/* ... and an aligned one (whole blocks read in place) */
+	{
+		void *al = NULL;
+
+		REQUIRE(posix_memalign(&al, 4096, MODEL_SIZE) == 0);
+		CHECK_EQ(fs_read(t.fs, (uint64_t)f, al, MODEL_SIZE, 0),
+			 (long long)size);
+		CHECK(memcmp(al, model, size) == 0);
+		if (size > 5000) {
+			CHECK_EQ(fs_read(t.fs, (uint64_t)f, al, size - 5000,
+					 5000), (long long)(size - 5000));
+			CHECK(memcmp(al, model + 5000, size - 5000) == 0);
+		}
+		free(al);
+	}
 	tfs_close(&t);
 	free(model);
 	free(buf);

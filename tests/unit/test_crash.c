@@ -1,0 +1,474 @@
+/*
+ * test_crash.c — simulated power loss at many write indices.
+ *
+ * The filesystem is driven as a library (fs.h) on a fault device
+ * (blockdev/bd.h: bd_fault_open over a RAM device). A seeded workload
+ * (--seed) creates, writes, overwrites, truncates, renames and unlinks
+ * files (half of them still open: orphans) in a tree of directories and
+ * now and then fsyncs one; a file whose
+ * fs_fsync() returned 0 is "frozen": the workload never touches it again
+ * and its name and content must survive any later crash.
+ *
+ * A dry run counts the device writes W of the whole workload. Then for
+ * crash points n = 1 .. W+1 (about 80 of them, evenly spread, every
+ * other one a torn write instead of a clean cut) the same workload runs
+ * on a fresh copy of the image with the device set to die at write n.
+ * What survived must then:
+ *  1. check clean with fsck BEFORE any mount (fsck applies the committed
+ *     journal transactions in memory, as replay will);
+ *  2. mount (journal replay, orphan reclaim) and show every frozen file
+ *     with its exact content;
+ *  3. unmount cleanly and check clean with fsck again.
+ * Failures print the crash point and the seed.
+ */
+#include "tests/unit/harness.h"
+#include "tests/unit/fs_testutil.h"
+
+#include "fusefs/fs_fsck.h"
+#include "fusefs/fs_ns.h"
+
+#include <fcntl.h>
+
+#define IMG_MB 48
+#define NOPS 160
+#define MAXFILES 256
+#define MAXDIRS 24
+#define FMAX 65536
+
+struct mfile {
+	int live, frozen;
+	int dir;		/* index in dirs[] */
+	char name[32];
+	uint64_t ino;
+	size_t size;
+	uint8_t *data;
+};
+
+struct work {
+	uint64_t rng;
+	struct fs *fs;
+	struct bd_fault *fault;	/* NULL: no crash checks */
+	struct fs_cred cred;
+	uint64_t dir_ino[MAXDIRS];
+	char dir_path[MAXDIRS][64];
+	int ndirs;
+	struct mfile f[MAXFILES];
+	int nf;
+	int nfrozen;
+};
+
+static uint64_t rnd(struct work *w)
+{
+	uint64_t z = (w->rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int dead(struct work *w)
+{
+	return w->fault != NULL && bd_fault_crashed(w->fault);
+}
+
+static struct bd_dev *ram_copy(struct bd_dev *src)
+{
+	struct bd_dev *dst;
+	size_t chunk = 1 << 20;
+	void *buf = bd_buf_alloc(chunk);
+
+	if (buf == NULL || bd_ram_open(bd_size(src), &dst) < 0) {
+		free(buf);
+		return NULL;
+	}
+	for (uint64_t off = 0; off < bd_size(src); off += chunk)
+		if (bd_read(src, buf, chunk, off) < 0 ||
+		    bd_write(dst, buf, chunk, off, 0) < 0) {
+			bd_close(dst);
+			dst = NULL;
+			break;
+		}
+	free(buf);
+	return dst;
+}
+
+static int mount_on(struct bd_dev *bd, struct fs **out)
+{
+	struct fs_opts o;
+	char err[256] = "";
+	int ret;
+
+	fs_opts_init(&o);
+	o.cache_mb = 8;
+	ret = fs_mount_bd(bd, &o, out, err, sizeof(err));
+	if (ret < 0)
+		fprintf(stderr, "  mount: %d %s\n", ret, err);
+	return ret;
+}
+
+static int fsck_clean(struct bd_dev *bd, const char *when)
+{
+	struct fs_fsck_opts o = { .out = NULL };
+	struct fs_fsck_result r;
+
+	if (fs_fsck_run(bd, &o, &r) < 0 || r.errors != 0) {
+		fprintf(stderr, "  fsck %s: %llu errors:\n", when,
+			(unsigned long long)r.errors);
+		o.out = stderr;
+		o.max_report = 8;
+		fs_fsck_run(bd, &o, &r);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- the workload ---- */
+
+static void fill(struct work *w, uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(rnd(w) >> 32);
+}
+
+static int write_all(struct work *w, struct mfile *m, size_t off,
+		     size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done > 16384 ? 16384 : len - done;
+		ssize_t r = fs_write(w->fs, &w->cred, m->ino,
+				     m->data + off + done, n, off + done);
+
+		if (r != (ssize_t)n)
+			return r < 0 ? (int)r : -EIO;
+		done += n;
+	}
+	return 0;
+}
+
+/* A live, not frozen file, or NULL. */
+static struct mfile *pick_file(struct work *w)
+{
+	int start = w->nf ? (int)(rnd(w) % w->nf) : 0;
+
+	for (int i = 0; i < w->nf; i++) {
+		struct mfile *m = &w->f[(start + i) % w->nf];
+
+		if (m->live && !m->frozen)
+			return m;
+	}
+	return NULL;
+}
+
+static int op_create(struct work *w, int i)
+{
+	struct mfile *m;
+	struct fs_attr a;
+	int ret;
+
+	if (w->nf == MAXFILES)
+		return 0;
+	m = &w->f[w->nf++];
+	m->dir = (int)(rnd(w) % w->ndirs);
+	snprintf(m->name, sizeof(m->name), "f%d", i);
+	m->size = (size_t)(rnd(w) % 4 ? rnd(w) % 6000 : rnd(w) % FMAX);
+	m->data = calloc(1, FMAX);
+	if (m->data == NULL)
+		return -ENOMEM;
+	fill(w, m->data, m->size);
+	ret = fs_create(w->fs, &w->cred, w->dir_ino[m->dir], m->name, 0644,
+			O_RDWR, &a);
+	if (ret < 0)
+		return ret;
+	m->ino = a.ino;
+	m->live = 1;
+	ret = write_all(w, m, 0, m->size);
+	fs_release(w->fs, m->ino);
+	return ret;
+}
+
+static int op_overwrite(struct work *w, struct mfile *m)
+{
+	size_t off = (size_t)(rnd(w) % FMAX), len = (size_t)(rnd(w) % 9000);
+	int ret;
+
+	if (off + len > FMAX)
+		len = FMAX - off;
+	fill(w, m->data + off, len);
+	if (off > m->size)
+		memset(m->data + m->size, 0, off - m->size);
+	ret = write_all(w, m, off, len);
+	if (off + len > m->size)
+		m->size = off + len;
+	return ret;
+}
+
+static int op_truncate(struct work *w, struct mfile *m)
+{
+	struct fs_attr a = { .size = rnd(w) % FMAX }, out;
+
+	if (a.size < m->size)
+		memset(m->data + a.size, 0, m->size - a.size);
+	m->size = a.size;
+	return fs_setattr(w->fs, &w->cred, m->ino, &a, FS_SET_SIZE, &out);
+}
+
+static int op_rename(struct work *w, struct mfile *m, int i)
+{
+	int nd = (int)(rnd(w) % w->ndirs);
+	char nn[32];
+	int ret;
+
+	snprintf(nn, sizeof(nn), "r%d", i);
+	ret = fs_rename(w->fs, &w->cred, w->dir_ino[m->dir], m->name,
+			w->dir_ino[nd], nn, 0);
+	if (ret == 0) {
+		m->dir = nd;
+		snprintf(m->name, sizeof(m->name), "%s", nn);
+	}
+	return ret;
+}
+
+/* Half the time the file stays open past its unlink (never released):
+ * an orphan that recovery must reclaim. */
+static int op_unlink(struct work *w, struct mfile *m)
+{
+	int ret;
+
+	m->live = 0;
+	if (rnd(w) % 2) {
+		ret = fs_open(w->fs, &w->cred, m->ino, O_RDONLY);
+		if (ret < 0)
+			return ret;
+	}
+	return fs_unlink(w->fs, &w->cred, w->dir_ino[m->dir], m->name);
+}
+
+static int op_fsync(struct work *w, struct mfile *m)
+{
+	int ret = fs_fsync(w->fs, m->ino, 0);
+
+	if (ret == 0) {
+		m->frozen = 1;
+		w->nfrozen++;
+	}
+	return ret;
+}
+
+static int op_mkdir(struct work *w, int i)
+{
+	struct fs_attr a;
+	int p = (int)(rnd(w) % w->ndirs), ret;
+	char name[32], path[64];
+
+	if (w->ndirs == MAXDIRS)
+		return 0;
+	snprintf(name, sizeof(name), "s%d", i);
+	ret = fs_mkdir(w->fs, &w->cred, w->dir_ino[p], name, 0755, &a);
+	if (ret < 0)
+		return ret;
+	w->dir_ino[w->ndirs] = a.ino;
+	memcpy(path, w->dir_path[p], sizeof(path));
+	snprintf(w->dir_path[w->ndirs], sizeof(w->dir_path[0]), "%.30s/%s",
+		 path, name);
+	w->ndirs++;
+	return 0;
+}
+
+static int one_op(struct work *w, int i)
+{
+	unsigned r = (unsigned)(rnd(w) % 12);
+	struct mfile *m = pick_file(w);
+
+	if (r < 4 || m == NULL)
+		return op_create(w, i);
+	switch (r) {
+	case 4: return op_overwrite(w, m);
+	case 5: return op_truncate(w, m);
+	case 6: return op_rename(w, m, i);
+	case 7: return op_unlink(w, m);
+	case 8:
+	case 9: return op_fsync(w, m);
+	case 10: return op_mkdir(w, i);
+	default: return op_overwrite(w, m);
+	}
+}
+
+/* Run the workload until done or the device dies. 0, or -errno of an
+ * operation that failed while the device was alive. */
+static int workload(struct work *w)
+{
+	w->ndirs = 1;
+	w->dir_ino[0] = fs_root(w->fs);
+	w->dir_path[0][0] = '\0';
+	for (int i = 0; i < 3; i++)
+		if (op_mkdir(w, 1000 + i) < 0)
+			return dead(w) ? 0 : -EIO;
+	for (int i = 0; i < NOPS; i++) {
+		int ret = one_op(w, i);
+
+		if (dead(w))
+			return 0;
+		if (ret < 0) {
+			fprintf(stderr, "  op %d failed: %d\n", i, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static void work_free(struct work *w)
+{
+	for (int i = 0; i < w->nf; i++)
+		free(w->f[i].data);
+	memset(w, 0, sizeof(*w));
+}
+
+/* ---- checks after the crash ---- */
+
+static int check_frozen(struct work *w, struct fs *fs)
+{
+	uint8_t *buf = malloc(FMAX + 1);
+	int ok = 1;
+
+	if (buf == NULL)
+		return 0;
+	for (int i = 0; i < w->nf; i++) {
+		struct mfile *m = &w->f[i];
+		struct fs_attr a;
+		ssize_t n;
+
+		if (!m->frozen)
+			continue;
+		/* directories are never renamed: the ino is stable */
+		if (fs_lookup(fs, w->dir_ino[m->dir], m->name, &a) != 0) {
+			fprintf(stderr, "  fsync'ed %s/%s is missing\n",
+				w->dir_path[m->dir], m->name);
+			ok = 0;
+			continue;
+		}
+		n = fs_read(fs, a.ino, buf, FMAX + 1, 0);
+		if (a.size != m->size || n != (ssize_t)m->size ||
+		    memcmp(buf, m->data, m->size) != 0) {
+			fprintf(stderr, "  fsync'ed %s/%s: size %llu read %zd,"
+				" expected %zu, or content differs\n",
+				w->dir_path[m->dir], m->name,
+				(unsigned long long)a.size, n, m->size);
+			ok = 0;
+		}
+		fs_forget(fs, a.ino, 1);
+	}
+	free(buf);
+	return ok;
+}
+
+static struct bd_dev *make_template(void)
+{
+	struct fs_mkfs_params p;
+	struct bd_dev *bd;
+	char why[256] = "";
+
+	if (bd_ram_open((uint64_t)IMG_MB << 20, &bd) < 0)
+		return NULL;
+	fs_mkfs_defaults(&p);
+	p.journal_mb = 4;
+	p.rgrp_mb = 16;
+	p.now = 1700000000;
+	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
+		fprintf(stderr, "mkfs: %s\n", why);
+		bd_close(bd);
+		return NULL;
+	}
+	return bd;
+}
+
+/* One run with a crash at write @n (0: no crash, count writes). Returns
+ * 1 if every check passed; *writes = writes issued (dry run). */
+static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
+		     int tear, uint64_t *writes)
+{
+	static struct work w;
+	struct bd_dev *lower, *bd, *after;
+	struct fs *fs2;
+	int ok = 1;
+
+	memset(&w, 0, sizeof(w));
+	w.rng = seed;
+	lower = ram_copy(tmpl);
+	if (lower == NULL || bd_fault_open(lower, &bd, &w.fault) < 0)
+		return 0;
+	if (mount_on(bd, &w.fs) < 0) {
+		bd_close(bd);
+		return 0;
+	}
+	if (n > 0 && tear)
+		bd_fault_tear_nth(w.fault, n, (size_t)(seed % 8) * 512);
+	else if (n > 0)
+		bd_fault_crash_nth(w.fault, n);
+	if (workload(&w) < 0)
+		ok = 0;
+	if (writes != NULL)
+		*writes = bd_fault_writes(w.fault);
+	if (!bd_fault_crashed(w.fault))
+		bd_fault_crash(w.fault, 0);
+	fs_ns_free(w.fs);
+	fs_core_abandon(w.fs);
+	after = ram_copy(lower);
+	bd_close(bd);
+	if (after == NULL) {
+		work_free(&w);
+		return 0;
+	}
+	ok &= fsck_clean(after, "before mount (journal overlay)");
+	if (mount_on(after, &fs2) < 0) {
+		ok = 0;
+	} else {
+		ok &= check_frozen(&w, fs2);
+		if (fs_unmount(fs2) != 0) {
+			fprintf(stderr, "  unmount after recovery failed\n");
+			ok = 0;
+		}
+		ok &= fsck_clean(after, "after recovery");
+	}
+	bd_close(after);
+	if (n == 0)
+		printf("  dry run: %d fsync'ed files, %d files, %d dirs\n",
+		       w.nfrozen, w.nf, w.ndirs);
+	work_free(&w);
+	return ok;
+}
+
+static void test_power_loss_points(void)
+{
+	struct bd_dev *tmpl = make_template();
+	uint64_t seed = t_seed(), total = 0, step;
+	unsigned trials = 0, failures = 0;
+
+	REQUIRE(tmpl != NULL);
+	REQUIRE(crash_run(tmpl, seed, 0, 0, &total));
+	CHECK(total > 10);
+	step = total / 80 ? total / 80 : 1;
+	for (uint64_t n = 1; n <= total + 1; n += step) {
+		int tear = trials % 2;
+
+		if (!crash_run(tmpl, seed, n, tear, NULL)) {
+			fprintf(stderr, "  FAILED: %s at write %llu of %llu "
+				"(seed %llu)\n", tear ? "torn write" : "crash",
+				(unsigned long long)n,
+				(unsigned long long)total,
+				(unsigned long long)seed);
+			failures++;
+		}
+		trials++;
+	}
+	printf("  %u crash points over %llu writes, %u failed\n", trials,
+	       (unsigned long long)total, failures);
+	CHECK_EQ(failures, 0);
+	bd_close(tmpl);
+}
+
+int main(int argc, char **argv)
+{
+	t_init(argc, argv);
+	T_RUN(test_power_loss_points);
+	return t_done();
+}
