@@ -532,6 +532,14 @@ static void close_frame(struct lk_ls *ls, uint32_t node)
 	ob->open = 0;
 }
 
+/* Close every open frame: records added from now on start new frames
+ * (stamped with the current generation). */
+void lk_out_seal(struct lk_ls *ls)
+{
+	for (uint64_t d = ls->out_dirty; d != 0; d &= d - 1)
+		close_frame(ls, (uint32_t)__builtin_ctzll(d));
+}
+
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 {
 	struct lk_outbuf *ob;
@@ -664,6 +672,14 @@ static int lock_traffic(unsigned type)
 	return type >= LK_M_LOOKUP && type <= LK_M_BAST;
 }
 
+/* Recovery records that are only valid in the generation that sent them
+ * (DONE and START carry their generation in the record). */
+static int rebuild_traffic(unsigned type)
+{
+	return type == LK_M_DIR_ADD || type == LK_M_RLOOKUP ||
+	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM;
+}
+
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		size_t len)
 {
@@ -681,6 +697,13 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		}
 		if (lk_recover_filter(ls, sender, frame, len))
 			return;
+	}
+	if (rebuild_traffic(h->type) && h->gen != ls->rgen) {
+		/* from a generation that was abandoned: its state is void */
+		lk_log(ls, 2, "%s of generation %llu ignored (now %llu)",
+		       lk_wire_name(h->type), (unsigned long long)h->gen,
+		       (unsigned long long)ls->rgen);
+		return;
 	}
 	for (unsigned i = 0; i < h->count; i++, p += rs)
 		lk_core_rx_record(ls, sender, h->type, p);

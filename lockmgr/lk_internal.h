@@ -267,6 +267,7 @@ int lk_traffic_ok(const struct lk_ls *ls);
 /* Output: append a record to the open frame for @node (or start one). */
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
 void lk_out_flush(struct lk_ls *ls);
+void lk_out_seal(struct lk_ls *ls);
 
 void lk_core_kick_deferred(struct lk_ls *ls);
 void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk);
