@@ -196,7 +196,7 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 	    res->lookup_sent)
 		return;
 	res->on_toss = 1;
-	res->toss_time = lk_now_ns();
+	res->toss_time = ls->now;
 	lk_list_add_tail(&ls->toss, &res->toss);
 	ls->stats.tossed++;
 }
@@ -225,6 +225,7 @@ static void toss_free(struct lk_ls *ls, struct lk_res *res)
 
 void lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
+	ls->now = now;
 	if (!lk_traffic_ok(ls) || ls->rphase != 0)
 		return;
 	while (!lk_list_empty(&ls->toss)) {
@@ -415,8 +416,7 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 			lk->lvb_seq = r->lvb_seq;
 		}
 		lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
-			       r != NULL && (r->lvbf & LK_RF_QUEUED),
-			       lk_now_ns());
+			       r != NULL && (r->lvbf & LK_RF_QUEUED), ls->now);
 	} else if (lk->state == LK_S_CONVERTING) {
 		lk->state = LK_S_GRANTED;
 	} else {
@@ -687,6 +687,7 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 	const uint8_t *p = (const uint8_t *)frame + sizeof(*h);
 	size_t rs = lk_wire_recsize(h->type);
 
+	ls->now = lk_now_ns(); /* one clock read per frame */
 	lk_stats_peer_rx(ls, sender, len, h->count);
 	if (lock_traffic(h->type)) {
 		if (!(ls->members & (1ull << sender))) {
@@ -785,7 +786,12 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
 	lk->arg = arg;
 	lk->flags = flags;
 	lk->rqmode = (int8_t)mode;
-	lk->t_req = lk_now_ns();
+	if (!ls->now_fresh) {
+		/* not on the cache-hit path above: it stays clock-free */
+		ls->now = lk_now_ns();
+		ls->now_fresh = 1;
+	}
+	lk->t_req = ls->now;
 	lk_stats_request(ls, res, lk->t_req);
 	lk->refs++; /* ours, for the duration of the call */
 	if (!lk_traffic_ok(ls)) {
@@ -815,6 +821,7 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	if (ret < 0)
 		return ret;
 	lk_api_lock(ls);
+	ls->now_fresh = 0;
 	ret = lock_one(ls, name, mode, flags, ops, arg, out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
@@ -847,6 +854,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		out[i] = NULL;
 	}
 	lk_api_lock(ls);
+	ls->now_fresh = 0; /* one clock read per batch (lock_one) */
 	/* two passes so records of one type stay together: LOOKUPs for
 	 * unknown masters first, then requests to known masters */
 	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
@@ -890,7 +898,7 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 	lk->flags = (lk->flags & LK_VALBLK) | flags;
 	lk->rqmode = (int8_t)mode;
 	lk->state = LK_S_CONVERTING;
-	lk->t_req = lk_now_ns();
+	lk->t_req = ls->now = lk_now_ns();
 	if (!lk_traffic_ok(ls)) {
 		lkb_defer(ls, lk, LK_M_CONVERT);
 	} else if (lk->res->master == ls->nodeid) {
@@ -918,6 +926,7 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 	int ret = 0;
 
 	lk_api_lock(ls);
+	ls->now = lk_now_ns();
 	if (lk->state == LK_S_DEAD || lk->cached)
 		ret = -ENOENT;
 	else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0)
@@ -945,6 +954,7 @@ int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
 		return 0;
 	ls = locks[0]->ls;
 	lk_api_lock(ls);
+	ls->now = lk_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		struct lk_lock *lk = locks[i];
 
@@ -965,6 +975,7 @@ int lk_cancel(struct lk_lock *lk)
 	int ret = 0;
 
 	lk_api_lock(ls);
+	ls->now = lk_now_ns();
 	if (lk->state != LK_S_NEW && lk->state != LK_S_WAITING &&
 	    lk->state != LK_S_CONVERTING) {
 		ret = -EALREADY;

@@ -59,7 +59,7 @@ void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
 {
 	struct lk_type_stats *t = lk_stats_type(ls, lk->res->name.type);
 	struct lk_counts *rc = &lk->res->stats;
-	uint64_t d = now - lk->t_req;
+	uint64_t d = now > lk->t_req ? now - lk->t_req : 0;
 	int m = lk->grmode;
 
 	if (remote) {
