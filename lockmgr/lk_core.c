@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <time.h>
 
 #include "lockmgr/lk_internal.h"
@@ -713,15 +712,12 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 /* ---- public API ---- */
 
 /*
- * Take ls->mu for an API call. glibc mutexes are not fair: a thread that
- * takes local locks in a tight loop re-acquires ls->mu before the woken
- * network thread gets it, starving every remote request. So an API call
- * first lets a network thread that announced itself (net_wants) go.
+ * Take ls->mu for an API call: the one place for a fairness policy.
+ * (glibc mutexes are unfair; making API calls yield to a waiting network
+ * thread was tried and cost more in lock ping-pong than it gained.)
  */
 void lk_api_lock(struct lk_ls *ls)
 {
-	while (__atomic_load_n(&ls->net_wants, __ATOMIC_ACQUIRE) != 0)
-		sched_yield();
 	pthread_mutex_lock(&ls->mu);
 }
 

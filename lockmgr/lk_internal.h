@@ -164,7 +164,6 @@ enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
 struct lk_ls {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
-	int net_wants;	    /* atomic: the network thread waits for mu */
 	uint64_t now;	    /* ns, clock read at the current entry point */
 	int now_fresh;	    /* lock_one: now is this call's */
 	uint32_t nodeid;    /* immutable */

@@ -529,9 +529,7 @@ static void *net_main(void *arg)
 
 		pthread_mutex_unlock(&ls->mu);
 		n = epoll_wait(net->epfd, evs, 64, 5);
-		__atomic_store_n(&ls->net_wants, 1, __ATOMIC_RELEASE);
 		pthread_mutex_lock(&ls->mu);
-		__atomic_store_n(&ls->net_wants, 0, __ATOMIC_RELEASE);
 		for (int i = 0; i < n; i++)
 			handle(net, &evs[i]);
 		lk_out_flush(ls); /* replies first, housekeeping after */

@@ -494,8 +494,13 @@ int main(int argc, char **argv)
 	FILE *jf = stdout;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:t:s:j:bh")) != -1) {
+	while ((opt = getopt(argc, argv, "n:t:s:j:bph")) != -1) {
 		switch (opt) {
+		case 'p': /* profiling aid: only the ping-pong */
+			start_cluster();
+			printf("pingpong %.0f /s\n", bench_pingpong());
+			stop_cluster();
+			return 0;
 		case 'b': /* profiling aid: only the batch, many times */
 			start_cluster();
 			for (int i = 0; i < 50; i++)
