@@ -436,12 +436,20 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 		lkb_kill(ls, lk);
 }
 
+/* A down-conversion or unlock of PW/EX: counted per resource and per type
+ * (the type's counter feeds the stats export). */
+static void count_demote(struct lk_ls *ls, struct lk_lock *lk)
+{
+	lk->res->stats.demotes++;
+	lk_stats_type(ls, lk->res->name.type)->c.demotes++;
+}
+
 static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 {
 	int wb = (lk->flags & LK_VALBLK) && lk->grmode >= LK_PW;
 
 	if (lk->grmode >= LK_PW)
-		lk->res->stats.demotes++;
+		count_demote(ls, lk);
 	lk->unlock_ivlvb = (flags & LK_UNLOCK_IVLVB) != 0;
 	if (!lk_traffic_ok(ls)) {
 		lkb_defer(ls, lk, LK_M_UNLOCK);
@@ -890,7 +898,7 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 	lk->res->stats.conversions++;
 	lk_stats_type(ls, lk->res->name.type)->c.conversions++;
 	if (lk->grmode >= LK_PW && !lk_mode_covers(mode, lk->grmode))
-		lk->res->stats.demotes++;
+		count_demote(ls, lk);
 	lk->flags = (lk->flags & LK_VALBLK) | flags;
 	lk->rqmode = (int8_t)mode;
 	lk->state = LK_S_CONVERTING;
