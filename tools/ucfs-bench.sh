@@ -615,14 +615,17 @@ timed() {	# (sh has no locals: _t* names are used by nothing else)
 	rec_time "$_ts" "$_tc" "$_tp" "$_tf"
 }
 
-# clients2 SYS FUNC — run "FUNC SYS CLIENT" for clients 1 and 2 at once and
-# record the wall time of the pair as client "all", phase $PAIR_PHASE.
+# clients2 SYS FUNC [ARG...] — run "FUNC SYS CLIENT ARG..." for clients 1
+# and 2 at once; PAIR_SECS = wall time of the pair, recorded as client
+# "all" of phase $PAIR_PHASE unless that is empty.
 clients2() {
-	_t0=$(now)
-	"$2" "$1" 1 & _p1=$!
-	"$2" "$1" 2 & _p2=$!
+	_c2s=$1 _c2f=$2; shift 2
+	_c2t=$(now)
+	"$_c2f" "$_c2s" 1 "$@" & _p1=$!
+	"$_c2f" "$_c2s" 2 "$@" & _p2=$!
 	wait "$_p1"; wait "$_p2"
-	rec "$1" all "$PAIR_PHASE" real "$(fsub "$(now)" "$_t0")" s
+	PAIR_SECS=$(fsub "$(now)" "$_c2t")
+	[ -z "$PAIR_PHASE" ] || rec "$_c2s" all "$PAIR_PHASE" real "$PAIR_SECS" s
 }
 
 # for_setups SYS FUNC — run FUNC SYS NCLIENTS under each setup the
@@ -903,8 +906,6 @@ dd_one() {
 		rec "$1" "$2" "$3" failed 1 status
 	fi
 }
-dd_write() { dd_one "$1" "$2" write; }
-dd_read() { dd_one "$1" "$2" read; }
 
 dd_run() {	# SYS NCLIENTS
 	STATS_TAG="dd write,read"
@@ -924,13 +925,9 @@ dd_run() {	# SYS NCLIENTS
 
 # Two dd at once: aggregate MB/s = bytes of both / wall time of the pair.
 clients2_dd() {
-	_t0=$(now)
-	dd_one "$1" 1 "$2" & _p1=$!
-	dd_one "$1" 2 "$2" & _p2=$!
-	wait "$_p1"; wait "$_p2"
+	PAIR_PHASE="" clients2 "$1" dd_one "$2"
 	rec "$1" all "$2" MBps "$(awk -v b=$((DD_MB * 2 * 1048576)) \
-		-v t="$(fsub "$(now)" "$_t0")" 'BEGIN { printf "%.1f",
-		b / t / 1e6 }')" MB/s
+		-v t="$PAIR_SECS" 'BEGIN { printf "%.1f", b / t / 1e6 }')" MB/s
 }
 
 raw_run() {	# the raw image has no mount: both setups here
@@ -955,11 +952,9 @@ sc_dd() {
 		for_setups "$_s" dd_run
 		if [ "$(attr K "$_s")" = ucfs ] &&
 		   { [ "$(attr P "$_s")" != dlm ] || [ "$CLUSTER" = yes ]; }; then
-			if [ -n "$AGE" ]; then
-				skipped "$_s" aged "skipped: aged run not wired yet"
-			else
-				skipped "$_s" aged "skipped: aging tool (ucfs-age) not available yet; fresh only"
-			fi
+			_why="aging tool (ucfs-age) not available yet"
+			[ -n "$AGE" ] && _why="aged run not wired to ucfs-age yet"
+			skipped "$_s" aged "skipped: $_why; fresh only"
 		fi
 	done
 }
