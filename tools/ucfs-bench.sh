@@ -28,7 +28,7 @@ KTOP=linux-source-6.1
 SUBSET="include fs net kernel lib sound mm block crypto security scripts init ipc"
 QUICKSET="kernel ipc init block mm crypto security"
 
-QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1
+QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
@@ -49,6 +49,8 @@ usage() {
 usage: $ME SCENARIO [options]
   SCENARIO   untar | bonnie | iozone | fileben | dd | all
   --quick             small sizes (a few minutes in all; the CI smoke test)
+  --repeat N          run each scenario N times (systems interleaved) and
+                      report medians; every run is in runs.tsv
   --full-tree         untar the whole kernel tree, not the 15k-file subset
   -o OPTS             extra ucfs mount options (comma list, appended)
   --lockproto LIST    ucfs lock protocols to run: nolock,dlm (default both)
@@ -583,15 +585,47 @@ stats_delta() {	# SYS N
 
 # ---- results -------------------------------------------------------------------
 #
-# results.tsv: scenario system setup client phase metric value unit. setup is
+# runs.tsv: scenario system setup client phase metric value unit rep, one
+# line per measurement; results.tsv: the same without rep, the median over
+# the repetitions (collapse_runs). setup is
 # 1node | 2nodes (two ucfs nodes) | 2clients (two clients at once on one
 # mount: the baselines' and the 1-node fallback's "2 at once") | mounted2
 # (run on node 1 while node 2 has it mounted). client is 1, 2 or all.
 
-rec() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCEN" "$1" "$SETUP" \
-	"$2" "$3" "$4" "$5" "$6" >>"$OUT/results.tsv"; }
-skipped() {	# SYS WHAT REASON
-	printf '%s\t%s\t%s\t%s\n' "$SCEN" "$1" "$2" "$3" >>"$OUT/skipped.tsv"
+rec() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCEN" "$1" \
+	"$SETUP" "$2" "$3" "$4" "$5" "$6" "$REP" >>"$OUT/runs.tsv"; }
+
+# collapse_runs SCEN — results.tsv gets the median over the repetitions
+# (runs.tsv, last column = repetition) of every figure of SCEN; "-" (not
+# measured) only if no repetition measured it; a failed step stays failed
+# (its worst status).
+collapse_runs() {
+	awk -F'\t' -v OFS='\t' -v scen="$1" '$1 == scen {
+		k = $1 OFS $2 OFS $3 OFS $4 OFS $5 OFS $6
+		if (!(k in n)) { order[++nk] = k; unit[k] = $8 }
+		if ($6 == "failed") { if ($7 + 0 > v[k, 1] + 0) v[k, 1] = $7
+			n[k] = 1; next }
+		n[k] += 0
+		if ($7 != "-" && $7 != "") v[k, ++n[k]] = $7 + 0 }
+	function median(k, m,   i, j, t) {
+		for (i = 2; i <= m; i++) { t = v[k, i]
+			for (j = i - 1; j >= 1 && v[k, j] > t; j--)
+				v[k, j + 1] = v[k, j]
+			v[k, j + 1] = t }
+		if (m % 2) return v[k, (m + 1) / 2]
+		return (v[k, m / 2] + v[k, m / 2 + 1]) / 2 }
+	END { for (i = 1; i <= nk; i++) { k = order[i]
+		split(k, f, OFS)
+		if (f[6] == "failed") x = v[k, 1]
+		else if (n[k] == 0) x = "-"
+		else { x = sprintf("%.6f", median(k, n[k]))
+			sub(/0+$/, "", x); sub(/\.$/, "", x) }
+		print k, x, unit[k] } }' "$OUT/runs.tsv" >>"$OUT/results.tsv"
+}
+skipped() {	# SYS WHAT REASON (once per run, not per repetition)
+	_sk=$(printf '%s\t%s\t%s\t%s' "$SCEN" "$1" "$2" "$3")
+	grep -qxF "$_sk" "$OUT/skipped.tsv" && return 0
+	printf '%s\n' "$_sk" >>"$OUT/skipped.tsv"
 	say "$1 $2: $3"
 }
 
@@ -1223,6 +1257,8 @@ write_json() {
 		>"$WORK/j.systems"
 	tsv_json "$OUT/results.tsv" scenario system setup client phase \
 		metric value unit >"$WORK/j.results"
+	tsv_json "$OUT/runs.tsv" scenario system setup client phase \
+		metric value unit rep >"$WORK/j.runs"
 	tsv_json "$OUT/ratios.tsv" scenario system setup client phase \
 		metric baseline ratio >"$WORK/j.ratios"
 	tsv_json "$OUT/targets.tsv" target system value limit verdict \
@@ -1237,6 +1273,7 @@ write_json() {
 		--arg kernel "$(uname -r)" --argjson size "$SIZE_MB" \
 		--arg ktar "${KTAR:-}" --arg kfiles "${KFILES:-}" \
 		--arg opts "$UOPTS" --arg cluster "${CLUSTER:-not probed}" \
+		--argjson repeat "$REPEAT" --slurpfile runs "$WORK/j.runs" \
 		--slurpfile systems "$WORK/j.systems" \
 		--slurpfile results "$WORK/j.results" \
 		--slurpfile ratios "$WORK/j.ratios" \
@@ -1249,10 +1286,12 @@ write_json() {
 	 host: {cpus: $cpus, mem_mb: $mem, kernel: $kernel},
 	 params: {image_mb: $size, untar_tar: $ktar,
 		  untar_files: ($kfiles | tonumber? // null),
-		  ucfs_options: $opts, cluster_mode: $cluster},
-	 systems: $systems[0], results: $results[0], ratios: $ratios[0],
-	 targets: $targets[0], skipped: $skipped[0],
-	 ucfs_stats: [], plots: $plots[0]}' >"$OUT/results.json.part" || die "writing JSON failed"
+		  ucfs_options: $opts, cluster_mode: $cluster,
+		  repeat: $repeat},
+	 systems: $systems[0], results: $results[0], runs: $runs[0],
+	 ratios: $ratios[0], targets: $targets[0], skipped: $skipped[0],
+	 ucfs_stats: [], plots: $plots[0]}' >"$OUT/results.json.part" ||
+		die "writing JSON failed"
 	# Stats deltas are files of their own; gather them in a second pass.
 	if [ -n "$_stats" ]; then
 		# shellcheck disable=SC2086
@@ -1447,7 +1486,13 @@ run_scenario() {	# SCEN
 	say ""
 	say "==== $SCEN ($(scen_source "$1")) ===="
 	[ -n "${NO_UCFS:-}" ] && skipped ucfs all "$NO_UCFS"
-	"sc_$1"
+	REP=1	# repetitions interleave the systems: load drifts hit all
+	while [ "$REP" -le "$REPEAT" ]; do
+		[ "$REPEAT" -gt 1 ] && progress "$SCEN: repetition $REP of $REPEAT"
+		"sc_$1"
+		REP=$((REP + 1))
+	done
+	collapse_runs "$1"
 	make_ratios
 	say ""
 	report_tables "$1" | tee -a "$OUT/tables.txt"
@@ -1483,6 +1528,8 @@ main() {
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--quick) QUICK=1 ;;
+		--repeat) REPEAT=${2:?}; shift
+			case $REPEAT in ""|*[!0-9]*|0) die "--repeat wants N >= 1" ;; esac ;;
 		--full-tree) FULLTREE=1 ;;
 		-o) UOPTS="${UOPTS:+$UOPTS,}${2:?-o needs options}"; shift ;;
 		--lockproto) LOCKPROTOS=$(echo "${2:?}" | tr ',' ' '); shift ;;
@@ -1516,7 +1563,7 @@ main() {
 	: "${OUT:=ucfs-bench-out/$SCEN_ARG-$(date +%Y%m%d-%H%M%S)}"
 	mkdir -p "$OUT" || die "cannot create $OUT"
 	OUT=$(cd "$OUT" && pwd)
-	: >"$OUT/results.tsv"; : >"$OUT/skipped.tsv"
+	: >"$OUT/results.tsv"; : >"$OUT/runs.tsv"; : >"$OUT/skipped.tsv"
 	: >"$OUT/tables.txt"; : >"$OUT/stats.txt"
 	# Our own directory even under --work: cleanup removes only it.
 	[ -n "$WORK" ] && { mkdir -p "$WORK" || die "cannot create $WORK"; }
