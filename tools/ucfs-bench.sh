@@ -649,15 +649,20 @@ timed() {	# (sh has no locals: _t* names are used by nothing else)
 	rec_time "$_ts" "$_tc" "$_tp" "$_tf"
 }
 
-# clients2 SYS FUNC [ARG...] — run "FUNC SYS CLIENT ARG..." for clients 1
-# and 2 at once; PAIR_SECS = wall time of the pair, recorded as client
-# "all" of phase $PAIR_PHASE unless that is empty.
-clients2() {
-	_c2s=$1 _c2f=$2; shift 2
+# clients SYS N FUNC [ARG...] — run "FUNC SYS CLIENT ARG..." for clients
+# 1..N (1 or 2) at once; PAIR_SECS = wall time, recorded as client "all"
+# of phase $PAIR_PHASE unless that is empty. One client runs in this shell
+# (it may remount: the new daemon's PID must stay known to cleanup).
+clients() {
+	_c2s=$1 _c2n=$2 _c2f=$3; shift 3
 	_c2t=$(now)
-	"$_c2f" "$_c2s" 1 "$@" & _p1=$!
-	"$_c2f" "$_c2s" 2 "$@" & _p2=$!
-	wait "$_p1"; wait "$_p2"
+	if [ "$_c2n" = 1 ]; then
+		"$_c2f" "$_c2s" 1 "$@"
+	else
+		"$_c2f" "$_c2s" 1 "$@" & _p1=$!
+		"$_c2f" "$_c2s" 2 "$@" & _p2=$!
+		wait "$_p1"; wait "$_p2"
+	fi
 	PAIR_SECS=$(fsub "$(now)" "$_c2t")
 	[ -z "$PAIR_PHASE" ] || rec "$_c2s" all "$PAIR_PHASE" real "$PAIR_SECS" s
 }
@@ -709,7 +714,7 @@ untar_one() {	# SYS CLIENT — untar + sync into the client's own directory
 	timed "$1" "$2" untar tar -xf "$KTAR" -C "$_d"
 	timed "$1" "$2" sync sync -f "$_d"
 }
-du_one() {	# SYS CLIENT PHASE — du -s of the other client's tree
+du_one() {	# SYS CLIENT — du -s of the other client's tree ($DU_PHASE)
 	_o=$(( $2 == 1 && NCL == 2 ? 2 : 1 ))
 	timed "$1" "$2" "$DU_PHASE" du -s "$(node_dir "$1" "$2")/c$_o"
 }
@@ -722,23 +727,13 @@ untar_run() {	# SYS NCLIENTS
 	STATS_TAG="untar,sync"
 	progress "$SCEN: $1 $SETUP: untar + sync ($KFILES files)"
 	_tw=$(now)
-	if [ "$2" = 1 ]; then
-		untar_one "$1" 1
-		rec "$1" all untar+sync real "$(fsub "$(now)" "$_tw")" s
-	else
-		PAIR_PHASE=untar+sync clients2 "$1" untar_one
-	fi
+	PAIR_PHASE=untar+sync clients "$1" "$2" untar_one
 	progress "$SCEN: $1 $SETUP: unmount, du -s on a fresh mount, again, rm -rf"
 	sys_cold "$1" umount
 	rec "$1" all untar+sync+umount real "$(fsub "$COLD_UMOUNTED" "$_tw")" s
 	STATS_TAG="du_cold,du_warm,rm"
 	for _ph in du_cold du_warm rm; do
-		if [ "$2" = 1 ]; then
-			_t0=$(now); ${_ph}_one "$1" 1
-			rec "$1" all "$_ph" real "$(fsub "$(now)" "$_t0")" s
-		else
-			PAIR_PHASE=$_ph clients2 "$1" "${_ph}_one"
-		fi
+		PAIR_PHASE=$_ph clients "$1" "$2" "${_ph}_one"
 	done
 }
 
@@ -843,11 +838,7 @@ iozone_run() {	# SYS NCLIENTS
 	for IOZ_REC in $IOZ_RECS; do
 		STATS_TAG="fio record $IOZ_REC"
 		progress "$SCEN: $1 $SETUP: fio ${IOZ_MB}M file, record $IOZ_REC"
-		if [ "$2" = 1 ]; then
-			iozone_client "$1" 1
-		else
-			PAIR_PHASE=all-ops@$IOZ_REC clients2 "$1" iozone_client
-		fi
+		PAIR_PHASE=all-ops@$IOZ_REC clients "$1" "$2" iozone_client
 	done
 }
 
@@ -949,19 +940,14 @@ dd_run() {	# SYS NCLIENTS
 			if [ "$(attr K "$1")" = raw ]; then drop_caches
 			else sys_cold "$1"; fi
 		fi
-		if [ "$2" = 1 ]; then
-			dd_one "$1" 1 "$_ph"
-		else
-			clients2_dd "$1" "$_ph"
+		PAIR_PHASE="" clients "$1" "$2" dd_one "$_ph"
+		# Two at once: aggregate MB/s = bytes of both / their wall time.
+		if [ "$2" = 2 ]; then
+			rec "$1" all "$_ph" MBps "$(awk -v t="$PAIR_SECS" \
+				-v b=$((DD_MB * 2 * 1048576)) \
+				'BEGIN { printf "%.1f", b / t / 1e6 }')" MB/s
 		fi
 	done
-}
-
-# Two dd at once: aggregate MB/s = bytes of both / wall time of the pair.
-clients2_dd() {
-	PAIR_PHASE="" clients2 "$1" dd_one "$2"
-	rec "$1" all "$2" MBps "$(awk -v b=$((DD_MB * 2 * 1048576)) \
-		-v t="$PAIR_SECS" 'BEGIN { printf "%.1f", b / t / 1e6 }')" MB/s
 }
 
 raw_run() {	# the raw image has no mount: both setups here
@@ -1004,7 +990,7 @@ sc_dd() {
 # run) is the reference of the other ucfs systems only: dlm vs nolock, as
 # seeds/002 compares lock_dlm with localcache.
 
-BASELINES="" UCFS_SYSTEMS=""
+BASELINES="" UCFS_SYSTEMS="" TBASES=""
 make_ratios() {
 	awk -F'\t' -v OFS='\t' -v bases="$BASELINES" -v u="$UCFS_SYSTEMS" '
 	BEGIN { nb = split(bases, B, " "); nu = split(u, U, " ")
@@ -1045,7 +1031,7 @@ function sort_rows(   i, j, t) {
 # table_times SCEN — the untar report: one row per system, setup, client
 # and step; real/user/sys as "0m15.826s"; then real over each baseline.
 table_times() {
-	awk -F'\t' -v scen="$1" -v bases="$BASELINES" "$AWK_SORT"'
+	awk -F'\t' -v scen="$1" -v bases="$TBASES" "$AWK_SORT"'
 	function ms(s) { return sprintf("%dm%06.3fs", int(s / 60), s - 60 * int(s / 60)) }
 	FILENAME ~ /ratios/ { if ($1 == scen && $6 == "real")
 		rat[$2, $3, $4, $5, $7] = $8; next }
@@ -1078,7 +1064,7 @@ table_times() {
 # one row per baseline with the ratios ("/ext4").
 table_wide() {
 	awk -F'\t' -v scen="$1" -v title="$2" -v cols="$3" \
-		-v bases="$BASELINES" "$AWK_SORT"'
+		-v bases="$TBASES" "$AWK_SORT"'
 	BEGIN { nc = split(cols, C, " ")
 		for (c = 1; c <= nc; c++) { split(C[c], p, ":")
 			ph[c] = p[1]; me[c] = p[2]; hd[c] = p[3] } }
@@ -1127,6 +1113,12 @@ report_failures() {
 }
 
 report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
+	TBASES=""	# the baselines this scenario has ratios to
+	for _b in $BASELINES; do
+		awk -F'\t' -v s="$1" -v b="$_b" '$1 == s && $7 == b { f = 1
+			exit } END { exit !f }' "$OUT/ratios.tsv" &&
+			TBASES="$TBASES $_b"
+	done
 	case $1 in
 	untar) table_times untar ;;
 	bonnie)
