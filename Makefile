@@ -5,7 +5,8 @@
 #   lockmgr/*.c             -> $(BUILD)/liblk.a
 #   fusefs/*.c but main.c   -> $(BUILD)/libfs.a;  fusefs/main.c -> $(BUILD)/ucfs
 #   tools/NAME.c            -> $(BUILD)/NAME        (one file per tool)
-#   tools/NAME.sh           -> $(BUILD)/NAME        (shell tools, copied)
+#   tools/NAME.sh           -> $(BUILD)/NAME        (shell tools, copied;
+#                              tools/demo.sh is run by `make demo` only)
 #   tests/unit/test_*.c     -> $(BUILD)/tests/test_*   (run by tests/run.sh)
 #   tests/progs/NAME.c      -> $(BUILD)/tests/NAME     (helpers for scripts)
 #   tests/integration/*.sh  run by tests/run.sh against $(BUILD)
@@ -47,7 +48,7 @@ FS_SRC  := $(filter-out fusefs/main.c,$(wildcard fusefs/*.c))
 LIBS    := $(BUILD)/libfs.a $(BUILD)/liblk.a $(BUILD)/libbd.a
 
 TOOL_C  := $(wildcard tools/*.c)
-TOOL_SH := $(wildcard tools/*.sh)
+TOOL_SH := $(filter-out tools/demo.sh,$(wildcard tools/*.sh))
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_C)) \
 	   $(patsubst tools/%.sh,$(BUILD)/%,$(TOOL_SH))
 DAEMON  := $(if $(wildcard fusefs/main.c),$(BUILD)/ucfs)

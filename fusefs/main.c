@@ -187,8 +187,8 @@ static int run(struct args *a, int status_fd)
 	char err[512] = "";
 	int ret;
 
-	/* a mount right after an unmount waits (in fs_core_open) for the
-	 * previous daemon to finish writing back and release the device */
+	/* fs_core_open waits (bounded) for a daemon that is still writing
+	 * back after umount(8) returned; a real second mount fails. */
 	ret = fs_mount(a->device, &a->opts, &fs, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "ucfs: cannot mount %s: %s\n", a->device,

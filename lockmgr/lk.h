@@ -29,6 +29,10 @@
  * cached one covers reuses it with no message (well under 1 us). A cached
  * lock that blocks another node's request is released by the library.
  *
+ * Handles: a handle is the caller's from lk_lock() until lk_unlock(). A
+ * new request that fails (-EAGAIN, -ECANCELED, -ESHUTDOWN) releases its
+ * handle itself once its completion callback (or lk_wait) has returned.
+ *
  * Errors: functions return 0 (or a positive documented value) or -errno;
  * they never print (diagnostics go to the log callback).
  */
@@ -179,7 +183,8 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
  * message per master, grants batched. out[i] receives each handle; each
  * lock completes on its own (completion per lock, or lk_wait each).
  * Returns the number granted at once (no callback for those: check
- * lk_lock_granted), or -errno with no handle created. Never blocks.
+ * lk_lock_granted), or -errno with no handle created (-EINVAL, also for
+ * LK_NOQUEUE, which batches do not take). Never blocks.
  */
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
@@ -189,7 +194,9 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
  * Convert a granted lock to @mode (up or down). Same return convention as
  * lk_lock. Until it completes the lock protects only what both the old
  * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if
- * a request or conversion is already pending, -EINVAL.
+ * a request or conversion is already pending, -ENOENT if the handle was
+ * released, -EINVAL. When the master is this node, -EAGAIN (LK_NOQUEUE)
+ * or -EDEADLK may come back directly; the lock keeps its mode.
  * A down-conversion from PW/EX writes the value block back (LK_VALBLK).
  */
 int lk_convert(struct lk_lock *lk, int mode, unsigned flags);

@@ -195,7 +195,7 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 	    res->lookup_sent)
 		return;
 	res->on_toss = 1;
-	res->toss_time = lk_now_ns();
+	res->toss_time = ls->now;
 	lk_list_add_tail(&ls->toss, &res->toss);
 	ls->stats.tossed++;
 }
@@ -224,6 +224,7 @@ static void toss_free(struct lk_ls *ls, struct lk_res *res)
 
 void lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
+	ls->now = now;
 	if (!lk_traffic_ok(ls) || ls->rphase != 0)
 		return;
 	while (!lk_list_empty(&ls->toss)) {
@@ -414,8 +415,7 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 			lk->lvb_seq = r->lvb_seq;
 		}
 		lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
-			       r != NULL && (r->lvbf & LK_RF_QUEUED),
-			       lk_now_ns());
+			       r != NULL && (r->lvbf & LK_RF_QUEUED), ls->now);
 	} else if (lk->state == LK_S_CONVERTING) {
 		lk->state = LK_S_GRANTED;
 	} else {
@@ -436,12 +436,20 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 		lkb_kill(ls, lk);
 }
 
+/* A down-conversion or unlock of PW/EX: counted per resource and per type
+ * (the type's counter feeds the stats export). */
+static void count_demote(struct lk_ls *ls, struct lk_lock *lk)
+{
+	lk->res->stats.demotes++;
+	lk_stats_type(ls, lk->res->name.type)->c.demotes++;
+}
+
 static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 {
 	int wb = (lk->flags & LK_VALBLK) && lk->grmode >= LK_PW;
 
 	if (lk->grmode >= LK_PW)
-		lk->res->stats.demotes++;
+		count_demote(ls, lk);
 	lk->unlock_ivlvb = (flags & LK_UNLOCK_IVLVB) != 0;
 	if (!lk_traffic_ok(ls)) {
 		lkb_defer(ls, lk, LK_M_UNLOCK);
@@ -529,6 +537,14 @@ static void close_frame(struct lk_ls *ls, uint32_t node)
 	h->length = (uint32_t)(ob->len - ob->hdr_off);
 	lk_stats_peer_tx(ls, node, h->length, h->count);
 	ob->open = 0;
+}
+
+/* Close every open frame: records added from now on start new frames
+ * (stamped with the current generation). */
+void lk_out_seal(struct lk_ls *ls)
+{
+	for (uint64_t d = ls->out_dirty; d != 0; d &= d - 1)
+		close_frame(ls, (uint32_t)__builtin_ctzll(d));
 }
 
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
@@ -663,6 +679,14 @@ static int lock_traffic(unsigned type)
 	return type >= LK_M_LOOKUP && type <= LK_M_BAST;
 }
 
+/* Recovery records that are only valid in the generation that sent them
+ * (DONE and START carry their generation in the record). */
+static int rebuild_traffic(unsigned type)
+{
+	return type == LK_M_DIR_ADD || type == LK_M_RLOOKUP ||
+	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM;
+}
+
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		size_t len)
 {
@@ -670,6 +694,7 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 	const uint8_t *p = (const uint8_t *)frame + sizeof(*h);
 	size_t rs = lk_wire_recsize(h->type);
 
+	ls->now = lk_now_ns(); /* one clock read per frame */
 	lk_stats_peer_rx(ls, sender, len, h->count);
 	if (lock_traffic(h->type)) {
 		if (!(ls->members & (1ull << sender))) {
@@ -681,11 +706,28 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		if (lk_recover_filter(ls, sender, frame, len))
 			return;
 	}
+	if (rebuild_traffic(h->type) && h->gen != ls->rgen) {
+		/* from a generation that was abandoned: its state is void */
+		lk_log(ls, 2, "%s of generation %llu ignored (now %llu)",
+		       lk_wire_name(h->type), (unsigned long long)h->gen,
+		       (unsigned long long)ls->rgen);
+		return;
+	}
 	for (unsigned i = 0; i < h->count; i++, p += rs)
 		lk_core_rx_record(ls, sender, h->type, p);
 }
 
 /* ---- public API ---- */
+
+/*
+ * Take ls->mu for an API call: the one place for a fairness policy.
+ * (glibc mutexes are unfair; making API calls yield to a waiting network
+ * thread was tried and cost more in lock ping-pong than it gained.)
+ */
+void lk_api_lock(struct lk_ls *ls)
+{
+	pthread_mutex_lock(&ls->mu);
+}
 
 static int check_args(int mode, unsigned flags, const struct lk_name *n)
 {
@@ -748,7 +790,12 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
 	lk->arg = arg;
 	lk->flags = flags;
 	lk->rqmode = (int8_t)mode;
-	lk->t_req = lk_now_ns();
+	if (!ls->now_fresh) {
+		/* not on the cache-hit path above: it stays clock-free */
+		ls->now = lk_now_ns();
+		ls->now_fresh = 1;
+	}
+	lk->t_req = ls->now;
 	lk_stats_request(ls, res, lk->t_req);
 	lk->refs++; /* ours, for the duration of the call */
 	if (!lk_traffic_ok(ls)) {
@@ -777,7 +824,8 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
+	ls->now_fresh = 0;
 	ret = lock_one(ls, name, mode, flags, ops, arg, out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
@@ -809,7 +857,8 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			return -EINVAL;
 		out[i] = NULL;
 	}
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
+	ls->now_fresh = 0; /* one clock read per batch (lock_one) */
 	/* two passes so records of one type stay together: LOOKUPs for
 	 * unknown masters first, then requests to known masters */
 	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
@@ -837,7 +886,7 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	if (lk->state == LK_S_DEAD || lk->cached) {
 		ret = -ENOENT;
 		goto out_unlock;
@@ -849,11 +898,11 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 	lk->res->stats.conversions++;
 	lk_stats_type(ls, lk->res->name.type)->c.conversions++;
 	if (lk->grmode >= LK_PW && !lk_mode_covers(mode, lk->grmode))
-		lk->res->stats.demotes++;
+		count_demote(ls, lk);
 	lk->flags = (lk->flags & LK_VALBLK) | flags;
 	lk->rqmode = (int8_t)mode;
 	lk->state = LK_S_CONVERTING;
-	lk->t_req = lk_now_ns();
+	lk->t_req = ls->now = lk_now_ns();
 	if (!lk_traffic_ok(ls)) {
 		lkb_defer(ls, lk, LK_M_CONVERT);
 	} else if (lk->res->master == ls->nodeid) {
@@ -880,7 +929,8 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 	struct lk_ls *ls = lk->ls;
 	int ret = 0;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
+	ls->now = lk_now_ns();
 	if (lk->state == LK_S_DEAD || lk->cached)
 		ret = -ENOENT;
 	else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0)
@@ -907,7 +957,8 @@ int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
 	if (n == 0)
 		return 0;
 	ls = locks[0]->ls;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
+	ls->now = lk_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		struct lk_lock *lk = locks[i];
 
@@ -927,7 +978,8 @@ int lk_cancel(struct lk_lock *lk)
 	struct lk_ls *ls = lk->ls;
 	int ret = 0;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
+	ls->now = lk_now_ns();
 	if (lk->state != LK_S_NEW && lk->state != LK_S_WAITING &&
 	    lk->state != LK_S_CONVERTING) {
 		ret = -EALREADY;
@@ -967,7 +1019,7 @@ int lk_wait(struct lk_lock *lk)
 	pthread_cond_t own;
 	int mine = 0;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	lk->refs++;
 	if (pending(lk) && lk->wcv == NULL) {
 		/* the first waiter sleeps on its own condvar, so that a
@@ -994,7 +1046,7 @@ int lk_lock_mode(const struct lk_lock *lk)
 {
 	int m;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	m = lk->grmode;
 	pthread_mutex_unlock(&lk->ls->mu);
 	return m;
@@ -1004,7 +1056,7 @@ int lk_lock_granted(const struct lk_lock *lk)
 {
 	int g;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	g = lk->state == LK_S_GRANTED;
 	pthread_mutex_unlock(&lk->ls->mu);
 	return g;
@@ -1014,7 +1066,7 @@ int lk_lvb_get(const struct lk_lock *lk, void *buf)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	if (!(lk->flags & LK_VALBLK) || lk->grmode < 0) {
 		ret = -EINVAL;
 	} else if (!lk->lvb_valid) {
@@ -1031,7 +1083,7 @@ int lk_lvb_set(struct lk_lock *lk, const void *buf)
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&lk->ls->mu);
+	lk_api_lock(lk->ls);
 	if (!(lk->flags & LK_VALBLK) || lk->grmode < LK_PW ||
 	    lk->state == LK_S_DEAD) {
 		ret = -EPERM;

@@ -164,6 +164,8 @@ enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
 struct lk_ls {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
+	uint64_t now;	    /* ns, clock read at the current entry point */
+	int now_fresh;	    /* lock_one: now is this call's */
 	uint32_t nodeid;    /* immutable */
 	struct lk_xport xp; /* immutable after open */
 	int closing;
@@ -240,6 +242,8 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out);
 void lk_core_destroy(struct lk_ls *ls);
 uint64_t lk_now_ns(void);
+/* Lock ls->mu from an API call (yields to a waiting network thread). */
+void lk_api_lock(struct lk_ls *ls);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Handle one validated frame from @sender; ls->mu held. */
@@ -264,6 +268,7 @@ int lk_traffic_ok(const struct lk_ls *ls);
 /* Output: append a record to the open frame for @node (or start one). */
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
 void lk_out_flush(struct lk_ls *ls);
+void lk_out_seal(struct lk_ls *ls);
 
 void lk_core_kick_deferred(struct lk_ls *ls);
 void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk);

@@ -101,7 +101,7 @@ int lk_ls_wait_quorum(struct lk_ls *ls, int timeout_ms)
 	int ret = 0;
 
 	deadline_after(&ts, timeout_ms);
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	while (!(ls->gen != 0 && ls->rphase == 0 && ls->quorate) &&
 	       !ls->fenced && ret == 0)
 		ret = pthread_cond_timedwait(&ls->cv, &ls->mu, &ts);
@@ -114,7 +114,7 @@ int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members)
 {
 	int q;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	*gen = ls->gen;
 	*members = ls->members;
 	q = ls->quorate && ls->rphase == 0 && !ls->fenced;
@@ -141,7 +141,7 @@ void lk_ls_close(struct lk_ls *ls)
 
 	if (ls == NULL)
 		return;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	ls->closing = 1;
 	release_all(ls);
 	lk_recover_handoff(ls); /* before LEAVE on every link */
@@ -159,7 +159,7 @@ void lk_ls_close(struct lk_ls *ls)
 			break;
 		pthread_mutex_unlock(&ls->mu);
 		nanosleep(&(struct timespec){0, 2000000}, NULL);
-		pthread_mutex_lock(&ls->mu);
+		lk_api_lock(ls);
 	}
 	pthread_mutex_unlock(&ls->mu);
 	destroy(ls);
@@ -169,7 +169,7 @@ void lk_ls_abandon(struct lk_ls *ls)
 {
 	if (ls == NULL)
 		return;
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	ls->closing = 1;
 	pthread_mutex_unlock(&ls->mu);
 	destroy(ls);

@@ -35,7 +35,10 @@ struct lk_member {
 	uint64_t left;			/* said LEAVE */
 	uint64_t up_prev, up_since;
 	uint64_t last_hb;
-	uint64_t max_gen; /* highest generation heard of */
+	uint64_t max_gen;		    /* highest generation heard of */
+	uint64_t incarnation[LK_MAX_NODES]; /* last seen per node */
+	uint64_t restarted; /* new incarnations of members: kept out of the
+			       up set until a generation dropped the old */
 	int warned_quorum;
 };
 
@@ -68,13 +71,27 @@ void lk_member_peer_seen(struct lk_ls *ls, uint32_t node)
 		ls->memb->last_rx[node] = lk_now_ns();
 }
 
-void lk_member_peer_authed(struct lk_ls *ls, uint32_t node)
+void lk_member_peer_authed(struct lk_ls *ls, uint32_t node,
+			   uint64_t incarnation)
 {
-	if (ls->memb == NULL || node >= LK_MAX_NODES)
+	struct lk_member *m = ls->memb;
+	uint64_t b = 1ull << node;
+
+	if (m == NULL || node >= LK_MAX_NODES)
 		return;
-	ls->memb->left &= ~(1ull << node); /* a new incarnation */
-	ls->left &= ~(1ull << node);
-	ls->memb->last_rx[node] = lk_now_ns();
+	if (m->incarnation[node] != 0 && m->incarnation[node] != incarnation &&
+	    ((ls->members | ls->rmembers) & b)) {
+		/* it restarted: its old locks must go before it comes back */
+		m->restarted |= b;
+		lk_log(ls, 1,
+		       "node %u restarted: recovering its old state "
+		       "first",
+		       node);
+	}
+	m->incarnation[node] = incarnation;
+	m->left &= ~b;
+	ls->left &= ~b;
+	m->last_rx[node] = lk_now_ns();
 }
 
 void lk_member_peer_lost(struct lk_ls *ls, uint32_t node)
@@ -111,8 +128,11 @@ static uint64_t up_set(struct lk_ls *ls, uint64_t now)
 	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
 		uint32_t n = m->cfg->node[i].id;
 
-		if (n == ls->nodeid || (m->left & (1ull << n)) ||
-		    !lk_net_peer_ok(ls->net, n) ||
+		if ((m->restarted & (1ull << n)) &&
+		    !((ls->members | ls->rmembers) & (1ull << n)))
+			m->restarted &= ~(1ull << n); /* old one is gone */
+		if ((m->restarted & (1ull << n)) || n == ls->nodeid ||
+		    (m->left & (1ull << n)) || !lk_net_peer_ok(ls->net, n) ||
 		    now - m->last_rx[n] > ms(m->cfg->timeout_ms))
 			continue;
 		up |= 1ull << n;

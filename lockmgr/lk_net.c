@@ -47,9 +47,10 @@ struct lk_conn {
 	struct lk_conn *next; /* net->conns */
 	int fd;
 	int state;
-	int outgoing;  /* we dialed it */
-	int closing;   /* close at the end of this loop turn */
-	uint32_t peer; /* expected (dialer) or announced id */
+	int outgoing;	   /* we dialed it */
+	int closing;	   /* close at the end of this loop turn */
+	uint32_t peer;	   /* expected (dialer) or announced id */
+	uint64_t peer_inc; /* its incarnation (HELLO) */
 	int got_hello, got_auth, sent_auth;
 	uint8_t nonce[32]; /* ours */
 	uint8_t peer_nonce[32];
@@ -71,7 +72,8 @@ struct lk_net {
 	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
 	uint64_t next_dial[LK_MAX_NODES];
 	uint64_t kill_at, frames;
-	int no_dial; /* fenced or closing: stop dialing */
+	int no_dial;	      /* fenced or closing: stop dialing */
+	uint64_t incarnation; /* ours, random */
 };
 
 static void arm(struct lk_net *net, struct lk_conn *c, int out)
@@ -203,6 +205,7 @@ static void send_hello(struct lk_net *net, struct lk_conn *c)
 	hello.nodeid = net->ls->nodeid;
 	hello.to = c->outgoing ? c->peer : 0;
 	hello.cluster_hash = net->cfg->cluster_hash;
+	hello.incarnation = net->incarnation;
 	memcpy(hello.nonce, c->nonce, 32);
 	c->state = C_HANDSHAKE;
 	conn_send_rec(net, c, LK_M_HELLO, &hello, sizeof(hello));
@@ -234,6 +237,7 @@ static void rx_hello(struct lk_net *net, struct lk_conn *c,
 	if (!c->outgoing && h->to != net->ls->nodeid)
 		return auth_fail(net, c, "meant for another node");
 	c->peer = h->nodeid;
+	c->peer_inc = h->incarnation;
 	c->got_hello = 1;
 	memcpy(c->peer_nonce, h->nonce, 32);
 	lk_auth_mac(net->cfg->key, c->peer_nonce, net->ls->nodeid, c->peer,
@@ -253,7 +257,7 @@ static void authed(struct lk_net *net, struct lk_conn *c)
 	*slot = c;
 	lk_log(net->ls, 2, "%s connection with node %u authenticated",
 	       c->outgoing ? "outgoing" : "incoming", c->peer);
-	lk_member_peer_authed(net->ls, c->peer);
+	lk_member_peer_authed(net->ls, c->peer, c->peer_inc);
 }
 
 static void rx_auth(struct lk_net *net, struct lk_conn *c,
@@ -566,6 +570,7 @@ static int net_xmit(void *ctx, uint32_t node, const void *buf, size_t len)
 int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 		  struct lk_net **out, struct lk_xport *xp)
 {
+	uint8_t buf_inc[32];
 	const struct lk_node_cfg *self = lk_config_node(cfg, ls->nodeid);
 	struct lk_net *net;
 	struct epoll_event ev = {.events = EPOLLIN};
@@ -580,6 +585,8 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	net->ls = ls;
 	net->cfg = cfg;
 	net->lfd = net->evfd = net->epfd = -1;
+	lk_auth_nonce(buf_inc); /* random bytes */
+	memcpy(&net->incarnation, buf_inc, sizeof(net->incarnation));
 	net->kill_at = kill_at != NULL ? strtoull(kill_at, NULL, 10) : 0;
 	net->epfd = epoll_create1(EPOLL_CLOEXEC);
 	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

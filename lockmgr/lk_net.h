@@ -34,7 +34,8 @@ void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 		  const struct lk_rec_ctl *c);
 void lk_member_peer_seen(struct lk_ls *ls, uint32_t node);
 void lk_member_peer_lost(struct lk_ls *ls, uint32_t node);
-void lk_member_peer_authed(struct lk_ls *ls, uint32_t node);
+void lk_member_peer_authed(struct lk_ls *ls, uint32_t node,
+			   uint64_t incarnation);
 /* Tell the members we leave. */
 void lk_member_leave(struct lk_ls *ls);
 

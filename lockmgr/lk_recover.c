@@ -517,6 +517,7 @@ int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
 	       (unsigned long long)gen);
 	ls->rgen = gen;
 	ls->gen = gen;
+	lk_out_seal(ls); /* what follows is stamped with the new gen */
 	ls->rmembers = members;
 	/* the coordinator may be new and not know who died: add what we
 	 * know; DONE(1) spreads the union before anyone needs it */
@@ -527,7 +528,7 @@ int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		ls->rdead |= ls->fut_dead & ~members;
 	}
 	ls->rphase = 1;
-	ls->rstart_ns = lk_now_ns();
+	ls->rstart_ns = ls->now = lk_now_ns();
 	set_members(ls, members);
 	phase1(ls, ls->rdead);
 	bcast_done(ls, 1);

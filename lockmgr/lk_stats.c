@@ -59,7 +59,7 @@ void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
 {
 	struct lk_type_stats *t = lk_stats_type(ls, lk->res->name.type);
 	struct lk_counts *rc = &lk->res->stats;
-	uint64_t d = now - lk->t_req;
+	uint64_t d = now > lk->t_req ? now - lk->t_req : 0;
 	int m = lk->grmode;
 
 	if (remote) {
@@ -110,7 +110,7 @@ void lk_stats_peer_rx(struct lk_ls *ls, uint32_t node, size_t bytes,
 
 void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out)
 {
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	*out = ls->stats;
 	pthread_mutex_unlock(&ls->mu);
 }
@@ -121,7 +121,7 @@ int lk_res_stats(struct lk_ls *ls, const struct lk_name *name,
 	struct lk_res *res;
 	int ret = -ENOENT;
 
-	pthread_mutex_lock(&ls->mu);
+	lk_api_lock(ls);
 	res = lk_res_find(ls, name, lk_name_hash(name));
 	if (res != NULL) {
 		*out = res->stats;

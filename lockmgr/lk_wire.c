@@ -17,7 +17,7 @@ _Static_assert(sizeof(struct lk_rec_bast) == 16, "rec_bast");
 _Static_assert(sizeof(struct lk_rec_name) == 40, "rec_name");
 _Static_assert(sizeof(struct lk_rec_rcom) == 88, "rec_rcom");
 _Static_assert(sizeof(struct lk_rec_ctl) == 48, "rec_ctl");
-_Static_assert(sizeof(struct lk_rec_hello) == 48, "rec_hello");
+_Static_assert(sizeof(struct lk_rec_hello) == 56, "rec_hello");
 /* all sizes are multiples of 8: frames stay 8-byte aligned in a stream */
 _Static_assert(sizeof(struct lk_rec_auth) % 8 == 0, "rec_auth");
 

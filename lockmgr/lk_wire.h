@@ -126,6 +126,7 @@ struct lk_rec_hello {
 	uint32_t nodeid;
 	uint32_t to;
 	uint64_t cluster_hash;
+	uint64_t incarnation; /* random per lk_ls_open: spots a restart */
 	uint8_t nonce[32];
 };
 

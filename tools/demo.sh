@@ -144,6 +144,10 @@ rm -rf "$W/node1/linux-source-6.1" || die "rm -rf failed"
 n=$NODES
 while [ "$n" -ge 1 ]; do
 	umount "$W/node$n" || die "umount node $n failed"
+	# umount returns before the daemon has written everything back:
+	# wait for it to exit before anything reads the image.
+	eval "p=\$PID$n"
+	wait "$p" 2>/dev/null
 	n=$((n - 1))
 done
 if [ -x "$BUILD/fsck.ucfs" ]; then

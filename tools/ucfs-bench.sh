@@ -28,7 +28,7 @@ KTOP=linux-source-6.1
 SUBSET="include fs net kernel lib sound mm block crypto security scripts init ipc"
 QUICKSET="kernel ipc init block mm crypto security"
 
-QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1
+QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
@@ -49,6 +49,8 @@ usage() {
 usage: $ME SCENARIO [options]
   SCENARIO   untar | bonnie | iozone | fileben | dd | all
   --quick             small sizes (a few minutes in all; the CI smoke test)
+  --repeat N          run each scenario N times (systems interleaved) and
+                      report medians; every run is in runs.tsv
   --full-tree         untar the whole kernel tree, not the 15k-file subset
   -o OPTS             extra ucfs mount options (comma list, appended)
   --lockproto LIST    ucfs lock protocols to run: nolock,dlm (default both)
@@ -583,15 +585,47 @@ stats_delta() {	# SYS N
 
 # ---- results -------------------------------------------------------------------
 #
-# results.tsv: scenario system setup client phase metric value unit. setup is
+# runs.tsv: scenario system setup client phase metric value unit rep, one
+# line per measurement; results.tsv: the same without rep, the median over
+# the repetitions (collapse_runs). setup is
 # 1node | 2nodes (two ucfs nodes) | 2clients (two clients at once on one
 # mount: the baselines' and the 1-node fallback's "2 at once") | mounted2
 # (run on node 1 while node 2 has it mounted). client is 1, 2 or all.
 
-rec() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCEN" "$1" "$SETUP" \
-	"$2" "$3" "$4" "$5" "$6" >>"$OUT/results.tsv"; }
-skipped() {	# SYS WHAT REASON
-	printf '%s\t%s\t%s\t%s\n' "$SCEN" "$1" "$2" "$3" >>"$OUT/skipped.tsv"
+rec() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCEN" "$1" \
+	"$SETUP" "$2" "$3" "$4" "$5" "$6" "$REP" >>"$OUT/runs.tsv"; }
+
+# collapse_runs SCEN — results.tsv gets the median over the repetitions
+# (runs.tsv, last column = repetition) of every figure of SCEN; "-" (not
+# measured) only if no repetition measured it; a failed step stays failed
+# (its worst status).
+collapse_runs() {
+	awk -F'\t' -v OFS='\t' -v scen="$1" '$1 == scen {
+		k = $1 OFS $2 OFS $3 OFS $4 OFS $5 OFS $6
+		if (!(k in n)) { order[++nk] = k; unit[k] = $8 }
+		if ($6 == "failed") { if ($7 + 0 > v[k, 1] + 0) v[k, 1] = $7
+			n[k] = 1; next }
+		n[k] += 0
+		if ($7 != "-" && $7 != "") v[k, ++n[k]] = $7 + 0 }
+	function median(k, m,   i, j, t) {
+		for (i = 2; i <= m; i++) { t = v[k, i]
+			for (j = i - 1; j >= 1 && v[k, j] > t; j--)
+				v[k, j + 1] = v[k, j]
+			v[k, j + 1] = t }
+		if (m % 2) return v[k, (m + 1) / 2]
+		return (v[k, m / 2] + v[k, m / 2 + 1]) / 2 }
+	END { for (i = 1; i <= nk; i++) { k = order[i]
+		split(k, f, OFS)
+		if (f[6] == "failed") x = v[k, 1]
+		else if (n[k] == 0) x = "-"
+		else { x = sprintf("%.6f", median(k, n[k]))
+			sub(/0+$/, "", x); sub(/\.$/, "", x) }
+		print k, x, unit[k] } }' "$OUT/runs.tsv" >>"$OUT/results.tsv"
+}
+skipped() {	# SYS WHAT REASON (once per run, not per repetition)
+	_sk=$(printf '%s\t%s\t%s\t%s' "$SCEN" "$1" "$2" "$3")
+	grep -qxF "$_sk" "$OUT/skipped.tsv" && return 0
+	printf '%s\n' "$_sk" >>"$OUT/skipped.tsv"
 	say "$1 $2: $3"
 }
 
@@ -615,14 +649,22 @@ timed() {	# (sh has no locals: _t* names are used by nothing else)
 	rec_time "$_ts" "$_tc" "$_tp" "$_tf"
 }
 
-# clients2 SYS FUNC — run "FUNC SYS CLIENT" for clients 1 and 2 at once and
-# record the wall time of the pair as client "all", phase $PAIR_PHASE.
-clients2() {
-	_t0=$(now)
-	"$2" "$1" 1 & _p1=$!
-	"$2" "$1" 2 & _p2=$!
-	wait "$_p1"; wait "$_p2"
-	rec "$1" all "$PAIR_PHASE" real "$(fsub "$(now)" "$_t0")" s
+# clients SYS N FUNC [ARG...] — run "FUNC SYS CLIENT ARG..." for clients
+# 1..N (1 or 2) at once; PAIR_SECS = wall time, recorded as client "all"
+# of phase $PAIR_PHASE unless that is empty. One client runs in this shell
+# (it may remount: the new daemon's PID must stay known to cleanup).
+clients() {
+	_c2s=$1 _c2n=$2 _c2f=$3; shift 3
+	_c2t=$(now)
+	if [ "$_c2n" = 1 ]; then
+		"$_c2f" "$_c2s" 1 "$@"
+	else
+		"$_c2f" "$_c2s" 1 "$@" & _p1=$!
+		"$_c2f" "$_c2s" 2 "$@" & _p2=$!
+		wait "$_p1"; wait "$_p2"
+	fi
+	PAIR_SECS=$(fsub "$(now)" "$_c2t")
+	[ -z "$PAIR_PHASE" ] || rec "$_c2s" all "$PAIR_PHASE" real "$PAIR_SECS" s
 }
 
 # for_setups SYS FUNC — run FUNC SYS NCLIENTS under each setup the
@@ -672,7 +714,7 @@ untar_one() {	# SYS CLIENT — untar + sync into the client's own directory
 	timed "$1" "$2" untar tar -xf "$KTAR" -C "$_d"
 	timed "$1" "$2" sync sync -f "$_d"
 }
-du_one() {	# SYS CLIENT PHASE — du -s of the other client's tree
+du_one() {	# SYS CLIENT — du -s of the other client's tree ($DU_PHASE)
 	_o=$(( $2 == 1 && NCL == 2 ? 2 : 1 ))
 	timed "$1" "$2" "$DU_PHASE" du -s "$(node_dir "$1" "$2")/c$_o"
 }
@@ -685,23 +727,13 @@ untar_run() {	# SYS NCLIENTS
 	STATS_TAG="untar,sync"
 	progress "$SCEN: $1 $SETUP: untar + sync ($KFILES files)"
 	_tw=$(now)
-	if [ "$2" = 1 ]; then
-		untar_one "$1" 1
-		rec "$1" all untar+sync real "$(fsub "$(now)" "$_tw")" s
-	else
-		PAIR_PHASE=untar+sync clients2 "$1" untar_one
-	fi
+	PAIR_PHASE=untar+sync clients "$1" "$2" untar_one
 	progress "$SCEN: $1 $SETUP: unmount, du -s on a fresh mount, again, rm -rf"
 	sys_cold "$1" umount
 	rec "$1" all untar+sync+umount real "$(fsub "$COLD_UMOUNTED" "$_tw")" s
 	STATS_TAG="du_cold,du_warm,rm"
 	for _ph in du_cold du_warm rm; do
-		if [ "$2" = 1 ]; then
-			_t0=$(now); ${_ph}_one "$1" 1
-			rec "$1" all "$_ph" real "$(fsub "$(now)" "$_t0")" s
-		else
-			PAIR_PHASE=$_ph clients2 "$1" "${_ph}_one"
-		fi
+		PAIR_PHASE=$_ph clients "$1" "$2" "${_ph}_one"
 	done
 }
 
@@ -806,11 +838,7 @@ iozone_run() {	# SYS NCLIENTS
 	for IOZ_REC in $IOZ_RECS; do
 		STATS_TAG="fio record $IOZ_REC"
 		progress "$SCEN: $1 $SETUP: fio ${IOZ_MB}M file, record $IOZ_REC"
-		if [ "$2" = 1 ]; then
-			iozone_client "$1" 1
-		else
-			PAIR_PHASE=all-ops@$IOZ_REC clients2 "$1" iozone_client
-		fi
+		PAIR_PHASE=all-ops@$IOZ_REC clients "$1" "$2" iozone_client
 	done
 }
 
@@ -903,8 +931,6 @@ dd_one() {
 		rec "$1" "$2" "$3" failed 1 status
 	fi
 }
-dd_write() { dd_one "$1" "$2" write; }
-dd_read() { dd_one "$1" "$2" read; }
 
 dd_run() {	# SYS NCLIENTS
 	STATS_TAG="dd write,read"
@@ -914,23 +940,14 @@ dd_run() {	# SYS NCLIENTS
 			if [ "$(attr K "$1")" = raw ]; then drop_caches
 			else sys_cold "$1"; fi
 		fi
-		if [ "$2" = 1 ]; then
-			dd_one "$1" 1 "$_ph"
-		else
-			clients2_dd "$1" "$_ph"
+		PAIR_PHASE="" clients "$1" "$2" dd_one "$_ph"
+		# Two at once: aggregate MB/s = bytes of both / their wall time.
+		if [ "$2" = 2 ]; then
+			rec "$1" all "$_ph" MBps "$(awk -v t="$PAIR_SECS" \
+				-v b=$((DD_MB * 2 * 1048576)) \
+				'BEGIN { printf "%.1f", b / t / 1e6 }')" MB/s
 		fi
 	done
-}
-
-# Two dd at once: aggregate MB/s = bytes of both / wall time of the pair.
-clients2_dd() {
-	_t0=$(now)
-	dd_one "$1" 1 "$2" & _p1=$!
-	dd_one "$1" 2 "$2" & _p2=$!
-	wait "$_p1"; wait "$_p2"
-	rec "$1" all "$2" MBps "$(awk -v b=$((DD_MB * 2 * 1048576)) \
-		-v t="$(fsub "$(now)" "$_t0")" 'BEGIN { printf "%.1f",
-		b / t / 1e6 }')" MB/s
 }
 
 raw_run() {	# the raw image has no mount: both setups here
@@ -955,11 +972,9 @@ sc_dd() {
 		for_setups "$_s" dd_run
 		if [ "$(attr K "$_s")" = ucfs ] &&
 		   { [ "$(attr P "$_s")" != dlm ] || [ "$CLUSTER" = yes ]; }; then
-			if [ -n "$AGE" ]; then
-				skipped "$_s" aged "skipped: aged run not wired yet"
-			else
-				skipped "$_s" aged "skipped: aging tool (ucfs-age) not available yet; fresh only"
-			fi
+			_why="aging tool (ucfs-age) not available yet"
+			[ -n "$AGE" ] && _why="aged run not wired to ucfs-age yet"
+			skipped "$_s" aged "skipped: $_why; fresh only"
 		fi
 	done
 }
@@ -975,7 +990,7 @@ sc_dd() {
 # run) is the reference of the other ucfs systems only: dlm vs nolock, as
 # seeds/002 compares lock_dlm with localcache.
 
-BASELINES="" UCFS_SYSTEMS=""
+BASELINES="" UCFS_SYSTEMS="" TBASES=""
 make_ratios() {
 	awk -F'\t' -v OFS='\t' -v bases="$BASELINES" -v u="$UCFS_SYSTEMS" '
 	BEGIN { nb = split(bases, B, " "); nu = split(u, U, " ")
@@ -1016,7 +1031,7 @@ function sort_rows(   i, j, t) {
 # table_times SCEN — the untar report: one row per system, setup, client
 # and step; real/user/sys as "0m15.826s"; then real over each baseline.
 table_times() {
-	awk -F'\t' -v scen="$1" -v bases="$BASELINES" "$AWK_SORT"'
+	awk -F'\t' -v scen="$1" -v bases="$TBASES" "$AWK_SORT"'
 	function ms(s) { return sprintf("%dm%06.3fs", int(s / 60), s - 60 * int(s / 60)) }
 	FILENAME ~ /ratios/ { if ($1 == scen && $6 == "real")
 		rat[$2, $3, $4, $5, $7] = $8; next }
@@ -1049,7 +1064,7 @@ table_times() {
 # one row per baseline with the ratios ("/ext4").
 table_wide() {
 	awk -F'\t' -v scen="$1" -v title="$2" -v cols="$3" \
-		-v bases="$BASELINES" "$AWK_SORT"'
+		-v bases="$TBASES" "$AWK_SORT"'
 	BEGIN { nc = split(cols, C, " ")
 		for (c = 1; c <= nc; c++) { split(C[c], p, ":")
 			ph[c] = p[1]; me[c] = p[2]; hd[c] = p[3] } }
@@ -1098,6 +1113,12 @@ report_failures() {
 }
 
 report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
+	TBASES=""	# the baselines this scenario has ratios to
+	for _b in $BASELINES; do
+		awk -F'\t' -v s="$1" -v b="$_b" '$1 == s && $7 == b { f = 1
+			exit } END { exit !f }' "$OUT/ratios.tsv" &&
+			TBASES="$TBASES $_b"
+	done
 	case $1 in
 	untar) table_times untar ;;
 	bonnie)
@@ -1228,6 +1249,8 @@ write_json() {
 		>"$WORK/j.systems"
 	tsv_json "$OUT/results.tsv" scenario system setup client phase \
 		metric value unit >"$WORK/j.results"
+	tsv_json "$OUT/runs.tsv" scenario system setup client phase \
+		metric value unit rep >"$WORK/j.runs"
 	tsv_json "$OUT/ratios.tsv" scenario system setup client phase \
 		metric baseline ratio >"$WORK/j.ratios"
 	tsv_json "$OUT/targets.tsv" target system value limit verdict \
@@ -1242,6 +1265,7 @@ write_json() {
 		--arg kernel "$(uname -r)" --argjson size "$SIZE_MB" \
 		--arg ktar "${KTAR:-}" --arg kfiles "${KFILES:-}" \
 		--arg opts "$UOPTS" --arg cluster "${CLUSTER:-not probed}" \
+		--argjson repeat "$REPEAT" --slurpfile runs "$WORK/j.runs" \
 		--slurpfile systems "$WORK/j.systems" \
 		--slurpfile results "$WORK/j.results" \
 		--slurpfile ratios "$WORK/j.ratios" \
@@ -1254,10 +1278,12 @@ write_json() {
 	 host: {cpus: $cpus, mem_mb: $mem, kernel: $kernel},
 	 params: {image_mb: $size, untar_tar: $ktar,
 		  untar_files: ($kfiles | tonumber? // null),
-		  ucfs_options: $opts, cluster_mode: $cluster},
-	 systems: $systems[0], results: $results[0], ratios: $ratios[0],
-	 targets: $targets[0], skipped: $skipped[0],
-	 ucfs_stats: [], plots: $plots[0]}' >"$OUT/results.json.part" || die "writing JSON failed"
+		  ucfs_options: $opts, cluster_mode: $cluster,
+		  repeat: $repeat},
+	 systems: $systems[0], results: $results[0], runs: $runs[0],
+	 ratios: $ratios[0], targets: $targets[0], skipped: $skipped[0],
+	 ucfs_stats: [], plots: $plots[0]}' >"$OUT/results.json.part" ||
+		die "writing JSON failed"
 	# Stats deltas are files of their own; gather them in a second pass.
 	if [ -n "$_stats" ]; then
 		# shellcheck disable=SC2086
@@ -1452,7 +1478,13 @@ run_scenario() {	# SCEN
 	say ""
 	say "==== $SCEN ($(scen_source "$1")) ===="
 	[ -n "${NO_UCFS:-}" ] && skipped ucfs all "$NO_UCFS"
-	"sc_$1"
+	REP=1	# repetitions interleave the systems: load drifts hit all
+	while [ "$REP" -le "$REPEAT" ]; do
+		[ "$REPEAT" -gt 1 ] && progress "$SCEN: repetition $REP of $REPEAT"
+		"sc_$1"
+		REP=$((REP + 1))
+	done
+	collapse_runs "$1"
 	make_ratios
 	say ""
 	report_tables "$1" | tee -a "$OUT/tables.txt"
@@ -1488,6 +1520,8 @@ main() {
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--quick) QUICK=1 ;;
+		--repeat) REPEAT=${2:?}; shift
+			case $REPEAT in ""|*[!0-9]*|0) die "--repeat wants N >= 1" ;; esac ;;
 		--full-tree) FULLTREE=1 ;;
 		-o) UOPTS="${UOPTS:+$UOPTS,}${2:?-o needs options}"; shift ;;
 		--lockproto) LOCKPROTOS=$(echo "${2:?}" | tr ',' ' '); shift ;;
@@ -1521,7 +1555,7 @@ main() {
 	: "${OUT:=ucfs-bench-out/$SCEN_ARG-$(date +%Y%m%d-%H%M%S)}"
 	mkdir -p "$OUT" || die "cannot create $OUT"
 	OUT=$(cd "$OUT" && pwd)
-	: >"$OUT/results.tsv"; : >"$OUT/skipped.tsv"
+	: >"$OUT/results.tsv"; : >"$OUT/runs.tsv"; : >"$OUT/skipped.tsv"
 	: >"$OUT/tables.txt"; : >"$OUT/stats.txt"
 	# Our own directory even under --work: cleanup removes only it.
 	[ -n "$WORK" ] && { mkdir -p "$WORK" || die "cannot create $WORK"; }

@@ -2,7 +2,8 @@
  * ucfs-lockbench — measures the lock manager on loopback, in one run:
  *
  *   rtt        the loopback TCP round trip itself (two threads, 64-byte
- *              ping-pong over blocking sockets): the yardstick
+ *              ping-pong over blocking sockets): the yardstick, measured
+ *              interleaved one for one with the remote grants
  *   local      an uncached grant mastered on this node (lk_lock + unlock)
  *   cached     a re-acquire from the hold cache (lk_unlock(CACHE) + lk_lock)
  *   remote     a grant from another node's master (lk_lock + lk_wait)
@@ -201,47 +202,55 @@ static void *echo_main(void *arg)
 	}
 }
 
-static double bench_rtt(void)
+/* The yardstick pair: a blocking 64-byte ping-pong with an echo thread. */
+static int rtt_c = -1, rtt_s = -1, rtt_l = -1;
+static pthread_t rtt_th;
+
+static void rtt_open(void)
 {
-	enum { N = 4000 };
-	static uint64_t t[N];
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t alen = sizeof(a);
-	int l = socket(AF_INET, SOCK_STREAM, 0), c, s, one = 1;
-	pthread_t th;
-	char buf[64] = {0};
+	int one = 1;
 
+	rtt_l = socket(AF_INET, SOCK_STREAM, 0);
 	a.sin_addr.s_addr = htonl(0x7f000001);
-	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &alen) < 0)
+	if (bind(rtt_l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(rtt_l, 1) < 0 ||
+	    getsockname(rtt_l, (struct sockaddr *)&a, &alen) < 0)
 		die("rtt socket", errno);
-	c = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+	rtt_c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(rtt_c, (struct sockaddr *)&a, sizeof(a)) < 0)
 		die("rtt connect", errno);
-	s = accept(l, NULL, NULL);
-	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	pthread_create(&th, NULL, echo_main, &s);
-	for (int i = 0; i < N; i++) {
-		uint64_t t0 = now_ns();
-		size_t got = 0;
+	rtt_s = accept(rtt_l, NULL, NULL);
+	setsockopt(rtt_c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(rtt_s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pthread_create(&rtt_th, NULL, echo_main, &rtt_s);
+}
 
-		if (write(c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-			die("rtt write", errno);
-		while (got < sizeof(buf)) {
-			ssize_t n = read(c, buf + got, sizeof(buf) - got);
+static uint64_t rtt_once(void)
+{
+	char buf[64] = {0};
+	uint64_t t0 = now_ns();
+	size_t got = 0;
 
-			if (n <= 0)
-				die("rtt read", errno);
-			got += (size_t)n;
-		}
-		t[i] = now_ns() - t0;
+	if (write(rtt_c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		die("rtt write", errno);
+	while (got < sizeof(buf)) {
+		ssize_t n = read(rtt_c, buf + got, sizeof(buf) - got);
+
+		if (n <= 0)
+			die("rtt read", errno);
+		got += (size_t)n;
 	}
-	close(c);
-	pthread_join(th, NULL);
-	close(s);
-	close(l);
-	return median_us(t + 100, N - 100);
+	return now_ns() - t0;
+}
+
+static void rtt_close(void)
+{
+	close(rtt_c);
+	pthread_join(rtt_th, NULL);
+	close(rtt_s);
+	close(rtt_l);
 }
 
 /* ---- 2/3. local and cached grants ---- */
@@ -299,10 +308,12 @@ static double bench_cached(double *mean_ns)
 
 /* ---- 4. remote grant ---- */
 
-static double bench_remote(void)
+/* Remote grants and loopback round trips, interleaved one for one so
+ * that both see the same machine load; medians of each. */
+static double bench_remote(double *rtt_us)
 {
 	enum { N = 3000 };
-	static uint64_t t[N];
+	static uint64_t t[N], r[N];
 	struct lk_name n = nm(1, 3);
 	struct lk_lock *lk = lock_wait(2, &n, LK_EX);
 
@@ -310,12 +321,15 @@ static double bench_remote(void)
 	lk = lock_wait(1, &n, LK_EX); /* master lookup, once */
 	lk_unlock(lk, 0);
 	for (int i = 0; i < N; i++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0;
 
+		r[i] = rtt_once();
+		t0 = now_ns();
 		lk = lock_wait(1, &n, LK_EX);
 		t[i] = now_ns() - t0;
 		lk_unlock(lk, 0);
 	}
+	*rtt_us = median_us(r + 100, N - 100);
 	return median_us(t + 100, N - 100);
 }
 
@@ -480,8 +494,13 @@ int main(int argc, char **argv)
 	FILE *jf = stdout;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:t:s:j:bh")) != -1) {
+	while ((opt = getopt(argc, argv, "n:t:s:j:bph")) != -1) {
 		switch (opt) {
+		case 'p': /* profiling aid: only the ping-pong */
+			start_cluster();
+			printf("pingpong %.0f /s\n", bench_pingpong());
+			stop_cluster();
+			return 0;
 		case 'b': /* profiling aid: only the batch, many times */
 			start_cluster();
 			for (int i = 0; i < 50; i++)
@@ -507,11 +526,12 @@ int main(int argc, char **argv)
 	}
 	if (nnodes < 2 || nnodes > MAXN || nthreads < 1 || seconds <= 0)
 		usage();
-	rtt = bench_rtt();
+	rtt_open();
 	start_cluster();
 	local = bench_local();
 	cached = bench_cached(&cached_mean);
-	remote = bench_remote();
+	remote = bench_remote(&rtt);
+	rtt_close();
 	pp = bench_pingpong();
 	bench_batch(&cold, &warm);
 	tp = bench_throughput();

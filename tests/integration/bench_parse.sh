@@ -86,6 +86,17 @@ check targets_untar_vs_ext4 awk -F'\t' '$1 ~ /no unmount/ {
 	found = 1; if ($3 != "2.000" || $5 != "met") exit 1 }
 	END { exit !found }' "$T/ro/targets.tsv"
 
+# --repeat: medians over the repetitions (even count: mean of the middle
+# two), "-" only if never measured, a failed step stays failed.
+mkdir -p "$T/rp"
+cp "$D/repeat-sample.runs.tsv" "$T/rp/runs.tsv"
+: >"$T/rp/results.tsv"
+( UCFS_BENCH_LIB=1 . "$B/ucfs-bench"; OUT=$T/rp; collapse_runs x )
+if diff -u "$D/repeat-sample.results.expect" "$T/rp/results.tsv" >"$T/diff"
+then pass repeat_medians
+else fail repeat_medians; sed 's/^/    /' "$T/diff"
+fi
+
 # The ucfs stats delta (recorded from tests/progs/stats_fake through
 # ucfs-stat --json, two snapshots 1.5 s apart): the summary must be the
 # difference of the counters, gauges and arrays left out.

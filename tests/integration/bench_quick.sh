@@ -30,7 +30,7 @@ J=$OUT/results.json
 check bench_json_valid python3 -m json.tool "$J"
 check bench_json_top_keys jq -e '
 	["tool", "version", "scenario", "quick", "started", "finished",
-	 "host", "params", "systems", "results", "ratios", "targets",
+	 "host", "params", "systems", "results", "runs", "ratios", "targets",
 	 "skipped", "ucfs_stats", "plots"] - keys == [] and
 	.tool == "ucfs-bench" and .quick == true and .scenario == "all"' "$J"
 check bench_json_result_keys jq -e '.results | length > 0 and all(.[];

@@ -7,7 +7,8 @@
 #  * the same 3 nodes churn PR/EX on shared resources, mutual exclusion
 #    checked through a shared file, while node 3 kills itself at the N-th
 #    lock/recovery frame it sends or receives (UCFS_LK_KILL_AT, the
-#    transport's fault hook) for many N: the survivors always finish.
+#    transport's fault hook) for many N: the survivors always finish;
+#  * the killed node restarts and rejoins the busy cluster, and works.
 . "$UCFS_TOP/tests/lib.sh"
 
 PORT=$((20000 + ($$ + 7) % 30000))
@@ -84,5 +85,29 @@ if [ -z "$bad" ]; then
 	pass lk_kill_at_message_index
 else
 	fail lk_kill_at_message_index "survivors failed for N =$bad"
+fi
+
+# 3. the killed node comes back (fresh process) into the busy cluster
+rm -f "$T/go" "$T/leave"
+head -c 4096 /dev/zero >"$T/shm"
+export LK_LEAVE="$T/leave"
+UCFS_LK_KILL_AT=60 start 3 churn 300
+start 1 churn 0
+start 2 churn 0
+wait $PID3 2>/dev/null
+start 3 churn 300
+ok=1
+until_grep "^OK" "$T/out3" || ok=0
+touch "$T/go"
+until_grep "^OK" "$T/out1" "$T/out2" || ok=0
+touch "$T/leave"
+wait $PID3 || ok=0
+wait $PID1 || ok=0
+wait $PID2 || ok=0
+if [ $ok = 1 ]; then
+	pass lk_killed_node_rejoins
+else
+	fail lk_killed_node_rejoins
+	tail -n 5 "$T/out1" "$T/out2" "$T/out3" "$T/err3"
 fi
 exit $_ucfs_failed

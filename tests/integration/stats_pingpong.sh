@@ -32,6 +32,10 @@ check basts_total jq -e "(map(.locks.types.inode.bast_recv) | add) >=
 	2 * $N - 1" "$T/st.json"
 check basts_sent_eq_recv jq -e '(map(.locks.types.inode.bast_sent) | add)
 	== (map(.locks.types.inode.bast_recv) | add)' "$T/st.json"
+# every EX grant ends in an unlock of EX (the lock is handed over): N
+# demotes on each node
+check demotes_counted jq -e "all(.[]; .locks.types.inode.demotes == $N)" \
+	"$T/st.json"
 check waits_counted jq -e "(map(.locks.types.inode.waits) | add) >=
 	2 * $N - 1" "$T/st.json"
 check remote_rtt jq -e 'any(.[]; .locks.types.inode.grants_remote > 0 and

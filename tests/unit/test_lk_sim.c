@@ -66,18 +66,22 @@ static int sim_xmit(void *ctx, uint32_t to, const void *data, size_t len)
 	return 0;
 }
 
+static void add_node(int i)
+{
+	struct lk_xport xp = {sim_xmit, (void *)(uintptr_t)i};
+
+	alive[i] = 1;
+	lk_core_create((uint32_t)i, &xp, &node[i]);
+}
+
 static void sim_init(int n)
 {
 	memset(links, 0, sizeof(links));
 	for (int i = 1; i <= NN; i++) {
-		struct lk_xport xp = {sim_xmit, (void *)(uintptr_t)i};
-
 		node[i] = NULL;
 		alive[i] = 0;
-		if (i > n)
-			continue;
-		alive[i] = 1;
-		lk_core_create((uint32_t)i, &xp, &node[i]);
+		if (i <= n)
+			add_node(i);
 	}
 }
 
@@ -714,7 +718,9 @@ static void client_step(struct client *c, int draining)
 	}
 }
 
-static void random_run(int kill_at)
+/* @kill_at: step at which node NN dies; @join_at: step at which it joins
+ * (it is not there before); -1: never. */
+static void random_run(int kill_at, int join_at)
 {
 	uint64_t seed = t_seed();
 	int steps = 30000, rounds;
@@ -723,7 +729,7 @@ static void random_run(int kill_at)
 	memset(lvb_last, 0, sizeof(lvb_last));
 	lvb_counter = 0;
 	prop_fail = 0;
-	start_cluster(NN);
+	start_cluster(join_at >= 0 ? NN - 1 : NN);
 	for (int i = 1; i <= NN; i++)
 		for (int k = 0; k < NCLI; k++)
 			cli[i][k] = (struct client){i, C_IDLE, 0, NULL, 0};
@@ -732,6 +738,11 @@ static void random_run(int kill_at)
 
 		int who = 1 + (int)(rnd() % NN);
 
+		if (s == join_at) {
+			/* node NN joins a cluster busy with locks */
+			add_node(NN);
+			begin_gen(1, 2, mask_of(NN), 0);
+		}
 		if (s == kill_at) {
 			if (getenv("SIMDBG"))
 				printf("KILL node %d at step %d\n", NN, s);
@@ -805,13 +816,19 @@ static void random_run(int kill_at)
 
 static void test_random_property(void)
 {
-	random_run(-1);
+	random_run(-1, -1);
 }
 
 /* The same, with node 4 dying half-way: recovery under load. */
 static void test_random_property_with_death(void)
 {
-	random_run(15000);
+	random_run(15000, -1);
+}
+
+/* The same, with node 4 joining half-way. */
+static void test_random_property_with_join(void)
+{
+	random_run(-1, 15000);
 }
 
 int main(int argc, char **argv)
@@ -828,5 +845,6 @@ int main(int argc, char **argv)
 	T_RUN(test_clean_leave_hands_lvb_on);
 	T_RUN(test_random_property);
 	T_RUN(test_random_property_with_death);
+	T_RUN(test_random_property_with_join);
 	return t_done();
 }
