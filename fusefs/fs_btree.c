@@ -850,6 +850,142 @@ int fs_btree_destroy(struct fs_tx *tx, struct fs_btree *bt)
 	return ret;
 }
 
+/* ---- restartable destroy ---------------------------------------------- */
+
+/* Leftmost path (root to the first leaf). */
+static int descend_first(struct fs_btree *bt, struct bpath *p)
+{
+	int ret = descend(bt, p, 0);
+
+	if (ret == 0 && p->depth > 1) {
+		path_release(p, 1);
+		ret = descend_from(bt, p, 0, 0, -1);
+		if (ret < 0)
+			path_release(p, 1);
+	}
+	return ret;
+}
+
+/* Hand the first @k entries of leaf @n to @drop, in key order. */
+static int drop_entries(struct fs_tx *tx, uint8_t *n, int k,
+			fs_btree_drop_fn drop, void *arg)
+{
+	static _Thread_local uint8_t v[FS_BTREE_VAL_MAX];
+
+	for (int i = 0; drop != NULL && i < k; i++) {
+		const struct fs_btree_leaf_slot *sl = &lslot(n)[i];
+		int ret;
+
+		memcpy(v, n + sl->off, sl->len);
+		ret = drop(arg, tx, sl->key, v, sl->len);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* Remove the first @k entries of leaf @n. */
+static void leaf_remove_first(uint8_t *n, uint32_t size, int k)
+{
+	if (k >= nh(n)->nkeys) {
+		node_init(n, size, 0);
+		return;
+	}
+	while (k-- > 0)
+		leaf_remove(n, 0);
+}
+
+/* The first leaf (not the root) is empty now: free it and every ancestor
+ * that becomes empty, removing their pointers; adds the credits used to
+ * *used. The root becomes an empty leaf when its last child goes. */
+static int free_first_leaf(struct fs_tx *tx, struct fs_btree *bt,
+			   struct bpath *p, unsigned *used)
+{
+	int ret = 0;
+
+	for (int d = p->depth - 1; d > 0 && ret == 0; d--) {
+		struct lvl *u = &p->lv[d - 1];
+		uint64_t blk = p->lv[d].b->blkno;
+
+		if (nh(p->lv[d].n)->nkeys > 0)
+			break;
+		ret = fs_tx_write(tx, u->b);
+		if (ret < 0)
+			break;
+		int_remove(u->n, 0);
+		path_release(p, d);
+		ret = fs_free(tx, blk, 1);
+		*used += 1 + fs_alloc_credits(bt->fs);
+	}
+	if (ret == 0 && nh(root_node(bt))->nkeys == 0)
+		node_init(root_node(bt), bt->root_size, 0);
+	return ret;
+}
+
+unsigned fs_btree_destroy_credits(struct fs_btree *bt, unsigned drop_credits)
+{
+	uint8_t *r = root_node(bt);
+	unsigned depth = 1 + (node_ok(r, bt->root_size) ? nh(r)->level : 0);
+	unsigned min = 2 + depth * (1 + fs_alloc_credits(bt->fs)) +
+		       4 * drop_credits;
+	unsigned want = fs_tx_max_credits(bt->fs) / 2;
+
+	return want > min ? want : min;
+}
+
+int fs_btree_destroy_step(struct fs_tx *tx, struct fs_btree *bt,
+			  unsigned credits, fs_btree_drop_fn drop,
+			  unsigned drop_credits, void *arg)
+{
+	unsigned fc = fs_alloc_credits(bt->fs), used = 1, cascade;
+	struct bpath p;
+	int ret, progress = 0;
+
+	ret = fs_tx_write(tx, bt->root_buf);
+	while (ret == 0) {
+		struct lvl *l;
+		int n, k;
+
+		ret = descend_first(bt, &p);
+		if (ret < 0)
+			break;
+		l = leaf(&p);
+		n = nh(l->n)->nkeys;
+		/* the leaf's write, then freeing it and its empty ancestors */
+		cascade = p.depth > 1 ? 1 + (unsigned)(p.depth - 1) * (1 + fc)
+				      : 0;
+		if (used + cascade + (uint64_t)n * drop_credits <= credits) {
+			k = n;		/* the whole leaf */
+		} else if (drop_credits > 0 && n > 1 &&
+			   used + 1 + drop_credits <= credits) {
+			k = (int)((credits - used - 1) / drop_credits);
+			if (k > n - 1)
+				k = n - 1;
+		} else {		/* budget spent */
+			path_release(&p, 1);
+			ret = progress ? 0 : -EINVAL;
+			break;
+		}
+		ret = drop_entries(tx, l->n, k, drop, arg);
+		if (ret == 0)
+			ret = fs_tx_write(tx, l->b);
+		if (ret == 0)
+			leaf_remove_first(l->n, l->size, k);
+		used += 1 + k * drop_credits;
+		progress = 1;
+		if (ret == 0 && k < n) {	/* leaf partly dropped */
+			path_release(&p, 1);
+			break;
+		}
+		if (ret == 0 && p.depth > 1)
+			ret = free_first_leaf(tx, bt, &p, &used);
+		path_release(&p, 1);
+		if (ret == 0 && nh(root_node(bt))->nkeys == 0)
+			return 1;
+	}
+	return ret;
+}
+
 unsigned fs_btree_credits(struct fs_btree *bt)
 {
 	uint8_t *r = root_node(bt);

@@ -50,6 +50,17 @@ int fs_journal_shutdown(struct fs *fs, int clean);
 /* Record that @blkno was freed in @tx (revoke if it is cached). */
 void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno);
 
+/* ---- fs_data.c ---- */
+/* Bytes of cache_mb given to in-flight data copies (the cache gets the
+ * rest). */
+uint64_t fs_data_share(unsigned cache_mb);
+int fs_data_init(struct fs *fs, unsigned cache_mb);
+/* Waits for every in-flight write, then frees. NULL fs->data: no-op. */
+void fs_data_destroy(struct fs *fs);
+/* Tests: @hold 1 keeps new writes queued (in flight, not submitted);
+ * 0 submits those that wait for nothing else. */
+void fs_data_hold(struct fs *fs, int hold);
+
 /* ---- fs_alloc.c ---- */
 int fs_alloc_init(struct fs *fs);
 void fs_alloc_destroy(struct fs *fs);

@@ -21,6 +21,7 @@
  *   3. rgroup lock (fs_alloc.c, internal)
  *   4. journal lock (internal: running transaction lists)
  *   5. cache lock (internal: hash, LRU, refcounts, flags)
+ *   6. data write-behind lock (fs_data.c, internal; a leaf)
  * The journal's commit mutex is taken by fs_tx_begin / fs_journal_sync
  * only when no handle is held by the caller, i.e. between 1 and 2.
  *
@@ -41,6 +42,7 @@
 struct fs_cache;
 struct fs_journal;
 struct fs_alloc;
+struct fs_data;
 struct fs_ns;
 struct fs_tx;
 
@@ -55,6 +57,11 @@ struct fs_core_opts {
 	unsigned cache_mb;	/* cache bound in MiB (0: default 256) */
 	int slot;		/* dlm: slot to claim, -1 = first free */
 	uint32_t node_id;	/* dlm: this node's id; 0 for nolock */
+	int sb_backup;		/* 1: use the backup superblock (block 1)
+				   even if block 0 is not ucfs at all */
+	unsigned busy_wait_ms;	/* fs_core_open: how long to wait for a
+				   previous holder of the device (a daemon
+				   still finishing after umount); 0: 10 s */
 };
 
 /* Defaults: rw, nolock, data=ordered, commit=5, cache_mb=256, slot -1. */
@@ -83,6 +90,11 @@ struct fs_core_stats {
 	uint64_t alloc_calls, alloc_blocks, alloc_enospc, free_blocks;
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
+	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
+	uint64_t data_throttled;	/* writers that waited for the bound */
+	uint64_t data_read_hits;	/* reads served from in-flight data */
+	uint64_t data_errors;		/* failed data writes */
+	uint64_t data_waits;		/* fs_data_wait calls */
 };
 
 /*
@@ -97,9 +109,15 @@ struct fs {
 	unsigned slot;			/* the slot (journal) this mount owns */
 	uint64_t slot_gen;		/* generation of our claim */
 	int ro;
+	int sb_backup;			/* 0: primary superblock used; 1: the
+					   backup (block 1); 2: backup, and
+					   block 0 rewritten from it */
+	char notice[400];		/* "" or a message the daemon should
+					   log after mounting (backup sb) */
 	struct fs_cache *cache;		/* fs_cache.c */
 	struct fs_journal *j;		/* fs_journal.c */
 	struct fs_alloc *alloc;		/* fs_alloc.c */
+	struct fs_data *data;		/* fs_data.c */
 	struct fs_ns *ns;		/* NS layer (fs_ns.h); core never
 					   touches it */
 	struct fs_core_stats st;	/* updated with __atomic builtins */
@@ -130,8 +148,11 @@ void fs_core_stats_get(struct fs *fs, struct fs_core_stats *out);
 int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 		  struct fs **out, char *why, size_t whylen);
 
-/* The same on a path: opens it (BD_EXCL for nolock -> -EBUSY "already
- * mounted with lockproto=nolock"; BD_RDONLY for ro) and owns the device. */
+/* The same on a path: opens it (BD_EXCL for nolock; BD_RDONLY for ro) and
+ * owns the device. While another process holds the device exclusively
+ * (e.g. the daemon of a mount just unmounted, still writing back), it
+ * retries every 50 ms for up to busy_wait_ms (default 10 s), then gives
+ * -EBUSY "already mounted with lockproto=nolock ...". */
 int fs_core_open(const char *path, const struct fs_core_opts *o,
 		 struct fs **out, char *why, size_t whylen);
 
@@ -175,7 +196,7 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
  * part of a transaction or wait for checkpoint are pinned (never evicted)
  * and a transaction start throttles (commit + checkpoint) when pinned
  * buffers use too much of the bound. File data never goes through the
- * cache (NS writes it with bd_* directly).
+ * cache (NS writes it with fs_data_write / fs_data_read, below).
  */
 struct fs_buf {
 	uint64_t blkno;		/* immutable */
@@ -229,8 +250,23 @@ int fs_buf_readahead(struct fs *fs, const uint64_t *blknos, unsigned n);
  * ended before it) snapshots the transaction's buffers, writes descriptor
  * + images + checksummed commit record to the journal and flushes; the
  * images are written in place later (checkpoint) and then the journal
- * tail advances. data=ordered: a commit flushes the device before its
- * commit record when file data was written since the last commit.
+ * tail advances.
+ *
+ * File data and commits (see fs_data_write below):
+ *  - data=ordered: after the snapshot, a commit waits for every data write
+ *    issued so far (fs_data_wait), then flushes the device (if data was
+ *    written since the last flush), then writes its descriptors, images
+ *    and commit record. So data written before a handle that ended before
+ *    the commit is durable once the commit is (fsync covers data too).
+ *  - data=writeback: the commit record does not wait for data; the commit
+ *    still waits for the data writes issued before it AFTER writing its
+ *    record and before the blocks it freed become allocatable, so a freed
+ *    data block is never reused (e.g. as metadata) under an in-flight
+ *    write.
+ *  - A data write error never aborts the journal; it is kept and returned
+ *    (-EIO) by the next fs_journal_sync() / sync handle end, whichever
+ *    commit consumed it (errors are not lost between a timer commit and a
+ *    later fsync).
  */
 
 /*
@@ -274,8 +310,9 @@ int fs_tx_end(struct fs_tx *tx);
  */
 int fs_journal_sync(struct fs *fs);
 
-/* Note that file data was written to the device (data=ordered: the next
- * commit flushes before its commit record). Cheap; any context. */
+/* Note that file data was written to the device behind fs_data's back
+ * (data=ordered: the next commit flushes before its commit record).
+ * fs_data_write() calls it itself. Cheap; any context. */
 void fs_journal_data_written(struct fs *fs);
 
 /* Commit and checkpoint: every committed block written in place, the
@@ -284,6 +321,40 @@ int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why);
 
 /* Ask the commit thread to commit soon (no wait). */
 void fs_journal_kick(struct fs *fs);
+
+/* ---- file data write-behind (fs_data.c) ------------------------------- */
+/*
+ * File data goes to the device through these two calls, shaped like
+ * bd_write/bd_read (byte offsets and lengths multiples of BD_ALIGN; @buf
+ * needs no alignment). Any thread, with or without inode locks or a
+ * transaction handle held: they may block for I/O but never for a commit.
+ *
+ * fs_data_write copies @buf and issues the write asynchronously, then
+ * returns 0 (-EINVAL misaligned / past the device, -EROFS, -ENOMEM; a
+ * device error is reported later by fs_data_wait / fsync). A write
+ * overlapping older in-flight writes is issued only after they complete,
+ * so writes to one block land in call order (also across a free and
+ * reallocation of the block). Copies in flight are bounded by a share of
+ * cache_mb (fs_data_limit); the writer waits while the bound is full.
+ * The caller may map the blocks (extent insert, size update) in the same
+ * handle right after the call: data=ordered makes the commit wait for
+ * the write (above).
+ *
+ * fs_data_read is coherent with in-flight writes: it returns the newest
+ * data (from an in-flight copy, or from the device after the overlapping
+ * writes completed). 0 or -errno of bd_read.
+ */
+int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off);
+int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off);
+
+/* Wait for every data write issued so far; return the first write error
+ * since the previous fs_data_wait (then cleared), else 0. Does not flush
+ * the device (fs_journal_sync does). Any thread. */
+int fs_data_wait(struct fs *fs);
+
+/* In-flight writes and bytes now; the bytes bound. For tests/stats. */
+void fs_data_inflight(struct fs *fs, uint64_t *writes, uint64_t *bytes);
+uint64_t fs_data_limit(struct fs *fs);
 
 /* ---- allocator (fs_alloc.c) ------------------------------------------- */
 /*
@@ -388,8 +459,49 @@ int fs_btree_update(struct fs_tx *tx, struct fs_btree *bt, uint64_t key,
 /* Remove a key (-ENOENT). Empty non-root nodes are freed. */
 int fs_btree_delete(struct fs_tx *tx, struct fs_btree *bt, uint64_t key);
 
-/* Free every node except the root and reset the root to empty. */
+/* Free every node except the root and reset the root to empty, in ONE
+ * handle: only for trees whose node count fits the handle's credits (an
+ * emptied extent tree). Large trees: fs_btree_destroy_step. */
 int fs_btree_destroy(struct fs_tx *tx, struct fs_btree *bt);
+
+/*
+ * Restartable destroy of a tree of any size, in bounded transactions.
+ * Each call drops entries in key order from the first leaf on — calling
+ * @drop (may be NULL) for each, so the caller releases what the value
+ * refers to (extent: fs_free its blocks and lower the inode's block
+ * count) in the same handle, with at most @drop_credits credits per
+ * entry — frees the leaves and inner nodes that become empty and removes
+ * their pointers, until about @credits credits are used. Returns 1 when
+ * the tree is empty (root reset to an empty leaf), 0 when entries remain
+ * (end the handle and call again in a new one), -EINVAL if @credits is
+ * too small to make progress, or -errno (-EUCLEAN, -EIO, or @drop's).
+ * Between calls the tree is a valid, smaller tree (the dropped entries are
+ * gone), so each handle can commit on its own.
+ *
+ * Use (NS), holding the owner's inode lock exclusive throughout:
+ *	do {
+ *		cr = fs_btree_destroy_credits(&bt, dc);
+ *		fs_tx_begin(fs, cr + own, &tx); fs_tx_write(tx, ib);
+ *		ret = fs_btree_destroy_step(tx, &bt, cr, drop, dc, arg);
+ *		fs_tx_end(tx);
+ *	} while (ret == 0);
+ * Crash safety is the caller's: before the first step the inode must be
+ * unreachable and on the slot's orphan list (nlink 0, committed in the
+ * same or an earlier transaction), and the inode block freed only in the
+ * last transaction, after the tree is empty. A crash between steps leaves
+ * a consistent, partly destroyed tree on an orphan; mount's orphan
+ * reclaim destroys it again from where it stopped (so @drop must only
+ * act on the entries it is given: those are removed in the same handle).
+ */
+typedef int (*fs_btree_drop_fn)(void *arg, struct fs_tx *tx, uint64_t key,
+				const void *val, size_t len);
+int fs_btree_destroy_step(struct fs_tx *tx, struct fs_btree *bt,
+			  unsigned credits, fs_btree_drop_fn drop,
+			  unsigned drop_credits, void *arg);
+/* Credits to give one step: half a handle's maximum, or the minimum that
+ * makes progress on this tree if larger. */
+unsigned fs_btree_destroy_credits(struct fs_btree *bt,
+				  unsigned drop_credits);
 
 /* Credits for one insert/update/delete on @bt (depth-based bound). */
 unsigned fs_btree_credits(struct fs_btree *bt);

@@ -13,9 +13,12 @@
  *
  * Commit (under commit_mutex): block new handles, wait for open ones to
  * end, snapshot every buffer of the transaction into its ckpt copy (sealed
- * with the tx sequence and a fresh crc), unblock; then (data=ordered and
- * data written: flush) write descriptors + images + commit record in one
- * batch and flush. The commit record's crc covers the whole transaction.
+ * with the tx sequence and a fresh crc), unblock; then (data=ordered:
+ * wait for the file data writes issued so far (fs_data.c) and, if data
+ * was written, flush) write descriptors + images + commit record in one
+ * batch and flush (data=writeback waits for the data writes only after
+ * that, before the transaction's frees become allocatable). The commit
+ * record's crc covers the whole transaction.
  * If the log lacks room, a checkpoint runs first (while handles are still
  * blocked, before the snapshot, so only committed copies are written).
  *
@@ -71,6 +74,7 @@ struct fs_journal {
 	struct fs_buf *ck_list;
 	int aborted;		/* lock: -EIO after a failed write */
 	int data_dirty;		/* atomic */
+	int data_err;		/* atomic: data write error for next sync */
 
 	pthread_t thread;	/* commit thread */
 	int thread_started;
@@ -775,6 +779,38 @@ static int need_checkpoint(struct fs *fs)
 	       fs_cache_pinned(fs) > fs_cache_capacity(fs) / 2;
 }
 
+/* Wait for the data writes issued so far; keep an error for the next
+ * fs_journal_sync (the first one wins). */
+static void data_wait(struct fs *fs)
+{
+	int ret = fs_data_wait(fs), zero = 0;
+
+	if (ret < 0)
+		__atomic_compare_exchange_n(&fs->j->data_err, &zero, ret, 0,
+					    __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
+}
+
+/* The data write error kept since the last call, or 0. */
+static int take_data_err(struct fs *fs)
+{
+	return __atomic_exchange_n(&fs->j->data_err, 0, __ATOMIC_ACQ_REL);
+}
+
+/* fsync tail: data issued so far durable (after a data=ordered commit,
+ * usually nothing left to do), and the kept data write error. */
+static int sync_data(struct fs *fs)
+{
+	int ret = 0;
+
+	data_wait(fs);
+	if (__atomic_exchange_n(&fs->j->data_dirty, 0, __ATOMIC_ACQ_REL)) {
+		FS_STAT_ADD(fs, flushes, 1);
+		ret = bd_flush(fs->bd);
+	}
+	return ret < 0 ? ret : take_data_err(fs);
+}
+
 /* Commit the running transaction. commit_mutex held, no handle held. */
 static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 {
@@ -814,16 +850,21 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 	if (ret < 0)
 		goto out_abort;
 
-	if (__atomic_exchange_n(&j->data_dirty, 0, __ATOMIC_ACQ_REL) &&
-	    !fs->opts.data_writeback) {
-		ret = bd_flush(fs->bd);
-		FS_STAT_ADD(fs, flushes, 1);
-		if (ret < 0)
-			goto out_abort;
+	if (!fs->opts.data_writeback) {
+		/* data=ordered: data issued so far reaches the device first */
+		data_wait(fs);
+		if (__atomic_exchange_n(&j->data_dirty, 0, __ATOMIC_ACQ_REL)) {
+			ret = bd_flush(fs->bd);
+			FS_STAT_ADD(fs, flushes, 1);
+			if (ret < 0)
+				goto out_abort;
+		}
 	}
 	ret = write_tx(fs, &cs);
 	if (ret < 0)
 		goto out_abort;
+	if (fs->opts.data_writeback)
+		data_wait(fs);	/* before our frees become allocatable */
 	pthread_mutex_lock(&j->lock);
 	j->committed_seq = cs.seq;
 	pthread_mutex_unlock(&j->lock);
@@ -999,8 +1040,11 @@ int fs_tx_end(struct fs_tx *tx)
 	ret = j->aborted;
 	pthread_mutex_unlock(&j->lock);
 	free(tx);
-	if (ret == 0 && sync)
+	if (ret == 0 && sync) {
 		ret = sync_seq(fs, seq);
+		if (ret == 0)
+			ret = sync_data(fs);
+	}
 	return ret;
 }
 
@@ -1060,13 +1104,12 @@ int fs_journal_sync(struct fs *fs)
 	pthread_mutex_unlock(&j->lock);
 	if (ret < 0)
 		return ret;
-	if (!empty)
-		return sync_seq(fs, seq);
-	if (__atomic_exchange_n(&j->data_dirty, 0, __ATOMIC_ACQ_REL)) {
-		FS_STAT_ADD(fs, flushes, 1);
-		return bd_flush(fs->bd);
+	if (!empty) {
+		ret = sync_seq(fs, seq);
+		if (ret < 0)
+			return ret;
 	}
-	return 0;
+	return sync_data(fs);
 }
 
 void fs_journal_data_written(struct fs *fs)
@@ -1205,6 +1248,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 		pthread_join(j->thread, NULL);
 	}
 	if (clean && !fs->ro) {
+		data_wait(fs);	/* fs_core_unmount took the data error */
 		ret = fs_journal_checkpoint(fs, FS_CR_UNMOUNT);
 		if (ret == 0)
 			ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,

@@ -31,33 +31,92 @@ void fs_core_opts_init(struct fs_core_opts *o)
 	o->slot = -1;
 }
 
-static int read_sb(struct fs *fs, char *why, size_t whylen)
+/* Read superblock copy @blk into @sb and check it: 0, or -errno with the
+ * reason in @msg. */
+static int sb_load(struct fs *fs, uint64_t blk, struct fs_sb *sb, char *msg,
+		   size_t msglen)
 {
-	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
 	uint64_t dev_blocks = bd_size(fs->bd) / FS_BLOCK_SIZE;
 	int ret;
 
+	ret = bd_read(fs->bd, sb, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT);
+	if (ret < 0)
+		return fs_why(msg, msglen, ret, "read error");
+	if (sb->hdr.magic != FS_MAGIC || sb->hdr.type != FS_BT_SB)
+		return fs_why(msg, msglen, -EINVAL, "not a ucfs superblock");
+	if (fs_blk_verify(sb, FS_BT_SB, blk) < 0)
+		return fs_why(msg, msglen, -EUCLEAN, "checksum mismatch");
+	return fs_sb_check(sb, dev_blocks, !fs->opts.ro, msg, msglen);
+}
+
+/* The backup is used: a rw mount restores the primary from it (the
+ * superblock never changes after mkfs, so the copy is exact). */
+static int sb_restore(struct fs *fs, struct fs_sb *sb)
+{
+	fs->sb_backup = 1;
+	if (fs->opts.ro)
+		return 0;
+	fs_blk_seal(sb, FS_BT_SB, FS_SB_BLK, sb->hdr.seq);
+	if (bd_write(fs->bd, sb, FS_BLOCK_SIZE, FS_SB_BLK << FS_BLOCK_SHIFT,
+		     BD_IO_FUA) == 0)
+		fs->sb_backup = 2;
+	return 0;
+}
+
+/*
+ * Superblock policy (FORMAT.md "Superblock"): a primary that is a ucfs
+ * superblock but damaged (checksum, geometry) is replaced by a good
+ * backup, with fs->sb_backup / fs->notice saying so. A primary that is
+ * not ucfs at all (overwritten by another format?) is refused unless the
+ * caller asks for the backup (opts.sb_backup), since mounting a device
+ * that now holds something else would destroy it. Version/feature
+ * refusals and truncated devices are never overridden.
+ */
+static int read_sb(struct fs *fs, char *why, size_t whylen)
+{
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	char pmsg[160] = "", bmsg[160] = "", msg[400];
+	int ret, bret = -EINVAL;
+
 	if (sb == NULL)
 		return -ENOMEM;
-	ret = bd_read(fs->bd, sb, FS_BLOCK_SIZE, 0);
-	if (ret < 0) {
-		fs_why(why, whylen, ret, "cannot read the superblock");
-		goto out_free;
+	ret = fs->opts.sb_backup ? -EUCLEAN :
+	      sb_load(fs, FS_SB_BLK, sb, pmsg, sizeof(pmsg));
+	if (ret == 0 || ret == -EIO || ret == -EPROTONOSUPPORT ||
+	    ret == -EFBIG) {
+		if (ret < 0)
+			fs_why(why, whylen, ret, ret == -EIO ?
+			       "cannot read the superblock" : pmsg);
+		goto out_done;
 	}
-	if (sb->hdr.magic != FS_MAGIC || sb->hdr.type != FS_BT_SB) {
-		ret = fs_why(why, whylen, -EINVAL, "not a ucfs filesystem");
-		goto out_free;
+	bret = sb_load(fs, FS_SB_BACKUP_BLK, sb, bmsg, sizeof(bmsg));
+	if (bret == 0 && (ret == -EUCLEAN || fs->opts.sb_backup)) {
+		ret = sb_restore(fs, sb);
+		snprintf(fs->notice, sizeof(fs->notice),
+			 "superblock (block 0) %s%s: mounted with the backup "
+			 "superblock (block 1)%s", fs->opts.sb_backup ?
+			 "ignored (sb=backup)" : "is bad: ", pmsg,
+			 fs->sb_backup == 2 ? ", block 0 rewritten from it" :
+			 "");
+		goto out_done;
 	}
-	if (fs_blk_verify(sb, FS_BT_SB, FS_SB_BLK) < 0) {
-		ret = fs_why(why, whylen, -EUCLEAN,
-			     "superblock checksum mismatch (try the backup "
-			     "in block 1 with fsck.ucfs)");
-		goto out_free;
-	}
-	ret = fs_sb_check(sb, dev_blocks, !fs->opts.ro, why, whylen);
+	if (ret == -EINVAL && bret == 0)
+		snprintf(msg, sizeof(msg), "not a ucfs filesystem (block 0), "
+			 "but block 1 holds a valid ucfs backup superblock: if "
+			 "block 0 was overwritten by mistake, mount with the "
+			 "backup (sb=backup)");
+	else if (ret == -EINVAL)
+		snprintf(msg, sizeof(msg), "not a ucfs filesystem");
+	else
+		snprintf(msg, sizeof(msg), "superblock (block 0): %s; backup "
+			 "superblock (block 1): %s", fs->opts.sb_backup ?
+			 "not used (sb=backup)" : pmsg, bmsg);
+	if (fs->opts.sb_backup && bret < 0)
+		ret = bret;
+	fs_why(why, whylen, ret, msg);
+out_done:
 	if (ret == 0)
 		memcpy(&fs->sb, sb, sizeof(*sb));
-out_free:
 	free(sb);
 	return ret;
 }
@@ -159,6 +218,7 @@ static int release_slot(struct fs *fs)
 
 static void fs_free_all(struct fs *fs)
 {
+	fs_data_destroy(fs);
 	fs_alloc_destroy(fs);
 	fs_cache_destroy(fs);
 	if (fs->own_bd)
@@ -197,6 +257,20 @@ out_free:
 	return ret;
 }
 
+/* cache_mb is shared: the data write-behind copies get fs_data_share(),
+ * the metadata cache the rest. */
+static int cache_data_init(struct fs *fs, unsigned cache_mb)
+{
+	unsigned mb = cache_mb == 0 ? 256 : cache_mb;
+	unsigned share = (unsigned)(fs_data_share(mb) >> 20);
+	int ret;
+
+	ret = fs_cache_init(fs, mb > share ? mb - share : 1);
+	if (ret == 0)
+		ret = fs_data_init(fs, mb);
+	return ret;
+}
+
 int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 		  struct fs **out, char *why, size_t whylen)
 {
@@ -219,7 +293,7 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 	ret = mount_slots(fs, why, whylen);
 	if (ret < 0)
 		goto out_free;
-	ret = fs_cache_init(fs, o->cache_mb);
+	ret = cache_data_init(fs, o->cache_mb);
 	if (ret < 0)
 		goto out_free;
 	ret = fs_alloc_init(fs);
@@ -240,6 +314,27 @@ out_free:
 	return ret;
 }
 
+/* bd_file_open, waiting up to @wait_ms while the device is held
+ * exclusively (-EBUSY) by someone else: a daemon whose mount was just
+ * unmounted keeps its claim until it has written everything back. */
+static int open_wait(const char *path, unsigned flags, unsigned wait_ms,
+		     struct bd_dev **bd)
+{
+	struct timespec nap = { 0, 50 * 1000 * 1000 };
+	unsigned waited = 0;
+	int ret;
+
+	for (;;) {
+		ret = bd_file_open(path, flags, bd);
+		if (ret == -EINVAL)	/* O_DIRECT refused (tmpfs) */
+			ret = bd_file_open(path, flags | BD_BUFFERED, bd);
+		if (ret != -EBUSY || waited >= wait_ms)
+			return ret;
+		nanosleep(&nap, NULL);
+		waited += 50;
+	}
+}
+
 int fs_core_open(const char *path, const struct fs_core_opts *o,
 		 struct fs **out, char *why, size_t whylen)
 {
@@ -251,12 +346,16 @@ int fs_core_open(const char *path, const struct fs_core_opts *o,
 		flags |= BD_RDONLY;
 	if (o->nolock && !o->ro)
 		flags |= BD_EXCL;
-	ret = bd_file_open(path, flags, &bd);
-	if (ret == -EINVAL)	/* O_DIRECT refused (tmpfs) */
-		ret = bd_file_open(path, flags | BD_BUFFERED, &bd);
-	if (ret == -EBUSY)
-		return fs_why(why, whylen, ret,
-			      "already mounted with lockproto=nolock");
+	ret = open_wait(path, flags, o->busy_wait_ms ? o->busy_wait_ms :
+			10000, &bd);
+	if (ret == -EBUSY) {
+		char msg[160];
+
+		snprintf(msg, sizeof(msg), "already mounted with "
+			 "lockproto=nolock (device still held after %u ms)",
+			 o->busy_wait_ms ? o->busy_wait_ms : 10000);
+		return fs_why(why, whylen, ret, msg);
+	}
 	if (ret < 0) {
 		char msg[128];
 
@@ -275,10 +374,13 @@ int fs_core_open(const char *path, const struct fs_core_opts *o,
 
 int fs_core_unmount(struct fs *fs)
 {
-	int ret, r2 = 0;
+	int ret, r2 = 0, derr;
 
 	if (fs == NULL)
 		return 0;
+	/* file data written back first; a data write error is reported
+	 * but does not keep the journal from being made clean */
+	derr = fs->ro ? 0 : fs_journal_sync(fs);
 	ret = fs_journal_shutdown(fs, 1);
 	if (!fs->ro && ret == 0) {
 		r2 = release_slot(fs);
@@ -286,7 +388,7 @@ int fs_core_unmount(struct fs *fs)
 			r2 = bd_flush(fs->bd);
 	}
 	fs_free_all(fs);
-	return ret < 0 ? ret : r2;
+	return ret < 0 ? ret : r2 < 0 ? r2 : derr;
 }
 
 void fs_core_abandon(struct fs *fs)

@@ -81,7 +81,7 @@ enum {
 #define LK_NAME_STR 16
 struct lk_name {
 	uint16_t type;
-	uint16_t slen;	  /* bytes used in str (0..LK_NAME_STR) */
+	uint16_t slen;	   /* bytes used in str (0..LK_NAME_STR) */
 	uint32_t reserved; /* zero */
 	uint64_t num;
 	char str[LK_NAME_STR];
@@ -167,7 +167,8 @@ uint32_t lk_ls_nodeid(const struct lk_ls *ls);
  * queued (completion callback follows). With LK_NOQUEUE a request that
  * cannot be granted returns -EAGAIN directly when the master is this node
  * (no handle), else through the completion. -EINVAL (mode, flags, name),
- * -ENOMEM, -ESHUTDOWN (closing, or this node was fenced out). Any thread, including callbacks. Never blocks.
+ * -ENOMEM, -ESHUTDOWN (closing, or this node was fenced out). Any
+ * thread, including callbacks. Never blocks.
  */
 int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
@@ -187,7 +188,8 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 /*
  * Convert a granted lock to @mode (up or down). Same return convention as
  * lk_lock. Until it completes the lock protects only what both the old
- * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if a request or conversion is already pending, -EINVAL.
+ * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if
+ * a request or conversion is already pending, -EINVAL.
  * A down-conversion from PW/EX writes the value block back (LK_VALBLK).
  */
 int lk_convert(struct lk_lock *lk, int mode, unsigned flags);
@@ -225,9 +227,9 @@ int lk_wait(struct lk_lock *lk);
 int lk_lock_mode(const struct lk_lock *lk);
 /* 1 if granted and nothing pending. */
 int lk_lock_granted(const struct lk_lock *lk);
-/* Copy the value block into @buf (LK_LVB_LEN). 0, or -ENODATA if marked
- * invalid (buf still filled, zeroed), -EINVAL if the lock has no
- * LK_VALBLK or is not granted. */
+/* Copy the value block into @buf (LK_LVB_LEN). 0, or -ENODATA if it is
+ * invalid — no value written yet, or a PW/EX holder died (buf zeroed) —
+ * or -EINVAL if the lock has no LK_VALBLK or is not granted. */
 int lk_lvb_get(const struct lk_lock *lk, void *buf);
 /* Set the value block to write back at the next down-conversion from or
  * unlock of PW/EX (kept, not overwritten, across an up-conversion PW ->
@@ -247,18 +249,18 @@ int lk_lvb_set(struct lk_lock *lk, const void *buf);
 #define LK_MAX_NODES 64	   /* node ids 1..63 */
 
 struct lk_counts {
-	uint64_t requests;	/* lk_lock + lk_lock_batch entries */
-	uint64_t grants_local;	/* granted by this node as master */
-	uint64_t grants_remote; /* granted by another master */
-	uint64_t cache_hits;	/* re-acquired from the hold cache */
-	uint64_t waits;		/* had to queue behind a conflict */
-	uint64_t conversions;	/* lk_convert calls */
-	uint64_t demotes;	/* down-conversions and unlocks of PW/EX */
-	uint64_t basts_sent;	/* blocking callbacks this master sent */
-	uint64_t basts_recv;	/* blocking callbacks this node got */
-	int64_t srtt, srttvar;	/* remote, granted without waiting */
+	uint64_t requests;	 /* lk_lock + lk_lock_batch entries */
+	uint64_t grants_local;	 /* granted by this node as master */
+	uint64_t grants_remote;	 /* granted by another master */
+	uint64_t cache_hits;	 /* re-acquired from the hold cache */
+	uint64_t waits;		 /* had to queue behind a conflict */
+	uint64_t conversions;	 /* lk_convert calls */
+	uint64_t demotes;	 /* down-conversions and unlocks of PW/EX */
+	uint64_t basts_sent;	 /* blocking callbacks this master sent */
+	uint64_t basts_recv;	 /* blocking callbacks this node got */
+	int64_t srtt, srttvar;	 /* remote, granted without waiting */
 	int64_t srttb, srttvarb; /* remote, granted after waiting */
-	int64_t sirt, sirtvar;	/* between requests */
+	int64_t sirt, sirtvar;	 /* between requests */
 };
 
 struct lk_type_stats {

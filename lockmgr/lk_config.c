@@ -72,9 +72,8 @@ static int load_node(json_t *n, struct lk_node_cfg *nc, const char **why)
 	memset(nc, 0, sizeof(*nc));
 	nc->addr.sin_family = AF_INET;
 	nc->addr.sin_port = htons((uint16_t)port);
-	if (!json_is_string(addr) ||
-	    inet_pton(AF_INET, json_string_value(addr),
-		      &nc->addr.sin_addr) != 1)
+	if (!json_is_string(addr) || inet_pton(AF_INET, json_string_value(addr),
+					       &nc->addr.sin_addr) != 1)
 		return -EINVAL;
 	nc->id = id;
 	*why = NULL;
@@ -91,7 +90,8 @@ static int load_nodes(json_t *arr, struct lk_config *cfg, const char **why)
 		*why = "nodes must be a non-empty array of at most 63";
 		return -EINVAL;
 	}
-	json_array_foreach(arr, i, n) {
+	json_array_foreach(arr, i, n)
+	{
 		struct lk_node_cfg *nc = &cfg->node[cfg->nnodes];
 
 		if (load_node(n, nc, why) != 0)
@@ -123,6 +123,10 @@ static int load_root(json_t *root, struct lk_config *cfg, const char **why)
 	crypto_generichash((uint8_t *)&cfg->cluster_hash,
 			   sizeof(cfg->cluster_hash), (uint8_t *)cfg->cluster,
 			   strlen(cfg->cluster), NULL, 0);
+	if (get_uint(root, "toss_ms", 10000, 3600000, &cfg->toss_ms)) {
+		*why = "toss_ms must be 0..3600000";
+		return -EINVAL;
+	}
 	if (get_uint(root, "heartbeat_ms", 200, 60000, &cfg->heartbeat_ms) ||
 	    get_uint(root, "timeout_ms", 2000, 600000, &cfg->timeout_ms) ||
 	    cfg->heartbeat_ms == 0 || cfg->timeout_ms < 2 * cfg->heartbeat_ms) {
@@ -148,8 +152,7 @@ static int load_root(json_t *root, struct lk_config *cfg, const char **why)
 	return load_secret(json_string_value(secret), cfg->key, why);
 }
 
-int lk_config_load(const char *path, struct lk_config *cfg,
-		   const char **why)
+int lk_config_load(const char *path, struct lk_config *cfg, const char **why)
 {
 	json_error_t err;
 	json_t *root;

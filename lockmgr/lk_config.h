@@ -4,6 +4,7 @@
  *
  *   { "cluster": "demo", "secret_file": "/etc/ucfs/secret",
  *     "heartbeat_ms": 200, "timeout_ms": 2000, "two_node": false,
+ *     "toss_ms": 10000,
  *     "nodes": [ { "id": 1, "addr": "127.0.0.1", "port": 7001 },
  *                { "id": 2, "addr": "127.0.0.2", "port": 7001 } ] }
  *
@@ -28,6 +29,7 @@ struct lk_config {
 	uint64_t cluster_hash; /* of the name: peers must agree */
 	uint8_t key[32];       /* HMAC key */
 	unsigned heartbeat_ms, timeout_ms;
+	unsigned toss_ms; /* keep unused resources this long (10000) */
 	int two_node;
 	unsigned nnodes;
 	struct lk_node_cfg node[LK_MAX_NODES]; /* indexed by position */
@@ -35,8 +37,7 @@ struct lk_config {
 };
 
 /* Parse @path. 0, or -ENOENT/-EACCES (files), -EINVAL with *why set. */
-int lk_config_load(const char *path, struct lk_config *cfg,
-		   const char **why);
+int lk_config_load(const char *path, struct lk_config *cfg, const char **why);
 const struct lk_node_cfg *lk_config_node(const struct lk_config *cfg,
 					 uint32_t id);
 /* Members needed for quorum: strict majority, or 1 in two-node mode. */

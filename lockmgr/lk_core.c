@@ -191,8 +191,8 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 /* Put @res on the toss list if nothing on this node uses it. */
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 {
-	if (res->on_toss || !lk_list_empty(&res->locks) ||
-	    res->q.nlocks != 0 || res->lookup_sent)
+	if (res->on_toss || !lk_list_empty(&res->locks) || res->q.nlocks != 0 ||
+	    res->lookup_sent)
 		return;
 	res->on_toss = 1;
 	res->toss_time = lk_now_ns();
@@ -210,7 +210,7 @@ static void toss_free(struct lk_ls *ls, struct lk_res *res)
 			lk_dir_remove(ls, &res->name, res->hash, ls->nodeid);
 		} else {
 			struct lk_rec_name *r =
-				lk_out_add(ls, dir, LK_M_REMOVE);
+			    lk_out_add(ls, dir, LK_M_REMOVE);
 
 			if (r != NULL) {
 				r->name = res->name;
@@ -228,7 +228,7 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now)
 		return;
 	while (!lk_list_empty(&ls->toss)) {
 		struct lk_res *res =
-			LK_CONTAINER(ls->toss.next, struct lk_res, toss);
+		    LK_CONTAINER(ls->toss.next, struct lk_res, toss);
 
 		if (now - res->toss_time < ls->toss_ns)
 			break;
@@ -319,8 +319,8 @@ static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
 	lk->deferred_op = (uint8_t)op;
 }
 
-static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk,
-			  unsigned type, int mode, int with_lvb)
+static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
+			  int mode, int with_lvb)
 {
 	struct lk_rec_lock *r = lk_out_add(ls, lk->res->master, type);
 
@@ -343,8 +343,8 @@ static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 	struct lk_rec_name *r;
 
 	if (dir == ls->nodeid) {
-		res->master = lk_dir_lookup(ls, &res->name, res->hash,
-					    ls->nodeid);
+		res->master =
+		    lk_dir_lookup(ls, &res->name, res->hash, ls->nodeid);
 		lk_res_master_known(ls, res);
 		return;
 	}
@@ -387,7 +387,7 @@ void lk_res_master_known(struct lk_ls *ls, struct lk_res *res)
 	struct lk_list *l, *n;
 
 	res->lookup_sent = 0;
-	lk_list_each(l, n, &res->locks) {
+	lk_list_each (l, n, &res->locks) {
 		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
 
 		if (lk->state == LK_S_NEW && lk->deferred_op == 0)
@@ -396,8 +396,8 @@ void lk_res_master_known(struct lk_ls *ls, struct lk_res *res)
 	lk_res_maybe_toss(ls, res);
 }
 
-void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
-		     int mode, const struct lk_rec_reply *r)
+void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
+		     const struct lk_rec_reply *r)
 {
 	int failed_new = 0;
 
@@ -424,8 +424,9 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 	lk->rqmode = -1;
 	lk->status = status;
 	lk->cancel_pending = 0;
-	__atomic_add_fetch(&lk->cseq, 1, __ATOMIC_RELEASE);
-	if (lk->waiters > 0)
+	if (lk->wcv != NULL)
+		pthread_cond_signal(lk->wcv); /* wake just that thread */
+	if (lk->waiters > (lk->wcv != NULL))
 		pthread_cond_broadcast(&ls->cv);
 	if (lk == ls->sync_lkb)
 		lk->sync_done = 1;
@@ -486,7 +487,7 @@ void lk_core_kick_deferred(struct lk_ls *ls)
 {
 	while (!lk_list_empty(&ls->deferred)) {
 		struct lk_lock *lk =
-			LK_CONTAINER(ls->deferred.next, struct lk_lock, dlink);
+		    LK_CONTAINER(ls->deferred.next, struct lk_lock, dlink);
 		int op = lk->deferred_op;
 
 		lkb_undefer(lk);
@@ -600,8 +601,8 @@ static void rx_reply(struct lk_ls *ls, const struct lk_rec_reply *r)
 {
 	struct lk_lock *lk = lk_lkb_find(ls, r->lkid);
 
-	if (lk == NULL || (lk->state != LK_S_WAITING &&
-			   lk->state != LK_S_CONVERTING)) {
+	if (lk == NULL ||
+	    (lk->state != LK_S_WAITING && lk->state != LK_S_CONVERTING)) {
 		ls->stats.bad_frames++;
 		lk_log(ls, 1, "reply for lock %llu in no pending state",
 		       (unsigned long long)r->lkid);
@@ -699,12 +700,11 @@ static int check_args(int mode, unsigned flags, const struct lk_name *n)
 }
 
 /* A cached lock of @res covering @mode, or NULL. */
-static struct lk_lock *cache_find(struct lk_res *res, int mode,
-				  unsigned flags)
+static struct lk_lock *cache_find(struct lk_res *res, int mode, unsigned flags)
 {
 	struct lk_list *l, *n;
 
-	lk_list_each(l, n, &res->locks) {
+	lk_list_each (l, n, &res->locks) {
 		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
 
 		if (lk->cached && lk->state == LK_S_GRANTED &&
@@ -867,8 +867,7 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 	} else {
 		fill_lock_rec(ls, lk, LK_M_CONVERT, mode,
 			      (lk->flags & LK_VALBLK) &&
-				      lk_lvb_op(lk->grmode, mode) ==
-					      LK_LVB_WRITE);
+				  lk_lvb_op(lk->grmode, mode) == LK_LVB_WRITE);
 	}
 	lk_out_flush(ls);
 out_unlock:
@@ -934,8 +933,7 @@ int lk_cancel(struct lk_lock *lk)
 		ret = -EALREADY;
 	} else if (lk->cancel_pending) {
 		ret = 0;
-	} else if (lk->state == LK_S_NEW ||
-		   lk->deferred_op == LK_M_REQUEST ||
+	} else if (lk->state == LK_S_NEW || lk->deferred_op == LK_M_REQUEST ||
 		   lk->deferred_op == LK_M_CONVERT) {
 		/* the master has not seen it yet */
 		lkb_undefer(lk);
@@ -966,12 +964,26 @@ int lk_wait(struct lk_lock *lk)
 	struct lk_ls *ls = lk->ls;
 	int st;
 
+	pthread_cond_t own;
+	int mine = 0;
+
 	pthread_mutex_lock(&ls->mu);
 	lk->refs++;
+	if (pending(lk) && lk->wcv == NULL) {
+		/* the first waiter sleeps on its own condvar, so that a
+		 * completion wakes it and nobody else */
+		pthread_cond_init(&own, NULL);
+		lk->wcv = &own;
+		mine = 1;
+	}
 	lk->waiters++;
 	while (pending(lk))
-		pthread_cond_wait(&ls->cv, &ls->mu);
+		pthread_cond_wait(mine ? &own : &ls->cv, &ls->mu);
 	lk->waiters--;
+	if (mine) {
+		lk->wcv = NULL;
+		pthread_cond_destroy(&own);
+	}
 	st = lk->status;
 	lk_lkb_put(lk);
 	pthread_mutex_unlock(&ls->mu);

@@ -43,8 +43,8 @@ void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 }
 
 /* The master of @n; makes @requester the master if there is none. */
-uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n,
-		       uint64_t hash, uint32_t requester)
+uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
+		       uint32_t requester)
 {
 	struct lk_dirent *d = *slot(ls, n, hash);
 
@@ -54,8 +54,8 @@ uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n,
 	return requester;
 }
 
-void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n,
-		   uint64_t hash, uint32_t master)
+void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
+		   uint32_t master)
 {
 	struct lk_dirent **pp = slot(ls, n, hash);
 	struct lk_dirent *d = *pp;

@@ -50,8 +50,7 @@ void lk_rsq_init(struct lk_rsq *q)
 	q->lvb_valid = 0; /* no value until a PW/EX holder writes one */
 }
 
-void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid,
-		void *owner)
+void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid, void *owner)
 {
 	memset(rq, 0, sizeof(*rq));
 	lk_list_init(&rq->link);
@@ -68,10 +67,10 @@ static int compat_others(struct lk_rsq *q, struct lk_rq *self, int mode)
 {
 	struct lk_list *l, *n;
 
-	lk_list_each(l, n, &q->grantq)
+	lk_list_each (l, n, &q->grantq)
 		if (rq_of(l) != self && !lk_mode_compat(mode, rq_of(l)->grmode))
 			return 0;
-	lk_list_each(l, n, &q->convertq)
+	lk_list_each (l, n, &q->convertq)
 		if (rq_of(l) != self && !lk_mode_compat(mode, rq_of(l)->grmode))
 			return 0;
 	return 1;
@@ -109,12 +108,12 @@ static void write_lvb(struct lk_rsq *q, const void *lvb)
 static void bast_holders(struct lk_rsq *q, struct lk_rq *want, int mode,
 			 const struct lk_grant_out *out)
 {
-	struct lk_list *heads[2] = { &q->grantq, &q->convertq };
+	struct lk_list *heads[2] = {&q->grantq, &q->convertq};
 	struct lk_list *l, *n;
 	struct lk_rq *h;
 
 	for (int i = 0; i < 2; i++) {
-		lk_list_each(l, n, heads[i]) {
+		lk_list_each (l, n, heads[i]) {
 			h = rq_of(l);
 			if (h == want || lk_mode_compat(mode, h->grmode))
 				continue;
@@ -130,7 +129,7 @@ static void send_basts(struct lk_rsq *q, const struct lk_grant_out *out)
 {
 	struct lk_list *l, *n;
 
-	lk_list_each(l, n, &q->convertq)
+	lk_list_each (l, n, &q->convertq)
 		bast_holders(q, rq_of(l), rq_of(l)->rqmode, out);
 	if (!lk_list_empty(&q->waitq)) {
 		struct lk_rq *head = rq_of(q->waitq.next);
@@ -151,8 +150,8 @@ static int on_cycle(struct lk_rq **cv, size_t n, size_t i, char *seen,
 		size_t a = stack[--sp];
 
 		for (size_t b = 0; b < n; b++) {
-			if (b == a || lk_mode_compat(cv[a]->rqmode,
-						     cv[b]->grmode))
+			if (b == a ||
+			    lk_mode_compat(cv[a]->rqmode, cv[b]->grmode))
 				continue;
 			if (b == i)
 				return 1;
@@ -174,7 +173,7 @@ static int break_deadlock(struct lk_rsq *q, const struct lk_grant_out *out)
 	char *seen;
 	int found = 0;
 
-	lk_list_each(l, n, &q->convertq)
+	lk_list_each (l, n, &q->convertq)
 		cnt++;
 	if (cnt < 2)
 		return 0;
@@ -183,7 +182,7 @@ static int break_deadlock(struct lk_rsq *q, const struct lk_grant_out *out)
 		return 0;
 	stack = (size_t *)(cv + cnt);
 	seen = (char *)(stack + cnt);
-	lk_list_each(l, n, &q->convertq)
+	lk_list_each (l, n, &q->convertq)
 		cv[k++] = rq_of(l);
 	for (size_t i = cnt; i-- > 0;) {
 		if (on_cycle(cv, cnt, i, seen, stack)) {
@@ -204,7 +203,7 @@ static void grant_waiters(struct lk_rsq *q, const struct lk_grant_out *out)
 
 	if (q->hold) {
 		/* recovery: only LK_NOEXP requests, in order, may pass */
-		lk_list_each(l, n, &q->waitq)
+		lk_list_each (l, n, &q->waitq)
 			if ((rq_of(l)->flags & LK_NOEXP) &&
 			    can_grant(q, rq_of(l)))
 				do_grant(q, rq_of(l), out);
@@ -224,7 +223,7 @@ void lk_grant_pending(struct lk_rsq *q, const struct lk_grant_out *out)
 	struct lk_list *l, *n;
 
 again:
-	lk_list_each(l, n, &q->convertq) {
+	lk_list_each (l, n, &q->convertq) {
 		if (can_grant(q, rq_of(l))) {
 			do_grant(q, rq_of(l), out);
 			goto again;
@@ -360,6 +359,11 @@ static int check_queue(const struct lk_list *h, int queue, uint32_t *cnt)
 	return 0;
 }
 
+static int grmode_of(const struct lk_list *l)
+{
+	return LK_CONTAINER(l, struct lk_rq, link)->grmode;
+}
+
 static int check_compat(const struct lk_list *a, const struct lk_list *b)
 {
 	const struct lk_list *x, *y;
@@ -367,9 +371,7 @@ static int check_compat(const struct lk_list *a, const struct lk_list *b)
 	for (x = a->next; x != a; x = x->next)
 		for (y = b->next; y != b; y = y->next)
 			if (x != y &&
-			    !lk_mode_compat(
-				    LK_CONTAINER(x, struct lk_rq, link)->grmode,
-				    LK_CONTAINER(y, struct lk_rq, link)->grmode))
+			    !lk_mode_compat(grmode_of(x), grmode_of(y)))
 				return -EPROTO;
 	return 0;
 }

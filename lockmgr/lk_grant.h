@@ -59,8 +59,8 @@ struct lk_rsq {
 	uint8_t lvb[LK_LVB_LEN];
 	uint64_t lvb_seq; /* bumped at each write-back */
 	uint8_t lvb_valid;
-	uint8_t hold;	  /* 1: grant nothing (recovery) but LK_NOEXP */
-	uint32_t nlocks;  /* rqs on any queue */
+	uint8_t hold;	 /* 1: grant nothing (recovery) but LK_NOEXP */
+	uint32_t nlocks; /* rqs on any queue */
 };
 
 /* Outcomes. grant: a queued or immediate request/conversion of @rq
@@ -84,8 +84,7 @@ int lk_lvb_op(int from, int to);
 int lk_mode_meet(int a, int b);
 
 void lk_rsq_init(struct lk_rsq *q);
-void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid,
-		void *owner);
+void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid, void *owner);
 
 /* New request of @rq (LK_Q_NONE) for @mode with @flags. Reports the
  * outcome through @out (maybe at once). */

@@ -20,14 +20,16 @@
  * -------
  * 1. ls->mu — the lockspace lock. Protects every field of struct lk_ls not
  *    marked otherwise, every struct lk_res, struct lk_lock (but the fields
- *    marked "immutable"), struct lk_mst and directory entries, and the
- *    transport's output buffers (lk_net's out queues, via xmit). Public API
- *    calls, the network thread (for each received frame and each timer
- *    tick) and the callback thread (to pop events) take it. It is never
- *    held while a user callback runs.
- * 2. net->conn_mu (lk_net.c) — connection table changes; taken inside
- *    ls->mu by xmit, never the other way round.
- * Order: ls->mu before net->conn_mu. No other locks.
+ *    marked "immutable"), struct lk_mst and directory entries, the
+ *    membership state (lk_member.c) and the whole transport state
+ *    (lk_net.c: connections and their buffers). Public API calls, the
+ *    network thread (for everything but epoll_wait) and the callback
+ *    thread (to pop events) take it. It is never held while a user
+ *    callback runs, and nothing blocks while holding it (sockets are
+ *    non-blocking).
+ * There is no other lock: no lock order to keep. ls->cv (lk_wait
+ * without an own condvar, quorum, close), ls->cbcv (callback thread) and
+ * a waiter's own condvar (struct lk_lock.wcv) are all used with ls->mu.
  *
  * The core (lk_core/master/dir/recover) never touches sockets or threads:
  * it emits frames through ls->xp.xmit and callbacks through ls->cbq, so
@@ -74,37 +76,42 @@ struct lk_res {
 	uint32_t master;      /* node id, 0 = unknown */
 	uint8_t lookup_sent;  /* LOOKUP in flight */
 	uint8_t on_toss;
-	struct lk_rsq q;	/* master side: queues + LVB */
-	struct lk_list locks;	/* this node's lkbs (lkb->res_link) */
-	struct lk_list toss;	/* on ls->toss when unused */
-	uint64_t toss_time;	/* ns, when put on the toss list */
-	uint64_t last_req;	/* ns, for sirt */
-	uint8_t remaster;	/* recovery: old master died */
-	int8_t rc_mode;		/* recovery: best mode seen with an LVB */
-	uint64_t rc_seq;	/* recovery: its sequence */
+	struct lk_rsq q;      /* master side: queues + LVB */
+	struct lk_list locks; /* this node's lkbs (lkb->res_link) */
+	struct lk_list toss;  /* on ls->toss when unused */
+	uint64_t toss_time;   /* ns, when put on the toss list */
+	uint64_t last_req;    /* ns, for sirt */
+	uint8_t remaster;     /* recovery: old master died */
+	int8_t rc_mode;	      /* recovery: best mode seen with an LVB */
+	uint64_t rc_seq;      /* recovery: its sequence */
 	uint8_t rc_lvb[LK_LVB_LEN];
+	uint8_t rc_valid; /* recovery: validity of rc_lvb at rank 4 */
+	uint8_t ho;	  /* a leaving master handed us its LVB: */
+	uint8_t ho_valid;
+	uint64_t ho_seq;
+	uint8_t ho_lvb[LK_LVB_LEN];
 	struct lk_counts stats;
 };
 
 /* lkb states on the requesting node */
 enum lk_lkb_state {
-	LK_S_NEW = 0,	/* waiting for the master lookup */
-	LK_S_WAITING,	/* request sent / queued at master */
-	LK_S_GRANTED,	/* granted, nothing pending */
+	LK_S_NEW = 0, /* waiting for the master lookup */
+	LK_S_WAITING, /* request sent / queued at master */
+	LK_S_GRANTED, /* granted, nothing pending */
 	LK_S_CONVERTING,
-	LK_S_DEAD,	/* unlocked, waiting for last reference */
+	LK_S_DEAD, /* unlocked, waiting for last reference */
 };
 
 struct lk_lock {
-	struct lk_ls *ls;     /* immutable */
-	struct lk_res *res;   /* immutable */
-	uint64_t lkid;	      /* immutable, unique in this lockspace */
-	struct lk_lock *hnext; /* ls->lkb_hash chain */
+	struct lk_ls *ls;	 /* immutable */
+	struct lk_res *res;	 /* immutable */
+	uint64_t lkid;		 /* immutable, unique in this lockspace */
+	struct lk_lock *hnext;	 /* ls->lkb_hash chain */
 	struct lk_list res_link; /* res->locks */
-	struct lk_rq rq;      /* master-side entry when res is mastered here */
-	uint8_t state;	      /* enum lk_lkb_state */
+	struct lk_rq rq; /* master-side entry when res is mastered here */
+	uint8_t state;	 /* enum lk_lkb_state */
 	int8_t grmode, rqmode;
-	uint8_t cached;	      /* idle in the hold cache */
+	uint8_t cached; /* idle in the hold cache */
 	uint8_t cancel_pending;
 	uint8_t sync_done;    /* completed inside its own API call */
 	uint8_t unlock_ivlvb; /* pending unlock invalidates the LVB */
@@ -113,13 +120,12 @@ struct lk_lock {
 	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */
 	struct lk_list dlink; /* ls->deferred while deferred_op != 0 */
 	uint8_t lvb_valid;
-	uint8_t lvb_dirty;    /* set by lk_lvb_set, not yet written back */
-	uint32_t flags;	      /* LK_* of the lock/pending op */
-	int status;	      /* last completion status */
-	uint32_t cseq;	      /* completions so far; atomic reads allowed
-				 without ls->mu (lk_wait spins on it) */
-	int refs;	      /* user + callback queue + waiters */
-	int waiters;	      /* threads in lk_wait */
+	uint8_t lvb_dirty;   /* set by lk_lvb_set, not yet written back */
+	uint32_t flags;	     /* LK_* of the lock/pending op */
+	int status;	     /* last completion status */
+	int refs;	     /* user + callback queue + waiters */
+	int waiters;	     /* threads in lk_wait */
+	pthread_cond_t *wcv; /* the sole waiter's own condvar, or NULL */
 	const struct lk_lock_ops *ops;
 	void *arg;
 	uint8_t lvb[LK_LVB_LEN];
@@ -145,8 +151,8 @@ struct lk_dirent {
 enum lk_cb_kind { LK_CB_COMP = 1, LK_CB_BAST, LK_CB_RECOVER };
 struct lk_cbev {
 	uint8_t kind;
-	int val;	  /* status, mode or node id */
-	uint64_t gen;	  /* RECOVER: generation it belongs to */
+	int val;	    /* status, mode or node id */
+	uint64_t gen;	    /* RECOVER: generation it belongs to */
 	struct lk_lock *lk; /* holds a reference; NULL for RECOVER */
 };
 
@@ -157,35 +163,35 @@ enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
 
 struct lk_ls {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;    /* lk_wait, quorum, close; with mu */
-	uint32_t nodeid;      /* immutable */
-	struct lk_xport xp;   /* immutable after open */
+	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
+	uint32_t nodeid;    /* immutable */
+	struct lk_xport xp; /* immutable after open */
 	int closing;
 
 	/* membership, set by recovery */
-	uint64_t gen;	  /* generation in force (0 = none yet) */
-	uint64_t members; /* bitmap of members of gen */
+	uint64_t gen;		     /* generation in force (0 = none yet) */
+	uint64_t members;	     /* bitmap of members of gen */
 	uint32_t memv[LK_MAX_NODES]; /* members, sorted */
 	unsigned nmemb;
 	int quorate;
-	int fenced;	  /* excluded from the membership: no more locks */
+	int fenced;	      /* excluded from the membership: no more locks */
 	unsigned quorum_need; /* members needed for quorum (0: always) */
 
 	/* recovery (lk_recover.c) */
-	int rphase;	       /* 0 running, 1..5 */
-	uint64_t rgen;	       /* generation being recovered to */
-	uint64_t rmembers;     /* its members */
-	uint64_t rdead;	       /* died (callbacks owed), since last done */
+	int rphase;	   /* 0 running, 1..5 */
+	uint64_t rgen;	   /* generation being recovered to */
+	uint64_t rmembers; /* its members */
+	uint64_t rdead;	   /* died (callbacks owed), since last done */
 	uint64_t rdone[LK_RS_NPHASES + 1]; /* DONE(p) received from */
-	unsigned rlookups;     /* RLOOKUPs awaiting reply */
-	int ruser_pending;     /* user recover callbacks not yet run */
-	int rphase_sent;       /* phase whose DONE we already sent */
+	unsigned rlookups;		   /* RLOOKUPs awaiting reply */
+	int ruser_pending; /* user recover callbacks not yet run */
+	int rphase_sent;   /* phase whose DONE we already sent */
 	uint64_t rstart_ns;
-	struct lk_saved *saved; /* new-gen frames held until phase 5 */
+	struct lk_saved *saved;	      /* new-gen frames held until phase 5 */
 	struct lk_rec_name *rl_saved; /* RLOOKUPs held until phase 3 */
 	uint32_t *rl_from;
 	size_t rl_n, rl_cap;
-	uint64_t fut_gen;      /* DONEs of a generation not started yet */
+	uint64_t fut_gen; /* DONEs of a generation not started yet */
 	uint64_t fut_done[LK_RS_NPHASES + 1];
 	uint64_t fut_dead;
 	uint64_t left;	       /* nodes that said LEAVE (not dead) */
@@ -200,7 +206,7 @@ struct lk_ls {
 	uint64_t nres, ndir;
 	struct lk_list toss;
 	struct lk_list deferred; /* lkbs with a deferred_op */
-	uint64_t toss_ns;	/* keep unused resources this long */
+	uint64_t toss_ns;	 /* keep unused resources this long */
 	uint64_t next_lkid;
 	struct lk_lock *sync_lkb; /* lkb whose API call is running */
 
@@ -235,7 +241,7 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 void lk_core_destroy(struct lk_ls *ls);
 uint64_t lk_now_ns(void);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Handle one validated frame from @sender; ls->mu held. */
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		size_t len);
@@ -248,8 +254,8 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
 void lk_res_free(struct lk_ls *ls, struct lk_res *res);
 struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
 void lk_lkb_put(struct lk_lock *lk);
-void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status,
-		     int mode, const struct lk_rec_reply *r);
+void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
+		     const struct lk_rec_reply *r);
 void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode);
 void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk);
 void lk_res_master_known(struct lk_ls *ls, struct lk_res *res);
@@ -268,20 +274,19 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 extern const struct lk_grant_out lk_master_out_ops;
 void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 		       const struct lk_rec_lock *r);
-void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk,
-			unsigned type);
+void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
 struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid);
-struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res,
-			  uint32_t node, uint64_t lkid);
+struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
+			  uint64_t lkid);
 void lk_mst_free(struct lk_ls *ls, struct lk_mst *m);
-void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq,
-			uint8_t *lvbf, uint64_t *seq, uint8_t *lvb);
+void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
+			uint64_t *seq, uint8_t *lvb);
 
 /* lk_dir.c */
-uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n,
-		       uint64_t hash, uint32_t requester);
-void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n,
-		   uint64_t hash, uint32_t master);
+uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
+		       uint32_t requester);
+void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
+		   uint32_t master);
 void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		uint32_t master);
 void lk_dir_clear(struct lk_ls *ls);
@@ -309,9 +314,12 @@ int lk_recover_filter(struct lk_ls *ls, uint32_t sender, const void *frame,
 void lk_recover_user_done(struct lk_ls *ls, uint64_t gen);
 /* Did the others form a generation without us after ours? Then fence
  * (1 returned). */
-int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
-			   uint64_t prev_gen, uint64_t prev);
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender, uint64_t prev_gen,
+			   uint64_t prev);
 void lk_recover_free(struct lk_ls *ls);
+/* Leaving: send the LVB of every resource we master to one of its
+ * holders (HANDOFF). */
+void lk_recover_handoff(struct lk_ls *ls);
 
 /* lk_cb.c */
 int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val);

@@ -13,8 +13,8 @@ struct lk_list {
 	struct lk_list *next, *prev;
 };
 
-#define LK_CONTAINER(ptr, type, member)                                    \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+#define LK_CONTAINER(ptr, type, member)                                        \
+	((type *)((char *)(ptr)-offsetof(type, member)))
 
 static inline void lk_list_init(struct lk_list *h)
 {
@@ -44,8 +44,8 @@ static inline void lk_list_del(struct lk_list *n)
 }
 
 /* Iterate; safe against deletion of the current node. */
-#define lk_list_each(pos, nxt, head)                                       \
-	for ((pos) = (head)->next, (nxt) = (pos)->next; (pos) != (head);   \
+#define lk_list_each(pos, nxt, head)                                           \
+	for ((pos) = (head)->next, (nxt) = (pos)->next; (pos) != (head);       \
 	     (pos) = (nxt), (nxt) = (pos)->next)
 
 #endif /* UCFS_LK_LIST_H */

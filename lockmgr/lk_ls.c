@@ -42,7 +42,7 @@ static void destroy(struct lk_ls *ls)
 int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 {
 	struct lk_config *cfg = calloc(1, sizeof(*cfg));
-	struct lk_xport xp = { NULL, NULL };
+	struct lk_xport xp = {NULL, NULL};
 	struct lk_net *net = NULL;
 	struct lk_ls *ls;
 	const char *why;
@@ -64,6 +64,7 @@ int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 		return ret;
 	}
 	ls->cfg = cfg;
+	ls->toss_ns = (uint64_t)cfg->toss_ms * 1000000ull;
 	ls->log = c->log;
 	ls->uarg = c->arg;
 	ret = lk_net_create(ls, cfg, &net, &ls->xp);
@@ -143,6 +144,7 @@ void lk_ls_close(struct lk_ls *ls)
 	pthread_mutex_lock(&ls->mu);
 	ls->closing = 1;
 	release_all(ls);
+	lk_recover_handoff(ls); /* before LEAVE on every link */
 	lk_out_flush(ls);
 	lk_member_leave(ls);
 	lk_out_flush(ls);
@@ -156,7 +158,7 @@ void lk_ls_close(struct lk_ls *ls)
 		if (pending == 0 || lk_now_ns() > end)
 			break;
 		pthread_mutex_unlock(&ls->mu);
-		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
 		pthread_mutex_lock(&ls->mu);
 	}
 	pthread_mutex_unlock(&ls->mu);

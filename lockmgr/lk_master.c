@@ -31,8 +31,8 @@ struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
 	return m;
 }
 
-struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res,
-			      uint32_t node, uint64_t lkid)
+struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
+			  uint64_t lkid)
 {
 	struct lk_mst *m = calloc(1, sizeof(*m));
 	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
@@ -50,7 +50,7 @@ struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res,
 void lk_mst_free(struct lk_ls *ls, struct lk_mst *m)
 {
 	struct lk_mst **pp =
-		&ls->mst_hash[mst_key(m->rq.nodeid, m->rq.lkid) & LK_HASH_MASK];
+	    &ls->mst_hash[mst_key(m->rq.nodeid, m->rq.lkid) & LK_HASH_MASK];
 
 	while (*pp != m)
 		pp = &(*pp)->hnext;
@@ -63,8 +63,8 @@ static struct lk_res *res_of(struct lk_rsq *q)
 	return LK_CONTAINER(q, struct lk_res, q);
 }
 
-void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq,
-			uint8_t *lvbf, uint64_t *seq, uint8_t *lvb)
+void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
+			uint64_t *seq, uint8_t *lvb)
 {
 	if (!rq->lvbret || !(rq->flags & LK_VALBLK))
 		return;
@@ -73,8 +73,7 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq,
 	memcpy(lvb, res->q.lvb, LK_LVB_LEN);
 }
 
-static void m_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq,
-		    int status)
+static void m_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int status)
 {
 	struct lk_ls *ls = ctx;
 	struct lk_res *res = res_of(q);
@@ -124,7 +123,7 @@ static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
 	}
 }
 
-const struct lk_grant_out lk_master_out_ops = { m_grant, m_bast, NULL };
+const struct lk_grant_out lk_master_out_ops = {m_grant, m_bast, NULL};
 
 static struct lk_grant_out out_for(struct lk_ls *ls)
 {
@@ -213,8 +212,7 @@ void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 			bad(ls, sender, "convert of a lock not granted", r);
 		break;
 	case LK_M_UNLOCK:
-		if (lk_grant_unlock(&res->q, &m->rq,
-				    r->has_lvb ? r->lvb : NULL,
+		if (lk_grant_unlock(&res->q, &m->rq, r->has_lvb ? r->lvb : NULL,
 				    (r->flags & LK_UNLOCK_IVLVB) != 0,
 				    &o) < 0) {
 			bad(ls, sender, "unlock of a lock not granted", r);
@@ -232,8 +230,7 @@ out:
 }
 
 /* This node's own operation on a resource it masters. */
-void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk,
-			unsigned type)
+void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type)
 {
 	struct lk_grant_out o = out_for(ls);
 	struct lk_res *res = lk->res;

@@ -149,8 +149,8 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	struct lk_member *m = ls->memb;
 	uint64_t target = ls->rphase != 0 || ls->gen != 0 ? ls->rmembers : 0;
 	uint64_t gen, dead;
-	int stuck = ls->rphase != 0 &&
-		    now - ls->rstart_ns > 4 * ms(m->cfg->timeout_ms);
+	int stuck =
+	    ls->rphase != 0 && now - ls->rstart_ns > 4 * ms(m->cfg->timeout_ms);
 
 	if ((unsigned)__builtin_ctzll(up) != ls->nodeid)
 		return; /* not the coordinator */
@@ -186,7 +186,7 @@ void lk_member_tick(struct lk_ls *ls, uint64_t now)
 	}
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need) {
 		if (ls->quorate && !m->warned_quorum)
-			lk_log(ls, 1, "quorum lost: no grants until it is back");
+			lk_log(ls, 1, "quorum lost: no grants until back");
 		m->warned_quorum = 1;
 		ls->quorate = 0;
 		return;

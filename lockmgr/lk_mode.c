@@ -6,6 +6,7 @@
 #include "lockmgr/lk_grant.h"
 
 /* compat[a][b]: may a lock in mode a be granted while b is held? */
+/* clang-format off */
 static const uint8_t compat[LK_NMODES][LK_NMODES] = {
 	/*        NL CR CW PR PW EX */
 	/* NL */ { 1, 1, 1, 1, 1, 1 },
@@ -45,8 +46,10 @@ static const uint8_t lvbops[LK_NMODES + 1][LK_NMODES] = {
 #undef W
 #undef _
 
+/* clang-format on */
+
 static const char *const names[LK_NMODES] = {
-	"NL", "CR", "CW", "PR", "PW", "EX",
+    "NL", "CR", "CW", "PR", "PW", "EX",
 };
 
 static int valid(int m)

@@ -54,8 +54,8 @@ const char *lk_name_fmt(const struct lk_name *n, char *buf, size_t len)
 	int slen = n->slen <= LK_NAME_STR ? n->slen : LK_NAME_STR;
 
 	if (slen > 0)
-		snprintf(buf, len, "%u:%" PRIu64 ":%.*s", n->type, n->num,
-			 slen, n->str);
+		snprintf(buf, len, "%u:%" PRIu64 ":%.*s", n->type, n->num, slen,
+			 n->str);
 	else
 		snprintf(buf, len, "%u:%" PRIu64, n->type, n->num);
 	return buf;

@@ -47,17 +47,17 @@ struct lk_conn {
 	struct lk_conn *next; /* net->conns */
 	int fd;
 	int state;
-	int outgoing;	     /* we dialed it */
-	int closing;	     /* close at the end of this loop turn */
-	uint32_t peer;	     /* expected (dialer) or announced id */
+	int outgoing;  /* we dialed it */
+	int closing;   /* close at the end of this loop turn */
+	uint32_t peer; /* expected (dialer) or announced id */
 	int got_hello, got_auth, sent_auth;
-	uint8_t nonce[32];   /* ours */
+	uint8_t nonce[32]; /* ours */
 	uint8_t peer_nonce[32];
 	uint8_t *rbuf;
 	size_t rlen, rcap;
 	uint8_t *wbuf;
 	size_t wlen, woff, wcap;
-	int want_out;	     /* EPOLLOUT armed */
+	int want_out; /* EPOLLOUT armed */
 };
 
 struct lk_net {
@@ -76,8 +76,8 @@ struct lk_net {
 
 static void arm(struct lk_net *net, struct lk_conn *c, int out)
 {
-	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0),
-				  .data.ptr = c };
+	struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0),
+				 .data.ptr = c};
 
 	if (c->want_out == out)
 		return;
@@ -178,8 +178,8 @@ static int conn_queue(struct lk_net *net, struct lk_conn *c, const void *buf,
 }
 
 /* A single-record control frame on one connection (HELLO, AUTH). */
-static void conn_send_rec(struct lk_net *net, struct lk_conn *c,
-			  unsigned type, const void *rec, size_t rs)
+static void conn_send_rec(struct lk_net *net, struct lk_conn *c, unsigned type,
+			  const void *rec, size_t rs)
 {
 	uint8_t buf[sizeof(struct lk_hdr) + 64];
 	struct lk_hdr *h = (struct lk_hdr *)buf;
@@ -197,7 +197,7 @@ static void conn_send_rec(struct lk_net *net, struct lk_conn *c,
 
 static void send_hello(struct lk_net *net, struct lk_conn *c)
 {
-	struct lk_rec_hello hello = { 0 };
+	struct lk_rec_hello hello = {0};
 
 	lk_auth_nonce(c->nonce);
 	hello.nodeid = net->ls->nodeid;
@@ -244,8 +244,8 @@ static void rx_hello(struct lk_net *net, struct lk_conn *c,
 
 static void authed(struct lk_net *net, struct lk_conn *c)
 {
-	struct lk_conn **slot = c->outgoing ? &net->out[c->peer]
-					    : &net->in[c->peer];
+	struct lk_conn **slot =
+	    c->outgoing ? &net->out[c->peer] : &net->in[c->peer];
 
 	c->state = C_AUTHED;
 	if (*slot != NULL && *slot != c)
@@ -327,11 +327,15 @@ static void parse(struct lk_net *net, struct lk_conn *c)
 	while (!c->closing && c->rlen - off >= sizeof(struct lk_hdr)) {
 		const struct lk_hdr *h = (void *)(c->rbuf + off);
 
+		/* every valid frame is a multiple of 8 bytes long, which
+		 * also keeps the next header aligned in rbuf */
 		if (h->magic != LK_MAGIC || h->version != LK_VERSION ||
-		    h->length < sizeof(*h) || h->length > LK_FRAME_MAX) {
+		    h->length < sizeof(*h) || h->length > LK_FRAME_MAX ||
+		    h->length % 8 != 0) {
 			net->ls->stats.bad_frames++;
-			conn_drop(net, c, "bad frame header (magic, version "
-					  "or length)");
+			conn_drop(net, c,
+				  "bad frame header (magic, version "
+				  "or length)");
 			return;
 		}
 		if (c->rlen - off < h->length)
@@ -346,14 +350,15 @@ static void parse(struct lk_net *net, struct lk_conn *c)
 static void conn_read(struct lk_net *net, struct lk_conn *c)
 {
 	for (int i = 0; i < 16 && !c->closing; i++) {
+		size_t space;
 		ssize_t n;
 
 		if (c->rcap - c->rlen < 65536) {
 			/* parse() keeps less than one frame: this is bounded */
 			size_t cap = c->rcap ? c->rcap * 2 : 131072;
 			uint8_t *nb = cap <= 4 * LK_FRAME_MAX
-					      ? realloc(c->rbuf, cap)
-					      : NULL;
+					  ? realloc(c->rbuf, cap)
+					  : NULL;
 
 			if (nb == NULL) {
 				conn_drop(net, c, "receive buffer");
@@ -362,18 +367,23 @@ static void conn_read(struct lk_net *net, struct lk_conn *c)
 			c->rbuf = nb;
 			c->rcap = cap;
 		}
-		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		space = c->rcap - c->rlen;
+		n = recv(c->fd, c->rbuf + c->rlen, space, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		if (n <= 0) {
-			conn_drop(net, c, n == 0 ? "closed by peer"
-						 : "read error");
+			conn_drop(net, c,
+				  n == 0 ? "closed by peer" : "read error");
 			return;
 		}
 		c->rlen += (size_t)n;
 		parse(net, c);
+		/* a short read drained the socket: save the EAGAIN call
+		 * (level-triggered epoll reports anything that came since) */
+		if ((size_t)n < space)
+			return;
 	}
 }
 
@@ -381,7 +391,7 @@ static struct lk_conn *conn_new(struct lk_net *net, int fd, int outgoing,
 				uint32_t peer)
 {
 	struct lk_conn *c = calloc(1, sizeof(*c));
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	int one = 1;
 
 	if (c == NULL)
@@ -403,8 +413,8 @@ static struct lk_conn *conn_new(struct lk_net *net, int fd, int outgoing,
 static void do_accept(struct lk_net *net)
 {
 	for (;;) {
-		int fd = accept4(net->lfd, NULL, NULL,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd =
+		    accept4(net->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct lk_conn *c;
 
 		if (fd < 0)
@@ -420,11 +430,10 @@ static void do_accept(struct lk_net *net)
 
 static void dial(struct lk_net *net, const struct lk_node_cfg *n)
 {
-	const struct lk_node_cfg *self = lk_config_node(net->cfg,
-							net->ls->nodeid);
+	const struct lk_node_cfg *self =
+	    lk_config_node(net->cfg, net->ls->nodeid);
 	struct sockaddr_in src = self->addr;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	struct lk_conn *c;
 
 	if (fd < 0)
@@ -432,7 +441,7 @@ static void dial(struct lk_net *net, const struct lk_node_cfg *n)
 	src.sin_port = 0; /* our address, any port */
 	bind(fd, (struct sockaddr *)&src, sizeof(src));
 	if (connect(fd, (const struct sockaddr *)&n->addr, sizeof(n->addr)) <
-		    0 &&
+		0 &&
 	    errno != EINPROGRESS) {
 		close(fd);
 		return;
@@ -559,7 +568,7 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 {
 	const struct lk_node_cfg *self = lk_config_node(cfg, ls->nodeid);
 	struct lk_net *net;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 	const char *kill_at = getenv("UCFS_LK_KILL_AT");
 	int one = 1, ret;
 
@@ -574,8 +583,8 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	net->kill_at = kill_at != NULL ? strtoull(kill_at, NULL, 10) : 0;
 	net->epfd = epoll_create1(EPOLL_CLOEXEC);
 	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	net->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			  0);
+	net->lfd =
+	    socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (net->epfd < 0 || net->evfd < 0 || net->lfd < 0) {
 		ret = -errno;
 		goto out_free;

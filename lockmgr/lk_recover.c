@@ -75,17 +75,17 @@ static void bcast_done(struct lk_ls *ls, int phase)
 	ls->rdone[phase] |= bit(ls->nodeid);
 }
 
-#define EACH_RES(ls, r, nx)                                                \
-	for (size_t i_ = 0; i_ < LK_HASH_SIZE; i_++)                       \
-		for ((r) = (ls)->res_hash[i_];                             \
+#define EACH_RES(ls, r, nx)                                                    \
+	for (size_t i_ = 0; i_ < LK_HASH_SIZE; i_++)                           \
+		for ((r) = (ls)->res_hash[i_];                                 \
 		     (r) != NULL && ((nx) = (r)->hnext, 1); (r) = (nx))
 
-static void purge_queue(struct lk_ls *ls, struct lk_res *res,
-			struct lk_list *q, uint64_t dead)
+static void purge_queue(struct lk_ls *ls, struct lk_res *res, struct lk_list *q,
+			uint64_t dead)
 {
 	struct lk_list *l, *n;
 
-	lk_list_each(l, n, q) {
+	lk_list_each (l, n, q) {
 		struct lk_rq *rq = LK_CONTAINER(l, struct lk_rq, link);
 
 		if ((dead & bit(rq->nodeid)) && rq->grmode >= LK_PW)
@@ -111,7 +111,7 @@ static void phase1(struct lk_ls *ls, uint64_t dead)
 {
 	struct lk_res *r, *nx;
 
-	EACH_RES(ls, r, nx) {
+	EACH_RES (ls, r, nx) {
 		r->lookup_sent = 0;
 		r->rc_mode = -1;
 		r->rc_seq = 0;
@@ -135,7 +135,7 @@ static void phase2(struct lk_ls *ls)
 {
 	struct lk_res *r, *nx;
 
-	EACH_RES(ls, r, nx) {
+	EACH_RES (ls, r, nx) {
 		uint32_t dir;
 		struct lk_rec_name *d;
 
@@ -175,7 +175,7 @@ static void phase3(struct lk_ls *ls)
 		answer_rlookup(ls, ls->rl_from[i], &ls->rl_saved[i]);
 	ls->rl_n = 0;
 	ls->rlookups = 0;
-	EACH_RES(ls, r, nx) {
+	EACH_RES (ls, r, nx) {
 		uint32_t dir;
 		struct lk_rec_name *q;
 
@@ -183,8 +183,8 @@ static void phase3(struct lk_ls *ls)
 			continue;
 		dir = lk_dir_node(ls, r->hash);
 		if (dir == ls->nodeid) {
-			r->master = lk_dir_lookup(ls, &r->name, r->hash,
-						  ls->nodeid);
+			r->master =
+			    lk_dir_lookup(ls, &r->name, r->hash, ls->nodeid);
 			continue;
 		}
 		q = lk_out_add(ls, dir, LK_M_RLOOKUP);
@@ -198,9 +198,8 @@ static void phase3(struct lk_ls *ls)
 }
 
 /* Remember the best LVB offered for a re-mastered resource. */
-static void rc_offer(struct lk_res *r, int grmode, int rqmode,
-		     uint32_t flags, uint8_t lvbf, uint64_t seq,
-		     const uint8_t *lvb)
+static void rc_offer(struct lk_res *r, int grmode, int rqmode, uint32_t flags,
+		     uint8_t lvbf, uint64_t seq, const uint8_t *lvb)
 {
 	int rank;
 
@@ -214,7 +213,8 @@ static void rc_offer(struct lk_res *r, int grmode, int rqmode,
 	if (!r->remaster || !(flags & LK_VALBLK) || !(lvbf & LK_RF_LVB))
 		return;
 	if (lvbf & LK_RF_LVB_WB) {
-		rank = 4; /* newest of all: it was being written back */
+		rank = 4; /* newest of all: written back, or handed on */
+		r->rc_valid = (lvbf & LK_RF_LVB_VALID) != 0;
 		goto take;
 	}
 	/* a converting lock is only sure to hold the meet of its modes */
@@ -292,15 +292,39 @@ static void send_lock(struct lk_ls *ls, struct lk_res *r, struct lk_lock *lk)
 	memcpy(c->lvb, lk->lvb, LK_LVB_LEN);
 }
 
+/* Phase 4: a LVB a leaving master handed us goes to the new master. */
+static void pass_handoff(struct lk_ls *ls, struct lk_res *r)
+{
+	uint8_t lvbf =
+	    LK_RF_LVB | LK_RF_LVB_WB | (r->ho_valid ? LK_RF_LVB_VALID : 0);
+	struct lk_rec_rcom *c;
+
+	r->ho = 0;
+	if (r->master == ls->nodeid) {
+		rc_offer(r, LK_EX, -1, LK_VALBLK, lvbf, r->ho_seq, r->ho_lvb);
+		return;
+	}
+	c = lk_out_add(ls, r->master, LK_M_HANDOFF);
+	if (c == NULL)
+		return;
+	c->name = r->name;
+	c->flags = LK_VALBLK;
+	c->lvbf = lvbf;
+	c->lvb_seq = r->ho_seq;
+	memcpy(c->lvb, r->ho_lvb, LK_LVB_LEN);
+}
+
 static void phase4(struct lk_ls *ls)
 {
 	struct lk_res *r, *nx;
 	struct lk_list *l, *n;
 
-	EACH_RES(ls, r, nx) {
-		lk_list_each(l, n, &r->locks) {
+	EACH_RES (ls, r, nx) {
+		if (r->ho && r->master != 0)
+			pass_handoff(ls, r);
+		lk_list_each (l, n, &r->locks) {
 			struct lk_lock *lk =
-				LK_CONTAINER(l, struct lk_lock, res_link);
+			    LK_CONTAINER(l, struct lk_lock, res_link);
 
 			if (r->master == 0) {
 				/* created after our RLOOKUPs went out: it
@@ -346,6 +370,35 @@ static void rx_rcom(struct lk_ls *ls, uint32_t sender,
 		 c->lvb);
 }
 
+/*
+ * HANDOFF: from a leaving master (keep the value until recovery re-masters
+ * the resource), or, during phase 4, passed on to us as the new master.
+ */
+static int rx_handoff(struct lk_ls *ls, uint32_t sender,
+		      const struct lk_rec_rcom *c)
+{
+	struct lk_res *r;
+
+	if (lk_wire_check_name(&c->name) != 0)
+		return -EPROTO;
+	r = lk_res_find(ls, &c->name, lk_name_hash(&c->name));
+	if (r == NULL)
+		return -ENOENT;
+	if (r->master == ls->nodeid && r->remaster && ls->rphase >= 3 &&
+	    ls->rphase <= 4) {
+		rc_offer(r, LK_EX, -1, LK_VALBLK, c->lvbf | LK_RF_LVB_WB,
+			 c->lvb_seq, c->lvb);
+		return 0;
+	}
+	if (r->master != sender && r->master != 0)
+		return -EPROTO;
+	r->ho = 1;
+	r->ho_valid = (c->lvbf & LK_RF_LVB_VALID) != 0;
+	r->ho_seq = c->lvb_seq;
+	memcpy(r->ho_lvb, c->lvb, LK_LVB_LEN);
+	return 0;
+}
+
 static void replay_saved(struct lk_ls *ls)
 {
 	struct lk_saved *s = ls->saved;
@@ -367,13 +420,15 @@ static void phase5(struct lk_ls *ls)
 	int pushed = 0;
 
 	o.ctx = ls;
-	EACH_RES(ls, r, nx) {
+	EACH_RES (ls, r, nx) {
 		if (r->master == ls->nodeid && r->remaster) {
-			r->q.lvb_valid = r->rc_mode >= 2;
+			r->q.lvb_valid =
+			    r->rc_mode == 4 ? r->rc_valid : r->rc_mode >= 2;
 			r->q.lvb_seq = r->rc_seq;
 			if (r->rc_mode >= 2)
 				memcpy(r->q.lvb, r->rc_lvb, LK_LVB_LEN);
 		}
+		r->ho = 0;
 		r->remaster = 0;
 		if (r->master != ls->nodeid)
 			continue;
@@ -407,7 +462,7 @@ static void finish(struct lk_ls *ls)
 
 	o.ctx = ls;
 	ls->rphase = 0;
-	EACH_RES(ls, r, nx) {
+	EACH_RES (ls, r, nx) {
 		if (r->master == ls->nodeid) {
 			r->q.hold = 0;
 			lk_grant_pending(&r->q, &o);
@@ -522,8 +577,7 @@ static void save_rlookup(struct lk_ls *ls, uint32_t sender,
 {
 	if (ls->rl_n == ls->rl_cap) {
 		size_t cap = ls->rl_cap ? ls->rl_cap * 2 : 64;
-		struct lk_rec_name *a =
-			realloc(ls->rl_saved, cap * sizeof(*a));
+		struct lk_rec_name *a = realloc(ls->rl_saved, cap * sizeof(*a));
 		uint32_t *f;
 
 		if (a == NULL)
@@ -559,8 +613,8 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	const struct lk_rec_ctl *c = rec;
 	const struct lk_rec_name *q = rec;
 
-	if (type != LK_M_START && type != LK_M_DONE &&
-	    type != LK_M_HEARTBEAT && type != LK_M_LEAVE &&
+	if (type != LK_M_START && type != LK_M_DONE && type != LK_M_HEARTBEAT &&
+	    type != LK_M_LEAVE && type != LK_M_HANDOFF &&
 	    !(ls->rmembers & bit(sender))) {
 		ls->stats.bad_frames++;
 		return;
@@ -579,8 +633,7 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 		rx_done(ls, sender, c);
 		return;
 	case LK_M_DIR_ADD:
-		if (ls->rphase >= 1 && ls->rphase <= 2 &&
-		    q->master == sender &&
+		if (ls->rphase >= 1 && ls->rphase <= 2 && q->master == sender &&
 		    lk_wire_check_name(&q->name) == 0) {
 			lk_dir_set(ls, &q->name, lk_name_hash(&q->name),
 				   sender);
@@ -603,6 +656,10 @@ void lk_recover_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 			rx_rcom(ls, sender, rec);
 			return;
 		}
+		break;
+	case LK_M_HANDOFF:
+		if (rx_handoff(ls, sender, rec) == 0)
+			return;
 		break;
 	default:
 		/* HEARTBEAT, LEAVE, HELLO, AUTH belong to other layers */
@@ -677,8 +734,8 @@ void lk_recover_free(struct lk_ls *ls)
 	free(ls->rl_from);
 }
 
-int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
-			   uint64_t prev_gen, uint64_t prev)
+int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender, uint64_t prev_gen,
+			   uint64_t prev)
 {
 	if (ls->fenced)
 		return 1;
@@ -687,9 +744,10 @@ int lk_recover_check_stale(struct lk_ls *ls, uint32_t sender,
 		return 0;
 	/* the others went on without us: our locks are void */
 	ls->fenced = 1;
-	lk_log(ls, 0, "node %u is in generation %llu that excluded us: "
-	       "fenced, reopen the lockspace", sender,
-	       (unsigned long long)prev_gen);
+	lk_log(ls, 0,
+	       "node %u is in generation %llu that excluded us: "
+	       "fenced, reopen the lockspace",
+	       sender, (unsigned long long)prev_gen);
 	pthread_cond_broadcast(&ls->cv);
 	return 1;
 }
@@ -716,4 +774,44 @@ int lk_recover_begin(struct lk_ls *ls, uint64_t gen, uint64_t members,
 		c->nodeid = ls->nodeid;
 	}
 	return lk_recover_start(ls, gen, members, dead);
+}
+
+/* A holder to hand @r's LVB to (not us), or 0. */
+static uint32_t some_holder(struct lk_ls *ls, struct lk_res *r)
+{
+	struct lk_list *heads[3] = {&r->q.grantq, &r->q.convertq, &r->q.waitq};
+
+	for (int i = 0; i < 3; i++)
+		for (struct lk_list *l = heads[i]->next; l != heads[i];
+		     l = l->next) {
+			struct lk_rq *rq = LK_CONTAINER(l, struct lk_rq, link);
+
+			if (rq->nodeid != ls->nodeid)
+				return rq->nodeid;
+		}
+	return 0;
+}
+
+void lk_recover_handoff(struct lk_ls *ls)
+{
+	struct lk_res *r, *nx;
+
+	EACH_RES (ls, r, nx) {
+		struct lk_rec_rcom *c;
+		uint32_t to;
+
+		if (r->master != ls->nodeid)
+			continue;
+		to = some_holder(ls, r);
+		if (to == 0)
+			continue;
+		c = lk_out_add(ls, to, LK_M_HANDOFF);
+		if (c == NULL)
+			continue;
+		c->name = r->name;
+		c->flags = LK_VALBLK;
+		c->lvbf = LK_RF_LVB | (r->q.lvb_valid ? LK_RF_LVB_VALID : 0);
+		c->lvb_seq = r->q.lvb_seq;
+		memcpy(c->lvb, r->q.lvb, LK_LVB_LEN);
+	}
 }

@@ -18,31 +18,33 @@ _Static_assert(sizeof(struct lk_rec_name) == 40, "rec_name");
 _Static_assert(sizeof(struct lk_rec_rcom) == 88, "rec_rcom");
 _Static_assert(sizeof(struct lk_rec_ctl) == 48, "rec_ctl");
 _Static_assert(sizeof(struct lk_rec_hello) == 48, "rec_hello");
+/* all sizes are multiples of 8: frames stay 8-byte aligned in a stream */
+_Static_assert(sizeof(struct lk_rec_auth) % 8 == 0, "rec_auth");
 
 static const struct {
 	const char *name;
 	size_t size;
 } types[LK_M_NTYPES] = {
-	[LK_M_HELLO] = { "HELLO", sizeof(struct lk_rec_hello) },
-	[LK_M_AUTH] = { "AUTH", sizeof(struct lk_rec_auth) },
-	[LK_M_HEARTBEAT] = { "HEARTBEAT", sizeof(struct lk_rec_ctl) },
-	[LK_M_LOOKUP] = { "LOOKUP", sizeof(struct lk_rec_name) },
-	[LK_M_LOOKUP_REPLY] = { "LOOKUP_REPLY", sizeof(struct lk_rec_name) },
-	[LK_M_REMOVE] = { "REMOVE", sizeof(struct lk_rec_name) },
-	[LK_M_REQUEST] = { "REQUEST", sizeof(struct lk_rec_lock) },
-	[LK_M_CONVERT] = { "CONVERT", sizeof(struct lk_rec_lock) },
-	[LK_M_UNLOCK] = { "UNLOCK", sizeof(struct lk_rec_lock) },
-	[LK_M_CANCEL] = { "CANCEL", sizeof(struct lk_rec_lock) },
-	[LK_M_REPLY] = { "REPLY", sizeof(struct lk_rec_reply) },
-	[LK_M_BAST] = { "BAST", sizeof(struct lk_rec_bast) },
-	[LK_M_START] = { "START", sizeof(struct lk_rec_ctl) },
-	[LK_M_DONE] = { "DONE", sizeof(struct lk_rec_ctl) },
-	[LK_M_DIR_ADD] = { "DIR_ADD", sizeof(struct lk_rec_name) },
-	[LK_M_RLOOKUP] = { "RLOOKUP", sizeof(struct lk_rec_name) },
-	[LK_M_RLOOKUP_REPLY] = { "RLOOKUP_REPLY",
-				 sizeof(struct lk_rec_name) },
-	[LK_M_RCOM] = { "RCOM", sizeof(struct lk_rec_rcom) },
-	[LK_M_LEAVE] = { "LEAVE", sizeof(struct lk_rec_ctl) },
+    [LK_M_HELLO] = {"HELLO", sizeof(struct lk_rec_hello)},
+    [LK_M_AUTH] = {"AUTH", sizeof(struct lk_rec_auth)},
+    [LK_M_HEARTBEAT] = {"HEARTBEAT", sizeof(struct lk_rec_ctl)},
+    [LK_M_LOOKUP] = {"LOOKUP", sizeof(struct lk_rec_name)},
+    [LK_M_LOOKUP_REPLY] = {"LOOKUP_REPLY", sizeof(struct lk_rec_name)},
+    [LK_M_REMOVE] = {"REMOVE", sizeof(struct lk_rec_name)},
+    [LK_M_REQUEST] = {"REQUEST", sizeof(struct lk_rec_lock)},
+    [LK_M_CONVERT] = {"CONVERT", sizeof(struct lk_rec_lock)},
+    [LK_M_UNLOCK] = {"UNLOCK", sizeof(struct lk_rec_lock)},
+    [LK_M_CANCEL] = {"CANCEL", sizeof(struct lk_rec_lock)},
+    [LK_M_REPLY] = {"REPLY", sizeof(struct lk_rec_reply)},
+    [LK_M_BAST] = {"BAST", sizeof(struct lk_rec_bast)},
+    [LK_M_START] = {"START", sizeof(struct lk_rec_ctl)},
+    [LK_M_DONE] = {"DONE", sizeof(struct lk_rec_ctl)},
+    [LK_M_DIR_ADD] = {"DIR_ADD", sizeof(struct lk_rec_name)},
+    [LK_M_RLOOKUP] = {"RLOOKUP", sizeof(struct lk_rec_name)},
+    [LK_M_RLOOKUP_REPLY] = {"RLOOKUP_REPLY", sizeof(struct lk_rec_name)},
+    [LK_M_RCOM] = {"RCOM", sizeof(struct lk_rec_rcom)},
+    [LK_M_LEAVE] = {"LEAVE", sizeof(struct lk_rec_ctl)},
+    [LK_M_HANDOFF] = {"HANDOFF", sizeof(struct lk_rec_rcom)},
 };
 
 size_t lk_wire_recsize(unsigned type)

@@ -38,8 +38,9 @@ enum lk_msg {
 	LK_M_DIR_ADD,	   /* name: recovery, I master this */
 	LK_M_RLOOKUP,	   /* name: recovery lookup */
 	LK_M_RLOOKUP_REPLY,
-	LK_M_RCOM,	   /* rcom: recovery, one of my locks */
-	LK_M_LEAVE,	   /* ctl: I am leaving */
+	LK_M_RCOM,    /* rcom: recovery, one of my locks */
+	LK_M_LEAVE,   /* ctl: I am leaving */
+	LK_M_HANDOFF, /* rcom: a leaving master's LVB for a holder */
 	LK_M_NTYPES
 };
 
@@ -113,9 +114,9 @@ struct lk_rec_rcom {
 /* HEARTBEAT, START, DONE, LEAVE */
 struct lk_rec_ctl {
 	uint64_t gen;
-	uint64_t members; /* bitmap */
-	uint64_t dead;	  /* START: nodes that died (not left) */
-	uint64_t prev;	  /* sender's last generation in force: members */
+	uint64_t members;  /* bitmap */
+	uint64_t dead;	   /* START: nodes that died (not left) */
+	uint64_t prev;	   /* sender's last generation in force: members */
 	uint64_t prev_gen; /* and number (0: none yet) */
 	uint32_t phase;
 	uint32_t nodeid;

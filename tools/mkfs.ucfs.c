@@ -111,10 +111,15 @@ static const char *find_signature(struct bd_dev *bd)
 static int parse_args(int argc, char **argv, struct fs_mkfs_params *p,
 		      int *force, int *quiet, const char **dev)
 {
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	unsigned v;
 	int c;
 
-	while ((c = getopt(argc, argv, "b:j:J:r:p:t:L:fqh")) != -1) {
+	while ((c = getopt_long(argc, argv, "b:j:J:r:p:t:L:fqh", longopts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'b':
 			if (parse_uint(optarg, 1, 1u << 30, &v) < 0 ||

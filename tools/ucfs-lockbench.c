@@ -95,11 +95,50 @@ static void quiet(int level, const char *msg, void *arg)
 		fprintf(stderr, "lk: %s\n", msg);
 }
 
+static void write_config(const char *path, int port)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		die("config", errno);
+	fprintf(f,
+		"{\"cluster\":\"bench\",\"secret_file\":\"%s/secret\","
+		"\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
+		dir);
+	for (int i = 1; i <= nnodes; i++)
+		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
+			i > 1 ? "," : "", i, i, port);
+	fprintf(f, "]}\n");
+	fclose(f);
+}
+
+/* Open the N lockspaces; another port if one is taken. */
+static void open_nodes(const char *path)
+{
+	for (int attempt = 0;; attempt++) {
+		int port = 20000 + (getpid() + attempt * 7919) % 30000;
+		int ret = 0, i;
+
+		write_config(path, port);
+		for (i = 1; i <= nnodes && ret == 0; i++) {
+			struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet,
+						 NULL};
+
+			ret = lk_ls_open(&c, &ls[i]);
+		}
+		if (ret == 0)
+			return;
+		for (int j = i - 2; j >= 1; j--)
+			lk_ls_abandon(ls[j]);
+		if (ret != -EADDRINUSE || attempt == 5)
+			die("lk_ls_open", -ret);
+	}
+}
+
 static void start_cluster(void)
 {
 	char path[128];
 	FILE *f;
-	int port = 20000 + getpid() % 30000;
 
 	snprintf(dir, sizeof(dir), "/tmp/ucfs-lockbench.XXXXXX");
 	if (mkdtemp(dir) == NULL)
@@ -112,25 +151,7 @@ static void start_cluster(void)
 		(unsigned long)now_ns());
 	fclose(f);
 	snprintf(path, sizeof(path), "%s/cluster.json", dir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		die("config", errno);
-	fprintf(f, "{\"cluster\":\"bench\",\"secret_file\":\"%s/secret\","
-		   "\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
-		dir);
-	for (int i = 1; i <= nnodes; i++)
-		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
-			i > 1 ? "," : "", i, i, port);
-	fprintf(f, "]}\n");
-	fclose(f);
-	for (int i = 1; i <= nnodes; i++) {
-		struct lk_ls_config c = { path, (uint32_t)i, NULL, quiet,
-					  NULL };
-		int ret = lk_ls_open(&c, &ls[i]);
-
-		if (ret < 0)
-			die("lk_ls_open", -ret);
-	}
+	open_nodes(path);
 	for (int tries = 0; tries < 1000; tries++) {
 		uint64_t gen, m;
 		int ok = 1;
@@ -184,11 +205,11 @@ static double bench_rtt(void)
 {
 	enum { N = 4000 };
 	static uint64_t t[N];
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t alen = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM, 0), c, s, one = 1;
 	pthread_t th;
-	char buf[64] = { 0 };
+	char buf[64] = {0};
 
 	a.sin_addr.s_addr = htonl(0x7f000001);
 	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
@@ -285,7 +306,7 @@ static double bench_remote(void)
 	struct lk_name n = nm(1, 3);
 	struct lk_lock *lk = lock_wait(2, &n, LK_EX);
 
-	lk_unlock(lk, 0); /* node 2 masters it */
+	lk_unlock(lk, 0);	      /* node 2 masters it */
 	lk = lock_wait(1, &n, LK_EX); /* master lookup, once */
 	lk_unlock(lk, 0);
 	for (int i = 0; i < N; i++) {
@@ -356,8 +377,8 @@ static double batch_once(struct lk_name *names, struct lk_lock **lks, int n)
 {
 	uint64_t c0 = cpu_ns(), t0 = now_ns();
 
-	if (lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL,
-			  lks) < 0)
+	if (lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL, lks) <
+	    0)
 		die("lk_lock_batch", EINVAL);
 	batch_submit_us = (double)(now_ns() - t0) / 1000.0;
 	batch_submit_cpu_us = (double)(cpu_ns() - c0) / 1000.0;
@@ -445,8 +466,9 @@ static double bench_throughput(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: ucfs-lockbench [-n NODES 2..%d] [-t THREADS] "
-			"[-s SECONDS] [-j FILE]\n",
+	fprintf(stderr,
+		"usage: ucfs-lockbench [-n NODES 2..%d] [-t THREADS] "
+		"[-s SECONDS] [-j FILE]\n",
 		MAXN);
 	exit(2);
 }

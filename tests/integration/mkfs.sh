@@ -1,7 +1,8 @@
 #!/bin/sh
 # mkfs.sh — mkfs.ucfs on image files: formats (and the image mounts),
 # refuses an existing filesystem without -f, refuses foreign signatures,
-# refuses a too-small device and bad options, 4 GiB in well under 2 s.
+# refuses a too-small device and bad options, 4 GiB in well under 2 s;
+# --help / -h print the usage and exit 0.
 . "$UCFS_TOP/tests/lib.sh"
 
 MKFS=$B/mkfs.ucfs
@@ -12,6 +13,8 @@ truncate -s 256M "$IMG"
 check mkfs_basic "$MKFS" -q "$IMG"
 check mount_after_mkfs "$MNT" "$IMG"
 check nolock_exclusive "$MNT" "$IMG" excl
+check help_exits_0 sh -c "'$MKFS' --help | grep -q '^usage: ' && '$MKFS' -h | grep -q '^usage: '"
+check bad_option_exits_2 sh -c "'$MKFS' --bogus 2>/dev/null; test \$? = 2"
 
 if "$MKFS" -q "$IMG" 2>"$T/err"; then
 	fail refuses_existing "formatted over an existing ucfs"

@@ -41,6 +41,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)sp.inodes,
 	       (unsigned long long)fs->sb.root_ino);
 	if (argc > 2 && strcmp(argv[2], "excl") == 0) {
+		o.busy_wait_ms = 200;	/* not the default 10 s */
 		ret = fs_core_open(argv[1], &o, &fs2, why, sizeof(why));
 		if (ret != -EBUSY) {
 			fprintf(stderr, "second nolock mount: %d, want -EBUSY\n",

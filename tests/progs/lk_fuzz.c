@@ -60,7 +60,7 @@ static int read_frame(int fd, uint8_t *buf, size_t cap)
 	struct lk_hdr *h = (struct lk_hdr *)buf;
 
 	while (got < sizeof(*h) || got < h->length) {
-		struct pollfd p = { fd, POLLIN, 0 };
+		struct pollfd p = {fd, POLLIN, 0};
 		ssize_t n;
 
 		if (poll(&p, 1, 2000) <= 0)
@@ -99,7 +99,7 @@ static void frame(uint8_t *buf, unsigned type, unsigned count, size_t rs)
 static int handshake(int fd, int good_mac)
 {
 	uint8_t buf[256];
-	struct lk_rec_hello hello = { 0 }, *th;
+	struct lk_rec_hello hello = {0}, *th;
 	struct lk_rec_auth a;
 
 	frame(buf, LK_M_HELLO, 1, sizeof(hello));
@@ -136,10 +136,10 @@ static void random_bytes(int fd)
 }
 
 static const unsigned lock_types[] = {
-	LK_M_LOOKUP, LK_M_LOOKUP_REPLY, LK_M_REMOVE, LK_M_REQUEST,
-	LK_M_CONVERT, LK_M_UNLOCK,	LK_M_CANCEL, LK_M_REPLY,
-	LK_M_BAST,   LK_M_DIR_ADD,	LK_M_RLOOKUP, LK_M_RLOOKUP_REPLY,
-	LK_M_RCOM,   LK_M_NTYPES,	0,	      200,
+    LK_M_LOOKUP,  LK_M_LOOKUP_REPLY,  LK_M_REMOVE, LK_M_REQUEST, LK_M_CONVERT,
+    LK_M_UNLOCK,  LK_M_CANCEL,	      LK_M_REPLY,  LK_M_BAST,	 LK_M_DIR_ADD,
+    LK_M_RLOOKUP, LK_M_RLOOKUP_REPLY, LK_M_RCOM,   LK_M_NTYPES,	 0,
+    200,
 };
 
 /* A mutated frame of a lock-traffic type (never START/DONE/LEAVE/
@@ -179,7 +179,8 @@ int main(int argc, char **argv)
 	int rounds;
 
 	if (argc != 6) {
-		fprintf(stderr, "usage: lk_fuzz CONFIG TARGET AS SEED ROUNDS\n");
+		fprintf(stderr,
+			"usage: lk_fuzz CONFIG TARGET AS SEED ROUNDS\n");
 		return 2;
 	}
 	if (lk_config_load(argv[1], &cfg, &why) != 0) {

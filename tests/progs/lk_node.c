@@ -72,13 +72,12 @@ static void on_recover(struct lk_ls *ls, uint32_t dead, void *arg)
 
 static void sleep_ms(long ms)
 {
-	nanosleep(&(struct timespec){ ms / 1000, (ms % 1000) * 1000000L },
-		  NULL);
+	nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
 
 static struct lk_ls *open_ls(const char *cfg, int want)
 {
-	struct lk_ls_config c = { cfg, me, on_recover, logcb, NULL };
+	struct lk_ls_config c = {cfg, me, on_recover, logcb, NULL};
 	struct lk_ls *ls;
 	uint64_t gen, members;
 	int ret = lk_ls_open(&c, &ls);
@@ -124,7 +123,7 @@ static void mode_join(struct lk_ls *ls)
 
 static void mode_hold(struct lk_ls *ls, int n)
 {
-	uint8_t v[LK_LVB_LEN] = { 0 };
+	uint8_t v[LK_LVB_LEN] = {0};
 
 	for (int i = 0; i < n; i++) {
 		struct lk_name x = rname((uint64_t)i);

@@ -173,8 +173,10 @@ static void test_refusals(void)
 	char why[200];
 	static void (*const edits[])(struct fs_sb *) = {
 		ed_version, ed_incompat, ed_flip, ed_magic, ed_geometry };
+	/* a damaged primary (flip, geometry) mounts with the backup
+	 * superblock (test_super.c); the others are refused */
 	static const int want[] = { -EPROTONOSUPPORT, -EPROTONOSUPPORT,
-				    -EUCLEAN, -EINVAL, -EUCLEAN };
+				    0, -EINVAL, 0 };
 
 	REQUIRE(orig != NULL);
 	bd = ram_fs(64, NULL);
@@ -184,7 +186,7 @@ static void test_refusals(void)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		why[0] = '\0';
 		CHECK_EQ(mount_with(bd, edits[i], why, sizeof(why)), want[i]);
-		CHECK(why[0] != '\0');
+		CHECK(want[i] == 0 || why[0] != '\0');
 		printf("  refusal %zu: %s\n", i, why);
 		bd_write(bd, orig, FS_BLOCK_SIZE, 0, 0);
 	}

@@ -22,7 +22,7 @@ static void on_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int st)
 	(void)ctx;
 	(void)q;
 	if (nev < MAXEV)
-		evs[nev++] = (struct ev){ 'g', rq, st };
+		evs[nev++] = (struct ev){'g', rq, st};
 }
 
 static void on_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
@@ -30,17 +30,16 @@ static void on_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
 	(void)ctx;
 	(void)q;
 	if (nev < MAXEV)
-		evs[nev++] = (struct ev){ 'b', rq, mode };
+		evs[nev++] = (struct ev){'b', rq, mode};
 }
 
-static const struct lk_grant_out out = { on_grant, on_bast, NULL };
+static const struct lk_grant_out out = {on_grant, on_bast, NULL};
 
 /* Was there an event kind/rq/val? Consumes nothing. */
 static int has(char kind, struct lk_rq *rq, int val)
 {
 	for (int i = 0; i < nev; i++)
-		if (evs[i].kind == kind && evs[i].rq == rq &&
-		    evs[i].val == val)
+		if (evs[i].kind == kind && evs[i].rq == rq && evs[i].val == val)
 			return 1;
 	return 0;
 }
@@ -58,13 +57,13 @@ static void reset(void)
 
 /* Written out independently of lk_mode.c on purpose. */
 static const char *const expect_compat[6] = {
-	/* NL CR CW PR PW EX  (held) */
-	"111111", /* NL wanted */
-	"111110", /* CR */
-	"111000", /* CW */
-	"110100", /* PR */
-	"110000", /* PW */
-	"100000", /* EX */
+    /* NL CR CW PR PW EX  (held) */
+    "111111", /* NL wanted */
+    "111110", /* CR */
+    "111000", /* CW */
+    "110100", /* PR */
+    "110000", /* PW */
+    "100000", /* EX */
 };
 
 static void test_every_mode_pair(void)

@@ -70,7 +70,7 @@ static void sim_init(int n)
 {
 	memset(links, 0, sizeof(links));
 	for (int i = 1; i <= NN; i++) {
-		struct lk_xport xp = { sim_xmit, (void *)(uintptr_t)i };
+		struct lk_xport xp = {sim_xmit, (void *)(uintptr_t)i};
 
 		node[i] = NULL;
 		alive[i] = 0;
@@ -175,8 +175,7 @@ static void settle(void)
 	} while (moved);
 }
 
-static void begin_gen(int coord, uint64_t gen, uint64_t members,
-		      uint64_t dead)
+static void begin_gen(int coord, uint64_t gen, uint64_t members, uint64_t dead)
 {
 	pthread_mutex_lock(&node[coord]->mu);
 	lk_recover_begin(node[coord], gen, members, dead);
@@ -273,7 +272,7 @@ static void count_bast(struct lk_lock *lk, int mode, void *arg)
 	(void)arg;
 	bast_seen++;
 }
-static const struct lk_lock_ops bast_ops = { NULL, count_bast };
+static const struct lk_lock_ops bast_ops = {NULL, count_bast};
 
 static void test_remote_grant_and_bast(void)
 {
@@ -329,6 +328,43 @@ static void test_hold_cache(void)
 	sim_fini();
 }
 
+/* Unused resources wait on the toss list, then go (counted); a master
+ * that drops one tells the directory. */
+static void test_toss_list(void)
+{
+	struct lk_name x = nm(900), y;
+	struct lk_lock *a;
+	struct lk_stats st;
+
+	start_cluster(2);
+	y = name_with_dir(2, 901);
+	CHECK_EQ(lk_lock(node[1], &y, LK_EX, 0, NULL, NULL, &a), 0);
+	settle();
+	CHECK_EQ(lk_unlock(a, 0), 0);
+	if (lk_lock(node[1], &x, LK_EX, 0, NULL, NULL, &a) == 0)
+		settle();
+	CHECK_EQ(lk_unlock(a, 0), 0);
+	settle();
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.tossed, 2);
+	CHECK_EQ(node[2]->ndir >= 1, 1);
+	pthread_mutex_lock(&node[1]->mu);
+	node[1]->toss_ns = 1;
+	lk_core_tick(node[1], lk_now_ns() + 10);
+	lk_out_flush(node[1]);
+	pthread_mutex_unlock(&node[1]->mu);
+	settle();
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.tossed, 0);
+	CHECK_EQ(st.toss_freed, 2);
+	CHECK_EQ(st.resources, 0);
+	/* node 1 mastered y: node 2's directory entry is gone */
+	CHECK_EQ(lk_dir_node(node[2], lk_name_hash(&y)), 2);
+	lk_ls_stats(node[2], &st);
+	CHECK_EQ(st.dir_entries, 0);
+	sim_fini();
+}
+
 static void test_batch_one_frame_per_master(void)
 {
 	enum { N = 500 };
@@ -342,7 +378,8 @@ static void test_batch_one_frame_per_master(void)
 		names[i] = nm(10000 + (uint64_t)i);
 	/* node 2 masters all of them */
 	CHECK_EQ(lk_lock_batch(node[2], names, N, LK_EX, 0, NULL, NULL, lks) +
-			 0 >= 0,
+			 0 >=
+		     0,
 		 1);
 	settle();
 	for (int i = 0; i < N; i++)
@@ -350,8 +387,7 @@ static void test_batch_one_frame_per_master(void)
 	settle();
 	/* node 1 asks for all 500: lookups batched, then requests */
 	before = frames_sent;
-	CHECK(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks) >=
-	      0);
+	CHECK(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks) >= 0);
 	settle();
 	for (int i = 0; i < N; i++)
 		granted += lk_lock_granted(lks[i]);
@@ -378,7 +414,7 @@ static void comp_check_recovered(struct lk_lock *lk, int status, void *arg)
 	granted_after_recovery = recovered[lk->ls->nodeid] != 0;
 	(void)arg;
 }
-static const struct lk_lock_ops rec_ops = { comp_check_recovered, NULL };
+static const struct lk_lock_ops rec_ops = {comp_check_recovered, NULL};
 
 static void kill_node(int n)
 {
@@ -393,7 +429,7 @@ static void test_recovery_after_death(void)
 {
 	struct lk_name x, y;
 	struct lk_lock *ex, *w, *pr;
-	uint8_t v[LK_LVB_LEN] = { 7 };
+	uint8_t v[LK_LVB_LEN] = {7};
 
 	start_cluster(3);
 	memset(recovered, 0, sizeof(recovered));
@@ -413,8 +449,7 @@ static void test_recovery_after_death(void)
 	CHECK_EQ(lk_lock(node[3], &x, LK_PW, LK_NOQUEUE, NULL, NULL, &ex),
 		 -EAGAIN);
 	granted_after_recovery = -1;
-	CHECK_EQ(lk_lock(node[2], &x, LK_EX, LK_VALBLK, &rec_ops, NULL, &w),
-		 0);
+	CHECK_EQ(lk_lock(node[2], &x, LK_EX, LK_VALBLK, &rec_ops, NULL, &w), 0);
 	settle();
 	CHECK(!lk_lock_granted(w));
 	kill_node(3);
@@ -429,6 +464,45 @@ static void test_recovery_after_death(void)
 	/* 3 held PW/EX: the value block is marked invalid */
 	CHECK_EQ(lk_lvb_get(w, v), -ENODATA);
 	CHECK_EQ(lk_convert(pr, LK_EX, 0), LK_GRANTED_NOW);
+	sim_fini();
+}
+
+/* A master leaves cleanly: the LVB of a resource others hold only in CR
+ * survives (HANDOFF), where a death would have made it invalid. */
+static void test_clean_leave_hands_lvb_on(void)
+{
+	struct lk_name x;
+	struct lk_lock *ex, *cr, *pr;
+	uint8_t v[LK_LVB_LEN] = {9}, got[LK_LVB_LEN];
+
+	start_cluster(3);
+	x = name_with_dir(3, 700);
+	CHECK_EQ(lk_lock(node[3], &x, LK_EX, LK_VALBLK, NULL, NULL, &ex),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_lvb_set(ex, v), 0);
+	CHECK_EQ(lk_convert(ex, LK_NL, 0), LK_GRANTED_NOW); /* writes 9 */
+	CHECK_EQ(lk_lock(node[1], &x, LK_CR, LK_VALBLK, NULL, NULL, &cr), 0);
+	settle();
+	CHECK(lk_lock_granted(cr));
+	CHECK_EQ(lk_unlock(ex, 0), 0);
+	/* node 3 leaves: releases, hands on, says LEAVE */
+	pthread_mutex_lock(&node[3]->mu);
+	lk_recover_handoff(node[3]);
+	lk_out_flush(node[3]);
+	pthread_mutex_unlock(&node[3]->mu);
+	settle();
+	kill_node(3);
+	node[1]->left |= 1ull << 3;
+	node[2]->left |= 1ull << 3;
+	begin_gen(1, 2, mask_of(2), 0);
+	settle();
+	CHECK_EQ(node[1]->rphase, 0);
+	CHECK_EQ(node[1]->stats.recoveries, 2);
+	CHECK_EQ(lk_lock(node[2], &x, LK_PR, LK_VALBLK, NULL, NULL, &pr), 0);
+	settle();
+	REQUIRE(lk_lock_granted(pr));
+	CHECK_EQ(lk_lvb_get(pr, got), 0);
+	CHECK_EQ(got[0], 9);
 	sim_fini();
 }
 
@@ -485,7 +559,7 @@ static void p_comp(struct lk_lock *lk, int status, void *arg)
 	if (c->state == C_IDLE)
 		c->lk = NULL;
 }
-static const struct lk_lock_ops p_ops = { p_comp, NULL };
+static const struct lk_lock_ops p_ops = {p_comp, NULL};
 
 /* While a conversion is pending a lock protects only what both modes
  * protect (the meet in the lattice): the master may already have
@@ -501,6 +575,26 @@ static int eff_mode(const struct lk_lock *lk)
 	return LK_NL;
 }
 
+/* Append the effective modes held by node @i's locks on @res. */
+static void collect_modes(struct lk_res *res, int i, int r, int *modes, int *n)
+{
+	for (struct lk_list *l = res->locks.next; l != &res->locks;
+	     l = l->next) {
+		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
+
+		if ((lk->state != LK_S_GRANTED &&
+		     lk->state != LK_S_CONVERTING) ||
+		    *n >= 64)
+			continue;
+		if (getenv("SIMDBG"))
+			printf("  res %d node %d lkid %llu st %d gr %d rq %d "
+			       "cached %d\n",
+			       r, i, (unsigned long long)lk->lkid, lk->state,
+			       lk->grmode, lk->rqmode, lk->cached);
+		modes[(*n)++] = eff_mode(lk);
+	}
+}
+
 /* No two locks held anywhere on a resource are incompatible. */
 static int check_safety(void)
 {
@@ -510,26 +604,12 @@ static int check_safety(void)
 
 		for (int i = 1; i <= NN; i++) {
 			struct lk_res *res;
-			struct lk_list *l;
 
 			if (!alive[i])
 				continue;
 			res = lk_res_find(node[i], &x, lk_name_hash(&x));
-			if (res == NULL)
-				continue;
-			for (l = res->locks.next; l != &res->locks;
-			     l = l->next) {
-				struct lk_lock *lk = LK_CONTAINER(
-					l, struct lk_lock, res_link);
-
-				if ((lk->state == LK_S_GRANTED ||
-				     lk->state == LK_S_CONVERTING) && n < 64) {
-					if (getenv("SIMDBG"))
-						printf("  res %d node %d lkid %llu st %d gr %d rq %d cached %d\n",
-						       r, i, (unsigned long long)lk->lkid, lk->state, lk->grmode, lk->rqmode, lk->cached);
-					modes[n++] = eff_mode(lk);
-				}
-			}
+			if (res != NULL)
+				collect_modes(res, i, r, modes, &n);
 		}
 		for (int a = 0; a < n; a++)
 			for (int b = a + 1; b < n; b++)
@@ -545,7 +625,7 @@ static int check_safety(void)
 
 static void write_lvb(struct client *c)
 {
-	uint8_t v[LK_LVB_LEN] = { 0 };
+	uint8_t v[LK_LVB_LEN] = {0};
 	uint32_t val = ++lvb_counter;
 
 	if (lk_lock_mode(c->lk) < LK_PW)
@@ -565,8 +645,8 @@ static void client_hold_step(struct client *c, int draining)
 
 	if (draining || r < 3) {
 		write_lvb(c); /* written back by unlock from PW/EX */
-		ret = lk_unlock(c->lk, !draining && r == 0 ? LK_UNLOCK_CACHE
-							    : 0);
+		ret =
+		    lk_unlock(c->lk, !draining && r == 0 ? LK_UNLOCK_CACHE : 0);
 		if (getenv("SIMDBG"))
 			printf("U cli %p node %d lkid %llu cache %d ret %d\n",
 			       (void *)c, c->node,
@@ -609,9 +689,9 @@ static void client_step(struct client *c, int draining)
 			if (rnd() % 7 == 0)
 				fl |= LK_NOQUEUE | LK_NOQUEUEBAST;
 			c->state = C_WAIT;
-			ret = lk_lock(node[c->node], &x,
-				      (int)(rnd() % LK_NMODES), fl, &p_ops, c,
-				      &c->lk);
+			ret =
+			    lk_lock(node[c->node], &x, (int)(rnd() % LK_NMODES),
+				    fl, &p_ops, c, &c->lk);
 		}
 		if (getenv("SIMDBG") && ret >= 0)
 			printf("L cli %p node %d lkid %llu ret %d\n", (void *)c,
@@ -646,7 +726,7 @@ static void random_run(int kill_at)
 	start_cluster(NN);
 	for (int i = 1; i <= NN; i++)
 		for (int k = 0; k < NCLI; k++)
-			cli[i][k] = (struct client){ i, C_IDLE, 0, NULL, 0 };
+			cli[i][k] = (struct client){i, C_IDLE, 0, NULL, 0};
 	for (int s = 0; s < steps && !prop_fail; s++) {
 		int what = (int)(rnd() % 10);
 
@@ -701,9 +781,9 @@ static void random_run(int kill_at)
 				       lk->grmode, lk->rqmode, lk->res->master,
 				       lk->deferred_op);
 				if (lk->res->master != (uint32_t)i) {
-					struct lk_mst *m = lk_mst_find(
-						node[lk->res->master],
-						(uint32_t)i, lk->lkid);
+					struct lk_mst *m =
+					    lk_mst_find(node[lk->res->master],
+							(uint32_t)i, lk->lkid);
 
 					printf("  at master: %s queue %d\n",
 					       m ? "copy" : "NO copy",
@@ -713,11 +793,12 @@ static void random_run(int kill_at)
 	for (int i = 1; i <= NN && alive[i]; i++) {
 		CHECK_EQ(node[i]->rphase, 0);
 		CHECK_EQ(node[i]->stats.bad_frames, 0);
-		printf("node %d: grants local %llu remote %llu waits %llu\n",
-		       i,
-		       (unsigned long long)node[i]->stats.type[2].c.grants_local,
-		       (unsigned long long)node[i]->stats.type[2].c.grants_remote,
-		       (unsigned long long)node[i]->stats.type[2].c.waits);
+		const struct lk_counts *c = &node[i]->stats.type[2].c;
+
+		printf("node %d: grants local %llu remote %llu waits %llu\n", i,
+		       (unsigned long long)c->grants_local,
+		       (unsigned long long)c->grants_remote,
+		       (unsigned long long)c->waits);
 	}
 	sim_fini();
 }
@@ -741,8 +822,10 @@ int main(int argc, char **argv)
 	T_RUN(test_local_resource_no_message);
 	T_RUN(test_remote_grant_and_bast);
 	T_RUN(test_hold_cache);
+	T_RUN(test_toss_list);
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_recovery_after_death);
+	T_RUN(test_clean_leave_hands_lvb_on);
 	T_RUN(test_random_property);
 	T_RUN(test_random_property_with_death);
 	return t_done();
