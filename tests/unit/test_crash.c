@@ -19,7 +19,8 @@
  *  2. mount (journal replay, orphan reclaim) and show every frozen file
  *     with its exact content;
  *  3. unmount cleanly and check clean with fsck again.
- * Failures print the crash point and the seed.
+ * Both data=ordered and data=writeback mounts are tested. Failures print
+ * the crash point and the seed.
  */
 #include "tests/unit/harness.h"
 #include "tests/unit/fs_testutil.h"
@@ -92,6 +93,8 @@ static struct bd_dev *ram_copy(struct bd_dev *src)
 	return dst;
 }
 
+static enum fs_data_mode data_mode;	/* of the mounts under test */
+
 static int mount_on(struct bd_dev *bd, struct fs **out)
 {
 	struct fs_opts o;
@@ -100,6 +103,7 @@ static int mount_on(struct bd_dev *bd, struct fs **out)
 
 	fs_opts_init(&o);
 	o.cache_mb = 8;
+	o.data = data_mode;
 	ret = fs_mount_bd(bd, &o, out, err, sizeof(err));
 	if (ret < 0)
 		fprintf(stderr, "  mount: %d %s\n", ret, err);
@@ -437,7 +441,7 @@ static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
 	return ok;
 }
 
-static void test_power_loss_points(void)
+static void power_loss_points(void)
 {
 	struct bd_dev *tmpl = make_template();
 	uint64_t seed = t_seed(), total = 0, step;
@@ -466,9 +470,23 @@ static void test_power_loss_points(void)
 	bd_close(tmpl);
 }
 
+static void test_power_loss_ordered(void)
+{
+	data_mode = FS_DATA_ORDERED;
+	power_loss_points();
+}
+
+/* fsync means durable in data=writeback too */
+static void test_power_loss_writeback(void)
+{
+	data_mode = FS_DATA_WRITEBACK;
+	power_loss_points();
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
-	T_RUN(test_power_loss_points);
+	T_RUN(test_power_loss_ordered);
+	T_RUN(test_power_loss_writeback);
 	return t_done();
 }
