@@ -304,9 +304,16 @@ static int workload(struct work *w)
 	w->ndirs = 1;
 	w->dir_ino[0] = fs_root(w->fs);
 	w->dir_path[0][0] = '\0';
-	for (int i = 0; i < 3; i++)
-		if (op_mkdir(w, 1000 + i) < 0)
-			return dead(w) ? 0 : -EIO;
+	for (int i = 0; i < 3; i++) {
+		int ret = op_mkdir(w, 1000 + i);
+
+		if (ret < 0 && !dead(w)) {
+			fprintf(stderr, "  mkdir failed: %d\n", ret);
+			return ret;
+		}
+		if (ret < 0)
+			return 0;
+	}
 	for (int i = 0; i < NOPS; i++) {
 		int ret = one_op(w, i);
 
@@ -448,7 +455,11 @@ static void power_loss_points(void)
 	unsigned trials = 0, failures = 0;
 
 	REQUIRE(tmpl != NULL);
-	REQUIRE(crash_run(tmpl, seed, 0, 0, &total));
+	if (!crash_run(tmpl, seed, 0, 0, &total)) {
+		CHECK(!"dry run failed");
+		bd_close(tmpl);
+		return;
+	}
 	CHECK(total > 10);
 	step = total / 80 ? total / 80 : 1;
 	for (uint64_t n = 1; n <= total + 1; n += step) {
