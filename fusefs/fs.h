@@ -125,6 +125,12 @@ int fs_mount_bd(struct bd_dev *bd, const struct fs_opts *o, struct fs **out,
  * NULL is a no-op. */
 int fs_unmount(struct fs *fs);
 
+/* Crash simulation for tests: wait for writes already submitted to the
+ * device (they complete or fail), then free everything WITHOUT writing
+ * anything more (no commit, no checkpoint, slot left claimed). Pair with
+ * bd_fault_crash() to model a power loss; the next mount replays. */
+void fs_abandon(struct fs *fs);
+
 /* The root directory's inode number. */
 uint64_t fs_root(const struct fs *fs);
 

@@ -13,12 +13,15 @@
  *    written file has few extents.
  *
  * Data never goes through the metadata cache: reads and writes go to the
- * device with BD_ALIGN-aligned bounce buffers; partial blocks are read,
- * modified and written (RMW). New blocks are written in full (zeros
- * around the data) before the extent that maps them is inserted, and the
- * write completes before the transaction ends: with data=ordered the
- * journal flushes the device before the commit that makes the extent
- * visible (fs_journal_data_written).
+ * device with BD_ALIGN-aligned buffers; partial blocks are read, modified
+ * and written (RMW), new blocks are written in full (zeros around the
+ * data). A write maps (allocates) its blocks in a transaction that stays
+ * open until the data is on the device, so with data=ordered the commit
+ * that makes new extents visible comes after the data (the journal
+ * flushes the device first: fs_journal_data_written). The device I/O
+ * itself runs without ns->lock, under a per-inode I/O range (fs_ns.h);
+ * small writes go "behind" (asynchronous, acknowledged at submission; see
+ * WB_MAX below), large ones are synchronous.
  *
  * Invariant: bytes of the file's last block beyond `size` are zero on
  * disk (truncate zeroes them), so growing a file exposes zeros.
@@ -553,11 +556,133 @@ static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
  * handle still open, so the commit that publishes the new extents comes
  * after the data. With @n the lock is dropped for the I/O.
  */
+/*
+ * Write behind: a small write (at most WB_MAX bytes) is copied into its
+ * own buffer, submitted asynchronously and acknowledged at once; its
+ * transaction handle and its I/O range stay until the completion, so the
+ * commit publishing its extents still follows the data (data=ordered),
+ * and reads, overlapping writes, truncate and destroy wait for it.
+ * fsync waits too (a commit waits for open handles). A failed write
+ * behind is reported by the next fsync (-EIO). At most WB_INFLIGHT bytes
+ * are in flight.
+ */
+#define WB_MAX (64u << 10)
+#define WB_INFLIGHT (32u << 20)
+
+struct wb {
+	struct fs *fs;
+	struct fs_inode *n;
+	struct fs_tx *tx;
+	struct fs_range r;
+	size_t bytes;
+	char *buf;
+	struct bd_io io[SEG_MAX];
+};
+
+static void wb_done(struct bd_io *ios, unsigned nio, void *arg)
+{
+	struct wb *w = arg;
+	struct fs *fs = w->fs;
+	struct fs_tx *tx = w->tx;
+
+	for (unsigned i = 0; i < nio; i++)
+		if (ios[i].ret < 0)
+			__atomic_store_n(&fs->ns->data_err, -EIO,
+					 __ATOMIC_RELAXED);
+	fs_journal_data_written(fs);
+	fs_range_del(fs, w->n, &w->r);
+	fs_wb_end(fs, w->bytes);
+	free(w->buf);
+	free(w);
+	fs_tx_end(tx);	/* last: unmount waits for the handles */
+}
+
+/* Fill the write buffer of each piece (zeros or old data around the new
+ * bytes) and describe its I/O. */
+static int wb_fill(struct fs *fs, struct wb *w, const struct seg *sg,
+		   unsigned ns, uint64_t pos, uint64_t stop, const char *src)
+{
+	char *p = w->buf;
+
+	for (unsigned i = 0; i < ns; i++) {
+		uint64_t s = sg[i].lb * BS, e = (sg[i].lb + sg[i].nblk) * BS;
+		uint64_t a = s > pos ? s : pos, z = e < stop ? e : stop;
+		int ret;
+
+		if (a > s) {
+			if (sg[i].fresh)
+				memset(p, 0, BS);
+			else if ((ret = bd_read(fs->bd, p, BS,
+						sg[i].phys * BS)) < 0)
+				return ret;
+		}
+		if (z < e && (sg[i].nblk > 1 || a == s)) {
+			char *last = p + (sg[i].nblk - 1) * BS;
+
+			if (sg[i].fresh)
+				memset(last, 0, BS);
+			else if ((ret = bd_read(fs->bd, last, BS,
+						(sg[i].phys + sg[i].nblk - 1) *
+						BS)) < 0)
+				return ret;
+		}
+		memcpy(p + (a - s), src + (a - pos), z - a);
+		w->io[i] = (struct bd_io){ .op = BD_WRITE, .buf = p,
+					   .len = sg[i].nblk * BS,
+					   .off = sg[i].phys * BS };
+		p += sg[i].nblk * BS;
+	}
+	return 0;
+}
+
+/* Hand the planned write to the device asynchronously; on success the
+ * completion owns @tx and the range. */
+static int wb_submit(struct fs *fs, struct fs_inode *n, struct fs_tx *tx,
+		     struct fs_range *r, const struct seg *sg, unsigned ns,
+		     uint64_t pos, uint64_t stop, const char *src)
+{
+	uint64_t blocks = 0;
+	struct wb *w;
+	int ret;
+
+	for (unsigned i = 0; i < ns; i++)
+		blocks += sg[i].nblk;
+	w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return -ENOMEM;
+	w->bytes = blocks * BS;
+	if (posix_memalign((void **)&w->buf, BD_ALIGN, w->bytes) != 0) {
+		free(w);
+		return -ENOMEM;
+	}
+	ret = wb_fill(fs, w, sg, ns, pos, stop, src);
+	if (ret < 0)
+		goto out_free;
+	w->fs = fs;
+	w->n = n;
+	w->tx = tx;
+	/* the range moves from the caller's stack into w */
+	fs_range_swap(fs, n, r, &w->r);
+	fs_wb_start(fs, w->bytes, WB_INFLIGHT);
+	ret = bd_submit_async(fs->bd, w->io, ns, wb_done, w);
+	if (ret == 0)
+		return 0;
+	fs_wb_end(fs, w->bytes);
+	fs_range_swap(fs, n, &w->r, r);
+out_free:
+	free(w->buf);
+	free(w);
+	return ret;
+}
+
 static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		       const char *src, uint64_t pos, uint64_t end,
 		       uint64_t *stop)
 {
-	struct fs_range r = { .start = pos, .end = end, .write = 1 };
+	/* whole blocks: two writes into one block would each read-modify-
+	 * write it */
+	struct fs_range r = { .start = pos / BS * BS,
+			      .end = (end + BS - 1) / BS * BS, .write = 1 };
 	struct seg sg[SEG_MAX];
 	struct fs_btree bt;
 	struct fs_tx *tx;
@@ -586,6 +711,9 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		fs_tx_end(tx);
 		return ret;
 	}
+	if (*stop - pos <= WB_MAX &&
+	    wb_submit(fs, n, tx, &r, sg, ns, pos, *stop, src) == 0)
+		return 0;
 	fs_ns_unlock(fs);
 	ret = write_io(fs, sg, ns, pos, *stop, src);
 	fs_tx_end(tx);

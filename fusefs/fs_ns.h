@@ -83,6 +83,10 @@ struct fs_ns {
 	size_t count;			/* tbl_lock */
 	struct fs_inode *orphans;	/* list head, mirrors the slot's
 					   orphan_head: ns->lock excl */
+	unsigned wb_count;		/* writes behind in flight: tbl_lock */
+	size_t wb_bytes;		/* their buffers: tbl_lock */
+	int data_err;			/* a write behind failed (-EIO):
+					   atomic; reported by fsync */
 	struct fs_ns_stats st;		/* atomics */
 };
 
@@ -144,6 +148,14 @@ int fs_ino_unpin(struct fs *fs, struct fs_inode *n);
 void fs_range_add(struct fs *fs, struct fs_inode *n, struct fs_range *r);
 void fs_range_del(struct fs *fs, struct fs_inode *n, struct fs_range *r);
 void fs_range_wait_all(struct fs *fs, struct fs_inode *n);
+/* Put @r (a copy of @old) in @old's place (the range changes owner). */
+void fs_range_swap(struct fs *fs, struct fs_inode *n, struct fs_range *old,
+		   struct fs_range *r);
+/* Writes behind (fs_file.c): wait until fewer than @bytes... are in
+ * flight and count a new one; end one; wait for none (unmount). */
+void fs_wb_start(struct fs *fs, size_t bytes, size_t limit);
+void fs_wb_end(struct fs *fs, size_t bytes);
+void fs_wb_drain(struct fs *fs);
 
 /* Put @b's inode (nlink just reached 0) on the orphan list, in @tx. */
 int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b);

@@ -239,6 +239,7 @@ int fs_unmount(struct fs *fs)
 
 	if (fs == NULL)
 		return 0;
+	fs_wb_drain(fs);
 	if (!fs->ro) {
 		lock_wr(fs);
 		ret = fs_ino_release_all(fs);
@@ -247,6 +248,15 @@ int fs_unmount(struct fs *fs)
 	fs_ns_free(fs);
 	r2 = fs_core_unmount(fs);
 	return ret < 0 ? ret : r2;
+}
+
+void fs_abandon(struct fs *fs)
+{
+	if (fs == NULL)
+		return;
+	fs_wb_drain(fs);
+	fs_ns_free(fs);
+	fs_core_abandon(fs);
 }
 
 uint64_t fs_root(const struct fs *fs)
@@ -1114,9 +1124,14 @@ out:
 
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync)
 {
+	int ret;
+
 	(void)ino;
 	(void)datasync;
-	return fs_journal_sync(fs);
+	ret = fs_journal_sync(fs);	/* also waits for writes behind */
+	if (ret == 0)
+		ret = __atomic_load_n(&fs->ns->data_err, __ATOMIC_RELAXED);
+	return ret;
 }
 
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
@@ -1255,7 +1270,7 @@ int fs_statfs(struct fs *fs, struct statvfs *out)
 
 int fs_sync(struct fs *fs)
 {
-	return fs_journal_sync(fs);
+	return fs_fsync(fs, 0, 0);
 }
 
 /* ---- xattrs ---- */
