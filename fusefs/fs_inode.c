@@ -328,6 +328,7 @@ void fs_ns_free(struct fs *fs)
 
 	if (ns == NULL)
 		return;
+	fs_wb_drain(fs);	/* completions use ns and the journal */
 	for (size_t i = 0; i < ns->nbuckets; i++)
 		for (n = ns->hash[i]; n != NULL; n = next) {
 			next = n->hnext;

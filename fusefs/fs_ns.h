@@ -113,7 +113,8 @@ static inline struct fs_dinode *fs_di(struct fs_buf *b)
 /* ---- fs_inode.c ---- */
 
 int fs_ns_init(struct fs *fs, const struct fs_opts *o);
-/* Frees the in-memory state (not the on-disk orphans). */
+/* Frees the in-memory state (not the on-disk orphans), after waiting for
+ * writes behind still in flight. */
 void fs_ns_free(struct fs *fs);
 
 /* The inode block of @ino (referenced; fs_buf_put it). -ESTALE if it is

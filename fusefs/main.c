@@ -180,27 +180,6 @@ static int background(void)
 	return p[1];
 }
 
-/*
- * A daemon that was just unmounted still writes its journal back and
- * holds the device for a moment after umount(8) returned: a mount right
- * after it ("umount && mount") waits up to BUSY_WAIT_MS for the device
- * instead of failing. A real second mount is refused after that.
- */
-#define BUSY_WAIT_MS 5000
-static int mount_retry(struct args *a, struct fs **fs, char *err,
-		       size_t errlen)
-{
-	int ret, waited = 0;
-
-	for (;;) {
-		ret = fs_mount(a->device, &a->opts, fs, err, errlen);
-		if (ret != -EBUSY || waited >= BUSY_WAIT_MS)
-			return ret;
-		usleep(100 * 1000);
-		waited += 100;
-	}
-}
-
 static int run(struct args *a, int status_fd)
 {
 	struct fs_fuse *ff = NULL;
@@ -208,7 +187,9 @@ static int run(struct args *a, int status_fd)
 	char err[512] = "";
 	int ret;
 
-	ret = mount_retry(a, &fs, err, sizeof(err));
+	/* a mount right after an unmount waits (in fs_core_open) for the
+	 * previous daemon to finish writing back and release the device */
+	ret = fs_mount(a->device, &a->opts, &fs, err, sizeof(err));
 	if (ret < 0) {
 		fprintf(stderr, "ucfs: cannot mount %s: %s\n", a->device,
 			err[0] ? err : strerror(-ret));
