@@ -7,6 +7,7 @@
  *   link OLD NEW | symlink TARGET NEW | unlink PATH | rmdir PATH
  *   mkdir PATH | create PATH (O_CREAT|O_EXCL) | open PATH (O_RDONLY)
  *   truncate PATH SIZE | setxattr PATH NAME VALUE create|replace
+ *   fsync PATH (file or directory: open O_RDONLY, fsync)
  * Exit status: 0 if the call was made (whatever its result), 2 usage.
  */
 #include <errno.h>
@@ -82,6 +83,16 @@ static int run(int argc, char **argv)
 			return errno;
 		close(fd);
 		return 0;
+	}
+	if (argc == 3 && strcmp(op, "fsync") == 0) {
+		int r;
+
+		fd = open(argv[2], O_RDONLY);
+		if (fd < 0)
+			return errno;
+		r = fsync(fd) == 0 ? 0 : errno;
+		close(fd);
+		return r;
 	}
 	if (argc == 6 && strcmp(op, "setxattr") == 0)
 		return rc(setxattr(argv[2], argv[3], argv[4], strlen(argv[4]),

@@ -4,12 +4,14 @@
  *
  * Usage: fsx [--seed N] [--ops N] [--maxlen BYTES] [--base BYTES]
  *            [--maxop BYTES] [--no-falloc] [--no-punch] [--no-zero]
- *            [--direct-every N] [--quiet] FILE
+ *            [--no-dwrite] [--direct-every N] [--quiet] FILE
  *
  * It performs --ops random operations on FILE (created, truncated to 0):
  * write, read, truncate (up and down), fallocate (plain and KEEP_SIZE),
- * punch hole, zero range, fsync/fdatasync, close+reopen, and reads through
- * a second, independent descriptor. Every result is compared with an
+ * punch hole, zero range, fsync/fdatasync, close+reopen, reads through
+ * a second, independent descriptor, and block-aligned writes through an
+ * O_DIRECT descriptor (mixed with buffered I/O; disabled where O_DIRECT
+ * opens fail with EINVAL, e.g. tmpfs). Every result is compared with an
  * in-memory model of the file: every read's bytes, every fstat's size, and
  * the whole file every few hundred operations and at the end. On the first
  * mismatch it prints where, what was expected and what was read, the last
@@ -52,12 +54,13 @@ enum op_kind {
 	OP_FSYNC,
 	OP_REOPEN,
 	OP_READ2,
+	OP_DWRITE,
 	OP_NKINDS
 };
 
 static const char *const op_names[OP_NKINDS] = {
 	"write", "read", "truncate", "falloc", "falloc_keep",
-	"punch", "zero_range", "fsync", "reopen", "read2",
+	"punch", "zero_range", "fsync", "reopen", "read2", "dwrite",
 };
 
 /* One logged operation. */
@@ -73,6 +76,8 @@ struct fsx {
 	const char *path;
 	int fd;
 	int fd2;	   /* second descriptor, opened separately */
+	int fdd;	   /* O_DIRECT descriptor (-1: not supported) */
+	unsigned char *abuf; /* 4096-aligned buffer for O_DIRECT */
 	uint64_t base;	   /* every op lands at >= base */
 	uint64_t maxlen;   /* window length */
 	uint64_t maxop;	   /* longest single read/write */
@@ -279,6 +284,39 @@ static void do_write(struct fsx *f, uint64_t off, uint64_t len)
 		f->size = off + len;
 }
 
+/* Block-aligned write through the O_DIRECT descriptor (the kernel must
+ * keep the page cache of the other descriptors coherent). */
+static void do_dwrite(struct fsx *f, uint64_t off, uint64_t len)
+{
+	uint64_t lo = (off + 4095) & ~4095ull, hi;
+
+	hi = (off + len) & ~4095ull;
+	if (hi > f->base + f->maxlen)
+		hi = (f->base + f->maxlen) & ~4095ull;
+	if (lo < f->base || hi <= lo) {
+		f->log[f->opno].len = 0;
+		return;
+	}
+	f->log[f->opno].off = lo;
+	f->log[f->opno].len = hi - lo;
+	for (uint64_t i = 0; i < hi - lo; i++)
+		f->abuf[i] = pattern(f->opno, lo + i);
+	for (uint64_t done = 0; done < hi - lo;) {
+		ssize_t n = pwrite(f->fdd, f->abuf + done, hi - lo - done,
+				   lo + done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die_errno(f, "pwrite O_DIRECT", errno);
+		}
+		done += (uint64_t)n;
+	}
+	memcpy(f->mbuf + (lo - f->base), f->abuf, hi - lo);
+	if (hi > f->size)
+		f->size = hi;
+}
+
 static void model_zero(struct fsx *f, uint64_t from, uint64_t to)
 {
 	if (from < f->base)
@@ -380,7 +418,7 @@ static enum op_kind pick_kind(struct fsx *f)
 {
 	/* weights: reads and writes dominate, like fsx */
 	static const unsigned weight[OP_NKINDS] = {
-		30, 20, 8, 4, 4, 6, 4, 4, 3, 6,
+		30, 20, 8, 4, 4, 6, 4, 4, 3, 6, 5,
 	};
 	unsigned total = 0, r;
 
@@ -462,6 +500,9 @@ static void run_op(struct fsx *f)
 	case OP_ZERO:
 		r->ret = do_falloc(f, k, off, len);
 		break;
+	case OP_DWRITE:
+		do_dwrite(f, off, len);
+		break;
 	case OP_FSYNC:
 		if ((rnd(f) & 1 ? fsync(f->fd) : fdatasync(f->fd)) != 0)
 			die_errno(f, "fsync", errno);
@@ -482,7 +523,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: fsx [--seed N] [--ops N] [--maxlen B] [--base B]"
 		" [--maxop B]\n"
-		"           [--no-falloc] [--no-punch] [--no-zero]"
+		"           [--no-falloc] [--no-punch] [--no-zero] [--no-dwrite]"
 		" [--direct-every N]\n"
 		"           [--log-all] [--quiet] FILE\n");
 	return 2;
@@ -513,6 +554,8 @@ static int parse_args(struct fsx *f, int argc, char **argv, uint64_t *seed)
 			f->disabled[OP_PUNCH] = 1;
 		else if (strcmp(a, "--no-zero") == 0)
 			f->disabled[OP_ZERO] = 1;
+		else if (strcmp(a, "--no-dwrite") == 0)
+			f->disabled[OP_DWRITE] = 1;
 		else if (strcmp(a, "--log-all") == 0)
 			f->log_all = 1;
 		else if (strcmp(a, "--quiet") == 0)
@@ -563,6 +606,17 @@ int main(int argc, char **argv)
 	f.fd2 = open(f.path, O_RDONLY);
 	if (f.fd2 < 0)
 		die_errno(&f, f.path, errno);
+	f.fdd = f.disabled[OP_DWRITE] ? -1 : open(f.path, O_WRONLY | O_DIRECT);
+	if (f.fdd < 0 && !f.disabled[OP_DWRITE]) {
+		if (errno != EINVAL)
+			die_errno(&f, "open O_DIRECT", errno);
+		if (!f.quiet)
+			printf("fsx: no O_DIRECT here: dwrite disabled\n");
+	}
+	if (f.fdd < 0)
+		f.disabled[OP_DWRITE] = 1;
+	if (posix_memalign((void **)&f.abuf, 4096, f.maxlen + 4096) != 0)
+		die_errno(&f, "posix_memalign", ENOMEM);
 	if (f.base > 0)
 		do_trunc(&f, f.base);
 	for (f.opno = 0; f.opno < f.nops; f.opno++) {
@@ -586,6 +640,9 @@ int main(int argc, char **argv)
 	printf(")\n");
 	close(f.fd);
 	close(f.fd2);
+	if (f.fdd >= 0)
+		close(f.fdd);
+	free(f.abuf);
 	free(f.mbuf);
 	free(f.rbuf);
 	free(f.log);
