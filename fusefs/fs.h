@@ -73,6 +73,10 @@ struct fs_opts {
 	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
 	unsigned readahead_kb;		/* readahead=KB, kernel file readahead
 					   (0: off) */
+	int writeback_cache;		/* writeback_cache: the kernel caches
+					   writes (faster small writes, but a
+					   full fs reports ENOSPC only at
+					   fsync/close: off by default) */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags

@@ -157,17 +157,24 @@ static void reply_attr(fuse_req_t req, int ret, const struct fs_attr *a)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	static const unsigned want[] = {
-		FUSE_CAP_ASYNC_READ, FUSE_CAP_WRITEBACK_CACHE,
+		FUSE_CAP_ASYNC_READ,
 		FUSE_CAP_READDIRPLUS, FUSE_CAP_READDIRPLUS_AUTO,
 		FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_POSIX_ACL,
 		FUSE_CAP_DONT_MASK, FUSE_CAP_CACHE_SYMLINKS,
 		FUSE_CAP_ASYNC_DIO,
 	};
 
-	(void)userdata;
+	struct fs_fuse *ff = userdata;
+
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
 			conn->want |= want[i];
+	/* With the kernel's writeback cache a write(2) is acknowledged
+	 * before ucfs sees it, so a full filesystem can only fail the later
+	 * writeback (ENOSPC at fsync/close, the data lost): opt-in only. */
+	if (ff->fs->ns->opts.writeback_cache &&
+	    (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	/* nobody else changes the data: keep the page cache even when
 	 * mtime moves */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;

@@ -4,7 +4,7 @@
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, data=, commit=,
  *    cache_mb=, readahead=, noatime/relatime/strictatime, ro/rw,
- *    allow_other, debug);
+ *    writeback_cache/nowriteback_cache, allow_other, debug);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -134,6 +134,10 @@ static int parse_flag(struct fs_opts *o, const char *opt, int *ret)
 	*ret = 0;
 	if (strcmp(opt, "ro") == 0) {
 		o->ro = 1;
+	} else if (strcmp(opt, "writeback_cache") == 0) {
+		o->writeback_cache = 1;
+	} else if (strcmp(opt, "nowriteback_cache") == 0) {
+		o->writeback_cache = 0;
 	} else if (strcmp(opt, "rw") == 0) {
 		o->ro = 0;
 	} else if (strcmp(opt, "noatime") == 0) {
