@@ -26,7 +26,6 @@
 #include "tests/unit/fs_testutil.h"
 
 #include "fusefs/fs_fsck.h"
-#include "fusefs/fs_ns.h"
 
 #include <fcntl.h>
 
@@ -421,11 +420,9 @@ static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
 		*writes = bd_fault_writes(w.fault);
 	if (!bd_fault_crashed(w.fault))
 		bd_fault_crash(w.fault, 0);
-	/* write-behind completions still in flight use fs->ns: let them
-	 * finish (they fail on the dead device) before freeing it */
-	fs_wb_drain(w.fs);
-	fs_ns_free(w.fs);
-	fs_core_abandon(w.fs);
+	/* waits for writes behind still in flight (they fail on the dead
+	 * device), frees everything, writes nothing */
+	fs_abandon(w.fs);
 	after = ram_copy(lower);
 	bd_close(bd);
 	if (after == NULL) {
