@@ -254,6 +254,9 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now);
 struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 			   uint64_t hash);
 struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
+/* Start loading @n's bucket (near = 0) or, once that is cached, the first
+ * resource in it (near = 1): a hint for loops over many names. */
+void lk_res_prefetch(struct lk_ls *ls, const struct lk_name *n, int near);
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
 void lk_res_free(struct lk_ls *ls, struct lk_res *res);
 struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
