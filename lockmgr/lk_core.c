@@ -80,6 +80,40 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 	return 0;
 }
 
+void *lk_pool_get(struct lk_pool *p, size_t size)
+{
+	void *obj = p->head;
+
+	if (obj == NULL)
+		return calloc(1, size);
+	memcpy(&p->head, obj, sizeof(p->head));
+	p->n--;
+	memset(obj, 0, size);
+	return obj;
+}
+
+void lk_pool_put(struct lk_pool *p, void *obj)
+{
+	if (p->n >= LK_POOL_MAX) {
+		free(obj);
+		return;
+	}
+	memcpy(obj, &p->head, sizeof(p->head));
+	p->head = obj;
+	p->n++;
+}
+
+static void pool_drain(struct lk_pool *p)
+{
+	while (p->head != NULL) {
+		void *obj = p->head;
+
+		memcpy(&p->head, obj, sizeof(p->head));
+		free(obj);
+	}
+	p->n = 0;
+}
+
 static void free_lkbs_and_res(struct lk_ls *ls)
 {
 	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
@@ -115,6 +149,8 @@ void lk_core_destroy(struct lk_ls *ls)
 	if (ls->dir_hash != NULL)
 		lk_dir_clear(ls);
 	lk_recover_free(ls);
+	pool_drain(&ls->lkb_pool);
+	pool_drain(&ls->mst_pool);
 	for (int i = 0; i < LK_MAX_NODES; i++)
 		free(ls->out[i].buf);
 	free(ls->cbq);
@@ -265,7 +301,7 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 
 static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 {
-	struct lk_lock *lk = calloc(1, sizeof(*lk));
+	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool, sizeof(*lk));
 
 	if (lk == NULL)
 		return NULL;
@@ -287,7 +323,7 @@ static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 void lk_lkb_put(struct lk_lock *lk)
 {
 	if (--lk->refs == 0)
-		free(lk);
+		lk_pool_put(&lk->ls->lkb_pool, lk);
 }
 
 static void lkb_undefer(struct lk_lock *lk)

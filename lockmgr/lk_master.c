@@ -37,7 +37,7 @@ struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
 			  uint64_t lkid)
 {
-	struct lk_mst *m = calloc(1, sizeof(*m));
+	struct lk_mst *m = lk_pool_get(&ls->mst_pool, sizeof(*m));
 	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
 
 	if (m == NULL)
@@ -58,7 +58,7 @@ void lk_mst_free(struct lk_ls *ls, struct lk_mst *m)
 	while (*pp != m)
 		pp = &(*pp)->hnext;
 	*pp = m->hnext;
-	free(m);
+	lk_pool_put(&ls->mst_pool, m);
 }
 
 static struct lk_res *res_of(struct lk_rsq *q)
