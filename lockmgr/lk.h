@@ -226,7 +226,10 @@ int lk_cancel(struct lk_lock *lk);
 /*
  * Wait until no request or conversion is pending on @lk; returns the last
  * completion status (0 if granted). Do not call from a callback. Works
- * whether or not the lock has a completion callback.
+ * whether or not the lock has a completion callback. While it waits for a
+ * remote master's reply, the calling thread may itself read and process
+ * what that master sends (saving a thread wake-up per remote grant); user
+ * callbacks this causes are still queued for the callback thread.
  */
 int lk_wait(struct lk_lock *lk);
 

@@ -460,7 +460,9 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 	lk->rqmode = -1;
 	lk->status = status;
 	lk->cancel_pending = 0;
-	if (lk->wcv != NULL)
+	if (lk->rx_polled && !ls->rx_in_poller)
+		ls->xp.wake_rx(ls->xp.ctx); /* its waiter polls a socket */
+	else if (lk->wcv != NULL)
 		pthread_cond_signal(lk->wcv); /* wake just that thread */
 	if (lk->waiters > (lk->wcv != NULL))
 		pthread_cond_broadcast(&ls->cv);
@@ -1103,6 +1105,28 @@ static int pending(const struct lk_lock *lk)
 	       lk->state == LK_S_CONVERTING;
 }
 
+/*
+ * Wait for @lk's reply by reading its master's connection in this thread
+ * (xp.wait_rx): one thread wake-up fewer than the network thread reading
+ * it and signalling us. One such waiter per lockspace; the others, and
+ * locks with no remote master yet, sleep on a condvar. 0 if it waited.
+ */
+static int rx_wait(struct lk_ls *ls, struct lk_lock *lk)
+{
+	uint32_t m = lk->res->master;
+	int ret;
+
+	if (ls->xp.wait_rx == NULL || ls->rx_poller || m == 0 ||
+	    m == ls->nodeid || lk->state == LK_S_NEW)
+		return -EAGAIN;
+	ls->rx_poller = 1;
+	lk->rx_polled = 1;
+	ret = ls->xp.wait_rx(ls->xp.ctx, m);
+	lk->rx_polled = 0;
+	ls->rx_poller = 0;
+	return ret;
+}
+
 int lk_wait(struct lk_lock *lk)
 {
 	struct lk_ls *ls = lk->ls;
@@ -1121,8 +1145,11 @@ int lk_wait(struct lk_lock *lk)
 		mine = 1;
 	}
 	lk->waiters++;
-	while (pending(lk))
+	while (pending(lk)) {
+		if (mine && rx_wait(ls, lk) == 0)
+			continue;
 		pthread_cond_wait(mine ? &own : &ls->cv, &ls->mu);
+	}
 	lk->waiters--;
 	if (mine) {
 		lk->wcv = NULL;

@@ -23,8 +23,9 @@
  *    marked "immutable"), struct lk_mst and directory entries, the
  *    membership state (lk_member.c) and the whole transport state
  *    (lk_net.c: connections and their buffers). Public API calls, the
- *    network thread (for everything but epoll_wait) and the callback
- *    thread (to pop events) take it. It is never held while a user
+ *    network thread (for everything but epoll_wait), a thread in
+ *    lk_wait reading its master's connection (xp.wait_rx, but for
+ *    poll) and the callback thread (to pop events) take it. It is never held while a user
  *    callback runs, and nothing blocks while holding it (sockets are
  *    non-blocking).
  * There is no other lock: no lock order to keep. ls->cv (lk_wait
@@ -57,6 +58,16 @@ struct lk_xport {
 	 * -errno (the frame is dropped: the peer is treated as dead). */
 	int (*xmit)(void *ctx, uint32_t node, const void *frame, size_t len);
 	void *ctx;
+	/* Optional (NULL in simulation). wait_rx: called with ls->mu held
+	 * by the one thread in lk_wait allowed to (ls->rx_poller) — it
+	 * drops ls->mu, sleeps until input from @node (or wake_rx, or a
+	 * few ms) and, ls->mu retaken, processes that input itself: the
+	 * reply wakes the waiter directly, not through the network thread.
+	 * 0 if it waited (re-check), -EAGAIN if it cannot (no link: sleep on
+	 * the condvar). wake_rx: the lock being waited for that way
+	 * completed in another thread; ls->mu held, must not block. */
+	int (*wait_rx)(void *ctx, uint32_t node);
+	void (*wake_rx)(void *ctx);
 };
 
 /*
@@ -126,6 +137,7 @@ struct lk_lock {
 	uint8_t cached; /* idle in the hold cache */
 	uint8_t cancel_pending;
 	uint8_t sync_done;    /* completed inside its own API call */
+	uint8_t rx_polled;    /* its waiter is the rx poller (xp.wait_rx) */
 	uint8_t unlock_ivlvb; /* pending unlock invalidates the LVB */
 	int8_t bast_mode;     /* highest mode asked by a blocking callback
 				 since the last grant, -1 none */
@@ -224,6 +236,8 @@ struct lk_ls {
 	uint64_t toss_ns;	 /* keep unused resources this long */
 	uint64_t next_lkid;
 	struct lk_lock *sync_lkb; /* lkb whose API call is running */
+	int rx_poller;		  /* a waiter is in xp.wait_rx */
+	int rx_in_poller;	  /* ... and is processing input now */
 
 	/* output, per peer */
 	struct lk_outbuf out[LK_MAX_NODES];
