@@ -953,10 +953,13 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	 * unknown masters first, then requests to known masters */
 	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
 		for (size_t i = 0; i < n; i++) {
-			if (pass == 0 && i + LK_PF_FAR < n)
-				lk_res_prefetch(ls, &names[i + LK_PF_FAR], 0);
-			if (pass == 0 && i + LK_PF_NEAR < n)
-				lk_res_prefetch(ls, &names[i + LK_PF_NEAR], 1);
+			/* pass 0 does little per name: look further ahead */
+			if (pass == 0 && i + 4 * LK_PF_FAR < n)
+				lk_res_prefetch(ls, &names[i + 4 * LK_PF_FAR],
+						0);
+			if (pass == 0 && i + 4 * LK_PF_NEAR < n)
+				lk_res_prefetch(ls, &names[i + 4 * LK_PF_NEAR],
+						1);
 			if (out[i] != NULL ||
 			    needs_remote_lookup(ls, &names[i]) != (pass == 0))
 				continue;
