@@ -184,7 +184,7 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
  * lock completes on its own (completion per lock, or lk_wait each).
  * Returns the number granted at once (no callback for those: check
  * lk_lock_granted), or -errno with no handle created (-EINVAL, also for
- * LK_NOQUEUE, which batches do not take). Never blocks.
+ * LK_NOQUEUE, which batches do not take; -ENOMEM). Never blocks.
  */
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,

@@ -187,9 +187,9 @@ static void res_untoss(struct lk_ls *ls, struct lk_res *res)
 }
 
 /* Find or create; never NULL but on -ENOMEM. Takes it off the toss list. */
-struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
+static struct lk_res *res_get_hashed(struct lk_ls *ls, const struct lk_name *n,
+				     uint64_t hash)
 {
-	uint64_t hash = lk_name_hash(n);
 	struct lk_res *r = lk_res_find(ls, n, hash);
 
 	if (r != NULL) {
@@ -209,6 +209,11 @@ struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
 	ls->nres++;
 	ls->stats.resources = ls->nres;
 	return r;
+}
+
+struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
+{
+	return res_get_hashed(ls, n, lk_name_hash(n));
 }
 
 void lk_res_free(struct lk_ls *ls, struct lk_res *res)
@@ -734,9 +739,9 @@ static int rebuild_traffic(unsigned type)
  */
 enum { LK_PF_NEAR = 4, LK_PF_FAR = 8 };
 
-void lk_res_prefetch(struct lk_ls *ls, const struct lk_name *n, int near)
+void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
 {
-	struct lk_res **b = &ls->res_hash[lk_name_hash(n) & LK_HASH_MASK];
+	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
 
 	if (!near)
 		__builtin_prefetch(b);
@@ -762,8 +767,9 @@ static void rx_prefetch(struct lk_ls *ls, unsigned type, const void *rec,
 	case LK_M_CONVERT:
 	case LK_M_UNLOCK:
 	case LK_M_CANCEL:
-		lk_res_prefetch(ls, &((const struct lk_rec_lock *)rec)->name,
-				near);
+		lk_res_prefetch(
+		    ls, lk_name_hash(&((const struct lk_rec_lock *)rec)->name),
+		    near);
 		break;
 	case LK_M_REPLY:
 		lkb_prefetch(ls, ((const struct lk_rec_reply *)rec)->lkid,
@@ -848,8 +854,9 @@ static struct lk_lock *cache_find(struct lk_res *res, int mode, unsigned flags)
 }
 
 /* One lk_lock under ls->mu; no flush. */
-static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
-		    unsigned flags, const struct lk_lock_ops *ops, void *arg,
+static int lock_one(struct lk_ls *ls, const struct lk_name *name,
+		    uint64_t hash, int mode, unsigned flags,
+		    const struct lk_lock_ops *ops, void *arg,
 		    struct lk_lock **out)
 {
 	struct lk_res *res;
@@ -858,7 +865,7 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
 
 	if (ls->closing || ls->fenced)
 		return -ESHUTDOWN;
-	res = lk_res_get(ls, name);
+	res = res_get_hashed(ls, name, hash);
 	if (res == NULL)
 		return -ENOMEM;
 	lk = cache_find(res, mode, flags);
@@ -916,21 +923,63 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 		return ret;
 	lk_api_lock(ls);
 	ls->now_fresh = 0;
-	ret = lock_one(ls, name, mode, flags, ops, arg, out);
+	ret = lock_one(ls, name, lk_name_hash(name), mode, flags, ops, arg,
+		       out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
 }
 
 /* Is @n's master unknown and its directory another node? */
-static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n)
+static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n,
+			       uint64_t h)
 {
-	uint64_t h = lk_name_hash(n);
 	struct lk_res *res = lk_res_find(ls, n, h);
 
 	if (res != NULL && res->master != 0)
 		return 0;
 	return lk_dir_node(ls, h) != ls->nodeid;
+}
+
+/* Prefetch distances of the lookup pass: it does little per name. */
+enum { LK_PF_BATCH_NEAR = 16, LK_PF_BATCH_FAR = 32 };
+
+/*
+ * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
+ * for unknown masters first, then requests to known masters. @hv holds
+ * the names' hashes; @look[i] is set in pass 0 if name i needs a lookup.
+ */
+static int batch_locked(struct lk_ls *ls, const struct lk_name *names,
+			size_t n, const uint64_t *hv, uint8_t *look, int mode,
+			unsigned flags, const struct lk_lock_ops *ops,
+			void *arg, struct lk_lock **out, int *granted)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i + LK_PF_BATCH_FAR < n)
+			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_FAR], 0);
+		if (i + LK_PF_BATCH_NEAR < n)
+			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_NEAR], 1);
+		look[i] = (uint8_t)needs_remote_lookup(ls, &names[i], hv[i]);
+		if (!look[i])
+			continue;
+		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
+			       &out[i]);
+		if (ret < 0)
+			return ret;
+		*granted += ret == LK_GRANTED_NOW;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (look[i])
+			continue;
+		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
+			       &out[i]);
+		if (ret < 0)
+			return ret;
+		*granted += ret == LK_GRANTED_NOW;
+	}
+	return ret;
 }
 
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
@@ -939,6 +988,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 {
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
 	int granted = 0;
+	uint64_t *hv;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
 		return -EINVAL;
@@ -947,31 +997,21 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			return -EINVAL;
 		out[i] = NULL;
 	}
+	if (n == 0)
+		return 0;
+	/* hashed once, before taking ls->mu; then a byte per name */
+	hv = malloc(n * (sizeof(*hv) + 1));
+	if (hv == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		hv[i] = lk_name_hash(&names[i]);
 	lk_api_lock(ls);
 	ls->now_fresh = 0; /* one clock read per batch (lock_one) */
-	/* two passes so records of one type stay together: LOOKUPs for
-	 * unknown masters first, then requests to known masters */
-	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
-		for (size_t i = 0; i < n; i++) {
-			/* pass 0 does little per name: look further ahead */
-			if (pass == 0 && i + 4 * LK_PF_FAR < n)
-				lk_res_prefetch(ls, &names[i + 4 * LK_PF_FAR],
-						0);
-			if (pass == 0 && i + 4 * LK_PF_NEAR < n)
-				lk_res_prefetch(ls, &names[i + 4 * LK_PF_NEAR],
-						1);
-			if (out[i] != NULL ||
-			    needs_remote_lookup(ls, &names[i]) != (pass == 0))
-				continue;
-			ret = lock_one(ls, &names[i], mode, flags, ops, arg,
-				       &out[i]);
-			if (ret < 0)
-				break;
-			granted += ret == LK_GRANTED_NOW;
-		}
-	}
+	ret = batch_locked(ls, names, n, hv, (uint8_t *)(hv + n), mode, flags,
+			   ops, arg, out, &granted);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
+	free(hv);
 	/* on a failure part-way, the locks already created stay queued */
 	return ret < 0 && granted == 0 ? ret : granted;
 }

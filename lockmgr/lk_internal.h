@@ -25,9 +25,9 @@
  *    (lk_net.c: connections and their buffers). Public API calls, the
  *    network thread (for everything but epoll_wait), a thread in
  *    lk_wait reading its master's connection (xp.wait_rx, but for
- *    poll) and the callback thread (to pop events) take it. It is never held while a user
- *    callback runs, and nothing blocks while holding it (sockets are
- *    non-blocking).
+ *    poll) and the callback thread (to pop events) take it. It is
+ *    never held while a user callback runs, and nothing blocks while
+ *    holding it (sockets are non-blocking).
  * There is no other lock: no lock order to keep. ls->cv (lk_wait
  * without an own condvar, quorum, close), ls->cbcv (callback thread) and
  * a waiter's own condvar (struct lk_lock.wcv) are all used with ls->mu.
@@ -284,9 +284,10 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now);
 struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 			   uint64_t hash);
 struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
-/* Start loading @n's bucket (near = 0) or, once that is cached, the first
- * resource in it (near = 1): a hint for loops over many names. */
-void lk_res_prefetch(struct lk_ls *ls, const struct lk_name *n, int near);
+/* Start loading the bucket of name hash @hash (near = 0) or, once that is
+ * cached, the first resource in it (near = 1): a hint for loops over many
+ * names. */
+void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near);
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
 void lk_res_free(struct lk_ls *ls, struct lk_res *res);
 struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
