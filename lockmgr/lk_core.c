@@ -743,20 +743,25 @@ void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
 {
 	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
 
-	if (!near)
+	if (!near) {
 		__builtin_prefetch(b);
-	else if (*b != NULL)
-		__builtin_prefetch(*b);
+	} else if (*b != NULL) {
+		/* a lock touches most of it: name, lists, queues, stats */
+		for (size_t off = 0; off < sizeof(**b); off += 64)
+			__builtin_prefetch((const char *)*b + off);
+	}
 }
 
 static void lkb_prefetch(struct lk_ls *ls, uint64_t lkid, int near)
 {
 	struct lk_lock **b = &ls->lkb_hash[lkid & LK_HASH_MASK];
 
-	if (!near)
+	if (!near) {
 		__builtin_prefetch(b);
-	else if (*b != NULL)
-		__builtin_prefetch(*b);
+	} else if (*b != NULL) {
+		for (size_t off = 0; off < sizeof(**b); off += 64)
+			__builtin_prefetch((const char *)*b + off);
+	}
 }
 
 static void rx_prefetch(struct lk_ls *ls, unsigned type, const void *rec,
