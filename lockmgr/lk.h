@@ -184,7 +184,7 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
  * lock completes on its own (completion per lock, or lk_wait each).
  * Returns the number granted at once (no callback for those: check
  * lk_lock_granted), or -errno with no handle created (-EINVAL, also for
- * LK_NOQUEUE, which batches do not take). Never blocks.
+ * LK_NOQUEUE, which batches do not take; -ENOMEM). Never blocks.
  */
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
@@ -226,7 +226,10 @@ int lk_cancel(struct lk_lock *lk);
 /*
  * Wait until no request or conversion is pending on @lk; returns the last
  * completion status (0 if granted). Do not call from a callback. Works
- * whether or not the lock has a completion callback.
+ * whether or not the lock has a completion callback. While it waits for a
+ * remote master's reply, the calling thread may itself read and process
+ * what that master sends (saving a thread wake-up per remote grant); user
+ * callbacks this causes are still queued for the callback thread.
  */
 int lk_wait(struct lk_lock *lk);
 

@@ -80,6 +80,40 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 	return 0;
 }
 
+void *lk_pool_get(struct lk_pool *p, size_t size)
+{
+	void *obj = p->head;
+
+	if (obj == NULL)
+		return calloc(1, size);
+	memcpy(&p->head, obj, sizeof(p->head));
+	p->n--;
+	memset(obj, 0, size);
+	return obj;
+}
+
+void lk_pool_put(struct lk_pool *p, void *obj)
+{
+	if (p->n >= LK_POOL_MAX) {
+		free(obj);
+		return;
+	}
+	memcpy(obj, &p->head, sizeof(p->head));
+	p->head = obj;
+	p->n++;
+}
+
+static void pool_drain(struct lk_pool *p)
+{
+	while (p->head != NULL) {
+		void *obj = p->head;
+
+		memcpy(&p->head, obj, sizeof(p->head));
+		free(obj);
+	}
+	p->n = 0;
+}
+
 static void free_lkbs_and_res(struct lk_ls *ls)
 {
 	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
@@ -115,6 +149,8 @@ void lk_core_destroy(struct lk_ls *ls)
 	if (ls->dir_hash != NULL)
 		lk_dir_clear(ls);
 	lk_recover_free(ls);
+	pool_drain(&ls->lkb_pool);
+	pool_drain(&ls->mst_pool);
 	for (int i = 0; i < LK_MAX_NODES; i++)
 		free(ls->out[i].buf);
 	free(ls->cbq);
@@ -151,9 +187,9 @@ static void res_untoss(struct lk_ls *ls, struct lk_res *res)
 }
 
 /* Find or create; never NULL but on -ENOMEM. Takes it off the toss list. */
-struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
+static struct lk_res *res_get_hashed(struct lk_ls *ls, const struct lk_name *n,
+				     uint64_t hash)
 {
-	uint64_t hash = lk_name_hash(n);
 	struct lk_res *r = lk_res_find(ls, n, hash);
 
 	if (r != NULL) {
@@ -173,6 +209,11 @@ struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
 	ls->nres++;
 	ls->stats.resources = ls->nres;
 	return r;
+}
+
+struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
+{
+	return res_get_hashed(ls, n, lk_name_hash(n));
 }
 
 void lk_res_free(struct lk_ls *ls, struct lk_res *res)
@@ -265,7 +306,7 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 
 static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 {
-	struct lk_lock *lk = calloc(1, sizeof(*lk));
+	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool, sizeof(*lk));
 
 	if (lk == NULL)
 		return NULL;
@@ -287,7 +328,7 @@ static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 void lk_lkb_put(struct lk_lock *lk)
 {
 	if (--lk->refs == 0)
-		free(lk);
+		lk_pool_put(&lk->ls->lkb_pool, lk);
 }
 
 static void lkb_undefer(struct lk_lock *lk)
@@ -424,7 +465,9 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 	lk->rqmode = -1;
 	lk->status = status;
 	lk->cancel_pending = 0;
-	if (lk->wcv != NULL)
+	if (lk->rx_polled && !ls->rx_in_poller)
+		ls->xp.wake_rx(ls->xp.ctx); /* its waiter polls a socket */
+	else if (lk->wcv != NULL)
 		pthread_cond_signal(lk->wcv); /* wake just that thread */
 	if (lk->waiters > (lk->wcv != NULL))
 		pthread_cond_broadcast(&ls->cv);
@@ -687,6 +730,59 @@ static int rebuild_traffic(unsigned type)
 	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM;
 }
 
+/*
+ * Prefetching. A batch touches a random bucket of a 64 Ki-entry table and
+ * a cold struct per lock; done one after the other these cache misses are
+ * most of its cost. So loops over many names or records announce item
+ * i + LK_PF_FAR (its bucket) and item i + LK_PF_NEAR (the entry the now
+ * cached bucket points to) before working on item i: the misses overlap.
+ */
+enum { LK_PF_NEAR = 4, LK_PF_FAR = 8 };
+
+void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
+{
+	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
+
+	if (!near) {
+		__builtin_prefetch(b);
+	} else if (*b != NULL) {
+		/* a lock touches most of it: name, lists, queues, stats */
+		for (size_t off = 0; off < sizeof(**b); off += 64)
+			__builtin_prefetch((const char *)*b + off);
+	}
+}
+
+static void lkb_prefetch(struct lk_ls *ls, uint64_t lkid, int near)
+{
+	struct lk_lock **b = &ls->lkb_hash[lkid & LK_HASH_MASK];
+
+	if (!near) {
+		__builtin_prefetch(b);
+	} else if (*b != NULL) {
+		for (size_t off = 0; off < sizeof(**b); off += 64)
+			__builtin_prefetch((const char *)*b + off);
+	}
+}
+
+static void rx_prefetch(struct lk_ls *ls, unsigned type, const void *rec,
+			int near)
+{
+	switch (type) {
+	case LK_M_REQUEST:
+	case LK_M_CONVERT:
+	case LK_M_UNLOCK:
+	case LK_M_CANCEL:
+		lk_res_prefetch(
+		    ls, lk_name_hash(&((const struct lk_rec_lock *)rec)->name),
+		    near);
+		break;
+	case LK_M_REPLY:
+		lkb_prefetch(ls, ((const struct lk_rec_reply *)rec)->lkid,
+			     near);
+		break;
+	}
+}
+
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		size_t len)
 {
@@ -713,8 +809,13 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		       (unsigned long long)ls->rgen);
 		return;
 	}
-	for (unsigned i = 0; i < h->count; i++, p += rs)
+	for (unsigned i = 0; i < h->count; i++, p += rs) {
+		if (i + LK_PF_FAR < h->count)
+			rx_prefetch(ls, h->type, p + LK_PF_FAR * rs, 0);
+		if (i + LK_PF_NEAR < h->count)
+			rx_prefetch(ls, h->type, p + LK_PF_NEAR * rs, 1);
 		lk_core_rx_record(ls, sender, h->type, p);
+	}
 }
 
 /* ---- public API ---- */
@@ -758,8 +859,9 @@ static struct lk_lock *cache_find(struct lk_res *res, int mode, unsigned flags)
 }
 
 /* One lk_lock under ls->mu; no flush. */
-static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
-		    unsigned flags, const struct lk_lock_ops *ops, void *arg,
+static int lock_one(struct lk_ls *ls, const struct lk_name *name,
+		    uint64_t hash, int mode, unsigned flags,
+		    const struct lk_lock_ops *ops, void *arg,
 		    struct lk_lock **out)
 {
 	struct lk_res *res;
@@ -768,7 +870,7 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name, int mode,
 
 	if (ls->closing || ls->fenced)
 		return -ESHUTDOWN;
-	res = lk_res_get(ls, name);
+	res = res_get_hashed(ls, name, hash);
 	if (res == NULL)
 		return -ENOMEM;
 	lk = cache_find(res, mode, flags);
@@ -826,21 +928,63 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 		return ret;
 	lk_api_lock(ls);
 	ls->now_fresh = 0;
-	ret = lock_one(ls, name, mode, flags, ops, arg, out);
+	ret = lock_one(ls, name, lk_name_hash(name), mode, flags, ops, arg,
+		       out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
 }
 
 /* Is @n's master unknown and its directory another node? */
-static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n)
+static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n,
+			       uint64_t h)
 {
-	uint64_t h = lk_name_hash(n);
 	struct lk_res *res = lk_res_find(ls, n, h);
 
 	if (res != NULL && res->master != 0)
 		return 0;
 	return lk_dir_node(ls, h) != ls->nodeid;
+}
+
+/* Prefetch distances of the lookup pass: it does little per name. */
+enum { LK_PF_BATCH_NEAR = 16, LK_PF_BATCH_FAR = 32 };
+
+/*
+ * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
+ * for unknown masters first, then requests to known masters. @hv holds
+ * the names' hashes; @look[i] is set in pass 0 if name i needs a lookup.
+ */
+static int batch_locked(struct lk_ls *ls, const struct lk_name *names,
+			size_t n, const uint64_t *hv, uint8_t *look, int mode,
+			unsigned flags, const struct lk_lock_ops *ops,
+			void *arg, struct lk_lock **out, int *granted)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i + LK_PF_BATCH_FAR < n)
+			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_FAR], 0);
+		if (i + LK_PF_BATCH_NEAR < n)
+			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_NEAR], 1);
+		look[i] = (uint8_t)needs_remote_lookup(ls, &names[i], hv[i]);
+		if (!look[i])
+			continue;
+		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
+			       &out[i]);
+		if (ret < 0)
+			return ret;
+		*granted += ret == LK_GRANTED_NOW;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (look[i])
+			continue;
+		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
+			       &out[i]);
+		if (ret < 0)
+			return ret;
+		*granted += ret == LK_GRANTED_NOW;
+	}
+	return ret;
 }
 
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
@@ -849,6 +993,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 {
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
 	int granted = 0;
+	uint64_t *hv;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
 		return -EINVAL;
@@ -857,24 +1002,21 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			return -EINVAL;
 		out[i] = NULL;
 	}
+	if (n == 0)
+		return 0;
+	/* hashed once, before taking ls->mu; then a byte per name */
+	hv = malloc(n * (sizeof(*hv) + 1));
+	if (hv == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		hv[i] = lk_name_hash(&names[i]);
 	lk_api_lock(ls);
 	ls->now_fresh = 0; /* one clock read per batch (lock_one) */
-	/* two passes so records of one type stay together: LOOKUPs for
-	 * unknown masters first, then requests to known masters */
-	for (int pass = 0; pass < 2 && ret >= 0; pass++) {
-		for (size_t i = 0; i < n; i++) {
-			if (out[i] != NULL ||
-			    needs_remote_lookup(ls, &names[i]) != (pass == 0))
-				continue;
-			ret = lock_one(ls, &names[i], mode, flags, ops, arg,
-				       &out[i]);
-			if (ret < 0)
-				break;
-			granted += ret == LK_GRANTED_NOW;
-		}
-	}
+	ret = batch_locked(ls, names, n, hv, (uint8_t *)(hv + n), mode, flags,
+			   ops, arg, out, &granted);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
+	free(hv);
 	/* on a failure part-way, the locks already created stay queued */
 	return ret < 0 && granted == 0 ? ret : granted;
 }
@@ -1011,6 +1153,28 @@ static int pending(const struct lk_lock *lk)
 	       lk->state == LK_S_CONVERTING;
 }
 
+/*
+ * Wait for @lk's reply by reading its master's connection in this thread
+ * (xp.wait_rx): one thread wake-up fewer than the network thread reading
+ * it and signalling us. One such waiter per lockspace; the others, and
+ * locks with no remote master yet, sleep on a condvar. 0 if it waited.
+ */
+static int rx_wait(struct lk_ls *ls, struct lk_lock *lk)
+{
+	uint32_t m = lk->res->master;
+	int ret;
+
+	if (ls->xp.wait_rx == NULL || ls->rx_poller || m == 0 ||
+	    m == ls->nodeid || lk->state == LK_S_NEW)
+		return -EAGAIN;
+	ls->rx_poller = 1;
+	lk->rx_polled = 1;
+	ret = ls->xp.wait_rx(ls->xp.ctx, m);
+	lk->rx_polled = 0;
+	ls->rx_poller = 0;
+	return ret;
+}
+
 int lk_wait(struct lk_lock *lk)
 {
 	struct lk_ls *ls = lk->ls;
@@ -1029,8 +1193,11 @@ int lk_wait(struct lk_lock *lk)
 		mine = 1;
 	}
 	lk->waiters++;
-	while (pending(lk))
+	while (pending(lk)) {
+		if (mine && rx_wait(ls, lk) == 0)
+			continue;
 		pthread_cond_wait(mine ? &own : &ls->cv, &ls->mu);
+	}
 	lk->waiters--;
 	if (mine) {
 		lk->wcv = NULL;

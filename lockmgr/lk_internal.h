@@ -23,10 +23,11 @@
  *    marked "immutable"), struct lk_mst and directory entries, the
  *    membership state (lk_member.c) and the whole transport state
  *    (lk_net.c: connections and their buffers). Public API calls, the
- *    network thread (for everything but epoll_wait) and the callback
- *    thread (to pop events) take it. It is never held while a user
- *    callback runs, and nothing blocks while holding it (sockets are
- *    non-blocking).
+ *    network thread (for everything but epoll_wait), a thread in
+ *    lk_wait reading its master's connection (xp.wait_rx, but for
+ *    poll) and the callback thread (to pop events) take it. It is
+ *    never held while a user callback runs, and nothing blocks while
+ *    holding it (sockets are non-blocking).
  * There is no other lock: no lock order to keep. ls->cv (lk_wait
  * without an own condvar, quorum, close), ls->cbcv (callback thread) and
  * a waiter's own condvar (struct lk_lock.wcv) are all used with ls->mu.
@@ -57,6 +58,28 @@ struct lk_xport {
 	 * -errno (the frame is dropped: the peer is treated as dead). */
 	int (*xmit)(void *ctx, uint32_t node, const void *frame, size_t len);
 	void *ctx;
+	/* Optional (NULL in simulation). wait_rx: called with ls->mu held
+	 * by the one thread in lk_wait allowed to (ls->rx_poller) — it
+	 * drops ls->mu, sleeps until input from @node (or wake_rx, or a
+	 * few ms) and, ls->mu retaken, processes that input itself: the
+	 * reply wakes the waiter directly, not through the network thread.
+	 * 0 if it waited (re-check), -EAGAIN if it cannot (no link: sleep on
+	 * the condvar). wake_rx: the lock being waited for that way
+	 * completed in another thread; ls->mu held, must not block. */
+	int (*wait_rx)(void *ctx, uint32_t node);
+	void (*wake_rx)(void *ctx);
+};
+
+/*
+ * Free list of fixed-size objects (lkbs, master copies): a batch creates
+ * and frees thousands of them, and malloc's slow path for these sizes was
+ * a tenth of a batch's CPU time. LIFO, so a reused object is still warm;
+ * at most LK_POOL_MAX kept. Under ls->mu.
+ */
+#define LK_POOL_MAX 16384
+struct lk_pool {
+	void *head; /* objects linked through their first word */
+	size_t n;
 };
 
 /* Frame being built for one peer (see lk_out_add). */
@@ -114,6 +137,7 @@ struct lk_lock {
 	uint8_t cached; /* idle in the hold cache */
 	uint8_t cancel_pending;
 	uint8_t sync_done;    /* completed inside its own API call */
+	uint8_t rx_polled;    /* its waiter is the rx poller (xp.wait_rx) */
 	uint8_t unlock_ivlvb; /* pending unlock invalidates the LVB */
 	int8_t bast_mode;     /* highest mode asked by a blocking callback
 				 since the last grant, -1 none */
@@ -205,12 +229,15 @@ struct lk_ls {
 	struct lk_lock **lkb_hash;
 	struct lk_mst **mst_hash;
 	struct lk_dirent **dir_hash;
+	struct lk_pool lkb_pool, mst_pool;
 	uint64_t nres, ndir;
 	struct lk_list toss;
 	struct lk_list deferred; /* lkbs with a deferred_op */
 	uint64_t toss_ns;	 /* keep unused resources this long */
 	uint64_t next_lkid;
 	struct lk_lock *sync_lkb; /* lkb whose API call is running */
+	int rx_poller;		  /* a waiter is in xp.wait_rx */
+	int rx_in_poller;	  /* ... and is processing input now */
 
 	/* output, per peer */
 	struct lk_outbuf out[LK_MAX_NODES];
@@ -242,6 +269,9 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out);
 void lk_core_destroy(struct lk_ls *ls);
 uint64_t lk_now_ns(void);
+/* A zeroed object of @size from @p (or calloc); NULL on -ENOMEM. */
+void *lk_pool_get(struct lk_pool *p, size_t size);
+void lk_pool_put(struct lk_pool *p, void *obj);
 /* Lock ls->mu from an API call (yields to a waiting network thread). */
 void lk_api_lock(struct lk_ls *ls);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
@@ -254,6 +284,10 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now);
 struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 			   uint64_t hash);
 struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
+/* Start loading the bucket of name hash @hash (near = 0) or, once that is
+ * cached, the first resource in it (near = 1): a hint for loops over many
+ * names. */
+void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near);
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
 void lk_res_free(struct lk_ls *ls, struct lk_res *res);
 struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);

@@ -42,7 +42,7 @@ static void destroy(struct lk_ls *ls)
 int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 {
 	struct lk_config *cfg = calloc(1, sizeof(*cfg));
-	struct lk_xport xp = {NULL, NULL};
+	struct lk_xport xp = {.xmit = NULL};
 	struct lk_net *net = NULL;
 	struct lk_ls *ls;
 	const char *why;

@@ -18,8 +18,14 @@
  *
  * Sending happens in the caller's thread (xmit, under ls->mu): a write()
  * is tried at once and what does not fit waits for EPOLLOUT. All fields
- * are protected by ls->mu except the thread handle and the wake fd; the
+ * are protected by ls->mu except the thread handle and the wake fds; the
  * thread holds ls->mu except inside epoll_wait.
+ *
+ * A thread in lk_wait may read its lock master's connection itself
+ * (net_wait_rx, at most one such thread per lockspace): the network
+ * thread stops watching that socket meanwhile, so a remote grant costs
+ * the same two wake-ups as a bare round trip (the master's network
+ * thread, then the waiter) instead of three.
  *
  * Fault hook for tests: UCFS_LK_KILL_AT=N makes the process SIGKILL
  * itself at the N-th lock or recovery frame it sends or receives.
@@ -28,6 +34,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,12 +66,16 @@ struct lk_conn {
 	uint8_t *wbuf;
 	size_t wlen, woff, wcap;
 	int want_out; /* EPOLLOUT armed */
+	int polled;   /* a waiter reads it (net_wait_rx): EPOLLIN off, and
+			 reap() keeps it until the waiter is done */
 };
 
 struct lk_net {
 	struct lk_ls *ls;
 	const struct lk_config *cfg;
 	int epfd, lfd, evfd;
+	int rxfd;    /* eventfd: wakes the waiter in net_wait_rx */
+	int pollers; /* threads in net_wait_rx (0 or 1) */
 	pthread_t thread;
 	int started, stop;
 	struct lk_conn *conns;
@@ -76,15 +87,21 @@ struct lk_net {
 	uint64_t incarnation; /* ours, random */
 };
 
-static void arm(struct lk_net *net, struct lk_conn *c, int out)
+static void set_events(struct lk_net *net, struct lk_conn *c)
 {
-	struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0),
+	struct epoll_event ev = {.events = (c->polled ? 0 : EPOLLIN) |
+					   (c->want_out ? EPOLLOUT : 0),
 				 .data.ptr = c};
 
+	epoll_ctl(net->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void arm(struct lk_net *net, struct lk_conn *c, int out)
+{
 	if (c->want_out == out)
 		return;
 	c->want_out = out;
-	epoll_ctl(net->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+	set_events(net, c);
 }
 
 static void conn_drop(struct lk_net *net, struct lk_conn *c, const char *why)
@@ -120,7 +137,7 @@ static void reap(struct lk_net *net)
 	while (*pp != NULL) {
 		struct lk_conn *c = *pp;
 
-		if (c->closing) {
+		if (c->closing && !c->polled) {
 			*pp = c->next;
 			conn_free(net, c);
 		} else {
@@ -550,6 +567,55 @@ static void *net_main(void *arg)
 	return NULL;
 }
 
+/*
+ * xp.wait_rx: a thread in lk_wait reads @node's connection itself. While
+ * it sleeps in poll() the network thread does not watch that socket
+ * (EPOLLIN off), so the reply wakes only the waiter. ls->mu held on entry
+ * and return, dropped while sleeping.
+ */
+static int net_wait_rx(void *ctx, uint32_t node)
+{
+	struct lk_net *net = ctx;
+	struct lk_ls *ls = net->ls;
+	struct lk_conn *c = node < LK_MAX_NODES ? net->in[node] : NULL;
+	struct pollfd pf[2];
+	uint64_t v;
+	int n;
+
+	if (c == NULL || c->closing || net->stop || !net->started)
+		return -EAGAIN;
+	c->polled = 1;
+	set_events(net, c);
+	net->pollers++;
+	pf[0] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+	pf[1] = (struct pollfd){.fd = net->rxfd, .events = POLLIN};
+	pthread_mutex_unlock(&ls->mu);
+	n = poll(pf, 2, 5);
+	pthread_mutex_lock(&ls->mu);
+	if (n > 0 && pf[1].revents != 0)
+		(void)!read(net->rxfd, &v, sizeof(v));
+	if (n > 0 && pf[0].revents != 0 && !c->closing) {
+		ls->rx_in_poller = 1;
+		conn_read(net, c);
+		ls->rx_in_poller = 0;
+		lk_out_flush(ls);
+	}
+	c->polled = 0;
+	if (!c->closing)
+		set_events(net, c);
+	if (--net->pollers == 0)
+		pthread_cond_broadcast(&ls->cv); /* lk_net_stop */
+	return 0;
+}
+
+static void net_wake_rx(void *ctx)
+{
+	struct lk_net *net = ctx;
+	uint64_t one = 1;
+
+	(void)!write(net->rxfd, &one, sizeof(one));
+}
+
 static int net_xmit(void *ctx, uint32_t node, const void *buf, size_t len)
 {
 	struct lk_net *net = ctx;
@@ -584,15 +650,16 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 		return -ENOMEM;
 	net->ls = ls;
 	net->cfg = cfg;
-	net->lfd = net->evfd = net->epfd = -1;
+	net->lfd = net->evfd = net->epfd = net->rxfd = -1;
 	lk_auth_nonce(buf_inc); /* random bytes */
 	memcpy(&net->incarnation, buf_inc, sizeof(net->incarnation));
 	net->kill_at = kill_at != NULL ? strtoull(kill_at, NULL, 10) : 0;
 	net->epfd = epoll_create1(EPOLL_CLOEXEC);
 	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	net->rxfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	net->lfd =
 	    socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (net->epfd < 0 || net->evfd < 0 || net->lfd < 0) {
+	if (net->epfd < 0 || net->evfd < 0 || net->rxfd < 0 || net->lfd < 0) {
 		ret = -errno;
 		goto out_free;
 	}
@@ -609,6 +676,8 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	ev.data.ptr = net;
 	epoll_ctl(net->epfd, EPOLL_CTL_ADD, net->evfd, &ev);
 	xp->xmit = net_xmit;
+	xp->wait_rx = net_wait_rx;
+	xp->wake_rx = net_wake_rx;
 	xp->ctx = net;
 	*out = net;
 	return 0;
@@ -665,6 +734,10 @@ void lk_net_stop(struct lk_net *net)
 		return;
 	pthread_mutex_lock(&net->ls->mu);
 	net->stop = 1;
+	while (net->pollers > 0) { /* a waiter still holds a connection */
+		net_wake_rx(net);
+		pthread_cond_wait(&net->ls->cv, &net->ls->mu);
+	}
 	pthread_mutex_unlock(&net->ls->mu);
 	/* if this fails, the 5 ms epoll timeout wakes it anyway */
 	(void)!write(net->evfd, &one, sizeof(one));
@@ -687,6 +760,8 @@ void lk_net_destroy(struct lk_net *net)
 		close(net->lfd);
 	if (net->evfd >= 0)
 		close(net->evfd);
+	if (net->rxfd >= 0)
+		close(net->rxfd);
 	if (net->epfd >= 0)
 		close(net->epfd);
 	free(net);

@@ -498,7 +498,9 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'p': /* profiling aid: only the ping-pong */
 			start_cluster();
-			printf("pingpong %.0f /s\n", bench_pingpong());
+			pp = bench_pingpong();
+			printf("pingpong %.0f transfers/s (%lu grants in all)\n",
+			       pp, atomic_load(&pp_grants));
 			stop_cluster();
 			return 0;
 		case 'b': /* profiling aid: only the batch, many times */

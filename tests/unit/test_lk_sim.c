@@ -68,7 +68,7 @@ static int sim_xmit(void *ctx, uint32_t to, const void *data, size_t len)
 
 static void add_node(int i)
 {
-	struct lk_xport xp = {sim_xmit, (void *)(uintptr_t)i};
+	struct lk_xport xp = {.xmit = sim_xmit, .ctx = (void *)(uintptr_t)i};
 
 	alive[i] = 1;
 	lk_core_create((uint32_t)i, &xp, &node[i]);
