@@ -421,9 +421,6 @@ static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
 		*writes = bd_fault_writes(w.fault);
 	if (!bd_fault_crashed(w.fault))
 		bd_fault_crash(w.fault, 0);
-	/* write-behind completions still in flight use fs->ns: let them
-	 * finish (they fail on the dead device) before freeing it */
-	fs_wb_drain(w.fs);
 	fs_ns_free(w.fs);
 	fs_core_abandon(w.fs);
 	after = ram_copy(lower);
