@@ -275,7 +275,8 @@ ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 /*
  * Write the data [pos, pos + dlen) that falls in blocks [lb, lb + nblk)
  * at physical block @phys. Partial edge blocks are read first unless
- * @fresh (newly allocated: zero-filled).
+ * @fresh (newly allocated: zero-filled). Whole blocks go straight from
+ * @data (fs_data_write copies them).
  */
 static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 		     uint64_t nblk, uint64_t pos, const char *data,
@@ -284,6 +285,8 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 	uint64_t start = lb * BS, stop = (lb + nblk) * BS;
 	int ret;
 
+	if (pos == start && dlen == stop - start)	/* whole blocks */
+		return fs_data_write(fs, data, dlen, phys * BS);
 	if (pos > start) {
 		if (fresh)
 			memset(bounce, 0, BS);
