@@ -547,12 +547,15 @@ static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
 	return 0;
 }
 
+#define WRITE_LOCKED_MAX (64u << 10)	/* bytes */
+
 /*
  * One round of an extents write: plan (allocate) under ns->lock in a
  * transaction that also sets size and times, hand the data to
  * fs_data_write (the handle still open, so the commit publishing the new
  * extents waits for it), end the handle. With @n the lock is dropped for
- * the I/O.
+ * the I/O of a large write; a small one (fs_data_write only copies it,
+ * at most two blocks are read first) keeps the lock.
  */
 static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		       const char *src, uint64_t pos, uint64_t end,
@@ -585,10 +588,10 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	if (*stop > fs_di(ib)->size)
 		fs_di(ib)->size = *stop;
 	fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
-	if (n == NULL) {
+	if (n == NULL || *stop - pos <= WRITE_LOCKED_MAX) {
 		ret = write_io(fs, sg, ns, pos, *stop, src);
 		fs_tx_end(tx);
-		return ret;
+		goto out_range;
 	}
 	fs_ns_unlock(fs);
 	ret = write_io(fs, sg, ns, pos, *stop, src);
