@@ -13,15 +13,15 @@
  *    written file has few extents.
  *
  * Data never goes through the metadata cache: reads and writes go to the
- * device with BD_ALIGN-aligned buffers; partial blocks are read, modified
- * and written (RMW), new blocks are written in full (zeros around the
- * data). A write maps (allocates) its blocks in a transaction that stays
- * open until the data is on the device, so with data=ordered the commit
- * that makes new extents visible comes after the data (the journal
- * flushes the device first: fs_journal_data_written). The device I/O
- * itself runs without ns->lock, under a per-inode I/O range (fs_ns.h);
- * small writes go "behind" (asynchronous, acknowledged at submission; see
- * WB_MAX below), large ones are synchronous.
+ * device through the data write-behind (fs_data_read / fs_data_write,
+ * fs_data.c: asynchronous, coherent reads, ordered overlapping writes);
+ * partial blocks are read, modified and written (RMW), new blocks are
+ * written in full (zeros around the data). A write maps (allocates) its
+ * blocks in a transaction and ends the handle as soon as fs_data_write
+ * returned: with data=ordered the commit that makes the new extents
+ * visible waits for the data writes first (fs_journal.c), and a failed
+ * data write is reported by the next fsync (-EIO). The device I/O itself
+ * runs without ns->lock, under a per-inode I/O range (fs_ns.h).
  *
  * Invariant: bytes of the file's last block beyond `size` are zero on
  * disk (truncate zeroes them), so growing a file exposes zeros.
@@ -203,13 +203,12 @@ static int read_io(struct fs *fs, const struct seg *sg, unsigned ns,
 			memset(dst + (a - pos), 0, z - a);
 			continue;
 		}
-		/* whole blocks into an aligned destination: no copy */
-		if (a == s && ((uintptr_t)(dst + (a - pos)) & (BD_ALIGN - 1)) == 0 &&
-		    z - a >= BS) {
+		/* whole blocks straight into the destination */
+		if (a == s && z - a >= BS) {
 			uint64_t whole = (z - a) / BS * BS;
 
-			ret = bd_read(fs->bd, dst + (a - pos), whole,
-				      sg[i].phys * BS);
+			ret = fs_data_read(fs, dst + (a - pos), whole,
+					   sg[i].phys * BS);
 			if (ret < 0)
 				return ret;
 			a += whole;
@@ -218,8 +217,9 @@ static int read_io(struct fs *fs, const struct seg *sg, unsigned ns,
 		}
 		if (bounce == NULL && (bounce = bounce_get()) == NULL)
 			return -ENOMEM;
-		ret = bd_read(fs->bd, bounce, ((z - s + BS - 1) / BS) * BS - (a - s) / BS * BS,
-			      (sg[i].phys + (a - s) / BS) * BS);
+		ret = fs_data_read(fs, bounce,
+				   (z - s + BS - 1) / BS * BS - (a - s) / BS * BS,
+				   (sg[i].phys + (a - s) / BS) * BS);
 		if (ret < 0)
 			return ret;
 		memcpy(dst + (a - pos), bounce + (a - s) % BS, z - a);
@@ -275,7 +275,8 @@ ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 /*
  * Write the data [pos, pos + dlen) that falls in blocks [lb, lb + nblk)
  * at physical block @phys. Partial edge blocks are read first unless
- * @fresh (newly allocated: zero-filled).
+ * @fresh (newly allocated: zero-filled). Whole blocks go straight from
+ * @data (fs_data_write copies them).
  */
 static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 		     uint64_t nblk, uint64_t pos, const char *data,
@@ -284,10 +285,12 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 	uint64_t start = lb * BS, stop = (lb + nblk) * BS;
 	int ret;
 
+	if (pos == start && dlen == stop - start)	/* whole blocks */
+		return fs_data_write(fs, data, dlen, phys * BS);
 	if (pos > start) {
 		if (fresh)
 			memset(bounce, 0, BS);
-		else if ((ret = bd_read(fs->bd, bounce, BS, phys * BS)) < 0)
+		else if ((ret = fs_data_read(fs, bounce, BS, phys * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -296,18 +299,14 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 
 		if (fresh)
 			memset(last, 0, BS);
-		else if ((ret = bd_read(fs->bd, last, BS,
-					(phys + nblk - 1) * BS)) < 0)
+		else if ((ret = fs_data_read(fs, last, BS,
+					     (phys + nblk - 1) * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
 	if (bounce + (pos - start) != data)
 		memcpy(bounce + (pos - start), data, dlen);
-	ret = bd_write(fs->bd, bounce, nblk * BS, phys * BS, 0);
-	if (ret < 0)
-		return ret;
-	fs_journal_data_written(fs);
-	return 0;
+	return fs_data_write(fs, bounce, nblk * BS, phys * BS);
 }
 
 static unsigned alloc_credits(struct fs *fs, struct fs_btree *bt)
@@ -380,7 +379,7 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 	struct ext e;
 	int ret;
 
-	if (di->size > 0 && (blk = bd_buf_alloc(BS)) == NULL)
+	if (di->size > 0 && (blk = calloc(1, BS)) == NULL)
 		return -ENOMEM;
 	ext_tree(fs, ib, &bt);
 	ret = fs_tx_begin(fs, alloc_credits(fs, &bt) + 2, &tx);
@@ -391,11 +390,9 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 		ret = fs_alloc(tx, ib->blkno, 1, 1, &start, &len);
 		if (ret == 0) {
 			memcpy(blk, di->inline_area, di->size);
-			ret = bd_write(fs->bd, blk, BS, start * BS, 0);
+			ret = fs_data_write(fs, blk, BS, start * BS);
 			if (ret < 0)
 				fs_free(tx, start, len);
-			else
-				fs_journal_data_written(fs);
 		}
 	}
 	if (ret < 0)
@@ -550,131 +547,16 @@ static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
 	return 0;
 }
 
+#define WRITE_LOCKED_MAX (64u << 10)	/* bytes */
+
 /*
  * One round of an extents write: plan (allocate) under ns->lock in a
- * transaction that also sets size and times, then do the I/O with the
- * handle still open, so the commit that publishes the new extents comes
- * after the data. With @n the lock is dropped for the I/O.
+ * transaction that also sets size and times, hand the data to
+ * fs_data_write (the handle still open, so the commit publishing the new
+ * extents waits for it), end the handle. With @n the lock is dropped for
+ * the I/O of a large write; a small one (fs_data_write only copies it,
+ * at most two blocks are read first) keeps the lock.
  */
-/*
- * Write behind: a small write (at most WB_MAX bytes) is copied into its
- * own buffer, submitted asynchronously and acknowledged at once; its
- * transaction handle and its I/O range stay until the completion, so the
- * commit publishing its extents still follows the data (data=ordered),
- * and reads, overlapping writes, truncate and destroy wait for it.
- * fsync waits too (a commit waits for open handles). A failed write
- * behind is reported by the next fsync (-EIO). At most WB_INFLIGHT bytes
- * are in flight.
- */
-#define WB_MAX (64u << 10)
-#define WB_INFLIGHT (32u << 20)
-
-struct wb {
-	struct fs *fs;
-	struct fs_inode *n;
-	struct fs_tx *tx;
-	struct fs_range r;
-	size_t bytes;
-	char *buf;
-	struct bd_io io[SEG_MAX];
-};
-
-static void wb_done(struct bd_io *ios, unsigned nio, void *arg)
-{
-	struct wb *w = arg;
-	struct fs *fs = w->fs;
-	struct fs_tx *tx = w->tx;
-
-	for (unsigned i = 0; i < nio; i++)
-		if (ios[i].ret < 0)
-			__atomic_store_n(&fs->ns->data_err, -EIO,
-					 __ATOMIC_RELAXED);
-	fs_journal_data_written(fs);
-	fs_range_del(fs, w->n, &w->r);
-	fs_wb_end(fs, w->bytes);
-	free(w->buf);
-	free(w);
-	fs_tx_end(tx);	/* last: unmount waits for the handles */
-}
-
-/* Fill the write buffer of each piece (zeros or old data around the new
- * bytes) and describe its I/O. */
-static int wb_fill(struct fs *fs, struct wb *w, const struct seg *sg,
-		   unsigned ns, uint64_t pos, uint64_t stop, const char *src)
-{
-	char *p = w->buf;
-
-	for (unsigned i = 0; i < ns; i++) {
-		uint64_t s = sg[i].lb * BS, e = (sg[i].lb + sg[i].nblk) * BS;
-		uint64_t a = s > pos ? s : pos, z = e < stop ? e : stop;
-		int ret;
-
-		if (a > s) {
-			if (sg[i].fresh)
-				memset(p, 0, BS);
-			else if ((ret = bd_read(fs->bd, p, BS,
-						sg[i].phys * BS)) < 0)
-				return ret;
-		}
-		if (z < e && (sg[i].nblk > 1 || a == s)) {
-			char *last = p + (sg[i].nblk - 1) * BS;
-
-			if (sg[i].fresh)
-				memset(last, 0, BS);
-			else if ((ret = bd_read(fs->bd, last, BS,
-						(sg[i].phys + sg[i].nblk - 1) *
-						BS)) < 0)
-				return ret;
-		}
-		memcpy(p + (a - s), src + (a - pos), z - a);
-		w->io[i] = (struct bd_io){ .op = BD_WRITE, .buf = p,
-					   .len = sg[i].nblk * BS,
-					   .off = sg[i].phys * BS };
-		p += sg[i].nblk * BS;
-	}
-	return 0;
-}
-
-/* Hand the planned write to the device asynchronously; on success the
- * completion owns @tx and the range. */
-static int wb_submit(struct fs *fs, struct fs_inode *n, struct fs_tx *tx,
-		     struct fs_range *r, const struct seg *sg, unsigned ns,
-		     uint64_t pos, uint64_t stop, const char *src)
-{
-	uint64_t blocks = 0;
-	struct wb *w;
-	int ret;
-
-	for (unsigned i = 0; i < ns; i++)
-		blocks += sg[i].nblk;
-	w = calloc(1, sizeof(*w));
-	if (w == NULL)
-		return -ENOMEM;
-	w->bytes = blocks * BS;
-	if (posix_memalign((void **)&w->buf, BD_ALIGN, w->bytes) != 0) {
-		free(w);
-		return -ENOMEM;
-	}
-	ret = wb_fill(fs, w, sg, ns, pos, stop, src);
-	if (ret < 0)
-		goto out_free;
-	w->fs = fs;
-	w->n = n;
-	w->tx = tx;
-	/* the range moves from the caller's stack into w */
-	fs_range_swap(fs, n, r, &w->r);
-	fs_wb_start(fs, w->bytes, WB_INFLIGHT);
-	ret = bd_submit_async(fs->bd, w->io, ns, wb_done, w);
-	if (ret == 0)
-		return 0;
-	fs_wb_end(fs, w->bytes);
-	fs_range_swap(fs, n, &w->r, r);
-out_free:
-	free(w->buf);
-	free(w);
-	return ret;
-}
-
 static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		       const char *src, uint64_t pos, uint64_t end,
 		       uint64_t *stop)
@@ -706,14 +588,11 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	if (*stop > fs_di(ib)->size)
 		fs_di(ib)->size = *stop;
 	fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
-	if (n == NULL) {
+	if (n == NULL || *stop - pos <= WRITE_LOCKED_MAX) {
 		ret = write_io(fs, sg, ns, pos, *stop, src);
 		fs_tx_end(tx);
-		return ret;
+		goto out_range;
 	}
-	if (*stop - pos <= WB_MAX &&
-	    wb_submit(fs, n, tx, &r, sg, ns, pos, *stop, src) == 0)
-		return 0;
 	fs_ns_unlock(fs);
 	ret = write_io(fs, sg, ns, pos, *stop, src);
 	fs_tx_end(tx);
@@ -875,15 +754,14 @@ static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 		return 0;
 	if (ret < 0 || (e.flags & FS_EXT_UNWRITTEN))
 		return ret;
-	blk = bd_buf_alloc(BS);
+	blk = malloc(BS);
 	if (blk == NULL)
 		return -ENOMEM;
 	phys = e.phys + (lb - e.lb);
-	ret = bd_read(fs->bd, blk, BS, phys * BS);
+	ret = fs_data_read(fs, blk, BS, phys * BS);
 	if (ret == 0) {
 		memset(blk + from % BS, 0, to - from);
-		ret = bd_write(fs->bd, blk, BS, phys * BS, 0);
-		fs_journal_data_written(fs);
+		ret = fs_data_write(fs, blk, BS, phys * BS);
 	}
 	free(blk);
 	return ret;

@@ -214,56 +214,7 @@ void fs_range_del(struct fs *fs, struct fs_inode *n, struct fs_range *r)
 			break;
 		}
 	pthread_cond_broadcast(&ns->range_cond);
-	tbl_maybe_drop(ns, n);	/* a write behind may outlive its op */
-	pthread_mutex_unlock(&ns->tbl_lock);
-}
-
-void fs_range_swap(struct fs *fs, struct fs_inode *n, struct fs_range *old,
-		   struct fs_range *r)
-{
-	struct fs_ns *ns = fs->ns;
-	struct fs_range **pp;
-
-	pthread_mutex_lock(&ns->tbl_lock);
-	for (pp = &n->ranges; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == old) {
-			*r = *old;
-			*pp = r;
-			break;
-		}
-	pthread_mutex_unlock(&ns->tbl_lock);
-}
-
-void fs_wb_start(struct fs *fs, size_t bytes, size_t limit)
-{
-	struct fs_ns *ns = fs->ns;
-
-	pthread_mutex_lock(&ns->tbl_lock);
-	while (ns->wb_count > 0 && ns->wb_bytes + bytes > limit)
-		pthread_cond_wait(&ns->range_cond, &ns->tbl_lock);
-	ns->wb_count++;
-	ns->wb_bytes += bytes;
-	pthread_mutex_unlock(&ns->tbl_lock);
-}
-
-void fs_wb_end(struct fs *fs, size_t bytes)
-{
-	struct fs_ns *ns = fs->ns;
-
-	pthread_mutex_lock(&ns->tbl_lock);
-	ns->wb_count--;
-	ns->wb_bytes -= bytes;
-	pthread_cond_broadcast(&ns->range_cond);
-	pthread_mutex_unlock(&ns->tbl_lock);
-}
-
-void fs_wb_drain(struct fs *fs)
-{
-	struct fs_ns *ns = fs->ns;
-
-	pthread_mutex_lock(&ns->tbl_lock);
-	while (ns->wb_count > 0)
-		pthread_cond_wait(&ns->range_cond, &ns->tbl_lock);
+	tbl_maybe_drop(ns, n);
 	pthread_mutex_unlock(&ns->tbl_lock);
 }
 
@@ -328,7 +279,6 @@ void fs_ns_free(struct fs *fs)
 
 	if (ns == NULL)
 		return;
-	fs_wb_drain(fs);	/* completions use ns and the journal */
 	for (size_t i = 0; i < ns->nbuckets; i++)
 		for (n = ns->hash[i]; n != NULL; n = next) {
 			next = n->hnext;
@@ -611,7 +561,7 @@ int fs_ino_destroy(struct fs *fs, uint64_t ino)
 	pthread_mutex_unlock(&ns->tbl_lock);
 	if (n == NULL || !n->orphan)
 		return -EINVAL;
-	fs_range_wait_all(fs, n);	/* writes behind still landing */
+	fs_range_wait_all(fs, n);	/* no read or write in flight */
 	ret = fs_buf_read(fs, ino, FS_BT_INODE, &b);
 	if (ret < 0)
 		return ret;

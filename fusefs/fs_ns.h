@@ -21,9 +21,9 @@
  *       held (waiting on range_cond releases it).
  * File data I/O runs WITHOUT ns->lock: under the lock a read or write
  * maps (allocates) its blocks and registers its byte range on the inode
- * record, then drops the lock for the device I/O (a write keeps its
- * transaction handle open until its data is on the device, so the commit
- * that makes new extents visible comes after the data: data=ordered).
+ * record, then drops the lock for the device I/O (a write hands its data
+ * to fs_data_write with its transaction handle open, so with data=ordered
+ * the commit that makes new extents visible waits for the data).
  * Overlapping writes, reads overlapping a write, and truncate / punch /
  * fallocate (which wait for every range) wait on range_cond. Waiting
  * there while holding ns->lock is safe: a range holder never needs
@@ -83,10 +83,6 @@ struct fs_ns {
 	size_t count;			/* tbl_lock */
 	struct fs_inode *orphans;	/* list head, mirrors the slot's
 					   orphan_head: ns->lock excl */
-	unsigned wb_count;		/* writes behind in flight: tbl_lock */
-	size_t wb_bytes;		/* their buffers: tbl_lock */
-	int data_err;			/* a write behind failed (-EIO):
-					   atomic; reported by fsync */
 	struct fs_ns_stats st;		/* atomics */
 };
 
@@ -113,8 +109,8 @@ static inline struct fs_dinode *fs_di(struct fs_buf *b)
 /* ---- fs_inode.c ---- */
 
 int fs_ns_init(struct fs *fs, const struct fs_opts *o);
-/* Frees the in-memory state (not the on-disk orphans), after waiting for
- * writes behind still in flight. */
+/* Frees the in-memory state (not the on-disk orphans). No operation may
+ * be running. */
 void fs_ns_free(struct fs *fs);
 
 /* The inode block of @ino (referenced; fs_buf_put it). -ESTALE if it is
@@ -149,14 +145,6 @@ int fs_ino_unpin(struct fs *fs, struct fs_inode *n);
 void fs_range_add(struct fs *fs, struct fs_inode *n, struct fs_range *r);
 void fs_range_del(struct fs *fs, struct fs_inode *n, struct fs_range *r);
 void fs_range_wait_all(struct fs *fs, struct fs_inode *n);
-/* Put @r (a copy of @old) in @old's place (the range changes owner). */
-void fs_range_swap(struct fs *fs, struct fs_inode *n, struct fs_range *old,
-		   struct fs_range *r);
-/* Writes behind (fs_file.c): wait until fewer than @bytes... are in
- * flight and count a new one; end one; wait for none (unmount). */
-void fs_wb_start(struct fs *fs, size_t bytes, size_t limit);
-void fs_wb_end(struct fs *fs, size_t bytes);
-void fs_wb_drain(struct fs *fs);
 
 /* Put @b's inode (nlink just reached 0) on the orphan list, in @tx. */
 int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b);

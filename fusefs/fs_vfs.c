@@ -239,7 +239,6 @@ int fs_unmount(struct fs *fs)
 
 	if (fs == NULL)
 		return 0;
-	fs_wb_drain(fs);
 	if (!fs->ro) {
 		lock_wr(fs);
 		ret = fs_ino_release_all(fs);
@@ -254,7 +253,6 @@ void fs_abandon(struct fs *fs)
 {
 	if (fs == NULL)
 		return;
-	fs_wb_drain(fs);
 	fs_ns_free(fs);
 	fs_core_abandon(fs);
 }
@@ -1124,14 +1122,10 @@ out:
 
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync)
 {
-	int ret;
-
 	(void)ino;
 	(void)datasync;
-	ret = fs_journal_sync(fs);	/* also waits for writes behind */
-	if (ret == 0)
-		ret = __atomic_load_n(&fs->ns->data_err, __ATOMIC_RELAXED);
-	return ret;
+	/* waits for the data writes behind too; a failed one: -EIO */
+	return fs_journal_sync(fs);
 }
 
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,

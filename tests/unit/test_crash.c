@@ -420,7 +420,7 @@ static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
 		*writes = bd_fault_writes(w.fault);
 	if (!bd_fault_crashed(w.fault))
 		bd_fault_crash(w.fault, 0);
-	/* waits for writes behind still in flight (they fail on the dead
+	/* waits for data writes still in flight (they fail on the dead
 	 * device), frees everything, writes nothing */
 	fs_abandon(w.fs);
 	after = ram_copy(lower);

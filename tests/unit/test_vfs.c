@@ -549,6 +549,49 @@ static void test_fsync_durable(void)
 	bd_close(fdev);	/* closes lower too */
 }
 
+/* A data write that fails after fs_write returned (the write behind)
+ * is reported by the next fsync (-EIO), once; small and large writes. */
+static void test_fsync_write_error(void)
+{
+	static char buf[3 << 20], out[3 << 20];
+	static const size_t lens[] = { 8192, sizeof(buf) };
+	struct tfs t;
+	struct bd_dev *lower, *fdev;
+	struct bd_fault *fault;
+
+	REQUIRE(tfs_format(&t, 64) == 0);
+	lower = t.bd;
+	REQUIRE(bd_fault_open(lower, &fdev, &fault) == 0);
+	t.bd = fdev;
+	(void)lower;
+	REQUIRE(tfs_mount(&t) == 0);
+	for (unsigned i = 0; i < 2; i++) {
+		struct fs_attr a;
+		char name[16];
+
+		snprintf(name, sizeof(name), "bad%u", i);
+		memset(buf, 'a' + (int)i, lens[i]);
+		REQUIRE(fs_create(t.fs, tfs_cred(&t), t.root, name, 0644, 0,
+				  &a) == 0);
+		/* the next device write is this file's first data write */
+		bd_fault_fail_nth(fault, BD_WRITE, 1, 0);
+		CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, buf, lens[i], 0),
+			 (ssize_t)lens[i]);
+		CHECK_EQ(fs_fsync(t.fs, a.ino, 0), -EIO);
+		CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
+		/* rewritten: good again */
+		CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, buf, lens[i], 0),
+			 (ssize_t)lens[i]);
+		CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
+		CHECK_EQ(fs_read(t.fs, a.ino, out, lens[i], 0),
+			 (ssize_t)lens[i]);
+		CHECK(memcmp(buf, out, lens[i]) == 0);
+		fs_release(t.fs, a.ino);
+	}
+	fs_unmount(t.fs);
+	bd_close(fdev);
+}
+
 /* data=ordered across a power loss with writes behind in flight and
  * unflushed writes garbled: every file that survives with a size shows
  * exactly its data, never garbage; everything fsync'ed survives. */
@@ -669,6 +712,7 @@ int main(int argc, char **argv)
 	T_RUN(test_xattr_acl);
 	T_RUN(test_enospc);
 	T_RUN(test_fsync_durable);
+	T_RUN(test_fsync_write_error);
 	T_RUN(test_crash_ordered);
 	T_RUN(test_atime_modes);
 	return t_done();
