@@ -1,8 +1,8 @@
 /*
  * fs_dir.c — directories on the generic B+tree.
  *
- * Key of an entry: h = hash62(name) with the low 4 bits cleared (at least
- * 16), plus a probe 0..15: an insert takes the first free key in
+ * Key of an entry: h = fs_dirkey_hash(name) (fs_format.c: low 4 bits clear,
+ * at least 16), plus a probe 0..15: an insert takes the first free key in
  * [h, h + 15], a lookup scans that range (one tree descent) comparing
  * names. Value: struct fs_dirent_val {ino, type, namelen, name}.
  *
@@ -23,29 +23,10 @@
 #include <errno.h>
 #include <string.h>
 
-#define HASH_MASK 0x3FFFFFFFFFFFFFF0ull
-#define KEY_MIN 16u
-
 struct dirent_buf {
 	struct fs_dirent_val v;
 	char name[FS_NAME_MAX];
 };
-
-static uint64_t name_hash(const char *name, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)name[i];
-		h *= 0x100000001b3ull;
-	}
-	/* finalizer: spread the low bits (FNV's are weak) */
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	h &= HASH_MASK;
-	return h < KEY_MIN ? KEY_MIN : h;
-}
 
 void fs_dir_tree(struct fs *fs, struct fs_buf *dir, struct fs_btree *bt)
 {
@@ -117,7 +98,7 @@ static int probe_range(struct fs *fs, struct fs_buf *dir, struct probe *p)
 int fs_dir_lookup(struct fs *fs, struct fs_buf *dir, const char *name,
 		  size_t len, uint64_t *ino, unsigned *type, uint64_t *key)
 {
-	struct probe p = { .h = name_hash(name, len), .name = name,
+	struct probe p = { .h = fs_dirkey_hash(name, len), .name = name,
 			   .len = len };
 	int ret;
 
@@ -150,7 +131,7 @@ int fs_dir_add(struct fs_tx *tx, struct fs_buf *dir, const char *name,
 	       size_t len, uint64_t ino, unsigned type)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	struct probe p = { .h = name_hash(name, len), .name = name,
+	struct probe p = { .h = fs_dirkey_hash(name, len), .name = name,
 			   .len = len };
 	struct dirent_buf d;
 	struct fs_btree bt;

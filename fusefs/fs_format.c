@@ -237,3 +237,19 @@ int fs_sb_check(const struct fs_sb *sb, uint64_t dev_blocks, int rw,
 	}
 	return 0;
 }
+
+uint64_t fs_dirkey_hash(const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 0x100000001b3ull;
+	}
+	/* finalizer: spread the low bits (FNV's are weak) */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h &= FS_DIRKEY_HASH_MASK;
+	return h < FS_DIRKEY_MIN ? FS_DIRKEY_MIN : h;
+}

@@ -391,6 +391,17 @@ static_assert(sizeof(struct fs_xattr_blk) == FS_BLOCK_SIZE, "xattr");
 /* crc32c (Castagnoli) of @len bytes, continuing from @crc (start with 0). */
 uint32_t fs_crc32c(uint32_t crc, const void *buf, size_t len);
 
+/*
+ * The B+tree key of a directory entry named @name (@len bytes): FNV-1a
+ * with a 64-bit finalizer, masked to FS_DIRKEY_HASH_MASK (low 4 bits are
+ * the probe 0..15) and at least FS_DIRKEY_MIN (keys below it are left for
+ * "." and ".." cookies). An entry's key lies in [hash, hash + 15]. Part of
+ * the on-disk format: changing it breaks every existing directory.
+ */
+#define FS_DIRKEY_HASH_MASK 0x3FFFFFFFFFFFFFF0ull
+#define FS_DIRKEY_MIN 16u
+uint64_t fs_dirkey_hash(const char *name, size_t len);
+
 /* Fill in the header of block @blk (FS_BLOCK_SIZE bytes): magic, type,
  * blkno, seq; then compute and store the crc. Call after every change,
  * right before the block is written (the journal does it for journaled

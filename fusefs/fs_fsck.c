@@ -14,10 +14,9 @@
  * claimed by two owners (two files, a file and a tree node, ...) is found
  * whatever the order.
  *
- * The directory hash below mirrors fs_dir.c's name_hash() (static there):
- * fsck checks that each entry's key lies in [hash, hash + 15], the range
- * lookups search. If fs_dir.c changes its hash, this check reports every
- * entry, which makes the mismatch obvious.
+ * fsck checks that each directory entry's key lies in [hash, hash + 15]
+ * (fs_dirkey_hash() in fs_format.c, shared with fs_dir.c), the range
+ * lookups search.
  */
 #include "fusefs/fs_fsck_internal.h"
 
@@ -603,22 +602,6 @@ static int check_inode(struct fsck *ck, uint64_t ino, struct fsck_ino *r,
 
 /* ---- directories ------------------------------------------------------ */
 
-/* Mirrors fs_dir.c name_hash(): see the file header. */
-static uint64_t dir_hash(const char *name, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)name[i];
-		h *= 0x100000001b3ull;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	h &= 0x3FFFFFFFFFFFFFF0ull;
-	return h < 16 ? 16 : h;
-}
-
 static unsigned dtype_of(uint32_t mode)
 {
 	switch (mode & S_IFMT) {
@@ -694,7 +677,7 @@ static int dirent_cb(struct fsck *ck, void *arg, uint64_t key,
 			 ULL(key), len);
 		return 0;
 	}
-	h = dir_hash(name, v.namelen);
+	h = fs_dirkey_hash(name, v.namelen);
 	if (key < h || key > h + 15)
 		fsck_err(ck, K_DIR, "directory %llu: entry '%.*s' has key "
 			 "%#llx outside its hash range %#llx..+15",

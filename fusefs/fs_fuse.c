@@ -595,17 +595,25 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	op_end(ff, FS_OP_RELEASE, t0, 0);
 }
 
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
+/* fsync and fsyncdir: both commit the journal (and with it every data
+ * write issued before) and flush the device. */
+static void do_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     enum fs_op op)
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0 = op_begin();
 	int ret;
 
-	(void)fi;
 	ret = fs_fsync(ff->fs, to_ino(ff, ino), datasync);
 	reply_err(req, ret);
-	op_end(ff, FS_OP_FSYNC, t0, ret);
+	op_end(ff, op, t0, ret);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_fsync(req, ino, datasync, FS_OP_FSYNC);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
@@ -747,14 +755,8 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
-	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
-	int ret;
-
 	(void)fi;
-	ret = fs_fsync(ff->fs, to_ino(ff, ino), datasync);
-	reply_err(req, ret);
-	op_end(ff, FS_OP_FSYNCDIR, t0, ret);
+	do_fsync(req, ino, datasync, FS_OP_FSYNCDIR);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)

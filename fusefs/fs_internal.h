@@ -13,10 +13,11 @@
  *
  * Locking (numbered order: take a lower number before a higher one, never
  * the reverse):
- *   1. inode locks (NS): parent before child, two directories by ino order
- *   2. transaction handle (fs_tx_begin .. fs_tx_end). Take it AFTER the
- *      inode locks; a thread holding a handle must never wait for an inode
- *      lock (a commit waits for every handle to end). Handles do not nest:
+ *   1. the namespace's locks (fs_ns.h: ns->lock, one rwlock over the
+ *      namespace, then the leaf ns->tbl_lock)
+ *   2. transaction handle (fs_tx_begin .. fs_tx_end). Take it AFTER
+ *      ns->lock; a thread holding a handle must never wait for ns->lock
+ *      (a commit waits for every handle to end). Handles do not nest:
  *      one handle per thread at a time.
  *   3. rgroup lock (fs_alloc.c, internal)
  *   4. journal lock (internal: running transaction lists)
@@ -26,7 +27,7 @@
  * only when no handle is held by the caller, i.e. between 1 and 2.
  *
  * Buffer contents are protected by the lock of the object that owns the
- * block: an inode's block and its B+tree nodes by that inode's lock (NS),
+ * block: an inode's block and its B+tree nodes by ns->lock (fs_ns.h),
  * bitmaps and rgroup headers by the rgroup lock. A block is modified only
  * inside a handle, after fs_tx_write() on its buffer.
  */

@@ -187,8 +187,11 @@ static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
 	return -EOPNOTSUPP;
 }
 
-int fs_mount(const char *path, const struct fs_opts *o, struct fs **out,
-	     char *err, size_t errlen)
+/* Mount the image at @path (opened and owned here) or, with @path NULL,
+ * the caller's open device @bd. */
+static int mount_any(const char *path, struct bd_dev *bd,
+		     const struct fs_opts *o, struct fs **out, char *err,
+		     size_t errlen)
 {
 	struct fs_core_opts co;
 	char dummy[8];
@@ -204,33 +207,25 @@ int fs_mount(const char *path, const struct fs_opts *o, struct fs **out,
 	if (ret < 0)
 		return ret;
 	core_opts(o, &co);
-	ret = fs_core_open(path, &co, &fs, err, errlen);
+	if (path != NULL)
+		ret = fs_core_open(path, &co, &fs, err, errlen);
+	else
+		ret = fs_core_mount(bd, &co, &fs, err, errlen);
 	if (ret < 0)
 		return ret;
 	return mount_common(fs, o, out, err, errlen);
 }
 
+int fs_mount(const char *path, const struct fs_opts *o, struct fs **out,
+	     char *err, size_t errlen)
+{
+	return mount_any(path, NULL, o, out, err, errlen);
+}
+
 int fs_mount_bd(struct bd_dev *bd, const struct fs_opts *o, struct fs **out,
 		char *err, size_t errlen)
 {
-	struct fs_core_opts co;
-	char dummy[8];
-	struct fs *fs;
-	int ret;
-
-	if (err == NULL) {
-		err = dummy;
-		errlen = sizeof(dummy);
-	}
-	err[0] = '\0';
-	ret = check_proto(o, err, errlen);
-	if (ret < 0)
-		return ret;
-	core_opts(o, &co);
-	ret = fs_core_mount(bd, &co, &fs, err, errlen);
-	if (ret < 0)
-		return ret;
-	return mount_common(fs, o, out, err, errlen);
+	return mount_any(NULL, bd, o, out, err, errlen);
 }
 
 int fs_unmount(struct fs *fs)
