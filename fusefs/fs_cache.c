@@ -36,6 +36,10 @@ struct fs_cache {
 	uint64_t nextra;		/* lock: journal copies (pages) */
 	uint64_t npinned;		/* lock */
 	uint64_t max_bufs;		/* immutable */
+	struct fs_buf *spare;		/* lock: freed buffers (with their
+					   data page) kept for reuse, chained
+					   by hnext */
+	uint64_t nspare;		/* lock */
 };
 
 /* pins live in fs_buf.ref's upper half: keeps struct fs_buf small */
@@ -75,11 +79,63 @@ static void hash_del(struct fs_cache *c, struct fs_buf *b)
 	b->flags &= ~FS_BUF_HASHED;
 }
 
+/*
+ * Freed buffers go to a spare list instead of back to malloc: under
+ * eviction churn, 4 KiB aligned pages freed to the heap between the
+ * namespace's small long-lived allocations fragmented it until the daemon
+ * held several times cache_mb (measured: 126 MB RSS with cache_mb=32 after
+ * 47k files). With the spares, the pages ever allocated never exceed the
+ * high-water mark of live buffers (at most max_bufs spares are kept).
+ * Lock held.
+ */
+static void spare_put(struct fs_cache *c, struct fs_buf *b)
+{
+	void *data = b->data;
+
+	if (c->nspare >= c->max_bufs) {
+		free(data);
+		free(b);
+		return;
+	}
+	memset(b, 0, sizeof(*b));
+	b->data = data;
+	b->hnext = c->spare;
+	c->spare = b;
+	c->nspare++;
+}
+
+/* A buffer with a zeroed data page: a spare, else a new one. */
+static struct fs_buf *buf_alloc(struct fs_cache *c)
+{
+	struct fs_buf *b;
+
+	pthread_mutex_lock(&c->lock);
+	b = c->spare;
+	if (b != NULL) {
+		c->spare = b->hnext;
+		c->nspare--;
+		b->hnext = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (b != NULL) {
+		memset(b->data, 0, FS_BLOCK_SIZE);
+		return b;
+	}
+	b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return NULL;
+	b->data = bd_buf_alloc(FS_BLOCK_SIZE);
+	if (b->data == NULL) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
 static void buf_free(struct fs_cache *c, struct fs_buf *b)
 {
 	c->nbufs--;
-	free(b->data);
-	free(b);
+	spare_put(c, b);
 }
 
 /* Called with the lock held after ref/pins/HASHED changed. */
@@ -142,6 +198,13 @@ void fs_cache_destroy(struct fs *fs)
 			free(b);
 		}
 	}
+	while (c->spare != NULL) {
+		struct fs_buf *b = c->spare;
+
+		c->spare = b->hnext;
+		free(b->data);
+		free(b);
+	}
 	free(c->hash);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->io_cond);
@@ -195,14 +258,9 @@ int fs_cache_get(struct fs *fs, uint64_t blkno, struct fs_buf **out)
 	b = fs_cache_lookup(fs, blkno);
 	if (b != NULL)
 		goto out_found;
-	nb = calloc(1, sizeof(*nb));
+	nb = buf_alloc(c);
 	if (nb == NULL)
 		return -ENOMEM;
-	nb->data = bd_buf_alloc(FS_BLOCK_SIZE);
-	if (nb->data == NULL) {
-		free(nb);
-		return -ENOMEM;
-	}
 	nb->blkno = blkno;
 	nb->fs = fs;
 	pthread_mutex_lock(&c->lock);
@@ -210,9 +268,8 @@ int fs_cache_get(struct fs *fs, uint64_t blkno, struct fs_buf **out)
 	if (b != NULL) {	/* lost a race */
 		b->ref++;
 		buf_settle(c, b);
+		spare_put(c, nb);
 		pthread_mutex_unlock(&c->lock);
-		free(nb->data);
-		free(nb);
 		goto out_found;
 	}
 	evict(fs, c);
