@@ -447,6 +447,19 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- files ---- */
 
+/*
+ * An open file keeps its pages between opens (nobody else writes the
+ * device), and close(2) sends no FLUSH: every write has reached ucfs
+ * before it returned, ucfs has no POSIX-lock owners to drop, and a failed
+ * data write is reported by the next fsync (fs_data.c). With
+ * writeback_cache the kernel still writes back and flushes at close.
+ */
+static void set_open_flags(struct fuse_file_info *fi)
+{
+	fi->keep_cache = 1;
+	fi->noflush = 1;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino,
 		    struct fuse_file_info *fi)
 {
@@ -458,7 +471,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino,
 	get_cred(req, &cred);
 	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
 	if (ret == 0) {
-		fi->keep_cache = 1;
+		set_open_flags(fi);
 		if (fuse_reply_open(req, fi) == -ENOENT)
 			fs_release(ff->fs, to_ino(ff, ino));
 	} else {
@@ -482,7 +495,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fi->flags, &a);
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
-		fi->keep_cache = 1;
+		set_open_flags(fi);
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 			fs_release(ff->fs, a.ino);
 			fs_forget(ff->fs, a.ino, 1);
@@ -589,8 +602,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0 = op_begin();
 
-	/* writes reach the device before they are acknowledged: nothing
-	 * is buffered here */
+	/* only with writeback_cache (set_open_flags): the kernel wrote the
+	 * dirty pages back before this; nothing is buffered here */
 	(void)ino;
 	(void)fi;
 	reply_err(req, 0);
