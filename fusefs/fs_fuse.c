@@ -36,6 +36,7 @@
 
 #include "fusefs/fs.h"
 #include "fusefs/fs_fuse_io.h"
+#include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
 
@@ -572,7 +573,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 
 	(void)fi;
-	buf = rbuf_get(size > 0 ? size : 1);
+	buf = fs_fuse_uring_reply_buf(size);
+	if (buf == NULL)
+		buf = rbuf_get(size > 0 ? size : 1);
 	if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)

@@ -31,11 +31,18 @@
  * notifications. If a queue fails to register, the kernel never switches
  * over and everything keeps flowing through /dev/fuse.
  *
- * A handler that blocks (fsync waiting for a commit) holds up the other
- * requests of its CPU until it returns; /dev/fuse had ten threads.
+ * Requests that wait for the device (READ, FSYNC, FSYNCDIR, FALLOCATE,
+ * COPY_FILE_RANGE) are handed to a small pool of worker threads, so that
+ * they neither hold up the other requests of their CPU nor run one at a
+ * time (the kernel's readahead sends several READs at once). A worker
+ * fills the entry's reply and puts the entry on its queue's done list;
+ * the queue thread, woken through an eventfd it polls on its ring,
+ * commits it. Everything else is answered inline, on the caller's CPU.
  *
- * Locking: a queue's ring, entries and SQEs belong to its thread alone
- * (replies are made on that thread). struct fs_uring is written by
+ * Locking: a queue's ring and SQEs belong to its thread alone. An entry
+ * belongs to the queue thread, except from its hand-off to a worker
+ * until the queue thread takes it off the done list (q->done_lock). The
+ * work list is under u->wlock. struct fs_uring is otherwise written by
  * fs_fuse_uring_start() before the threads start and by
  * fs_fuse_uring_stop() after they are joined; `stop` and the counters
  * are atomics.
@@ -86,6 +93,8 @@ struct ur_cmd {			/* the 80-byte command area of the SQE */
 #define URING_DEPTH_TOTAL 16	/* entries over all queues (memory bound) */
 #define URING_SLACK 4096	/* room before the payload for the headers */
 #define EVFD_TAG ((uint64_t)1)	/* user_data of the stop poll */
+#define DONE_TAG ((uint64_t)2)	/* user_data of the done-list poll */
+#define URING_WORKERS_MIN 4
 
 struct ur_ent {
 	struct ur_queue *q;
@@ -93,7 +102,9 @@ struct ur_ent {
 	char *area;		/* URING_SLACK + payload */
 	char *payload;		/* area + URING_SLACK */
 	uint64_t unique;	/* request being served, 0 if none */
-	int replied;
+	int replied;		/* the reply is in the buffers */
+	struct fuse_buf fb;	/* the request, read(2) layout */
+	struct ur_ent *next;	/* work list / done list */
 	struct iovec iov[2];
 };
 
@@ -102,10 +113,13 @@ struct ur_queue {
 	unsigned qid;
 	pthread_t tid;
 	int started;
-	int evfd;
+	int evfd;		/* stop */
+	int done_evfd;		/* a worker finished an entry */
 	struct io_uring ring;
 	int ring_ok;
 	struct ur_ent *ent;	/* u->depth entries */
+	pthread_mutex_t done_lock;
+	struct ur_ent *done;	/* answered by workers: done_lock */
 };
 
 struct fs_uring {
@@ -117,9 +131,15 @@ struct fs_uring {
 	atomic_int stop;
 	atomic_int registered;	/* queues fully registered */
 	atomic_ullong requests;	/* served through the rings */
+	pthread_mutex_t wlock;
+	pthread_cond_t wcond;
+	struct ur_ent *work, *work_tail;	/* wlock */
+	pthread_t *workers;
+	unsigned nworkers;
 };
 
 static _Thread_local struct ur_ent *cur_ent;
+static _Thread_local struct ur_queue *my_queue;	/* on a queue thread */
 
 static void ur_log(const char *what, int err)
 {
@@ -159,14 +179,27 @@ static void prep_cmd(struct ur_queue *q, struct ur_ent *e, uint32_t op,
 	cmd->commit_id = commit_id;
 }
 
+/* Put a reply header of @err (and @len payload bytes) into @e. */
+static void set_reply(struct ur_ent *e, int err, size_t len)
+{
+	struct fuse_out_header out = {
+		.len = (uint32_t)(sizeof(out) + len),
+		.error = err,
+		.unique = e->unique,
+	};
+
+	memcpy(e->hdr->in_out, &out, sizeof(out));
+	e->hdr->ent.payload_sz = (uint32_t)len;
+	e->replied = 1;
+}
+
 int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
 			int count, ssize_t *res)
 {
 	struct ur_ent *e = cur_ent;
 	const struct fuse_out_header *oh;
-	struct fuse_out_header out;
 	size_t len = 0;
-	int err = 0;
+	int err;
 
 	if (u == NULL || e == NULL || count < 1 ||
 	    iov[0].iov_len != sizeof(*oh))
@@ -174,34 +207,150 @@ int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
 	oh = iov[0].iov_base;
 	if (oh->unique != e->unique || e->replied)
 		return 0;
+	err = oh->error;
 	for (int i = 1; i < count; i++) {
 		if (len + iov[i].iov_len > u->payload_sz) {
 			err = -EIO;	/* cannot happen: replies fit max_write */
 			len = 0;
 			break;
 		}
-		memcpy(e->payload + len, iov[i].iov_base, iov[i].iov_len);
+		/* a read made straight into the payload needs no copy */
+		if (iov[i].iov_base != e->payload + len)
+			memcpy(e->payload + len, iov[i].iov_base,
+			       iov[i].iov_len);
 		len += iov[i].iov_len;
 	}
-	out = (struct fuse_out_header){
-		.len = (uint32_t)(sizeof(out) + len),
-		.error = err != 0 ? err : oh->error,
-		.unique = oh->unique,
-	};
-	memcpy(e->hdr->in_out, &out, sizeof(out));
-	e->hdr->ent.payload_sz = (uint32_t)len;
-	prep_cmd(e->q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
-	e->replied = 1;
-	*res = (ssize_t)(sizeof(out) + len);
+	set_reply(e, err, len);
+	/* a worker's entry is committed by its queue thread (done list) */
+	if (my_queue == e->q)
+		prep_cmd(e->q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
+	*res = (ssize_t)(sizeof(struct fuse_out_header) + len);
 	return 1;
 }
 
-/* Rebuild the read(2) layout of the request in @e and process it. */
+void *fs_fuse_uring_reply_buf(size_t size)
+{
+	struct ur_ent *e = cur_ent;
+
+	if (e == NULL || e->replied || size > e->q->u->payload_sz)
+		return NULL;
+	return e->payload;
+}
+
+/* Run libfuse on the request in @e on this thread; make sure it has a
+ * reply (every request through the ring has one; a handler that made
+ * none must not lose the entry). */
+static void process(struct fs_uring *u, struct ur_ent *e)
+{
+	fs_fuse_io_note(e->fb.mem, e->fb.size);
+	cur_ent = e;
+	fuse_session_process_buf(u->se, &e->fb);
+	cur_ent = NULL;
+	if (!e->replied) {
+		set_reply(e, -EIO, 0);
+		if (my_queue == e->q)
+			prep_cmd(e->q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
+	}
+}
+
+static int may_block(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_READ:
+	case FUSE_FSYNC:
+	case FUSE_FSYNCDIR:
+	case FUSE_FALLOCATE:
+	case FUSE_COPY_FILE_RANGE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void *worker_thread(void *arg)
+{
+	struct fs_uring *u = arg;
+	struct ur_ent *e;
+	struct ur_queue *q;
+	uint64_t one = 1;
+
+	for (;;) {
+		pthread_mutex_lock(&u->wlock);
+		while (u->work == NULL && !atomic_load(&u->stop))
+			pthread_cond_wait(&u->wcond, &u->wlock);
+		e = u->work;
+		if (e != NULL) {
+			u->work = e->next;
+			if (u->work == NULL)
+				u->work_tail = NULL;
+		}
+		pthread_mutex_unlock(&u->wlock);
+		if (e == NULL)
+			return NULL;	/* stopping and nothing left */
+		process(u, e);
+		q = e->q;
+		pthread_mutex_lock(&q->done_lock);
+		e->next = q->done;
+		q->done = e;
+		pthread_mutex_unlock(&q->done_lock);
+		if (write(q->done_evfd, &one, sizeof(one)) < 0)
+			ur_log("done eventfd", errno);
+	}
+}
+
+static void hand_off(struct fs_uring *u, struct ur_ent *e)
+{
+	e->next = NULL;
+	pthread_mutex_lock(&u->wlock);
+	if (u->work_tail != NULL)
+		u->work_tail->next = e;
+	else
+		u->work = e;
+	u->work_tail = e;
+	pthread_cond_signal(&u->wcond);
+	pthread_mutex_unlock(&u->wlock);
+}
+
+static void arm_done_poll(struct ur_queue *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+	if (sqe == NULL) {
+		io_uring_submit(&q->ring);
+		sqe = io_uring_get_sqe(&q->ring);
+		if (sqe == NULL) {
+			ur_log("no free SQE for the done poll", EBUSY);
+			return;
+		}
+	}
+	io_uring_prep_poll_add(sqe, q->done_evfd, POLLIN);
+	io_uring_sqe_set_data64(sqe, DONE_TAG);
+}
+
+/* Commit what the workers answered; re-arm the poll. */
+static void commit_done(struct ur_queue *q)
+{
+	struct ur_ent *e, *next;
+	uint64_t n;
+
+	if (read(q->done_evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		ur_log("done eventfd", errno);
+	pthread_mutex_lock(&q->done_lock);
+	e = q->done;
+	q->done = NULL;
+	pthread_mutex_unlock(&q->done_lock);
+	for (; e != NULL; e = next) {
+		next = e->next;
+		prep_cmd(q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
+	}
+	arm_done_poll(q);
+}
+
+/* Rebuild the read(2) layout of the request in @e and serve it. */
 static void serve(struct ur_queue *q, struct ur_ent *e)
 {
 	struct fs_uring *u = q->u;
 	struct fuse_in_header h;
-	struct fuse_buf fb;
 	uint32_t plen = e->hdr->ent.payload_sz;
 	size_t oplen;
 	char *start;
@@ -212,35 +361,19 @@ static void serve(struct ur_queue *q, struct ur_ent *e)
 	if (h.len < sizeof(h) + plen || plen > u->payload_sz ||
 	    (oplen = h.len - sizeof(h) - plen) > sizeof(e->hdr->op_in)) {
 		/* not the layout we know: fail this request, keep going */
-		struct fuse_out_header out = { .len = sizeof(out),
-					       .error = -EPROTO,
-					       .unique = h.unique };
-		memcpy(e->hdr->in_out, &out, sizeof(out));
-		e->hdr->ent.payload_sz = 0;
+		set_reply(e, -EPROTO, 0);
 		prep_cmd(q, e, UR_CMD_COMMIT_AND_FETCH, h.unique);
-		e->replied = 1;
 		return;
 	}
 	start = e->payload - oplen - sizeof(h);
 	memcpy(start, &h, sizeof(h));
 	memcpy(start + sizeof(h), e->hdr->op_in, oplen);
-	fb = (struct fuse_buf){ .size = h.len, .mem = start };
-	fs_fuse_io_note(start, h.len);
+	e->fb = (struct fuse_buf){ .size = h.len, .mem = start };
 	atomic_fetch_add_explicit(&u->requests, 1, memory_order_relaxed);
-	cur_ent = e;
-	fuse_session_process_buf(u->se, &fb);
-	cur_ent = NULL;
-	if (!e->replied) {
-		/* every request through the ring has a reply; if a handler
-		 * did not make one, do not lose the entry */
-		struct fuse_out_header out = { .len = sizeof(out),
-					       .error = -EIO,
-					       .unique = h.unique };
-		memcpy(e->hdr->in_out, &out, sizeof(out));
-		e->hdr->ent.payload_sz = 0;
-		prep_cmd(q, e, UR_CMD_COMMIT_AND_FETCH, h.unique);
-		e->replied = 1;
-	}
+	if (may_block(h.opcode) && u->nworkers > 0)
+		hand_off(u, e);
+	else
+		process(u, e);
 }
 
 static int queue_setup(struct ur_queue *q)
@@ -251,8 +384,9 @@ static int queue_setup(struct ur_queue *q)
 	int ret;
 
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
-	p.cq_entries = 2 * (u->depth + 1);
-	ret = io_uring_queue_init_params(u->depth + 1, &q->ring, &p);
+	p.cq_entries = 2 * (u->depth + 2);
+	/* one SQE per entry, the stop poll, the done poll */
+	ret = io_uring_queue_init_params(u->depth + 2, &q->ring, &p);
 	if (ret < 0)
 		return ret;
 	q->ring_ok = 1;
@@ -279,6 +413,7 @@ static int queue_setup(struct ur_queue *q)
 	sqe = io_uring_get_sqe(&q->ring);
 	io_uring_prep_poll_add(sqe, q->evfd, POLLIN);
 	io_uring_sqe_set_data64(sqe, EVFD_TAG);
+	arm_done_poll(q);
 	ret = io_uring_submit(&q->ring);
 	return ret < 0 ? ret : 0;
 }
@@ -297,6 +432,10 @@ static int handle_cqes(struct ur_queue *q)
 		if (cqe->user_data == EVFD_TAG) {
 			ret = 0;
 			break;
+		}
+		if (cqe->user_data == DONE_TAG) {
+			commit_done(q);
+			continue;
 		}
 		if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
 			/* not initialized yet / interrupted: register again */
@@ -331,6 +470,7 @@ static void *queue_thread(void *arg)
 	CPU_SET(q->qid, &set);
 	/* an offline CPU cannot be pinned to; its queue still must exist */
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	my_queue = q;
 	ret = queue_setup(q);
 	if (ret < 0) {
 		ur_log("queue setup", -ret);
@@ -370,11 +510,32 @@ int fs_fuse_uring_start(struct fuse_session *se, int fd, size_t max_write,
 		free(u);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&u->wlock, NULL);
+	pthread_cond_init(&u->wcond, NULL);
+	u->nworkers = 2 * u->nq < URING_WORKERS_MIN ? URING_WORKERS_MIN :
+		      2 * u->nq;
+	u->workers = calloc(u->nworkers, sizeof(*u->workers));
+	for (unsigned i = 0; u->workers != NULL && i < u->nworkers; i++) {
+		ret = pthread_create(&u->workers[i], NULL, worker_thread, u);
+		if (ret != 0) {
+			ur_log("worker thread", ret);
+			u->nworkers = i;
+			break;
+		}
+	}
+	if (u->workers == NULL)
+		u->nworkers = 0;
 	for (unsigned i = 0; i < u->nq; i++) {
 		u->q[i].u = u;
 		u->q[i].qid = i;
+		u->q[i].evfd = -1;
+		u->q[i].done_evfd = -1;
+		pthread_mutex_init(&u->q[i].done_lock, NULL);
+	}
+	for (unsigned i = 0; i < u->nq; i++) {
 		u->q[i].evfd = eventfd(0, EFD_CLOEXEC);
-		if (u->q[i].evfd < 0) {
+		u->q[i].done_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (u->q[i].evfd < 0 || u->q[i].done_evfd < 0) {
 			ur_log("eventfd", errno);
 			break;
 		}
@@ -406,6 +567,12 @@ void fs_fuse_uring_stop(struct fs_uring *u)
 			ur_log("stop", errno);
 		pthread_join(q->tid, NULL);
 	}
+	pthread_mutex_lock(&u->wlock);
+	pthread_cond_broadcast(&u->wcond);
+	pthread_mutex_unlock(&u->wlock);
+	for (unsigned i = 0; i < u->nworkers; i++)
+		pthread_join(u->workers[i], NULL);
+	free(u->workers);
 	for (unsigned i = 0; i < u->nq; i++) {
 		struct ur_queue *q = &u->q[i];
 
@@ -418,7 +585,12 @@ void fs_fuse_uring_stop(struct fs_uring *u)
 		free(q->ent);
 		if (q->evfd >= 0)
 			close(q->evfd);
+		if (q->done_evfd >= 0)
+			close(q->done_evfd);
+		pthread_mutex_destroy(&q->done_lock);
 	}
+	pthread_mutex_destroy(&u->wlock);
+	pthread_cond_destroy(&u->wcond);
 	free(u->q);
 	free(u);
 }

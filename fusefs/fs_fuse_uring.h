@@ -29,6 +29,12 @@ void fs_fuse_uring_stop(struct fs_uring *u);
 int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
 			int count, ssize_t *res);
 
+/* In a handler serving a ring request: the entry's page-aligned payload
+ * buffer, where a reply of up to @size bytes can be built without a
+ * copy (its bytes are the reply only if passed to fuse_reply_buf as is);
+ * NULL otherwise. */
+void *fs_fuse_uring_reply_buf(size_t size);
+
 /* 1 once every queue's thread set up its ring. */
 int fs_fuse_uring_active(const struct fs_uring *u);
 /* Requests served through the rings so far. */
