@@ -1133,6 +1133,8 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	argv[argc] = NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	ff->se = fuse_session_new(&args, &ucfs_ops, sizeof(ucfs_ops), ff);
+	/* libfuse's option parser leaves @args pointing at its own copy */
+	fuse_opt_free_args(&args);
 	if (ff->se == NULL) {
 		snprintf(err, errlen, "ucfs: libfuse refused options '%s'",
 			 opts);
