@@ -3,7 +3,7 @@
  *
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, data=, commit=,
- *    cache_mb=, readahead=, noatime/relatime/strictatime, ro/rw,
+ *    cache_mb=, readahead=, statahead=, noatime/relatime/strictatime, ro/rw,
  *    writeback_cache/nowriteback_cache, allow_other, debug);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
@@ -31,6 +31,7 @@ void fs_opts_init(struct fs_opts *o)
 	o->atime = FS_ATIME_RELATIME;
 	o->cache_mb = FS_DEFAULT_CACHE_MB;
 	o->readahead_kb = FS_DEFAULT_READAHEAD_KB;
+	o->statahead = FS_DEFAULT_STATAHEAD;
 }
 
 /* Flags passed to libfuse unchanged (its mount-flag and option tables). */
@@ -122,6 +123,8 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 		*ret = parse_uint(val, 4, 1u << 20, &o->cache_mb);
 	} else if (strcmp(key, "readahead") == 0) {
 		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
+	} else if (strcmp(key, "statahead") == 0) {
+		*ret = parse_uint(val, 0, FS_MAX_STATAHEAD, &o->statahead);
 	} else {
 		return 0;
 	}
