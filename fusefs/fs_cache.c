@@ -22,10 +22,10 @@
  * Prefetch (fs_buf_prefetch): the requested blocks that are not cached
  * are sorted and inserted as READING | PREFETCHED buffers, each holding a
  * reference for its I/O; runs of nearby blocks share one device read into
- * a bounce buffer (struct ra_run), submitted asynchronously one run per
- * bd_submit_async so that a demand reader waits for its own run only.
- * The completion (a bd thread) copies the blocks out, sets UPTODATE and
- * drops the references. A prefetch never replaces a cached buffer, so a
+ * a bounce buffer (struct ra_run), and the runs of one call go to the
+ * device as asynchronous batches of at most RA_BATCH reads (struct
+ * ra_batch). The completion (a bd thread) copies the blocks out, sets
+ * UPTODATE and drops the references. A prefetch never replaces a cached buffer, so a
  * dirty or newer copy always wins over the device's; a prefetched block
  * freed meanwhile is unhashed as usual and its buffer freed when the I/O
  * ends. fs_cache_destroy waits for runs in flight.
