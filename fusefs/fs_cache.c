@@ -159,8 +159,10 @@ static int chunk_add(struct fs_cache *c, void *chunk)
 		c->capchunks = cap;
 	}
 	c->chunks[c->nchunks++] = chunk;
-	while (c->carve_left > 0)
-		page_free(c, page_take(c));
+	for (; c->carve_left > 0; c->carve_left--) {
+		page_free(c, c->carve);
+		c->carve += FS_BLOCK_SIZE;
+	}
 	c->carve = chunk;
 	c->carve_left = PAGE_CHUNK;
 	return 0;
@@ -1011,27 +1013,33 @@ int fs_buf_readahead(struct fs *fs, const uint64_t *blknos, unsigned n)
 int fs_buf_read_cached(struct fs *fs, uint64_t blkno, unsigned type,
 		       struct fs_buf **out)
 {
-	struct fs_buf *b = fs_cache_lookup(fs, blkno);
-	unsigned f;
-	int ret;
+	struct fs_cache *c = fs->cache;
+	struct fs_buf *b;
+	int ra = 0, ret;
 
-	if (b == NULL)
-		return -EAGAIN;
-	f = fs_cache_flags(b);
-	if ((f & (FS_BUF_UPTODATE | FS_BUF_READING)) != FS_BUF_UPTODATE) {
-		fs_buf_put(b);
+	pthread_mutex_lock(&c->lock);
+	b = hash_find(c, blkno);
+	if (b == NULL || (b->flags & (FS_BUF_UPTODATE | FS_BUF_READING)) !=
+			 FS_BUF_UPTODATE) {
+		pthread_mutex_unlock(&c->lock);
 		return -EAGAIN;
 	}
-	ret = buf_fill(fs, b);	/* no I/O: counts the hit */
-	if (ret < 0) {
-		fs_buf_put(b);
-		return ret;
+	b->ref++;
+	buf_settle(c, b);
+	if (b->flags & FS_BUF_PREFETCHED) {
+		prefetch_clear(c, b);
+		ra = 1;
 	}
+	pthread_mutex_unlock(&c->lock);
+	FS_STAT_ADD(fs, cache_hits, 1);
+	if (ra)
+		FS_STAT_ADD(fs, ra_hits, 1);
 	ret = buf_check(fs, b, type);
 	if (ret == 0)
 		*out = b;
 	return ret;
 }
+
 void fs_core_stats_get(struct fs *fs, struct fs_core_stats *out)
 {
 	uint64_t *d = (uint64_t *)out;

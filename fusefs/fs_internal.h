@@ -271,8 +271,9 @@ unsigned fs_buf_prefetch(struct fs *fs, const uint64_t *blknos, unsigned n);
  * 0, or -EIO if one of them failed (nothing is lost on error). */
 int fs_buf_readahead(struct fs *fs, const uint64_t *blknos, unsigned n);
 
-/* fs_buf_read without I/O: -EAGAIN if @blkno is not cached and uptodate
- * (or a read of it is in flight). Otherwise as fs_buf_read. */
+/* fs_buf_read without I/O and without waiting: -EAGAIN if @blkno is not
+ * cached and uptodate (or a read of it is in flight). Otherwise as
+ * fs_buf_read. */
 int fs_buf_read_cached(struct fs *fs, uint64_t blkno, unsigned type,
 		       struct fs_buf **out);
 
