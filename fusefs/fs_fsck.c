@@ -36,6 +36,14 @@ enum kind {
 
 /* ---- reporting -------------------------------------------------------- */
 
+static void vreport(struct fsck *ck, const char *prefix, const char *fmt,
+		    va_list ap)
+{
+	fputs(prefix, ck->o->out);
+	vfprintf(ck->o->out, fmt, ap);
+	fputc('\n', ck->o->out);
+}
+
 void fsck_err(struct fsck *ck, unsigned kind, const char *fmt, ...)
 {
 	unsigned cap = ck->o->max_report ? ck->o->max_report
@@ -47,11 +55,9 @@ void fsck_err(struct fsck *ck, unsigned kind, const char *fmt, ...)
 		kind = K_META;
 	if (++ck->reported[kind] > cap || ck->o->out == NULL)
 		return;
-	fprintf(ck->o->out, "ERROR: ");
 	va_start(ap, fmt);
-	vfprintf(ck->o->out, fmt, ap);
+	vreport(ck, "ERROR: ", fmt, ap);
 	va_end(ap);
-	fprintf(ck->o->out, "\n");
 }
 
 void fsck_note(struct fsck *ck, const char *fmt, ...)
@@ -60,11 +66,9 @@ void fsck_note(struct fsck *ck, const char *fmt, ...)
 
 	if (ck->o->out == NULL)
 		return;
-	fprintf(ck->o->out, "note: ");
 	va_start(ap, fmt);
-	vfprintf(ck->o->out, fmt, ap);
+	vreport(ck, "note: ", fmt, ap);
 	va_end(ap);
-	fprintf(ck->o->out, "\n");
 }
 
 #define ULL(x) ((unsigned long long)(x))

@@ -3,57 +3,23 @@
  *
  * A crash leaves committed transactions in a slot's journal that were not
  * written in place yet; a mount replays them. fsck must judge the image a
- * mount would see, without writing, so it parses each journal exactly as
- * FORMAT.md describes replay (from the header's tail: descriptor(s),
- * images, a commit record with the same sequence and a matching chained
- * crc; stop at the first block that does not fit) and keeps the images in
- * an in-memory overlay keyed by home block number. fsck_read() reads
- * through it. An image older than a revoke of the same block (a later
- * transaction freed the block) is not applied.
+ * mount would see, without writing, so it parses each journal with the
+ * parser replay uses (fs_jscan.c: the same structure and crc checks, the
+ * same selection of the last unrevoked image of each block) and keeps
+ * the selected images in an in-memory overlay keyed by home block number.
+ * fsck_read() reads through it. A torn tail ends the scan (normal after
+ * a crash); an image of the committed range that fails its own checksum
+ * or lies outside the filesystem is reported and not applied.
  *
  * Invariant: an overlay image is a verified metadata block whose header
  * names its home block.
  */
 #include "fusefs/fs_fsck_internal.h"
+#include "fusefs/fs_jscan.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct jimg {
-	uint64_t home, pos, seq;
-};
-
-struct jrev {
-	uint64_t home, seq;
-};
-
-struct jscan {
-	struct fsck *ck;
-	uint64_t jstart;
-	uint64_t log_blocks;
-	struct jimg *img;
-	size_t nimg, capimg;
-	struct jrev *rev;
-	size_t nrev, caprev;
-};
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elt)
-{
-	size_t c = *cap ? *cap : 64;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	n = realloc(*arr, c * elt);
-	if (n == NULL)
-		return -ENOMEM;
-	*arr = n;
-	*cap = c;
-	return 0;
-}
 
 static size_t ovl_slot(const struct fsck *ck, uint64_t blkno)
 {
@@ -150,206 +116,73 @@ int fsck_read(struct fsck *ck, uint64_t blkno, void *buf)
 		       : 0;
 }
 
-/* The journal log block at @pos, as on disk (the overlay never holds
- * journal blocks). 0 or -EIO. */
-static int log_read(struct jscan *js, uint64_t pos, void *buf)
+static int ovl_apply(void *ctx, uint64_t home, const void *blk)
 {
-	return bd_read(js->ck->bd, buf, FS_BLOCK_SIZE,
-		       (js->jstart + 1 + pos) << FS_BLOCK_SHIFT) < 0
-		       ? -EIO
-		       : 0;
+	return ovl_put(ctx, home, blk);
 }
 
-/* 1 descriptor, 2 commit, 0 neither (for sequence @seq), -EIO. */
-static int log_kind(struct jscan *js, uint64_t pos, uint64_t seq, void *buf)
+static void ovl_skip(void *ctx, uint64_t home, uint64_t pos,
+		     enum fs_jscan_skip why)
 {
-	const struct fs_jdesc *d = buf;
+	struct fsck *ck = ctx;
 
-	if (log_read(js, pos, buf) < 0)
-		return -EIO;
-	if (fs_blk_verify(buf, 0, js->jstart + 1 + pos) < 0 ||
-	    d->hdr.seq != seq)
-		return 0;
-	if (d->hdr.type == FS_BT_JDESC && d->count <= FS_JDESC_MAX)
-		return 1;
-	return d->hdr.type == FS_BT_JCOMMIT ? 2 : 0;
+	if (why == FS_JSCAN_OUTSIDE)
+		fsck_err(ck, 0, "journal: image for block %llu outside the "
+			 "filesystem", (unsigned long long)home);
+	else
+		fsck_err(ck, 0, "journal: committed image of block %llu (log "
+			 "position %llu) fails its checksum",
+			 (unsigned long long)home, (unsigned long long)pos);
 }
 
-static int add_entry(struct jscan *js, const struct fs_jdesc_ent *e,
-		     uint64_t pos, uint64_t seq)
+static const struct fs_jscan_ops ovl_ops = {
+	.apply = ovl_apply, .skip = ovl_skip,
+};
+
+static int scan_slot(struct fsck *ck, unsigned slot, void *buf)
 {
-	if (e->flags & FS_JDESC_REVOKE) {
-		if (grow((void **)&js->rev, &js->caprev, js->nrev + 1,
-			 sizeof(*js->rev)) < 0)
-			return -ENOMEM;
-		js->rev[js->nrev++] = (struct jrev){ e->blkno, seq };
-		return 0;
-	}
-	if (grow((void **)&js->img, &js->capimg, js->nimg + 1,
-		 sizeof(*js->img)) < 0)
-		return -ENOMEM;
-	js->img[js->nimg++] = (struct jimg){ e->blkno, pos, seq };
-	return 0;
-}
-
-/* One transaction at *pos: 1 complete (advances *pos), 0 not, -errno. */
-static int scan_tx(struct jscan *js, uint64_t *pos, uint64_t seq,
-		   void *buf, void *dbuf)
-{
-	const struct fs_jcommit *c = buf;
-	size_t img0 = js->nimg, rev0 = js->nrev;
-	uint64_t p = *pos, nblocks = 0;
-	uint32_t crc = 0;
-	int k, first = 1, ret;
-
-	for (;;) {
-		const struct fs_jdesc *d = buf;
-
-		if (nblocks + 1 >= js->log_blocks)
-			goto out_bad;
-		k = log_kind(js, p, seq, buf);
-		if (k < 0)
-			return k;
-		if (k == 0 || (k == 2 && first))
-			goto out_bad;
-		if (k == 2)
-			break;
-		first = 0;
-		crc = fs_crc32c(crc, buf, FS_BLOCK_SIZE);
-		nblocks++;
-		p = (p + 1) % js->log_blocks;
-		for (uint32_t i = 0; i < d->count; i++) {
-			int is_img = !(d->ent[i].flags & FS_JDESC_REVOKE);
-
-			ret = add_entry(js, &d->ent[i], p, seq);
-			if (ret < 0)
-				return ret;
-			if (!is_img)
-				continue;
-			if (nblocks + 1 >= js->log_blocks)
-				goto out_bad;
-			if (log_read(js, p, dbuf) < 0)
-				return -EIO;
-			crc = fs_crc32c(crc, dbuf, FS_BLOCK_SIZE);
-			nblocks++;
-			p = (p + 1) % js->log_blocks;
-		}
-	}
-	if (c->nblocks != nblocks || c->tx_crc != crc)
-		goto out_bad;
-	*pos = (p + 1) % js->log_blocks;
-	return 1;
-out_bad:
-	js->nimg = img0;
-	js->nrev = rev0;
-	return 0;
-}
-
-static uint64_t revoked_after(const struct jscan *js, uint64_t home)
-{
-	uint64_t best = 0;
-
-	for (size_t i = 0; i < js->nrev; i++)
-		if (js->rev[i].home == home && js->rev[i].seq > best)
-			best = js->rev[i].seq;
-	return best;
-}
-
-static int apply(struct jscan *js, void *dbuf)
-{
-	struct fsck *ck = js->ck;
-
-	for (size_t i = 0; i < js->nimg; i++) {
-		const struct jimg *m = &js->img[i];
-
-		if (revoked_after(js, m->home) > m->seq)
-			continue;
-		if (m->home >= ck->nblocks || m->home < FS_SLOTAREA_BLK) {
-			fsck_err(ck, 0, "journal: image for block %llu "
-				 "outside the filesystem",
-				 (unsigned long long)m->home);
-			continue;
-		}
-		if (log_read(js, m->pos, dbuf) < 0)
-			return -EIO;
-		if (fs_blk_verify(dbuf, 0, m->home) < 0) {
-			fsck_err(ck, 0, "journal: committed image of block "
-				 "%llu (log position %llu) fails its checksum",
-				 (unsigned long long)m->home,
-				 (unsigned long long)m->pos);
-			continue;
-		}
-		if (ovl_put(ck, m->home, dbuf) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int scan_slot(struct fsck *ck, unsigned slot, void *buf, void *dbuf)
-{
-	struct jscan js = { .ck = ck };
 	const struct fs_jhdr *h = buf;
-	uint64_t pos, seq, scanned = 0;
-	unsigned ntx = 0;
+	uint64_t jstart = fs_journal_blk(&ck->sb, slot);
+	struct fs_jscan_res res;
 	int ret;
 
-	js.jstart = fs_journal_blk(&ck->sb, slot);
-	js.log_blocks = ck->sb.journal_blocks - 1;
-	if (fsck_read(ck, js.jstart, buf) < 0 ||
-	    fs_blk_verify(buf, FS_BT_JHDR, js.jstart) < 0) {
+	if (fsck_read(ck, jstart, buf) < 0)
+		ret = -EUCLEAN;
+	else
+		ret = fs_jhdr_check(h, &ck->sb, slot);
+	if (ret == -EUCLEAN) {
 		fsck_err(ck, 0, "journal %u: header block %llu is bad "
 			 "(checksum, type or block number)", slot,
-			 (unsigned long long)js.jstart);
+			 (unsigned long long)jstart);
 		return 0;
 	}
-	if (h->slot != slot || h->log_blocks != js.log_blocks ||
-	    h->tail_pos >= js.log_blocks) {
+	if (ret < 0) {
 		fsck_err(ck, 0, "journal %u: header block %llu: slot %u, "
 			 "log_blocks %u, tail_pos %llu inconsistent", slot,
-			 (unsigned long long)js.jstart, h->slot,
-			 h->log_blocks, (unsigned long long)h->tail_pos);
+			 (unsigned long long)jstart, h->slot, h->log_blocks,
+			 (unsigned long long)h->tail_pos);
 		return 0;
 	}
-	pos = h->tail_pos;
-	seq = h->tail_seq;
-	while (scanned < js.log_blocks) {
-		uint64_t before = pos;
-
-		ret = scan_tx(&js, &pos, seq, buf, dbuf);
-		if (ret < 0)
-			goto out;
-		if (ret == 0)
-			break;
-		scanned += (pos + js.log_blocks - before) % js.log_blocks;
-		ntx++;
-		seq++;
-	}
-	ret = apply(&js, dbuf);
-	if (ret == 0 && ntx > 0) {
+	ret = fs_jscan(ck->bd, &ck->sb, slot, h->tail_pos, h->tail_seq,
+		       &ovl_ops, ck, &res);
+	if (ret == 0 && res.ntx > 0) {
 		fsck_note(ck, "journal %u: %u committed transaction(s) not "
 			  "yet replayed: checking the image as replay "
-			  "would leave it", slot, ntx);
-		ck->res->journal_tx += ntx;
+			  "would leave it", slot, res.ntx);
+		ck->res->journal_tx += res.ntx;
 	}
-out:
-	free(js.img);
-	free(js.rev);
 	return ret;
 }
 
 int fsck_journal_overlay(struct fsck *ck)
 {
 	void *buf = bd_buf_alloc(FS_BLOCK_SIZE);
-	void *dbuf = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = -ENOMEM;
+	int ret = 0;
 
-	if (buf == NULL || dbuf == NULL)
-		goto out;
-	ret = 0;
+	if (buf == NULL)
+		return -ENOMEM;
 	for (unsigned s = 0; s < ck->sb.slot_count && ret == 0; s++)
-		ret = scan_slot(ck, s, buf, dbuf);
-out:
+		ret = scan_slot(ck, s, buf);
 	free(buf);
-	free(dbuf);
 	return ret;
 }
