@@ -189,28 +189,31 @@ static int queue_push(struct fsck *ck, uint64_t ino)
 
 /* ---- superblock and fixed metadata ------------------------------------ */
 
+/* 1 if @sb, read from @blkno, is a usable superblock; 0 (reported). */
+static int sb_usable(struct fsck *ck, const struct fs_sb *sb, uint64_t blkno,
+		     const char *name)
+{
+	char why[200] = "";
+
+	if (fs_blk_verify(sb, FS_BT_SB, blkno) == 0 &&
+	    fs_sb_check(sb, ck->dev_blocks, 0, why, sizeof(why)) == 0)
+		return 1;
+	fsck_err(ck, K_SB, "%s (block %llu) is bad: %s", name, ULL(blkno),
+		 why[0] ? why : "checksum, magic, type or block number "
+				"mismatch");
+	return 0;
+}
+
 static int check_sb(struct fsck *ck)
 {
 	struct fs_sb *sb = ck->buf, *bk = ck->buf2;
-	char why[200] = "";
 	int pri_ok, bk_ok;
 
 	if (fsck_read(ck, FS_SB_BLK, sb) < 0 ||
 	    fsck_read(ck, FS_SB_BACKUP_BLK, bk) < 0)
 		return -EIO;
-	pri_ok = fs_blk_verify(sb, FS_BT_SB, FS_SB_BLK) == 0 &&
-		 fs_sb_check(sb, ck->dev_blocks, 0, why, sizeof(why)) == 0;
-	if (!pri_ok)
-		fsck_err(ck, K_SB, "superblock (block 0) is bad: %s",
-			 why[0] ? why : "checksum, magic, type or block "
-					"number mismatch");
-	why[0] = '\0';
-	bk_ok = fs_blk_verify(bk, FS_BT_SB, FS_SB_BACKUP_BLK) == 0 &&
-		fs_sb_check(bk, ck->dev_blocks, 0, why, sizeof(why)) == 0;
-	if (!bk_ok)
-		fsck_err(ck, K_SB, "backup superblock (block 1) is bad: %s",
-			 why[0] ? why : "checksum, magic, type or block "
-					"number mismatch");
+	pri_ok = sb_usable(ck, sb, FS_SB_BLK, "superblock");
+	bk_ok = sb_usable(ck, bk, FS_SB_BACKUP_BLK, "backup superblock");
 	if (pri_ok && bk_ok &&
 	    memcmp((char *)sb + sizeof(sb->hdr), (char *)bk + sizeof(bk->hdr),
 		   FS_BLOCK_SIZE - sizeof(sb->hdr)) != 0)
