@@ -29,10 +29,6 @@
 
 #define MAX_REPORT_DEFAULT 20
 
-enum kind {
-	K_SB, K_META, K_RGRP, K_TREE, K_INODE, K_DIR, K_LINK, K_ORPHAN,
-	K_LEAK, K_FREE, K_DUP, K_COUNT, K_NKINDS
-};
 
 /* ---- reporting -------------------------------------------------------- */
 
@@ -75,16 +71,6 @@ void fsck_note(struct fsck *ck, const char *fmt, ...)
 
 /* ---- block and inode maps --------------------------------------------- */
 
-static int bit_get(const uint8_t *map, uint64_t b)
-{
-	return (map[b >> 3] >> (b & 7)) & 1;
-}
-
-static void bit_set(uint8_t *map, uint64_t b)
-{
-	map[b >> 3] |= (uint8_t)(1u << (b & 7));
-}
-
 /* Mark @b reachable, owned by @what (for messages). Returns 0, or -1 if
  * out of range or already reachable (both reported). */
 static int mark(struct fsck *ck, uint64_t b, const char *what, uint64_t owner)
@@ -95,16 +81,16 @@ static int mark(struct fsck *ck, uint64_t b, const char *what, uint64_t owner)
 			 ULL(owner), ULL(b), ULL(ck->nblocks));
 		return -1;
 	}
-	if (bit_get(ck->reach, b)) {
-		if (!bit_get(ck->dup, b)) {
-			bit_set(ck->dup, b);
+	if (fsck_bit_get(ck->reach, b)) {
+		if (!fsck_bit_get(ck->dup, b)) {
+			fsck_bit_set(ck->dup, b);
 			ck->res->doubly_used++;
 		}
 		fsck_err(ck, K_DUP, "block %llu is used twice (again as %s "
 			 "of inode %llu)", ULL(b), what, ULL(owner));
 		return -1;
 	}
-	bit_set(ck->reach, b);
+	fsck_bit_set(ck->reach, b);
 	ck->res->blocks_used++;
 	return 0;
 }
@@ -190,15 +176,16 @@ static int queue_push(struct fsck *ck, uint64_t ino)
 /* ---- superblock and fixed metadata ------------------------------------ */
 
 /* 1 if @sb, read from @blkno, is a usable superblock; 0 (reported). */
-static int sb_usable(struct fsck *ck, const struct fs_sb *sb, uint64_t blkno,
-		     const char *name)
+static int sb_usable(struct fsck *ck, const struct fs_sb *sb,
+		     uint64_t blkno, const char *name)
 {
 	char why[200] = "";
 
 	if (fs_blk_verify(sb, FS_BT_SB, blkno) == 0 &&
 	    fs_sb_check(sb, ck->dev_blocks, 0, why, sizeof(why)) == 0)
 		return 1;
-	fsck_err(ck, K_SB, "%s (block %llu) is bad: %s", name, ULL(blkno),
+	fsck_err(ck, blkno == FS_SB_BLK ? K_SB : K_SBBACKUP,
+		 "%s (block %llu) is bad: %s", name, ULL(blkno),
 		 why[0] ? why : "checksum, magic, type or block number "
 				"mismatch");
 	return 0;
@@ -217,8 +204,8 @@ static int check_sb(struct fsck *ck)
 	if (pri_ok && bk_ok &&
 	    memcmp((char *)sb + sizeof(sb->hdr), (char *)bk + sizeof(bk->hdr),
 		   FS_BLOCK_SIZE - sizeof(sb->hdr)) != 0)
-		fsck_err(ck, K_SB, "backup superblock (block 1) differs from "
-			 "the superblock (block 0)");
+		fsck_err(ck, K_SBBACKUP, "backup superblock (block 1) differs "
+			 "from the superblock (block 0)");
 	if (!pri_ok && !bk_ok)
 		return -EUCLEAN;
 	if (!pri_ok)
@@ -283,7 +270,7 @@ static void check_rgrp_meta(struct fsck *ck, uint32_t g)
 	for (uint32_t i = 1; i <= nbm; i++)
 		if (fsck_read(ck, start + i, ck->buf2) < 0 ||
 		    fs_blk_verify(ck->buf2, FS_BT_BITMAP, start + i) < 0)
-			fsck_err(ck, K_RGRP, "rgroup %u: bitmap block %llu "
+			fsck_err(ck, K_BITMAP, "rgroup %u: bitmap block %llu "
 				 "is bad", g, ULL(start + i));
 }
 
@@ -719,18 +706,22 @@ static int walk_dir(struct fsck *ck, uint64_t dir)
 	ret = walk_tree(ck, di, "directory", dirent_cb, &d, &bad);
 	if (ret < 0 || bad)
 		goto out;
-	if (size != d.entries)
-		fsck_err(ck, K_DIR, "directory %llu: size %llu but %llu "
-			 "entries", ULL(dir), ULL(size), ULL(d.entries));
 	r = ino_get(ck, dir);
 	if (r == NULL) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	r->entries = d.entries;
+	if (size != d.entries) {
+		r->size_bad = 1;
+		fsck_err(ck, K_DSIZE, "directory %llu: size %llu but %llu "
+			 "entries", ULL(dir), ULL(size), ULL(d.entries));
+	}
 	if (r->orphan)
 		goto out;
-	if (parent != r->parent)
-		fsck_err(ck, K_DIR, "directory %llu: '..' (parent field) is "
+	r->parent_bad = parent != r->parent;
+	if (r->parent_bad)
+		fsck_err(ck, K_PARENT, "directory %llu: '..' (parent field) is "
 			 "%llu but it is named in directory %llu", ULL(dir),
 			 ULL(parent), ULL(r->parent));
 out:
@@ -826,7 +817,7 @@ static void check_bitmaps(struct fsck *ck, uint32_t g, uint32_t inodes)
 		if (!bm_ok)
 			continue;	/* reported in check_rgrp_meta */
 		used = (bm->bits[(i % FS_BITMAP_BITS) / 8] >> (i % 8)) & 1;
-		reach = bit_get(ck->reach, b);
+		reach = fsck_bit_get(ck->reach, b);
 		clear += !used;
 		if (used && !reach) {
 			ck->res->leaked++;
@@ -918,6 +909,7 @@ static int run(struct fsck *ck)
 	ginodes = calloc(ck->sb.rgrp_count, sizeof(*ginodes));
 	if (ginodes == NULL)
 		return -ENOMEM;
+	ck->ginodes = ginodes;
 	for (size_t i = 0; i < ck->inos_cap; i++) {
 		const struct fsck_ino *r = &ck->inos[i];
 
@@ -927,8 +919,7 @@ static int run(struct fsck *ck)
 	}
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
 		check_bitmaps(ck, g, ginodes[g]);
-	free(ginodes);
-	return 0;
+	return ck->o->repair ? fsck_repair(ck) : 0;
 }
 
 static void summary(struct fsck *ck)
@@ -966,6 +957,7 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 	fsck_overlay_free(&ck);
 	free(ck.reach);
 	free(ck.dup);
+	free(ck.ginodes);
 	free(ck.inos);
 	free(ck.queue);
 	free(ck.buf);

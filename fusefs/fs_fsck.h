@@ -28,6 +28,19 @@
  *
  * It must not crash on any input: every on-disk value is bounds-checked
  * before use.
+ *
+ * Repair (opts.repair; the device must be writable and mounted nowhere):
+ * conservative and deterministic, e2fsck -y style. Never when the primary
+ * superblock is bad. First each slot's committed journal is replayed for
+ * real, as a mount would (images home, flush, header tail moved), unless
+ * that journal has errors. Then, only if every problem found is of a kind
+ * it can fix, it fixes them all: the backup superblock (rewritten from
+ * the primary), inode link counts, directory sizes and '..' fields,
+ * bitmaps rebuilt from the reachable blocks (leaked blocks freed, used
+ * blocks marked, unreadable bitmap blocks rewritten), rgroup free and
+ * inode counts. Any other problem (a bad inode, tree node or directory
+ * entry, a block used twice, ...) stops all fixes: nothing but the
+ * journal replay is written, so a later fsck sees the same damage.
  */
 #ifndef UCFS_FS_FSCK_H
 #define UCFS_FS_FSCK_H
@@ -41,6 +54,7 @@ struct fs_fsck_opts {
 	FILE *out;		/* problem lines and summary (NULL: none) */
 	int verbose;		/* also print progress notes */
 	unsigned max_report;	/* per-kind cap on repeated lines (0: 20) */
+	int repair;		/* replay journals, fix what is safe */
 };
 
 struct fs_fsck_result {
@@ -51,12 +65,17 @@ struct fs_fsck_result {
 	uint64_t leaked, doubly_used, used_but_free;
 	uint64_t orphans;
 	unsigned journal_tx;	/* committed transactions in the overlay */
+	unsigned replayed_tx;	/* repair: of those, written home */
+	uint64_t fixed;		/* repair: problems fixed */
+	uint64_t blocks_written;	/* repair: blocks rewritten in place */
 };
 
 /*
- * Check the filesystem on @bd (opened read-only or not; never written).
+ * Check the filesystem on @bd (never written unless o->repair).
  * Returns 0 when the check ran (then res->errors says whether it is
- * clean), or -ENOMEM / -EIO when it could not run (device unreadable).
+ * clean: with repair, the problems found before fixing, res->fixed of
+ * them fixed), or -ENOMEM / -EIO when it could not run (device
+ * unreadable, or a repair write failed).
  * A filesystem too damaged to walk (no valid superblock) is a run with
  * errors, not a failure to run.
  */

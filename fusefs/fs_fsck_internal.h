@@ -1,6 +1,7 @@
 /*
  * fs_fsck_internal.h — state shared by the fsck files: fs_fsck.c (the
- * checks) and fs_fsck_journal.c (the read-only journal overlay).
+ * checks), fs_fsck_journal.c (the journal overlay) and fs_fsck_repair.c
+ * (the fixes of fsck -y).
  *
  * Locking: none. One struct fsck belongs to one fs_fsck_run() call on one
  * thread.
@@ -14,10 +15,21 @@
 #include "fusefs/fs_format.h"
 #include "fusefs/fs_fsck.h"
 
-/* One block image replayed from a journal, by home block number. */
+/* Problem kinds: repeated messages of a kind are capped; repair runs
+ * only if every problem found is of a kind up to K_LAST_FIXABLE. */
+enum fsck_kind {
+	K_LINK, K_LEAK, K_FREE, K_COUNT, K_DSIZE, K_PARENT, K_BITMAP,
+	K_SBBACKUP, K_LAST_FIXABLE = K_SBBACKUP,
+	K_SB, K_META, K_RGRP, K_TREE, K_INODE, K_DIR, K_ORPHAN, K_DUP,
+	K_JOURNAL, K_NKINDS
+};
+
+/* One block image in the overlay, by home block number: replayed from a
+ * journal, or (repair) fixed and not yet written. */
 struct fsck_ovl_ent {
 	uint64_t blkno;		/* 0: empty slot (block 0 is never replayed) */
 	void *data;
+	int dirty;		/* repair: to be written home */
 };
 
 /* Per-inode record of the walk. */
@@ -31,6 +43,9 @@ struct fsck_ino {
 	uint8_t checked;	/* inode block read and checked */
 	uint8_t bad;		/* block unreadable/invalid */
 	uint8_t orphan;		/* found on an orphan list */
+	uint8_t size_bad;	/* dirs: size field != entries */
+	uint8_t parent_bad;	/* dirs: parent field != naming dir */
+	uint64_t entries;	/* dirs: entries found */
 };
 
 struct fsck {
@@ -52,8 +67,19 @@ struct fsck {
 	size_t inos_cap, inos_n;
 	uint64_t *queue;	/* directories to walk */
 	size_t q_head, q_tail, q_cap;
-	unsigned reported[16];	/* per-kind counts (for max_report) */
+	uint32_t *ginodes;	/* per rgroup: inodes found in it */
+	uint64_t reported[K_NKINDS];	/* problems per kind */
 };
+
+static inline int fsck_bit_get(const uint8_t *map, uint64_t b)
+{
+	return (map[b >> 3] >> (b & 7)) & 1;
+}
+
+static inline void fsck_bit_set(uint8_t *map, uint64_t b)
+{
+	map[b >> 3] |= (uint8_t)(1u << (b & 7));
+}
 
 /* Print one problem and count it. @kind groups repeated messages so that
  * only max_report of each kind are printed (all are counted). */
@@ -71,5 +97,15 @@ int fsck_read(struct fsck *ck, uint64_t blkno, void *buf);
  * Problems with journal headers are reported. 0 or -ENOMEM/-EIO. */
 int fsck_journal_overlay(struct fsck *ck);
 void fsck_overlay_free(struct fsck *ck);
+
+/* Repair: put @buf as the new content of @blkno in the overlay (later
+ * reads see it), to be written by fsck_write_dirty. 0 or -ENOMEM. */
+int fsck_write(struct fsck *ck, uint64_t blkno, const void *buf);
+/* Repair: write every block fsck_write put, flush. 0 or -EIO. */
+int fsck_write_dirty(struct fsck *ck);
+
+/* fs_fsck_repair.c: after the check, fix what it found if every problem
+ * is fixable (fs_fsck.h). 0 or -ENOMEM / -EIO. */
+int fsck_repair(struct fsck *ck);
 
 #endif /* UCFS_FS_FSCK_INTERNAL_H */

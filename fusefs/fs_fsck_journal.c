@@ -79,7 +79,7 @@ static int ovl_put(struct fsck *ck, uint64_t blkno, const void *data)
 		     i = (i + 1) & (ck->ovl_cap - 1))
 			;
 		e = &ck->ovl[i];
-		e->data = malloc(FS_BLOCK_SIZE);
+		e->data = bd_buf_alloc(FS_BLOCK_SIZE);
 		if (e->data == NULL)
 			return -ENOMEM;
 		e->blkno = blkno;
@@ -87,6 +87,31 @@ static int ovl_put(struct fsck *ck, uint64_t blkno, const void *data)
 	}
 	memcpy(e->data, data, FS_BLOCK_SIZE);
 	return 0;
+}
+
+int fsck_write(struct fsck *ck, uint64_t blkno, const void *buf)
+{
+	int ret = ovl_put(ck, blkno, buf);
+
+	if (ret == 0)
+		ovl_find(ck, blkno)->dirty = 1;
+	return ret;
+}
+
+int fsck_write_dirty(struct fsck *ck)
+{
+	for (size_t i = 0; i < ck->ovl_cap; i++) {
+		struct fsck_ovl_ent *e = &ck->ovl[i];
+
+		if (e->blkno == 0 || !e->dirty)
+			continue;
+		if (bd_write(ck->bd, e->data, FS_BLOCK_SIZE,
+			     e->blkno << FS_BLOCK_SHIFT, 0) < 0)
+			return -EIO;
+		e->dirty = 0;
+		ck->res->blocks_written++;
+	}
+	return bd_flush(ck->bd) < 0 ? -EIO : 0;
 }
 
 void fsck_overlay_free(struct fsck *ck)
@@ -127,11 +152,11 @@ static void ovl_skip(void *ctx, uint64_t home, uint64_t pos,
 	struct fsck *ck = ctx;
 
 	if (why == FS_JSCAN_OUTSIDE)
-		fsck_err(ck, 0, "journal: image for block %llu outside the "
-			 "filesystem", (unsigned long long)home);
+		fsck_err(ck, K_JOURNAL, "journal: image for block %llu "
+			 "outside the filesystem", (unsigned long long)home);
 	else
-		fsck_err(ck, 0, "journal: committed image of block %llu (log "
-			 "position %llu) fails its checksum",
+		fsck_err(ck, K_JOURNAL, "journal: committed image of block "
+			 "%llu (log position %llu) fails its checksum",
 			 (unsigned long long)home, (unsigned long long)pos);
 }
 
@@ -139,11 +164,53 @@ static const struct fs_jscan_ops ovl_ops = {
 	.apply = ovl_apply, .skip = ovl_skip,
 };
 
+/* Repair: the images the overlay got from this slot, written home. */
+static int home_apply(void *ctx, uint64_t home, const void *blk)
+{
+	struct fsck *ck = ctx;
+
+	memcpy(ck->buf2, blk, FS_BLOCK_SIZE);
+	if (bd_write(ck->bd, ck->buf2, FS_BLOCK_SIZE, home << FS_BLOCK_SHIFT,
+		     0) < 0)
+		return -EIO;
+	ck->res->blocks_written++;
+	return 0;
+}
+
+static const struct fs_jscan_ops home_ops = { .apply = home_apply };
+
+/*
+ * Repair: replay @slot's journal for real, as a mount does (the same
+ * scan, so the same images): write them home, flush, then move the
+ * header's tail past them, skipping one sequence. 0 or -errno.
+ */
+static int replay_slot(struct fsck *ck, unsigned slot,
+		       const struct fs_jhdr *h, void *buf)
+{
+	struct fs_jscan_res res;
+	int ret;
+
+	ret = fs_jscan(ck->bd, &ck->sb, slot, h->tail_pos, h->tail_seq,
+		       &home_ops, ck, &res);
+	if (ret == 0)
+		ret = bd_flush(ck->bd) < 0 ? -EIO : 0;
+	if (ret == 0)
+		ret = fs_jhdr_write(ck->bd, &ck->sb, slot, buf, res.end_pos,
+				    res.next_seq + 1, 0);
+	if (ret < 0)
+		return ret;
+	ck->res->replayed_tx += res.ntx;
+	fsck_note(ck, "journal %u: %u transaction(s) replayed", slot,
+		  res.ntx);
+	return 0;
+}
+
 static int scan_slot(struct fsck *ck, unsigned slot, void *buf)
 {
 	const struct fs_jhdr *h = buf;
 	uint64_t jstart = fs_journal_blk(&ck->sb, slot);
 	struct fs_jscan_res res;
+	uint64_t errors;
 	int ret;
 
 	if (fsck_read(ck, jstart, buf) < 0)
@@ -151,27 +218,35 @@ static int scan_slot(struct fsck *ck, unsigned slot, void *buf)
 	else
 		ret = fs_jhdr_check(h, &ck->sb, slot);
 	if (ret == -EUCLEAN) {
-		fsck_err(ck, 0, "journal %u: header block %llu is bad "
+		fsck_err(ck, K_JOURNAL, "journal %u: header block %llu is bad "
 			 "(checksum, type or block number)", slot,
 			 (unsigned long long)jstart);
 		return 0;
 	}
 	if (ret < 0) {
-		fsck_err(ck, 0, "journal %u: header block %llu: slot %u, "
-			 "log_blocks %u, tail_pos %llu inconsistent", slot,
+		fsck_err(ck, K_JOURNAL, "journal %u: header block %llu: slot "
+			 "%u, log_blocks %u, tail_pos %llu inconsistent", slot,
 			 (unsigned long long)jstart, h->slot, h->log_blocks,
 			 (unsigned long long)h->tail_pos);
 		return 0;
 	}
+	errors = ck->res->errors;
 	ret = fs_jscan(ck->bd, &ck->sb, slot, h->tail_pos, h->tail_seq,
 		       &ovl_ops, ck, &res);
-	if (ret == 0 && res.ntx > 0) {
-		fsck_note(ck, "journal %u: %u committed transaction(s) not "
-			  "yet replayed: checking the image as replay "
-			  "would leave it", slot, res.ntx);
-		ck->res->journal_tx += res.ntx;
+	if (ret < 0 || res.ntx == 0)
+		return ret;
+	fsck_note(ck, "journal %u: %u committed transaction(s) not yet "
+		  "replayed: checking the image as replay would leave it",
+		  slot, res.ntx);
+	ck->res->journal_tx += res.ntx;
+	if (!ck->o->repair || ck->reported[K_SB] > 0)
+		return 0;
+	if (ck->res->errors != errors) {
+		fsck_note(ck, "journal %u: not replayed (errors in its "
+			  "committed transactions)", slot);
+		return 0;
 	}
-	return ret;
+	return replay_slot(ck, slot, h, buf);
 }
 
 int fsck_journal_overlay(struct fsck *ck)

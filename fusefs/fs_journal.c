@@ -117,18 +117,8 @@ static unsigned desc_count(unsigned entries)
 static int jhdr_write(struct fs *fs, unsigned slot, void *buf,
 		      uint64_t tail_pos, uint64_t tail_seq, int clean)
 {
-	struct fs_jhdr *h = buf;
-	uint64_t blk = fs_journal_blk(&fs->sb, slot);
-
-	memset(h, 0, FS_BLOCK_SIZE);
-	h->slot = slot;
-	h->log_blocks = fs->sb.journal_blocks - 1;
-	h->tail_pos = tail_pos;
-	h->tail_seq = tail_seq;
-	h->clean = clean;
-	fs_blk_seal(h, FS_BT_JHDR, blk, 0);
-	return bd_write(fs->bd, h, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT,
-			BD_IO_FUA);
+	return fs_jhdr_write(fs->bd, &fs->sb, slot, buf, tail_pos, tail_seq,
+			     clean);
 }
 
 static int jhdr_read(struct fs *fs, unsigned slot, void *buf)

@@ -62,6 +62,23 @@ int fs_jhdr_check(const struct fs_jhdr *h, const struct fs_sb *sb,
 	return 0;
 }
 
+int fs_jhdr_write(struct bd_dev *bd, const struct fs_sb *sb, unsigned slot,
+		  void *buf, uint64_t tail_pos, uint64_t tail_seq, int clean)
+{
+	struct fs_jhdr *h = buf;
+	uint64_t blk = fs_journal_blk(sb, slot);
+
+	memset(h, 0, FS_BLOCK_SIZE);
+	h->slot = slot;
+	h->log_blocks = sb->journal_blocks - 1;
+	h->tail_pos = tail_pos;
+	h->tail_seq = tail_seq;
+	h->clean = clean;
+	fs_blk_seal(h, FS_BT_JHDR, blk, 0);
+	return bd_write(bd, h, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT,
+			BD_IO_FUA) < 0 ? -EIO : 0;
+}
+
 /* Log block @pos, a pointer into the window valid until the next call.
  * 0 or -EIO. */
 static int log_block(struct jscan *js, uint64_t pos, const uint8_t **out)

@@ -59,6 +59,13 @@ int fs_jhdr_check(const struct fs_jhdr *h, const struct fs_sb *sb,
 		  unsigned slot);
 
 /*
+ * Write the header of @slot's journal (in @buf, a BD_ALIGN-aligned
+ * block): tail at @tail_pos / @tail_seq, @clean. FUA. 0 or -EIO.
+ */
+int fs_jhdr_write(struct bd_dev *bd, const struct fs_sb *sb, unsigned slot,
+		  void *buf, uint64_t tail_pos, uint64_t tail_seq, int clean);
+
+/*
  * Scan the journal of @slot from @tail_pos / @tail_seq (the fields of its
  * header, checked by fs_jhdr_check) and fill @res. With @ops != NULL,
  * then hand every image a replay writes to ops->apply (see above).
