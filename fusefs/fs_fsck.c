@@ -901,6 +901,13 @@ static int run(struct fsck *ck)
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
 		check_rgrp_meta(ck, g);
 	ret = walk_namespace(ck);
+	if (ret == 0 && ck->o->repair) {
+		/* what stays reachable once the orphans are freed */
+		ck->live = malloc(mapbytes);
+		if (ck->live == NULL)
+			return -ENOMEM;
+		memcpy(ck->live, ck->reach, mapbytes);
+	}
 	if (ret == 0)
 		ret = check_orphans(ck);
 	if (ret < 0)
@@ -956,6 +963,7 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 		summary(&ck);
 	fsck_overlay_free(&ck);
 	free(ck.reach);
+	free(ck.live);
 	free(ck.dup);
 	free(ck.ginodes);
 	free(ck.inos);

@@ -38,7 +38,9 @@
  * the primary), inode link counts, directory sizes and '..' fields,
  * bitmaps rebuilt from the reachable blocks (leaked blocks freed, used
  * blocks marked, unreadable bitmap blocks rewritten), rgroup free and
- * inode counts. Any other problem (a bad inode, tree node or directory
+ * inode counts; and it releases the orphans (unlinked inodes that were
+ * still open when their node stopped: emptied orphan lists, their
+ * blocks freed), as a mount's orphan reclaim would. Any other problem (a bad inode, tree node or directory
  * entry, a block used twice, ...) stops all fixes: nothing but the
  * journal replay is written, so a later fsck sees the same damage.
  */
@@ -68,6 +70,7 @@ struct fs_fsck_result {
 	unsigned replayed_tx;	/* repair: of those, written home */
 	uint64_t fixed;		/* repair: problems fixed */
 	uint64_t blocks_written;	/* repair: blocks rewritten in place */
+	uint64_t orphans_freed;	/* repair: orphan inodes released */
 };
 
 /*

@@ -63,6 +63,7 @@ struct fsck {
 	/* walk state */
 	uint8_t *reach;		/* bit per block: reachable */
 	uint8_t *dup;		/* bit per block: reached more than once */
+	uint8_t *live;		/* repair: reach without the orphans */
 	struct fsck_ino *inos;	/* open addressing, power-of-two size */
 	size_t inos_cap, inos_n;
 	uint64_t *queue;	/* directories to walk */

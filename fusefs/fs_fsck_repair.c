@@ -10,7 +10,13 @@
  * live blocks; nothing is fixed. Otherwise every fix is a pure function
  * of the walk, so running fsck -y twice gives the same image.
  *
- * Sections: policy / superblock / inodes / bitmaps and counts / entry.
+ * Orphans (inodes unlinked while open when their node stopped) are not
+ * problems, but nobody can use them any more: the repair releases them as
+ * a mount would, by emptying the orphan lists and rebuilding the bitmaps
+ * without their blocks.
+ *
+ * Sections: policy / superblock / inodes / orphans / bitmaps and counts /
+ * entry.
  *
  * Fixed blocks go to the overlay with fsck_write (later reads see them)
  * and are written home together at the end, then flushed.
@@ -76,7 +82,7 @@ static int fix_inode(struct fsck *ck, const struct fsck_ino *r)
 	if (fsck_read(ck, r->ino, di) < 0 ||
 	    fs_blk_verify(di, FS_BT_INODE, r->ino) < 0)
 		return -EIO;	/* checked good a moment ago */
-	if (!r->orphan && di->nlink != want_nlink(r)) {
+	if (di->nlink != want_nlink(r)) {
 		fsck_note(ck, "fixed: inode %llu: link count %u -> %u",
 			  ULL(r->ino), di->nlink, want_nlink(r));
 		di->nlink = want_nlink(r);
@@ -109,14 +115,53 @@ static int fix_inodes(struct fsck *ck)
 		const struct fsck_ino *r = &ck->inos[i];
 		int ret;
 
-		if (r->ino == 0 || r->bad || !r->checked ||
-		    ((r->orphan || r->nlink == want_nlink(r)) &&
-		     !r->size_bad && !r->parent_bad))
+		if (r->ino == 0 || r->bad || !r->checked || r->orphan ||
+		    (r->nlink == want_nlink(r) && !r->size_bad &&
+		     !r->parent_bad))
 			continue;
 		ret = fix_inode(ck, r);
 		if (ret < 0)
 			return ret;
 	}
+	return 0;
+}
+
+/* ---- orphans ------------------------------------------------------------ */
+
+/* Empty every slot's orphan list: the inodes on it (and their blocks)
+ * become unreachable, so the bitmaps are rebuilt from ck->live, and the
+ * groups lose their inodes. */
+static int free_orphans(struct fsck *ck)
+{
+	const struct fsck_ino *r;
+	struct fs_slotinfo *si = ck->buf;
+
+	for (unsigned s = 0; s < ck->sb.slot_count; s++) {
+		uint64_t sib = fs_slotinfo_blk(s);
+		int ret;
+
+		if (fsck_read(ck, sib, si) < 0 ||
+		    fs_blk_verify(si, FS_BT_SLOTINFO, sib) < 0)
+			return -EIO;	/* checked good a moment ago */
+		if (si->orphan_head == 0)
+			continue;
+		si->orphan_head = 0;
+		fs_blk_update_crc(si);
+		ret = fsck_write(ck, sib, si);
+		if (ret < 0)
+			return ret;
+	}
+	for (size_t i = 0; i < ck->inos_cap; i++) {
+		r = &ck->inos[i];
+		if (r->ino == 0 || !r->orphan || !r->checked || r->bad)
+			continue;
+		ck->ginodes[(r->ino - ck->sb.rgrp_start) /
+			    ck->sb.rgrp_blocks]--;
+		ck->res->orphans_freed++;
+	}
+	memcpy(ck->reach, ck->live, (size_t)((ck->nblocks + 7) / 8));
+	fsck_note(ck, "fixed: %llu orphan inode(s) released",
+		  ULL(ck->res->orphans_freed));
 	return 0;
 }
 
@@ -187,7 +232,8 @@ static int fix_rgroup(struct fsck *ck, uint32_t g)
 static int fix_rgroups(struct fsck *ck)
 {
 	if (ck->reported[K_LEAK] + ck->reported[K_FREE] +
-	    ck->reported[K_COUNT] + ck->reported[K_BITMAP] == 0)
+	    ck->reported[K_COUNT] + ck->reported[K_BITMAP] == 0 &&
+	    ck->res->orphans_freed == 0)
 		return 0;
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++) {
 		int ret = fix_rgroup(ck, g);
@@ -205,7 +251,7 @@ int fsck_repair(struct fsck *ck)
 	uint64_t bad = unfixable(ck), n = fixable(ck);
 	int ret;
 
-	if (n == 0)
+	if (n == 0 && ck->res->orphans == 0)
 		return 0;
 	if (bad > 0) {
 		fsck_note(ck, "%llu problem(s) cannot be fixed safely: no "
@@ -215,6 +261,8 @@ int fsck_repair(struct fsck *ck)
 	ret = fix_backup_sb(ck);
 	if (ret == 0)
 		ret = fix_inodes(ck);
+	if (ret == 0 && ck->res->orphans > 0)
+		ret = free_orphans(ck);
 	if (ret == 0)
 		ret = fix_rgroups(ck);
 	if (ret == 0)

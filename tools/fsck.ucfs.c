@@ -8,7 +8,9 @@
  *       then, if every problem found is one it can fix, fix them all:
  *       backup superblock, link counts, directory sizes and '..',
  *       bitmaps rebuilt from the reachable blocks (leaked blocks freed,
- *       used blocks marked), rgroup free/inode counts. Any other problem
+ *       used blocks marked), rgroup free/inode counts; and it releases
+ *       orphans (files unlinked while open when a node stopped), as a
+ *       mount would. Any other problem
  *       (bad inode, tree node or directory entry, doubly used block, bad
  *       primary superblock, ...) leaves the image as it is (journal
  *       replay aside). The filesystem must not be mounted on any node
@@ -20,7 +22,8 @@
  *
  * Exit status (as e2fsck):
  *   0   no problems found
- *   1   problems fixed (or the journal replayed): the image is now clean
+ *   1   problems fixed (or the journal replayed, or orphans released):
+ *       the image is now clean
  *   4   problems found and left uncorrected
  *   8   operational error (cannot open, read or write the device, no
  *       memory, device busy)
@@ -77,13 +80,16 @@ static int run(const char *path, struct fs_fsck_opts *o)
 		return FSCK_ERROR;
 	}
 	ret = fs_fsck_run(bd, o, &r);
-	modified = o->repair && (r.fixed > 0 || r.replayed_tx > 0);
+	modified = o->repair && (r.fixed > 0 || r.replayed_tx > 0 ||
+				 r.orphans_freed > 0);
 	if (ret == 0 && modified) {
 		/* the check of the result decides the exit status */
 		o->repair = 0;
 		printf("%s: %llu problem(s) fixed, %u journal transaction(s) "
-		       "replayed, %llu block(s) written; checking again\n",
-		       path, (unsigned long long)r.fixed, r.replayed_tx,
+		       "replayed, %llu orphan(s) released, %llu block(s) "
+		       "written; checking again\n", path,
+		       (unsigned long long)r.fixed, r.replayed_tx,
+		       (unsigned long long)r.orphans_freed,
 		       (unsigned long long)r.blocks_written);
 		ret = fs_fsck_run(bd, o, &r);
 	}

@@ -17,8 +17,9 @@
  *  1. check clean with fsck BEFORE any mount (fsck applies the committed
  *     journal transactions in memory, as replay will);
  *  1b. at every other crash point, repair with fsck -y first: it replays
- *     the journal for real (and finds nothing else to fix), after which
- *     fsck sees no transaction left and the image is clean;
+ *     the journal for real and releases the orphans (and finds nothing
+ *     else to fix), after which fsck sees no transaction left and the
+ *     image is clean;
  *  2. mount (journal replay, orphan reclaim) and show every frozen file
  *     with its exact content;
  *  3. unmount cleanly and check clean with fsck again.
@@ -130,7 +131,7 @@ static int fsck_clean(struct bd_dev *bd, const char *when)
 
 /* fsck -y on a crashed image: replays the journal for real (nothing
  * else to fix), after which the check sees no transaction left. */
-static unsigned fsck_y_runs, fsck_y_tx;	/* for the summary line */
+static unsigned fsck_y_runs, fsck_y_tx, fsck_y_orphans;	/* summary */
 
 static int fsck_replays(struct bd_dev *bd)
 {
@@ -150,6 +151,7 @@ static int fsck_replays(struct bd_dev *bd)
 	ntx = r.journal_tx;
 	fsck_y_runs++;
 	fsck_y_tx += ntx;
+	fsck_y_orphans += (unsigned)r.orphans_freed;
 	o.repair = 0;
 	if (!fsck_clean(bd, "after fsck -y"))
 		return 0;
@@ -492,7 +494,7 @@ static void power_loss_points(void)
 	uint64_t seed = t_seed(), total = 0, step;
 	unsigned trials = 0, failures = 0;
 
-	fsck_y_runs = fsck_y_tx = 0;
+	fsck_y_runs = fsck_y_tx = fsck_y_orphans = 0;
 
 	REQUIRE(tmpl != NULL);
 	if (!crash_run(tmpl, seed, 0, 0, &total)) {
@@ -516,8 +518,9 @@ static void power_loss_points(void)
 		trials++;
 	}
 	printf("  %u crash points over %llu writes, %u failed; fsck -y "
-	       "replayed %u transactions at %u of them\n", trials,
-	       (unsigned long long)total, failures, fsck_y_tx, fsck_y_runs);
+	       "replayed %u transactions and released %u orphans at %u of "
+	       "them\n", trials, (unsigned long long)total, failures,
+	       fsck_y_tx, fsck_y_orphans, fsck_y_runs);
 	CHECK(fsck_y_tx > 0);
 	CHECK_EQ(failures, 0);
 	bd_close(tmpl);

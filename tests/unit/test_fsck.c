@@ -21,6 +21,7 @@
 #include "fusefs/fs_fsck.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 
 #define IMG_MB 64
 
@@ -512,6 +513,47 @@ static void test_repair_refuses(void)
 	CHECK_EQ(repair_case(0, sb_garbage), 0);	/* bad superblock */
 }
 
+/* A file unlinked while open, then a crash: fsck -y replays the journal,
+ * releases the orphan (its blocks free again) and leaves a clean image
+ * with all the space back. */
+static void test_repair_orphans(void)
+{
+	static char data[4 * 65536];
+	struct fs_fsck_result r;
+	struct statvfs st0, st1;
+	struct fs_attr a;
+	struct tfs t;
+
+	REQUIRE(tfs_open(&t, 32) == 0);
+	REQUIRE(fs_statfs(t.fs, &st0) == 0);
+	REQUIRE(fs_create(t.fs, &t.root_cred, t.root, "o", 0644, O_RDWR,
+			  &a) == 0);
+	memset(data, 'o', sizeof(data));
+	CHECK_EQ(fs_write(t.fs, &t.root_cred, a.ino, data, sizeof(data), 0),
+		 sizeof(data));
+	REQUIRE(fs_unlink(t.fs, &t.root_cred, t.root, "o") == 0);
+	REQUIRE(fs_sync(t.fs) == 0);
+	fs_abandon(t.fs);	/* crash with "o" still open */
+	t.fs = NULL;
+	REQUIRE(fsck_with(t.bd, 0, 1, &r) == 0);
+	CHECK_EQ(r.errors, 0);
+	CHECK_EQ(r.orphans, 1);
+	REQUIRE(fsck_with(t.bd, 1, 0, &r) == 0);
+	CHECK_EQ(r.errors, 0);
+	CHECK_EQ(r.orphans_freed, 1);
+	CHECK(r.replayed_tx > 0);
+	REQUIRE(fsck_with(t.bd, 0, 0, &r) == 0);
+	CHECK_EQ(r.errors, 0);
+	CHECK_EQ(r.orphans, 0);
+	CHECK_EQ(r.journal_tx, 0);
+	REQUIRE(tfs_mount(&t) == 0);
+	REQUIRE(fs_statfs(t.fs, &st1) == 0);
+	CHECK_EQ(st1.f_bfree, st0.f_bfree);
+	CHECK_EQ(st1.f_ffree, st0.f_ffree);
+	CHECK(tfs_lookup(&t, t.root, "o") == -ENOENT);
+	tfs_close(&t);
+}
+
 /* The fuzz corruptions again (the same seed, the same NFUZZ images),
  * repaired: each one is fixed (check clean afterwards, no file data
  * changed, files read back), or left exactly as it was. */
@@ -554,6 +596,7 @@ int main(int argc, char **argv)
 	T_RUN(test_fuzz);
 	T_RUN(test_repair_fixable);
 	T_RUN(test_repair_refuses);
+	T_RUN(test_repair_orphans);
 	T_RUN(test_repair_fuzz);
 	bd_close(img);
 	if (work != NULL)
