@@ -110,52 +110,10 @@ static int in_data_area(const struct fsck *ck, uint64_t b)
 							(uint32_t)g));
 }
 
-static size_t ino_slot(const struct fsck *ck, uint64_t ino)
-{
-	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 17) &
-	       (ck->inos_cap - 1);
-}
-
-static int inos_grow(struct fsck *ck)
-{
-	struct fsck_ino *old = ck->inos;
-	size_t oldcap = ck->inos_cap;
-
-	ck->inos_cap = oldcap ? oldcap * 2 : 4096;
-	ck->inos = calloc(ck->inos_cap, sizeof(*ck->inos));
-	if (ck->inos == NULL) {
-		ck->inos = old;
-		ck->inos_cap = oldcap;
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < oldcap; i++) {
-		size_t j;
-
-		if (old[i].ino == 0)
-			continue;
-		for (j = ino_slot(ck, old[i].ino); ck->inos[j].ino != 0;
-		     j = (j + 1) & (ck->inos_cap - 1))
-			;
-		ck->inos[j] = old[i];
-	}
-	free(old);
-	return 0;
-}
-
 /* The record of @ino, created if absent (NULL: out of memory). */
 static struct fsck_ino *ino_get(struct fsck *ck, uint64_t ino)
 {
-	size_t i;
-
-	if ((ck->inos_n + 1) * 2 > ck->inos_cap && inos_grow(ck) < 0)
-		return NULL;
-	for (i = ino_slot(ck, ino); ck->inos[i].ino != 0;
-	     i = (i + 1) & (ck->inos_cap - 1))
-		if (ck->inos[i].ino == ino)
-			return &ck->inos[i];
-	ck->inos[i].ino = ino;
-	ck->inos_n++;
-	return &ck->inos[i];
+	return fsck_tab_get(&ck->inos, ino);
 }
 
 static int queue_push(struct fsck *ck, uint64_t ino)
@@ -734,11 +692,11 @@ out:
 
 static void check_links(struct fsck *ck)
 {
-	for (size_t i = 0; i < ck->inos_cap; i++) {
-		struct fsck_ino *r = &ck->inos[i];
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
 		uint32_t want;
 
-		if (r->ino == 0 || r->bad || !r->checked || r->orphan)
+		if (r == NULL || r->bad || !r->checked || r->orphan)
 			continue;
 		want = (r->mode & S_IFMT) == S_IFDIR ? 2 + r->subdirs
 						     : r->names;
@@ -917,10 +875,10 @@ static int run(struct fsck *ck)
 	if (ginodes == NULL)
 		return -ENOMEM;
 	ck->ginodes = ginodes;
-	for (size_t i = 0; i < ck->inos_cap; i++) {
-		const struct fsck_ino *r = &ck->inos[i];
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		const struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
 
-		if (r->ino != 0 && r->checked && !r->bad)
+		if (r != NULL && r->checked && !r->bad)
 			ginodes[(r->ino - ck->sb.rgrp_start) /
 				ck->sb.rgrp_blocks]++;
 	}
@@ -950,7 +908,9 @@ static void summary(struct fsck *ck)
 int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 		struct fs_fsck_result *res)
 {
-	struct fsck ck = { .bd = bd, .o = o, .res = res };
+	struct fsck ck = { .bd = bd, .o = o, .res = res,
+		.ovl.esize = sizeof(struct fsck_ovl_ent),
+		.inos.esize = sizeof(struct fsck_ino) };
 	int ret = -ENOMEM;
 
 	memset(res, 0, sizeof(*res));
@@ -966,7 +926,7 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 	free(ck.live);
 	free(ck.dup);
 	free(ck.ginodes);
-	free(ck.inos);
+	fsck_tab_free(&ck.inos);
 	free(ck.queue);
 	free(ck.buf);
 	free(ck.buf2);

@@ -48,6 +48,23 @@ struct fsck_ino {
 	uint64_t entries;	/* dirs: entries found */
 };
 
+/* fs_fsck_tab.c: records of @esize bytes keyed by their first field, a
+ * nonzero uint64_t. Zero-initialize with .esize set; free with
+ * fsck_tab_free. */
+struct fsck_tab {
+	uint8_t *ent;		/* cap records; key 0: empty slot */
+	size_t esize, cap, n;
+};
+
+/* The record of @key, or NULL. */
+void *fsck_tab_find(const struct fsck_tab *t, uint64_t key);
+/* The record of @key, added (zeroed but for the key) if absent; NULL if
+ * out of memory. Moves records: earlier pointers become invalid. */
+void *fsck_tab_get(struct fsck_tab *t, uint64_t key);
+/* The record in slot @i (< cap), or NULL if the slot is empty. */
+void *fsck_tab_at(const struct fsck_tab *t, size_t i);
+void fsck_tab_free(struct fsck_tab *t);
+
 struct fsck {
 	struct bd_dev *bd;
 	const struct fs_fsck_opts *o;
@@ -57,15 +74,12 @@ struct fsck {
 	uint64_t nblocks;	/* sb.total_blocks once validated */
 	void *buf;		/* scratch blocks, BD_ALIGN-aligned */
 	void *buf2;
-	/* journal overlay: open addressing, power-of-two size */
-	struct fsck_ovl_ent *ovl;
-	size_t ovl_cap, ovl_n;
+	struct fsck_tab ovl;	/* journal overlay: fsck_ovl_ent */
 	/* walk state */
 	uint8_t *reach;		/* bit per block: reachable */
 	uint8_t *dup;		/* bit per block: reached more than once */
 	uint8_t *live;		/* repair: reach without the orphans */
-	struct fsck_ino *inos;	/* open addressing, power-of-two size */
-	size_t inos_cap, inos_n;
+	struct fsck_tab inos;	/* fsck_ino by inode number */
 	uint64_t *queue;	/* directories to walk */
 	size_t q_head, q_tail, q_cap;
 	uint32_t *ginodes;	/* per rgroup: inodes found in it */

@@ -1,5 +1,5 @@
 /*
- * fs_fsck_journal.c — fsck's read-only view of the journals.
+ * fs_fsck_journal.c — fsck's view of the journals: the block overlay.
  *
  * A crash leaves committed transactions in a slot's journal that were not
  * written in place yet; a mount replays them. fsck must judge the image a
@@ -11,6 +11,12 @@
  * a crash); an image of the committed range that fails its own checksum
  * or lies outside the filesystem is reported and not applied.
  *
+ * Repair (fsck -y) uses the overlay twice more: a slot whose scan found
+ * no problem is then replayed for real (replay_slot: the same scan again,
+ * images written home, flush, header tail moved, as a mount does), and
+ * the fixes of fs_fsck_repair.c are put in it as dirty blocks
+ * (fsck_write) and written home together (fsck_write_dirty).
+ *
  * Invariant: an overlay image is a verified metadata block whose header
  * names its home block.
  */
@@ -21,89 +27,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t ovl_slot(const struct fsck *ck, uint64_t blkno)
+/* Store a copy of @data as the image of @blkno (replacing an older
+ * one). Its entry, or NULL: out of memory. */
+static struct fsck_ovl_ent *ovl_put(struct fsck *ck, uint64_t blkno,
+				    const void *data)
 {
-	return (size_t)((blkno * 0x9e3779b97f4a7c15ull) >> 20) &
-	       (ck->ovl_cap - 1);
-}
+	struct fsck_ovl_ent *e = fsck_tab_get(&ck->ovl, blkno);
 
-static struct fsck_ovl_ent *ovl_find(struct fsck *ck, uint64_t blkno)
-{
-	size_t i;
-
-	if (ck->ovl_cap == 0)
+	if (e == NULL)
 		return NULL;
-	for (i = ovl_slot(ck, blkno); ck->ovl[i].blkno != 0;
-	     i = (i + 1) & (ck->ovl_cap - 1))
-		if (ck->ovl[i].blkno == blkno)
-			return &ck->ovl[i];
-	return NULL;
-}
-
-static int ovl_grow(struct fsck *ck)
-{
-	struct fsck_ovl_ent *old = ck->ovl;
-	size_t oldcap = ck->ovl_cap;
-
-	ck->ovl_cap = oldcap ? oldcap * 2 : 1024;
-	ck->ovl = calloc(ck->ovl_cap, sizeof(*ck->ovl));
-	if (ck->ovl == NULL) {
-		ck->ovl = old;
-		ck->ovl_cap = oldcap;
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < oldcap; i++) {
-		size_t j;
-
-		if (old[i].blkno == 0)
-			continue;
-		for (j = ovl_slot(ck, old[i].blkno); ck->ovl[j].blkno != 0;
-		     j = (j + 1) & (ck->ovl_cap - 1))
-			;
-		ck->ovl[j] = old[i];
-	}
-	free(old);
-	return 0;
-}
-
-/* Store a copy of @data as the image of @blkno (replacing an older one). */
-static int ovl_put(struct fsck *ck, uint64_t blkno, const void *data)
-{
-	struct fsck_ovl_ent *e = ovl_find(ck, blkno);
-	size_t i;
-
-	if (e == NULL) {
-		if ((ck->ovl_n + 1) * 2 > ck->ovl_cap && ovl_grow(ck) < 0)
-			return -ENOMEM;
-		for (i = ovl_slot(ck, blkno); ck->ovl[i].blkno != 0;
-		     i = (i + 1) & (ck->ovl_cap - 1))
-			;
-		e = &ck->ovl[i];
+	if (e->data == NULL)
 		e->data = bd_buf_alloc(FS_BLOCK_SIZE);
-		if (e->data == NULL)
-			return -ENOMEM;
-		e->blkno = blkno;
-		ck->ovl_n++;
-	}
+	if (e->data == NULL)
+		return NULL;
 	memcpy(e->data, data, FS_BLOCK_SIZE);
-	return 0;
+	return e;
 }
 
 int fsck_write(struct fsck *ck, uint64_t blkno, const void *buf)
 {
-	int ret = ovl_put(ck, blkno, buf);
+	struct fsck_ovl_ent *e = ovl_put(ck, blkno, buf);
 
-	if (ret == 0)
-		ovl_find(ck, blkno)->dirty = 1;
-	return ret;
+	if (e == NULL)
+		return -ENOMEM;
+	e->dirty = 1;
+	return 0;
 }
 
 int fsck_write_dirty(struct fsck *ck)
 {
-	for (size_t i = 0; i < ck->ovl_cap; i++) {
-		struct fsck_ovl_ent *e = &ck->ovl[i];
+	for (size_t i = 0; i < ck->ovl.cap; i++) {
+		struct fsck_ovl_ent *e = fsck_tab_at(&ck->ovl, i);
 
-		if (e->blkno == 0 || !e->dirty)
+		if (e == NULL || !e->dirty)
 			continue;
 		if (bd_write(ck->bd, e->data, FS_BLOCK_SIZE,
 			     e->blkno << FS_BLOCK_SHIFT, 0) < 0)
@@ -116,11 +72,13 @@ int fsck_write_dirty(struct fsck *ck)
 
 void fsck_overlay_free(struct fsck *ck)
 {
-	for (size_t i = 0; i < ck->ovl_cap; i++)
-		free(ck->ovl[i].data);
-	free(ck->ovl);
-	ck->ovl = NULL;
-	ck->ovl_cap = ck->ovl_n = 0;
+	for (size_t i = 0; i < ck->ovl.cap; i++) {
+		struct fsck_ovl_ent *e = fsck_tab_at(&ck->ovl, i);
+
+		if (e != NULL)
+			free(e->data);
+	}
+	fsck_tab_free(&ck->ovl);
 }
 
 int fsck_read(struct fsck *ck, uint64_t blkno, void *buf)
@@ -130,8 +88,8 @@ int fsck_read(struct fsck *ck, uint64_t blkno, void *buf)
 
 	if (blkno >= limit)
 		return -EINVAL;
-	e = ovl_find(ck, blkno);
-	if (e != NULL) {
+	e = fsck_tab_find(&ck->ovl, blkno);
+	if (e != NULL && e->data != NULL) {
 		memcpy(buf, e->data, FS_BLOCK_SIZE);
 		return 0;
 	}
@@ -143,7 +101,7 @@ int fsck_read(struct fsck *ck, uint64_t blkno, void *buf)
 
 static int ovl_apply(void *ctx, uint64_t home, const void *blk)
 {
-	return ovl_put(ctx, home, blk);
+	return ovl_put(ctx, home, blk) != NULL ? 0 : -ENOMEM;
 }
 
 static void ovl_skip(void *ctx, uint64_t home, uint64_t pos,

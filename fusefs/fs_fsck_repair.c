@@ -111,11 +111,11 @@ static int fix_inodes(struct fsck *ck)
 	if (ck->reported[K_LINK] + ck->reported[K_DSIZE] +
 	    ck->reported[K_PARENT] == 0)
 		return 0;
-	for (size_t i = 0; i < ck->inos_cap; i++) {
-		const struct fsck_ino *r = &ck->inos[i];
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		const struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
 		int ret;
 
-		if (r->ino == 0 || r->bad || !r->checked || r->orphan ||
+		if (r == NULL || r->bad || !r->checked || r->orphan ||
 		    (r->nlink == want_nlink(r) && !r->size_bad &&
 		     !r->parent_bad))
 			continue;
@@ -151,9 +151,9 @@ static int free_orphans(struct fsck *ck)
 		if (ret < 0)
 			return ret;
 	}
-	for (size_t i = 0; i < ck->inos_cap; i++) {
-		r = &ck->inos[i];
-		if (r->ino == 0 || !r->orphan || !r->checked || r->bad)
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		r = fsck_tab_at(&ck->inos, i);
+		if (r == NULL || !r->orphan || !r->checked || r->bad)
 			continue;
 		ck->ginodes[(r->ino - ck->sb.rgrp_start) /
 			    ck->sb.rgrp_blocks]--;

@@ -300,6 +300,18 @@ static void abort_journal(struct fs_journal *j)
 	pthread_mutex_unlock(&j->lock);
 }
 
+/* Free @b's committed copy, if any, with its pin and page. Under
+ * commit_mutex (after_commit: and j->lock), or at shutdown. */
+static void drop_ckpt(struct fs *fs, struct fs_buf *b)
+{
+	if (b->ckpt == NULL)
+		return;
+	free(b->ckpt);
+	b->ckpt = NULL;
+	fs_cache_unpin(b);
+	fs_cache_account(fs, -1);
+}
+
 /* Write every committed copy home, flush, move the tail. commit_mutex. */
 static int checkpoint_locked(struct fs *fs)
 {
@@ -347,12 +359,7 @@ static int checkpoint_locked(struct fs *fs)
 	for (b = list; b != NULL; b = next) {
 		next = b->ck_next;
 		b->ck_next = NULL;
-		if (b->ckpt != NULL) {
-			free(b->ckpt);
-			b->ckpt = NULL;
-			fs_cache_unpin(b);
-			fs_cache_account(fs, -1);
-		}
+		drop_ckpt(fs, b);
 		fs_cache_set_flags(b, 0, FS_BUF_ON_CKPT);
 		fs_buf_put(b);
 	}
@@ -515,12 +522,7 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 			continue;
 		if (fs_cache_flags(b) & FS_BUF_REVOKED) {
 			pthread_mutex_lock(&j->lock);
-			if (b->ckpt != NULL) {
-				free(b->ckpt);
-				b->ckpt = NULL;
-				fs_cache_unpin(b);
-				fs_cache_account(fs, -1);
-			}
+			drop_ckpt(fs, b);
 			pthread_mutex_unlock(&j->lock);
 			fs_cache_unhash(b);
 		}
@@ -1017,12 +1019,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 	for (struct fs_buf *b = j->ck_list, *n; b != NULL; b = n) {
 		n = b->ck_next;
 		b->ck_next = NULL;
-		if (b->ckpt != NULL) {
-			free(b->ckpt);
-			b->ckpt = NULL;
-			fs_cache_unpin(b);
-			fs_cache_account(fs, -1);
-		}
+		drop_ckpt(fs, b);
 		fs_buf_put(b);
 	}
 	for (struct fs_buf *b = j->run_list, *n; b != NULL; b = n) {
