@@ -751,6 +751,26 @@ static int check_orphans(struct fsck *ck)
 
 /* ---- bitmaps against reachability ------------------------------------- */
 
+/* Block @b of group @g is marked in use but unreachable: leaked, or, if
+ * it holds an inode that still has links, a lost file (which a repair
+ * must not free). */
+static void report_leak(struct fsck *ck, uint32_t g, uint64_t b)
+{
+	const struct fs_dinode *di = ck->buf3;
+
+	ck->res->leaked++;
+	if (in_data_area(ck, b) && fsck_read(ck, b, ck->buf3) == 0 &&
+	    fs_blk_verify(di, FS_BT_INODE, b) == 0 && di->nlink > 0) {
+		fsck_err(ck, K_LOST, "block %llu (rgroup %u) is marked in use "
+			 "but nothing refers to it (leaked): it holds inode "
+			 "%llu with %u link(s), a lost file", ULL(b), g,
+			 ULL(b), di->nlink);
+		return;
+	}
+	fsck_err(ck, K_LEAK, "block %llu (rgroup %u) is marked in use but "
+		 "nothing refers to it (leaked)", ULL(b), g);
+}
+
 static void check_bitmaps(struct fsck *ck, uint32_t g, uint32_t inodes)
 {
 	uint64_t start = fs_rgrp_blk(&ck->sb, g);
@@ -778,10 +798,7 @@ static void check_bitmaps(struct fsck *ck, uint32_t g, uint32_t inodes)
 		reach = fsck_bit_get(ck->reach, b);
 		clear += !used;
 		if (used && !reach) {
-			ck->res->leaked++;
-			fsck_err(ck, K_LEAK, "block %llu (rgroup %u) is "
-				 "marked in use but nothing refers to it "
-				 "(leaked)", ULL(b), g);
+			report_leak(ck, g, b);
 		} else if (!used && reach) {
 			ck->res->used_but_free++;
 			fsck_err(ck, K_FREE, "block %llu (rgroup %u) is in use"
@@ -917,7 +934,8 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 	ck.dev_blocks = bd_size(bd) / FS_BLOCK_SIZE;
 	ck.buf = bd_buf_alloc(FS_BLOCK_SIZE);
 	ck.buf2 = bd_buf_alloc(FS_BLOCK_SIZE);
-	if (ck.buf != NULL && ck.buf2 != NULL)
+	ck.buf3 = bd_buf_alloc(FS_BLOCK_SIZE);
+	if (ck.buf != NULL && ck.buf2 != NULL && ck.buf3 != NULL)
 		ret = run(&ck);
 	if (ret == 0)
 		summary(&ck);
@@ -930,5 +948,6 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 	free(ck.queue);
 	free(ck.buf);
 	free(ck.buf2);
+	free(ck.buf3);
 	return ret;
 }

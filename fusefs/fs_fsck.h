@@ -1,7 +1,7 @@
 /*
- * fs_fsck.h — read-only consistency check of a ucfs image (the library
- * behind tools/fsck.ucfs, also called by crash tests on a surviving
- * device).
+ * fs_fsck.h — consistency check of a ucfs image, and its conservative
+ * repair (the library behind tools/fsck.ucfs, also called by crash tests
+ * on a surviving device).
  *
  * The check never writes. If a slot's journal holds committed
  * transactions that were not checkpointed (a crash), their block images
@@ -24,25 +24,30 @@
  *    directories, no cycles), link counts (files: names; dirs: 2 +
  *    subdirectories), orphan lists (chain, nlink 0, not linked);
  *  - bitmaps against reachable blocks: blocks in use but not reachable
- *    (leaked), reachable but marked free, reachable twice (doubly used).
+ *    (leaked; one holding an inode that still has links is a lost file),
+ *    reachable but marked free, reachable twice (doubly used).
  *
  * It must not crash on any input: every on-disk value is bounds-checked
  * before use.
  *
  * Repair (opts.repair; the device must be writable and mounted nowhere):
- * conservative and deterministic, e2fsck -y style. Never when the primary
- * superblock is bad. First each slot's committed journal is replayed for
- * real, as a mount would (images home, flush, header tail moved), unless
- * that journal has errors. Then, only if every problem found is of a kind
- * it can fix, it fixes them all: the backup superblock (rewritten from
- * the primary), inode link counts, directory sizes and '..' fields,
- * bitmaps rebuilt from the reachable blocks (leaked blocks freed, used
- * blocks marked, unreadable bitmap blocks rewritten), rgroup free and
- * inode counts; and it releases the orphans (unlinked inodes that were
- * still open when their node stopped: emptied orphan lists, their
- * blocks freed), as a mount's orphan reclaim would. Any other problem (a bad inode, tree node or directory
- * entry, a block used twice, ...) stops all fixes: nothing but the
- * journal replay is written, so a later fsck sees the same damage.
+ * conservative and deterministic, e2fsck -y style, never when the
+ * primary superblock is bad.
+ *  1. Each slot's committed journal is replayed for real, as a mount
+ *     would (images home, flush, header tail moved), unless that journal
+ *     has errors.
+ *  2. Then, only if every problem found is of a kind it can fix, it
+ *     fixes them all: the backup superblock (rewritten from the
+ *     primary), inode link counts, directory sizes and '..' fields,
+ *     bitmaps rebuilt from the reachable blocks (leaked blocks freed,
+ *     used blocks marked, unreadable bitmap blocks rewritten), rgroup
+ *     free and inode counts; and it releases the orphans (inodes unlinked
+ *     while open when their node stopped: orphan lists emptied, their
+ *     blocks freed), as a mount's orphan reclaim would.
+ * Any other problem (a bad inode, tree node or directory entry, a block
+ * used twice, a leaked block that holds a lost file, ...) stops step 2:
+ * nothing but the journal replay is written, so a later fsck sees the
+ * same damage.
  */
 #ifndef UCFS_FS_FSCK_H
 #define UCFS_FS_FSCK_H

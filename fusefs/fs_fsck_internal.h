@@ -21,7 +21,7 @@ enum fsck_kind {
 	K_LINK, K_LEAK, K_FREE, K_COUNT, K_DSIZE, K_PARENT, K_BITMAP,
 	K_SBBACKUP, K_LAST_FIXABLE = K_SBBACKUP,
 	K_SB, K_META, K_RGRP, K_TREE, K_INODE, K_DIR, K_ORPHAN, K_DUP,
-	K_JOURNAL, K_NKINDS
+	K_JOURNAL, K_LOST, K_NKINDS
 };
 
 /* One block image in the overlay, by home block number: replayed from a
@@ -74,6 +74,7 @@ struct fsck {
 	uint64_t nblocks;	/* sb.total_blocks once validated */
 	void *buf;		/* scratch blocks, BD_ALIGN-aligned */
 	void *buf2;
+	void *buf3;
 	struct fsck_tab ovl;	/* journal overlay: fsck_ovl_ent */
 	/* walk state */
 	uint8_t *reach;		/* bit per block: reachable */
