@@ -1,6 +1,9 @@
 /*
- * fs_fsck.c — the read-only consistency check of a ucfs image (fs_fsck.h
- * lists what is checked).
+ * fs_fsck.c — the consistency check of a ucfs image (fs_fsck.h lists
+ * what is checked). It records what a repair needs (per-inode names and
+ * subdirectories, directory entry counts, the reachable blocks with and
+ * without the orphans) and, with opts.repair, ends in fsck_repair()
+ * (fs_fsck_repair.c); the journal overlay is fs_fsck_journal.c.
  *
  * Sections: reporting / block and inode maps / superblock and fixed
  * metadata / resource groups / B+tree walk / inodes (files, symlinks,
@@ -853,9 +856,24 @@ out:
 	return ret;
 }
 
+/* ck->ginodes: the usable inodes found, per rgroup. 0 or -ENOMEM. */
+static int count_inodes(struct fsck *ck)
+{
+	ck->ginodes = calloc(ck->sb.rgrp_count, sizeof(*ck->ginodes));
+	if (ck->ginodes == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		const struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
+
+		if (r != NULL && r->checked && !r->bad)
+			ck->ginodes[(r->ino - ck->sb.rgrp_start) /
+				    ck->sb.rgrp_blocks]++;
+	}
+	return 0;
+}
+
 static int run(struct fsck *ck)
 {
-	uint32_t *ginodes;
 	size_t mapbytes;
 	int ret;
 
@@ -888,19 +906,10 @@ static int run(struct fsck *ck)
 	if (ret < 0)
 		return ret;
 	check_links(ck);
-	ginodes = calloc(ck->sb.rgrp_count, sizeof(*ginodes));
-	if (ginodes == NULL)
+	if (count_inodes(ck) < 0)
 		return -ENOMEM;
-	ck->ginodes = ginodes;
-	for (size_t i = 0; i < ck->inos.cap; i++) {
-		const struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
-
-		if (r != NULL && r->checked && !r->bad)
-			ginodes[(r->ino - ck->sb.rgrp_start) /
-				ck->sb.rgrp_blocks]++;
-	}
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
-		check_bitmaps(ck, g, ginodes[g]);
+		check_bitmaps(ck, g, ck->ginodes[g]);
 	return ck->o->repair ? fsck_repair(ck) : 0;
 }
 
