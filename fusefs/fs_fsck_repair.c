@@ -251,13 +251,18 @@ int fsck_repair(struct fsck *ck)
 	uint64_t bad = unfixable(ck), n = fixable(ck);
 	int ret;
 
-	if (n == 0 && ck->res->orphans == 0)
-		return 0;
-	if (bad > 0) {
-		fsck_note(ck, "%llu problem(s) cannot be fixed safely: no "
-			  "repair made (only the journal replay)", ULL(bad));
+	if (ck->reported[K_SB] > 0) {
+		fsck_note(ck, "the primary superblock is bad: no repair made");
 		return 0;
 	}
+	if (bad > 0) {
+		fsck_note(ck, "%llu problem(s) cannot be fixed safely: no "
+			  "repair made%s", ULL(bad), ck->res->replayed_tx ?
+			  " (beyond the journal replay)" : "");
+		return 0;
+	}
+	if (n == 0 && ck->res->orphans == 0)
+		return 0;
 	ret = fix_backup_sb(ck);
 	if (ret == 0)
 		ret = fix_inodes(ck);
