@@ -6,10 +6,12 @@
  * log in order through a window of JS_WIN blocks, checks each
  * transaction's structure and chained crc, and records every image
  * {home, log position, seq} and every revoke {home, seq}; an incomplete
- * transaction leaves no record. The selection (select_imgs) keeps the
- * last image of each home block unless a revoke with a higher sequence
- * exists, inside the filesystem; the apply pass (apply_imgs) rereads the
- * kept images in log order and verifies each one before handing it on.
+ * transaction leaves no record. The selection (select_imgs) marks the
+ * last image of each home block, unless a revoke with a higher sequence
+ * exists; the apply pass (apply_imgs) rereads the marked images in log
+ * order and hands on those inside the filesystem that verify (and, for
+ * a caller that wants problems reported, checks the older unrevoked
+ * images too).
  *
  * Invariants: the scan never reads more than log_blocks positions per
  * transaction nor the whole log more than once; an image handed to
@@ -276,11 +278,13 @@ static int last_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Mark in @keep the images to apply: the last one of each home block,
- * unless a later transaction revoked it; one outside the filesystem is
- * reported instead. */
-static int select_imgs(struct jscan *js, uint8_t *keep,
-		       const struct fs_jscan_ops *ops, void *ctx)
+/* What becomes of each image (select_imgs). */
+enum { IMG_REVOKED, IMG_OLDER, IMG_LAST };
+
+/* Fill @st: IMG_LAST for the last image of each home block, IMG_OLDER
+ * for the earlier ones, IMG_REVOKED for those a later transaction
+ * revoked. */
+static int select_imgs(struct jscan *js, uint8_t *st)
 {
 	struct js_last *l = malloc((js->nimg + 1) * sizeof(*l));
 
@@ -294,50 +298,52 @@ static int select_imgs(struct jscan *js, uint8_t *keep,
 	for (size_t i = 0; i < js->nimg; i++) {
 		const struct js_img *m = &js->img[l[i].idx];
 
-		if (i + 1 < js->nimg && l[i + 1].home == l[i].home)
-			continue;	/* a later image exists */
 		if (revoked_seq(js, m->home) > m->seq)
-			continue;
-		if (m->home >= js->total || m->home < FS_SLOTAREA_BLK) {
-			if (ops->skip != NULL)
-				ops->skip(ctx, m->home, m->pos,
-					  FS_JSCAN_OUTSIDE);
-			continue;
-		}
-		keep[l[i].idx] = 1;
+			st[l[i].idx] = IMG_REVOKED;
+		else if (i + 1 < js->nimg && l[i + 1].home == l[i].home)
+			st[l[i].idx] = IMG_OLDER;
+		else
+			st[l[i].idx] = IMG_LAST;
 	}
 	free(l);
 	return 0;
 }
 
-/* Hand the selected images on, in log order. */
+/* In log order: hand each unrevoked last image on; with ops->skip, also
+ * check the older unrevoked ones, so that every bad committed image is
+ * reported, applied or not. */
 static int apply_imgs(struct jscan *js, const struct fs_jscan_ops *ops,
 		      void *ctx)
 {
-	uint8_t *keep = calloc(js->nimg + 1, 1);
+	uint8_t *st = calloc(js->nimg + 1, 1);
 	const uint8_t *blk;
-	int ret = -ENOMEM;
+	int ret;
 
-	if (keep == NULL)
+	if (st == NULL)
 		return -ENOMEM;
-	ret = select_imgs(js, keep, ops, ctx);
+	ret = select_imgs(js, st);
 	for (size_t i = 0; i < js->nimg && ret == 0; i++) {
 		const struct js_img *m = &js->img[i];
+		enum fs_jscan_skip why = FS_JSCAN_OUTSIDE;
 
-		if (!keep[i])
+		if (st[i] == IMG_REVOKED ||
+		    (st[i] == IMG_OLDER && ops->skip == NULL))
 			continue;
-		ret = log_block(js, m->pos, &blk);
-		if (ret < 0)
-			break;
-		if (fs_blk_verify(blk, 0, m->home) < 0) {
-			if (ops->skip != NULL)
-				ops->skip(ctx, m->home, m->pos,
-					  FS_JSCAN_BADIMG);
-			continue;
+		if (m->home >= FS_SLOTAREA_BLK && m->home < js->total) {
+			ret = log_block(js, m->pos, &blk);
+			if (ret < 0)
+				break;
+			why = FS_JSCAN_BADIMG;
+			if (fs_blk_verify(blk, 0, m->home) == 0) {
+				if (st[i] == IMG_LAST)
+					ret = ops->apply(ctx, m->home, blk);
+				continue;
+			}
 		}
-		ret = ops->apply(ctx, m->home, blk);
+		if (ops->skip != NULL)
+			ops->skip(ctx, m->home, m->pos, why);
 	}
-	free(keep);
+	free(st);
 	return ret;
 }
 

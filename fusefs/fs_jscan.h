@@ -37,8 +37,10 @@ struct fs_jscan_ops {
 	 * @blk is valid only during the call. Called at most once per home
 	 * block, in log order. 0, or -errno to stop the scan. */
 	int (*apply)(void *ctx, uint64_t home, const void *blk);
-	/* A selected image not applied, for @why; @pos is its log
-	 * position. May be NULL. */
+	/* A committed, unrevoked image that is outside the filesystem or
+	 * bad (@why), at log position @pos: not applied if it was the last
+	 * of its home block; older ones are checked and reported too when
+	 * this is set. May be NULL. */
 	void (*skip)(void *ctx, uint64_t home, uint64_t pos,
 		     enum fs_jscan_skip why);
 };

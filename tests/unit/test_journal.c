@@ -367,6 +367,41 @@ static void test_fsck_bad_committed_image(void)
 	free(d);
 }
 
+/* A bad image in tx 1 whose block tx 2 logs again: replay never writes
+ * it (the later image wins), but fsck still reports it. */
+static void test_fsck_bad_older_image(void)
+{
+	uint64_t a[4] = { 0 }, b[4] = { 0 };
+	struct fs_jcommit *cr = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_fsck_result r;
+	struct bd_dev *bd;
+	struct fs *fs;
+	char *out = NULL;
+	uint64_t c1;
+	int64_t c;
+	int ok = 1;
+
+	REQUIRE(cr != NULL);
+	REQUIRE((bd = two_tx_crash(a, b, &c)) != NULL);
+	bd_read(bd, cr, FS_BLOCK_SIZE, (uint64_t)c * FS_BLOCK_SIZE);
+	c1 = (uint64_t)c - cr->nblocks - 1;	/* tx 1's commit record */
+	bd_read(bd, cr, FS_BLOCK_SIZE, c1 * FS_BLOCK_SIZE);
+	REQUIRE(cr->hdr.type == FS_BT_JCOMMIT && cr->nblocks >= 5);
+	flip(bd, c1 - 1, 2000);	/* an image tx 2 logs again */
+	reseal_tx(bd, c1);
+	REQUIRE(fsck_out(bd, &r, &out) == 0);
+	CHECK_EQ(r.journal_tx, 2);
+	CHECK(strstr(out, "fails its checksum") != NULL);
+	free(out);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 4; i++)
+		ok &= home_has(bd, a[i], 2) && home_has(bd, b[i], 1);
+	CHECK(ok);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(cr);
+}
+
 /* A committed descriptor entry naming a block past the end: reported by
  * fsck, never written by replay. */
 static void test_fsck_image_outside(void)
@@ -880,6 +915,7 @@ int main(int argc, char **argv)
 	T_RUN(test_garbled_image);
 	T_RUN(test_fsck_reads_journal);
 	T_RUN(test_fsck_bad_committed_image);
+	T_RUN(test_fsck_bad_older_image);
 	T_RUN(test_fsck_image_outside);
 	T_RUN(test_replay_idempotent);
 	T_RUN(test_wraparound);
