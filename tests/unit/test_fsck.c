@@ -171,16 +171,24 @@ static void toggle_bit(void *b, uint64_t n)
 	fs_blk_seal(b, FS_BT_BITMAP, n, bm->hdr.seq);
 }
 
+/* The superblock and the group holding big_phys: its number and first
+ * block. 0, or -1 before test_clean found big_phys. */
+static int big_group(struct fs_sb *sb, uint64_t *g, uint64_t *start)
+{
+	if (img == NULL || big_phys == 0 || rd(0) < 0)
+		return -1;
+	memcpy(sb, blk, sizeof(*sb));
+	*g = (big_phys - sb->rgrp_start) / sb->rgrp_blocks;
+	*start = sb->rgrp_start + *g * sb->rgrp_blocks;
+	return 0;
+}
+
 static void test_bitmap_corruptions(void)
 {
 	struct fs_sb sb;
 	uint64_t g, start, idx;
 
-	REQUIRE(img != NULL && big_phys != 0);
-	REQUIRE(rd(0) == 0);
-	memcpy(&sb, blk, sizeof(sb));
-	g = (big_phys - sb.rgrp_start) / sb.rgrp_blocks;
-	start = sb.rgrp_start + g * sb.rgrp_blocks;
+	REQUIRE(big_group(&sb, &g, &start) == 0);
 	idx = big_phys - start;
 	bm_target = idx;	/* used block -> marked free */
 	CHECK(with_corruption(start + 1 + idx / FS_BITMAP_BITS,
@@ -493,17 +501,13 @@ static void test_repair_fixable(void)
 	struct fs_sb sb;
 	uint64_t g, start, idx;
 
-	REQUIRE(img != NULL && big_phys != 0);
-	REQUIRE(rd(0) == 0);
-	memcpy(&sb, blk, sizeof(sb));
+	REQUIRE(big_group(&sb, &g, &start) == 0);
 	CHECK_EQ(repair_case(f_small, bad_nlink), 1);
 	CHECK_EQ(repair_case(f_big, bad_nlink), 1);
 	CHECK_EQ(repair_case(d_sub, bad_nlink), 1);
 	CHECK_EQ(repair_case(d_sub, dir_size), 1);
 	CHECK_EQ(repair_case(d_sub, dir_parent), 1);
 	CHECK_EQ(repair_case(1, sb_garbage), 1);
-	g = (big_phys - sb.rgrp_start) / sb.rgrp_blocks;
-	start = sb.rgrp_start + g * sb.rgrp_blocks;
 	CHECK_EQ(repair_case(start, rgrp_counts), 1);
 	idx = big_phys - start;
 	bm_target = idx;	/* used block marked free */
@@ -542,11 +546,7 @@ static void test_repair_lost_file(void)
 	size_t outlen;
 	struct fs_fsck_opts o = { .max_report = 5 };
 
-	REQUIRE(img != NULL && big_phys != 0 && scratch_open() == 0);
-	REQUIRE(rd(0) == 0);
-	memcpy(&sb, blk, sizeof(sb));
-	g = (big_phys - sb.rgrp_start) / sb.rgrp_blocks;
-	start = sb.rgrp_start + g * sb.rgrp_blocks;
+	REQUIRE(big_group(&sb, &g, &start) == 0 && scratch_open() == 0);
 	idx = fs_rgrp_len(&sb, (uint32_t)g) - 1;	/* free on this image */
 	lost = start + idx;
 	bmb = start + 1 + idx / FS_BITMAP_BITS;
