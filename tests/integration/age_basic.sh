@@ -2,9 +2,9 @@
 # age_basic: ucfs-age (tools/ucfs-age.c) on a small filesystem — option
 # errors are clear and change nothing; it reaches the fill level within
 # tolerance; the same seed on a fresh filesystem makes the same files
-# (names and sizes; ucfs); pushed past the free space (--fill 99 on a filesystem
-# whose directories and metadata it does not account) it meets ENOSPC,
-# backs off and exits 0; the image is fsck-clean after each run.
+# (names and sizes; ucfs); pushed past the free space (--fill 99 on a
+# filesystem whose directories and metadata it does not account) it meets
+# ENOSPC, backs off and exits 0; the image is fsck-clean after each run.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 
