@@ -1018,20 +1018,23 @@ aged_cold() {
 	return 1
 }
 
+# (STATS_TAG names what the mount did: it is read when the mount ends.)
 aged_run() {	# SYS NCLIENTS (1) — the phases above, under for_setups
 	progress "$SCEN: $1 aged: dd ${AGED_MB}M on the fresh fs"
 	STATS_TAG="dd aged: fresh write"
 	aged_dd "$1" write fresh_write || return 0
-	STATS_TAG="dd aged: fresh read"
-	aged_cold "$1" fresh_read && aged_dd "$1" read fresh_read || return 0
+	aged_cold "$1" fresh_read || return 0
+	STATS_TAG="dd aged: fresh read, rm, ucfs-age"
+	aged_dd "$1" read fresh_read || return 0
 	rm -f "$(node_dir "$1" 1)/dd.aged"
-	STATS_TAG="dd aged: rm, ucfs-age"
 	aged_age "$1" || return 0
-	STATS_TAG="dd aged: aged write"
 	progress "$SCEN: $1 aged: dd ${AGED_MB}M on the aged fs"
-	aged_cold "$1" aged_write && aged_dd "$1" write aged_write || return 0
+	aged_cold "$1" aged_write || return 0
+	STATS_TAG="dd aged: aged write"
+	aged_dd "$1" write aged_write || return 0
+	aged_cold "$1" aged_read || return 0
 	STATS_TAG="dd aged: aged read"
-	aged_cold "$1" aged_read && aged_dd "$1" read aged_read
+	aged_dd "$1" read aged_read
 }
 
 # aged_sys SYS — the aged comparison of SYS, or why it is skipped.
