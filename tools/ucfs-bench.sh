@@ -1018,12 +1018,28 @@ aged_cold() {
 	return 1
 }
 
+# aged_allocs SYS PHASE — after the unmount that ended PHASE's mount (ucfs):
+# the allocator calls and device writes of that mount (its stats delta),
+# the fragmentation the rates alone do not show.
+aged_allocs() {
+	[ "$(attr K "$1")" = ucfs ] || return 0
+	_sf=$(ls "$OUT/stats/$(printf %04d "$STATS_SEQ")".*.json 2>/dev/null)
+	[ -s "$_sf" ] || return 0
+	for _k in alloc.calls:alloc_calls:calls \
+		  blockdev.write.count:dev_writes:ios; do
+		_x=$(jq --arg k "${_k%%:*}" '.delta[$k] // empty' "$_sf")
+		_m=${_k#*:}
+		[ -n "$_x" ] && rec "$1" 1 "$2" "${_m%:*}" "$_x" "${_m#*:}"
+	done
+}
+
 # (STATS_TAG names what the mount did: it is read when the mount ends.)
 aged_run() {	# SYS NCLIENTS (1) — the phases above, under for_setups
 	progress "$SCEN: $1 aged: dd ${AGED_MB}M on the fresh fs"
 	STATS_TAG="dd aged: fresh write"
 	aged_dd "$1" write fresh_write || return 0
 	aged_cold "$1" fresh_read || return 0
+	aged_allocs "$1" fresh_write
 	STATS_TAG="dd aged: fresh read, rm, ucfs-age"
 	aged_dd "$1" read fresh_read || return 0
 	rm -f "$(node_dir "$1" 1)/dd.aged"
@@ -1033,6 +1049,7 @@ aged_run() {	# SYS NCLIENTS (1) — the phases above, under for_setups
 	STATS_TAG="dd aged: aged write"
 	aged_dd "$1" write aged_write || return 0
 	aged_cold "$1" aged_read || return 0
+	aged_allocs "$1" aged_write
 	STATS_TAG="dd aged: aged read"
 	aged_dd "$1" read aged_read
 }
@@ -1259,7 +1276,8 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 		  table_wide dd "$_t" "
 			fresh_write:MBps:fresh_w fresh_read:MBps:fresh_r
 			aged_write:MBps:aged_w aged_read:MBps:aged_r
-			age:fill_pct:full%"; } ;;
+			age:fill_pct:full% fresh_write:alloc_calls:allocs_f
+			aged_write:alloc_calls:allocs_a"; } ;;
 	esac
 	report_failures "$1"
 }
