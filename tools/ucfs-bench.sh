@@ -959,10 +959,10 @@ raw_run() {	# the raw image has no mount: both setups here
 
 # ---- dd on an aged filesystem (DESIGN.md: aged write >= 80% of fresh) ---
 #
-# Setup "aged", client 1, one fresh format per system: dd write + cold read
-# of AGED_MB (phases fresh_write, fresh_read), rm, ucfs-age to AGE_FILL%
-# with AGE_CHURN rounds (phase age: fill_pct, real), cold remount, the same
-# dd (aged_write, aged_read). AGED_MB = DD_MB capped to half the space the
+# Setup "aged", client 1, one fresh format per system, primed (aged_prime),
+# then dd write + cold read of AGED_MB (phases fresh_write, fresh_read),
+# rm, ucfs-age to AGE_FILL% with AGE_CHURN rounds (phase age: fill_pct,
+# real, files), cold remount, the same dd (aged_write, aged_read). AGED_MB = DD_MB capped to half the space the
 # aged fs leaves free, so both runs write the same size. Systems: ucfs
 # (1 node), ext4 and pt (like with like); never a --dir (a user's fs).
 # UCFS_BENCH_AGE_FILL / UCFS_BENCH_AGE_CHURN override the defaults.
@@ -1033,8 +1033,27 @@ aged_allocs() {
 	done
 }
 
+# aged_prime SYS — write 95% of the free space as one file, delete it,
+# remount cold. The image is a sparse file and mkfs.ext4 discards it back
+# to holes: without this the fresh write pays the host filesystem's block
+# allocation and the aged one (into blocks the aging wrote) does not.
+aged_prime() {
+	_ad=$(node_dir "$1" 1)
+	_amb=$(stat -f -c '%a %S' "$_ad" |
+		awk '{ printf "%d", $1 * $2 / 1048576 * 0.95 }')
+	progress "$SCEN: $1 aged: prime the image (${_amb}M written, deleted)"
+	dd if=/dev/zero of="$_ad/prime" bs=1M count="$_amb" conv=fsync \
+		2>"$WORK/log/prime.$1.log" ||
+		warn "priming $1 stopped early: $(tail -n 1 \
+			"$WORK/log/prime.$1.log")"
+	rm -f "$_ad/prime"
+	aged_cold "$1" fresh_write
+}
+
 # (STATS_TAG names what the mount did: it is read when the mount ends.)
 aged_run() {	# SYS NCLIENTS (1) — the phases above, under for_setups
+	STATS_TAG="dd aged: prime"
+	aged_prime "$1" || return 0
 	progress "$SCEN: $1 aged: dd ${AGED_MB}M on the fresh fs"
 	STATS_TAG="dd aged: fresh write"
 	aged_dd "$1" write fresh_write || return 0
