@@ -415,6 +415,7 @@ static int fill_to_budget(struct age *a)
 
 static int churn(struct age *a)
 {
+	uint64_t before;
 	double share;
 	long r;
 	size_t i;
@@ -422,6 +423,7 @@ static int churn(struct age *a)
 
 	for (r = 1; r <= a->o.churn && !a->gave_up; r++) {
 		share = 0.10 + 0.30 * rnd01(a);
+		before = a->deleted;
 		for (i = 0; i < a->nfiles;) {
 			if (rnd01(a) < share) {
 				ret = file_delete(a, i);
@@ -430,6 +432,12 @@ static int churn(struct age *a)
 			} else {
 				i++;
 			}
+		}
+		/* a few large files: still one deleted every round */
+		if (a->deleted == before && a->nfiles > 0) {
+			ret = file_delete(a, (size_t)(rnd(a) % a->nfiles));
+			if (ret < 0)
+				return ret;
 		}
 		a->size_scale = (r % 2) ? 2 : -2;
 		ret = fill_to_budget(a);
