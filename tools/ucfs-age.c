@@ -44,17 +44,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BATCH		4		/* files written at once */
-#define CHUNK		(64 * 1024)	/* bytes appended per turn */
-#define BUF_SIZE	CHUNK
-#define NDIR1		16		/* tree: NDIR1 x NDIR2 leaf dirs */
-#define NDIR2		16
-#define MAX_ENOSPC	64
-#define MAX_FILES	(4u << 20)	/* a bound on any run */
-#define SETTLE_PASSES	3
+#define BATCH 4		  /* files written at once */
+#define CHUNK (64 * 1024) /* bytes appended per turn */
+#define BUF_SIZE CHUNK
+#define NDIR1 16 /* tree: NDIR1 x NDIR2 leaf dirs */
+#define NDIR2 16
+#define MAX_ENOSPC 64
+#define MAX_FILES (4u << 20) /* a bound on any run */
+#define SETTLE_PASSES 3
 
 enum age_sizes { SIZES_SMALL, SIZES_MIXED, SIZES_LARGE };
-static const char *const sizes_name[] = { "small", "mixed", "large" };
+static const char *const sizes_name[] = {"small", "mixed", "large"};
 
 /* One size band: weight (percent) and a log-uniform range of bytes. */
 struct band {
@@ -63,23 +63,29 @@ struct band {
 };
 
 static const struct band bands[3][4] = {
-	[SIZES_SMALL] = { { 70, 64, 4096 }, { 25, 4096, 65536 },
-			  { 5, 65536, 1 << 20 }, { 0, 0, 0 } },
-	[SIZES_MIXED] = { { 50, 256, 8192 }, { 30, 8192, 262144 },
-			  { 15, 262144, 4 << 20 }, { 5, 4 << 20, 64 << 20 } },
-	[SIZES_LARGE] = { { 20, 4096, 1 << 20 }, { 50, 1 << 20, 32 << 20 },
-			  { 30, 32 << 20, 256 << 20 }, { 0, 0, 0 } },
+    [SIZES_SMALL] = {{70, 64, 4096},
+		     {25, 4096, 65536},
+		     {5, 65536, 1 << 20},
+		     {0, 0, 0}},
+    [SIZES_MIXED] = {{50, 256, 8192},
+		     {30, 8192, 262144},
+		     {15, 262144, 4 << 20},
+		     {5, 4 << 20, 64 << 20}},
+    [SIZES_LARGE] = {{20, 4096, 1 << 20},
+		     {50, 1 << 20, 32 << 20},
+		     {30, 32 << 20, 256 << 20},
+		     {0, 0, 0}},
 };
 
 struct age_file {
-	uint32_t id;		/* name: f<id>, unique in a run */
-	uint16_t dir;		/* leaf directory index */
-	uint64_t blocks;	/* accounted blocks (data + 1 for the inode) */
+	uint32_t id;	 /* name: f<id>, unique in a run */
+	uint16_t dir;	 /* leaf directory index */
+	uint64_t blocks; /* accounted blocks (data + 1 for the inode) */
 };
 
 struct age_opts {
-	int fill;		/* target percent of statvfs blocks in use */
-	long churn;		/* rounds */
+	int fill;   /* target percent of statvfs blocks in use */
+	long churn; /* rounds */
 	uint64_t seed;
 	enum age_sizes sizes;
 	bool json;
@@ -88,20 +94,20 @@ struct age_opts {
 
 struct age {
 	struct age_opts o;
-	char root[PATH_MAX];	/* DIR/age-SEED */
+	char root[PATH_MAX]; /* DIR/age-SEED */
 	uint64_t rng;
-	uint64_t bsize, total;	/* statvfs: f_frsize, f_blocks */
-	double fill_start;	/* percent */
-	uint64_t budget;	/* blocks our files may use */
-	uint64_t used;		/* blocks accounted to live files */
+	uint64_t bsize, total; /* statvfs: f_frsize, f_blocks */
+	double fill_start;     /* percent */
+	uint64_t budget;       /* blocks our files may use */
+	uint64_t used;	       /* blocks accounted to live files */
 	struct age_file *files;
 	size_t nfiles, cap;
 	uint32_t next_id;
-	int size_scale;		/* churn: log2 of the size factor */
+	int size_scale; /* churn: log2 of the size factor */
 	unsigned char buf[BUF_SIZE];
 	/* report */
 	uint64_t created, deleted, bytes, enospc, settle_created,
-		 settle_deleted;
+	    settle_deleted;
 	double t_fill, t_churn, t_total;
 	bool gave_up;
 };
@@ -160,8 +166,8 @@ static int fs_info(struct age *a, uint64_t *used)
 	return 0;
 }
 
-static void file_path(const struct age *a, const struct age_file *f,
-		      char *p, size_t n)
+static void file_path(const struct age *a, const struct age_file *f, char *p,
+		      size_t n)
 {
 	snprintf(p, n, "%s/%02x/%02x/f%07" PRIu32, a->root, f->dir / NDIR2,
 		 f->dir % NDIR2, f->id);
@@ -182,7 +188,8 @@ static int make_tree(struct age *a)
 	if (mkdir(a->root, 0755) < 0) {
 		ret = -errno;
 		if (ret == -EEXIST)
-			fprintf(stderr, "ucfs-age: %s exists: this seed already "
+			fprintf(stderr,
+				"ucfs-age: %s exists: this seed already "
 				"aged it (remove it or use another --seed)\n",
 				a->root);
 		else
@@ -318,8 +325,9 @@ static int batch_finish(struct age *a, struct batch *b)
 			return -errno;
 		}
 		b->fd[i] = -1;
-		b->f[i].blocks = ((uint64_t)st.st_blocks * 512 + a->bsize - 1) /
-			a->bsize + 1;
+		b->f[i].blocks =
+		    ((uint64_t)st.st_blocks * 512 + a->bsize - 1) / a->bsize +
+		    1;
 		ret = files_push(a, &b->f[i]);
 		if (ret < 0)
 			return ret;
@@ -336,7 +344,7 @@ static int batch_finish(struct age *a, struct batch *b)
 static int batch_create(struct age *a, uint64_t room)
 {
 	char p[PATH_MAX + 32];
-	struct batch b = { .n = 0 };
+	struct batch b = {.n = 0};
 	uint64_t cost, sz;
 	int i, ret;
 
@@ -348,8 +356,9 @@ static int batch_create(struct age *a, uint64_t room)
 			cost = room;
 		}
 		room -= cost;
-		b.f[i] = (struct age_file){ .id = a->next_id++,
-			.dir = (uint16_t)(rnd(a) % (NDIR1 * NDIR2)) };
+		b.f[i] = (struct age_file){
+		    .id = a->next_id++,
+		    .dir = (uint16_t)(rnd(a) % (NDIR1 * NDIR2))};
 		b.size[i] = sz;
 		b.done[i] = 0;
 		b.fd[i] = -1;
@@ -381,8 +390,10 @@ static int back_off(struct age *a)
 
 	a->enospc++;
 	if (a->enospc > MAX_ENOSPC) {
-		fprintf(stderr, "ucfs-age: ENOSPC %d times; stopping at the "
-			"fill reached\n", MAX_ENOSPC);
+		fprintf(stderr,
+			"ucfs-age: ENOSPC %d times; stopping at the "
+			"fill reached\n",
+			MAX_ENOSPC);
 		a->gave_up = true;
 		return -ENOSPC;
 	}
@@ -487,8 +498,9 @@ static int settle(struct age *a)
 			a->settle_created += a->created - before;
 		} else if (used > target + tol && a->enospc == 0) {
 			before = a->deleted;
-			a->budget = a->used > used - target ?
-				a->used - (used - target) : 0;
+			a->budget = a->used > used - target
+					? a->used - (used - target)
+					: 0;
 			ret = delete_down_to(a, a->budget);
 			a->settle_deleted += a->deleted - before;
 		} else {
@@ -531,29 +543,32 @@ static void report(struct age *a, double fill_final)
 		       ", \"settle_created\": %" PRIu64 ", "
 		       "\"settle_deleted\": %" PRIu64 ", \"gave_up\": %s, "
 		       "\"fill_seconds\": %.3f, \"churn_seconds\": %.3f, "
-		       "\"seconds\": %.3f}\n", a->o.seed, a->o.fill,
-		       a->o.churn, sizes_name[a->o.sizes], a->bsize, mib,
-		       a->fill_start, fill_final, a->created, a->deleted,
-		       a->nfiles, a->bytes, a->enospc, a->settle_created,
-		       a->settle_deleted, a->gave_up ? "true" : "false",
-		       a->t_fill, a->t_churn, a->t_total);
+		       "\"seconds\": %.3f}\n",
+		       a->o.seed, a->o.fill, a->o.churn, sizes_name[a->o.sizes],
+		       a->bsize, mib, a->fill_start, fill_final, a->created,
+		       a->deleted, a->nfiles, a->bytes, a->enospc,
+		       a->settle_created, a->settle_deleted,
+		       a->gave_up ? "true" : "false", a->t_fill, a->t_churn,
+		       a->t_total);
 		return;
 	}
 	printf("ucfs-age: seed %" PRIu64 ", fill %d%%, churn %ld, sizes %s, "
-	       "in %s\n", a->o.seed, a->o.fill, a->o.churn,
-	       sizes_name[a->o.sizes], a->root);
+	       "in %s\n",
+	       a->o.seed, a->o.fill, a->o.churn, sizes_name[a->o.sizes],
+	       a->root);
 	printf("filesystem: %.1f MiB, %" PRIu64 "-byte blocks, %.1f%% used "
-	       "at start\n", mib, a->bsize, a->fill_start);
+	       "at start\n",
+	       mib, a->bsize, a->fill_start);
 	printf("files: %" PRIu64 " created, %" PRIu64 " deleted, %zu live; "
-	       "%.1f MiB written; %" PRIu64 " ENOSPC\n", a->created,
-	       a->deleted, a->nfiles, (double)a->bytes / 1048576.0,
+	       "%.1f MiB written; %" PRIu64 " ENOSPC\n",
+	       a->created, a->deleted, a->nfiles, (double)a->bytes / 1048576.0,
 	       a->enospc);
 	printf("settle: %" PRIu64 " created, %" PRIu64 " deleted\n",
 	       a->settle_created, a->settle_deleted);
 	printf("final: %.1f%% full (target %d%%)%s; fill %.1f s, churn "
-	       "%.1f s, total %.1f s\n", fill_final, a->o.fill,
-	       a->gave_up ? ", stopped early" : "", a->t_fill, a->t_churn,
-	       a->t_total);
+	       "%.1f s, total %.1f s\n",
+	       fill_final, a->o.fill, a->gave_up ? ", stopped early" : "",
+	       a->t_fill, a->t_churn, a->t_total);
 }
 
 static int run(struct age *a)
@@ -594,24 +609,25 @@ static int run(struct age *a)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ucfs-age [--fill PCT] [--churn N] [--seed S] "
-		"[--sizes small|mixed|large] [--json] DIR\n"
-		"  ages the filesystem holding DIR: fills it to PCT%% "
-		"(default 80) with\n  files in DIR/age-SEED, then N rounds "
-		"(default 10) of deleting and\n  creating files; seed "
-		"default 1\n");
+		   "[--sizes small|mixed|large] [--json] DIR\n"
+		   "  ages the filesystem holding DIR: fills it to PCT%% "
+		   "(default 80) with\n  files in DIR/age-SEED, then N rounds "
+		   "(default 10) of deleting and\n  creating files; seed "
+		   "default 1\n");
 }
 
-static int parse_num(const char *opt, const char *s, long long lo,
-		     long long hi, long long *out)
+static int parse_num(const char *opt, const char *s, long long lo, long long hi,
+		     long long *out)
 {
 	char *end;
 
 	errno = 0;
 	*out = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || *out < lo ||
-	    *out > hi) {
-		fprintf(stderr, "ucfs-age: %s wants a number from %lld to "
-			"%lld, not '%s'\n", opt, lo, hi, s);
+	if (errno != 0 || end == s || *end != '\0' || *out < lo || *out > hi) {
+		fprintf(stderr,
+			"ucfs-age: %s wants a number from %lld to "
+			"%lld, not '%s'\n",
+			opt, lo, hi, s);
 		return -EINVAL;
 	}
 	return 0;
@@ -620,19 +636,18 @@ static int parse_num(const char *opt, const char *s, long long lo,
 static int parse_args(int argc, char **argv, struct age_opts *o)
 {
 	static const struct option lo[] = {
-		{ "fill", required_argument, NULL, 'f' },
-		{ "churn", required_argument, NULL, 'c' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "sizes", required_argument, NULL, 'z' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
+	    {"fill", required_argument, NULL, 'f'},
+	    {"churn", required_argument, NULL, 'c'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"sizes", required_argument, NULL, 'z'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0}};
 	long long v;
 	int c, i;
 
-	*o = (struct age_opts){ .fill = 80, .churn = 10, .seed = 1,
-				.sizes = SIZES_MIXED };
+	*o = (struct age_opts){
+	    .fill = 80, .churn = 10, .seed = 1, .sizes = SIZES_MIXED};
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'f':
@@ -655,8 +670,10 @@ static int parse_args(int argc, char **argv, struct age_opts *o)
 				if (strcmp(optarg, sizes_name[i]) == 0)
 					break;
 			if (i == 3) {
-				fprintf(stderr, "ucfs-age: --sizes is small, "
-					"mixed or large, not '%s'\n", optarg);
+				fprintf(stderr,
+					"ucfs-age: --sizes is small, "
+					"mixed or large, not '%s'\n",
+					optarg);
 				return -EINVAL;
 			}
 			o->sizes = (enum age_sizes)i;
@@ -673,8 +690,8 @@ static int parse_args(int argc, char **argv, struct age_opts *o)
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "ucfs-age: %s\n", optind >= argc ?
-			"missing DIR" : "one DIR only");
+		fprintf(stderr, "ucfs-age: %s\n",
+			optind >= argc ? "missing DIR" : "one DIR only");
 		usage(stderr);
 		return -EINVAL;
 	}
@@ -696,8 +713,7 @@ int main(int argc, char **argv)
 		goto out_free;
 	if (stat(a->o.dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		ret = stat(a->o.dir, &st) < 0 ? -errno : -ENOTDIR;
-		fprintf(stderr, "ucfs-age: %s: %s\n", a->o.dir,
-			strerror(-ret));
+		fprintf(stderr, "ucfs-age: %s: %s\n", a->o.dir, strerror(-ret));
 		goto out_free;
 	}
 	if ((size_t)snprintf(a->root, sizeof(a->root), "%s/age-%" PRIu64,
