@@ -290,7 +290,8 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 	if (pos > start) {
 		if (fresh)
 			memset(bounce, 0, BS);
-		else if ((ret = fs_data_read(fs, bounce, BS, phys * BS)) < 0)
+		else if ((ret = fs_data_read_rmw(fs, bounce, BS,
+						 phys * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -299,8 +300,8 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 
 		if (fresh)
 			memset(last, 0, BS);
-		else if ((ret = fs_data_read(fs, last, BS,
-					     (phys + nblk - 1) * BS)) < 0)
+		else if ((ret = fs_data_read_rmw(fs, last, BS,
+						 (phys + nblk - 1) * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -758,11 +759,13 @@ static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 	if (blk == NULL)
 		return -ENOMEM;
 	phys = e.phys + (lb - e.lb);
-	ret = fs_data_read(fs, blk, BS, phys * BS);
+	ret = fs_data_read_rmw(fs, blk, BS, phys * BS);
 	if (ret == 0) {
 		memset(blk + from % BS, 0, to - from);
 		ret = fs_data_write(fs, blk, BS, phys * BS);
 	}
+	/* no transaction follows this write: do not leave it open */
+	fs_data_flush(fs);
 	free(blk);
 	return ret;
 }

@@ -96,6 +96,9 @@ struct fs_core_stats {
 	uint64_t data_read_hits;	/* reads served from in-flight data */
 	uint64_t data_errors;		/* failed data writes */
 	uint64_t data_waits;		/* fs_data_wait calls */
+	uint64_t data_runs;		/* combined runs closed */
+	uint64_t data_absorbed;		/* writes absorbed by an open run */
+	uint64_t data_rmw_dev;		/* RMW reads that hit the device */
 };
 
 /*
@@ -347,13 +350,26 @@ void fs_journal_kick(struct fs *fs);
  */
 int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off);
 int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off);
+/* fs_data_read of a partial block about to be rewritten (counts
+ * data_rmw_dev when the device has to be read). */
+int fs_data_read_rmw(struct fs *fs, void *buf, size_t len, uint64_t off);
+
+/* Writes are combined: the newest run stays open (unsubmitted) and
+ * absorbs writes inside it or contiguous after it, up to
+ * fs_data_run_max bytes. It is submitted when full or not fitting the
+ * next write, when a read needs more than it has, by fs_data_wait (every
+ * commit, fsync, unmount) and by fs_data_flush: a write that no commit
+ * follows (no transaction on the inode) must call fs_data_flush. */
+void fs_data_flush(struct fs *fs);
+size_t fs_data_run_max(struct fs *fs);
 
 /* Wait for every data write issued so far; return the first write error
  * since the previous fs_data_wait (then cleared), else 0. Does not flush
  * the device (fs_journal_sync does). Any thread. */
 int fs_data_wait(struct fs *fs);
 
-/* In-flight writes and bytes now; the bytes bound. For tests/stats. */
+/* Runs not complete (open, waiting, in flight) and the buffer bytes they
+ * hold now; the bytes bound. For tests/stats. */
 void fs_data_inflight(struct fs *fs, uint64_t *writes, uint64_t *bytes);
 uint64_t fs_data_limit(struct fs *fs);
 
