@@ -51,8 +51,10 @@
  * d->run_max (a bigger single write gets a buffer of its size). A writer
  * waits while a new buffer would exceed the bound (a single write larger
  * than the bound is let through alone). Freed buffers of both sizes are
- * kept for reuse (no page faults per write) as long as held + kept
- * buffers stay within the bound.
+ * kept for reuse (no page faults per write), up to half the bound per
+ * size and as long as held + kept buffers stay within the bound; an
+ * fs_data_wait that finds nothing in flight keeps only POOL_IDLE of each
+ * (a commit every commit= seconds returns the memory of a past burst).
  *
  * Errors: the first write error since the last fs_data_wait() is kept and
  * returned by the next fs_data_wait() (then cleared); the journal keeps it
@@ -79,6 +81,7 @@
 
 #define RUN_MAX (1u << 20)	/* largest combined run, bytes */
 #define SMALL_BUF (64u << 10)	/* first buffer of a run that fits it */
+#define POOL_IDLE 2u		/* spare buffers per size kept when idle */
 
 struct dw {
 	struct dw *prev, *next;	/* run list, issue order */
@@ -135,7 +138,7 @@ uint64_t fs_data_share(unsigned cache_mb)
 static int pool_init(struct pool *p, size_t size, uint64_t limit)
 {
 	p->size = size;
-	p->max = (unsigned)(limit / 4 / size);
+	p->max = (unsigned)(limit / 2 / size);
 	if (p->max == 0)
 		p->max = 1;
 	p->bufs = calloc(p->max, sizeof(*p->bufs));
@@ -210,6 +213,19 @@ static void *buf_get(struct fs_data *d, size_t cap)
 	if (posix_memalign(&b, BD_ALIGN, cap) != 0)
 		return NULL;
 	return b;
+}
+
+/* Idle: keep at most POOL_IDLE buffers of each size. */
+static void trim_idle(struct fs_data *d)
+{
+	struct pool *p[2] = { &d->small, &d->big };
+
+	for (unsigned i = 0; i < 2; i++) {
+		while (p[i]->n > POOL_IDLE) {
+			free(p[i]->bufs[--p[i]->n]);
+			d->kept -= p[i]->size;
+		}
+	}
 }
 
 /* Free or keep a buffer of @cap bytes no longer counted in d->bytes. */
@@ -588,6 +604,8 @@ int fs_data_wait(struct fs *fs)
 	last = d->next_id - 1;
 	while (d->head.next != &d->head && d->head.next->id <= last)
 		pthread_cond_wait(&d->cond, &d->lock);
+	if (d->head.next == &d->head)
+		trim_idle(d);
 	ret = d->err;
 	d->err = 0;
 	pthread_mutex_unlock(&d->lock);
