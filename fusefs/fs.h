@@ -145,7 +145,12 @@ struct fs_cred {
 	gid_t gid;
 	mode_t umask;	/* applied to create modes (0 from FUSE: the kernel
 			   already applied it, or ACLs are in charge) */
+	unsigned flags;	/* FS_CRED_* */
 };
+
+/* The caller holds CAP_FSETID: a write or truncate leaves S_ISUID and
+ * S_ISGID alone (without it they are cleared, as by the VFS). */
+#define FS_CRED_FSETID (1u << 0)
 
 struct fs_attr {
 	uint64_t ino;

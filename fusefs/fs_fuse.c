@@ -17,7 +17,11 @@
  *
  * Caching: a single nolock node owns the device, so entries, attributes
  * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
- * writeback_cache and large writes (MAX_WRITE).
+ * large writes (MAX_WRITE) and, if asked, writeback_cache.
+ *
+ * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
+ * kernel does not drop setuid/setgid/capabilities itself: get_cred()
+ * turns the write's kill flag into FS_CRED_FSETID and fs_vfs.c drops them.
  *
  * Locking: struct fs_fuse is immutable after fs_fuse_new() except ->se,
  * which only the main thread touches. Handlers run concurrently; struct fs
@@ -26,6 +30,7 @@
 #include "fusefs/fs_fuse.h"
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
 
@@ -73,6 +78,12 @@ static void get_cred(fuse_req_t req, struct fs_cred *c)
 	c->uid = ctx->uid;
 	c->gid = ctx->gid;
 	c->umask = ctx->umask;
+	/* with KILLPRIV_V2 the kernel says whether this write must drop
+	 * S_ISUID/S_ISGID; otherwise root stands for CAP_FSETID */
+	c->flags = 0;
+	if (fs_fuse_io_killpriv_v2() ? !fs_fuse_io_write_kill() :
+	    ctx->uid == 0)
+		c->flags |= FS_CRED_FSETID;
 }
 
 /* ---- stats hook ---- */
@@ -178,6 +189,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* nobody else changes the data: keep the page cache even when
 	 * mtime moves */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* every request must pass through fs_fuse_io.c's read */
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = MAX_WRITE;
 	conn->max_readahead = MAX_WRITE;
 	conn->max_background = 64;
@@ -433,6 +447,19 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- files ---- */
 
+/*
+ * An open file keeps its pages between opens (nobody else writes the
+ * device), and close(2) sends no FLUSH: every write has reached ucfs
+ * before it returned, ucfs has no POSIX-lock owners to drop, and a failed
+ * data write is reported by the next fsync (fs_data.c). With
+ * writeback_cache the kernel still writes back and flushes at close.
+ */
+static void set_open_flags(struct fuse_file_info *fi)
+{
+	fi->keep_cache = 1;
+	fi->noflush = 1;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino,
 		    struct fuse_file_info *fi)
 {
@@ -444,7 +471,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino,
 	get_cred(req, &cred);
 	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
 	if (ret == 0) {
-		fi->keep_cache = 1;
+		set_open_flags(fi);
 		if (fuse_reply_open(req, fi) == -ENOENT)
 			fs_release(ff->fs, to_ino(ff, ino));
 	} else {
@@ -468,7 +495,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fi->flags, &a);
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
-		fi->keep_cache = 1;
+		set_open_flags(fi);
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 			fs_release(ff->fs, a.ino);
 			fs_forget(ff->fs, a.ino, 1);
@@ -575,8 +602,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0 = op_begin();
 
-	/* writes reach the device before they are acknowledged: nothing
-	 * is buffered here */
+	/* only with writeback_cache (set_open_flags): the kernel wrote the
+	 * dirty pages back before this; nothing is buffered here */
 	(void)ino;
 	(void)fi;
 	reply_err(req, 0);
@@ -1057,6 +1084,11 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		goto out_session;
 	}
 	ff->mounted = 1;
+	ret = fs_fuse_io_attach(ff->se);
+	if (ret < 0) {
+		snprintf(err, errlen, "ucfs: cannot attach to /dev/fuse");
+		goto out_unmount;
+	}
 	set_readahead(mountpoint, o->readahead_kb);
 	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
 	if (ret < 0)
