@@ -19,6 +19,11 @@
  * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
  * large writes (MAX_WRITE) and, if asked, writeback_cache.
  *
+ * Transport: requests come from /dev/fuse through libfuse's loop, or,
+ * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
+ * way they reach these handlers through libfuse, and every handler
+ * replies before it returns (the io_uring path relies on it).
+ *
  * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
  * turns the write's kill flag into FS_CRED_FSETID and fs_vfs.c drops them.
@@ -31,6 +36,7 @@
 
 #include "fusefs/fs.h"
 #include "fusefs/fs_fuse_io.h"
+#include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
 
@@ -567,7 +573,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 
 	(void)fi;
-	buf = rbuf_get(size > 0 ? size : 1);
+	buf = fs_fuse_uring_reply_buf(size);
+	if (buf == NULL)
+		buf = rbuf_get(size > 0 ? size : 1);
 	if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)
@@ -1004,6 +1012,17 @@ static void ns_section(struct fs_json *o, void *arg)
 #undef NS_U64
 }
 
+/* How requests reach ucfs (fs_fuse_io.c, fs_fuse_uring.c). */
+static void transport_section(struct fs_json *o, void *arg)
+{
+	uint64_t ring;
+
+	(void)arg;
+	fs_json_str(o, "name", fs_fuse_io_transport(&ring));
+	fs_json_u64(o, "ring_requests", ring);
+	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
@@ -1021,8 +1040,12 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
 					   ff->fs);
 	if (ret == 0)
+		ret = fs_stats_add_section(ff->st, "transport",
+					   transport_section, NULL);
+	if (ret == 0)
 		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
 	if (ret < 0) {
+		fs_stats_remove_section(ff->st, "transport");
 		fs_stats_remove_section(ff->st, "namespace");
 		fs_stats_remove_fs(ff->st);
 		fs_stats_free(ff->st);
@@ -1036,10 +1059,49 @@ static void stop_stats(struct fs_fuse *ff)
 	if (ff->st == NULL)
 		return;
 	fs_stats_mount_stop(ff->st);
+	fs_stats_remove_section(ff->st, "transport");
 	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
 	fs_stats_free(ff->st);
 	ff->st = NULL;
+}
+
+/*
+ * The kernel offers FUSE_OVER_IO_URING only while the fuse module's
+ * enable_uring parameter is set (off by default). Setting it lets every
+ * FUSE daemon that asks for io_uring use it and changes nothing for the
+ * others. uring=auto tries and carries on over /dev/fuse if it cannot;
+ * uring=on refuses to mount without it.
+ */
+static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
+			       size_t errlen)
+{
+	static const char param[] = "/sys/module/fuse/parameters/enable_uring";
+	char c = 0;
+	FILE *f;
+
+	if (mode == FS_URING_OFF)
+		return 0;
+	f = fopen(param, "r");
+	if (f != NULL) {
+		c = (char)fgetc(f);
+		fclose(f);
+	}
+	if (c == 'Y')
+		return 0;
+	f = fopen(param, "w");
+	if (f != NULL && fputs("Y\n", f) < 0) {
+		fclose(f);
+		f = NULL;
+	}
+	if (f != NULL && fclose(f) == 0)
+		return 0;
+	if (mode == FS_URING_AUTO)
+		return 0;
+	snprintf(err, errlen, "ucfs: uring=on: cannot enable FUSE over io_uring "
+		 "(%s: %s; needs Linux 6.14+ with CONFIG_FUSE_IO_URING, and "
+		 "root)", param, strerror(errno));
+	return -EOPNOTSUPP;
 }
 
 int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
@@ -1071,12 +1133,17 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	argv[argc] = NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	ff->se = fuse_session_new(&args, &ucfs_ops, sizeof(ucfs_ops), ff);
+	/* libfuse's option parser leaves @args pointing at its own copy */
+	fuse_opt_free_args(&args);
 	if (ff->se == NULL) {
 		snprintf(err, errlen, "ucfs: libfuse refused options '%s'",
 			 opts);
 		ret = -EINVAL;
 		goto out_free;
 	}
+	ret = enable_kernel_uring(o->uring, err, errlen);
+	if (ret < 0)
+		goto out_session;
 	if (fuse_session_mount(ff->se, mountpoint) != 0) {
 		snprintf(err, errlen, "ucfs: cannot mount on '%s'",
 			 mountpoint);
@@ -1084,7 +1151,7 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		goto out_session;
 	}
 	ff->mounted = 1;
-	ret = fs_fuse_io_attach(ff->se);
+	ret = fs_fuse_io_attach(ff->se, o->uring, MAX_WRITE);
 	if (ret < 0) {
 		snprintf(err, errlen, "ucfs: cannot attach to /dev/fuse");
 		goto out_unmount;
@@ -1127,6 +1194,7 @@ int fs_fuse_loop(struct fs_fuse *ff, int single_thread)
 	}
 	if (ret > 0)
 		ret = 0;	/* terminated by a signal */
+	fs_fuse_io_detach();
 out_signals:
 	fuse_remove_signal_handlers(ff->se);
 	return ret;
@@ -1139,6 +1207,7 @@ void fs_fuse_free(struct fs_fuse *ff)
 	if (ff->mounted)
 		fuse_session_unmount(ff->se);
 	ff->mounted = 0;
+	fs_fuse_io_detach();
 	stop_stats(ff);
 	fuse_session_destroy(ff->se);
 	free(ff);

@@ -30,11 +30,20 @@
  * execute (the old mandatory-locking marker) keeps S_ISGID when written
  * by someone outside its group (the V2 contract; the VFS now drops it).
  *
- * Locking: init_unique and killpriv_v2 are written once by the thread
- * that reads/answers INIT, before any other request can arrive, and read
- * afterwards (atomics); `cur` is per thread.
+ * With uring= not off and a kernel offering FUSE_OVER_IO_URING, the INIT
+ * reply also asks for it and, once sent, fs_fuse_uring.c takes over the
+ * requests; its replies come back through io_writev too.
+ *
+ * Locking: session, uring_mode and uring_max_write are set by attach
+ * before the loop starts; init_unique, init_flags, killpriv_v2 and uring
+ * are written once, by the thread that reads/answers INIT, before any
+ * other request can arrive, and read afterwards (atomics); `cur` is per
+ * thread.
  */
 #include "fusefs/fs_fuse_io.h"
+
+#include "fusefs/fs.h"
+#include "fusefs/fs_fuse_uring.h"
 
 #include <errno.h>
 #include <linux/fuse.h>
@@ -44,16 +53,23 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* FUSE_OVER_IO_URING (uapi 7.42), newer than Debian 12's headers */
+#define UCFS_FUSE_OVER_IO_URING (1ULL << 41)
+
+static struct fuse_session *session;	/* set by attach */
+static int uring_mode;			/* FS_URING_*, set by attach */
+static size_t uring_max_write;		/* set by attach */
 static _Atomic uint64_t init_unique;	/* 0: INIT not seen yet */
-static atomic_int init_offers_v2;	/* kernel offered KILLPRIV_V2 */
+static _Atomic uint64_t init_flags;	/* what the kernel offered */
 static atomic_int killpriv_v2;		/* negotiated */
+static struct fs_uring *_Atomic uring;	/* started after INIT */
 
 static _Thread_local struct {
 	uint32_t opcode;
 	uint32_t write_kill;	/* FUSE_WRITE_KILL_SUIDGID was set */
 } cur;
 
-static void note_request(const void *buf, size_t len)
+void fs_fuse_io_note(const void *buf, size_t len)
 {
 	const struct fuse_in_header *h = buf;
 	uint64_t flags;
@@ -76,8 +92,7 @@ static void note_request(const void *buf, size_t len)
 		if ((flags & FUSE_INIT_EXT) &&
 		    len >= sizeof(*h) + offsetof(struct fuse_init_in, unused))
 			flags |= (uint64_t)in->flags2 << 32;
-		atomic_store(&init_offers_v2,
-			     !!(flags & FUSE_HANDLE_KILLPRIV_V2));
+		atomic_store(&init_flags, flags);
 		atomic_store(&init_unique, h->unique);
 	}
 }
@@ -89,8 +104,31 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	n = read(fd, buf, len);
 	if (n > 0)
-		note_request(buf, (size_t)n);
+		fs_fuse_io_note(buf, (size_t)n);
 	return n;
+}
+
+/* The INIT reply: ask for what libfuse 3.14 cannot name. 1 if the
+ * kernel is to use io_uring. */
+static int patch_init(struct fuse_init_out *out, size_t len)
+{
+	uint64_t offered = atomic_load(&init_flags);
+	int use_uring;
+
+	if (offered & FUSE_HANDLE_KILLPRIV_V2) {
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+		atomic_store(&killpriv_v2, 1);
+	}
+	use_uring = uring_mode != FS_URING_OFF &&
+		    (offered & UCFS_FUSE_OVER_IO_URING) &&
+		    (offered & FUSE_INIT_EXT) &&
+		    len >= offsetof(struct fuse_init_out, flags2) +
+			   sizeof(out->flags2);
+	if (use_uring) {
+		out->flags |= FUSE_INIT_EXT;
+		out->flags2 |= (uint32_t)(UCFS_FUSE_OVER_IO_URING >> 32);
+	}
+	return use_uring;
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count,
@@ -98,26 +136,32 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 {
 	const struct fuse_out_header *h;
 	struct fuse_init_out out;
-	uint64_t u = atomic_load(&init_unique);
+	struct fs_uring *u = atomic_load(&uring);
+	uint64_t init = atomic_load(&init_unique);
+	ssize_t n;
+	int use_uring;
 
 	(void)userdata;
+	if (u != NULL && fs_fuse_uring_reply(u, iov, count, &n))
+		return n;
 	/* libfuse sends a reply as {header, argument}: the INIT reply is
 	 * the only one patched, on a copy of its argument */
-	if (u == 0 || count != 2 || iov[0].iov_len != sizeof(*h))
+	if (init == 0 || count != 2 || iov[0].iov_len != sizeof(*h))
 		return writev(fd, iov, count);
 	h = iov[0].iov_base;
-	if (h->unique != u || h->error != 0 ||
+	if (h->unique != init || h->error != 0 ||
 	    iov[1].iov_len < offsetof(struct fuse_init_out, flags2) ||
 	    iov[1].iov_len > sizeof(out))
 		return writev(fd, iov, count);
 	atomic_store(&init_unique, 0);
 	memcpy(&out, iov[1].iov_base, iov[1].iov_len);
-	if (atomic_load(&init_offers_v2)) {
-		out.flags |= FUSE_HANDLE_KILLPRIV_V2;
-		atomic_store(&killpriv_v2, 1);
-	}
+	use_uring = patch_init(&out, iov[1].iov_len);
 	iov[1].iov_base = &out;
-	return writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	if (n > 0 && use_uring && fs_fuse_uring_start(session, fd,
+					uring_max_write, &u) == 0)
+		atomic_store(&uring, u);
+	return n;
 }
 
 static const struct fuse_custom_io io = {
@@ -125,10 +169,26 @@ static const struct fuse_custom_io io = {
 	.writev = io_writev,
 };
 
-int fs_fuse_io_attach(struct fuse_session *se)
+int fs_fuse_io_attach(struct fuse_session *se, int mode, size_t max_write)
 {
+	session = se;
+	uring_mode = mode;
+	uring_max_write = max_write;
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0 ?
 	       0 : -EIO;
+}
+
+void fs_fuse_io_detach(void)
+{
+	fs_fuse_uring_stop(atomic_exchange(&uring, NULL));
+}
+
+const char *fs_fuse_io_transport(uint64_t *ring_requests)
+{
+	struct fs_uring *u = atomic_load(&uring);
+
+	*ring_requests = fs_fuse_uring_requests(u);
+	return fs_fuse_uring_active(u) ? "io_uring" : "dev";
 }
 
 int fs_fuse_io_killpriv_v2(void)
