@@ -14,9 +14,12 @@
  *
  * Data never goes through the metadata cache: reads and writes go to the
  * device through the data write-behind (fs_data_read / fs_data_write,
- * fs_data.c: asynchronous, coherent reads, ordered overlapping writes);
- * partial blocks are read, modified and written (RMW), new blocks are
- * written in full (zeros around the data). A write maps (allocates) its
+ * fs_data.c: asynchronous, combined into runs, coherent reads, ordered
+ * overlapping writes); partial blocks are read, modified and written
+ * (RMW: the block a previous write just covered is read back from the
+ * open run, not the device), new blocks are written in full (zeros
+ * around the data). A write that no transaction follows (truncate's
+ * zeroing) submits the open run itself (fs_data_flush). A write maps (allocates) its
  * blocks in a transaction and ends the handle as soon as fs_data_write
  * returned: with data=ordered the commit that makes the new extents
  * visible waits for the data writes first (fs_journal.c), and a failed
