@@ -333,9 +333,10 @@ void fs_journal_kick(struct fs *fs);
  * needs no alignment). Any thread, with or without inode locks or a
  * transaction handle held: they may block for I/O but never for a commit.
  *
- * fs_data_write copies @buf and issues the write asynchronously, then
- * returns 0 (-EINVAL misaligned / past the device, -EROFS, -ENOMEM; a
- * device error is reported later by fs_data_wait / fsync). A write
+ * fs_data_write copies @buf (into the open run, or a new run: see
+ * fs_data_flush below) and returns 0; the device write is asynchronous
+ * (-EINVAL misaligned / past the device, -EROFS, -ENOMEM; a device error
+ * is reported later by fs_data_wait / fsync). A write
  * overlapping older in-flight writes is issued only after they complete,
  * so writes to one block land in call order (also across a free and
  * reallocation of the block). Copies in flight are bounded by a share of
@@ -344,9 +345,9 @@ void fs_journal_kick(struct fs *fs);
  * handle right after the call: data=ordered makes the commit wait for
  * the write (above).
  *
- * fs_data_read is coherent with in-flight writes: it returns the newest
- * data (from an in-flight copy, or from the device after the overlapping
- * writes completed). 0 or -errno of bd_read.
+ * fs_data_read is coherent with unwritten data: it returns the newest
+ * data (from the open run or an in-flight copy, or from the device after
+ * the overlapping writes completed). 0 or -errno of bd_read.
  */
 int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off);
 int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off);
