@@ -51,22 +51,28 @@ void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
 int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out)
 {
+	size_t tb = LK_HASH_SIZE * sizeof(void *);
 	struct lk_ls *ls;
+	char *t;
 
 	if (nodeid == 0 || nodeid >= LK_MAX_NODES)
 		return -EINVAL;
 	ls = calloc(1, sizeof(*ls));
 	if (ls == NULL)
 		return -ENOMEM;
-	ls->res_hash = calloc(LK_HASH_SIZE, sizeof(*ls->res_hash));
-	ls->lkb_hash = calloc(LK_HASH_SIZE, sizeof(*ls->lkb_hash));
-	ls->mst_hash = calloc(LK_HASH_SIZE, sizeof(*ls->mst_hash));
-	ls->dir_hash = calloc(LK_HASH_SIZE, sizeof(*ls->dir_hash));
-	if (ls->res_hash == NULL || ls->lkb_hash == NULL ||
-	    ls->mst_hash == NULL || ls->dir_hash == NULL) {
-		lk_core_destroy(ls);
+	t = lk_tables_alloc(4 * tb);
+	if (t == NULL) {
+		free(ls);
 		return -ENOMEM;
 	}
+	ls->tables = t;
+	ls->res_hash = (struct lk_res **)t;
+	ls->lkb_hash = (struct lk_lock **)(t + tb);
+	ls->mst_hash = (struct lk_mst **)(t + 2 * tb);
+	ls->dir_hash = (struct lk_dirent **)(t + 3 * tb);
+	lk_pool_init(&ls->lkb_pool, sizeof(struct lk_lock));
+	lk_pool_init(&ls->mst_pool, sizeof(struct lk_mst));
+	lk_pool_init(&ls->res_pool, sizeof(struct lk_res));
 	pthread_mutex_init(&ls->mu, NULL);
 	pthread_cond_init(&ls->cv, NULL);
 	pthread_cond_init(&ls->cbcv, NULL);
@@ -80,84 +86,21 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 	return 0;
 }
 
-void *lk_pool_get(struct lk_pool *p, size_t size)
-{
-	void *obj = p->head;
-
-	if (obj == NULL)
-		return calloc(1, size);
-	memcpy(&p->head, obj, sizeof(p->head));
-	p->n--;
-	memset(obj, 0, size);
-	return obj;
-}
-
-void lk_pool_put(struct lk_pool *p, void *obj)
-{
-	if (p->n >= LK_POOL_MAX) {
-		free(obj);
-		return;
-	}
-	memcpy(obj, &p->head, sizeof(p->head));
-	p->head = obj;
-	p->n++;
-}
-
-static void pool_drain(struct lk_pool *p)
-{
-	while (p->head != NULL) {
-		void *obj = p->head;
-
-		memcpy(&p->head, obj, sizeof(p->head));
-		free(obj);
-	}
-	p->n = 0;
-}
-
-static void free_lkbs_and_res(struct lk_ls *ls)
-{
-	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
-		while (ls->lkb_hash[i] != NULL) {
-			struct lk_lock *lk = ls->lkb_hash[i];
-
-			ls->lkb_hash[i] = lk->hnext;
-			free(lk);
-		}
-		while (ls->mst_hash[i] != NULL) {
-			struct lk_mst *m = ls->mst_hash[i];
-
-			ls->mst_hash[i] = m->hnext;
-			free(m);
-		}
-		while (ls->res_hash[i] != NULL) {
-			struct lk_res *r = ls->res_hash[i];
-
-			ls->res_hash[i] = r->hnext;
-			free(r);
-		}
-	}
-}
-
-/* Free everything; no thread may use @ls any more. */
+/* Free everything; no thread may use @ls any more. lkbs, master copies
+ * and resources live in the pools' slabs: freed with them. */
 void lk_core_destroy(struct lk_ls *ls)
 {
 	if (ls == NULL)
 		return;
-	if (ls->lkb_hash != NULL && ls->mst_hash != NULL &&
-	    ls->res_hash != NULL)
-		free_lkbs_and_res(ls);
-	if (ls->dir_hash != NULL)
-		lk_dir_clear(ls);
+	lk_dir_clear(ls);
 	lk_recover_free(ls);
-	pool_drain(&ls->lkb_pool);
-	pool_drain(&ls->mst_pool);
+	lk_pool_destroy(&ls->lkb_pool);
+	lk_pool_destroy(&ls->mst_pool);
+	lk_pool_destroy(&ls->res_pool);
 	for (int i = 0; i < LK_MAX_NODES; i++)
 		free(ls->out[i].buf);
 	free(ls->cbq);
-	free(ls->res_hash);
-	free(ls->lkb_hash);
-	free(ls->mst_hash);
-	free(ls->dir_hash);
+	free(ls->tables);
 	pthread_mutex_destroy(&ls->mu);
 	pthread_cond_destroy(&ls->cv);
 	pthread_cond_destroy(&ls->cbcv);
@@ -177,7 +120,7 @@ struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 	return NULL;
 }
 
-static void res_untoss(struct lk_ls *ls, struct lk_res *res)
+void lk_res_untoss(struct lk_ls *ls, struct lk_res *res)
 {
 	if (res->on_toss) {
 		lk_list_del(&res->toss);
@@ -193,10 +136,10 @@ static struct lk_res *res_get_hashed(struct lk_ls *ls, const struct lk_name *n,
 	struct lk_res *r = lk_res_find(ls, n, hash);
 
 	if (r != NULL) {
-		res_untoss(ls, r);
+		lk_res_untoss(ls, r);
 		return r;
 	}
-	r = calloc(1, sizeof(*r));
+	r = lk_pool_get(&ls->res_pool);
 	if (r == NULL)
 		return NULL;
 	r->name = *n;
@@ -223,10 +166,10 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 	while (*pp != res)
 		pp = &(*pp)->hnext;
 	*pp = res->hnext;
-	res_untoss(ls, res);
+	lk_res_untoss(ls, res);
 	ls->nres--;
 	ls->stats.resources = ls->nres;
-	free(res);
+	lk_pool_put(&ls->res_pool, res);
 }
 
 /* Put @res on the toss list if nothing on this node uses it. */
@@ -306,7 +249,7 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 
 static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 {
-	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool, sizeof(*lk));
+	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool);
 
 	if (lk == NULL)
 		return NULL;
@@ -747,20 +690,27 @@ void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
 		__builtin_prefetch(b);
 	} else if (*b != NULL) {
 		/* a lock touches most of it: name, lists, queues, stats */
-		for (size_t off = 0; off < sizeof(**b); off += 64)
+		for (size_t off = 0; off < LK_RES_HOT; off += 64)
 			__builtin_prefetch((const char *)*b + off);
 	}
 }
 
+/* For a REPLY: near = 0 the bucket, 1 the lkb, 2 its resource (the
+ * completion counts per resource). */
 static void lkb_prefetch(struct lk_ls *ls, uint64_t lkid, int near)
 {
 	struct lk_lock **b = &ls->lkb_hash[lkid & LK_HASH_MASK];
 
-	if (!near) {
+	if (near == 0) {
 		__builtin_prefetch(b);
-	} else if (*b != NULL) {
+	} else if (*b == NULL) {
+		return;
+	} else if (near == 1) {
 		for (size_t off = 0; off < sizeof(**b); off += 64)
 			__builtin_prefetch((const char *)*b + off);
+	} else {
+		for (size_t off = 0; off < LK_RES_HOT; off += 64)
+			__builtin_prefetch((const char *)(*b)->res + off);
 	}
 }
 
@@ -814,6 +764,8 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 			rx_prefetch(ls, h->type, p + LK_PF_FAR * rs, 0);
 		if (i + LK_PF_NEAR < h->count)
 			rx_prefetch(ls, h->type, p + LK_PF_NEAR * rs, 1);
+		if (i + LK_PF_NEAR / 2 < h->count && h->type == LK_M_REPLY)
+			rx_prefetch(ls, h->type, p + LK_PF_NEAR / 2 * rs, 2);
 		lk_core_rx_record(ls, sender, h->type, p);
 	}
 }

@@ -41,6 +41,7 @@
 #define UCFS_LK_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lockmgr/lk.h"
@@ -70,16 +71,12 @@ struct lk_xport {
 	void (*wake_rx)(void *ctx);
 };
 
-/*
- * Free list of fixed-size objects (lkbs, master copies): a batch creates
- * and frees thousands of them, and malloc's slow path for these sizes was
- * a tenth of a batch's CPU time. LIFO, so a reused object is still warm;
- * at most LK_POOL_MAX kept. Under ls->mu.
- */
-#define LK_POOL_MAX 16384
+/* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
 struct lk_pool {
-	void *head; /* objects linked through their first word */
-	size_t n;
+	void *head; /* free objects linked through their first word */
+	size_t n;   /* free objects */
+	size_t size; /* object size, rounded up to a cache line */
+	struct lk_slab *slabs;
 };
 
 /* Frame being built for one peer (see lk_out_add). */
@@ -104,6 +101,9 @@ struct lk_res {
 	struct lk_list toss;  /* on ls->toss when unused */
 	uint64_t toss_time;   /* ns, when put on the toss list */
 	uint64_t last_req;    /* ns, for sirt */
+	struct lk_counts stats;
+	/* the fields above are what a lock operation touches (see
+	 * LK_RES_HOT); those below only recovery */
 	uint8_t remaster;     /* recovery: old master died */
 	int8_t rc_mode;	      /* recovery: best mode seen with an LVB */
 	uint64_t rc_seq;      /* recovery: its sequence */
@@ -113,8 +113,9 @@ struct lk_res {
 	uint8_t ho_valid;
 	uint64_t ho_seq;
 	uint8_t ho_lvb[LK_LVB_LEN];
-	struct lk_counts stats;
 };
+/* Bytes of struct lk_res worth prefetching before a lock operation. */
+#define LK_RES_HOT offsetof(struct lk_res, remaster)
 
 /* lkb states on the requesting node */
 enum lk_lkb_state {
@@ -229,7 +230,8 @@ struct lk_ls {
 	struct lk_lock **lkb_hash;
 	struct lk_mst **mst_hash;
 	struct lk_dirent **dir_hash;
-	struct lk_pool lkb_pool, mst_pool;
+	struct lk_pool lkb_pool, mst_pool, res_pool;
+	void *tables; /* the block holding the four hash tables */
 	uint64_t nres, ndir;
 	struct lk_list toss;
 	struct lk_list deferred; /* lkbs with a deferred_op */
@@ -269,9 +271,16 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out);
 void lk_core_destroy(struct lk_ls *ls);
 uint64_t lk_now_ns(void);
-/* A zeroed object of @size from @p (or calloc); NULL on -ENOMEM. */
-void *lk_pool_get(struct lk_pool *p, size_t size);
+
+/* lk_pool.c */
+void lk_pool_init(struct lk_pool *p, size_t size);
+/* A zeroed object from @p; NULL on -ENOMEM. */
+void *lk_pool_get(struct lk_pool *p);
 void lk_pool_put(struct lk_pool *p, void *obj);
+/* Free every slab: every object of the pool, in use or not. */
+void lk_pool_destroy(struct lk_pool *p);
+/* @bytes of zeroed memory for hash tables (huge pages if offered). */
+void *lk_tables_alloc(size_t bytes);
 /* Lock ls->mu from an API call (yields to a waiting network thread). */
 void lk_api_lock(struct lk_ls *ls);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
@@ -289,6 +298,8 @@ struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
  * names. */
 void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near);
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
+/* Take @res off the toss list (it is in use again). */
+void lk_res_untoss(struct lk_ls *ls, struct lk_res *res);
 void lk_res_free(struct lk_ls *ls, struct lk_res *res);
 struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
 void lk_lkb_put(struct lk_lock *lk);

@@ -37,7 +37,7 @@ struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
 			  uint64_t lkid)
 {
-	struct lk_mst *m = lk_pool_get(&ls->mst_pool, sizeof(*m));
+	struct lk_mst *m = lk_pool_get(&ls->mst_pool);
 	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
 
 	if (m == NULL)
@@ -178,8 +178,7 @@ static void rx_request(struct lk_ls *ls, uint32_t sender,
 	m = lk_mst_new(ls, res, sender, r->lkid);
 	if (m == NULL)
 		return;
-	if (res->on_toss)
-		lk_res_get(ls, &res->name); /* takes it off the toss list */
+	lk_res_untoss(ls, res);
 	lk_grant_request(&res->q, &m->rq, r->mode, r->flags, o);
 }
 
