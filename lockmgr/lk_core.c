@@ -673,66 +673,6 @@ static int rebuild_traffic(unsigned type)
 	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM;
 }
 
-/*
- * Prefetching. A batch touches a random bucket of a 64 Ki-entry table and
- * a cold struct per lock; done one after the other these cache misses are
- * most of its cost. So loops over many names or records announce item
- * i + LK_PF_FAR (its bucket) and item i + LK_PF_NEAR (the entry the now
- * cached bucket points to) before working on item i: the misses overlap.
- */
-enum { LK_PF_NEAR = 4, LK_PF_FAR = 8 };
-
-void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
-{
-	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
-
-	if (!near) {
-		__builtin_prefetch(b);
-	} else if (*b != NULL) {
-		/* a lock touches most of it: name, lists, queues, stats */
-		for (size_t off = 0; off < LK_RES_HOT; off += 64)
-			__builtin_prefetch((const char *)*b + off);
-	}
-}
-
-/* For a REPLY: near = 0 the bucket, 1 the lkb, 2 its resource (the
- * completion counts per resource). */
-static void lkb_prefetch(struct lk_ls *ls, uint64_t lkid, int near)
-{
-	struct lk_lock **b = &ls->lkb_hash[lkid & LK_HASH_MASK];
-
-	if (near == 0) {
-		__builtin_prefetch(b);
-	} else if (*b == NULL) {
-		return;
-	} else if (near == 1) {
-		for (size_t off = 0; off < sizeof(**b); off += 64)
-			__builtin_prefetch((const char *)*b + off);
-	} else {
-		for (size_t off = 0; off < LK_RES_HOT; off += 64)
-			__builtin_prefetch((const char *)(*b)->res + off);
-	}
-}
-
-static void rx_prefetch(struct lk_ls *ls, unsigned type, const void *rec,
-			int near)
-{
-	switch (type) {
-	case LK_M_REQUEST:
-	case LK_M_CONVERT:
-	case LK_M_UNLOCK:
-	case LK_M_CANCEL:
-		lk_res_prefetch(
-		    ls, lk_name_hash(&((const struct lk_rec_lock *)rec)->name),
-		    near);
-		break;
-	case LK_M_REPLY:
-		lkb_prefetch(ls, ((const struct lk_rec_reply *)rec)->lkid,
-			     near);
-		break;
-	}
-}
-
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		size_t len)
 {
@@ -759,15 +699,13 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		       (unsigned long long)ls->rgen);
 		return;
 	}
-	for (unsigned i = 0; i < h->count; i++, p += rs) {
-		if (i + LK_PF_FAR < h->count)
-			rx_prefetch(ls, h->type, p + LK_PF_FAR * rs, 0);
-		if (i + LK_PF_NEAR < h->count)
-			rx_prefetch(ls, h->type, p + LK_PF_NEAR * rs, 1);
-		if (i + LK_PF_NEAR / 2 < h->count && h->type == LK_M_REPLY)
-			rx_prefetch(ls, h->type, p + LK_PF_NEAR / 2 * rs, 2);
-		lk_core_rx_record(ls, sender, h->type, p);
+	if (h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) {
+		lk_master_rx_locks(ls, sender, h->type, (const void *)p,
+				   h->count);
+		return;
 	}
+	for (unsigned i = 0; i < h->count; i++, p += rs)
+		lk_core_rx_record(ls, sender, h->type, p);
 }
 
 /* ---- public API ---- */
@@ -810,42 +748,32 @@ static struct lk_lock *cache_find(struct lk_res *res, int mode, unsigned flags)
 	return NULL;
 }
 
-/* One lk_lock under ls->mu; no flush. */
-static int lock_one(struct lk_ls *ls, const struct lk_name *name,
-		    uint64_t hash, int mode, unsigned flags,
-		    const struct lk_lock_ops *ops, void *arg,
-		    struct lk_lock **out)
-{
-	struct lk_res *res;
-	struct lk_lock *lk;
-	int ret;
+/* What an lk_lock or lk_lock_batch call asks for. */
+struct lock_args {
+	int mode;
+	unsigned flags;
+	const struct lk_lock_ops *ops;
+	void *arg;
+};
 
-	if (ls->closing || ls->fenced)
-		return -ESHUTDOWN;
-	res = res_get_hashed(ls, name, hash);
-	if (res == NULL)
-		return -ENOMEM;
-	lk = cache_find(res, mode, flags);
-	if (lk != NULL) {
-		lk->cached = 0;
-		lk->ops = ops;
-		lk->arg = arg;
-		res->stats.cache_hits++;
-		lk_stats_type(ls, name->type)->c.cache_hits++;
-		*out = lk;
-		return LK_GRANTED_NOW;
-	}
-	lk = lkb_new(ls, res);
+/* A new lkb on @res for @a, its request submitted (granted inside the
+ * call when this node masters @res). ls->mu held. */
+static int lock_new(struct lk_ls *ls, const struct lock_args *a,
+		    struct lk_res *res, struct lk_lock **out)
+{
+	struct lk_lock *lk = lkb_new(ls, res);
+	int ret = 0;
+
 	if (lk == NULL) {
 		lk_res_maybe_toss(ls, res);
 		return -ENOMEM;
 	}
-	lk->ops = ops;
-	lk->arg = arg;
-	lk->flags = flags;
-	lk->rqmode = (int8_t)mode;
+	lk->ops = a->ops;
+	lk->arg = a->arg;
+	lk->flags = a->flags;
+	lk->rqmode = (int8_t)a->mode;
 	if (!ls->now_fresh) {
-		/* not on the cache-hit path above: it stays clock-free */
+		/* not on the cache-hit path: it stays clock-free */
 		ls->now = lk_now_ns();
 		ls->now_fresh = 1;
 	}
@@ -859,7 +787,6 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name,
 		lk_lkb_submit(ls, lk);
 		ls->sync_lkb = NULL;
 	}
-	ret = 0;
 	if (lk->sync_done) {
 		lk->sync_done = 0;
 		ret = lk->status == 0 ? LK_GRANTED_NOW : lk->status;
@@ -870,67 +797,111 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name,
 	return ret;
 }
 
+/* One lk_lock under ls->mu; no flush. @res: the resource of @name if
+ * the caller already found it, else NULL. */
+static int lock_one(struct lk_ls *ls, const struct lock_args *a,
+		    const struct lk_name *name, uint64_t hash,
+		    struct lk_res *res, struct lk_lock **out)
+{
+	struct lk_lock *lk;
+
+	if (ls->closing || ls->fenced)
+		return -ESHUTDOWN;
+	if (res != NULL)
+		lk_res_untoss(ls, res);
+	else
+		res = res_get_hashed(ls, name, hash);
+	if (res == NULL)
+		return -ENOMEM;
+	lk = cache_find(res, a->mode, a->flags);
+	if (lk == NULL)
+		return lock_new(ls, a, res, out);
+	lk->cached = 0;
+	lk->ops = a->ops;
+	lk->arg = a->arg;
+	res->stats.cache_hits++;
+	lk_stats_type(ls, name->type)->c.cache_hits++;
+	*out = lk;
+	return LK_GRANTED_NOW;
+}
+
 int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
 	    struct lk_lock **out)
 {
+	struct lock_args a = {mode, flags, ops, arg};
 	int ret = check_args(mode, flags, name);
 
 	if (ret < 0)
 		return ret;
 	lk_api_lock(ls);
 	ls->now_fresh = 0;
-	ret = lock_one(ls, name, lk_name_hash(name), mode, flags, ops, arg,
-		       out);
+	ret = lock_one(ls, &a, name, lk_name_hash(name), NULL, out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
 }
 
-/* Is @n's master unknown and its directory another node? */
-static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n,
-			       uint64_t h)
+/* Start loading the bucket of name hash @hash (near = 0) or, once that
+ * is cached, the first resource in it (near = 1). */
+static void res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
 {
-	struct lk_res *res = lk_res_find(ls, n, h);
+	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
 
-	if (res != NULL && res->master != 0)
-		return 0;
-	return lk_dir_node(ls, h) != ls->nodeid;
+	if (!near)
+		__builtin_prefetch(b);
+	else if (*b != NULL)
+		for (size_t off = 0; off < LK_RES_HOT; off += 64)
+			__builtin_prefetch((const char *)*b + off);
 }
 
 /* Prefetch distances of the lookup pass: it does little per name. */
 enum { LK_PF_BATCH_NEAR = 16, LK_PF_BATCH_FAR = 32 };
 
+/* Per name of a batch: its hash, its resource if known (pass 0), and
+ * whether pass 0 handled it (master unknown, directory elsewhere). */
+struct batch_name {
+	uint64_t hash;
+	struct lk_res *res;
+	uint8_t look;
+};
+
 /*
  * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
- * for unknown masters first, then requests to known masters. @hv holds
- * the names' hashes; @look[i] is set in pass 0 if name i needs a lookup.
+ * for unknown masters first, then requests to known masters. Pass 0 also
+ * finds each resource, so pass 1 does not look it up again: nothing in
+ * between frees a resource (only the toss timer and recovery do, and
+ * neither runs while ls->mu is held here).
  */
 static int batch_locked(struct lk_ls *ls, const struct lk_name *names,
-			size_t n, const uint64_t *hv, uint8_t *look, int mode,
-			unsigned flags, const struct lk_lock_ops *ops,
-			void *arg, struct lk_lock **out, int *granted)
+			size_t n, struct batch_name *bn,
+			const struct lock_args *a, struct lk_lock **out,
+			int *granted)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		struct lk_res *res;
+
 		if (i + LK_PF_BATCH_FAR < n)
-			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_FAR], 0);
+			res_prefetch(ls, bn[i + LK_PF_BATCH_FAR].hash, 0);
 		if (i + LK_PF_BATCH_NEAR < n)
-			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_NEAR], 1);
-		look[i] = (uint8_t)needs_remote_lookup(ls, &names[i], hv[i]);
-		if (!look[i])
+			res_prefetch(ls, bn[i + LK_PF_BATCH_NEAR].hash, 1);
+		res = lk_res_find(ls, &names[i], bn[i].hash);
+		bn[i].res = res;
+		bn[i].look = (res == NULL || res->master == 0) &&
+			     lk_dir_node(ls, bn[i].hash) != ls->nodeid;
+		if (!bn[i].look)
 			continue;
-		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
-			       &out[i]);
+		ret = lock_one(ls, a, &names[i], bn[i].hash, res, &out[i]);
 		if (ret < 0)
 			return ret;
 		*granted += ret == LK_GRANTED_NOW;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (look[i])
+		if (bn[i].look)
 			continue;
-		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
+		ret = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
 			       &out[i]);
 		if (ret < 0)
 			return ret;
@@ -943,9 +914,10 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
 		  void *arg, struct lk_lock **out)
 {
+	struct lock_args a = {mode, flags, ops, arg};
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
+	struct batch_name *bn;
 	int granted = 0;
-	uint64_t *hv;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
 		return -EINVAL;
@@ -956,19 +928,17 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	}
 	if (n == 0)
 		return 0;
-	/* hashed once, before taking ls->mu; then a byte per name */
-	hv = malloc(n * (sizeof(*hv) + 1));
-	if (hv == NULL)
+	bn = malloc(n * sizeof(*bn));
+	if (bn == NULL)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		hv[i] = lk_name_hash(&names[i]);
+	for (size_t i = 0; i < n; i++) /* hashed before taking ls->mu */
+		bn[i].hash = lk_name_hash(&names[i]);
 	lk_api_lock(ls);
-	ls->now_fresh = 0; /* one clock read per batch (lock_one) */
-	ret = batch_locked(ls, names, n, hv, (uint8_t *)(hv + n), mode, flags,
-			   ops, arg, out, &granted);
+	ls->now_fresh = 0; /* one clock read per batch (lock_new) */
+	ret = batch_locked(ls, names, n, bn, &a, out, &granted);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
-	free(hv);
+	free(bn);
 	/* on a failure part-way, the locks already created stay queued */
 	return ret < 0 && granted == 0 ? ret : granted;
 }

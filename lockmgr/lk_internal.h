@@ -293,10 +293,6 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now);
 struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 			   uint64_t hash);
 struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
-/* Start loading the bucket of name hash @hash (near = 0) or, once that is
- * cached, the first resource in it (near = 1): a hint for loops over many
- * names. */
-void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near);
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
 /* Take @res off the toss list (it is in use again). */
 void lk_res_untoss(struct lk_ls *ls, struct lk_res *res);
@@ -324,6 +320,9 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 extern const struct lk_grant_out lk_master_out_ops;
 void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 		       const struct lk_rec_lock *r);
+/* The @n lock records of one frame. */
+void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
+			const struct lk_rec_lock *r, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
 struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid);
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,

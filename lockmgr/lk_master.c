@@ -182,18 +182,14 @@ static void rx_request(struct lk_ls *ls, uint32_t sender,
 	lk_grant_request(&res->q, &m->rq, r->mode, r->flags, o);
 }
 
-void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
-		       const struct lk_rec_lock *r)
+/* One lock record whose name is valid and whose resource here (or NULL)
+ * is @res. */
+static void rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
+		    const struct lk_rec_lock *r, struct lk_res *res)
 {
 	struct lk_grant_out o = out_for(ls);
-	struct lk_res *res;
 	struct lk_mst *m;
 
-	if (lk_wire_check_name(&r->name) != 0) {
-		bad(ls, sender, "malformed name", r);
-		return;
-	}
-	res = lk_res_find(ls, &r->name, lk_name_hash(&r->name));
 	if (type == LK_M_REQUEST) {
 		rx_request(ls, sender, r, res, &o);
 		goto out;
@@ -229,6 +225,51 @@ void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 out:
 	if (res != NULL)
 		lk_res_maybe_toss(ls, res);
+}
+
+void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
+		       const struct lk_rec_lock *r)
+{
+	if (lk_wire_check_name(&r->name) != 0) {
+		bad(ls, sender, "malformed name", r);
+		return;
+	}
+	rx_lock(ls, sender, type, r,
+		lk_res_find(ls, &r->name, lk_name_hash(&r->name)));
+}
+
+enum { LK_RX_CHUNK = 256 };
+
+/*
+ * A frame of lock records: their resources are looked up first, a chunk
+ * at a time, in a tight loop whose iterations do not depend on each
+ * other, so the cache misses on the hash buckets overlap instead of
+ * stalling each record's processing in turn. Sound because handling a
+ * lock record never creates or frees a resource (requests for unknown
+ * resources are refused, unused ones only go on the toss list).
+ */
+void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
+			const struct lk_rec_lock *r, unsigned n)
+{
+	struct lk_res *rv[LK_RX_CHUNK];
+	uint64_t hv[LK_RX_CHUNK];
+
+	for (unsigned base = 0; base < n; base += LK_RX_CHUNK) {
+		unsigned c = n - base < LK_RX_CHUNK ? n - base : LK_RX_CHUNK;
+
+		for (unsigned j = 0; j < c; j++) {
+			hv[j] = lk_name_hash(&r[base + j].name);
+			__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
+		}
+		for (unsigned j = 0; j < c; j++)
+			rv[j] = lk_res_find(ls, &r[base + j].name, hv[j]);
+		for (unsigned j = 0; j < c; j++) {
+			if (lk_wire_check_name(&r[base + j].name) != 0)
+				bad(ls, sender, "malformed name", &r[base + j]);
+			else
+				rx_lock(ls, sender, type, &r[base + j], rv[j]);
+		}
+	}
 }
 
 /* This node's own operation on a resource it masters. */
