@@ -168,11 +168,47 @@ static void conn_flush(struct lk_net *net, struct lk_conn *c)
 	arm(net, c, 0);
 }
 
+/* Send what the socket takes of @buf straight from it (nothing may be
+ * queued before it); the number of bytes sent, or -1 if the connection
+ * was dropped. */
+static ssize_t conn_send_now(struct lk_net *net, struct lk_conn *c,
+			     const uint8_t *buf, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t n = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {
+			conn_drop(net, c, "write failed");
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	return (ssize_t)off;
+}
+
 static int conn_queue(struct lk_net *net, struct lk_conn *c, const void *buf,
 		      size_t len)
 {
 	if (c->closing)
 		return -ENOTCONN;
+	if (c->wlen == 0 && !c->want_out && c->state != C_CONNECTING) {
+		/* nothing queued: no copy into wbuf for what the socket
+		 * takes at once (a batch frame is tens of KiB) */
+		ssize_t n = conn_send_now(net, c, buf, len);
+
+		if (n < 0)
+			return -ENOTCONN;
+		buf = (const uint8_t *)buf + n;
+		len -= (size_t)n;
+		if (len == 0)
+			return 0;
+	}
 	if (c->wlen + len > c->wcap) {
 		size_t cap = c->wcap ? c->wcap : 4096;
 		uint8_t *nb;
