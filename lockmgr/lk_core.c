@@ -304,10 +304,12 @@ static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
 	lk->deferred_op = (uint8_t)op;
 }
 
+/* A lock record of @type for @lk's master; @with_lvb only for the types
+ * whose record is a full struct lk_rec_lock (not REQUEST). */
 static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 			  int mode, int with_lvb)
 {
-	struct lk_rec_lock *r = lk_out_add(ls, lk->res->master, type);
+	struct lk_rec_req *r = lk_out_add(ls, lk->res->master, type);
 
 	if (r == NULL)
 		return;
@@ -315,9 +317,11 @@ static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 	r->lkid = lk->lkid;
 	r->flags = lk->flags;
 	r->mode = (int8_t)mode;
-	if (with_lvb) {
-		r->has_lvb = 1;
-		memcpy(r->lvb, lk->lvb, LK_LVB_LEN);
+	if (with_lvb && type != LK_M_REQUEST) {
+		struct lk_rec_lock *l = (struct lk_rec_lock *)r;
+
+		l->has_lvb = 1;
+		memcpy(l->lvb, lk->lvb, LK_LVB_LEN);
 		lk->lvb_dirty = 0;
 	}
 }
@@ -512,6 +516,9 @@ void lk_core_kick_deferred(struct lk_ls *ls)
 
 /* ---- output ---- */
 
+/* The open frame's header gets its count and length only here: a batch
+ * appends thousands of records and the header's cache line is long gone
+ * by the end. */
 static void close_frame(struct lk_ls *ls, uint32_t node)
 {
 	struct lk_outbuf *ob = &ls->out[node];
@@ -520,6 +527,7 @@ static void close_frame(struct lk_ls *ls, uint32_t node)
 	if (!ob->open)
 		return;
 	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
+	h->count = ob->count;
 	h->length = (uint32_t)(ob->len - ob->hdr_off);
 	lk_stats_peer_tx(ls, node, h->length, h->count);
 	ob->open = 0;
@@ -533,51 +541,62 @@ void lk_out_seal(struct lk_ls *ls)
 		close_frame(ls, (uint32_t)__builtin_ctzll(d));
 }
 
+static int out_grow(struct lk_outbuf *ob, size_t need)
+{
+	size_t cap = ob->cap ? ob->cap * 2 : 4096;
+	uint8_t *nb;
+
+	while (cap < need)
+		cap *= 2;
+	nb = realloc(ob->buf, cap);
+	if (nb == NULL)
+		return -ENOMEM;
+	ob->buf = nb;
+	ob->cap = cap;
+	return 0;
+}
+
+static void open_frame(struct lk_ls *ls, uint32_t node, unsigned type)
+{
+	struct lk_outbuf *ob = &ls->out[node];
+	struct lk_hdr *h = (struct lk_hdr *)(ob->buf + ob->len);
+
+	memset(h, 0, sizeof(*h));
+	h->magic = LK_MAGIC;
+	h->version = LK_VERSION;
+	h->type = (uint8_t)type;
+	h->sender = ls->nodeid;
+	h->seq = ++ob->seq;
+	h->gen = ls->gen;
+	ob->hdr_off = ob->len;
+	ob->len += sizeof(*h);
+	ob->open = 1;
+	ob->type = (uint8_t)type;
+	ob->count = 0;
+	ls->out_dirty |= 1ull << node;
+}
+
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 {
-	struct lk_outbuf *ob;
 	size_t rs = lk_wire_recsize(type);
-	struct lk_hdr *h;
+	struct lk_outbuf *ob;
 	void *rec;
 
 	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
 		return NULL;
 	ob = &ls->out[node];
-	h = ob->open ? (struct lk_hdr *)(ob->buf + ob->hdr_off) : NULL;
-	if (h != NULL && (h->type != type || h->count == UINT16_MAX ||
-			  ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
+	if (ob->open && (ob->type != type || ob->count == UINT16_MAX ||
+			 ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
 		close_frame(ls, node);
-	if (ob->len + sizeof(*h) + rs > ob->cap) {
-		size_t cap = ob->cap ? ob->cap * 2 : 4096;
-		uint8_t *nb;
-
-		while (cap < ob->len + sizeof(*h) + rs)
-			cap *= 2;
-		nb = realloc(ob->buf, cap);
-		if (nb == NULL)
-			return NULL;
-		ob->buf = nb;
-		ob->cap = cap;
-	}
-	if (!ob->open) {
-		h = (struct lk_hdr *)(ob->buf + ob->len);
-		memset(h, 0, sizeof(*h));
-		h->magic = LK_MAGIC;
-		h->version = LK_VERSION;
-		h->type = (uint8_t)type;
-		h->sender = ls->nodeid;
-		h->seq = ++ob->seq;
-		h->gen = ls->gen;
-		ob->hdr_off = ob->len;
-		ob->len += sizeof(*h);
-		ob->open = 1;
-		ls->out_dirty |= 1ull << node;
-	}
-	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
+	if (ob->len + sizeof(struct lk_hdr) + rs > ob->cap &&
+	    out_grow(ob, ob->len + sizeof(struct lk_hdr) + rs) != 0)
+		return NULL;
+	if (!ob->open)
+		open_frame(ls, node, type);
 	rec = ob->buf + ob->len;
 	memset(rec, 0, rs);
 	ob->len += rs;
-	h->count++;
+	ob->count++;
 	return rec;
 }
 
@@ -623,6 +642,19 @@ static void rx_reply(struct lk_ls *ls, const struct lk_rec_reply *r)
 	lk_lkb_complete(ls, lk, r->status, r->mode, r);
 }
 
+/* A short reply is a REPLY without the LVB. */
+static void rx_sreply(struct lk_ls *ls, const struct lk_rec_sreply *s)
+{
+	struct lk_rec_reply r;
+
+	memset(&r, 0, sizeof(r));
+	r.lkid = s->lkid;
+	r.status = s->status;
+	r.mode = s->mode;
+	r.lvbf = s->lvbf & LK_RF_QUEUED;
+	rx_reply(ls, &r);
+}
+
 static void rx_bast(struct lk_ls *ls, const struct lk_rec_bast *r)
 {
 	struct lk_lock *lk = lk_lkb_find(ls, r->lkid);
@@ -646,6 +678,9 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_REPLY:
 		rx_reply(ls, rec);
 		break;
+	case LK_M_SREPLY:
+		rx_sreply(ls, rec);
+		break;
 	case LK_M_BAST:
 		rx_bast(ls, rec);
 		break;
@@ -662,7 +697,8 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 static int lock_traffic(unsigned type)
 {
-	return type >= LK_M_LOOKUP && type <= LK_M_BAST;
+	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
+	       type == LK_M_SREPLY;
 }
 
 /* Recovery records that are only valid in the generation that sent them
@@ -700,8 +736,7 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		return;
 	}
 	if (h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) {
-		lk_master_rx_locks(ls, sender, h->type, (const void *)p,
-				   h->count);
+		lk_master_rx_locks(ls, sender, h->type, p, h->count);
 		return;
 	}
 	for (unsigned i = 0; i < h->count; i++, p += rs)
@@ -1097,17 +1132,16 @@ static int rx_wait(struct lk_ls *ls, struct lk_lock *lk)
 	return ret;
 }
 
-int lk_wait(struct lk_lock *lk)
+/* lk_wait with ls->mu held (dropped while sleeping). */
+static int wait_locked(struct lk_ls *ls, struct lk_lock *lk)
 {
-	struct lk_ls *ls = lk->ls;
-	int st;
-
 	pthread_cond_t own;
-	int mine = 0;
+	int mine = 0, st;
 
-	lk_api_lock(ls);
+	if (!pending(lk))
+		return lk->status;
 	lk->refs++;
-	if (pending(lk) && lk->wcv == NULL) {
+	if (lk->wcv == NULL) {
 		/* the first waiter sleeps on its own condvar, so that a
 		 * completion wakes it and nobody else */
 		pthread_cond_init(&own, NULL);
@@ -1127,8 +1161,43 @@ int lk_wait(struct lk_lock *lk)
 	}
 	st = lk->status;
 	lk_lkb_put(lk);
+	return st;
+}
+
+int lk_wait(struct lk_lock *lk)
+{
+	struct lk_ls *ls = lk->ls;
+	int st;
+
+	lk_api_lock(ls);
+	st = wait_locked(ls, lk);
 	pthread_mutex_unlock(&ls->mu);
 	return st;
+}
+
+int lk_wait_batch(struct lk_lock **locks, size_t n)
+{
+	struct lk_ls *ls = NULL;
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int st;
+
+		if (locks[i] == NULL)
+			continue;
+		if (locks[i]->ls != ls) {
+			if (ls != NULL)
+				pthread_mutex_unlock(&ls->mu);
+			ls = locks[i]->ls;
+			lk_api_lock(ls);
+		}
+		st = wait_locked(ls, locks[i]);
+		if (ret == 0)
+			ret = st;
+	}
+	if (ls != NULL)
+		pthread_mutex_unlock(&ls->mu);
+	return ret;
 }
 
 int lk_lock_mode(const struct lk_lock *lk)

@@ -85,6 +85,8 @@ struct lk_outbuf {
 	size_t len, cap;
 	size_t hdr_off; /* offset of the frame being appended to */
 	int open;	/* a frame is open at hdr_off */
+	uint8_t type;	/* its type */
+	uint16_t count; /* its records (the header gets it when closed) */
 	uint64_t seq;	/* frames sent to this peer */
 };
 
@@ -318,11 +320,12 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 /* lk_master.c */
 extern const struct lk_grant_out lk_master_out_ops;
+/* A lock record (REQUEST, CONVERT, UNLOCK, CANCEL) of @type. */
 void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
-		       const struct lk_rec_lock *r);
-/* The @n lock records of one frame. */
+		       const void *rec);
+/* The @n lock records of @type of one frame. */
 void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
-			const struct lk_rec_lock *r, unsigned n);
+			const void *recs, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
 struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid);
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,

@@ -9,7 +9,7 @@
  *   remote     a grant from another node's master (lk_lock + lk_wait)
  *   pingpong   two nodes taking EX on one resource in turn: transfers/s
  *   batch      1,000 PR locks mastered elsewhere in one lk_lock_batch,
- *              until the last lk_wait: cold (fresh names, master lookups
+ *              until lk_wait_batch returns: cold (fresh names, master lookups
  *              included; median of 5) and warm (masters known; median and
  *              best of 9). Every lock is checked to be a remote grant.
  *   throughput many threads on many resources over all nodes: ops/s
@@ -397,8 +397,8 @@ static uint64_t remote_grants(int node, uint16_t type)
 	return st.type[type].c.grants_remote;
 }
 
-/* One timed batch of @n PR locks on node 1, from the call to the last
- * lk_wait; then unlocked (untimed). Dies unless every lock was a real
+/* One timed batch of @n PR locks on node 1, from the lk_lock_batch call
+ * to the end of lk_wait_batch; then unlocked (untimed). Dies unless every lock was a real
  * remote grant: none granted inside the call (no cache hit, no local
  * master), @n more remote grants counted. */
 static double batch_once(struct lk_name *names, struct lk_lock **lks, int n)
@@ -414,9 +414,8 @@ static double batch_once(struct lk_name *names, struct lk_lock **lks, int n)
 		die("batch granted locally (not a remote batch)", EINVAL);
 	batch_submit_us = (double)(now_ns() - t0) / 1000.0;
 	batch_submit_cpu_us = (double)(cpu_ns() - c0) / 1000.0;
-	for (int i = 0; i < n; i++)
-		if (lk_wait(lks[i]) != 0)
-			die("batch lock", EIO);
+	if (lk_wait_batch(lks, (size_t)n) != 0)
+		die("batch lock", EIO);
 	t0 = now_ns() - t0;
 	if (remote_grants(1, names[0].type) - g0 != (uint64_t)n)
 		die("batch: not every lock was a remote grant", EINVAL);
