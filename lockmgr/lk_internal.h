@@ -75,7 +75,7 @@ struct lk_xport {
 struct lk_pool {
 	void *head; /* free objects linked through their first word */
 	size_t n;   /* free objects */
-	size_t size; /* object size, rounded up to a cache line */
+	size_t size; /* object size, rounded up to 16 bytes */
 	struct lk_slab *slabs;
 };
 

@@ -9,7 +9,8 @@
  * misses; from malloc they were scattered over the heap (and freed back
  * one by one). Freed objects go on a LIFO list (a reused object is still
  * warm) and are never returned to the system before lk_pool_destroy: a
- * pool keeps its peak size. Objects are cache-line aligned.
+ * pool keeps its peak size. Objects are 16-byte aligned and packed (a
+ * cache line per object would waste a third of the lines a walk loads).
  *
  * Not thread-safe: each pool belongs to one lockspace, under ls->mu.
  */
@@ -21,6 +22,7 @@
 
 #define LK_SLAB_BYTES (256u << 10)
 #define LK_LINE 64
+#define LK_ALIGN 16 /* objects packed densely: a walk touches fewer lines */
 
 struct lk_slab {
 	struct lk_slab *next;
@@ -29,7 +31,7 @@ struct lk_slab {
 void lk_pool_init(struct lk_pool *p, size_t size)
 {
 	memset(p, 0, sizeof(*p));
-	p->size = (size + LK_LINE - 1) & ~(size_t)(LK_LINE - 1);
+	p->size = (size + LK_ALIGN - 1) & ~(size_t)(LK_ALIGN - 1);
 }
 
 /* A new slab: every object on the free list, the lowest address first. */
