@@ -19,11 +19,11 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 SAN     ?=
 
-PKGS    := fuse3 jansson liburcu libsodium
+PKGS    := fuse3 jansson liburcu libsodium liburing
 # Debian packages the build, the tests and the benchmarks need.
 DEB_BUILD := build-essential pkg-config libfuse3-dev fuse3 libaio-dev \
-	libjansson-dev liburcu-dev libsodium-dev
-DEB_TEST  := e2fsprogs attr acl util-linux procps psmisc tmux xz-utils jq \
+	libjansson-dev liburcu-dev libsodium-dev liburing-dev
+DEB_TEST  := e2fsprogs attr acl libcap2-bin util-linux procps psmisc tmux xz-utils jq \
 	python3 diffutils tar coreutils
 DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
 	hyperfine

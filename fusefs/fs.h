@@ -59,6 +59,7 @@ struct bd_dev;
 
 enum fs_lockproto { FS_LOCK_NOLOCK = 0, FS_LOCK_DLM = 1 };
 enum fs_data_mode { FS_DATA_ORDERED = 0, FS_DATA_WRITEBACK = 1 };
+enum fs_uring_mode { FS_URING_AUTO = 0, FS_URING_OFF = 1, FS_URING_ON = 2 };
 enum fs_atime_mode { FS_ATIME_RELATIME = 0, FS_ATIME_NOATIME = 1,
 		     FS_ATIME_STRICT = 2 };
 
@@ -77,6 +78,8 @@ struct fs_opts {
 					   writes (faster small writes, but a
 					   full fs reports ENOSPC only at
 					   fsync/close: off by default) */
+	enum fs_uring_mode uring;	/* uring=auto|on|off: FUSE requests
+					   over per-CPU io_uring queues */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags
@@ -145,7 +148,12 @@ struct fs_cred {
 	gid_t gid;
 	mode_t umask;	/* applied to create modes (0 from FUSE: the kernel
 			   already applied it, or ACLs are in charge) */
+	unsigned flags;	/* FS_CRED_* */
 };
+
+/* The caller holds CAP_FSETID: a write or truncate leaves S_ISUID and
+ * S_ISGID alone (without it they are cleared, as by the VFS). */
+#define FS_CRED_FSETID (1u << 0)
 
 struct fs_attr {
 	uint64_t ino;

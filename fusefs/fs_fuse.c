@@ -17,7 +17,16 @@
  *
  * Caching: a single nolock node owns the device, so entries, attributes
  * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
- * writeback_cache and large writes (MAX_WRITE).
+ * large writes (MAX_WRITE) and, if asked, writeback_cache.
+ *
+ * Transport: requests come from /dev/fuse through libfuse's loop, or,
+ * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
+ * way they reach these handlers through libfuse, and every handler
+ * replies before it returns (the io_uring path relies on it).
+ *
+ * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
+ * kernel does not drop setuid/setgid/capabilities itself: get_cred()
+ * turns the write's kill flag into FS_CRED_FSETID and fs_vfs.c drops them.
  *
  * Locking: struct fs_fuse is immutable after fs_fuse_new() except ->se,
  * which only the main thread touches. Handlers run concurrently; struct fs
@@ -26,6 +35,8 @@
 #include "fusefs/fs_fuse.h"
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_fuse_io.h"
+#include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
 
@@ -73,6 +84,12 @@ static void get_cred(fuse_req_t req, struct fs_cred *c)
 	c->uid = ctx->uid;
 	c->gid = ctx->gid;
 	c->umask = ctx->umask;
+	/* with KILLPRIV_V2 the kernel says whether this write must drop
+	 * S_ISUID/S_ISGID; otherwise root stands for CAP_FSETID */
+	c->flags = 0;
+	if (fs_fuse_io_killpriv_v2() ? !fs_fuse_io_write_kill() :
+	    ctx->uid == 0)
+		c->flags |= FS_CRED_FSETID;
 }
 
 /* ---- stats hook ---- */
@@ -178,6 +195,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* nobody else changes the data: keep the page cache even when
 	 * mtime moves */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* every request must pass through fs_fuse_io.c's read */
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = MAX_WRITE;
 	conn->max_readahead = MAX_WRITE;
 	conn->max_background = 64;
@@ -433,6 +453,19 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- files ---- */
 
+/*
+ * An open file keeps its pages between opens (nobody else writes the
+ * device), and close(2) sends no FLUSH: every write has reached ucfs
+ * before it returned, ucfs has no POSIX-lock owners to drop, and a failed
+ * data write is reported by the next fsync (fs_data.c). With
+ * writeback_cache the kernel still writes back and flushes at close.
+ */
+static void set_open_flags(struct fuse_file_info *fi)
+{
+	fi->keep_cache = 1;
+	fi->noflush = 1;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino,
 		    struct fuse_file_info *fi)
 {
@@ -444,7 +477,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino,
 	get_cred(req, &cred);
 	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
 	if (ret == 0) {
-		fi->keep_cache = 1;
+		set_open_flags(fi);
 		if (fuse_reply_open(req, fi) == -ENOENT)
 			fs_release(ff->fs, to_ino(ff, ino));
 	} else {
@@ -468,7 +501,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			fi->flags, &a);
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
-		fi->keep_cache = 1;
+		set_open_flags(fi);
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 			fs_release(ff->fs, a.ino);
 			fs_forget(ff->fs, a.ino, 1);
@@ -540,7 +573,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 
 	(void)fi;
-	buf = rbuf_get(size > 0 ? size : 1);
+	buf = fs_fuse_uring_reply_buf(size);
+	if (buf == NULL)
+		buf = rbuf_get(size > 0 ? size : 1);
 	if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)
@@ -575,8 +610,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0 = op_begin();
 
-	/* writes reach the device before they are acknowledged: nothing
-	 * is buffered here */
+	/* only with writeback_cache (set_open_flags): the kernel wrote the
+	 * dirty pages back before this; nothing is buffered here */
 	(void)ino;
 	(void)fi;
 	reply_err(req, 0);
@@ -977,6 +1012,17 @@ static void ns_section(struct fs_json *o, void *arg)
 #undef NS_U64
 }
 
+/* How requests reach ucfs (fs_fuse_io.c, fs_fuse_uring.c). */
+static void transport_section(struct fs_json *o, void *arg)
+{
+	uint64_t ring;
+
+	(void)arg;
+	fs_json_str(o, "name", fs_fuse_io_transport(&ring));
+	fs_json_u64(o, "ring_requests", ring);
+	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
@@ -994,8 +1040,12 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
 					   ff->fs);
 	if (ret == 0)
+		ret = fs_stats_add_section(ff->st, "transport",
+					   transport_section, NULL);
+	if (ret == 0)
 		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
 	if (ret < 0) {
+		fs_stats_remove_section(ff->st, "transport");
 		fs_stats_remove_section(ff->st, "namespace");
 		fs_stats_remove_fs(ff->st);
 		fs_stats_free(ff->st);
@@ -1009,10 +1059,49 @@ static void stop_stats(struct fs_fuse *ff)
 	if (ff->st == NULL)
 		return;
 	fs_stats_mount_stop(ff->st);
+	fs_stats_remove_section(ff->st, "transport");
 	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
 	fs_stats_free(ff->st);
 	ff->st = NULL;
+}
+
+/*
+ * The kernel offers FUSE_OVER_IO_URING only while the fuse module's
+ * enable_uring parameter is set (off by default). Setting it lets every
+ * FUSE daemon that asks for io_uring use it and changes nothing for the
+ * others. uring=auto tries and carries on over /dev/fuse if it cannot;
+ * uring=on refuses to mount without it.
+ */
+static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
+			       size_t errlen)
+{
+	static const char param[] = "/sys/module/fuse/parameters/enable_uring";
+	char c = 0;
+	FILE *f;
+
+	if (mode == FS_URING_OFF)
+		return 0;
+	f = fopen(param, "r");
+	if (f != NULL) {
+		c = (char)fgetc(f);
+		fclose(f);
+	}
+	if (c == 'Y')
+		return 0;
+	f = fopen(param, "w");
+	if (f != NULL && fputs("Y\n", f) < 0) {
+		fclose(f);
+		f = NULL;
+	}
+	if (f != NULL && fclose(f) == 0)
+		return 0;
+	if (mode == FS_URING_AUTO)
+		return 0;
+	snprintf(err, errlen, "ucfs: uring=on: cannot enable FUSE over io_uring "
+		 "(%s: %s; needs Linux 6.14+ with CONFIG_FUSE_IO_URING, and "
+		 "root)", param, strerror(errno));
+	return -EOPNOTSUPP;
 }
 
 int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
@@ -1050,6 +1139,9 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		ret = -EINVAL;
 		goto out_free;
 	}
+	ret = enable_kernel_uring(o->uring, err, errlen);
+	if (ret < 0)
+		goto out_session;
 	if (fuse_session_mount(ff->se, mountpoint) != 0) {
 		snprintf(err, errlen, "ucfs: cannot mount on '%s'",
 			 mountpoint);
@@ -1057,6 +1149,11 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		goto out_session;
 	}
 	ff->mounted = 1;
+	ret = fs_fuse_io_attach(ff->se, o->uring, MAX_WRITE);
+	if (ret < 0) {
+		snprintf(err, errlen, "ucfs: cannot attach to /dev/fuse");
+		goto out_unmount;
+	}
 	set_readahead(mountpoint, o->readahead_kb);
 	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
 	if (ret < 0)
@@ -1095,6 +1192,7 @@ int fs_fuse_loop(struct fs_fuse *ff, int single_thread)
 	}
 	if (ret > 0)
 		ret = 0;	/* terminated by a signal */
+	fs_fuse_io_detach();
 out_signals:
 	fuse_remove_signal_handlers(ff->se);
 	return ret;
@@ -1107,6 +1205,7 @@ void fs_fuse_free(struct fs_fuse *ff)
 	if (ff->mounted)
 		fuse_session_unmount(ff->se);
 	ff->mounted = 0;
+	fs_fuse_io_detach();
 	stop_stats(ff);
 	fuse_session_destroy(ff->se);
 	free(ff);

@@ -4,7 +4,7 @@
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, data=, commit=,
  *    cache_mb=, readahead=, noatime/relatime/strictatime, ro/rw,
- *    writeback_cache/nowriteback_cache, allow_other, debug);
+ *    writeback_cache/nowriteback_cache, uring=, allow_other, debug);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -120,6 +120,15 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 		*ret = parse_uint(val, 1, 3600, &o->commit_s);
 	} else if (strcmp(key, "cache_mb") == 0) {
 		*ret = parse_uint(val, 4, 1u << 20, &o->cache_mb);
+	} else if (strcmp(key, "uring") == 0) {
+		if (strcmp(val, "auto") == 0)
+			o->uring = FS_URING_AUTO;
+		else if (strcmp(val, "on") == 0)
+			o->uring = FS_URING_ON;
+		else if (strcmp(val, "off") == 0)
+			o->uring = FS_URING_OFF;
+		else
+			*ret = -EINVAL;
 	} else if (strcmp(key, "readahead") == 0) {
 		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
 	} else {

@@ -104,6 +104,18 @@ static void kill_priv(struct fs_dinode *di)
 		di->mode &= ~(unsigned)S_ISGID;
 }
 
+/* Write, truncate and chown drop file capabilities, as the VFS does
+ * (the kernel leaves it to us: FUSE_HANDLE_KILLPRIV_V2, fs_fuse_io.c). */
+static int drop_caps(struct fs *fs, struct fs_buf *b)
+{
+	int ret;
+
+	if (fs_di(b)->xattr_blk == 0 || !S_ISREG(fs_di(b)->mode))
+		return 0;
+	ret = fs_xattr_remove(fs, b, "security.capability");
+	return ret == -ENODATA ? 0 : ret;
+}
+
 static int need_nospc_retry(struct fs *fs, int ret)
 {
 	if (ret != -ENOSPC || fs_alloc_pending(fs) == 0)
@@ -397,6 +409,8 @@ int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	}
 	if (ret == 0 && (valid & ~(unsigned)FS_SET_SIZE))
 		ret = setattr_tx(fs, cred, b, attr, valid);
+	if (ret == 0 && (valid & (FS_SET_SIZE | FS_SET_UID | FS_SET_GID)))
+		ret = drop_caps(fs, b);
 	if (ret == 0 && (valid & FS_SET_MODE))
 		ret = fs_xattr_acl_chmod(fs, b);
 	if (ret == 0)
@@ -1101,8 +1115,11 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		n = -EISDIR;
 	else if (!S_ISREG(fs_di(b)->mode))
 		n = -EINVAL;
-	else if (cred->uid != 0 && (fs_di(b)->mode & (S_ISUID | S_ISGID)))
+	else if (!(cred->flags & FS_CRED_FSETID) &&
+		 (fs_di(b)->mode & (S_ISUID | S_ISGID)))
 		n = kill_priv_tx(fs, b);
+	if (n == 0)
+		n = drop_caps(fs, b);
 	if (n == 0) {
 		n = fs_file_write(fs, pin, b, buf, len, off);
 		if (need_nospc_retry(fs, (int)n))

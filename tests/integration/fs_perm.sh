@@ -3,7 +3,10 @@
 # mount with allow_other): access checks (EACCES), ownership of new
 # objects, chmod/chown by a non-owner (EPERM), the sticky bit, setgid
 # directories (group and bit inherited), a write by a non-root user
-# clearing setuid/setgid; fsck clean.
+# clearing setuid/setgid; the privileges a write, truncate or chown
+# drops (setuid/setgid, file capabilities; ucfs does it itself under
+# FUSE_HANDLE_KILLPRIV_V2 and must then not ask for security.capability
+# on every write); fsck clean.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 
@@ -51,6 +54,33 @@ echo x >shared/suid; chmod 6777 shared/suid
 check perm_suid_set test -u shared/suid
 check perm_write_by_nobody sh -c "echo more | $NOBODY tee -a shared/suid >/dev/null"
 check perm_write_clears_suid sh -c "test ! -u shared/suid && test ! -g shared/suid"
+
+# what write/truncate/chown keep and drop, as the VFS does
+echo x >shared/rootw; chmod 6755 shared/rootw
+check perm_root_write_keeps_suid sh -c "echo y >>shared/rootw && test -u shared/rootw && test -g shared/rootw"
+echo x >shared/trunc; chmod 6777 shared/trunc
+check perm_truncate_by_nobody $NOBODY truncate -s 1 shared/trunc
+check perm_truncate_clears_suid sh -c "test ! -u shared/trunc && test ! -g shared/trunc"
+echo x >shared/chown; chmod 6755 shared/chown
+check perm_chown_clears_suid sh -c "chown 1:1 shared/chown && test ! -u shared/chown && test ! -g shared/chown"
+hascap() { getcap "$1" | grep -q cap_net_raw; }
+echo x >shared/cap
+check perm_setcap sh -c "setcap cap_net_raw+ep shared/cap && getcap shared/cap | grep -q cap_net_raw"
+check perm_write_drops_caps sh -c "echo y >>shared/cap && ! getcap shared/cap | grep -q cap_net_raw"
+setcap cap_net_raw+ep shared/cap
+check perm_truncate_drops_caps sh -c "truncate -s 1 shared/cap && ! getcap shared/cap | grep -q cap_net_raw"
+setcap cap_net_raw+ep shared/cap
+check perm_chown_drops_caps sh -c "chown 0:0 shared/cap && ! getcap shared/cap | grep -q cap_net_raw"
+if [ "$UCFS_TEST_TARGET" = ucfs ]; then
+	# the kernel asks for security.capability once per inode, not once
+	# per write (FUSE_HANDLE_KILLPRIV_V2 negotiated)
+	getx() { "$B/ucfs-stat" --json "$MNT" | jq '.fuse.ops.getxattr.count'; }
+	echo x >shared/many
+	g0=$(getx)
+	for i in 1 2 3 4 5 6 7 8 9 10; do echo $i >>shared/many; done
+	g1=$(getx)
+	check perm_killpriv_v2_one_getxattr test $((g1 - g0)) -le 1
+fi
 
 # access checks on directories: search permission
 mkdir nosearch; chmod 700 nosearch; touch nosearch/f

@@ -30,6 +30,7 @@ static inline int tfs_format(struct tfs *t, unsigned mb)
 	int ret;
 
 	memset(t, 0, sizeof(*t));
+	t->root_cred.flags = FS_CRED_FSETID;	/* root, as from FUSE */
 	ret = bd_ram_open((uint64_t)mb << 20, &t->bd);
 	if (ret < 0)
 		return ret;

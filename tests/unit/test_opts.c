@@ -19,6 +19,7 @@ static void test_defaults(void)
 	CHECK_EQ(o.cache_mb, FS_DEFAULT_CACHE_MB);
 	CHECK_EQ(o.readahead_kb, FS_DEFAULT_READAHEAD_KB);
 	CHECK_EQ(o.writeback_cache, 0);
+	CHECK_EQ(o.uring, FS_URING_AUTO);
 	CHECK_EQ(o.fuse[0], '\0');
 }
 
@@ -30,9 +31,10 @@ static void test_ucfs_options(void)
 	fs_opts_init(&o);
 	CHECK_EQ(fs_opts_parse(&o, "lockproto=nolock,data=writeback,"
 			       "commit=17,cache_mb=64,noatime,ro,readahead=0,"
-			       "writeback_cache",
+			       "writeback_cache,uring=off",
 			       err, sizeof(err)), 0);
 	CHECK_EQ(o.writeback_cache, 1);
+	CHECK_EQ(o.uring, FS_URING_OFF);
 	CHECK_EQ(o.lockproto, FS_LOCK_NOLOCK);
 	CHECK_EQ(o.data, FS_DATA_WRITEBACK);
 	CHECK_EQ(o.commit_s, 17);
@@ -42,9 +44,10 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.readahead_kb, 0);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
-			       "nowriteback_cache",
+			       "nowriteback_cache,uring=on",
 			       err, sizeof(err)), 0);
 	CHECK_EQ(o.writeback_cache, 0);
+	CHECK_EQ(o.uring, FS_URING_ON);
 	CHECK_EQ(o.ro, 0);
 	CHECK_EQ(o.atime, FS_ATIME_RELATIME);
 	CHECK_EQ(o.data, FS_DATA_ORDERED);
@@ -84,6 +87,8 @@ static void test_rejects(void)
 		{ "readahead=100000", NULL },
 		{ "data=journal", NULL },
 		{ "lockproto=gulm", NULL },
+		{ "uring=yes", "ucfs: bad value in mount option 'uring=yes'" },
+		{ "uring", "ucfs: unknown mount option 'uring'" },
 		{ "ro=1", "ucfs: bad value in mount option 'ro=1'" },
 		{ "nodev=1", NULL },
 		{ "fsname=", NULL },

@@ -36,7 +36,7 @@ static void test_fs_sections(void)
 {
 	struct fs_mkfs_params p;
 	struct fs_opts o;
-	struct fs_cred cred = {0, 0, 0};
+	struct fs_cred cred = { .uid = 0, .flags = FS_CRED_FSETID };
 	struct fs_stats *st;
 	struct bd_dev *bd;
 	struct fs *fs;

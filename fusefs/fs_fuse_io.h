@@ -1,0 +1,33 @@
+/*
+ * fs_fuse_io.h — ucfs's /dev/fuse transport under libfuse (fs_fuse_io.c):
+ * negotiates FUSE_HANDLE_KILLPRIV_V2 and exposes a write's kill flag.
+ */
+#ifndef UCFS_FS_FUSE_IO_H
+#define UCFS_FS_FUSE_IO_H
+
+#include <fuse_lowlevel.h>
+#include <stdint.h>
+
+/* Route the mounted session's requests and replies through ucfs's
+ * read/writev. Call after fuse_session_mount(), before the loop. @mode
+ * is the uring= option (FS_URING_*): unless off, requests move to
+ * per-CPU io_uring queues (fs_fuse_uring.c) when the kernel offers it;
+ * payloads of @max_write bytes. One session per process. */
+int fs_fuse_io_attach(struct fuse_session *se, int mode, size_t max_write);
+
+/* After the session loop ended: stop the io_uring threads. */
+void fs_fuse_io_detach(void);
+
+/* "io_uring" once every CPU's queue is set up, else "dev"; requests
+ * served through the rings so far into *ring_requests. */
+const char *fs_fuse_io_transport(uint64_t *ring_requests);
+
+/* 1 once the kernel accepted FUSE_HANDLE_KILLPRIV_V2: it no longer drops
+ * privileges on write/truncate/chown itself; ucfs must. */
+int fs_fuse_io_killpriv_v2(void);
+
+/* In a write handler: 1 if the kernel asked for S_ISUID/S_ISGID to be
+ * cleared (the writer lacks CAP_FSETID). */
+int fs_fuse_io_write_kill(void);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * fs_fuse_uring.h — FUSE over io_uring, one queue per CPU
+ * (fs_fuse_uring.c), under libfuse's request processing.
+ */
+#ifndef UCFS_FS_FUSE_URING_H
+#define UCFS_FS_FUSE_URING_H
+
+#include <fuse_lowlevel.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct fs_uring;
+
+/* Start one pinned thread per possible CPU serving @se's requests from
+ * rings registered on /dev/fuse @fd, payloads of @max_write bytes. Call
+ * once the INIT reply offering FUSE_OVER_IO_URING has been written.
+ * Failures after this point are logged and leave /dev/fuse in use. */
+int fs_fuse_uring_start(struct fuse_session *se, int fd, size_t max_write,
+			struct fs_uring **out);
+
+/* Wake and join the threads, free everything (after the session ended;
+ * NULL is a no-op). */
+void fs_fuse_uring_stop(struct fs_uring *u);
+
+/* For fs_fuse_io.c's writev: if @iov is the reply to the ring request
+ * this thread is serving, queue it to the ring, set *res to its length
+ * and return 1; otherwise 0 (it goes to /dev/fuse). */
+int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
+			int count, ssize_t *res);
+
+/* In a handler serving a ring request: the entry's page-aligned payload
+ * buffer, where a reply of up to @size bytes can be built without a
+ * copy (its bytes are the reply only if passed to fuse_reply_buf as is);
+ * NULL otherwise. */
+void *fs_fuse_uring_reply_buf(size_t size);
+
+/* 1 once every queue's thread set up its ring. */
+int fs_fuse_uring_active(const struct fs_uring *u);
+/* Requests served through the rings so far. */
+uint64_t fs_fuse_uring_requests(const struct fs_uring *u);
+
+/* fs_fuse_io.c: record the request @buf (read(2) layout) this thread is
+ * about to process (opcode, write kill flag). */
+void fs_fuse_io_note(const void *buf, size_t len);
+
+#endif
