@@ -73,6 +73,7 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 	lk_pool_init(&ls->lkb_pool, sizeof(struct lk_lock));
 	lk_pool_init(&ls->mst_pool, sizeof(struct lk_mst));
 	lk_pool_init(&ls->res_pool, sizeof(struct lk_res));
+	lk_pool_init(&ls->dir_pool, sizeof(struct lk_dirent));
 	pthread_mutex_init(&ls->mu, NULL);
 	pthread_cond_init(&ls->cv, NULL);
 	pthread_cond_init(&ls->cbcv, NULL);
@@ -97,6 +98,7 @@ void lk_core_destroy(struct lk_ls *ls)
 	lk_pool_destroy(&ls->lkb_pool);
 	lk_pool_destroy(&ls->mst_pool);
 	lk_pool_destroy(&ls->res_pool);
+	lk_pool_destroy(&ls->dir_pool);
 	for (int i = 0; i < LK_MAX_NODES; i++)
 		free(ls->out[i].buf);
 	free(ls->cbq);
@@ -687,7 +689,7 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_LOOKUP:
 	case LK_M_LOOKUP_REPLY:
 	case LK_M_REMOVE:
-		lk_dir_rx(ls, sender, type, rec);
+		lk_dir_rx(ls, sender, type, rec, 1);
 		break;
 	default:
 		lk_recover_rx(ls, sender, type, rec);
@@ -737,6 +739,10 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 	}
 	if (h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) {
 		lk_master_rx_locks(ls, sender, h->type, p, h->count);
+		return;
+	}
+	if (h->type >= LK_M_LOOKUP && h->type <= LK_M_REMOVE) {
+		lk_dir_rx(ls, sender, h->type, (const void *)p, h->count);
 		return;
 	}
 	for (unsigned i = 0; i < h->count; i++, p += rs)

@@ -74,9 +74,10 @@ struct lk_xport {
 /* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
 struct lk_pool {
 	void *head; /* free objects linked through their first word */
-	size_t n;   /* free objects */
+	size_t n;   /* objects on the free list */
 	size_t size; /* object size, rounded up to 16 bytes */
 	struct lk_slab *slabs;
+	char *next, *end; /* never used part of the newest slab */
 };
 
 /* Frame being built for one peer (see lk_out_add). */
@@ -232,7 +233,7 @@ struct lk_ls {
 	struct lk_lock **lkb_hash;
 	struct lk_mst **mst_hash;
 	struct lk_dirent **dir_hash;
-	struct lk_pool lkb_pool, mst_pool, res_pool;
+	struct lk_pool lkb_pool, mst_pool, res_pool, dir_pool;
 	void *tables; /* the block holding the four hash tables */
 	uint64_t nres, ndir;
 	struct lk_list toss;
@@ -342,8 +343,9 @@ void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		uint32_t master);
 void lk_dir_clear(struct lk_ls *ls);
+/* The @n name records (LOOKUP, LOOKUP_REPLY, REMOVE) of one frame. */
 void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
-	       const struct lk_rec_name *r);
+	       const struct lk_rec_name *r, unsigned n);
 
 /* lk_recover.c */
 struct lk_saved {

@@ -34,38 +34,35 @@ void lk_pool_init(struct lk_pool *p, size_t size)
 	p->size = (size + LK_ALIGN - 1) & ~(size_t)(LK_ALIGN - 1);
 }
 
-/* A new slab: every object on the free list, the lowest address first. */
+/* A new slab; its objects are handed out in address order from p->next
+ * (not threaded on the free list up front, which would touch every page
+ * of the slab at once). */
 static int pool_grow(struct lk_pool *p)
 {
 	struct lk_slab *s = aligned_alloc(LK_LINE, LK_SLAB_BYTES);
-	size_t n;
-	char *first;
 
 	if (s == NULL)
 		return -1;
 	s->next = p->slabs;
 	p->slabs = s;
-	first = (char *)s + LK_LINE;
-	n = (LK_SLAB_BYTES - LK_LINE) / p->size;
-	for (size_t i = n; i-- > 0;) {
-		void *obj = first + i * p->size;
-
-		memcpy(obj, &p->head, sizeof(p->head));
-		p->head = obj;
-	}
-	p->n += n;
+	p->next = (char *)s + LK_LINE;
+	p->end = (char *)s + LK_SLAB_BYTES;
 	return 0;
 }
 
 void *lk_pool_get(struct lk_pool *p)
 {
-	void *obj;
+	void *obj = p->head;
 
-	if (p->head == NULL && pool_grow(p) != 0)
-		return NULL;
-	obj = p->head;
-	memcpy(&p->head, obj, sizeof(p->head));
-	p->n--;
+	if (obj != NULL) {
+		memcpy(&p->head, obj, sizeof(p->head));
+		p->n--;
+	} else {
+		if ((size_t)(p->end - p->next) < p->size && pool_grow(p) != 0)
+			return NULL;
+		obj = p->next;
+		p->next += p->size;
+	}
 	memset(obj, 0, p->size);
 	return obj;
 }
@@ -86,6 +83,7 @@ void lk_pool_destroy(struct lk_pool *p)
 		free(s);
 	}
 	p->head = NULL;
+	p->next = p->end = NULL;
 	p->n = 0;
 }
 
