@@ -299,6 +299,10 @@ void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 		for (unsigned j = 0; j < c; j++) {
 			r = (const void *)(p + j * rs);
 			rv[j] = lk_res_find(ls, &r->name, hv[j]);
+			/* the grant reads its queues and lists too */
+			for (size_t o = 64; rv[j] != NULL && o < LK_RES_HOT;
+			     o += 64)
+				__builtin_prefetch((const char *)rv[j] + o);
 		}
 		for (unsigned j = 0; j < c; j++) {
 			r = (const void *)(p + j * rs);
