@@ -11,7 +11,9 @@
  *   batch      1,000 PR locks mastered elsewhere in one lk_lock_batch,
  *              until lk_wait_batch returns: cold (fresh names, master lookups
  *              included; median of 5) and warm (masters known; median and
- *              best of 9). Every lock is checked to be a remote grant.
+ *              best of 9). Every lock is checked to be a remote grant;
+ *              each run is also divided by the median of 21 remote
+ *              grants taken just before it (same load).
  *   throughput many threads on many resources over all nodes: ops/s
  *
  * Usage: ucfs-lockbench [-n NODES] [-t THREADS] [-s SECONDS] [-j FILE]
@@ -435,7 +437,38 @@ static void master_on_2(struct lk_name *names, struct lk_lock **lks, int n)
 	lk_unlock_batch(lks, (size_t)n, 0);
 }
 
-static double batch_min_us;
+static double batch_min_us, batch_ratio_warm, batch_ratio_cold;
+
+/* Median of 21 remote grants (node 1 asking node 2's master), taken just
+ * before a batch so that both see the same load on a shared machine. */
+static double remote_now_us(void)
+{
+	enum { N = 21 };
+	struct lk_name n = nm(1, 6);
+	uint64_t t[N];
+
+	for (int i = 0; i < N; i++) {
+		uint64_t t0 = now_ns();
+		struct lk_lock *lk = lock_wait(1, &n, LK_EX);
+
+		t[i] = now_ns() - t0;
+		lk_unlock(lk, 0);
+	}
+	return median_us(t, N);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
 
 /*
  * cold: node 1 has never used the names (master lookups included: a third
@@ -443,6 +476,8 @@ static double batch_min_us;
  * 3), a fresh set of names per run. warm: the same names again; node 1
  * knows their master (the resources wait on its toss list), node 2 still
  * masters them, no lock is held anywhere in between. Medians of the runs.
+ * Each run is also divided by the remote grant measured right before it
+ * (remote_now_us): the paired ratios' median.
  */
 static void bench_batch(double *cold_us, double *warm_us)
 {
@@ -451,23 +486,36 @@ static void bench_batch(double *cold_us, double *warm_us)
 	static struct lk_lock *lks[N];
 	static uint16_t set;
 	uint64_t runs[RUNS], cold[COLD];
+	double rw[RUNS], rc[COLD];
+	struct lk_name r = nm(1, 6);
 
-	for (int r = 0; r < COLD; r++) {
+	lk_unlock(lock_wait(2, &r, LK_EX), 0); /* node 2 masters it */
+	lk_unlock(lock_wait(1, &r, LK_EX), 0); /* node 1 knows that */
+	for (int i = 0; i < COLD; i++) {
+		double rem;
+
 		set++;
-		for (int i = 0; i < N; i++)
-			names[i] = nm(2, (uint64_t)set << 32 | (uint64_t)i);
+		for (int k = 0; k < N; k++)
+			names[k] = nm(2, (uint64_t)set << 32 | (uint64_t)k);
 		master_on_2(names, lks, N);
+		rem = remote_now_us();
 		usleep(5000);
-		cold[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		cold[i] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		rc[i] = (double)cold[i] / 1000.0 / rem;
 	}
 	*cold_us = median_us(cold, COLD);
+	batch_ratio_cold = median_of(rc, COLD);
 	/* the machine may be shared: median and best of several runs */
-	for (int r = 0; r < RUNS; r++) {
+	for (int i = 0; i < RUNS; i++) {
+		double rem = remote_now_us();
+
 		usleep(5000);
-		runs[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		runs[i] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		rw[i] = (double)runs[i] / 1000.0 / rem;
 	}
 	*warm_us = median_us(runs, RUNS);
 	batch_min_us = (double)runs[0] / 1000.0;
+	batch_ratio_warm = median_of(rw, RUNS);
 }
 
 static uint64_t proc_cpu_ns(void)
@@ -581,8 +629,10 @@ int main(int argc, char **argv)
 			start_cluster();
 			for (int i = 0; i < 10; i++) {
 				bench_batch(&cold, &warm);
-				printf("batch cold %.1f us, warm %.1f us\n",
-				       cold, warm);
+				printf("batch cold %.1f us, warm %.1f us "
+				       "(paired: %.1fx, %.1fx)\n",
+				       cold, warm, batch_ratio_cold,
+				       batch_ratio_warm);
 			}
 			batch_cpu();
 			stop_cluster();
@@ -635,6 +685,9 @@ int main(int argc, char **argv)
 	printf("%-34s %9.1f us  (%.1fx remote grant)\n",
 	       "1000-lock batch, best of 9", batch_min_us,
 	       batch_min_us / remote);
+	printf("%-34s %9.1fx warm, %.1fx cold (median of per-run ratios)\n",
+	       "  batch / remote grant just before", batch_ratio_warm,
+	       batch_ratio_cold);
 	printf("%-34s %9.1f us  (%.1f us on the CPU)\n",
 	       "  last run: lk_lock_batch call", batch_submit_us,
 	       batch_submit_cpu_us);
@@ -652,10 +705,12 @@ int main(int argc, char **argv)
 		"\"remote_over_rtt\": %.3f, \"pingpong_per_s\": %.0f, "
 		"\"batch1000_cold_us\": %.1f, \"batch1000_warm_us\": %.1f, "
 		"\"batch_over_remote\": %.2f, \"batch1000_best_us\": %.1f, "
+		"\"batch_over_remote_paired_warm\": %.2f, "
+		"\"batch_over_remote_paired_cold\": %.2f, "
 		"\"throughput_ops_s\": %.0f}\n",
 		nnodes, nthreads, rtt, local, cached, cached_mean / 1000.0,
 		remote, remote / rtt, pp, cold, warm, warm / remote,
-		batch_min_us, tp);
+		batch_min_us, batch_ratio_warm, batch_ratio_cold, tp);
 	if (jf != stdout)
 		fclose(jf);
 	return 0;
