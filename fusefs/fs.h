@@ -74,6 +74,9 @@ struct fs_opts {
 	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
 	unsigned readahead_kb;		/* readahead=KB, kernel file readahead
 					   (0: off) */
+	unsigned statahead;		/* statahead=N, directory entries whose
+					   inode blocks are read ahead of a
+					   readdir (0: off) */
 	int writeback_cache;		/* writeback_cache: the kernel caches
 					   writes (faster small writes, but a
 					   full fs reports ENOSPC only at
@@ -90,9 +93,11 @@ struct fs_opts {
 #define FS_DEFAULT_COMMIT_S 5
 #define FS_DEFAULT_CACHE_MB 256
 #define FS_DEFAULT_READAHEAD_KB 1024
+#define FS_DEFAULT_STATAHEAD 512
+#define FS_MAX_STATAHEAD 65536
 
 /* Defaults: rw, nolock, data=ordered, commit=5, relatime, cache_mb=256,
- * readahead=1024. */
+ * readahead=1024, statahead=512. */
 void fs_opts_init(struct fs_opts *o);
 
 /*

@@ -16,6 +16,7 @@ enum {
 	FS_BUF_HASHED = 1 << 3,		/* in the hash table */
 	FS_BUF_ON_CKPT = 1 << 4,	/* on the journal's checkpoint list */
 	FS_BUF_REVOKED = 1 << 5,	/* freed: ckpt must not be written */
+	FS_BUF_PREFETCHED = 1 << 6,	/* read ahead, no demand read yet */
 };
 
 /* ---- fs_cache.c ---- */

@@ -1,6 +1,9 @@
 /*
- * fs_fsck.c — the read-only consistency check of a ucfs image (fs_fsck.h
- * lists what is checked).
+ * fs_fsck.c — the consistency check of a ucfs image (fs_fsck.h lists
+ * what is checked). It records what a repair needs (per-inode names and
+ * subdirectories, directory entry counts, the reachable blocks with and
+ * without the orphans) and, with opts.repair, ends in fsck_repair()
+ * (fs_fsck_repair.c); the journal overlay is fs_fsck_journal.c.
  *
  * Sections: reporting / block and inode maps / superblock and fixed
  * metadata / resource groups / B+tree walk / inodes (files, symlinks,
@@ -29,12 +32,16 @@
 
 #define MAX_REPORT_DEFAULT 20
 
-enum kind {
-	K_SB, K_META, K_RGRP, K_TREE, K_INODE, K_DIR, K_LINK, K_ORPHAN,
-	K_LEAK, K_FREE, K_DUP, K_COUNT, K_NKINDS
-};
 
 /* ---- reporting -------------------------------------------------------- */
+
+static void vreport(struct fsck *ck, const char *prefix, const char *fmt,
+		    va_list ap)
+{
+	fputs(prefix, ck->o->out);
+	vfprintf(ck->o->out, fmt, ap);
+	fputc('\n', ck->o->out);
+}
 
 void fsck_err(struct fsck *ck, unsigned kind, const char *fmt, ...)
 {
@@ -47,11 +54,9 @@ void fsck_err(struct fsck *ck, unsigned kind, const char *fmt, ...)
 		kind = K_META;
 	if (++ck->reported[kind] > cap || ck->o->out == NULL)
 		return;
-	fprintf(ck->o->out, "ERROR: ");
 	va_start(ap, fmt);
-	vfprintf(ck->o->out, fmt, ap);
+	vreport(ck, "ERROR: ", fmt, ap);
 	va_end(ap);
-	fprintf(ck->o->out, "\n");
 }
 
 void fsck_note(struct fsck *ck, const char *fmt, ...)
@@ -60,26 +65,14 @@ void fsck_note(struct fsck *ck, const char *fmt, ...)
 
 	if (ck->o->out == NULL)
 		return;
-	fprintf(ck->o->out, "note: ");
 	va_start(ap, fmt);
-	vfprintf(ck->o->out, fmt, ap);
+	vreport(ck, "note: ", fmt, ap);
 	va_end(ap);
-	fprintf(ck->o->out, "\n");
 }
 
 #define ULL(x) ((unsigned long long)(x))
 
 /* ---- block and inode maps --------------------------------------------- */
-
-static int bit_get(const uint8_t *map, uint64_t b)
-{
-	return (map[b >> 3] >> (b & 7)) & 1;
-}
-
-static void bit_set(uint8_t *map, uint64_t b)
-{
-	map[b >> 3] |= (uint8_t)(1u << (b & 7));
-}
 
 /* Mark @b reachable, owned by @what (for messages). Returns 0, or -1 if
  * out of range or already reachable (both reported). */
@@ -91,16 +84,16 @@ static int mark(struct fsck *ck, uint64_t b, const char *what, uint64_t owner)
 			 ULL(owner), ULL(b), ULL(ck->nblocks));
 		return -1;
 	}
-	if (bit_get(ck->reach, b)) {
-		if (!bit_get(ck->dup, b)) {
-			bit_set(ck->dup, b);
+	if (fsck_bit_get(ck->reach, b)) {
+		if (!fsck_bit_get(ck->dup, b)) {
+			fsck_bit_set(ck->dup, b);
 			ck->res->doubly_used++;
 		}
 		fsck_err(ck, K_DUP, "block %llu is used twice (again as %s "
 			 "of inode %llu)", ULL(b), what, ULL(owner));
 		return -1;
 	}
-	bit_set(ck->reach, b);
+	fsck_bit_set(ck->reach, b);
 	ck->res->blocks_used++;
 	return 0;
 }
@@ -120,52 +113,10 @@ static int in_data_area(const struct fsck *ck, uint64_t b)
 							(uint32_t)g));
 }
 
-static size_t ino_slot(const struct fsck *ck, uint64_t ino)
-{
-	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 17) &
-	       (ck->inos_cap - 1);
-}
-
-static int inos_grow(struct fsck *ck)
-{
-	struct fsck_ino *old = ck->inos;
-	size_t oldcap = ck->inos_cap;
-
-	ck->inos_cap = oldcap ? oldcap * 2 : 4096;
-	ck->inos = calloc(ck->inos_cap, sizeof(*ck->inos));
-	if (ck->inos == NULL) {
-		ck->inos = old;
-		ck->inos_cap = oldcap;
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < oldcap; i++) {
-		size_t j;
-
-		if (old[i].ino == 0)
-			continue;
-		for (j = ino_slot(ck, old[i].ino); ck->inos[j].ino != 0;
-		     j = (j + 1) & (ck->inos_cap - 1))
-			;
-		ck->inos[j] = old[i];
-	}
-	free(old);
-	return 0;
-}
-
 /* The record of @ino, created if absent (NULL: out of memory). */
 static struct fsck_ino *ino_get(struct fsck *ck, uint64_t ino)
 {
-	size_t i;
-
-	if ((ck->inos_n + 1) * 2 > ck->inos_cap && inos_grow(ck) < 0)
-		return NULL;
-	for (i = ino_slot(ck, ino); ck->inos[i].ino != 0;
-	     i = (i + 1) & (ck->inos_cap - 1))
-		if (ck->inos[i].ino == ino)
-			return &ck->inos[i];
-	ck->inos[i].ino = ino;
-	ck->inos_n++;
-	return &ck->inos[i];
+	return fsck_tab_get(&ck->inos, ino);
 }
 
 static int queue_push(struct fsck *ck, uint64_t ino)
@@ -185,33 +136,37 @@ static int queue_push(struct fsck *ck, uint64_t ino)
 
 /* ---- superblock and fixed metadata ------------------------------------ */
 
+/* 1 if @sb, read from @blkno, is a usable superblock; 0 (reported). */
+static int sb_usable(struct fsck *ck, const struct fs_sb *sb,
+		     uint64_t blkno, const char *name)
+{
+	char why[200] = "";
+
+	if (fs_blk_verify(sb, FS_BT_SB, blkno) == 0 &&
+	    fs_sb_check(sb, ck->dev_blocks, 0, why, sizeof(why)) == 0)
+		return 1;
+	fsck_err(ck, blkno == FS_SB_BLK ? K_SB : K_SBBACKUP,
+		 "%s (block %llu) is bad: %s", name, ULL(blkno),
+		 why[0] ? why : "checksum, magic, type or block number "
+				"mismatch");
+	return 0;
+}
+
 static int check_sb(struct fsck *ck)
 {
 	struct fs_sb *sb = ck->buf, *bk = ck->buf2;
-	char why[200] = "";
 	int pri_ok, bk_ok;
 
 	if (fsck_read(ck, FS_SB_BLK, sb) < 0 ||
 	    fsck_read(ck, FS_SB_BACKUP_BLK, bk) < 0)
 		return -EIO;
-	pri_ok = fs_blk_verify(sb, FS_BT_SB, FS_SB_BLK) == 0 &&
-		 fs_sb_check(sb, ck->dev_blocks, 0, why, sizeof(why)) == 0;
-	if (!pri_ok)
-		fsck_err(ck, K_SB, "superblock (block 0) is bad: %s",
-			 why[0] ? why : "checksum, magic, type or block "
-					"number mismatch");
-	why[0] = '\0';
-	bk_ok = fs_blk_verify(bk, FS_BT_SB, FS_SB_BACKUP_BLK) == 0 &&
-		fs_sb_check(bk, ck->dev_blocks, 0, why, sizeof(why)) == 0;
-	if (!bk_ok)
-		fsck_err(ck, K_SB, "backup superblock (block 1) is bad: %s",
-			 why[0] ? why : "checksum, magic, type or block "
-					"number mismatch");
+	pri_ok = sb_usable(ck, sb, FS_SB_BLK, "superblock");
+	bk_ok = sb_usable(ck, bk, FS_SB_BACKUP_BLK, "backup superblock");
 	if (pri_ok && bk_ok &&
 	    memcmp((char *)sb + sizeof(sb->hdr), (char *)bk + sizeof(bk->hdr),
 		   FS_BLOCK_SIZE - sizeof(sb->hdr)) != 0)
-		fsck_err(ck, K_SB, "backup superblock (block 1) differs from "
-			 "the superblock (block 0)");
+		fsck_err(ck, K_SBBACKUP, "backup superblock (block 1) differs "
+			 "from the superblock (block 0)");
 	if (!pri_ok && !bk_ok)
 		return -EUCLEAN;
 	if (!pri_ok)
@@ -276,7 +231,7 @@ static void check_rgrp_meta(struct fsck *ck, uint32_t g)
 	for (uint32_t i = 1; i <= nbm; i++)
 		if (fsck_read(ck, start + i, ck->buf2) < 0 ||
 		    fs_blk_verify(ck->buf2, FS_BT_BITMAP, start + i) < 0)
-			fsck_err(ck, K_RGRP, "rgroup %u: bitmap block %llu "
+			fsck_err(ck, K_BITMAP, "rgroup %u: bitmap block %llu "
 				 "is bad", g, ULL(start + i));
 }
 
@@ -712,18 +667,22 @@ static int walk_dir(struct fsck *ck, uint64_t dir)
 	ret = walk_tree(ck, di, "directory", dirent_cb, &d, &bad);
 	if (ret < 0 || bad)
 		goto out;
-	if (size != d.entries)
-		fsck_err(ck, K_DIR, "directory %llu: size %llu but %llu "
-			 "entries", ULL(dir), ULL(size), ULL(d.entries));
 	r = ino_get(ck, dir);
 	if (r == NULL) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	r->entries = d.entries;
+	if (size != d.entries) {
+		r->size_bad = 1;
+		fsck_err(ck, K_DSIZE, "directory %llu: size %llu but %llu "
+			 "entries", ULL(dir), ULL(size), ULL(d.entries));
+	}
 	if (r->orphan)
 		goto out;
-	if (parent != r->parent)
-		fsck_err(ck, K_DIR, "directory %llu: '..' (parent field) is "
+	r->parent_bad = parent != r->parent;
+	if (r->parent_bad)
+		fsck_err(ck, K_PARENT, "directory %llu: '..' (parent field) is "
 			 "%llu but it is named in directory %llu", ULL(dir),
 			 ULL(parent), ULL(r->parent));
 out:
@@ -736,11 +695,11 @@ out:
 
 static void check_links(struct fsck *ck)
 {
-	for (size_t i = 0; i < ck->inos_cap; i++) {
-		struct fsck_ino *r = &ck->inos[i];
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
 		uint32_t want;
 
-		if (r->ino == 0 || r->bad || !r->checked || r->orphan)
+		if (r == NULL || r->bad || !r->checked || r->orphan)
 			continue;
 		want = (r->mode & S_IFMT) == S_IFDIR ? 2 + r->subdirs
 						     : r->names;
@@ -795,6 +754,26 @@ static int check_orphans(struct fsck *ck)
 
 /* ---- bitmaps against reachability ------------------------------------- */
 
+/* Block @b of group @g is marked in use but unreachable: leaked, or, if
+ * it holds an inode that still has links, a lost file (which a repair
+ * must not free). */
+static void report_leak(struct fsck *ck, uint32_t g, uint64_t b)
+{
+	const struct fs_dinode *di = ck->buf3;
+
+	ck->res->leaked++;
+	if (in_data_area(ck, b) && fsck_read(ck, b, ck->buf3) == 0 &&
+	    fs_blk_verify(di, FS_BT_INODE, b) == 0 && di->nlink > 0) {
+		fsck_err(ck, K_LOST, "block %llu (rgroup %u) is marked in use "
+			 "but nothing refers to it (leaked): it holds inode "
+			 "%llu with %u link(s), a lost file", ULL(b), g,
+			 ULL(b), di->nlink);
+		return;
+	}
+	fsck_err(ck, K_LEAK, "block %llu (rgroup %u) is marked in use but "
+		 "nothing refers to it (leaked)", ULL(b), g);
+}
+
 static void check_bitmaps(struct fsck *ck, uint32_t g, uint32_t inodes)
 {
 	uint64_t start = fs_rgrp_blk(&ck->sb, g);
@@ -819,13 +798,10 @@ static void check_bitmaps(struct fsck *ck, uint32_t g, uint32_t inodes)
 		if (!bm_ok)
 			continue;	/* reported in check_rgrp_meta */
 		used = (bm->bits[(i % FS_BITMAP_BITS) / 8] >> (i % 8)) & 1;
-		reach = bit_get(ck->reach, b);
+		reach = fsck_bit_get(ck->reach, b);
 		clear += !used;
 		if (used && !reach) {
-			ck->res->leaked++;
-			fsck_err(ck, K_LEAK, "block %llu (rgroup %u) is "
-				 "marked in use but nothing refers to it "
-				 "(leaked)", ULL(b), g);
+			report_leak(ck, g, b);
 		} else if (!used && reach) {
 			ck->res->used_but_free++;
 			fsck_err(ck, K_FREE, "block %llu (rgroup %u) is in use"
@@ -880,9 +856,24 @@ out:
 	return ret;
 }
 
+/* ck->ginodes: the usable inodes found, per rgroup. 0 or -ENOMEM. */
+static int count_inodes(struct fsck *ck)
+{
+	ck->ginodes = calloc(ck->sb.rgrp_count, sizeof(*ck->ginodes));
+	if (ck->ginodes == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		const struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
+
+		if (r != NULL && r->checked && !r->bad)
+			ck->ginodes[(r->ino - ck->sb.rgrp_start) /
+				    ck->sb.rgrp_blocks]++;
+	}
+	return 0;
+}
+
 static int run(struct fsck *ck)
 {
-	uint32_t *ginodes;
 	size_t mapbytes;
 	int ret;
 
@@ -903,25 +894,23 @@ static int run(struct fsck *ck)
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
 		check_rgrp_meta(ck, g);
 	ret = walk_namespace(ck);
+	if (ret == 0 && ck->o->repair) {
+		/* what stays reachable once the orphans are freed */
+		ck->live = malloc(mapbytes);
+		if (ck->live == NULL)
+			return -ENOMEM;
+		memcpy(ck->live, ck->reach, mapbytes);
+	}
 	if (ret == 0)
 		ret = check_orphans(ck);
 	if (ret < 0)
 		return ret;
 	check_links(ck);
-	ginodes = calloc(ck->sb.rgrp_count, sizeof(*ginodes));
-	if (ginodes == NULL)
+	if (count_inodes(ck) < 0)
 		return -ENOMEM;
-	for (size_t i = 0; i < ck->inos_cap; i++) {
-		const struct fsck_ino *r = &ck->inos[i];
-
-		if (r->ino != 0 && r->checked && !r->bad)
-			ginodes[(r->ino - ck->sb.rgrp_start) /
-				ck->sb.rgrp_blocks]++;
-	}
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
-		check_bitmaps(ck, g, ginodes[g]);
-	free(ginodes);
-	return 0;
+		check_bitmaps(ck, g, ck->ginodes[g]);
+	return ck->o->repair ? fsck_repair(ck) : 0;
 }
 
 static void summary(struct fsck *ck)
@@ -945,23 +934,29 @@ static void summary(struct fsck *ck)
 int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 		struct fs_fsck_result *res)
 {
-	struct fsck ck = { .bd = bd, .o = o, .res = res };
+	struct fsck ck = { .bd = bd, .o = o, .res = res,
+		.ovl.esize = sizeof(struct fsck_ovl_ent),
+		.inos.esize = sizeof(struct fsck_ino) };
 	int ret = -ENOMEM;
 
 	memset(res, 0, sizeof(*res));
 	ck.dev_blocks = bd_size(bd) / FS_BLOCK_SIZE;
 	ck.buf = bd_buf_alloc(FS_BLOCK_SIZE);
 	ck.buf2 = bd_buf_alloc(FS_BLOCK_SIZE);
-	if (ck.buf != NULL && ck.buf2 != NULL)
+	ck.buf3 = bd_buf_alloc(FS_BLOCK_SIZE);
+	if (ck.buf != NULL && ck.buf2 != NULL && ck.buf3 != NULL)
 		ret = run(&ck);
 	if (ret == 0)
 		summary(&ck);
 	fsck_overlay_free(&ck);
 	free(ck.reach);
+	free(ck.live);
 	free(ck.dup);
-	free(ck.inos);
+	free(ck.ginodes);
+	fsck_tab_free(&ck.inos);
 	free(ck.queue);
 	free(ck.buf);
 	free(ck.buf2);
+	free(ck.buf3);
 	return ret;
 }

@@ -1,7 +1,7 @@
 /*
- * fs_fsck.h — read-only consistency check of a ucfs image (the library
- * behind tools/fsck.ucfs, also called by crash tests on a surviving
- * device).
+ * fs_fsck.h — consistency check of a ucfs image, and its conservative
+ * repair (the library behind tools/fsck.ucfs, also called by crash tests
+ * on a surviving device).
  *
  * The check never writes. If a slot's journal holds committed
  * transactions that were not checkpointed (a crash), their block images
@@ -24,10 +24,30 @@
  *    directories, no cycles), link counts (files: names; dirs: 2 +
  *    subdirectories), orphan lists (chain, nlink 0, not linked);
  *  - bitmaps against reachable blocks: blocks in use but not reachable
- *    (leaked), reachable but marked free, reachable twice (doubly used).
+ *    (leaked; one holding an inode that still has links is a lost file),
+ *    reachable but marked free, reachable twice (doubly used).
  *
  * It must not crash on any input: every on-disk value is bounds-checked
  * before use.
+ *
+ * Repair (opts.repair; the device must be writable and mounted nowhere):
+ * conservative and deterministic, e2fsck -y style, never when the
+ * primary superblock is bad.
+ *  1. Each slot's committed journal is replayed for real, as a mount
+ *     would (images home, flush, header tail moved), unless that journal
+ *     has errors.
+ *  2. Then, only if every problem found is of a kind it can fix, it
+ *     fixes them all: the backup superblock (rewritten from the
+ *     primary), inode link counts, directory sizes and '..' fields,
+ *     bitmaps rebuilt from the reachable blocks (leaked blocks freed,
+ *     used blocks marked, unreadable bitmap blocks rewritten), rgroup
+ *     free and inode counts; and it releases the orphans (inodes unlinked
+ *     while open when their node stopped: orphan lists emptied, their
+ *     blocks freed), as a mount's orphan reclaim would.
+ * Any other problem (a bad inode, tree node or directory entry, a block
+ * used twice, a leaked block that holds a lost file, ...) stops step 2:
+ * nothing but the journal replay is written, so a later fsck sees the
+ * same damage.
  */
 #ifndef UCFS_FS_FSCK_H
 #define UCFS_FS_FSCK_H
@@ -41,6 +61,7 @@ struct fs_fsck_opts {
 	FILE *out;		/* problem lines and summary (NULL: none) */
 	int verbose;		/* also print progress notes */
 	unsigned max_report;	/* per-kind cap on repeated lines (0: 20) */
+	int repair;		/* replay journals, fix what is safe */
 };
 
 struct fs_fsck_result {
@@ -51,12 +72,18 @@ struct fs_fsck_result {
 	uint64_t leaked, doubly_used, used_but_free;
 	uint64_t orphans;
 	unsigned journal_tx;	/* committed transactions in the overlay */
+	unsigned replayed_tx;	/* repair: of those, written home */
+	uint64_t fixed;		/* repair: problems fixed */
+	uint64_t blocks_written;	/* repair: blocks rewritten in place */
+	uint64_t orphans_freed;	/* repair: orphan inodes released */
 };
 
 /*
- * Check the filesystem on @bd (opened read-only or not; never written).
+ * Check the filesystem on @bd (never written unless o->repair).
  * Returns 0 when the check ran (then res->errors says whether it is
- * clean), or -ENOMEM / -EIO when it could not run (device unreadable).
+ * clean: with repair, the problems found before fixing, res->fixed of
+ * them fixed), or -ENOMEM / -EIO when it could not run (device
+ * unreadable, or a repair write failed).
  * A filesystem too damaged to walk (no valid superblock) is a run with
  * errors, not a failure to run.
  */

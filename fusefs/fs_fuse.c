@@ -178,7 +178,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		FUSE_CAP_READDIRPLUS, FUSE_CAP_READDIRPLUS_AUTO,
 		FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_POSIX_ACL,
 		FUSE_CAP_DONT_MASK, FUSE_CAP_CACHE_SYMLINKS,
-		FUSE_CAP_ASYNC_DIO,
+		FUSE_CAP_ASYNC_DIO, FUSE_CAP_NO_OPENDIR_SUPPORT,
 	};
 
 	struct fs_fuse *ff = userdata;
@@ -672,26 +672,13 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 
 /* ---- directories ---- */
 
-static void op_opendir(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
-	struct fs_attr a;
-	int ret;
-
-	ret = fs_getattr(ff->fs, to_ino(ff, ino), &a);
-	if (ret == 0 && !S_ISDIR(a.mode))
-		ret = -ENOTDIR;
-	if (ret == 0) {
-		fi->cache_readdir = 1;
-		fi->keep_cache = 1;
-		fuse_reply_open(req, fi);
-	} else {
-		reply_err(req, ret);
-	}
-	op_end(ff, FS_OP_OPENDIR, t0, ret);
-}
+/*
+ * No opendir/releasedir: with FUSE_CAP_NO_OPENDIR_SUPPORT libfuse answers
+ * the first OPENDIR with ENOSYS and the kernel then opens directories by
+ * itself with FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR (what ucfs answered),
+ * saving two round trips per directory (a du of 790 directories: 1,590
+ * requests). Directory handles carry nothing: readdir works by inode.
+ */
 
 struct dirbuf {
 	struct fs_fuse *ff;
@@ -773,18 +760,6 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 {
 	(void)fi;
 	do_readdir(req, ino, size, off, 1);
-}
-
-static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
-{
-	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
-
-	(void)ino;
-	(void)fi;
-	reply_err(req, 0);
-	op_end(ff, FS_OP_RELEASEDIR, t0, 0);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -908,10 +883,8 @@ static const struct fuse_lowlevel_ops ucfs_ops = {
 	.release = op_release,
 	.fsync = op_fsync,
 	.fallocate = op_fallocate,
-	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
-	.releasedir = op_releasedir,
 	.fsyncdir = op_fsyncdir,
 	.statfs = op_statfs,
 	.setxattr = op_setxattr,
@@ -1133,6 +1106,8 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	argv[argc] = NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	ff->se = fuse_session_new(&args, &ucfs_ops, sizeof(ucfs_ops), ff);
+	/* libfuse's option parser leaves @args pointing at its own copy */
+	fuse_opt_free_args(&args);
 	if (ff->se == NULL) {
 		snprintf(err, errlen, "ucfs: libfuse refused options '%s'",
 			 opts);

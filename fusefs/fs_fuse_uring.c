@@ -148,22 +148,30 @@ static void ur_log(const char *what, int err)
 	fprintf(stderr, "ucfs: fuse io_uring: %s: %s\n", what, strerror(err));
 }
 
-static void prep_cmd(struct ur_queue *q, struct ur_ent *e, uint32_t op,
-		     uint64_t commit_id)
+/* The ring has a slot per entry plus the two polls and at most one SQE
+ * per entry is queued, so a NULL here does not happen; if it did, make
+ * room by submitting. */
+static struct io_uring_sqe *get_sqe(struct ur_queue *q)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
-	struct ur_cmd *cmd;
 
-	/* at most one SQE per entry is queued and the ring has a slot per
-	 * entry, so this does not happen; if it did, make room */
 	if (sqe == NULL) {
 		io_uring_submit(&q->ring);
 		sqe = io_uring_get_sqe(&q->ring);
-		if (sqe == NULL) {
+		if (sqe == NULL)
 			ur_log("no free SQE", EBUSY);
-			return;
-		}
 	}
+	return sqe;
+}
+
+static void prep_cmd(struct ur_queue *q, struct ur_ent *e, uint32_t op,
+		     uint64_t commit_id)
+{
+	struct io_uring_sqe *sqe = get_sqe(q);
+	struct ur_cmd *cmd;
+
+	if (sqe == NULL)
+		return;
 	memset(sqe, 0, 2 * sizeof(*sqe));	/* SQE128 */
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->flags = IOSQE_FIXED_FILE;
@@ -313,16 +321,10 @@ static void hand_off(struct fs_uring *u, struct ur_ent *e)
 
 static void arm_done_poll(struct ur_queue *q)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	struct io_uring_sqe *sqe = get_sqe(q);
 
-	if (sqe == NULL) {
-		io_uring_submit(&q->ring);
-		sqe = io_uring_get_sqe(&q->ring);
-		if (sqe == NULL) {
-			ur_log("no free SQE for the done poll", EBUSY);
-			return;
-		}
-	}
+	if (sqe == NULL)
+		return;
 	io_uring_prep_poll_add(sqe, q->done_evfd, POLLIN);
 	io_uring_sqe_set_data64(sqe, DONE_TAG);
 }
@@ -410,7 +412,9 @@ static int queue_setup(struct ur_queue *q)
 		e->iov[1] = (struct iovec){ e->payload, u->payload_sz };
 		prep_cmd(q, e, UR_CMD_REGISTER, 0);
 	}
-	sqe = io_uring_get_sqe(&q->ring);
+	sqe = get_sqe(q);
+	if (sqe == NULL)
+		return -EBUSY;
 	io_uring_prep_poll_add(sqe, q->evfd, POLLIN);
 	io_uring_sqe_set_data64(sqe, EVFD_TAG);
 	arm_done_poll(q);

@@ -96,6 +96,17 @@ struct fs_core_stats {
 	uint64_t data_read_hits;	/* reads served from in-flight data */
 	uint64_t data_errors;		/* failed data writes */
 	uint64_t data_waits;		/* fs_data_wait calls */
+	/* prefetch (fs_buf_prefetch / fs_buf_readahead); cache_readahead
+	 * counts the blocks read ahead */
+	uint64_t ra_ios;		/* device reads issued (merged runs) */
+	uint64_t ra_gap_blocks;		/* blocks read only to merge runs */
+	uint64_t ra_hits;		/* prefetched blocks a demand read used */
+	uint64_t ra_waits;		/* ... while their read was in flight */
+	uint64_t ra_wait_ns;		/* time those demand reads waited */
+	uint64_t ra_wasted;		/* prefetched blocks dropped unused */
+	uint64_t ra_skipped;		/* not prefetched: bound reached */
+	uint64_t ra_errors;		/* prefetch reads that failed */
+	uint64_t ra_unused;		/* current value: prefetched, unused */
 };
 
 /*
@@ -239,10 +250,32 @@ int fs_buf_new(struct fs_tx *tx, uint64_t blkno, unsigned type,
 void fs_buf_hold(struct fs_buf *b);
 void fs_buf_put(struct fs_buf *b);
 
-/* Read the blocks among @blknos that are not cached, in one batch, into
- * the cache (verified later by fs_buf_read). Best effort: 0 or -errno of
- * the batch; nothing is lost on error. */
+/*
+ * Prefetch: start reading the blocks among @blknos (any order, duplicates
+ * allowed) that are not cached, and return without waiting. Blocks close
+ * together on the device are read by one larger I/O (runs merged across
+ * gaps of at most a few blocks; the gap blocks are discarded). A demand
+ * read (fs_buf_read) of a block in flight waits for that one I/O only.
+ * Bounded: at most a quarter of the cache may hold prefetched blocks no
+ * demand read has used yet, and prefetch never grows the cache past its
+ * bound (it evicts only clean, unreferenced buffers, like any read; dirty
+ * and pinned buffers are never touched). Blocks past the bound are
+ * skipped (counted). Data is verified later by fs_buf_read. Returns the
+ * number of blocks submitted (0..n); never fails (errors are counted and
+ * the block is simply read again on demand). Any context; does not block
+ * on I/O.
+ */
+unsigned fs_buf_prefetch(struct fs *fs, const uint64_t *blknos, unsigned n);
+
+/* fs_buf_prefetch, then wait until those reads completed. Best effort:
+ * 0, or -EIO if one of them failed (nothing is lost on error). */
 int fs_buf_readahead(struct fs *fs, const uint64_t *blknos, unsigned n);
+
+/* fs_buf_read without I/O and without waiting: -EAGAIN if @blkno is not
+ * cached and uptodate (or a read of it is in flight). Otherwise as
+ * fs_buf_read. */
+int fs_buf_read_cached(struct fs *fs, uint64_t blkno, unsigned type,
+		       struct fs_buf **out);
 
 /* ---- transactions & journal (fs_journal.c) ---------------------------- */
 /*

@@ -27,6 +27,10 @@
  * and the buffer leaves the cache, so neither a checkpoint nor a replay
  * can later overwrite the block (which may by then hold file data).
  *
+ * Replay (mount, recovery of another slot): fs_jscan.c parses the log
+ * and selects the images (the parser fsck uses too); this file writes
+ * them home in batches, flushes, and moves the header's tail past them.
+ *
  * Locking: commit_mutex (taken without a handle held) serializes commit
  * and checkpoint and protects the log position fields and every ckpt
  * copy; j->lock (order 4) protects the running transaction (list, count,
@@ -40,6 +44,7 @@
 #include <time.h>
 
 #include "fusefs/fs_core_priv.h"
+#include "fusefs/fs_jscan.h"
 
 struct fs_tx {
 	struct fs *fs;
@@ -112,360 +117,114 @@ static unsigned desc_count(unsigned entries)
 static int jhdr_write(struct fs *fs, unsigned slot, void *buf,
 		      uint64_t tail_pos, uint64_t tail_seq, int clean)
 {
-	struct fs_jhdr *h = buf;
-	uint64_t blk = fs_journal_blk(&fs->sb, slot);
-
-	memset(h, 0, FS_BLOCK_SIZE);
-	h->slot = slot;
-	h->log_blocks = fs->sb.journal_blocks - 1;
-	h->tail_pos = tail_pos;
-	h->tail_seq = tail_seq;
-	h->clean = clean;
-	fs_blk_seal(h, FS_BT_JHDR, blk, 0);
-	return bd_write(fs->bd, h, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT,
-			BD_IO_FUA);
+	return fs_jhdr_write(fs->bd, &fs->sb, slot, buf, tail_pos, tail_seq,
+			     clean);
 }
 
 static int jhdr_read(struct fs *fs, unsigned slot, void *buf)
 {
-	struct fs_jhdr *h = buf;
 	uint64_t blk = fs_journal_blk(&fs->sb, slot);
 	int ret;
 
 	ret = bd_read(fs->bd, buf, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT);
 	if (ret < 0)
 		return ret;
-	ret = fs_blk_verify(buf, FS_BT_JHDR, blk);
-	if (ret < 0)
-		return ret;
-	if (h->log_blocks != fs->sb.journal_blocks - 1 ||
-	    h->tail_pos >= h->log_blocks)
-		return -EUCLEAN;
-	return 0;
+	return fs_jhdr_check(buf, &fs->sb, slot) < 0 ? -EUCLEAN : 0;
 }
 
 /* ---- replay ----------------------------------------------------------- */
 
-struct rp_img {
-	uint64_t home;
-	uint64_t pos;
-	uint64_t seq;
-};
-
-struct rp_rev {
-	uint64_t blkno;
-	uint64_t seq;
-};
+/* Replay writes the images fs_jscan selects home in batches of RP_BATCH,
+ * staged in one buffer. */
+#define RP_BATCH 256u
 
 struct rp_state {
 	struct fs *fs;
-	uint64_t jstart;
-	uint32_t log_blocks;
-	void *buf;
-	void *dbuf;
-	struct rp_img *img;
-	size_t nimg, capimg;
-	struct rp_rev *rev;
-	size_t nrev, caprev;
-	uint8_t *win;		/* RP_WIN log blocks read ahead */
-	uint64_t wpos;
-	unsigned wn;
+	uint8_t *stage;		/* RP_BATCH blocks */
+	struct bd_io ios[RP_BATCH];
+	unsigned n;
 };
 
-#define RP_WIN 256u
-
-/* Log block @pos, through a window of RP_WIN blocks read at once (the
- * scan and the apply pass both walk the log in order). */
-static int rp_read(struct rp_state *rp, uint64_t pos, void *buf)
+static int rp_put(void *ctx, uint64_t home, const void *blk)
 {
-	if (pos < rp->wpos || pos >= rp->wpos + rp->wn) {
-		unsigned n = rp->log_blocks - pos < RP_WIN ?
-			(unsigned)(rp->log_blocks - pos) : RP_WIN;
-		int ret = bd_read(rp->fs->bd, rp->win,
-				  (size_t)n * FS_BLOCK_SIZE,
-				  (rp->jstart + 1 + pos) << FS_BLOCK_SHIFT);
+	struct rp_state *rp = ctx;
+	uint8_t *d = rp->stage + (size_t)rp->n * FS_BLOCK_SIZE;
+	int ret = 0;
 
-		if (ret < 0) {
-			rp->wn = 0;
-			return ret;
+	memcpy(d, blk, FS_BLOCK_SIZE);
+	rp->ios[rp->n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
+		.len = FS_BLOCK_SIZE, .off = home << FS_BLOCK_SHIFT };
+	FS_STAT_ADD(rp->fs, replay_blocks, 1);
+	if (rp->n == RP_BATCH) {
+		ret = bd_submit(rp->fs->bd, rp->ios, rp->n);
+		rp->n = 0;
+	}
+	return ret;
+}
+
+/* Scan @slot's journal; unless @ro, write its committed images home and
+ * flush. */
+static int rp_run(struct fs *fs, unsigned slot, const struct fs_jhdr *h,
+		  int ro, struct fs_jscan_res *res)
+{
+	static const struct fs_jscan_ops ops = { .apply = rp_put };
+	struct rp_state *rp = NULL;
+	int ret;
+
+	if (!ro) {
+		rp = calloc(1, sizeof(*rp));
+		if (rp != NULL)
+			rp->stage = bd_buf_alloc((size_t)RP_BATCH *
+						 FS_BLOCK_SIZE);
+		if (rp == NULL || rp->stage == NULL) {
+			free(rp);
+			return -ENOMEM;
 		}
-		rp->wpos = pos;
-		rp->wn = n;
+		rp->fs = fs;
 	}
-	memcpy(buf, rp->win + (pos - rp->wpos) * FS_BLOCK_SIZE,
-	       FS_BLOCK_SIZE);
-	return 0;
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elt)
-{
-	void *n;
-	size_t c = *cap ? *cap : 64;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	n = realloc(*arr, c * elt);
-	if (n == NULL)
-		return -ENOMEM;
-	*arr = n;
-	*cap = c;
-	return 0;
-}
-
-static int rp_is_desc(struct rp_state *rp, uint64_t pos, uint64_t seq,
-		      void *buf)
-{
-	const struct fs_jdesc *d = buf;
-
-	if (rp_read(rp, pos, buf) < 0)
-		return -EIO;
-	if (fs_blk_verify(buf, 0, rp->jstart + 1 + pos) < 0)
-		return 0;
-	if (d->hdr.seq != seq)
-		return 0;
-	if (d->hdr.type == FS_BT_JDESC && d->count <= FS_JDESC_MAX)
-		return 1;
-	if (d->hdr.type == FS_BT_JCOMMIT)
-		return 2;
-	return 0;
-}
-
-/*
- * Parse one transaction starting at *pos with sequence @seq. Returns 1 and
- * advances *pos if it is complete and its commit record checks out (its
- * images and revokes are appended), 0 if not, -errno on I/O errors.
- */
-static int rp_scan_tx(struct rp_state *rp, uint64_t *pos, uint64_t seq)
-{
-	size_t img0 = rp->nimg, rev0 = rp->nrev;
-	const struct fs_jcommit *c = rp->buf;
-	uint64_t p = *pos, nblocks = 0;
-	uint32_t crc = 0;
-	int k, first = 1;
-
-	for (;;) {
-		const struct fs_jdesc *d = rp->buf;
-
-		if (nblocks + 1 >= rp->log_blocks)
-			goto out_bad;
-		k = rp_is_desc(rp, p, seq, rp->buf);
-		if (k < 0)
-			return k;
-		if (k == 0 || (k == 2 && first))
-			goto out_bad;
-		if (k == 2)
-			break;
-		first = 0;
-		crc = fs_crc32c(crc, rp->buf, FS_BLOCK_SIZE);
-		nblocks++;
-		p = (p + 1) % rp->log_blocks;
-		for (uint32_t i = 0; i < d->count; i++) {
-			const struct fs_jdesc_ent *e = &d->ent[i];
-
-			if (e->flags & FS_JDESC_REVOKE) {
-				if (grow((void **)&rp->rev, &rp->caprev,
-					 rp->nrev + 1, sizeof(*rp->rev)) < 0)
-					return -ENOMEM;
-				rp->rev[rp->nrev++] =
-					(struct rp_rev){ e->blkno, seq };
-				continue;
-			}
-			if (grow((void **)&rp->img, &rp->capimg,
-				 rp->nimg + 1, sizeof(*rp->img)) < 0)
-				return -ENOMEM;
-			if (rp_read(rp, p, rp->dbuf) < 0)
-				return -EIO;
-			crc = fs_crc32c(crc, rp->dbuf, FS_BLOCK_SIZE);
-			rp->img[rp->nimg++] = (struct rp_img){ e->blkno, p,
-							       seq };
-			nblocks++;
-			p = (p + 1) % rp->log_blocks;
-		}
-	}
-	if (c->nblocks != nblocks || c->tx_crc != crc)
-		goto out_bad;
-	*pos = (p + 1) % rp->log_blocks;
-	return 1;
-out_bad:
-	rp->nimg = img0;
-	rp->nrev = rev0;
-	return 0;
-}
-
-static int rev_cmp(const void *a, const void *b)
-{
-	const struct rp_rev *x = a, *y = b;
-
-	if (x->blkno != y->blkno)
-		return x->blkno < y->blkno ? -1 : 1;
-	return x->seq < y->seq ? 1 : x->seq > y->seq ? -1 : 0;
-}
-
-/* Highest sequence revoking @blkno (rev sorted by blkno, seq desc). */
-static uint64_t rp_revoked(const struct rp_state *rp, uint64_t blkno)
-{
-	size_t lo = 0, hi = rp->nrev;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (rp->rev[mid].blkno < blkno)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < rp->nrev && rp->rev[lo].blkno == blkno)
-		return rp->rev[lo].seq;
-	return 0;
-}
-
-struct rp_last {
-	uint64_t home;
-	size_t idx;
-};
-
-static int last_cmp(const void *a, const void *b)
-{
-	const struct rp_last *x = a, *y = b;
-
-	if (x->home != y->home)
-		return x->home < y->home ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/* Mark in @keep the images to write: the last one of each home block,
- * unless a later transaction revoked it. */
-static int rp_select(struct rp_state *rp, uint8_t *keep)
-{
-	struct rp_last *l = malloc((rp->nimg + 1) * sizeof(*l));
-	struct fs *fs = rp->fs;
-
-	if (l == NULL)
-		return -ENOMEM;
-	for (size_t i = 0; i < rp->nimg; i++)
-		l[i] = (struct rp_last){ rp->img[i].home, i };
-	qsort(l, rp->nimg, sizeof(*l), last_cmp);
-	for (size_t i = 0; i < rp->nimg; i++) {
-		const struct rp_img *m = &rp->img[l[i].idx];
-
-		if (i + 1 < rp->nimg && l[i + 1].home == l[i].home)
-			continue;	/* a later image exists */
-		if (rp_revoked(rp, m->home) > m->seq)
-			continue;
-		if (m->home >= fs->sb.total_blocks ||
-		    m->home < FS_SLOTAREA_BLK)
-			continue;
-		keep[l[i].idx] = 1;
-	}
-	free(l);
-	return 0;
-}
-
-/* Write the selected images home in batches, in log order; flush. */
-static int rp_apply(struct rp_state *rp)
-{
-	struct fs *fs = rp->fs;
-	uint8_t *keep = calloc(rp->nimg + 1, 1);
-	uint8_t *stage = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
-	struct bd_io ios[RP_WIN];
-	unsigned n = 0;
-	int ret = -ENOMEM;
-
-	if (keep == NULL || stage == NULL)
-		goto out_free;
-	if (rp->nrev > 0)
-		qsort(rp->rev, rp->nrev, sizeof(*rp->rev), rev_cmp);
-	ret = rp_select(rp, keep);
-	for (size_t i = 0; i < rp->nimg && ret == 0; i++) {
-		const struct rp_img *m = &rp->img[i];
-		uint8_t *d = stage + (size_t)n * FS_BLOCK_SIZE;
-
-		if (!keep[i])
-			continue;
-		ret = rp_read(rp, m->pos, d);
-		if (ret < 0)
-			break;
-		if (fs_blk_verify(d, 0, m->home) < 0)
-			continue;	/* sealed at commit: cannot happen */
-		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
-			.len = FS_BLOCK_SIZE,
-			.off = m->home << FS_BLOCK_SHIFT };
-		FS_STAT_ADD(fs, replay_blocks, 1);
-		if (n == RP_WIN) {
-			ret = bd_submit(fs->bd, ios, n);
-			n = 0;
-		}
-	}
-	if (ret == 0 && n > 0)
-		ret = bd_submit(fs->bd, ios, n);
-	if (ret == 0)
+	ret = fs_jscan(fs->bd, &fs->sb, slot, h->tail_pos, h->tail_seq,
+		       ro ? NULL : &ops, rp, res);
+	if (ret == 0 && rp != NULL && rp->n > 0)
+		ret = bd_submit(fs->bd, rp->ios, rp->n);
+	if (ret == 0 && rp != NULL && res->ntx > 0)
 		ret = bd_flush(fs->bd);
-out_free:
-	free(keep);
-	free(stage);
+	if (rp != NULL)
+		free(rp->stage);
+	free(rp);
 	return ret;
 }
 
 int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
 		      unsigned *replayed, char *why, size_t whylen)
 {
-	struct rp_state rp = { .fs = fs };
-	const struct fs_jhdr *h;
-	uint64_t pos, seq;
-	unsigned ntx = 0;
-	int ret;
+	void *buf = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_jscan_res res;
+	int ret = -ENOMEM;
 
-	rp.jstart = fs_journal_blk(&fs->sb, slot);
-	rp.log_blocks = fs->sb.journal_blocks - 1;
-	rp.buf = bd_buf_alloc(FS_BLOCK_SIZE);
-	rp.dbuf = bd_buf_alloc(FS_BLOCK_SIZE);
-	rp.win = bd_buf_alloc((size_t)RP_WIN * FS_BLOCK_SIZE);
-	ret = -ENOMEM;
-	if (rp.buf == NULL || rp.dbuf == NULL || rp.win == NULL)
-		goto out_free;
-	ret = jhdr_read(fs, slot, rp.buf);
+	if (buf == NULL)
+		return -ENOMEM;
+	ret = jhdr_read(fs, slot, buf);
 	if (ret < 0) {
 		fs_why(why, whylen, ret, "bad journal header");
 		goto out_free;
 	}
-	h = rp.buf;
-	pos = h->tail_pos;
-	seq = h->tail_seq;
-	for (;;) {
-		ret = rp_scan_tx(&rp, &pos, seq);
-		if (ret < 0)
-			goto out_free;
-		if (ret == 0)
-			break;
-		ntx++;
-		seq++;
-	}
+	ret = rp_run(fs, slot, buf, ro, &res);
+	if (ret < 0)
+		goto out_free;
 	if (replayed != NULL)
-		*replayed = ntx;
-	ret = 0;
-	if (ntx > 0 && ro) {
+		*replayed = res.ntx;
+	if (res.ntx > 0 && ro) {
 		ret = fs_why(why, whylen, -EROFS,
 			     "journal needs replay: mount read-write once");
 		goto out_free;
 	}
 	if (ro)
 		goto out_free;
-	if (ntx > 0) {
-		ret = rp_apply(&rp);
-		if (ret < 0)
-			goto out_free;
-		FS_STAT_ADD(fs, replay_tx, ntx);
-	}
+	FS_STAT_ADD(fs, replay_tx, res.ntx);
 	/* skip one sequence: no stale log block can carry tail_seq */
-	ret = jhdr_write(fs, slot, rp.buf, pos, seq + 1, 0);
+	ret = jhdr_write(fs, slot, buf, res.end_pos, res.next_seq + 1, 0);
 out_free:
-	free(rp.img);
-	free(rp.rev);
-	free(rp.buf);
-	free(rp.dbuf);
-	free(rp.win);
+	free(buf);
 	return ret;
 }
 
@@ -541,30 +300,42 @@ static void abort_journal(struct fs_journal *j)
 	pthread_mutex_unlock(&j->lock);
 }
 
+/* Free @b's committed copy, if any, with its pin and page. Under
+ * commit_mutex (after_commit: and j->lock), or at shutdown. */
+static void drop_ckpt(struct fs *fs, struct fs_buf *b)
+{
+	if (b->ckpt == NULL)
+		return;
+	free(b->ckpt);
+	b->ckpt = NULL;
+	fs_cache_unpin(b);
+	fs_cache_account(fs, -1);
+}
+
 /* Write every committed copy home, flush, move the tail. commit_mutex. */
 static int checkpoint_locked(struct fs *fs)
 {
 	struct fs_journal *j = fs->j;
 	struct fs_buf *list, *b, *next;
-	struct bd_io *ios = NULL;
-	size_t n = 0, cap = 0;
+	struct bd_io *ios;
+	size_t n = 0;
 	int ret = 0;
 
 	pthread_mutex_lock(&j->lock);
 	list = j->ck_list;
 	j->ck_list = NULL;
 	pthread_mutex_unlock(&j->lock);
-	for (b = list; b != NULL; b = b->ck_next) {
-		if (b->ckpt == NULL)
-			continue;
-		if (grow((void **)&ios, &cap, n + 1, sizeof(*ios)) < 0) {
-			ret = -ENOMEM;
-			break;
-		}
-		ios[n++] = (struct bd_io){ .op = BD_WRITE, .buf = b->ckpt,
-			.len = FS_BLOCK_SIZE,
-			.off = b->blkno << FS_BLOCK_SHIFT };
-	}
+	for (b = list; b != NULL; b = b->ck_next)
+		n += b->ckpt != NULL;
+	ios = malloc((n + 1) * sizeof(*ios));
+	if (ios == NULL)
+		ret = -ENOMEM;
+	n = 0;
+	for (b = list; b != NULL && ret == 0; b = b->ck_next)
+		if (b->ckpt != NULL)
+			ios[n++] = (struct bd_io){ .op = BD_WRITE,
+				.buf = b->ckpt, .len = FS_BLOCK_SIZE,
+				.off = b->blkno << FS_BLOCK_SHIFT };
 	if (ret == 0) {
 		if (n > 0)
 			qsort(ios, n, sizeof(*ios), ck_cmp);
@@ -588,12 +359,7 @@ static int checkpoint_locked(struct fs *fs)
 	for (b = list; b != NULL; b = next) {
 		next = b->ck_next;
 		b->ck_next = NULL;
-		if (b->ckpt != NULL) {
-			free(b->ckpt);
-			b->ckpt = NULL;
-			fs_cache_unpin(b);
-			fs_cache_account(fs, -1);
-		}
+		drop_ckpt(fs, b);
 		fs_cache_set_flags(b, 0, FS_BUF_ON_CKPT);
 		fs_buf_put(b);
 	}
@@ -756,12 +522,7 @@ static void after_commit(struct fs *fs, struct commit_set *cs)
 			continue;
 		if (fs_cache_flags(b) & FS_BUF_REVOKED) {
 			pthread_mutex_lock(&j->lock);
-			if (b->ckpt != NULL) {
-				free(b->ckpt);
-				b->ckpt = NULL;
-				fs_cache_unpin(b);
-				fs_cache_account(fs, -1);
-			}
+			drop_ckpt(fs, b);
 			pthread_mutex_unlock(&j->lock);
 			fs_cache_unhash(b);
 		}
@@ -1258,12 +1019,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 	for (struct fs_buf *b = j->ck_list, *n; b != NULL; b = n) {
 		n = b->ck_next;
 		b->ck_next = NULL;
-		if (b->ckpt != NULL) {
-			free(b->ckpt);
-			b->ckpt = NULL;
-			fs_cache_unpin(b);
-			fs_cache_account(fs, -1);
-		}
+		drop_ckpt(fs, b);
 		fs_buf_put(b);
 	}
 	for (struct fs_buf *b = j->run_list, *n; b != NULL; b = n) {

@@ -3,8 +3,9 @@
  *
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, data=, commit=,
- *    cache_mb=, readahead=, noatime/relatime/strictatime, ro/rw,
- *    writeback_cache/nowriteback_cache, uring=, allow_other, debug);
+ *    cache_mb=, readahead=, statahead=, noatime/relatime/strictatime,
+ *    ro/rw, writeback_cache/nowriteback_cache, uring=, allow_other,
+ *    debug);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -31,6 +32,7 @@ void fs_opts_init(struct fs_opts *o)
 	o->atime = FS_ATIME_RELATIME;
 	o->cache_mb = FS_DEFAULT_CACHE_MB;
 	o->readahead_kb = FS_DEFAULT_READAHEAD_KB;
+	o->statahead = FS_DEFAULT_STATAHEAD;
 }
 
 /* Flags passed to libfuse unchanged (its mount-flag and option tables). */
@@ -131,6 +133,8 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 			*ret = -EINVAL;
 	} else if (strcmp(key, "readahead") == 0) {
 		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
+	} else if (strcmp(key, "statahead") == 0) {
+		*ret = parse_uint(val, 0, FS_MAX_STATAHEAD, &o->statahead);
 	} else {
 		return 0;
 	}

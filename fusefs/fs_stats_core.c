@@ -54,6 +54,15 @@ static void fs_stats_cache(struct fs_json *o, void *arg)
 	fs_json_u64(o, "bufs_now", s.cache_bufs);
 	fs_json_u64(o, "pinned_now", s.cache_pinned);
 	fs_json_u64(o, "bad_blocks", s.bad_blocks);
+	fs_json_u64(o, "ra_ios", s.ra_ios);
+	fs_json_u64(o, "ra_gap_blocks", s.ra_gap_blocks);
+	fs_json_u64(o, "ra_hits", s.ra_hits);
+	fs_json_u64(o, "ra_waits", s.ra_waits);
+	fs_json_u64(o, "ra_wait_ns", s.ra_wait_ns);
+	fs_json_u64(o, "ra_wasted", s.ra_wasted);
+	fs_json_u64(o, "ra_skipped", s.ra_skipped);
+	fs_json_u64(o, "ra_errors", s.ra_errors);
+	fs_json_u64(o, "ra_unused_now", s.ra_unused);
 }
 
 static void fs_stats_alloc(struct fs_json *o, void *arg)

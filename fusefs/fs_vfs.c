@@ -16,6 +16,7 @@
  * exclusive, no other thread holds a handle).
  */
 #include "fusefs/fs_ns.h"
+#include "fusefs/fs_statahead.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -59,6 +60,12 @@ static int check_name(const char *name)
 static int is_dot(const char *name)
 {
 	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
+static int is_dot_ent(const struct fs_dirent *de)
+{
+	return de->namelen <= 2 && de->name[0] == '.' &&
+	       (de->namelen == 1 || de->name[1] == '.');
 }
 
 static unsigned dtype_of(mode_t mode)
@@ -1176,6 +1183,7 @@ struct rd {
 	unsigned flags;
 	fs_filldir_fn fill;
 	void *arg;
+	struct fs_sa *sa;
 	int err;
 };
 
@@ -1184,10 +1192,9 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 	struct rd *r = arg;
 	struct fs_attr a;
 	struct fs_buf *b;
-	int dot = de->namelen <= 2 && de->name[0] == '.' &&
-		  (de->namelen == 1 || de->name[1] == '.');
 
-	if (!(r->flags & FS_READDIR_PLUS) || dot)
+	fs_sa_pass(r->sa, de);
+	if (!(r->flags & FS_READDIR_PLUS) || is_dot_ent(de))
 		return r->fill(r->arg, de, NULL);
 	r->err = fs_ino_read(r->fs, de->ino, &b);
 	if (r->err < 0)
@@ -1200,41 +1207,17 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 	return 0;
 }
 
-#define RA_MAX 128u
-
-struct ra {
-	uint64_t ino[RA_MAX];
-	unsigned n;
-};
-
-static int ra_cb(void *arg, const struct fs_dirent *de)
-{
-	struct ra *ra = arg;
-
-	if (de->namelen > 2 || de->name[0] != '.')
-		ra->ino[ra->n++] = de->ino;
-	return ra->n == RA_MAX;
-}
-
-/* readdirplus: read the next entries' inode blocks in one batch instead
- * of one synchronous read per entry. Best effort. */
-static void readdir_readahead(struct fs *fs, struct fs_buf *d,
-			      uint64_t cookie)
-{
-	struct ra *ra = malloc(sizeof(*ra));
-
-	if (ra == NULL)
-		return;
-	ra->n = 0;
-	if (fs_dir_iterate(fs, d, cookie, ra_cb, ra) == 0 && ra->n > 1)
-		fs_buf_readahead(fs, ra->ino, ra->n);
-	free(ra);
-}
-
+/*
+ * Statahead (fs_statahead.c) reads the inode blocks of the entries ahead
+ * of this loop in batches, so that readdirplus here, or the stats that
+ * follow a plain readdir, find them cached or in flight.
+ */
 int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 	       fs_filldir_fn fill, void *arg)
 {
-	struct rd r = { .fs = fs, .flags = flags, .fill = fill, .arg = arg };
+	struct fs_sa sa;
+	struct rd r = { .fs = fs, .flags = flags, .fill = fill, .arg = arg,
+			.sa = &sa };
 	struct fs_buf *d;
 	int ret;
 
@@ -1244,9 +1227,10 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 		if (!S_ISDIR(fs_di(d)->mode)) {
 			ret = -ENOTDIR;
 		} else {
-			if (flags & FS_READDIR_PLUS)
-				readdir_readahead(fs, d, cookie);
+			fs_sa_begin(&sa, fs, d, cookie,
+				    !!(flags & FS_READDIR_PLUS));
 			ret = fs_dir_iterate(fs, d, cookie, readdir_cb, &r);
+			fs_sa_end(&sa);
 		}
 		fs_buf_put(d);
 	}

@@ -1,19 +1,37 @@
 /*
- * fsck.ucfs — check a ucfs filesystem image, read-only.
+ * fsck.ucfs — check a ucfs filesystem image; with -y (or -p), repair what
+ * can be repaired safely.
  *
- * Usage: fsck.ucfs -n [-v] [-m N] DEVICE
- *   -n  read-only check (the only mode: repairs are not implemented, so
- *       -n is accepted for e2fsck compatibility and implied)
+ * Usage: fsck.ucfs [-n | -y | -p] [-v] [-m N] DEVICE
+ *   -n  check only, never write (the default)
+ *   -y  repair: replay committed journal transactions (as a mount does),
+ *       then, if every problem found is one it can fix, fix them all:
+ *       backup superblock, link counts, directory sizes and '..',
+ *       bitmaps rebuilt from the reachable blocks (leaked blocks freed,
+ *       used blocks marked), rgroup free/inode counts; and it releases
+ *       orphans (files unlinked while open when a node stopped), as a
+ *       mount would. Any other problem
+ *       (bad inode, tree node or directory entry, doubly used block, bad
+ *       primary superblock, ...) leaves the image as it is (journal
+ *       replay aside). The filesystem must not be mounted on any node
+ *       (the device is opened with an exclusive lock, which a nolock
+ *       mount on this machine holds). After fixing, the image is checked
+ *       again.
+ *   -p  the same as -y (for fsck -p at boot)
  *   -v  verbose notes          -m N  print at most N lines per kind
  *
  * Exit status (as e2fsck):
  *   0   no problems found
+ *   1   problems fixed (or the journal replayed, or orphans released):
+ *       the image is now clean
  *   4   problems found and left uncorrected
- *   8   operational error (cannot open or read the device, no memory)
+ *   8   operational error (cannot open, read or write the device, no
+ *       memory, device busy)
  *   16  usage error
  * The library doing the work is fusefs/fs_fsck.c (fs_fsck.h lists every
- * check). A device with committed but unreplayed journal transactions is
- * checked as the replay would leave it (nothing is written).
+ * check and every fix). With -n, a device with committed but unreplayed
+ * journal transactions is checked as the replay would leave it (nothing
+ * is written).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,35 +42,81 @@
 #include "blockdev/bd.h"
 #include "fusefs/fs_fsck.h"
 
-enum { FSCK_OK = 0, FSCK_UNCORRECTED = 4, FSCK_ERROR = 8, FSCK_USAGE = 16 };
+enum {
+	FSCK_OK = 0, FSCK_FIXED = 1, FSCK_UNCORRECTED = 4, FSCK_ERROR = 8,
+	FSCK_USAGE = 16
+};
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: fsck.ucfs -n [-v] [-m max-lines] DEVICE\n"
-		"exit: 0 clean, 4 errors left uncorrected, 8 operational "
-		"error, 16 usage\n");
+	fprintf(stderr, "usage: fsck.ucfs [-n | -y | -p] [-v] [-m max-lines] "
+		"DEVICE\n"
+		"  -n check only (default)   -y/-p repair what is safe\n"
+		"exit: 0 clean, 1 fixed, 4 errors left uncorrected, 8 "
+		"operational error, 16 usage\n");
 	return FSCK_USAGE;
 }
 
-static int open_dev(const char *path, struct bd_dev **bd)
+static int open_dev(const char *path, int rw, struct bd_dev **bd)
 {
-	int ret = bd_file_open(path, BD_RDONLY, bd);
+	unsigned fl = rw ? BD_EXCL : BD_RDONLY;
+	int ret = bd_file_open(path, fl, bd);
 
 	if (ret == -EINVAL) /* no O_DIRECT here (tmpfs): buffered */
-		ret = bd_file_open(path, BD_RDONLY | BD_BUFFERED, bd);
+		ret = bd_file_open(path, fl | BD_BUFFERED, bd);
 	return ret;
+}
+
+/* Check (and with o->repair, fix) @path. An exit status. */
+static int run(const char *path, struct fs_fsck_opts *o)
+{
+	struct fs_fsck_result r;
+	struct bd_dev *bd;
+	int ret, modified;
+
+	ret = open_dev(path, o->repair, &bd);
+	if (ret < 0) {
+		fprintf(stderr, "fsck.ucfs: %s: %s\n", path, strerror(-ret));
+		return FSCK_ERROR;
+	}
+	ret = fs_fsck_run(bd, o, &r);
+	modified = o->repair && (r.fixed > 0 || r.replayed_tx > 0 ||
+				 r.orphans_freed > 0);
+	if (ret == 0 && modified) {
+		/* the check of the result decides the exit status */
+		o->repair = 0;
+		printf("%s: %llu problem(s) fixed, %u journal transaction(s) "
+		       "replayed, %llu orphan(s) released, %llu block(s) "
+		       "written; checking again\n", path,
+		       (unsigned long long)r.fixed, r.replayed_tx,
+		       (unsigned long long)r.orphans_freed,
+		       (unsigned long long)r.blocks_written);
+		ret = fs_fsck_run(bd, o, &r);
+	}
+	bd_close(bd);
+	if (ret < 0) {
+		fprintf(stderr, "fsck.ucfs: %s: %s failed: %s\n", path,
+			o->repair ? "repair" : "check", strerror(-ret));
+		return FSCK_ERROR;
+	}
+	if (r.errors > 0) {
+		printf("%s: %llu problem(s) found, left uncorrected\n", path,
+		       (unsigned long long)r.errors);
+		return FSCK_UNCORRECTED;
+	}
+	printf("%s: clean\n", path);
+	return modified ? FSCK_FIXED : FSCK_OK;
 }
 
 int main(int argc, char **argv)
 {
 	struct fs_fsck_opts o = { .out = stdout };
-	struct fs_fsck_result r;
-	struct bd_dev *bd;
-	int c, ret;
+	int c, check_only = 0;
 
 	while ((c = getopt(argc, argv, "nvm:yp")) != -1) {
 		switch (c) {
 		case 'n':
+			check_only = 1;
 			break;
 		case 'v':
 			o.verbose = 1;
@@ -62,33 +126,13 @@ int main(int argc, char **argv)
 			break;
 		case 'y':
 		case 'p':
-			fprintf(stderr, "fsck.ucfs: repairs are not "
-				"implemented; use -n\n");
-			return FSCK_USAGE;
+			o.repair = 1;
+			break;
 		default:
 			return usage();
 		}
 	}
-	if (optind + 1 != argc)
+	if (optind + 1 != argc || (check_only && o.repair))
 		return usage();
-	ret = open_dev(argv[optind], &bd);
-	if (ret < 0) {
-		fprintf(stderr, "fsck.ucfs: %s: %s\n", argv[optind],
-			strerror(-ret));
-		return FSCK_ERROR;
-	}
-	ret = fs_fsck_run(bd, &o, &r);
-	bd_close(bd);
-	if (ret < 0) {
-		fprintf(stderr, "fsck.ucfs: %s: check failed: %s\n",
-			argv[optind], strerror(-ret));
-		return FSCK_ERROR;
-	}
-	if (r.errors > 0) {
-		printf("%s: %llu problem(s) found, left uncorrected\n",
-		       argv[optind], (unsigned long long)r.errors);
-		return FSCK_UNCORRECTED;
-	}
-	printf("%s: clean\n", argv[optind]);
-	return FSCK_OK;
+	return run(argv[optind], &o);
 }

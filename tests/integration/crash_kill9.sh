@@ -6,7 +6,9 @@
 # time: the dead mount is lazily unmounted, fsck.ucfs -n is clean on the
 # crashed image (committed journal applied in memory), the remount
 # replays the journal, every fsync'ed file is intact, the rest can be
-# removed, and fsck is clean after the unmount.
+# removed, and fsck is clean after the unmount. In (2), fsck.ucfs -y
+# replays the journal before the remount (exit 0 or 1, then clean); in
+# (3) it releases the orphan (then clean, and the space is back).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 fs_require_ucfs crash_kill9
@@ -42,6 +44,10 @@ wait "$wpid"
 echo "fsync'ed records before the kill: $(wc -l <"$T/fsync.log")"
 check crash_fsync_some_records test "$(wc -l <"$T/fsync.log")" -gt 5
 check crash_fsync_fsck_crashed_image fs_fsck "$IMG"
+r=$("$B/fsck.ucfs" -y "$IMG" >"$T/fsck-y.out" 2>&1; echo $?)
+grep -E "replayed|fixed|clean" "$T/fsck-y.out" | head -3
+check crash_fsync_fsck_repair_replays sh -c "test $r = 0 -o $r = 1"
+check crash_fsync_fsck_clean_after_repair fs_fsck "$IMG"
 fs_mount "$IMG" "$MNT" || { fail crash_fsync_remount; exit 1; }
 check crash_fsync_files_intact "$B/tests/fsyncer" verify --seed "$SEED" \
 	"$MNT/fs" "$T/fsync.log"
@@ -60,6 +66,9 @@ check crash_orphan_dir_fsync test "$("$B/tests/fsop" fsync "$MNT")" = OK
 fs_kill9 "$MNT"
 exec 3<&-
 check crash_orphan_fsck_crashed_image fs_fsck "$IMG"
+"$B/fsck.ucfs" -y "$IMG" >"$T/fsck-y.out" 2>&1
+check crash_orphan_fsck_repair_releases grep -q "orphan inode(s) released" "$T/fsck-y.out"
+check crash_orphan_fsck_clean_after_repair fs_fsck "$IMG"
 fs_mount "$IMG" "$MNT" || { fail crash_orphan_remount; exit 1; }
 check crash_orphan_gone test ! -e "$MNT/orphan"
 check crash_orphan_space_back test "$(stat -f -c %a "$MNT")" -ge $((free0 - 16))

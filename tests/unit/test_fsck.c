@@ -9,6 +9,14 @@
  *    block, a bad primary superblock, a truncated device, a directory
  *    entry pointing to a non-inode) is found — and only ever reported,
  *    the check completes;
+ *  - repair (fsck -y) on a copy: each fixable corruption (link counts,
+ *    directory size and '..', bitmap bits both ways, an unreadable
+ *    bitmap block, rgroup counts, the backup superblock) is fixed: the
+ *    check is clean afterwards, no file data block changed and the files
+ *    read back; the others (bad inode, bad entry, doubly used block, bad
+ *    primary superblock, a lost file) are refused with nothing written;
+ *    an orphan left by a crash is released with its space; and the same
+ *    seeded corruptions as the fuzz are each fixed or left untouched;
  *  - seeded random byte flips in metadata blocks (--seed) never crash it
  *    (run under `make check` for ASan/UBSan).
  * Corruptions that keep a block's checksum valid reseal it with
@@ -21,6 +29,7 @@
 #include "fusefs/fs_fsck.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 
 #define IMG_MB 64
 
@@ -162,16 +171,24 @@ static void toggle_bit(void *b, uint64_t n)
 	fs_blk_seal(b, FS_BT_BITMAP, n, bm->hdr.seq);
 }
 
+/* The superblock and the group holding big_phys: its number and first
+ * block. 0, or -1 before test_clean found big_phys. */
+static int big_group(struct fs_sb *sb, uint64_t *g, uint64_t *start)
+{
+	if (img == NULL || big_phys == 0 || rd(0) < 0)
+		return -1;
+	memcpy(sb, blk, sizeof(*sb));
+	*g = (big_phys - sb->rgrp_start) / sb->rgrp_blocks;
+	*start = sb->rgrp_start + *g * sb->rgrp_blocks;
+	return 0;
+}
+
 static void test_bitmap_corruptions(void)
 {
 	struct fs_sb sb;
 	uint64_t g, start, idx;
 
-	REQUIRE(img != NULL && big_phys != 0);
-	REQUIRE(rd(0) == 0);
-	memcpy(&sb, blk, sizeof(sb));
-	g = (big_phys - sb.rgrp_start) / sb.rgrp_blocks;
-	start = sb.rgrp_start + g * sb.rgrp_blocks;
+	REQUIRE(big_group(&sb, &g, &start) == 0);
 	idx = big_phys - start;
 	bm_target = idx;	/* used block -> marked free */
 	CHECK(with_corruption(start + 1 + idx / FS_BITMAP_BITS,
@@ -265,39 +282,61 @@ static uint64_t rnd(void)
 	return z ^ (z >> 31);
 }
 
+/* The blocks the fuzz corrupts; returns how many. */
+static unsigned fuzz_targets(uint64_t *meta)
+{
+	struct fs_sb sb;
+	unsigned n = 0;
+
+	if (rd(0) < 0)
+		return 0;
+	memcpy(&sb, blk, sizeof(sb));
+	meta[n++] = 0;
+	meta[n++] = 1;
+	meta[n++] = 2;
+	meta[n++] = sb.root_ino;
+	meta[n++] = f_small;
+	meta[n++] = f_big;
+	meta[n++] = d_sub;
+	meta[n++] = sb.rgrp_start;
+	meta[n++] = sb.rgrp_start + 1;
+	meta[n++] = sb.journal_start;
+	return n;
+}
+
+/* One fuzz corruption of @b (1-8 bit flips, a fresh crc half of the
+ * time), drawn from rng: the same seed gives the same sequence. */
+static void fuzz_flips(void *b, uint64_t n)
+{
+	int nflip = 1 + (int)(rnd() % 8);
+
+	(void)n;
+	for (int k = 0; k < nflip; k++)
+		((uint8_t *)b)[32 + rnd() % (FS_BLOCK_SIZE - 32)] ^=
+			(uint8_t)(1u << (rnd() % 8));
+	if (rnd() % 2)
+		fs_blk_update_crc(b);
+}
+
+#define NFUZZ 300
+
 /* Random flips in random metadata blocks (and sometimes a reseal so the
  * damage passes the crc): fsck must run to the end every time. */
 static void test_fuzz(void)
 {
-	uint64_t meta[16], nmeta = 0, found = 0;
-	struct fs_sb sb;
+	uint64_t meta[16], found = 0;
+	unsigned nmeta = fuzz_targets(meta);
 	void *save = bd_buf_alloc(FS_BLOCK_SIZE);
 
-	REQUIRE(img != NULL && save != NULL);
+	REQUIRE(img != NULL && save != NULL && nmeta > 0);
 	rng = t_seed();
-	REQUIRE(rd(0) == 0);
-	memcpy(&sb, blk, sizeof(sb));
-	meta[nmeta++] = 0;
-	meta[nmeta++] = 1;
-	meta[nmeta++] = 2;
-	meta[nmeta++] = sb.root_ino;
-	meta[nmeta++] = f_small;
-	meta[nmeta++] = f_big;
-	meta[nmeta++] = d_sub;
-	meta[nmeta++] = sb.rgrp_start;
-	meta[nmeta++] = sb.rgrp_start + 1;
-	meta[nmeta++] = sb.journal_start;
-	for (int it = 0; it < 300; it++) {
+	for (int it = 0; it < NFUZZ; it++) {
 		uint64_t b = meta[rnd() % nmeta];
-		int nflip = 1 + (int)(rnd() % 8), errs;
+		int errs;
 
 		REQUIRE(rd(b) == 0);
 		memcpy(save, blk, FS_BLOCK_SIZE);
-		for (int k = 0; k < nflip; k++)
-			((uint8_t *)blk)[32 + rnd() % (FS_BLOCK_SIZE - 32)] ^=
-				(uint8_t)(1u << (rnd() % 8));
-		if (rnd() % 2)
-			fs_blk_update_crc(blk);
+		fuzz_flips(blk, b);
 		wr(b);
 		errs = fsck_errors(img, 1);
 		CHECK(errs >= 0);
@@ -305,11 +344,304 @@ static void test_fuzz(void)
 		memcpy(blk, save, FS_BLOCK_SIZE);
 		wr(b);
 	}
-	printf("fuzz: 300 corrupted images, %llu reported problems\n",
+	printf("fuzz: %d corrupted images, %llu reported problems\n", NFUZZ,
 	       (unsigned long long)found);
 	CHECK(found > 100);
 	CHECK_EQ(fsck_errors(img, 1), 0);
 	free(save);
+}
+
+/* ---- repair (fsck -y) ------------------------------------------------- */
+
+static struct bd_dev *work, *snap;	/* scratch devices for repairs */
+
+/* The scratch devices, opened once. 0 or -errno. */
+static int scratch_open(void)
+{
+	if (work == NULL && bd_ram_open(bd_size(img), &work) < 0)
+		return -ENOMEM;
+	if (snap == NULL && bd_ram_open(bd_size(img), &snap) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Copy device @src onto @dst (same size). */
+static void copy_dev(struct bd_dev *dst, struct bd_dev *src)
+{
+	static uint8_t *buf;
+
+	if (buf == NULL)
+		buf = bd_buf_alloc(1 << 20);
+	for (uint64_t off = 0; buf != NULL && off < bd_size(src);
+	     off += 1 << 20) {
+		bd_read(src, buf, 1 << 20, off);
+		bd_write(dst, buf, 1 << 20, off, 0);
+	}
+}
+
+static int fsck_with(struct bd_dev *bd, int repair, int quiet,
+		     struct fs_fsck_result *r)
+{
+	struct fs_fsck_opts o = { .out = quiet ? NULL : stdout,
+				  .max_report = 5, .repair = repair };
+
+	return fs_fsck_run(bd, &o, r);
+}
+
+/* 1 if no block of @bd but @except differs from @orig, unless it was a
+ * metadata block there (valid header): file data is never rewritten. */
+static int data_untouched(struct bd_dev *bd, struct bd_dev *orig,
+			  uint64_t except)
+{
+	uint8_t *a = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint8_t *b = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ok = a != NULL && b != NULL;
+
+	for (uint64_t n = 0; ok && n < bd_size(bd) / FS_BLOCK_SIZE; n++) {
+		bd_read(bd, a, FS_BLOCK_SIZE, n << FS_BLOCK_SHIFT);
+		bd_read(orig, b, FS_BLOCK_SIZE, n << FS_BLOCK_SHIFT);
+		if (n != except && memcmp(a, b, FS_BLOCK_SIZE) != 0 &&
+		    fs_blk_verify(b, 0, n) != 0) {
+			fprintf(stderr, "data block %llu changed\n",
+				(unsigned long long)n);
+			ok = 0;
+		}
+	}
+	free(a);
+	free(b);
+	return ok;
+}
+
+/* 1 if "small", "sub/big" and "biglink" read back as written. */
+static int files_intact(struct bd_dev *bd)
+{
+	static uint8_t buf[4 * 65536];
+	struct fs_attr a, s, l;
+	struct fs_opts o;
+	struct fs *fs;
+	char err[200];
+	int ok;
+
+	fs_opts_init(&o);
+	o.cache_mb = 8;
+	if (fs_mount_bd(bd, &o, &fs, err, sizeof(err)) < 0) {
+		fprintf(stderr, "mount after repair: %s\n", err);
+		return 0;
+	}
+	ok = fs_lookup(fs, fs_root(fs), "small", &a) == 0 &&
+	     fs_read(fs, a.ino, buf, 16, 0) == 5 &&
+	     memcmp(buf, "hello", 5) == 0;
+	ok = ok && fs_lookup(fs, fs_root(fs), "sub", &s) == 0 &&
+	     fs_lookup(fs, s.ino, "big", &a) == 0 &&
+	     fs_lookup(fs, fs_root(fs), "biglink", &l) == 0 &&
+	     l.ino == a.ino && a.nlink == 2 &&
+	     fs_read(fs, a.ino, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf);
+	for (size_t i = 0; ok && i < sizeof(buf); i++)
+		ok = buf[i] == 'x';
+	return fs_unmount(fs) == 0 && ok;
+}
+
+/*
+ * On a copy of the image: corrupt block @b with @fn, repair. Returns 1
+ * if the repair fixed it (then a check is clean, no file data changed
+ * and the files read back), 0 if it refused (then nothing was written),
+ * 2 if fsck saw no problem (and wrote nothing), -1 on any failure.
+ */
+static int repair_case(uint64_t b, void (*fn)(void *blk, uint64_t b))
+{
+	struct fs_fsck_result r;
+
+	if (scratch_open() < 0)
+		return -1;
+	copy_dev(work, img);
+	bd_read(work, blk, FS_BLOCK_SIZE, b << FS_BLOCK_SHIFT);
+	fn(blk, b);
+	bd_write(work, blk, FS_BLOCK_SIZE, b << FS_BLOCK_SHIFT, 0);
+	copy_dev(snap, work);
+	if (fsck_with(work, 1, 1, &r) < 0)
+		return -1;
+	if (r.errors == 0)	/* the damage is invisible to fsck */
+		return r.blocks_written == 0 ? 2 : -1;
+	if (r.fixed == 0)
+		return r.blocks_written == 0 &&
+		       data_untouched(work, snap, ~0ull) ? 0 : -1;
+	if (fsck_with(work, 0, 0, &r) == 0 && r.errors == 0 &&
+	    data_untouched(work, img, b) && files_intact(work))
+		return 1;
+	return -1;
+}
+
+static void dir_size(void *b, uint64_t n)
+{
+	struct fs_dinode *di = b;
+
+	di->size += 3;
+	fs_blk_seal(b, FS_BT_INODE, n, di->hdr.seq);
+}
+
+static void dir_parent(void *b, uint64_t n)
+{
+	struct fs_dinode *di = b;
+
+	di->parent = f_small;
+	fs_blk_seal(b, FS_BT_INODE, n, di->hdr.seq);
+}
+
+static void rgrp_counts(void *b, uint64_t n)
+{
+	struct fs_rgrp_hdr *rh = b;
+
+	rh->free -= 7;
+	rh->dinodes += 2;
+	fs_blk_seal(b, FS_BT_RGRP, n, rh->hdr.seq);
+}
+
+static void test_repair_fixable(void)
+{
+	struct fs_sb sb;
+	uint64_t g, start, idx;
+
+	REQUIRE(big_group(&sb, &g, &start) == 0);
+	CHECK_EQ(repair_case(f_small, bad_nlink), 1);
+	CHECK_EQ(repair_case(f_big, bad_nlink), 1);
+	CHECK_EQ(repair_case(d_sub, bad_nlink), 1);
+	CHECK_EQ(repair_case(d_sub, dir_size), 1);
+	CHECK_EQ(repair_case(d_sub, dir_parent), 1);
+	CHECK_EQ(repair_case(1, sb_garbage), 1);
+	CHECK_EQ(repair_case(start, rgrp_counts), 1);
+	idx = big_phys - start;
+	bm_target = idx;	/* used block marked free */
+	CHECK_EQ(repair_case(start + 1 + idx / FS_BITMAP_BITS, toggle_bit),
+		 1);
+	idx = fs_rgrp_len(&sb, (uint32_t)g) - 1;
+	bm_target = idx;	/* leaked block */
+	CHECK_EQ(repair_case(start + 1 + idx / FS_BITMAP_BITS, toggle_bit),
+		 1);
+	/* an unreadable bitmap block is rebuilt */
+	CHECK_EQ(repair_case(start + 1, flip_byte), 1);
+}
+
+static void test_repair_refuses(void)
+{
+	struct fs_sb sb;
+
+	REQUIRE(img != NULL && big_phys != 0);
+	REQUIRE(rd(0) == 0);
+	memcpy(&sb, blk, sizeof(sb));
+	CHECK_EQ(repair_case(f_small, flip_byte), 0);	/* bad inode */
+	CHECK_EQ(repair_case(sb.root_ino, entry_to_data), 0);
+	CHECK_EQ(repair_case(f_big, extent_dup), 0);
+	CHECK_EQ(repair_case(0, sb_garbage), 0);	/* bad superblock */
+}
+
+/* A valid inode with links in a block marked used that nothing names (a
+ * lost file): fsck says so, and -y refuses to free it. */
+static void test_repair_lost_file(void)
+{
+	struct fs_fsck_result r;
+	struct fs_dinode *di = blk;
+	struct fs_sb sb;
+	uint64_t g, start, idx, lost, bmb;
+	char *out = NULL;
+	size_t outlen;
+	struct fs_fsck_opts o = { .max_report = 5 };
+
+	REQUIRE(big_group(&sb, &g, &start) == 0 && scratch_open() == 0);
+	idx = fs_rgrp_len(&sb, (uint32_t)g) - 1;	/* free on this image */
+	lost = start + idx;
+	bmb = start + 1 + idx / FS_BITMAP_BITS;
+	copy_dev(work, img);
+	REQUIRE(bd_read(work, blk, FS_BLOCK_SIZE, f_small << FS_BLOCK_SHIFT)
+		== 0);
+	fs_blk_seal(di, FS_BT_INODE, lost, di->hdr.seq);
+	bd_write(work, blk, FS_BLOCK_SIZE, lost << FS_BLOCK_SHIFT, 0);
+	bd_read(work, blk, FS_BLOCK_SIZE, bmb << FS_BLOCK_SHIFT);
+	bm_target = idx;
+	toggle_bit(blk, bmb);
+	bd_write(work, blk, FS_BLOCK_SIZE, bmb << FS_BLOCK_SHIFT, 0);
+	o.out = open_memstream(&out, &outlen);
+	REQUIRE(o.out != NULL);
+	REQUIRE(fs_fsck_run(work, &o, &r) == 0);
+	fclose(o.out);
+	CHECK(r.errors > 0);
+	CHECK(strstr(out, "a lost file") != NULL);
+	free(out);
+	REQUIRE(fsck_with(work, 1, 1, &r) == 0);
+	CHECK_EQ(r.fixed, 0);
+	CHECK_EQ(r.blocks_written, 0);
+	REQUIRE(fsck_with(work, 0, 1, &r) == 0);
+	CHECK(r.errors > 0);	/* still there */
+}
+
+/* A file unlinked while open, then a crash: fsck -y replays the journal,
+ * releases the orphan (its blocks free again) and leaves a clean image
+ * with all the space back. */
+static void test_repair_orphans(void)
+{
+	static char data[4 * 65536];
+	struct fs_fsck_result r;
+	struct statvfs st0, st1;
+	struct fs_attr a;
+	struct tfs t;
+
+	REQUIRE(tfs_open(&t, 32) == 0);
+	REQUIRE(fs_statfs(t.fs, &st0) == 0);
+	REQUIRE(fs_create(t.fs, &t.root_cred, t.root, "o", 0644, O_RDWR,
+			  &a) == 0);
+	memset(data, 'o', sizeof(data));
+	CHECK_EQ(fs_write(t.fs, &t.root_cred, a.ino, data, sizeof(data), 0),
+		 sizeof(data));
+	REQUIRE(fs_unlink(t.fs, &t.root_cred, t.root, "o") == 0);
+	REQUIRE(fs_sync(t.fs) == 0);
+	fs_abandon(t.fs);	/* crash with "o" still open */
+	t.fs = NULL;
+	REQUIRE(fsck_with(t.bd, 0, 1, &r) == 0);
+	CHECK_EQ(r.errors, 0);
+	CHECK_EQ(r.orphans, 1);
+	REQUIRE(fsck_with(t.bd, 1, 0, &r) == 0);
+	CHECK_EQ(r.errors, 0);
+	CHECK_EQ(r.orphans_freed, 1);
+	CHECK(r.replayed_tx > 0);
+	REQUIRE(fsck_with(t.bd, 0, 0, &r) == 0);
+	CHECK_EQ(r.errors, 0);
+	CHECK_EQ(r.orphans, 0);
+	CHECK_EQ(r.journal_tx, 0);
+	REQUIRE(tfs_mount(&t) == 0);
+	REQUIRE(fs_statfs(t.fs, &st1) == 0);
+	CHECK_EQ(st1.f_bfree, st0.f_bfree);
+	CHECK_EQ(st1.f_ffree, st0.f_ffree);
+	CHECK(tfs_lookup(&t, t.root, "o") == -ENOENT);
+	tfs_close(&t);
+}
+
+/* The fuzz corruptions again (the same seed, the same NFUZZ images),
+ * repaired: each one is fixed (check clean afterwards, no file data
+ * changed, files read back), or left exactly as it was. */
+static void test_repair_fuzz(void)
+{
+	uint64_t meta[16], n[4] = { 0 }, bad = 0;
+	unsigned nmeta = fuzz_targets(meta);
+
+	REQUIRE(img != NULL && nmeta > 0);
+	rng = t_seed();
+	for (int it = 0; it < NFUZZ; it++) {
+		uint64_t b = meta[rnd() % nmeta];
+		int ret = repair_case(b, fuzz_flips);
+
+		if (ret < 0) {
+			fprintf(stderr, "repair fuzz: image %d (block %llu) "
+				"failed\n", it, (unsigned long long)b);
+			bad++;
+		} else {
+			n[ret]++;
+		}
+	}
+	printf("repair fuzz: %d corrupted images: %llu fixed, %llu refused "
+	       "(left unchanged), %llu not seen by fsck, %llu failed\n",
+	       NFUZZ, (unsigned long long)n[1], (unsigned long long)n[0],
+	       (unsigned long long)n[2], (unsigned long long)bad);
+	CHECK_EQ(bad, 0);
+	CHECK(n[1] > 0);
 }
 
 int main(int argc, char **argv)
@@ -322,7 +654,16 @@ int main(int argc, char **argv)
 	T_RUN(test_namespace_corruptions);
 	T_RUN(test_superblock);
 	T_RUN(test_fuzz);
+	T_RUN(test_repair_fixable);
+	T_RUN(test_repair_refuses);
+	T_RUN(test_repair_lost_file);
+	T_RUN(test_repair_orphans);
+	T_RUN(test_repair_fuzz);
 	bd_close(img);
+	if (work != NULL)
+		bd_close(work);
+	if (snap != NULL)
+		bd_close(snap);
 	free(blk);
 	return t_done();
 }

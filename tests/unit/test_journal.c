@@ -5,7 +5,10 @@
  * idempotent (crash during replay, replay again); journal wrap-around with
  * forced checkpoints; revoked blocks are not overwritten by replay; a
  * power loss on the fault device keeps every synced transaction; group
- * commit from several threads; ro mount refuses a dirty journal.
+ * commit from several threads; ro mount refuses a dirty journal; fsck
+ * reads a crashed journal as replay does (fs_jscan.c): a torn tail is no
+ * error, a bad image or one outside the filesystem inside the committed
+ * range is reported by fsck and skipped by replay.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fusefs/fs_fsck.h"
 #include "fusefs/fs_internal.h"
 #include "harness.h"
 
@@ -239,6 +243,200 @@ static void test_garbled_commit(void)
 static void test_garbled_image(void)
 {
 	garbled_case(1);
+}
+
+/* ---- fsck and replay read the journal alike (fs_jscan.c) ------------- */
+
+/* Recompute the chained crc of the transaction closed by commit record
+ * @c (absolute block; the transaction does not wrap) and reseal it. */
+static void reseal_tx(struct bd_dev *bd, uint64_t c)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_jcommit *cr = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint32_t crc = 0;
+
+	bd_read(bd, cr, FS_BLOCK_SIZE, c * FS_BLOCK_SIZE);
+	for (uint64_t b = c - cr->nblocks; b < c; b++) {
+		bd_read(bd, d, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE);
+		crc = fs_crc32c(crc, d, FS_BLOCK_SIZE);
+	}
+	cr->tx_crc = crc;
+	fs_blk_seal(cr, FS_BT_JCOMMIT, c, cr->hdr.seq);
+	bd_write(bd, cr, FS_BLOCK_SIZE, c * FS_BLOCK_SIZE, 0);
+	free(d);
+	free(cr);
+}
+
+/* fsck of @bd: its output in @out (caller frees), the result in @r. */
+static int fsck_out(struct bd_dev *bd, struct fs_fsck_result *r, char **out)
+{
+	struct fs_fsck_opts o = { .max_report = 1000 };
+	size_t len;
+	int ret;
+
+	o.out = open_memstream(out, &len);
+	if (o.out == NULL)
+		return -ENOMEM;
+	ret = fs_fsck_run(bd, &o, r);
+	fclose(o.out);
+	return ret;
+}
+
+/* A crashed image: tx 1 writes a[] (v1); tx 2 writes b[] (v1) and a[]
+ * (v2). Returns the device and the absolute block of tx 2's commit. */
+static struct bd_dev *two_tx_crash(uint64_t *a, uint64_t *b, int64_t *c)
+{
+	struct bd_dev *bd = ram_fs(64, 4);
+	struct fs *fs;
+	struct fs_sb sb;
+
+	if (bd == NULL || (fs = mnt(bd)) == NULL)
+		return NULL;
+	sb = fs->sb;
+	if (write_blocks(fs, a, 4, 1) < 0 || fs_journal_sync(fs) < 0 ||
+	    write_blocks(fs, b, 4, 1) < 0 || write_blocks(fs, a, 4, 2) < 0 ||
+	    fs_journal_sync(fs) < 0)
+		return NULL;
+	fs_core_abandon(fs);
+	*c = last_commit(bd, &sb);
+	return *c > 0 ? bd : NULL;
+}
+
+/* 1 if fsck of @bd sees both transactions of two_tx_crash and reports
+ * a problem whose message contains @what. */
+static int fsck_says(struct bd_dev *bd, const char *what)
+{
+	struct fs_fsck_result r;
+	char *out = NULL;
+	int ok;
+
+	ok = fsck_out(bd, &r, &out) == 0 && r.journal_tx == 2 &&
+	     r.errors > 0 && strstr(out, what) != NULL;
+	if (!ok)
+		fprintf(stderr, "fsck (%u transactions) did not say '%s':\n%s",
+			r.journal_tx, what, out != NULL ? out : "");
+	free(out);
+	return ok;
+}
+
+static void test_fsck_reads_journal(void)
+{
+	uint64_t a[4] = { 0 }, b[4] = { 0 };
+	struct fs_fsck_result r;
+	struct bd_dev *bd;
+	struct fs *fs;
+	char *out = NULL;
+	int64_t c;
+
+	REQUIRE((bd = two_tx_crash(a, b, &c)) != NULL);
+	REQUIRE(fsck_out(bd, &r, &out) == 0);
+	CHECK_EQ(r.journal_tx, 2);
+	CHECK(strstr(out, "2 committed transaction(s)") != NULL);
+	CHECK(strstr(out, "ERROR: journal") == NULL);
+	free(out);
+	/* a torn tail (garbled commit record) is the end of the log */
+	flip(bd, (uint64_t)c, 2000);
+	REQUIRE(fsck_out(bd, &r, &out) == 0);
+	CHECK_EQ(r.journal_tx, 1);
+	CHECK(strstr(out, "ERROR: journal") == NULL);
+	free(out);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 4; i++)
+		CHECK(home_has(bd, a[i], 1) && !home_has(bd, b[i], 1));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+/* An image of the committed range that fails its own checksum (the tx
+ * crc resealed over it): fsck reports it, replay skips it, and both
+ * apply the rest. */
+static void test_fsck_bad_committed_image(void)
+{
+	uint64_t a[4] = { 0 }, b[4] = { 0 }, home;
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct bd_dev *bd;
+	struct fs *fs;
+	int64_t c;
+	int ok = 1;
+
+	REQUIRE(d != NULL);
+	REQUIRE((bd = two_tx_crash(a, b, &c)) != NULL);
+	bd_read(bd, d, FS_BLOCK_SIZE, (uint64_t)(c - 1) * FS_BLOCK_SIZE);
+	home = ((const struct fs_blk_hdr *)(const void *)d)->blkno;
+	flip(bd, (uint64_t)c - 1, 2000);
+	reseal_tx(bd, (uint64_t)c);
+	CHECK(fsck_says(bd, "fails its checksum"));
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 4; i++) {
+		ok &= a[i] == home || home_has(bd, a[i], 2);
+		ok &= b[i] == home || home_has(bd, b[i], 1);
+	}
+	CHECK(ok);
+	CHECK(!home_has(bd, home, 1) && !home_has(bd, home, 2));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(d);
+}
+
+/* A bad image in tx 1 whose block tx 2 logs again: replay never writes
+ * it (the later image wins), but fsck still reports it. */
+static void test_fsck_bad_older_image(void)
+{
+	uint64_t a[4] = { 0 }, b[4] = { 0 };
+	struct fs_jcommit *cr = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct bd_dev *bd;
+	struct fs *fs;
+	uint64_t c1;
+	int64_t c;
+	int ok = 1;
+
+	REQUIRE(cr != NULL);
+	REQUIRE((bd = two_tx_crash(a, b, &c)) != NULL);
+	bd_read(bd, cr, FS_BLOCK_SIZE, (uint64_t)c * FS_BLOCK_SIZE);
+	c1 = (uint64_t)c - cr->nblocks - 1;	/* tx 1's commit record */
+	bd_read(bd, cr, FS_BLOCK_SIZE, c1 * FS_BLOCK_SIZE);
+	REQUIRE(cr->hdr.type == FS_BT_JCOMMIT && cr->nblocks >= 5);
+	flip(bd, c1 - 1, 2000);	/* an image tx 2 logs again */
+	reseal_tx(bd, c1);
+	CHECK(fsck_says(bd, "fails its checksum"));
+	REQUIRE((fs = mnt(bd)) != NULL);
+	for (int i = 0; i < 4; i++)
+		ok &= home_has(bd, a[i], 2) && home_has(bd, b[i], 1);
+	CHECK(ok);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(cr);
+}
+
+/* A committed descriptor entry naming a block past the end: reported by
+ * fsck, never written by replay. */
+static void test_fsck_image_outside(void)
+{
+	uint64_t a[4] = { 0 }, b[4] = { 0 };
+	struct fs_jdesc *jd = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_jcommit *cr = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct bd_dev *bd;
+	struct fs *fs;
+	uint64_t db;
+	int64_t c;
+
+	REQUIRE(jd != NULL && cr != NULL);
+	REQUIRE((bd = two_tx_crash(a, b, &c)) != NULL);
+	bd_read(bd, cr, FS_BLOCK_SIZE, (uint64_t)c * FS_BLOCK_SIZE);
+	db = (uint64_t)c - cr->nblocks;		/* tx 2's descriptor */
+	bd_read(bd, jd, FS_BLOCK_SIZE, db * FS_BLOCK_SIZE);
+	REQUIRE(jd->hdr.type == FS_BT_JDESC && jd->count > 0);
+	jd->ent[jd->count - 1].blkno = 1ull << 40;
+	fs_blk_seal(jd, FS_BT_JDESC, db, jd->hdr.seq);
+	bd_write(bd, jd, FS_BLOCK_SIZE, db * FS_BLOCK_SIZE, 0);
+	reseal_tx(bd, (uint64_t)c);
+	CHECK(fsck_says(bd, "outside the filesystem"));
+	REQUIRE((fs = mnt(bd)) != NULL);	/* replays the rest */
+	CHECK(home_has(bd, b[0], 1));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(jd);
+	free(cr);
 }
 
 static void test_replay_idempotent(void)
@@ -716,6 +914,10 @@ int main(int argc, char **argv)
 	T_RUN(test_commit_replay);
 	T_RUN(test_garbled_commit);
 	T_RUN(test_garbled_image);
+	T_RUN(test_fsck_reads_journal);
+	T_RUN(test_fsck_bad_committed_image);
+	T_RUN(test_fsck_bad_older_image);
+	T_RUN(test_fsck_image_outside);
 	T_RUN(test_replay_idempotent);
 	T_RUN(test_wraparound);
 	T_RUN(test_revoke);

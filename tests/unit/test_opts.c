@@ -18,6 +18,7 @@ static void test_defaults(void)
 	CHECK_EQ(o.atime, FS_ATIME_RELATIME);
 	CHECK_EQ(o.cache_mb, FS_DEFAULT_CACHE_MB);
 	CHECK_EQ(o.readahead_kb, FS_DEFAULT_READAHEAD_KB);
+	CHECK_EQ(o.statahead, FS_DEFAULT_STATAHEAD);
 	CHECK_EQ(o.writeback_cache, 0);
 	CHECK_EQ(o.uring, FS_URING_AUTO);
 	CHECK_EQ(o.fuse[0], '\0');
@@ -31,7 +32,7 @@ static void test_ucfs_options(void)
 	fs_opts_init(&o);
 	CHECK_EQ(fs_opts_parse(&o, "lockproto=nolock,data=writeback,"
 			       "commit=17,cache_mb=64,noatime,ro,readahead=0,"
-			       "writeback_cache,uring=off",
+			       "writeback_cache,statahead=0,uring=off",
 			       err, sizeof(err)), 0);
 	CHECK_EQ(o.writeback_cache, 1);
 	CHECK_EQ(o.uring, FS_URING_OFF);
@@ -42,6 +43,9 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.atime, FS_ATIME_NOATIME);
 	CHECK_EQ(o.ro, 1);
 	CHECK_EQ(o.readahead_kb, 0);
+	CHECK_EQ(o.statahead, 0);
+	CHECK_EQ(fs_opts_parse(&o, "statahead=65536", err, sizeof(err)), 0);
+	CHECK_EQ(o.statahead, 65536);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
 			       "nowriteback_cache,uring=on",
@@ -85,6 +89,8 @@ static void test_rejects(void)
 		{ "commit=0", "ucfs: bad value in mount option 'commit=0'" },
 		{ "cache_mb=1x", NULL },
 		{ "readahead=100000", NULL },
+		{ "statahead=65537", NULL },
+		{ "statahead=-1", NULL },
 		{ "data=journal", NULL },
 		{ "lockproto=gulm", NULL },
 		{ "uring=yes", "ucfs: bad value in mount option 'uring=yes'" },

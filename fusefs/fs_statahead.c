@@ -1,0 +1,220 @@
+/*
+ * fs_statahead.c — directory readahead ("statahead"); what and why in
+ * fs_statahead.h.
+ *
+ * Sections: collecting entries (a fs_dir_iterate callback), the tree
+ * nodes under a directory's inline root, the sliding window of one
+ * readdir call, the descend into the subdirectories it returned.
+ *
+ * Invariants: only block numbers inside the filesystem's resource groups
+ * are handed to fs_buf_prefetch; the window never has more than
+ * statahead=N entries ahead of the reader; the descend reads no block
+ * that is not cached (fs_buf_read_cached) and prefetches at most N
+ * blocks per call.
+ *
+ * Locking: ns->lock held by the caller throughout (fs_statahead.h).
+ */
+#include "fusefs/fs_statahead.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- collecting entries ---- */
+
+struct coll {
+	struct fs *fs;
+	uint64_t *v;		/* block numbers to prefetch */
+	unsigned n;		/* in v */
+	unsigned cnt, max;	/* entries seen / wanted */
+	uint64_t next;		/* cookie after the last entry seen */
+	int full;		/* stopped at max (more may follow) */
+};
+
+static int is_dot(const struct fs_dirent *de)
+{
+	return de->namelen <= 2 && de->name[0] == '.' &&
+	       (de->namelen == 1 || de->name[1] == '.');
+}
+
+static void coll_add(struct coll *c, uint64_t blkno)
+{
+	const struct fs_sb *sb = &c->fs->sb;
+
+	if (blkno >= sb->rgrp_start && blkno < sb->total_blocks)
+		c->v[c->n++] = blkno;
+}
+
+static int coll_cb(void *arg, const struct fs_dirent *de)
+{
+	struct coll *c = arg;
+
+	if (is_dot(de))
+		return 0;
+	if (c->cnt == c->max) {
+		c->full = 1;
+		return 1;
+	}
+	coll_add(c, de->ino);
+	c->cnt++;
+	c->next = de->next;
+	return 0;
+}
+
+/* ---- tree nodes under an inline root ---- */
+
+/* Add the children of @dir's inline B+tree root if it is an internal
+ * node (a large directory); at most c->max blocks in c. */
+static void coll_root_children(struct coll *c, struct fs_buf *dir)
+{
+	const uint8_t *node = (const uint8_t *)dir->data +
+			      FS_INODE_INLINE_OFF;
+	struct fs_btree_nhdr h;
+	unsigned cap = (FS_INODE_INLINE_SIZE - sizeof(h)) /
+		       sizeof(struct fs_btree_ptr);
+
+	memcpy(&h, node, sizeof(h));
+	if (h.magic != FS_BTREE_NMAGIC || h.level == 0)
+		return;
+	for (unsigned i = 0; i < h.nkeys && i < cap && c->n < c->max; i++) {
+		struct fs_btree_ptr p;
+
+		memcpy(&p, node + sizeof(h) + i * sizeof(p), sizeof(p));
+		coll_add(c, p.child);
+	}
+}
+
+static int is_live_dir(struct fs_buf *b)
+{
+	const struct fs_dinode *di = fs_di(b);
+
+	return S_ISDIR(di->mode) && di->nlink > 0 &&
+	       di->fmt == FS_FMT_DIR_BTREE;
+}
+
+/* ---- the window ---- */
+
+/* Prefetch the inode blocks of the next @count entries from sa->next. */
+static void sa_fill(struct fs_sa *sa, unsigned count)
+{
+	struct coll c = { .fs = sa->fs, .max = count };
+
+	c.v = malloc(count * sizeof(*c.v));
+	if (c.v == NULL) {
+		sa->window = 0;		/* best effort: stop for this call */
+		return;
+	}
+	c.next = sa->next;
+	if (fs_dir_iterate(sa->fs, sa->dir, sa->next, coll_cb, &c) < 0)
+		c.full = 0;
+	fs_buf_prefetch(sa->fs, c.v, c.n);
+	free(c.v);
+	sa->ahead += c.cnt;
+	sa->next = c.next;
+	sa->at_end = !c.full;
+}
+
+void fs_sa_begin(struct fs_sa *sa, struct fs *fs, struct fs_buf *dir,
+		 uint64_t cookie, int plus)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->fs = fs;
+	sa->dir = dir;
+	sa->plus = plus;
+	sa->window = fs->ns->opts.statahead;
+	sa->next = cookie;
+	if (sa->window == 0)
+		return;
+	if (cookie <= 2) {
+		uint64_t v[FS_INODE_INLINE_SIZE / sizeof(struct fs_btree_ptr)];
+		struct coll c = { .fs = fs, .v = v,
+				  .max = sizeof(v) / sizeof(v[0]) };
+
+		coll_root_children(&c, dir);
+		fs_buf_prefetch(fs, v, c.n);
+	}
+	sa_fill(sa, sa->window);
+}
+
+/* Remember subdirectory @ino for the descend (at most window of them). */
+static void sa_note_subdir(struct fs_sa *sa, uint64_t ino)
+{
+	if (sa->nsub == sa->capsub) {
+		unsigned cap = sa->capsub ? 2 * sa->capsub : 16;
+		uint64_t *v;
+
+		if (sa->nsub >= sa->window)
+			return;
+		v = realloc(sa->sub, cap * sizeof(*v));
+		if (v == NULL)
+			return;
+		sa->sub = v;
+		sa->capsub = cap;
+	}
+	sa->sub[sa->nsub++] = ino;
+}
+
+void fs_sa_pass(struct fs_sa *sa, const struct fs_dirent *de)
+{
+	if (sa->window == 0 || is_dot(de))
+		return;
+	if (sa->ahead > 0)
+		sa->ahead--;
+	if (sa->plus && de->type == DT_DIR)
+		sa_note_subdir(sa, de->ino);
+	if (!sa->at_end && sa->ahead <= sa->window / 2)
+		sa_fill(sa, sa->window - sa->ahead);
+}
+
+/* ---- descend ---- */
+
+/* Add what a readdir of cached directory @ino will need first: its
+ * entries' inode blocks (small directory: entries in the inode) or its
+ * tree nodes (large one). No I/O. */
+static void descend_one(struct coll *c, uint64_t ino)
+{
+	struct fs_buf *b;
+
+	if (fs_buf_read_cached(c->fs, ino, FS_BT_INODE, &b) < 0)
+		return;
+	if (is_live_dir(b)) {
+		struct fs_btree_nhdr h;
+
+		memcpy(&h, (uint8_t *)b->data + FS_INODE_INLINE_OFF,
+		       sizeof(h));
+		if (h.magic == FS_BTREE_NMAGIC && h.level == 0)
+			fs_dir_iterate(c->fs, b, 2, coll_cb, c);
+		else
+			coll_root_children(c, b);
+	}
+	fs_buf_put(b);
+}
+
+/* One prefetch per subdirectory, in the reader's order: a tree walk
+ * enters them in that order, so the first one's reads are queued first. */
+static void sa_descend(struct fs_sa *sa)
+{
+	struct coll c = { .fs = sa->fs, .max = sa->window };
+	unsigned from = 0;
+
+	c.v = malloc(sa->window * sizeof(*c.v));
+	if (c.v == NULL)
+		return;
+	for (unsigned i = 0; i < sa->nsub && c.n < c.max && !c.full; i++) {
+		c.cnt = c.n;	/* coll_cb's bound counts blocks here */
+		descend_one(&c, sa->sub[i]);
+		fs_buf_prefetch(sa->fs, c.v + from, c.n - from);
+		from = c.n;
+	}
+	free(c.v);
+}
+
+void fs_sa_end(struct fs_sa *sa)
+{
+	if (sa->window > 0 && sa->plus && sa->nsub > 0)
+		sa_descend(sa);
+	free(sa->sub);
+	sa->sub = NULL;
+	sa->nsub = sa->capsub = 0;
+}
