@@ -25,11 +25,20 @@
  * synchronous batch submitted from an async callback (on the completion
  * thread) is done with pread/pwrite, since waiting would deadlock.
  *
+ * Issuing: a synchronous submitter issues its batch itself (it waits
+ * anyway); an asynchronous one only queues it and wakes the completion
+ * thread, which issues it: io_submit of an O_DIRECT write (pinning its
+ * pages, allocating in the host file system) can take a few hundred
+ * microseconds, which then do not delay the caller (a FUSE request).
+ * One thread issues at a time (f->issuing), so the FIFO order holds with
+ * f->lock dropped around io_submit. Iocbs are counted as issued before
+ * the call: those the kernel did not take cannot complete, so their
+ * batch stays alive for the issuer to take them back.
+ *
  * Locking: f->lock protects slots, the pending and finished lists,
- * outstanding, stop and every batch's issued/remaining/finished fields.
- * io_submit is called with f->lock held (keeps the FIFO order simple);
- * callbacks are called without it. f->done_cond is broadcast when a batch
- * is finished and when outstanding drops.
+ * outstanding, stop, issuing and every batch's issued/remaining/finished
+ * fields. io_submit and callbacks are called without it. f->done_cond is
+ * broadcast when a batch is finished and when outstanding drops.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +86,7 @@ struct bd_file {
 	struct file_batch *fin_head;   /* f->lock: complete, to finish */
 	unsigned outstanding;          /* f->lock: batches not finished */
 	int stop;                      /* f->lock: completion thread exits */
+	int issuing;                   /* f->lock: a thread is in issue */
 };
 
 static struct bd_file *to_file(struct bd_dev *dev)
@@ -201,14 +211,35 @@ static void issue_refused_locked(struct bd_file *f, struct file_batch *b)
 		wake_thread(f);
 }
 
-/* Hand pending iocbs to the kernel while slots are free. f->lock held. */
+static void pend_pop_locked(struct bd_file *f)
+{
+	f->pend_head = f->pend_head->pend_next;
+	if (f->pend_head == NULL)
+		f->pend_tail = NULL;
+}
+
+/* Put @b back at the head of the pending list. f->lock held. */
+static void pend_push_front_locked(struct bd_file *f, struct file_batch *b)
+{
+	b->pend_next = f->pend_head;
+	f->pend_head = b;
+	if (f->pend_tail == NULL)
+		f->pend_tail = b;
+}
+
+/* Hand pending iocbs to the kernel while slots are free. f->lock held;
+ * dropped around io_submit. A thread finding another one issuing leaves
+ * the work to it (it loops until nothing is pending or slots run out). */
 static void issue_locked(struct bd_file *f)
 {
 	struct iocb *ptrs[SUBMIT_MAX];
 	struct file_batch *b;
-	unsigned m;
+	unsigned m, taken, popped;
 	int r;
 
+	if (f->issuing)
+		return;
+	f->issuing = 1;
 	while ((b = f->pend_head) != NULL && f->slots > 0) {
 		m = b->n - b->issued;
 		if (m > f->slots)
@@ -217,21 +248,31 @@ static void issue_locked(struct bd_file *f)
 			m = SUBMIT_MAX;
 		for (unsigned i = 0; i < m; i++)
 			ptrs[i] = &b->iocbs[b->issued + i];
+		b->issued += m;
+		f->slots -= m;
+		popped = b->issued == b->n;
+		if (popped)
+			pend_pop_locked(f);
+		pthread_mutex_unlock(&f->lock);
 		r = io_submit(f->ctx, (long)m, ptrs);
-		if (r > 0) {
-			b->issued += (unsigned)r;
-			f->slots -= (unsigned)r;
-		} else if ((r == 0 || r == -EAGAIN) && f->slots < AIO_DEPTH) {
+		pthread_mutex_lock(&f->lock);
+		if (r == (int)m)
+			continue;
+		/* b is alive: the iocbs not taken cannot complete */
+		taken = r > 0 ? (unsigned)r : 0;
+		b->issued -= m - taken;
+		f->slots += m - taken;
+		if (popped)
+			pend_push_front_locked(f, b);
+		if (taken > 0 || r == -EINTR)
+			continue;
+		if ((r == 0 || r == -EAGAIN) && f->slots < AIO_DEPTH)
 			break; /* retried when a completion frees a slot */
-		} else if (r != -EINTR) {
-			issue_refused_locked(f, b);
-		}
-		if (b->issued == b->n) {
-			f->pend_head = b->pend_next;
-			if (f->pend_head == NULL)
-				f->pend_tail = NULL;
-		}
+		issue_refused_locked(f, b);
+		if (b->issued == b->n)
+			pend_pop_locked(f);
 	}
+	f->issuing = 0;
 }
 
 /* Record one event's result; f->lock held (a short completion is
@@ -353,7 +394,8 @@ static struct file_batch *batch_new(struct bd_file *f, struct bd_io *ios,
 	return b;
 }
 
-static void batch_enqueue(struct bd_file *f, struct file_batch *b)
+/* Queue @b; issue it here (@now) or let the completion thread do it. */
+static void batch_enqueue(struct bd_file *f, struct file_batch *b, int now)
 {
 	pthread_mutex_lock(&f->lock);
 	f->outstanding++;
@@ -362,8 +404,11 @@ static void batch_enqueue(struct bd_file *f, struct file_batch *b)
 	else
 		f->pend_head = b;
 	f->pend_tail = b;
-	issue_locked(f);
+	if (now)
+		issue_locked(f);
 	pthread_mutex_unlock(&f->lock);
+	if (!now)
+		wake_thread(f);
 }
 
 static int file_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
@@ -385,7 +430,7 @@ static int file_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 	b = batch_new(f, ios, n, NULL, NULL);
 	if (b == NULL)
 		return -ENOMEM;
-	batch_enqueue(f, b);
+	batch_enqueue(f, b, 1);
 	pthread_mutex_lock(&f->lock);
 	while (!b->finished)
 		pthread_cond_wait(&f->done_cond, &f->lock);
@@ -406,7 +451,7 @@ static int file_submit_async(struct bd_dev *dev, struct bd_io *ios,
 	b = batch_new(f, ios, n, done, arg);
 	if (b == NULL)
 		return -ENOMEM;
-	batch_enqueue(f, b);
+	batch_enqueue(f, b, 0);
 	return 0;
 }
 

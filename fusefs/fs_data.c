@@ -1,40 +1,75 @@
 /*
- * fs_data.c — write-behind of file data.
+ * fs_data.c — write-behind of file data, with write combining.
  *
- * fs_data_write() copies the caller's data into a private buffer, issues
- * it with bd_submit_async() and returns; the device write completes later
- * on a bd thread. Readers (fs_data_read) see in-flight data: a read fully
- * covered by the newest overlapping in-flight write is served from its
- * copy; otherwise it waits for every overlapping in-flight write to
- * complete and reads the device.
+ * fs_data_write() copies the caller's data into a private buffer and
+ * returns; the device write happens later, asynchronously
+ * (bd_submit_async), and completes on a bd thread. Each private buffer
+ * is a "run": a contiguous device range [off, off + len).
  *
- * Ordering: a write overlapping older in-flight writes is not submitted
- * until they have all completed (ndeps counts them; each completion
- * decrements the younger overlapping writes and submits those that reach
- * zero). Two writes to the same block therefore land in issue order,
- * including a block freed and reallocated to another file. (Reuse of a
- * freed data block as metadata is ordered by the journal: frees become
- * allocatable only after a commit, and every commit waits for the data
- * writes issued before it — fs_journal.c.)
+ * Combining: the newest run stays OPEN (not submitted) and absorbs later
+ * writes that land inside it or extend it contiguously at its end, up to
+ * d->run_max bytes (1 MiB, at most a quarter of the bound below); the
+ * bytes are copied in issue order, so the newest bytes win. Tar-like
+ * workloads (10 KiB writes at unaligned offsets, consecutive files
+ * allocated back to back) then become one device write per run instead
+ * of one per request, and the read-modify-write of a partial block that
+ * the previous request just wrote is served from the open run, not the
+ * device. The open run is closed (and submitted unless it waits for an
+ * older overlapping run) when:
+ *  - it is full (len == run_max), right after the write that filled it;
+ *  - a write does not fit it (it then starts the next open run);
+ *  - a read needs bytes of it but is not fully covered by it;
+ *  - fs_data_wait(): every journal commit (data=ordered before its
+ *    commit record, data=writeback after it, both before the commit's
+ *    frees become allocatable), fsync/syncfs (fs_journal_sync), and
+ *    unmount (fs_data_destroy); every file write path (fs_file.c) calls
+ *    fs_data_write inside or before a transaction on the inode, so the
+ *    commit timer (commit=) bounds how long a run stays open; writes not
+ *    followed by a transaction (truncate's zeroing) call fs_data_flush;
+ *  - fs_data_flush(), and when a writer waits for the memory bound.
+ * Closing is the only transition out of OPEN; completions never touch
+ * the open run.
  *
- * Memory: the copies of in-flight writes are bounded by d->limit bytes (a
- * share of cache_mb, taken from the cache's own bound in fs_super.c);
- * a writer waits while the bound would be exceeded (a single write larger
- * than the bound is let through alone).
+ * Ordering: a run overlapping older runs still on the list is not
+ * submitted until they have all completed (ndeps counts them, computed
+ * when the run is closed; each completion decrements the younger
+ * overlapping closed runs and submits those that reach zero). Two writes
+ * to the same block therefore land in issue order, including a block
+ * freed and reallocated to another file. (Reuse of a freed data block as
+ * metadata is ordered by the journal: frees become allocatable only after
+ * a commit, and every commit waits for the data writes issued before it —
+ * fs_journal.c.)
+ *
+ * Readers (fs_data_read) see unwritten data: a read fully covered by the
+ * newest overlapping run (open or in flight) is served from its copy;
+ * otherwise it closes the open run if it overlaps, waits for every
+ * overlapping run to complete and reads the device.
+ *
+ * Memory: the buffers held by runs are bounded by d->limit bytes (a
+ * share of cache_mb, taken from the cache's own bound in fs_super.c). A
+ * run's buffer is SMALL_BUF bytes while the run fits there, then
+ * d->run_max (a bigger single write gets a buffer of its size). A writer
+ * waits while a new buffer would exceed the bound (a single write larger
+ * than the bound is let through alone). Freed buffers of both sizes are
+ * kept for reuse (no page faults per write), up to half the bound per
+ * size and as long as held + kept buffers stay within the bound; an
+ * fs_data_wait that finds nothing in flight keeps only POOL_IDLE of each
+ * (a commit every commit= seconds returns the memory of a past burst).
  *
  * Errors: the first write error since the last fs_data_wait() is kept and
  * returned by the next fs_data_wait() (then cleared); the journal keeps it
  * for the next fsync (fs_journal.c), so an error is never lost.
  *
- * Invariants: the in-flight list is in issue order (ids increasing), so
- * its head is the oldest write not yet complete; a write is on the list
- * from fs_data_write() until its completion callback has run.
+ * Invariants: the run list is in issue order (ids increasing), so its
+ * head is the oldest run not complete; a run is on the list from its
+ * creation until its completion callback has run; d->open, if not NULL,
+ * is the list's tail, and has ndeps == 0 and submitted == 0.
  *
  * Locking: d->lock protects every field of struct fs_data and the list
- * links and ndeps of every struct dw; a struct dw's buffer, offset and
- * length are immutable once it is on the list. d->lock is a leaf below the
- * journal and cache locks (order 6 in fs_internal.h); bd_submit_async() is
- * called without it.
+ * links, ndeps and submitted of every run; the open run's len and buffer
+ * contents change only under d->lock; a closed run's buffer, off and len
+ * are immutable. d->lock is a leaf below the journal and cache locks
+ * (order 6 in fs_internal.h); bd_submit_async() is called without it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -44,26 +79,42 @@
 
 #include "fusefs/fs_core_priv.h"
 
+#define RUN_MAX (1u << 20)	/* largest combined run, bytes */
+#define SMALL_BUF (64u << 10)	/* first buffer of a run that fits it */
+#define POOL_IDLE 2u		/* spare buffers per size kept when idle */
+
 struct dw {
-	struct dw *prev, *next;	/* in-flight list, issue order */
+	struct dw *prev, *next;	/* run list, issue order */
 	uint64_t id;
 	uint64_t off, len;
-	unsigned ndeps;		/* older overlapping writes not complete */
+	size_t cap;		/* buffer bytes */
+	unsigned ndeps;		/* older overlapping runs not complete */
 	int submitted;
 	void *buf;
 	struct fs_data *d;
 	struct bd_io io;
 };
 
+/* Spare buffers of one size. */
+struct pool {
+	void **bufs;
+	unsigned n, max;
+	size_t size;		/* immutable */
+};
+
 struct fs_data {
 	struct fs *fs;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* a write completed */
+	pthread_cond_t cond;	/* a run completed */
 	struct dw head;		/* list sentinel */
+	struct dw *open;	/* the open run (the tail) or NULL */
 	uint64_t next_id;
-	uint64_t bytes;		/* copies held by in-flight writes */
+	uint64_t bytes;		/* buffer bytes held by runs */
+	uint64_t kept;		/* buffer bytes in the pools */
 	uint64_t limit;		/* immutable */
-	uint64_t nwrites;	/* in flight */
+	size_t run_max;		/* immutable */
+	uint64_t nwrites;	/* runs on the list */
+	struct pool small, big;
 	int err;		/* first error since the last wait */
 	int held;		/* tests: do not submit (fs_data_hold) */
 };
@@ -84,6 +135,23 @@ uint64_t fs_data_share(unsigned cache_mb)
 	return mb << 20;
 }
 
+static int pool_init(struct pool *p, size_t size, uint64_t limit)
+{
+	p->size = size;
+	p->max = (unsigned)(limit / 2 / size);
+	if (p->max == 0)
+		p->max = 1;
+	p->bufs = calloc(p->max, sizeof(*p->bufs));
+	return p->bufs == NULL ? -ENOMEM : 0;
+}
+
+static void pool_fini(struct pool *p)
+{
+	while (p->n > 0)
+		free(p->bufs[--p->n]);
+	free(p->bufs);
+}
+
 int fs_data_init(struct fs *fs, unsigned cache_mb)
 {
 	struct fs_data *d = calloc(1, sizeof(*d));
@@ -91,13 +159,87 @@ int fs_data_init(struct fs *fs, unsigned cache_mb)
 	if (d == NULL)
 		return -ENOMEM;
 	d->fs = fs;
-	pthread_mutex_init(&d->lock, NULL);
-	pthread_cond_init(&d->cond, NULL);
 	d->head.next = d->head.prev = &d->head;
 	d->next_id = 1;
 	d->limit = fs_data_share(cache_mb);
+	d->run_max = d->limit / 4 < RUN_MAX ? d->limit / 4 : RUN_MAX;
+	if (pool_init(&d->small, SMALL_BUF, d->limit) < 0 ||
+	    pool_init(&d->big, d->run_max, d->limit) < 0) {
+		free(d->small.bufs);
+		free(d);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
 	fs->data = d;
 	return 0;
+}
+
+/* ---- buffers (d->lock held) ---- */
+
+static struct pool *pool_of(struct fs_data *d, size_t cap)
+{
+	if (cap == d->small.size)
+		return &d->small;
+	if (cap == d->big.size)
+		return &d->big;
+	return NULL;
+}
+
+/* Give the pools' buffers back until @need more bytes fit the bound. */
+static void trim_kept(struct fs_data *d, uint64_t need)
+{
+	struct pool *p;
+
+	while (d->kept > 0 && d->bytes + d->kept + need > d->limit) {
+		p = d->big.n > 0 ? &d->big : &d->small;
+		free(p->bufs[--p->n]);
+		d->kept -= p->size;
+	}
+}
+
+/* A buffer of @cap bytes, from a pool or allocated; NULL: -ENOMEM. The
+ * caller has added @cap to d->bytes. */
+static void *buf_get(struct fs_data *d, size_t cap)
+{
+	struct pool *p = pool_of(d, cap);
+	void *b;
+
+	if (p != NULL && p->n > 0) {
+		d->kept -= cap;
+		return p->bufs[--p->n];
+	}
+	trim_kept(d, 0);
+	if (posix_memalign(&b, BD_ALIGN, cap) != 0)
+		return NULL;
+	return b;
+}
+
+/* Idle: keep at most POOL_IDLE buffers of each size. */
+static void trim_idle(struct fs_data *d)
+{
+	struct pool *p[2] = { &d->small, &d->big };
+
+	for (unsigned i = 0; i < 2; i++) {
+		while (p[i]->n > POOL_IDLE) {
+			free(p[i]->bufs[--p[i]->n]);
+			d->kept -= p[i]->size;
+		}
+	}
+}
+
+/* Free or keep a buffer of @cap bytes no longer counted in d->bytes. */
+static void buf_put(struct fs_data *d, void *b, size_t cap)
+{
+	struct pool *p = pool_of(d, cap);
+
+	if (p != NULL && p->n < p->max &&
+	    d->bytes + d->kept + cap <= d->limit) {
+		p->bufs[p->n++] = b;
+		d->kept += cap;
+		return;
+	}
+	free(b);
 }
 
 void fs_data_destroy(struct fs *fs)
@@ -106,20 +248,25 @@ void fs_data_destroy(struct fs *fs)
 
 	if (d == NULL)
 		return;
+	fs_data_flush(fs);
 	pthread_mutex_lock(&d->lock);
 	while (d->head.next != &d->head)
 		pthread_cond_wait(&d->cond, &d->lock);
 	pthread_mutex_unlock(&d->lock);
+	pool_fini(&d->small);
+	pool_fini(&d->big);
 	pthread_cond_destroy(&d->cond);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	fs->data = NULL;
 }
 
+/* ---- submission and completion ---- */
+
 static void submit(struct dw *w);
 
 /* Submit a chain (linked through io.priv, newest first) oldest first.
- * The writes of one chain never overlap each other (a younger one would
+ * The runs of one chain never overlap each other (a younger one would
  * still wait for the older). */
 static void submit_chain(struct dw *ready)
 {
@@ -138,7 +285,8 @@ static void submit_chain(struct dw *ready)
 	}
 }
 
-/* Completion of @w: leave the list, release its younger dependents. */
+/* Completion of @w: leave the list, release its younger dependents (the
+ * open run has none: its dependencies are counted when it closes). */
 static void complete(struct dw *w, int ret)
 {
 	struct fs_data *d = w->d;
@@ -159,11 +307,11 @@ static void complete(struct dw *w, int ret)
 	}
 	w->prev->next = w->next;
 	w->next->prev = w->prev;
-	d->bytes -= w->len;
+	d->bytes -= w->cap;
 	d->nwrites--;
+	buf_put(d, w->buf, w->cap);
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
-	free(w->buf);
 	free(w);
 	submit_chain(ready);
 }
@@ -188,11 +336,156 @@ static void submit(struct dw *w)
 		complete(w, bd_write(fs->bd, w->buf, w->len, w->off, 0));
 }
 
+/* Close the open run: count the older overlapping runs it waits for.
+ * Returns it if the caller must submit it (after unlocking), else NULL.
+ * d->lock held. */
+static struct dw *close_open(struct fs_data *d)
+{
+	struct dw *w = d->open, *x;
+
+	if (w == NULL)
+		return NULL;
+	d->open = NULL;
+	for (x = d->head.next; x != w; x = x->next)
+		if (overlaps(x, w->off, w->len))
+			w->ndeps++;
+	FS_STAT_ADD(d->fs, data_runs, 1);
+	if (w->ndeps > 0 || d->held)
+		return NULL;
+	w->submitted = 1;
+	return w;
+}
+
+void fs_data_flush(struct fs *fs)
+{
+	struct fs_data *d = fs->data;
+	struct dw *w;
+
+	pthread_mutex_lock(&d->lock);
+	w = close_open(d);
+	pthread_mutex_unlock(&d->lock);
+	if (w != NULL)
+		submit(w);
+}
+
+/* ---- write ---- */
+
+/* Copy [off, off + len) into the open run if it lands inside it or
+ * extends it contiguously within d->run_max, growing its buffer from
+ * SMALL_BUF if needed. 1 absorbed, 0 not. d->lock held. */
+static int absorb(struct fs_data *d, const void *buf, uint64_t len,
+		  uint64_t off)
+{
+	struct dw *w = d->open;
+	uint64_t end;
+	void *nb;
+
+	if (w == NULL || off < w->off || off > w->off + w->len)
+		return 0;
+	end = off + len - w->off;	/* new length if it grows */
+	if (end > w->cap) {
+		if (end > d->run_max || w->cap != SMALL_BUF ||
+		    d->bytes + d->run_max - w->cap > d->limit)
+			return 0;
+		d->bytes += d->run_max - w->cap;
+		nb = buf_get(d, d->run_max);
+		if (nb == NULL) {
+			d->bytes -= d->run_max - w->cap;
+			return 0;
+		}
+		memcpy(nb, w->buf, w->len);
+		buf_put(d, w->buf, SMALL_BUF);
+		w->buf = nb;
+		w->cap = d->run_max;
+	}
+	memcpy((char *)w->buf + (off - w->off), buf, len);
+	if (end > w->len)
+		w->len = end;
+	return 1;
+}
+
+/* Wait until @cap more buffer bytes fit the bound (or nothing is held),
+ * then count them. Closes the open run so that it can complete.
+ * d->lock held; may drop it. */
+static void reserve(struct fs_data *d, size_t cap)
+{
+	struct dw *w;
+
+	if (d->bytes > 0 && d->bytes + cap > d->limit)
+		FS_STAT_ADD(d->fs, data_throttled, 1);
+	while (d->bytes > 0 && d->bytes + cap > d->limit) {
+		w = close_open(d);
+		if (w != NULL) {
+			pthread_mutex_unlock(&d->lock);
+			submit(w);
+			pthread_mutex_lock(&d->lock);
+			continue;
+		}
+		pthread_cond_wait(&d->cond, &d->lock);
+	}
+	d->bytes += cap;
+}
+
+/* Append the new run @w (buffer filled) as the open run, closing the
+ * previous one; a full run is closed at once. Returns the runs to submit
+ * after unlocking (chained through io.priv). d->lock held. */
+static struct dw *append_run(struct fs_data *d, struct dw *w)
+{
+	struct dw *ready = close_open(d), *x;
+
+	if (ready != NULL)
+		ready->io.priv = NULL;
+	w->id = d->next_id++;
+	w->prev = d->head.prev;
+	w->next = &d->head;
+	d->head.prev->next = w;
+	d->head.prev = w;
+	d->nwrites++;
+	d->open = w;
+	pthread_cond_broadcast(&d->cond);	/* a waiter in reserve()
+						   closes it */
+	if (w->len >= d->run_max && (x = close_open(d)) != NULL) {
+		x->io.priv = ready;
+		ready = x;
+	}
+	return ready;
+}
+
+/* A new run for [off, off + len): reserve its buffer, copy (without the
+ * lock), append. d->lock held on entry and return. */
+static int new_run(struct fs_data *d, const void *buf, size_t len,
+		   uint64_t off, struct dw **ready)
+{
+	size_t cap = len <= SMALL_BUF ? SMALL_BUF :
+		     len <= d->run_max ? d->run_max : len;
+	struct dw *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		return -ENOMEM;
+	reserve(d, cap);
+	w->buf = buf_get(d, cap);
+	if (w->buf == NULL) {
+		d->bytes -= cap;
+		pthread_cond_broadcast(&d->cond);
+		free(w);
+		return -ENOMEM;
+	}
+	pthread_mutex_unlock(&d->lock);
+	memcpy(w->buf, buf, len);
+	w->off = off;
+	w->len = len;
+	w->cap = cap;
+	w->d = d;
+	pthread_mutex_lock(&d->lock);
+	*ready = append_run(d, w);
+	return 0;
+}
+
 int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off)
 {
 	struct fs_data *d = fs->data;
-	struct dw *w, *x;
-	int ret, now;
+	struct dw *ready = NULL;
+	int ret = 0;
 
 	if (fs->ro)
 		return -EROFS;
@@ -201,46 +494,27 @@ int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off)
 	if (len % BD_ALIGN != 0 || off % BD_ALIGN != 0 ||
 	    off + len > bd_size(fs->bd) || off + len < off)
 		return -EINVAL;
-	w = calloc(1, sizeof(*w));
-	if (w == NULL)
-		return -ENOMEM;
-	ret = posix_memalign(&w->buf, BD_ALIGN, len);
-	if (ret != 0) {
-		free(w);
-		return -ENOMEM;
-	}
-	memcpy(w->buf, buf, len);
-	w->off = off;
-	w->len = len;
-	w->d = d;
-
 	pthread_mutex_lock(&d->lock);
-	if (d->bytes > 0 && d->bytes + len > d->limit) {
-		FS_STAT_ADD(fs, data_throttled, 1);
-		while (d->bytes > 0 && d->bytes + len > d->limit)
-			pthread_cond_wait(&d->cond, &d->lock);
+	if (absorb(d, buf, len, off)) {
+		FS_STAT_ADD(fs, data_absorbed, 1);
+		if (d->open->len >= d->run_max)
+			ready = close_open(d);
+		if (ready != NULL)
+			ready->io.priv = NULL;
+	} else {
+		ret = new_run(d, buf, len, off, &ready);
 	}
-	for (x = d->head.next; x != &d->head; x = x->next)
-		if (overlaps(x, off, len))
-			w->ndeps++;
-	w->id = d->next_id++;
-	now = w->ndeps == 0 && !d->held;
-	w->submitted = now;
-	w->prev = d->head.prev;
-	w->next = &d->head;
-	d->head.prev->next = w;
-	d->head.prev = w;
-	d->bytes += len;
-	d->nwrites++;
 	pthread_mutex_unlock(&d->lock);
-
+	if (ret < 0)
+		return ret;
 	FS_STAT_ADD(fs, data_writes, 1);
 	FS_STAT_ADD(fs, data_bytes, len);
 	fs_journal_data_written(fs);
-	if (now)	/* not w->submitted: a completion may submit w */
-		submit(w);
+	submit_chain(ready);
 	return 0;
 }
+
+/* ---- read ---- */
 
 /* bd_read into a buffer of any alignment. */
 static int read_dev(struct fs *fs, void *buf, size_t len, uint64_t off)
@@ -259,16 +533,18 @@ static int read_dev(struct fs *fs, void *buf, size_t len, uint64_t off)
 	return ret;
 }
 
-int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off)
+/* fs_data_read; 1 if served from a run, 0 from the device. */
+static int data_read(struct fs *fs, void *buf, size_t len, uint64_t off)
 {
 	struct fs_data *d = fs->data;
 	struct dw *x;
+	int ret;
 
 	if (len == 0)
-		return 0;
+		return 1;
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
-		/* newest overlapping write first */
+		/* newest overlapping run first */
 		for (x = d->head.prev; x != &d->head; x = x->prev)
 			if (overlaps(x, off, len))
 				break;
@@ -278,13 +554,41 @@ int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off)
 			memcpy(buf, (char *)x->buf + (off - x->off), len);
 			pthread_mutex_unlock(&d->lock);
 			FS_STAT_ADD(fs, data_read_hits, 1);
-			return 0;
+			return 1;
+		}
+		if (x == d->open) {
+			x = close_open(d);
+			if (x != NULL) {
+				pthread_mutex_unlock(&d->lock);
+				submit(x);
+				pthread_mutex_lock(&d->lock);
+			}
+			continue;
 		}
 		pthread_cond_wait(&d->cond, &d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);
-	return read_dev(fs, buf, len, off);
+	ret = read_dev(fs, buf, len, off);
+	return ret < 0 ? ret : 0;
 }
+
+int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off)
+{
+	int ret = data_read(fs, buf, len, off);
+
+	return ret < 0 ? ret : 0;
+}
+
+int fs_data_read_rmw(struct fs *fs, void *buf, size_t len, uint64_t off)
+{
+	int ret = data_read(fs, buf, len, off);
+
+	if (ret == 0)
+		FS_STAT_ADD(fs, data_rmw_dev, 1);
+	return ret < 0 ? ret : 0;
+}
+
+/* ---- waiting, tests, stats ---- */
 
 int fs_data_wait(struct fs *fs)
 {
@@ -295,10 +599,13 @@ int fs_data_wait(struct fs *fs)
 	if (d == NULL)
 		return 0;
 	FS_STAT_ADD(fs, data_waits, 1);
+	fs_data_flush(fs);
 	pthread_mutex_lock(&d->lock);
 	last = d->next_id - 1;
 	while (d->head.next != &d->head && d->head.next->id <= last)
 		pthread_cond_wait(&d->cond, &d->lock);
+	if (d->head.next == &d->head)
+		trim_idle(d);
 	ret = d->err;
 	d->err = 0;
 	pthread_mutex_unlock(&d->lock);
@@ -314,7 +621,7 @@ void fs_data_hold(struct fs *fs, int hold)
 	d->held = hold;
 	if (!hold) {
 		for (x = d->head.next; x != &d->head; x = x->next) {
-			if (x->ndeps == 0 && !x->submitted) {
+			if (x->ndeps == 0 && !x->submitted && x != d->open) {
 				x->submitted = 1;
 				x->io.priv = ready;
 				ready = x;
@@ -338,4 +645,9 @@ void fs_data_inflight(struct fs *fs, uint64_t *writes, uint64_t *bytes)
 uint64_t fs_data_limit(struct fs *fs)
 {
 	return fs->data->limit;
+}
+
+size_t fs_data_run_max(struct fs *fs)
+{
+	return fs->data->run_max;
 }

@@ -14,9 +14,12 @@
  *
  * Data never goes through the metadata cache: reads and writes go to the
  * device through the data write-behind (fs_data_read / fs_data_write,
- * fs_data.c: asynchronous, coherent reads, ordered overlapping writes);
- * partial blocks are read, modified and written (RMW), new blocks are
- * written in full (zeros around the data). A write maps (allocates) its
+ * fs_data.c: asynchronous, combined into runs, coherent reads, ordered
+ * overlapping writes); partial blocks are read, modified and written
+ * (RMW: the block a previous write just covered is read back from the
+ * open run, not the device), new blocks are written in full (zeros
+ * around the data). A write that no transaction follows (truncate's
+ * zeroing) submits the open run itself (fs_data_flush). A write maps (allocates) its
  * blocks in a transaction and ends the handle as soon as fs_data_write
  * returned: with data=ordered the commit that makes the new extents
  * visible waits for the data writes first (fs_journal.c), and a failed
@@ -290,7 +293,8 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 	if (pos > start) {
 		if (fresh)
 			memset(bounce, 0, BS);
-		else if ((ret = fs_data_read(fs, bounce, BS, phys * BS)) < 0)
+		else if ((ret = fs_data_read_rmw(fs, bounce, BS,
+						 phys * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -299,8 +303,8 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 
 		if (fresh)
 			memset(last, 0, BS);
-		else if ((ret = fs_data_read(fs, last, BS,
-					     (phys + nblk - 1) * BS)) < 0)
+		else if ((ret = fs_data_read_rmw(fs, last, BS,
+						 (phys + nblk - 1) * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -758,11 +762,13 @@ static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 	if (blk == NULL)
 		return -ENOMEM;
 	phys = e.phys + (lb - e.lb);
-	ret = fs_data_read(fs, blk, BS, phys * BS);
+	ret = fs_data_read_rmw(fs, blk, BS, phys * BS);
 	if (ret == 0) {
 		memset(blk + from % BS, 0, to - from);
 		ret = fs_data_write(fs, blk, BS, phys * BS);
 	}
+	/* no transaction follows this write: do not leave it open */
+	fs_data_flush(fs);
 	free(blk);
 	return ret;
 }

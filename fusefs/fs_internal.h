@@ -107,6 +107,9 @@ struct fs_core_stats {
 	uint64_t ra_skipped;		/* not prefetched: bound reached */
 	uint64_t ra_errors;		/* prefetch reads that failed */
 	uint64_t ra_unused;		/* current value: prefetched, unused */
+	uint64_t data_runs;		/* combined runs closed */
+	uint64_t data_absorbed;		/* writes absorbed by an open run */
+	uint64_t data_rmw_dev;		/* RMW reads that hit the device */
 };
 
 /*
@@ -363,9 +366,10 @@ void fs_journal_kick(struct fs *fs);
  * needs no alignment). Any thread, with or without inode locks or a
  * transaction handle held: they may block for I/O but never for a commit.
  *
- * fs_data_write copies @buf and issues the write asynchronously, then
- * returns 0 (-EINVAL misaligned / past the device, -EROFS, -ENOMEM; a
- * device error is reported later by fs_data_wait / fsync). A write
+ * fs_data_write copies @buf (into the open run, or a new run: see
+ * fs_data_flush below) and returns 0; the device write is asynchronous
+ * (-EINVAL misaligned / past the device, -EROFS, -ENOMEM; a device error
+ * is reported later by fs_data_wait / fsync). A write
  * overlapping older in-flight writes is issued only after they complete,
  * so writes to one block land in call order (also across a free and
  * reallocation of the block). Copies in flight are bounded by a share of
@@ -374,19 +378,32 @@ void fs_journal_kick(struct fs *fs);
  * handle right after the call: data=ordered makes the commit wait for
  * the write (above).
  *
- * fs_data_read is coherent with in-flight writes: it returns the newest
- * data (from an in-flight copy, or from the device after the overlapping
- * writes completed). 0 or -errno of bd_read.
+ * fs_data_read is coherent with unwritten data: it returns the newest
+ * data (from the open run or an in-flight copy, or from the device after
+ * the overlapping writes completed). 0 or -errno of bd_read.
  */
 int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off);
 int fs_data_read(struct fs *fs, void *buf, size_t len, uint64_t off);
+/* fs_data_read of a partial block about to be rewritten (counts
+ * data_rmw_dev when the device has to be read). */
+int fs_data_read_rmw(struct fs *fs, void *buf, size_t len, uint64_t off);
+
+/* Writes are combined: the newest run stays open (unsubmitted) and
+ * absorbs writes inside it or contiguous after it, up to
+ * fs_data_run_max bytes. It is submitted when full or not fitting the
+ * next write, when a read needs more than it has, by fs_data_wait (every
+ * commit, fsync, unmount) and by fs_data_flush: a write that no commit
+ * follows (no transaction on the inode) must call fs_data_flush. */
+void fs_data_flush(struct fs *fs);
+size_t fs_data_run_max(struct fs *fs);
 
 /* Wait for every data write issued so far; return the first write error
  * since the previous fs_data_wait (then cleared), else 0. Does not flush
  * the device (fs_journal_sync does). Any thread. */
 int fs_data_wait(struct fs *fs);
 
-/* In-flight writes and bytes now; the bytes bound. For tests/stats. */
+/* Runs not complete (open, waiting, in flight) and the buffer bytes they
+ * hold now; the bytes bound. For tests/stats. */
 void fs_data_inflight(struct fs *fs, uint64_t *writes, uint64_t *bytes);
 uint64_t fs_data_limit(struct fs *fs);
 

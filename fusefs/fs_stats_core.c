@@ -76,6 +76,23 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "freed_blocks", s.free_blocks);
 }
 
+/* The data write-behind (fs_data.c). */
+static void fs_stats_data(struct fs_json *o, void *arg)
+{
+	struct fs_core_stats s;
+
+	fs_core_stats_get(arg, &s);
+	fs_json_u64(o, "writes", s.data_writes);
+	fs_json_u64(o, "bytes", s.data_bytes);
+	fs_json_u64(o, "runs", s.data_runs);
+	fs_json_u64(o, "absorbed", s.data_absorbed);
+	fs_json_u64(o, "throttled", s.data_throttled);
+	fs_json_u64(o, "read_hits", s.data_read_hits);
+	fs_json_u64(o, "rmw_dev_reads", s.data_rmw_dev);
+	fs_json_u64(o, "errors", s.data_errors);
+	fs_json_u64(o, "waits", s.data_waits);
+}
+
 static const struct {
 	const char *name;
 	fs_stats_section_fn fn;
@@ -83,6 +100,7 @@ static const struct {
     {"journal", fs_stats_journal},
     {"cache", fs_stats_cache},
     {"alloc", fs_stats_alloc},
+    {"data", fs_stats_data},
 };
 
 #define FS_NCORE (sizeof(fs_core_sections) / sizeof(fs_core_sections[0]))

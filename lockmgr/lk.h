@@ -232,6 +232,15 @@ int lk_cancel(struct lk_lock *lk);
  * callbacks this causes are still queued for the callback thread.
  */
 int lk_wait(struct lk_lock *lk);
+/*
+ * lk_wait on each of @locks (NULL entries skipped), taking the lockspace
+ * lock once rather than once per lock: for the handles of an
+ * lk_lock_batch. Returns 0 if every lock was granted, else the first
+ * non-zero status met (all of them are waited for anyway). As for
+ * lk_wait, a handle whose new request already failed and was released
+ * (see "Handles" above) must not be passed.
+ */
+int lk_wait_batch(struct lk_lock **locks, size_t n);
 
 /* Mode granted now (-1 if none yet). */
 int lk_lock_mode(const struct lk_lock *lk);

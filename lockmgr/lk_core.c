@@ -51,22 +51,29 @@ void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
 int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out)
 {
+	size_t tb = LK_HASH_SIZE * sizeof(void *);
 	struct lk_ls *ls;
+	char *t;
 
 	if (nodeid == 0 || nodeid >= LK_MAX_NODES)
 		return -EINVAL;
 	ls = calloc(1, sizeof(*ls));
 	if (ls == NULL)
 		return -ENOMEM;
-	ls->res_hash = calloc(LK_HASH_SIZE, sizeof(*ls->res_hash));
-	ls->lkb_hash = calloc(LK_HASH_SIZE, sizeof(*ls->lkb_hash));
-	ls->mst_hash = calloc(LK_HASH_SIZE, sizeof(*ls->mst_hash));
-	ls->dir_hash = calloc(LK_HASH_SIZE, sizeof(*ls->dir_hash));
-	if (ls->res_hash == NULL || ls->lkb_hash == NULL ||
-	    ls->mst_hash == NULL || ls->dir_hash == NULL) {
-		lk_core_destroy(ls);
+	t = lk_tables_alloc(4 * tb);
+	if (t == NULL) {
+		free(ls);
 		return -ENOMEM;
 	}
+	ls->tables = t;
+	ls->res_hash = (struct lk_res **)t;
+	ls->lkb_hash = (struct lk_lock **)(t + tb);
+	ls->mst_hash = (struct lk_mst **)(t + 2 * tb);
+	ls->dir_hash = (struct lk_dirent **)(t + 3 * tb);
+	lk_pool_init(&ls->lkb_pool, sizeof(struct lk_lock));
+	lk_pool_init(&ls->mst_pool, sizeof(struct lk_mst));
+	lk_pool_init(&ls->res_pool, sizeof(struct lk_res));
+	lk_pool_init(&ls->dir_pool, sizeof(struct lk_dirent));
 	pthread_mutex_init(&ls->mu, NULL);
 	pthread_cond_init(&ls->cv, NULL);
 	pthread_cond_init(&ls->cbcv, NULL);
@@ -80,84 +87,22 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 	return 0;
 }
 
-void *lk_pool_get(struct lk_pool *p, size_t size)
-{
-	void *obj = p->head;
-
-	if (obj == NULL)
-		return calloc(1, size);
-	memcpy(&p->head, obj, sizeof(p->head));
-	p->n--;
-	memset(obj, 0, size);
-	return obj;
-}
-
-void lk_pool_put(struct lk_pool *p, void *obj)
-{
-	if (p->n >= LK_POOL_MAX) {
-		free(obj);
-		return;
-	}
-	memcpy(obj, &p->head, sizeof(p->head));
-	p->head = obj;
-	p->n++;
-}
-
-static void pool_drain(struct lk_pool *p)
-{
-	while (p->head != NULL) {
-		void *obj = p->head;
-
-		memcpy(&p->head, obj, sizeof(p->head));
-		free(obj);
-	}
-	p->n = 0;
-}
-
-static void free_lkbs_and_res(struct lk_ls *ls)
-{
-	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
-		while (ls->lkb_hash[i] != NULL) {
-			struct lk_lock *lk = ls->lkb_hash[i];
-
-			ls->lkb_hash[i] = lk->hnext;
-			free(lk);
-		}
-		while (ls->mst_hash[i] != NULL) {
-			struct lk_mst *m = ls->mst_hash[i];
-
-			ls->mst_hash[i] = m->hnext;
-			free(m);
-		}
-		while (ls->res_hash[i] != NULL) {
-			struct lk_res *r = ls->res_hash[i];
-
-			ls->res_hash[i] = r->hnext;
-			free(r);
-		}
-	}
-}
-
-/* Free everything; no thread may use @ls any more. */
+/* Free everything; no thread may use @ls any more. lkbs, master copies
+ * and resources live in the pools' slabs: freed with them. */
 void lk_core_destroy(struct lk_ls *ls)
 {
 	if (ls == NULL)
 		return;
-	if (ls->lkb_hash != NULL && ls->mst_hash != NULL &&
-	    ls->res_hash != NULL)
-		free_lkbs_and_res(ls);
-	if (ls->dir_hash != NULL)
-		lk_dir_clear(ls);
+	lk_dir_clear(ls);
 	lk_recover_free(ls);
-	pool_drain(&ls->lkb_pool);
-	pool_drain(&ls->mst_pool);
+	lk_pool_destroy(&ls->lkb_pool);
+	lk_pool_destroy(&ls->mst_pool);
+	lk_pool_destroy(&ls->res_pool);
+	lk_pool_destroy(&ls->dir_pool);
 	for (int i = 0; i < LK_MAX_NODES; i++)
 		free(ls->out[i].buf);
 	free(ls->cbq);
-	free(ls->res_hash);
-	free(ls->lkb_hash);
-	free(ls->mst_hash);
-	free(ls->dir_hash);
+	free(ls->tables);
 	pthread_mutex_destroy(&ls->mu);
 	pthread_cond_destroy(&ls->cv);
 	pthread_cond_destroy(&ls->cbcv);
@@ -177,7 +122,7 @@ struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 	return NULL;
 }
 
-static void res_untoss(struct lk_ls *ls, struct lk_res *res)
+void lk_res_untoss(struct lk_ls *ls, struct lk_res *res)
 {
 	if (res->on_toss) {
 		lk_list_del(&res->toss);
@@ -193,10 +138,10 @@ static struct lk_res *res_get_hashed(struct lk_ls *ls, const struct lk_name *n,
 	struct lk_res *r = lk_res_find(ls, n, hash);
 
 	if (r != NULL) {
-		res_untoss(ls, r);
+		lk_res_untoss(ls, r);
 		return r;
 	}
-	r = calloc(1, sizeof(*r));
+	r = lk_pool_get(&ls->res_pool);
 	if (r == NULL)
 		return NULL;
 	r->name = *n;
@@ -223,10 +168,10 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 	while (*pp != res)
 		pp = &(*pp)->hnext;
 	*pp = res->hnext;
-	res_untoss(ls, res);
+	lk_res_untoss(ls, res);
 	ls->nres--;
 	ls->stats.resources = ls->nres;
-	free(res);
+	lk_pool_put(&ls->res_pool, res);
 }
 
 /* Put @res on the toss list if nothing on this node uses it. */
@@ -306,7 +251,7 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 
 static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 {
-	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool, sizeof(*lk));
+	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool);
 
 	if (lk == NULL)
 		return NULL;
@@ -361,10 +306,12 @@ static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
 	lk->deferred_op = (uint8_t)op;
 }
 
+/* A lock record of @type for @lk's master; @with_lvb only for the types
+ * whose record is a full struct lk_rec_lock (not REQUEST). */
 static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 			  int mode, int with_lvb)
 {
-	struct lk_rec_lock *r = lk_out_add(ls, lk->res->master, type);
+	struct lk_rec_req *r = lk_out_add(ls, lk->res->master, type);
 
 	if (r == NULL)
 		return;
@@ -372,9 +319,11 @@ static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 	r->lkid = lk->lkid;
 	r->flags = lk->flags;
 	r->mode = (int8_t)mode;
-	if (with_lvb) {
-		r->has_lvb = 1;
-		memcpy(r->lvb, lk->lvb, LK_LVB_LEN);
+	if (with_lvb && type != LK_M_REQUEST) {
+		struct lk_rec_lock *l = (struct lk_rec_lock *)r;
+
+		l->has_lvb = 1;
+		memcpy(l->lvb, lk->lvb, LK_LVB_LEN);
 		lk->lvb_dirty = 0;
 	}
 }
@@ -569,6 +518,9 @@ void lk_core_kick_deferred(struct lk_ls *ls)
 
 /* ---- output ---- */
 
+/* The open frame's header gets its count and length only here: a batch
+ * appends thousands of records and the header's cache line is long gone
+ * by the end. */
 static void close_frame(struct lk_ls *ls, uint32_t node)
 {
 	struct lk_outbuf *ob = &ls->out[node];
@@ -577,6 +529,7 @@ static void close_frame(struct lk_ls *ls, uint32_t node)
 	if (!ob->open)
 		return;
 	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
+	h->count = ob->count;
 	h->length = (uint32_t)(ob->len - ob->hdr_off);
 	lk_stats_peer_tx(ls, node, h->length, h->count);
 	ob->open = 0;
@@ -590,51 +543,62 @@ void lk_out_seal(struct lk_ls *ls)
 		close_frame(ls, (uint32_t)__builtin_ctzll(d));
 }
 
+static int out_grow(struct lk_outbuf *ob, size_t need)
+{
+	size_t cap = ob->cap ? ob->cap * 2 : 4096;
+	uint8_t *nb;
+
+	while (cap < need)
+		cap *= 2;
+	nb = realloc(ob->buf, cap);
+	if (nb == NULL)
+		return -ENOMEM;
+	ob->buf = nb;
+	ob->cap = cap;
+	return 0;
+}
+
+static void open_frame(struct lk_ls *ls, uint32_t node, unsigned type)
+{
+	struct lk_outbuf *ob = &ls->out[node];
+	struct lk_hdr *h = (struct lk_hdr *)(ob->buf + ob->len);
+
+	memset(h, 0, sizeof(*h));
+	h->magic = LK_MAGIC;
+	h->version = LK_VERSION;
+	h->type = (uint8_t)type;
+	h->sender = ls->nodeid;
+	h->seq = ++ob->seq;
+	h->gen = ls->gen;
+	ob->hdr_off = ob->len;
+	ob->len += sizeof(*h);
+	ob->open = 1;
+	ob->type = (uint8_t)type;
+	ob->count = 0;
+	ls->out_dirty |= 1ull << node;
+}
+
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 {
-	struct lk_outbuf *ob;
 	size_t rs = lk_wire_recsize(type);
-	struct lk_hdr *h;
+	struct lk_outbuf *ob;
 	void *rec;
 
 	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
 		return NULL;
 	ob = &ls->out[node];
-	h = ob->open ? (struct lk_hdr *)(ob->buf + ob->hdr_off) : NULL;
-	if (h != NULL && (h->type != type || h->count == UINT16_MAX ||
-			  ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
+	if (ob->open && (ob->type != type || ob->count == UINT16_MAX ||
+			 ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
 		close_frame(ls, node);
-	if (ob->len + sizeof(*h) + rs > ob->cap) {
-		size_t cap = ob->cap ? ob->cap * 2 : 4096;
-		uint8_t *nb;
-
-		while (cap < ob->len + sizeof(*h) + rs)
-			cap *= 2;
-		nb = realloc(ob->buf, cap);
-		if (nb == NULL)
-			return NULL;
-		ob->buf = nb;
-		ob->cap = cap;
-	}
-	if (!ob->open) {
-		h = (struct lk_hdr *)(ob->buf + ob->len);
-		memset(h, 0, sizeof(*h));
-		h->magic = LK_MAGIC;
-		h->version = LK_VERSION;
-		h->type = (uint8_t)type;
-		h->sender = ls->nodeid;
-		h->seq = ++ob->seq;
-		h->gen = ls->gen;
-		ob->hdr_off = ob->len;
-		ob->len += sizeof(*h);
-		ob->open = 1;
-		ls->out_dirty |= 1ull << node;
-	}
-	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
+	if (ob->len + sizeof(struct lk_hdr) + rs > ob->cap &&
+	    out_grow(ob, ob->len + sizeof(struct lk_hdr) + rs) != 0)
+		return NULL;
+	if (!ob->open)
+		open_frame(ls, node, type);
 	rec = ob->buf + ob->len;
 	memset(rec, 0, rs);
 	ob->len += rs;
-	h->count++;
+	ob->count++;
 	return rec;
 }
 
@@ -680,6 +644,19 @@ static void rx_reply(struct lk_ls *ls, const struct lk_rec_reply *r)
 	lk_lkb_complete(ls, lk, r->status, r->mode, r);
 }
 
+/* A short reply is a REPLY without the LVB. */
+static void rx_sreply(struct lk_ls *ls, const struct lk_rec_sreply *s)
+{
+	struct lk_rec_reply r;
+
+	memset(&r, 0, sizeof(r));
+	r.lkid = s->lkid;
+	r.status = s->status;
+	r.mode = s->mode;
+	r.lvbf = s->lvbf & LK_RF_QUEUED;
+	rx_reply(ls, &r);
+}
+
 static void rx_bast(struct lk_ls *ls, const struct lk_rec_bast *r)
 {
 	struct lk_lock *lk = lk_lkb_find(ls, r->lkid);
@@ -703,13 +680,16 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_REPLY:
 		rx_reply(ls, rec);
 		break;
+	case LK_M_SREPLY:
+		rx_sreply(ls, rec);
+		break;
 	case LK_M_BAST:
 		rx_bast(ls, rec);
 		break;
 	case LK_M_LOOKUP:
 	case LK_M_LOOKUP_REPLY:
 	case LK_M_REMOVE:
-		lk_dir_rx(ls, sender, type, rec);
+		lk_dir_rx(ls, sender, type, rec, 1);
 		break;
 	default:
 		lk_recover_rx(ls, sender, type, rec);
@@ -719,7 +699,8 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 static int lock_traffic(unsigned type)
 {
-	return type >= LK_M_LOOKUP && type <= LK_M_BAST;
+	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
+	       type == LK_M_SREPLY;
 }
 
 /* Recovery records that are only valid in the generation that sent them
@@ -728,59 +709,6 @@ static int rebuild_traffic(unsigned type)
 {
 	return type == LK_M_DIR_ADD || type == LK_M_RLOOKUP ||
 	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM;
-}
-
-/*
- * Prefetching. A batch touches a random bucket of a 64 Ki-entry table and
- * a cold struct per lock; done one after the other these cache misses are
- * most of its cost. So loops over many names or records announce item
- * i + LK_PF_FAR (its bucket) and item i + LK_PF_NEAR (the entry the now
- * cached bucket points to) before working on item i: the misses overlap.
- */
-enum { LK_PF_NEAR = 4, LK_PF_FAR = 8 };
-
-void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
-{
-	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
-
-	if (!near) {
-		__builtin_prefetch(b);
-	} else if (*b != NULL) {
-		/* a lock touches most of it: name, lists, queues, stats */
-		for (size_t off = 0; off < sizeof(**b); off += 64)
-			__builtin_prefetch((const char *)*b + off);
-	}
-}
-
-static void lkb_prefetch(struct lk_ls *ls, uint64_t lkid, int near)
-{
-	struct lk_lock **b = &ls->lkb_hash[lkid & LK_HASH_MASK];
-
-	if (!near) {
-		__builtin_prefetch(b);
-	} else if (*b != NULL) {
-		for (size_t off = 0; off < sizeof(**b); off += 64)
-			__builtin_prefetch((const char *)*b + off);
-	}
-}
-
-static void rx_prefetch(struct lk_ls *ls, unsigned type, const void *rec,
-			int near)
-{
-	switch (type) {
-	case LK_M_REQUEST:
-	case LK_M_CONVERT:
-	case LK_M_UNLOCK:
-	case LK_M_CANCEL:
-		lk_res_prefetch(
-		    ls, lk_name_hash(&((const struct lk_rec_lock *)rec)->name),
-		    near);
-		break;
-	case LK_M_REPLY:
-		lkb_prefetch(ls, ((const struct lk_rec_reply *)rec)->lkid,
-			     near);
-		break;
-	}
 }
 
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
@@ -809,13 +737,16 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		       (unsigned long long)ls->rgen);
 		return;
 	}
-	for (unsigned i = 0; i < h->count; i++, p += rs) {
-		if (i + LK_PF_FAR < h->count)
-			rx_prefetch(ls, h->type, p + LK_PF_FAR * rs, 0);
-		if (i + LK_PF_NEAR < h->count)
-			rx_prefetch(ls, h->type, p + LK_PF_NEAR * rs, 1);
-		lk_core_rx_record(ls, sender, h->type, p);
+	if (h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) {
+		lk_master_rx_locks(ls, sender, h->type, p, h->count);
+		return;
 	}
+	if (h->type >= LK_M_LOOKUP && h->type <= LK_M_REMOVE) {
+		lk_dir_rx(ls, sender, h->type, (const void *)p, h->count);
+		return;
+	}
+	for (unsigned i = 0; i < h->count; i++, p += rs)
+		lk_core_rx_record(ls, sender, h->type, p);
 }
 
 /* ---- public API ---- */
@@ -858,42 +789,32 @@ static struct lk_lock *cache_find(struct lk_res *res, int mode, unsigned flags)
 	return NULL;
 }
 
-/* One lk_lock under ls->mu; no flush. */
-static int lock_one(struct lk_ls *ls, const struct lk_name *name,
-		    uint64_t hash, int mode, unsigned flags,
-		    const struct lk_lock_ops *ops, void *arg,
-		    struct lk_lock **out)
-{
-	struct lk_res *res;
-	struct lk_lock *lk;
-	int ret;
+/* What an lk_lock or lk_lock_batch call asks for. */
+struct lock_args {
+	int mode;
+	unsigned flags;
+	const struct lk_lock_ops *ops;
+	void *arg;
+};
 
-	if (ls->closing || ls->fenced)
-		return -ESHUTDOWN;
-	res = res_get_hashed(ls, name, hash);
-	if (res == NULL)
-		return -ENOMEM;
-	lk = cache_find(res, mode, flags);
-	if (lk != NULL) {
-		lk->cached = 0;
-		lk->ops = ops;
-		lk->arg = arg;
-		res->stats.cache_hits++;
-		lk_stats_type(ls, name->type)->c.cache_hits++;
-		*out = lk;
-		return LK_GRANTED_NOW;
-	}
-	lk = lkb_new(ls, res);
+/* A new lkb on @res for @a, its request submitted (granted inside the
+ * call when this node masters @res). ls->mu held. */
+static int lock_new(struct lk_ls *ls, const struct lock_args *a,
+		    struct lk_res *res, struct lk_lock **out)
+{
+	struct lk_lock *lk = lkb_new(ls, res);
+	int ret = 0;
+
 	if (lk == NULL) {
 		lk_res_maybe_toss(ls, res);
 		return -ENOMEM;
 	}
-	lk->ops = ops;
-	lk->arg = arg;
-	lk->flags = flags;
-	lk->rqmode = (int8_t)mode;
+	lk->ops = a->ops;
+	lk->arg = a->arg;
+	lk->flags = a->flags;
+	lk->rqmode = (int8_t)a->mode;
 	if (!ls->now_fresh) {
-		/* not on the cache-hit path above: it stays clock-free */
+		/* not on the cache-hit path: it stays clock-free */
 		ls->now = lk_now_ns();
 		ls->now_fresh = 1;
 	}
@@ -907,7 +828,6 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name,
 		lk_lkb_submit(ls, lk);
 		ls->sync_lkb = NULL;
 	}
-	ret = 0;
 	if (lk->sync_done) {
 		lk->sync_done = 0;
 		ret = lk->status == 0 ? LK_GRANTED_NOW : lk->status;
@@ -918,67 +838,111 @@ static int lock_one(struct lk_ls *ls, const struct lk_name *name,
 	return ret;
 }
 
+/* One lk_lock under ls->mu; no flush. @res: the resource of @name if
+ * the caller already found it, else NULL. */
+static int lock_one(struct lk_ls *ls, const struct lock_args *a,
+		    const struct lk_name *name, uint64_t hash,
+		    struct lk_res *res, struct lk_lock **out)
+{
+	struct lk_lock *lk;
+
+	if (ls->closing || ls->fenced)
+		return -ESHUTDOWN;
+	if (res != NULL)
+		lk_res_untoss(ls, res);
+	else
+		res = res_get_hashed(ls, name, hash);
+	if (res == NULL)
+		return -ENOMEM;
+	lk = cache_find(res, a->mode, a->flags);
+	if (lk == NULL)
+		return lock_new(ls, a, res, out);
+	lk->cached = 0;
+	lk->ops = a->ops;
+	lk->arg = a->arg;
+	res->stats.cache_hits++;
+	lk_stats_type(ls, name->type)->c.cache_hits++;
+	*out = lk;
+	return LK_GRANTED_NOW;
+}
+
 int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
 	    struct lk_lock **out)
 {
+	struct lock_args a = {mode, flags, ops, arg};
 	int ret = check_args(mode, flags, name);
 
 	if (ret < 0)
 		return ret;
 	lk_api_lock(ls);
 	ls->now_fresh = 0;
-	ret = lock_one(ls, name, lk_name_hash(name), mode, flags, ops, arg,
-		       out);
+	ret = lock_one(ls, &a, name, lk_name_hash(name), NULL, out);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
 }
 
-/* Is @n's master unknown and its directory another node? */
-static int needs_remote_lookup(struct lk_ls *ls, const struct lk_name *n,
-			       uint64_t h)
+/* Start loading the bucket of name hash @hash (near = 0) or, once that
+ * is cached, the first resource in it (near = 1). */
+static void res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
 {
-	struct lk_res *res = lk_res_find(ls, n, h);
+	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
 
-	if (res != NULL && res->master != 0)
-		return 0;
-	return lk_dir_node(ls, h) != ls->nodeid;
+	if (!near)
+		__builtin_prefetch(b);
+	else if (*b != NULL)
+		for (size_t off = 0; off < LK_RES_HOT; off += 64)
+			__builtin_prefetch((const char *)*b + off);
 }
 
 /* Prefetch distances of the lookup pass: it does little per name. */
 enum { LK_PF_BATCH_NEAR = 16, LK_PF_BATCH_FAR = 32 };
 
+/* Per name of a batch: its hash, its resource if known (pass 0), and
+ * whether pass 0 handled it (master unknown, directory elsewhere). */
+struct batch_name {
+	uint64_t hash;
+	struct lk_res *res;
+	uint8_t look;
+};
+
 /*
  * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
- * for unknown masters first, then requests to known masters. @hv holds
- * the names' hashes; @look[i] is set in pass 0 if name i needs a lookup.
+ * for unknown masters first, then requests to known masters. Pass 0 also
+ * finds each resource, so pass 1 does not look it up again: nothing in
+ * between frees a resource (only the toss timer and recovery do, and
+ * neither runs while ls->mu is held here).
  */
 static int batch_locked(struct lk_ls *ls, const struct lk_name *names,
-			size_t n, const uint64_t *hv, uint8_t *look, int mode,
-			unsigned flags, const struct lk_lock_ops *ops,
-			void *arg, struct lk_lock **out, int *granted)
+			size_t n, struct batch_name *bn,
+			const struct lock_args *a, struct lk_lock **out,
+			int *granted)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		struct lk_res *res;
+
 		if (i + LK_PF_BATCH_FAR < n)
-			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_FAR], 0);
+			res_prefetch(ls, bn[i + LK_PF_BATCH_FAR].hash, 0);
 		if (i + LK_PF_BATCH_NEAR < n)
-			lk_res_prefetch(ls, hv[i + LK_PF_BATCH_NEAR], 1);
-		look[i] = (uint8_t)needs_remote_lookup(ls, &names[i], hv[i]);
-		if (!look[i])
+			res_prefetch(ls, bn[i + LK_PF_BATCH_NEAR].hash, 1);
+		res = lk_res_find(ls, &names[i], bn[i].hash);
+		bn[i].res = res;
+		bn[i].look = (res == NULL || res->master == 0) &&
+			     lk_dir_node(ls, bn[i].hash) != ls->nodeid;
+		if (!bn[i].look)
 			continue;
-		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
-			       &out[i]);
+		ret = lock_one(ls, a, &names[i], bn[i].hash, res, &out[i]);
 		if (ret < 0)
 			return ret;
 		*granted += ret == LK_GRANTED_NOW;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (look[i])
+		if (bn[i].look)
 			continue;
-		ret = lock_one(ls, &names[i], hv[i], mode, flags, ops, arg,
+		ret = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
 			       &out[i]);
 		if (ret < 0)
 			return ret;
@@ -991,9 +955,10 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
 		  void *arg, struct lk_lock **out)
 {
+	struct lock_args a = {mode, flags, ops, arg};
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
+	struct batch_name *bn;
 	int granted = 0;
-	uint64_t *hv;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
 		return -EINVAL;
@@ -1004,19 +969,17 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	}
 	if (n == 0)
 		return 0;
-	/* hashed once, before taking ls->mu; then a byte per name */
-	hv = malloc(n * (sizeof(*hv) + 1));
-	if (hv == NULL)
+	bn = malloc(n * sizeof(*bn));
+	if (bn == NULL)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		hv[i] = lk_name_hash(&names[i]);
+	for (size_t i = 0; i < n; i++) /* hashed before taking ls->mu */
+		bn[i].hash = lk_name_hash(&names[i]);
 	lk_api_lock(ls);
-	ls->now_fresh = 0; /* one clock read per batch (lock_one) */
-	ret = batch_locked(ls, names, n, hv, (uint8_t *)(hv + n), mode, flags,
-			   ops, arg, out, &granted);
+	ls->now_fresh = 0; /* one clock read per batch (lock_new) */
+	ret = batch_locked(ls, names, n, bn, &a, out, &granted);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
-	free(hv);
+	free(bn);
 	/* on a failure part-way, the locks already created stay queued */
 	return ret < 0 && granted == 0 ? ret : granted;
 }
@@ -1175,17 +1138,16 @@ static int rx_wait(struct lk_ls *ls, struct lk_lock *lk)
 	return ret;
 }
 
-int lk_wait(struct lk_lock *lk)
+/* lk_wait with ls->mu held (dropped while sleeping). */
+static int wait_locked(struct lk_ls *ls, struct lk_lock *lk)
 {
-	struct lk_ls *ls = lk->ls;
-	int st;
-
 	pthread_cond_t own;
-	int mine = 0;
+	int mine = 0, st;
 
-	lk_api_lock(ls);
+	if (!pending(lk))
+		return lk->status;
 	lk->refs++;
-	if (pending(lk) && lk->wcv == NULL) {
+	if (lk->wcv == NULL) {
 		/* the first waiter sleeps on its own condvar, so that a
 		 * completion wakes it and nobody else */
 		pthread_cond_init(&own, NULL);
@@ -1205,8 +1167,43 @@ int lk_wait(struct lk_lock *lk)
 	}
 	st = lk->status;
 	lk_lkb_put(lk);
+	return st;
+}
+
+int lk_wait(struct lk_lock *lk)
+{
+	struct lk_ls *ls = lk->ls;
+	int st;
+
+	lk_api_lock(ls);
+	st = wait_locked(ls, lk);
 	pthread_mutex_unlock(&ls->mu);
 	return st;
+}
+
+int lk_wait_batch(struct lk_lock **locks, size_t n)
+{
+	struct lk_ls *ls = NULL;
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int st;
+
+		if (locks[i] == NULL)
+			continue;
+		if (locks[i]->ls != ls) {
+			if (ls != NULL)
+				pthread_mutex_unlock(&ls->mu);
+			ls = locks[i]->ls;
+			lk_api_lock(ls);
+		}
+		st = wait_locked(ls, locks[i]);
+		if (ret == 0)
+			ret = st;
+	}
+	if (ls != NULL)
+		pthread_mutex_unlock(&ls->mu);
+	return ret;
 }
 
 int lk_lock_mode(const struct lk_lock *lk)

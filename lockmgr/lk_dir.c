@@ -30,7 +30,7 @@ void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 	struct lk_dirent *d = *pp;
 
 	if (d == NULL) {
-		d = calloc(1, sizeof(*d));
+		d = lk_pool_get(&ls->dir_pool);
 		if (d == NULL)
 			return;
 		d->name = *n;
@@ -63,7 +63,7 @@ void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 	if (d == NULL || d->master != master)
 		return;
 	*pp = d->hnext;
-	free(d);
+	lk_pool_put(&ls->dir_pool, d);
 	ls->ndir--;
 	ls->stats.dir_entries = ls->ndir;
 }
@@ -75,7 +75,7 @@ void lk_dir_clear(struct lk_ls *ls)
 			struct lk_dirent *d = ls->dir_hash[i];
 
 			ls->dir_hash[i] = d->hnext;
-			free(d);
+			lk_pool_put(&ls->dir_pool, d);
 		}
 	}
 	ls->ndir = 0;
@@ -88,10 +88,9 @@ static int is_member(const struct lk_ls *ls, uint32_t node)
 	       (ls->members & (1ull << node));
 }
 
-void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
-	       const struct lk_rec_name *r)
+static void rx_name(struct lk_ls *ls, uint32_t sender, unsigned type,
+		    const struct lk_rec_name *r, uint64_t hash)
 {
-	uint64_t hash = lk_name_hash(&r->name);
 	struct lk_rec_name *rep;
 	struct lk_res *res;
 
@@ -127,5 +126,28 @@ void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 		if (r->master == sender)
 			lk_dir_remove(ls, &r->name, hash, sender);
 		break;
+	}
+}
+
+enum { LK_DIR_CHUNK = 256 };
+
+/* Like the master's lock records (lk_master_rx_locks): hash a chunk of
+ * names and start loading their buckets, then handle them. */
+void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
+	       const struct lk_rec_name *r, unsigned n)
+{
+	void **table = type == LK_M_LOOKUP_REPLY ? (void **)ls->res_hash
+						 : (void **)ls->dir_hash;
+	uint64_t hv[LK_DIR_CHUNK];
+
+	for (unsigned base = 0; base < n; base += LK_DIR_CHUNK) {
+		unsigned c = n - base < LK_DIR_CHUNK ? n - base : LK_DIR_CHUNK;
+
+		for (unsigned j = 0; j < c; j++) {
+			hv[j] = lk_name_hash(&r[base + j].name);
+			__builtin_prefetch(&table[hv[j] & LK_HASH_MASK]);
+		}
+		for (unsigned j = 0; j < c; j++)
+			rx_name(ls, sender, type, &r[base + j], hv[j]);
 	}
 }

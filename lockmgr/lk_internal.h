@@ -41,6 +41,7 @@
 #define UCFS_LK_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lockmgr/lk.h"
@@ -70,16 +71,13 @@ struct lk_xport {
 	void (*wake_rx)(void *ctx);
 };
 
-/*
- * Free list of fixed-size objects (lkbs, master copies): a batch creates
- * and frees thousands of them, and malloc's slow path for these sizes was
- * a tenth of a batch's CPU time. LIFO, so a reused object is still warm;
- * at most LK_POOL_MAX kept. Under ls->mu.
- */
-#define LK_POOL_MAX 16384
+/* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
 struct lk_pool {
-	void *head; /* objects linked through their first word */
-	size_t n;
+	void *head; /* free objects linked through their first word */
+	size_t n;   /* objects on the free list */
+	size_t size; /* object size, rounded up to 16 bytes */
+	struct lk_slab *slabs;
+	char *next, *end; /* never used part of the newest slab */
 };
 
 /* Frame being built for one peer (see lk_out_add). */
@@ -88,6 +86,8 @@ struct lk_outbuf {
 	size_t len, cap;
 	size_t hdr_off; /* offset of the frame being appended to */
 	int open;	/* a frame is open at hdr_off */
+	uint8_t type;	/* its type */
+	uint16_t count; /* its records (the header gets it when closed) */
 	uint64_t seq;	/* frames sent to this peer */
 };
 
@@ -104,6 +104,9 @@ struct lk_res {
 	struct lk_list toss;  /* on ls->toss when unused */
 	uint64_t toss_time;   /* ns, when put on the toss list */
 	uint64_t last_req;    /* ns, for sirt */
+	struct lk_counts stats;
+	/* the fields above are what a lock operation touches (see
+	 * LK_RES_HOT); those below only recovery */
 	uint8_t remaster;     /* recovery: old master died */
 	int8_t rc_mode;	      /* recovery: best mode seen with an LVB */
 	uint64_t rc_seq;      /* recovery: its sequence */
@@ -113,8 +116,9 @@ struct lk_res {
 	uint8_t ho_valid;
 	uint64_t ho_seq;
 	uint8_t ho_lvb[LK_LVB_LEN];
-	struct lk_counts stats;
 };
+/* Bytes of struct lk_res worth prefetching before a lock operation. */
+#define LK_RES_HOT offsetof(struct lk_res, remaster)
 
 /* lkb states on the requesting node */
 enum lk_lkb_state {
@@ -229,7 +233,8 @@ struct lk_ls {
 	struct lk_lock **lkb_hash;
 	struct lk_mst **mst_hash;
 	struct lk_dirent **dir_hash;
-	struct lk_pool lkb_pool, mst_pool;
+	struct lk_pool lkb_pool, mst_pool, res_pool, dir_pool;
+	void *tables; /* the block holding the four hash tables */
 	uint64_t nres, ndir;
 	struct lk_list toss;
 	struct lk_list deferred; /* lkbs with a deferred_op */
@@ -269,9 +274,16 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out);
 void lk_core_destroy(struct lk_ls *ls);
 uint64_t lk_now_ns(void);
-/* A zeroed object of @size from @p (or calloc); NULL on -ENOMEM. */
-void *lk_pool_get(struct lk_pool *p, size_t size);
+
+/* lk_pool.c */
+void lk_pool_init(struct lk_pool *p, size_t size);
+/* A zeroed object from @p; NULL on -ENOMEM. */
+void *lk_pool_get(struct lk_pool *p);
 void lk_pool_put(struct lk_pool *p, void *obj);
+/* Free every slab: every object of the pool, in use or not. */
+void lk_pool_destroy(struct lk_pool *p);
+/* @bytes of zeroed memory for hash tables (huge pages if offered). */
+void *lk_tables_alloc(size_t bytes);
 /* Lock ls->mu from an API call (yields to a waiting network thread). */
 void lk_api_lock(struct lk_ls *ls);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
@@ -284,11 +296,9 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now);
 struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 			   uint64_t hash);
 struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);
-/* Start loading the bucket of name hash @hash (near = 0) or, once that is
- * cached, the first resource in it (near = 1): a hint for loops over many
- * names. */
-void lk_res_prefetch(struct lk_ls *ls, uint64_t hash, int near);
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res);
+/* Take @res off the toss list (it is in use again). */
+void lk_res_untoss(struct lk_ls *ls, struct lk_res *res);
 void lk_res_free(struct lk_ls *ls, struct lk_res *res);
 struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
 void lk_lkb_put(struct lk_lock *lk);
@@ -311,8 +321,12 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 /* lk_master.c */
 extern const struct lk_grant_out lk_master_out_ops;
+/* A lock record (REQUEST, CONVERT, UNLOCK, CANCEL) of @type. */
 void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
-		       const struct lk_rec_lock *r);
+		       const void *rec);
+/* The @n lock records of @type of one frame. */
+void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
+			const void *recs, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
 struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid);
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
@@ -329,8 +343,9 @@ void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		uint32_t master);
 void lk_dir_clear(struct lk_ls *ls);
+/* The @n name records (LOOKUP, LOOKUP_REPLY, REMOVE) of one frame. */
 void lk_dir_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
-	       const struct lk_rec_name *r);
+	       const struct lk_rec_name *r, unsigned n);
 
 /* lk_recover.c */
 struct lk_saved {

@@ -37,7 +37,7 @@ struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
 			  uint64_t lkid)
 {
-	struct lk_mst *m = lk_pool_get(&ls->mst_pool, sizeof(*m));
+	struct lk_mst *m = lk_pool_get(&ls->mst_pool);
 	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
 
 	if (m == NULL)
@@ -76,35 +76,50 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
 	memcpy(lvb, res->q.lvb, LK_LVB_LEN);
 }
 
+/* The outcome for a remote holder: REPLY when it returns the LVB, else
+ * the 16-byte SREPLY. */
+static void send_reply(struct lk_ls *ls, struct lk_res *res, struct lk_rq *rq,
+		       int status)
+{
+	int lvb = status == 0 && rq->lvbret && (rq->flags & LK_VALBLK);
+	struct lk_rec_sreply *h =
+	    lk_out_add(ls, rq->nodeid, lvb ? LK_M_REPLY : LK_M_SREPLY);
+	struct lk_rec_reply *r = (struct lk_rec_reply *)h;
+
+	if (h == NULL)
+		return;
+	h->lkid = rq->lkid;
+	h->status = status;
+	h->mode = rq->grmode;
+	if (rq->waited)
+		h->lvbf |= LK_RF_QUEUED;
+	if (lvb)
+		lk_master_fill_lvb(res, rq, &r->lvbf, &r->lvb_seq, r->lvb);
+}
+
 static void m_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int status)
 {
 	struct lk_ls *ls = ctx;
 	struct lk_res *res = res_of(q);
-	struct lk_rec_reply local, *r = &local;
+	struct lk_rec_reply r;
 
 	if (rq->nodeid != ls->nodeid) {
-		r = lk_out_add(ls, rq->nodeid, LK_M_REPLY);
-		if (r == NULL)
-			goto out_free;
-	} else {
-		memset(r, 0, sizeof(*r));
-	}
-	r->lkid = rq->lkid;
-	r->status = status;
-	r->mode = rq->grmode;
-	if (rq->waited)
-		r->lvbf |= LK_RF_QUEUED;
-	if (status == 0)
-		lk_master_fill_lvb(res, rq, &r->lvbf, &r->lvb_seq, r->lvb);
-	if (rq->nodeid == ls->nodeid) {
-		res->stats.grants_local += status == 0;
-		lk_lkb_complete(ls, rq->owner, status, rq->grmode, r);
+		send_reply(ls, res, rq, status);
+		/* a new request that failed leaves no master copy behind */
+		if (status != 0 && rq->queue == LK_Q_NONE)
+			lk_mst_free(ls, rq->owner);
 		return;
 	}
-out_free:
-	/* a new request that failed leaves no master copy behind */
-	if (status != 0 && rq->queue == LK_Q_NONE)
-		lk_mst_free(ls, rq->owner);
+	memset(&r, 0, sizeof(r));
+	r.lkid = rq->lkid;
+	r.status = status;
+	r.mode = rq->grmode;
+	if (rq->waited)
+		r.lvbf |= LK_RF_QUEUED;
+	if (status == 0)
+		lk_master_fill_lvb(res, rq, &r.lvbf, &r.lvb_seq, r.lvb);
+	res->stats.grants_local += status == 0;
+	lk_lkb_complete(ls, rq->owner, status, rq->grmode, &r);
 }
 
 static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
@@ -136,8 +151,9 @@ static struct lk_grant_out out_for(struct lk_ls *ls)
 	return o;
 }
 
+/* @r: the record's first fields (all a REQUEST has). */
 static void bad(struct lk_ls *ls, uint32_t sender, const char *what,
-		const struct lk_rec_lock *r)
+		const struct lk_rec_req *r)
 {
 	char nb[64];
 
@@ -150,13 +166,13 @@ static void bad(struct lk_ls *ls, uint32_t sender, const char *what,
 }
 
 static void rx_request(struct lk_ls *ls, uint32_t sender,
-		       const struct lk_rec_lock *r, struct lk_res *res,
+		       const struct lk_rec_req *r, struct lk_res *res,
 		       const struct lk_grant_out *o)
 {
 	struct lk_mst *m;
 
 	if (res == NULL || res->master != ls->nodeid) {
-		struct lk_rec_reply *rep = lk_out_add(ls, sender, LK_M_REPLY);
+		struct lk_rec_sreply *rep = lk_out_add(ls, sender, LK_M_SREPLY);
 
 		if (rep != NULL) {
 			rep->lkid = r->lkid;
@@ -178,58 +194,124 @@ static void rx_request(struct lk_ls *ls, uint32_t sender,
 	m = lk_mst_new(ls, res, sender, r->lkid);
 	if (m == NULL)
 		return;
-	if (res->on_toss)
-		lk_res_get(ls, &res->name); /* takes it off the toss list */
+	lk_res_untoss(ls, res);
 	lk_grant_request(&res->q, &m->rq, r->mode, r->flags, o);
 }
 
-void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
-		       const struct lk_rec_lock *r)
+/* CONVERT, UNLOCK or CANCEL of the master copy @m. */
+static void rx_op(struct lk_ls *ls, uint32_t sender, unsigned type,
+		  const struct lk_rec_lock *r, struct lk_mst *m,
+		  const struct lk_grant_out *o)
 {
-	struct lk_grant_out o = out_for(ls);
-	struct lk_res *res;
-	struct lk_mst *m;
+	struct lk_res *res = m->res;
+	const uint8_t *lvb = r->has_lvb ? r->lvb : NULL;
 
-	if (lk_wire_check_name(&r->name) != 0) {
-		bad(ls, sender, "malformed name", r);
-		return;
-	}
-	res = lk_res_find(ls, &r->name, lk_name_hash(&r->name));
-	if (type == LK_M_REQUEST) {
-		rx_request(ls, sender, r, res, &o);
-		goto out;
-	}
-	m = lk_mst_find(ls, sender, r->lkid);
-	if (m == NULL || m->res != res) {
-		/* a CANCEL may cross the grant: harmless */
-		if (type != LK_M_CANCEL)
-			bad(ls, sender, "operation on an unknown lock", r);
-		return;
-	}
 	switch (type) {
 	case LK_M_CONVERT:
 		m->rq.waited = 0;
 		if (r->mode < 0 || r->mode >= LK_NMODES ||
-		    lk_grant_convert(&res->q, &m->rq, r->mode, r->flags,
-				     r->has_lvb ? r->lvb : NULL, &o) < 0)
-			bad(ls, sender, "convert of a lock not granted", r);
+		    lk_grant_convert(&res->q, &m->rq, r->mode, r->flags, lvb,
+				     o) < 0)
+			bad(ls, sender, "convert of a lock not granted",
+			    (const struct lk_rec_req *)r);
 		break;
 	case LK_M_UNLOCK:
-		if (lk_grant_unlock(&res->q, &m->rq, r->has_lvb ? r->lvb : NULL,
-				    (r->flags & LK_UNLOCK_IVLVB) != 0,
-				    &o) < 0) {
-			bad(ls, sender, "unlock of a lock not granted", r);
+		if (lk_grant_unlock(&res->q, &m->rq, lvb,
+				    (r->flags & LK_UNLOCK_IVLVB) != 0, o) < 0) {
+			bad(ls, sender, "unlock of a lock not granted",
+			    (const struct lk_rec_req *)r);
 			break;
 		}
 		lk_mst_free(ls, m);
 		break;
 	case LK_M_CANCEL:
-		lk_grant_cancel(&res->q, &m->rq, &o); /* -EALREADY: crossed */
+		lk_grant_cancel(&res->q, &m->rq, o); /* -EALREADY: crossed */
 		break;
 	}
-out:
+}
+
+/* One lock record of @type whose name is valid and whose resource here
+ * (or NULL) is @res. @r: the record, a full struct lk_rec_lock unless
+ * @type is LK_M_REQUEST. */
+static void rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
+		    const struct lk_rec_req *r, struct lk_res *res)
+{
+	struct lk_grant_out o = out_for(ls);
+	struct lk_mst *m;
+
+	if (type == LK_M_REQUEST) {
+		rx_request(ls, sender, r, res, &o);
+	} else {
+		m = lk_mst_find(ls, sender, r->lkid);
+		if (m == NULL || m->res != res) {
+			/* a CANCEL may cross the grant: harmless */
+			if (type != LK_M_CANCEL)
+				bad(ls, sender, "operation on an unknown lock",
+				    r);
+			return;
+		}
+		rx_op(ls, sender, type, (const struct lk_rec_lock *)r, m, &o);
+	}
 	if (res != NULL)
 		lk_res_maybe_toss(ls, res);
+}
+
+void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
+		       const void *rec)
+{
+	const struct lk_rec_req *r = rec;
+
+	if (lk_wire_check_name(&r->name) != 0) {
+		bad(ls, sender, "malformed name", r);
+		return;
+	}
+	rx_lock(ls, sender, type, r,
+		lk_res_find(ls, &r->name, lk_name_hash(&r->name)));
+}
+
+enum { LK_RX_CHUNK = 256 };
+
+/*
+ * A frame of lock records: their resources are looked up first, a chunk
+ * at a time, in a tight loop whose iterations do not depend on each
+ * other, so the cache misses on the hash buckets overlap instead of
+ * stalling each record's processing in turn. Sound because handling a
+ * lock record never creates or frees a resource (requests for unknown
+ * resources are refused, unused ones only go on the toss list).
+ */
+void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
+			const void *recs, unsigned n)
+{
+	size_t rs = lk_wire_recsize(type);
+	struct lk_res *rv[LK_RX_CHUNK];
+	uint64_t hv[LK_RX_CHUNK];
+
+	for (unsigned base = 0; base < n; base += LK_RX_CHUNK) {
+		unsigned c = n - base < LK_RX_CHUNK ? n - base : LK_RX_CHUNK;
+		const uint8_t *p = (const uint8_t *)recs + base * rs;
+		const struct lk_rec_req *r;
+
+		for (unsigned j = 0; j < c; j++) {
+			r = (const void *)(p + j * rs);
+			hv[j] = lk_name_hash(&r->name);
+			__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
+		}
+		for (unsigned j = 0; j < c; j++) {
+			r = (const void *)(p + j * rs);
+			rv[j] = lk_res_find(ls, &r->name, hv[j]);
+			/* the grant reads its queues and lists too */
+			for (size_t o = 64; rv[j] != NULL && o < LK_RES_HOT;
+			     o += 64)
+				__builtin_prefetch((const char *)rv[j] + o);
+		}
+		for (unsigned j = 0; j < c; j++) {
+			r = (const void *)(p + j * rs);
+			if (lk_wire_check_name(&r->name) != 0)
+				bad(ls, sender, "malformed name", r);
+			else
+				rx_lock(ls, sender, type, r, rv[j]);
+		}
+	}
 }
 
 /* This node's own operation on a resource it masters. */

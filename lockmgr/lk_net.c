@@ -41,6 +41,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "lockmgr/lk_auth.h"
@@ -68,6 +69,9 @@ struct lk_conn {
 	int want_out; /* EPOLLOUT armed */
 	int polled;   /* a waiter reads it (net_wait_rx): EPOLLIN off, and
 			 reap() keeps it until the waiter is done */
+	uint8_t fkey[32];  /* frame key (lk_auth_frame_key), after HELLO */
+	int tagged_rx;	   /* the peer's AUTH came: its frames carry tags */
+	uint64_t last_seq; /* highest header seq accepted on it */
 };
 
 struct lk_net {
@@ -168,29 +172,96 @@ static void conn_flush(struct lk_net *net, struct lk_conn *c)
 	arm(net, c, 0);
 }
 
-static int conn_queue(struct lk_net *net, struct lk_conn *c, const void *buf,
-		      size_t len)
+static size_t iov_bytes(const struct iovec *iov, int cnt)
 {
+	size_t n = 0;
+
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+/* Send what the socket takes of @iov straight from it (nothing may be
+ * queued before it); the number of bytes sent, or -1 if the connection
+ * was dropped. */
+static ssize_t conn_send_now(struct lk_net *net, struct lk_conn *c,
+			     const struct iovec *iov, int cnt)
+{
+	struct msghdr mh = {.msg_iov = (struct iovec *)iov,
+			    .msg_iovlen = (size_t)cnt};
+	ssize_t n;
+
+	do
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n <= 0) {
+		conn_drop(net, c, "write failed");
+		return -1;
+	}
+	return n;
+}
+
+static int wbuf_reserve(struct lk_net *net, struct lk_conn *c, size_t len)
+{
+	size_t cap = c->wcap ? c->wcap : 4096;
+	uint8_t *nb;
+
+	if (c->wlen + len <= c->wcap)
+		return 0;
+	while (cap < c->wlen + len)
+		cap *= 2;
+	if (cap > 64u << 20) {
+		conn_drop(net, c, "peer does not read");
+		return -ENOBUFS;
+	}
+	nb = realloc(c->wbuf, cap);
+	if (nb == NULL)
+		return -ENOMEM;
+	c->wbuf = nb;
+	c->wcap = cap;
+	return 0;
+}
+
+/*
+ * Queue the bytes of @iov for sending. When nothing is queued before them
+ * they go to the socket at once, straight from @iov (a batch frame is
+ * tens of KiB: no copy); what the socket does not take is copied into
+ * wbuf and waits for EPOLLOUT.
+ */
+static int conn_queue(struct lk_net *net, struct lk_conn *c,
+		      const struct iovec *iov, int cnt)
+{
+	size_t skip = 0, len = iov_bytes(iov, cnt);
+	int ret;
+
 	if (c->closing)
 		return -ENOTCONN;
-	if (c->wlen + len > c->wcap) {
-		size_t cap = c->wcap ? c->wcap : 4096;
-		uint8_t *nb;
+	if (c->wlen == 0 && !c->want_out && c->state != C_CONNECTING) {
+		ssize_t n = conn_send_now(net, c, iov, cnt);
 
-		while (cap < c->wlen + len)
-			cap *= 2;
-		if (cap > 64u << 20) {
-			conn_drop(net, c, "peer does not read");
-			return -ENOBUFS;
-		}
-		nb = realloc(c->wbuf, cap);
-		if (nb == NULL)
-			return -ENOMEM;
-		c->wbuf = nb;
-		c->wcap = cap;
+		if (n < 0)
+			return -ENOTCONN;
+		if ((size_t)n == len)
+			return 0;
+		skip = (size_t)n;
 	}
-	memcpy(c->wbuf + c->wlen, buf, len);
-	c->wlen += len;
+	ret = wbuf_reserve(net, c, len - skip);
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < cnt; i++) {
+		size_t l = iov[i].iov_len;
+		const uint8_t *p = iov[i].iov_base;
+
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		memcpy(c->wbuf + c->wlen, p + skip, l - skip);
+		c->wlen += l - skip;
+		skip = 0;
+	}
 	if (!c->want_out && c->state != C_CONNECTING)
 		conn_flush(net, c);
 	return 0;
@@ -211,7 +282,7 @@ static void conn_send_rec(struct lk_net *net, struct lk_conn *c, unsigned type,
 	h->length = (uint32_t)(sizeof(*h) + rs);
 	h->sender = net->ls->nodeid;
 	memcpy(buf + sizeof(*h), rec, rs);
-	conn_queue(net, c, buf, h->length);
+	conn_queue(net, c, &(struct iovec){buf, h->length}, 1);
 }
 
 static void send_hello(struct lk_net *net, struct lk_conn *c)
@@ -257,6 +328,12 @@ static void rx_hello(struct lk_net *net, struct lk_conn *c,
 	c->peer_inc = h->incarnation;
 	c->got_hello = 1;
 	memcpy(c->peer_nonce, h->nonce, 32);
+	if (c->outgoing)
+		lk_auth_frame_key(net->cfg->key, c->nonce, c->peer_nonce,
+				  net->ls->nodeid, c->peer, c->fkey);
+	else
+		lk_auth_frame_key(net->cfg->key, c->peer_nonce, c->nonce,
+				  c->peer, net->ls->nodeid, c->fkey);
 	lk_auth_mac(net->cfg->key, c->peer_nonce, net->ls->nodeid, c->peer,
 		    a.mac);
 	conn_send_rec(net, c, LK_M_AUTH, &a, sizeof(a));
@@ -286,6 +363,7 @@ static void rx_auth(struct lk_net *net, struct lk_conn *c,
 			   a->mac) != 0)
 		return auth_fail(net, c, "wrong MAC (different secret?)");
 	c->got_auth = 1;
+	c->tagged_rx = 1; /* every later frame of the peer has a tag */
 	authed(net, c);
 }
 
@@ -340,13 +418,46 @@ static void rx_frame(struct lk_net *net, struct lk_conn *c, const void *f,
 	lk_core_rx(net->ls, c->peer, f, len);
 }
 
-/* Parse complete frames out of c->rbuf. */
+/* A frame whose tag did not verify: dropped (the connection stays: the
+ * stream is still in step, the next frame may be genuine). */
+static void frame_forged(struct lk_net *net, struct lk_conn *c,
+			 const struct lk_hdr *h)
+{
+	struct lk_ls *ls = net->ls;
+
+	ls->stats.bad_frames++;
+	ls->stats.auth_failures++;
+	ls->stats.peer[c->peer % LK_MAX_NODES].dropped++;
+	lk_log(ls, 1,
+	       "frame %s from node %u dropped: bad frame MAC or sequence "
+	       "(altered, replayed or forged)",
+	       lk_wire_name(h->type), c->peer);
+}
+
+/*
+ * Does the tag after @h verify, with the header's seq as nonce, and is
+ * that seq beyond every one accepted on @c? (A sender numbers its frames
+ * to a peer 1, 2, 3, ... for the life of the lockspace, so on one
+ * connection they only grow: an old frame sent again fails here.)
+ */
+static int frame_genuine(struct lk_conn *c, const struct lk_hdr *h)
+{
+	if (lk_auth_frame_verify(c->fkey, h->seq, h, h->length,
+				 (const uint8_t *)h + h->length) != 0 ||
+	    h->seq <= c->last_seq)
+		return 0;
+	c->last_seq = h->seq;
+	return 1;
+}
+
+/* Parse complete frames (and their tags) out of c->rbuf. */
 static void parse(struct lk_net *net, struct lk_conn *c)
 {
 	size_t off = 0;
 
 	while (!c->closing && c->rlen - off >= sizeof(struct lk_hdr)) {
 		const struct lk_hdr *h = (void *)(c->rbuf + off);
+		size_t tag = c->tagged_rx ? LK_FRAME_TAG : 0;
 
 		/* every valid frame is a multiple of 8 bytes long, which
 		 * also keeps the next header aligned in rbuf */
@@ -359,10 +470,15 @@ static void parse(struct lk_net *net, struct lk_conn *c)
 				  "or length)");
 			return;
 		}
-		if (c->rlen - off < h->length)
+		if (c->rlen - off < h->length + tag)
 			break;
-		rx_frame(net, c, h, h->length);
-		off += h->length;
+		if (tag == 0)
+			rx_frame(net, c, h, h->length);
+		else if (frame_genuine(c, h))
+			rx_frame(net, c, h, h->length);
+		else
+			frame_forged(net, c, h);
+		off += h->length + tag;
 	}
 	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 	c->rlen -= off;
@@ -616,21 +732,35 @@ static void net_wake_rx(void *ctx)
 	(void)!write(net->rxfd, &one, sizeof(one));
 }
 
+enum { LK_XMIT_GROUP = 32 }; /* frames per sendmsg */
+
+/* Each frame goes out followed by its tag (lk_auth.h). */
 static int net_xmit(void *ctx, uint32_t node, const void *buf, size_t len)
 {
 	struct lk_net *net = ctx;
 	struct lk_conn *c = node < LK_MAX_NODES ? net->out[node] : NULL;
 	const uint8_t *p = buf;
+	struct iovec iov[2 * LK_XMIT_GROUP];
+	uint8_t tags[LK_XMIT_GROUP][LK_FRAME_TAG];
+	int cnt = 0, ret = 0;
 
 	if (c == NULL || c->state != C_AUTHED || c->closing)
 		return -ENOTCONN;
-	for (size_t off = 0; off < len;) {
+	for (size_t off = 0; off < len && ret == 0;) {
 		const struct lk_hdr *h = (const void *)(p + off);
+		int k = cnt / 2;
 
 		fault_hook(net, h->type);
+		lk_auth_frame_tag(c->fkey, h->seq, h, h->length, tags[k]);
+		iov[cnt++] = (struct iovec){(void *)h, h->length};
+		iov[cnt++] = (struct iovec){tags[k], LK_FRAME_TAG};
 		off += h->length;
+		if (cnt == 2 * LK_XMIT_GROUP || off >= len) {
+			ret = conn_queue(net, c, iov, cnt);
+			cnt = 0;
+		}
 	}
-	return conn_queue(net, c, buf, len);
+	return ret;
 }
 
 int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,

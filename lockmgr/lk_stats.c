@@ -42,16 +42,13 @@ void lk_stats_request(struct lk_ls *ls, struct lk_res *res, uint64_t now)
 	res->last_req = now;
 }
 
+/* floor(log2(us)), 0 below 2 us, at most the last bucket */
 static unsigned bucket(uint64_t ns)
 {
 	uint64_t us = ns / 1000;
-	unsigned b = 0;
+	unsigned b = us > 1 ? 63 - (unsigned)__builtin_clzll(us) : 0;
 
-	while (us > 1 && b < LK_HIST_BUCKETS - 1) {
-		us >>= 1;
-		b++;
-	}
-	return b;
+	return b < LK_HIST_BUCKETS - 1 ? b : LK_HIST_BUCKETS - 1;
 }
 
 void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,

@@ -4,6 +4,7 @@
  * length equal to header + count * record size, count >= 1.
  */
 #include <errno.h>
+#include <stddef.h>
 
 #include "lockmgr/lk_wire.h"
 
@@ -12,6 +13,16 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 _Static_assert(sizeof(struct lk_name) == 32, "lk_name");
 _Static_assert(sizeof(struct lk_hdr) == 32, "lk_hdr");
 _Static_assert(sizeof(struct lk_rec_lock) == 80, "rec_lock");
+_Static_assert(sizeof(struct lk_rec_req) == 48, "rec_req");
+_Static_assert(offsetof(struct lk_rec_req, mode) ==
+		       offsetof(struct lk_rec_lock, mode) &&
+		   offsetof(struct lk_rec_req, has_lvb) ==
+		       offsetof(struct lk_rec_lock, has_lvb),
+	       "a request is the head of a lock record");
+_Static_assert(sizeof(struct lk_rec_sreply) == 16, "rec_sreply");
+_Static_assert(offsetof(struct lk_rec_sreply, lvbf) ==
+		   offsetof(struct lk_rec_reply, lvbf),
+	       "a short reply is the head of a reply");
 _Static_assert(sizeof(struct lk_rec_reply) == 56, "rec_reply");
 _Static_assert(sizeof(struct lk_rec_bast) == 16, "rec_bast");
 _Static_assert(sizeof(struct lk_rec_name) == 40, "rec_name");
@@ -31,7 +42,7 @@ static const struct {
     [LK_M_LOOKUP] = {"LOOKUP", sizeof(struct lk_rec_name)},
     [LK_M_LOOKUP_REPLY] = {"LOOKUP_REPLY", sizeof(struct lk_rec_name)},
     [LK_M_REMOVE] = {"REMOVE", sizeof(struct lk_rec_name)},
-    [LK_M_REQUEST] = {"REQUEST", sizeof(struct lk_rec_lock)},
+    [LK_M_REQUEST] = {"REQUEST", sizeof(struct lk_rec_req)},
     [LK_M_CONVERT] = {"CONVERT", sizeof(struct lk_rec_lock)},
     [LK_M_UNLOCK] = {"UNLOCK", sizeof(struct lk_rec_lock)},
     [LK_M_CANCEL] = {"CANCEL", sizeof(struct lk_rec_lock)},
@@ -45,6 +56,7 @@ static const struct {
     [LK_M_RCOM] = {"RCOM", sizeof(struct lk_rec_rcom)},
     [LK_M_LEAVE] = {"LEAVE", sizeof(struct lk_rec_ctl)},
     [LK_M_HANDOFF] = {"HANDOFF", sizeof(struct lk_rec_rcom)},
+    [LK_M_SREPLY] = {"SREPLY", sizeof(struct lk_rec_sreply)},
 };
 
 size_t lk_wire_recsize(unsigned type)

@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 1
+#define LK_VERSION 2
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -41,6 +41,7 @@ enum lk_msg {
 	LK_M_RCOM,    /* rcom: recovery, one of my locks */
 	LK_M_LEAVE,   /* ctl: I am leaving */
 	LK_M_HANDOFF, /* rcom: a leaving master's LVB for a holder */
+	LK_M_SREPLY,  /* sreply: a REPLY that carries no LVB */
 	LK_M_NTYPES
 };
 
@@ -55,7 +56,18 @@ struct lk_hdr {
 	uint64_t gen;	 /* sender's membership generation */
 };
 
-/* REQUEST, CONVERT, UNLOCK, CANCEL */
+/* REQUEST: a lock record without the LVB, which a new request never
+ * carries (its fields are the first 48 bytes of struct lk_rec_lock) */
+struct lk_rec_req {
+	struct lk_name name;
+	uint64_t lkid;
+	uint32_t flags; /* LK_* request flags */
+	int8_t mode;
+	uint8_t has_lvb; /* 0 */
+	uint8_t pad[2];
+};
+
+/* CONVERT, UNLOCK, CANCEL */
 struct lk_rec_lock {
 	struct lk_name name;
 	uint64_t lkid;
@@ -84,6 +96,15 @@ struct lk_rec_reply {
 	uint8_t pad[2];
 	uint64_t lvb_seq;
 	uint8_t lvb[LK_LVB_LEN];
+};
+
+/* SREPLY: the first 16 bytes of a REPLY (lvbf: LK_RF_QUEUED only) */
+struct lk_rec_sreply {
+	uint64_t lkid;
+	int32_t status;
+	int8_t mode;
+	uint8_t lvbf;
+	uint8_t pad[2];
 };
 
 struct lk_rec_bast {

@@ -9,8 +9,11 @@
  *   remote     a grant from another node's master (lk_lock + lk_wait)
  *   pingpong   two nodes taking EX on one resource in turn: transfers/s
  *   batch      1,000 PR locks mastered elsewhere in one lk_lock_batch,
- *              cold (master lookups included) and warm (masters known;
- *              median and best of 9 runs)
+ *              until lk_wait_batch returns: cold (fresh names, master lookups
+ *              included; median of 5) and warm (masters known; median and
+ *              best of 9). Every lock is checked to be a remote grant;
+ *              each run is also divided by the median of 21 remote
+ *              grants taken just before it (same load).
  *   throughput many threads on many resources over all nodes: ops/s
  *
  * Usage: ucfs-lockbench [-n NODES] [-t THREADS] [-s SECONDS] [-j FILE]
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -387,50 +391,168 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t remote_grants(int node, uint16_t type)
+{
+	struct lk_stats st;
+
+	lk_ls_stats(ls[node], &st);
+	return st.type[type].c.grants_remote;
+}
+
+/* One timed batch of @n PR locks on node 1, from the lk_lock_batch call
+ * to the end of lk_wait_batch; then unlocked (untimed). Dies unless every lock was a real
+ * remote grant: none granted inside the call (no cache hit, no local
+ * master), @n more remote grants counted. */
 static double batch_once(struct lk_name *names, struct lk_lock **lks, int n)
 {
+	uint64_t g0 = remote_grants(1, names[0].type);
 	uint64_t c0 = cpu_ns(), t0 = now_ns();
+	int ret = lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL,
+				lks);
 
-	if (lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL, lks) <
-	    0)
-		die("lk_lock_batch", EINVAL);
+	if (ret < 0)
+		die("lk_lock_batch", -ret);
+	if (ret != 0)
+		die("batch granted locally (not a remote batch)", EINVAL);
 	batch_submit_us = (double)(now_ns() - t0) / 1000.0;
 	batch_submit_cpu_us = (double)(cpu_ns() - c0) / 1000.0;
-	for (int i = 0; i < n; i++)
-		if (lk_wait(lks[i]) != 0)
-			die("batch lock", EIO);
+	if (lk_wait_batch(lks, (size_t)n) != 0)
+		die("batch lock", EIO);
 	t0 = now_ns() - t0;
+	if (remote_grants(1, names[0].type) - g0 != (uint64_t)n)
+		die("batch: not every lock was a remote grant", EINVAL);
 	if (lk_unlock_batch(lks, (size_t)n, 0) != n)
 		die("lk_unlock_batch", EIO);
 	return (double)t0 / 1000.0;
 }
 
-static double batch_min_us;
+/* Make node 2 the master of @names (it locks and unlocks them all). */
+static void master_on_2(struct lk_name *names, struct lk_lock **lks, int n)
+{
+	if (lk_lock_batch(ls[2], names, (size_t)n, LK_EX, 0, NULL, NULL, lks) <
+	    0)
+		die("lk_lock_batch", EINVAL);
+	for (int i = 0; i < n; i++)
+		lk_wait(lks[i]);
+	lk_unlock_batch(lks, (size_t)n, 0);
+}
 
+static double batch_min_us, batch_ratio_warm, batch_ratio_cold;
+
+/* Median of 21 remote grants (node 1 asking node 2's master), taken just
+ * before a batch so that both see the same load on a shared machine. */
+static double remote_now_us(void)
+{
+	enum { N = 21 };
+	struct lk_name n = nm(1, 6);
+	uint64_t t[N];
+
+	for (int i = 0; i < N; i++) {
+		uint64_t t0 = now_ns();
+		struct lk_lock *lk = lock_wait(1, &n, LK_EX);
+
+		t[i] = now_ns() - t0;
+		lk_unlock(lk, 0);
+	}
+	return median_us(t, N);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+/*
+ * cold: node 1 has never used the names (master lookups included: a third
+ * of the names have node 1 as directory node, the others ask nodes 2 and
+ * 3), a fresh set of names per run. warm: the same names again; node 1
+ * knows their master (the resources wait on its toss list), node 2 still
+ * masters them, no lock is held anywhere in between. Medians of the runs.
+ * Each run is also divided by the remote grant measured right before it
+ * (remote_now_us): the paired ratios' median.
+ */
 static void bench_batch(double *cold_us, double *warm_us)
 {
-	enum { N = 1000, RUNS = 9 };
+	enum { N = 1000, RUNS = 9, COLD = 5 };
 	static struct lk_name names[N];
 	static struct lk_lock *lks[N];
-	uint64_t runs[RUNS];
+	static uint16_t set;
+	uint64_t runs[RUNS], cold[COLD];
+	double rw[RUNS], rc[COLD];
+	struct lk_name r = nm(1, 6);
 
-	for (int i = 0; i < N; i++)
-		names[i] = nm(2, (uint64_t)i);
-	/* node 2 masters them all */
-	if (lk_lock_batch(ls[2], names, N, LK_EX, 0, NULL, NULL, lks) < 0)
-		die("lk_lock_batch", EINVAL);
-	for (int i = 0; i < N; i++)
-		lk_wait(lks[i]);
-	lk_unlock_batch(lks, N, 0);
-	usleep(20000);
-	*cold_us = batch_once(names, lks, N);
-	/* the machine may be shared: median and best of several runs */
-	for (int r = 0; r < RUNS; r++) {
+	lk_unlock(lock_wait(2, &r, LK_EX), 0); /* node 2 masters it */
+	lk_unlock(lock_wait(1, &r, LK_EX), 0); /* node 1 knows that */
+	for (int i = 0; i < COLD; i++) {
+		double rem;
+
+		set++;
+		for (int k = 0; k < N; k++)
+			names[k] = nm(2, (uint64_t)set << 32 | (uint64_t)k);
+		master_on_2(names, lks, N);
+		rem = remote_now_us();
 		usleep(5000);
-		runs[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		cold[i] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		rc[i] = (double)cold[i] / 1000.0 / rem;
+	}
+	*cold_us = median_us(cold, COLD);
+	batch_ratio_cold = median_of(rc, COLD);
+	/* the machine may be shared: median and best of several runs */
+	for (int i = 0; i < RUNS; i++) {
+		double rem = remote_now_us();
+
+		usleep(5000);
+		runs[i] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		rw[i] = (double)runs[i] / 1000.0 / rem;
 	}
 	*warm_us = median_us(runs, RUNS);
 	batch_min_us = (double)runs[0] / 1000.0;
+	batch_ratio_warm = median_of(rw, RUNS);
+}
+
+static uint64_t proc_cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
+		       1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+}
+
+/* Profiling aid (-b): the CPU time the whole process (all nodes' threads,
+ * kernel included) spends on a warm batch, which other load on the
+ * machine disturbs less than the elapsed time. */
+static void batch_cpu(void)
+{
+	enum { N = 1000, RUNS = 41 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	uint64_t wall[RUNS], cpu[RUNS];
+
+	for (int i = 0; i < N; i++)
+		names[i] = nm(5, (uint64_t)i);
+	master_on_2(names, lks, N);
+	batch_once(names, lks, N);
+	for (int r = 0; r < RUNS; r++) {
+		uint64_t c0;
+
+		usleep(5000);
+		c0 = proc_cpu_ns();
+		wall[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		cpu[r] = proc_cpu_ns() - c0; /* the unlock batch included */
+	}
+	printf("warm batch: median %.1f us elapsed, %.1f us CPU "
+	       "(lock, wait and unlock)\n",
+	       median_us(wall, RUNS), median_us(cpu, RUNS));
 }
 
 /* ---- 7. throughput ---- */
@@ -505,10 +627,15 @@ int main(int argc, char **argv)
 			return 0;
 		case 'b': /* profiling aid: only the batch, many times */
 			start_cluster();
-			for (int i = 0; i < 50; i++)
+			for (int i = 0; i < 10; i++) {
 				bench_batch(&cold, &warm);
+				printf("batch cold %.1f us, warm %.1f us "
+				       "(paired: %.1fx, %.1fx)\n",
+				       cold, warm, batch_ratio_cold,
+				       batch_ratio_warm);
+			}
+			batch_cpu();
 			stop_cluster();
-			printf("batch median %.1f us\n", warm);
 			return 0;
 		case 'n':
 			nnodes = atoi(optarg);
@@ -551,13 +678,16 @@ int main(int argc, char **argv)
 	printf("%-34s %9.0f /s  >= 5000 /s\n", "2-node EX ping-pong transfers",
 	       pp);
 	printf("%-34s %9.1f us  (%.1fx remote grant)\n",
-	       "1000-lock batch, cold masters", cold, cold / remote);
+	       "1000-lock batch, cold (median)", cold, cold / remote);
 	printf("%-34s %9.1f us  <= 5 x remote = %.1f us (%.1fx)\n",
 	       "1000-lock batch, known (median)", warm, 5 * remote,
 	       warm / remote);
 	printf("%-34s %9.1f us  (%.1fx remote grant)\n",
 	       "1000-lock batch, best of 9", batch_min_us,
 	       batch_min_us / remote);
+	printf("%-34s %9.1fx warm, %.1fx cold (median of per-run ratios)\n",
+	       "  batch / remote grant just before", batch_ratio_warm,
+	       batch_ratio_cold);
 	printf("%-34s %9.1f us  (%.1f us on the CPU)\n",
 	       "  last run: lk_lock_batch call", batch_submit_us,
 	       batch_submit_cpu_us);
@@ -575,10 +705,12 @@ int main(int argc, char **argv)
 		"\"remote_over_rtt\": %.3f, \"pingpong_per_s\": %.0f, "
 		"\"batch1000_cold_us\": %.1f, \"batch1000_warm_us\": %.1f, "
 		"\"batch_over_remote\": %.2f, \"batch1000_best_us\": %.1f, "
+		"\"batch_over_remote_paired_warm\": %.2f, "
+		"\"batch_over_remote_paired_cold\": %.2f, "
 		"\"throughput_ops_s\": %.0f}\n",
 		nnodes, nthreads, rtt, local, cached, cached_mean / 1000.0,
 		remote, remote / rtt, pp, cold, warm, warm / remote,
-		batch_min_us, tp);
+		batch_min_us, batch_ratio_warm, batch_ratio_cold, tp);
 	if (jf != stdout)
 		fclose(jf);
 	return 0;

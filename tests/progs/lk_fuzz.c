@@ -7,7 +7,10 @@
  * Round kinds, in turn: random bytes; a valid-looking frame before any
  * authentication; a handshake with a wrong MAC; and, authenticated as
  * node AS_ID (configured but not running), mutated valid frames: random
- * counts, lengths, types, names, modes, lock ids and statuses. Prints the
+ * counts, lengths, types, names, modes, lock ids and statuses, carrying
+ * the right frame tag and a growing seq (lk_auth.h) so that they get past
+ * the transport's tag check and reach the core's own checks, except one
+ * in eight with a broken tag or a stale seq. Prints the
  * seed and what it sent; exits 0 when done (the script then checks that
  * the target is alive and the cluster still works).
  */
@@ -27,6 +30,8 @@
 static uint64_t rng;
 static struct lk_config cfg;
 static uint32_t target, as;
+static uint8_t fkey[32];	/* frame key of the authenticated connection */
+static uint64_t fseq;		/* last seq sent on it */
 
 static uint64_t rnd(void)
 {
@@ -95,7 +100,8 @@ static void frame(uint8_t *buf, unsigned type, unsigned count, size_t rs)
 	h->sender = as;
 }
 
-/* Handshake as node @as; @good_mac 0 sends a wrong MAC. */
+/* Handshake as node @as; @good_mac 0 sends a wrong MAC. Sets the frame
+ * key and restarts the seq. */
 static int handshake(int fd, int good_mac)
 {
 	uint8_t buf[256];
@@ -112,6 +118,8 @@ static int handshake(int fd, int good_mac)
 	if (read_frame(fd, buf, sizeof(buf)) < 0)
 		return -1;
 	th = (struct lk_rec_hello *)(buf + sizeof(struct lk_hdr));
+	lk_auth_frame_key(cfg.key, hello.nonce, th->nonce, as, target, fkey);
+	fseq = 0;
 	lk_auth_mac(cfg.key, th->nonce, as, target, a.mac);
 	if (!good_mac)
 		a.mac[rnd() % 32] ^= 1;
@@ -143,10 +151,11 @@ static const unsigned lock_types[] = {
 };
 
 /* A mutated frame of a lock-traffic type (never START/DONE/LEAVE/
- * HEARTBEAT: an authenticated peer may legitimately fence us). */
-static void mutated(int fd)
+ * HEARTBEAT: an authenticated peer may legitimately fence us); @tagged:
+ * followed by its frame tag, as after a good handshake. */
+static void mutated(int fd, int tagged)
 {
-	static uint8_t buf[65536];
+	static uint8_t buf[65536 + LK_FRAME_TAG];
 	unsigned type = lock_types[rnd() % 16];
 	size_t rs = lk_wire_recsize(type) ? lk_wire_recsize(type) : 40;
 	unsigned count = (unsigned)(rnd() % 8);
@@ -169,6 +178,17 @@ static void mutated(int fd)
 		break;
 	default:
 		break;
+	}
+	if (tagged) {
+		struct lk_hdr *h = (struct lk_hdr *)buf;
+		uint8_t tag[LK_FRAME_TAG];
+
+		h->seq = rnd() % 16 == 0 ? fseq : ++fseq; /* sometimes stale */
+		lk_auth_frame_tag(fkey, h->seq, buf, len, tag);
+		if (rnd() % 16 == 0)
+			tag[rnd() % LK_FRAME_TAG] ^= 1;
+		memcpy(buf + len, tag, LK_FRAME_TAG);
+		len += LK_FRAME_TAG;
 	}
 	put(fd, buf, len);
 }
@@ -207,16 +227,16 @@ int main(int argc, char **argv)
 			random_bytes(fd);
 			break;
 		case 1: /* traffic before authentication */
-			mutated(fd);
+			mutated(fd, 0);
 			break;
 		case 2:
 			handshake(fd, 0);
-			mutated(fd);
+			mutated(fd, 1);
 			break;
 		default:
 			if (handshake(fd, 1) == 0)
 				for (int i = 0; i < 20; i++)
-					mutated(fd);
+					mutated(fd, 1);
 			break;
 		}
 		usleep(2000);

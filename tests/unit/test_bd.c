@@ -41,11 +41,18 @@ static _Atomic unsigned submit_fail_every;
 static _Atomic int submit_fail_errno;
 static _Atomic unsigned submit_calls;
 static _Atomic unsigned submit_failed;
+/* io_submit calls made by the thread submit_watch (when set) */
+static pthread_t submit_watch;
+static _Atomic int submit_watching;
+static _Atomic unsigned submit_by_watched;
 
 int io_submit(io_context_t ctx, long nr, struct iocb *ios[])
 {
 	unsigned every = submit_fail_every;
 	long r;
+
+	if (submit_watching && pthread_equal(pthread_self(), submit_watch))
+		submit_by_watched++;
 
 	if (every != 0 && ++submit_calls % every == 0) {
 		submit_failed++;
@@ -757,6 +764,50 @@ static void test_submit_refused(void)
 	unlink(path);
 }
 
+/* An async batch is issued by the completion thread, not by its
+ * submitter (io_submit of O_DIRECT writes must not delay it); a sync
+ * batch is issued by its own caller. */
+static void test_async_issuer(void)
+{
+	const char *path = mkimage("issuer.img", 4 * MiB);
+	struct async_state as = { .caller = pthread_self() };
+	char *bufs = bd_buf_alloc(32 * BLK);
+	struct bd_io ios[32];
+	struct bd_dev *dev;
+
+	REQUIRE(bufs != NULL);
+	pthread_mutex_init(&as.lock, NULL);
+	pthread_cond_init(&as.cond, NULL);
+	REQUIRE(bd_file_open(path, 0, &dev) == 0);
+	for (unsigned i = 0; i < 32; i++) {
+		ios[i] = (struct bd_io){ .op = BD_WRITE, .len = BLK,
+					 .buf = bufs + i * BLK,
+					 .off = i * BLK * 3 };
+		fill(ios[i].buf, BLK, 500 + i);
+	}
+	submit_watch = pthread_self();
+	submit_by_watched = 0;
+	submit_watching = 1;
+	for (unsigned i = 0; i < 32; i++)
+		CHECK_EQ(bd_submit_async(dev, &ios[i], 1, async_done, &as), 0);
+	async_wait(&as, 32);
+	CHECK_EQ(submit_by_watched, 0);
+	CHECK_EQ(as.bad, 0);
+	for (unsigned i = 0; i < 32; i++)
+		ios[i].op = BD_READ;
+	memset(bufs, 0, 32 * BLK);
+	CHECK_EQ(bd_submit(dev, ios, 32), 0);
+	CHECK(submit_by_watched >= 1);
+	submit_watching = 0;
+	for (unsigned i = 0; i < 32; i++)
+		CHECK(check_fill(ios[i].buf, BLK, 500 + i));
+	bd_close(dev);
+	pthread_cond_destroy(&as.cond);
+	pthread_mutex_destroy(&as.lock);
+	free(bufs);
+	unlink(path);
+}
+
 /* bd_close() waits for async I/O still in flight. */
 static void test_async_close(void)
 {
@@ -1048,6 +1099,7 @@ int main(int argc, char **argv)
 	T_RUN(test_file_shrunk);
 	T_RUN(test_submit_refused);
 	T_RUN(test_async_close);
+	T_RUN(test_async_issuer);
 	T_RUN(test_counters);
 	T_RUN(test_hist_bucket);
 	T_RUN(test_threads);

@@ -3,9 +3,12 @@
  * file (O_DIRECT, libaio) devices: reads see in-flight data; overlapping
  * writes land in call order; the in-flight bound holds under a flood; a
  * failed data write is reported by fs_data_wait and by the next fsync
- * (also after a timer commit consumed it); data=ordered: data written
- * before a synced transaction survives a power loss; several threads
- * writing and reading at once. Random cases print and take --seed.
+ * (also after a timer commit consumed it); write combining (absorb,
+ * extend, overlap with older runs, reads of the open run, fs_data_wait
+ * and reads submit it, full runs, one error per run); data=ordered:
+ * data written before a synced transaction survives a power loss;
+ * several threads writing and reading at once. Random cases print and
+ * take --seed.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -123,10 +126,11 @@ static void test_coherence_order(void)
 	fill(a, 4 * BS, 1);
 	fill(b, 2 * BS, 2);
 	CHECK_EQ(fs_data_write(fs, a, 4 * BS, off), 0);
+	fs_data_flush(fs);	/* closed: b cannot be combined with it */
 	CHECK_EQ(fs_data_write(fs, b, 2 * BS, off + BS), 0);
 	fs_data_inflight(fs, &nw, &nb);
 	CHECK_EQ(nw, 2);
-	CHECK_EQ(nb, 6 * BS);
+	CHECK(nb >= 6 * BS && nb <= fs_data_limit(fs));
 	/* served from the newest covering copy */
 	CHECK_EQ(fs_data_read(fs, r, BS, off + 2 * BS), 0);
 	CHECK(memcmp(r, b + BS, BS) == 0);
@@ -271,6 +275,7 @@ static void test_bound(void)
 	fs_data_inflight(f.fs, &nw, &nb);
 	CHECK_EQ(nb, 0);
 	CHECK(f.fs->st.data_throttled >= 1);
+	CHECK(f.fs->st.data_absorbed > 0);	/* 64 KiB pieces combined */
 	CHECK_EQ(fs_core_unmount(f.fs), 0);
 	bd_close(bd);
 }
@@ -338,6 +343,206 @@ static void test_error(void)
 	fs = mnt(bd, 16, 0);
 	REQUIRE(fs != NULL);
 	CHECK_EQ(fs->st.replay_tx, 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(buf);
+}
+
+/* Combining: writes inside the open run and contiguous after it are
+ * absorbed (newest bytes win), reads are served from it, nothing reaches
+ * the device before fs_data_wait, which submits it as one run. */
+static void test_absorb_extend(void)
+{
+	struct bd_dev *bd = ram_fs(64);
+	uint8_t *a = malloc(8 * BS), *r = malloc(8 * BS);
+	uint8_t *model = malloc(8 * BS), *old = bd_buf_alloc(8 * BS);
+	uint64_t blk, off, nw, nb, runs, absorbed, hits;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && a && r && model && old);
+	fs = mnt(bd, 16, 0);
+	REQUIRE(fs != NULL);
+	blk = alloc_run(fs, 8);
+	REQUIRE(blk != 0);
+	off = blk * BS;
+	CHECK_EQ(bd_read(bd, old, 8 * BS, off), 0);
+	runs = fs->st.data_runs;
+	absorbed = fs->st.data_absorbed;
+	hits = fs->st.data_read_hits;
+
+	fill(a, 8 * BS, 5);
+	memcpy(model, old, 8 * BS);
+	CHECK_EQ(fs_data_write(fs, a, 3 * BS, off), 0);	/* opens */
+	memcpy(model, a, 3 * BS);
+	fill(a, 8 * BS, 6);
+	CHECK_EQ(fs_data_write(fs, a, BS, off + BS), 0);	/* inside */
+	memcpy(model + BS, a, BS);
+	fill(a, 8 * BS, 7);
+	CHECK_EQ(fs_data_write(fs, a, 2 * BS, off + 2 * BS), 0); /* extends */
+	memcpy(model + 2 * BS, a, 2 * BS);
+	CHECK_EQ(fs->st.data_absorbed - absorbed, 2);
+	fs_data_inflight(fs, &nw, &nb);
+	CHECK_EQ(nw, 1);
+	CHECK(nb >= 4 * BS && nb <= fs_data_limit(fs));
+	CHECK(dev_equals(bd, old, 8 * BS, off));	/* still open */
+	CHECK_EQ(fs_data_read(fs, r, 3 * BS, off + BS), 0);
+	CHECK(memcmp(r, model + BS, 3 * BS) == 0);
+	CHECK_EQ(fs->st.data_read_hits - hits, 1);
+	CHECK_EQ(fs->st.data_runs, runs);
+
+	CHECK_EQ(fs_data_wait(fs), 0);
+	CHECK_EQ(fs->st.data_runs - runs, 1);
+	fs_data_inflight(fs, &nw, &nb);
+	CHECK_EQ(nw, 0);
+	CHECK_EQ(nb, 0);
+	CHECK(dev_equals(bd, model, 8 * BS, off));
+	/* a gap is not contiguous: a new run */
+	CHECK_EQ(fs_data_write(fs, a, BS, off), 0);
+	CHECK_EQ(fs_data_write(fs, a, BS, off + 2 * BS), 0);
+	CHECK_EQ(fs->st.data_absorbed - absorbed, 2);
+	CHECK_EQ(fs_data_wait(fs), 0);
+	CHECK_EQ(fs->st.data_runs - runs, 3);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(a);
+	free(r);
+	free(model);
+	free(old);
+}
+
+/* A run overlapping an older run that is not complete waits for it (its
+ * dependencies are counted when it closes), so the device ends with the
+ * newest bytes; a read the open run does not cover submits it. */
+static void test_overlap_inflight(void)
+{
+	struct bd_dev *bd = ram_fs(64);
+	uint8_t *a = malloc(6 * BS), *r = malloc(6 * BS);
+	uint8_t *model = malloc(6 * BS);
+	uint64_t blk, off, nw, nb, runs;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && a && r && model);
+	fs = mnt(bd, 16, 0);
+	REQUIRE(fs != NULL);
+	blk = alloc_run(fs, 6);
+	REQUIRE(blk != 0);
+	off = blk * BS;
+
+	fs_data_hold(fs, 1);
+	fill(a, 6 * BS, 11);
+	CHECK_EQ(fs_data_write(fs, a, 4 * BS, off), 0);
+	memcpy(model, a, 4 * BS);
+	fs_data_flush(fs);		/* closed, held back */
+	fill(a, 6 * BS, 12);
+	CHECK_EQ(fs_data_write(fs, a, 2 * BS, off + 2 * BS), 0);
+	memcpy(model + 2 * BS, a, 2 * BS);
+	fill(a, 6 * BS, 13);
+	CHECK_EQ(fs_data_write(fs, a, 2 * BS, off + 4 * BS), 0);
+	memcpy(model + 4 * BS, a, 2 * BS);
+	fs_data_inflight(fs, &nw, &nb);
+	CHECK_EQ(nw, 2);
+	/* covered by the open run, though it overlaps the older one */
+	CHECK_EQ(fs_data_read(fs, r, 3 * BS, off + 3 * BS), 0);
+	CHECK(memcmp(r, model + 3 * BS, 3 * BS) == 0);
+	/* the older run completes first, then the open one goes */
+	fs_data_hold(fs, 0);
+	for (unsigned i = 0; i < 500; i++) {	/* up to 5 s: busy host */
+		fs_data_inflight(fs, &nw, &nb);
+		if (nw <= 1)
+			break;
+		usleep(10 * 1000);
+	}
+	CHECK_EQ(nw, 1);		/* the open run stayed open */
+	runs = fs->st.data_runs;
+	/* not covered by one run: closes the open run, waits, device */
+	CHECK_EQ(fs_data_read(fs, r, 6 * BS, off), 0);
+	CHECK(memcmp(r, model, 6 * BS) == 0);
+	CHECK_EQ(fs->st.data_runs - runs, 1);
+	CHECK_EQ(fs_data_wait(fs), 0);
+	CHECK(dev_equals(bd, model, 6 * BS, off));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(a);
+	free(r);
+	free(model);
+}
+
+/* A run is submitted as soon as it is full, the next write starts the
+ * next run; buffers stay within the bound; unmount submits an open
+ * run. */
+static void test_full_runs(void)
+{
+	struct bd_dev *bd = ram_fs(64);
+	const size_t piece = 100 * 1024;	/* grows a small buffer */
+	uint8_t *a = malloc(piece), *model;
+	uint64_t blk, off, nw, nb, runs, max, total;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && a != NULL);
+	fs = mnt(bd, 8, 0);
+	REQUIRE(fs != NULL);
+	max = fs_data_run_max(fs);
+	CHECK(max >= 64 * 1024 && max <= fs_data_limit(fs) / 4);
+	total = 3 * max + 5 * BS;
+	total -= total % BS;
+	model = malloc(total + piece);
+	REQUIRE(model != NULL);
+	blk = alloc_run(fs, (uint32_t)((total + piece) / BS));
+	REQUIRE(blk != 0);
+	off = blk * BS;
+	runs = fs->st.data_runs;
+	for (uint64_t pos = 0; pos < total; pos += BS) {
+		fill(a, BS, (unsigned)(pos / BS));
+		memcpy(model + pos, a, BS);
+		CHECK_EQ(fs_data_write(fs, a, BS, off + pos), 0);
+		fs_data_inflight(fs, &nw, &nb);
+		CHECK(nb <= fs_data_limit(fs));
+	}
+	/* 3 full runs closed, the rest open */
+	CHECK_EQ(fs->st.data_runs - runs, 3);
+	/* a bigger write overlapping the open run's end is absorbed
+	 * (newest bytes win), growing its buffer */
+	fill(a, piece, 99);
+	CHECK_EQ(fs_data_write(fs, a, piece, off + total - BS), 0);
+	memcpy(model + total - BS, a, piece);
+	CHECK_EQ(fs->st.data_runs - runs, 3);	/* the open run grew */
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	CHECK(dev_equals(bd, model, total - BS + piece, off));
+	bd_close(bd);
+	free(a);
+	free(model);
+}
+
+/* A device error on a combined run is reported once (one run, one
+ * error), by fs_data_wait, which submits the open run itself. */
+static void test_error_combined(void)
+{
+	struct bd_fault *fault;
+	struct bd_dev *lower, *bd = fault_fs(&fault, &lower);
+	uint8_t *buf = malloc(4 * BS);
+	uint64_t blk, errs;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && buf != NULL);
+	fs = mnt(bd, 16, 0);
+	REQUIRE(fs != NULL);
+	blk = alloc_run(fs, 8);
+	REQUIRE(blk != 0);
+	fill(buf, 4 * BS, 21);
+	errs = fs->st.data_errors;
+	bd_fault_fail_nth(fault, BD_WRITE, 1, 0);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_EQ(fs_data_write(fs, buf + i * BS, BS, (blk + i) * BS),
+			 0);
+	CHECK_EQ(fs_data_wait(fs), -EIO);
+	CHECK_EQ(fs->st.data_errors - errs, 1);
+	CHECK_EQ(fs_data_wait(fs), 0);
+	/* written again, it lands */
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_EQ(fs_data_write(fs, buf + i * BS, BS, (blk + i) * BS),
+			 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	CHECK(dev_equals(bd, buf, 4 * BS, blk * BS));
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
 	free(buf);
@@ -495,6 +700,10 @@ int main(int argc, char **argv)
 	T_RUN(test_coherence_order);
 	T_RUN(test_random_overlap_file);
 	T_RUN(test_bound);
+	T_RUN(test_absorb_extend);
+	T_RUN(test_overlap_inflight);
+	T_RUN(test_full_runs);
+	T_RUN(test_error_combined);
 	T_RUN(test_error);
 	T_RUN(test_ordered_crash);
 	T_RUN(test_threads);

@@ -2,8 +2,9 @@
  * test_file.c — file data through fs.h on a RAM device: inline data and
  * its conversion to extents, unaligned writes (read-modify-write), sparse
  * files and files over 4 GiB, truncate down and up (zeros), fallocate
- * (plain, KEEP_SIZE, PUNCH_HOLE, unsupported modes), and a random
- * write/truncate/read test against an in-memory model (--seed).
+ * (plain, KEEP_SIZE, PUNCH_HOLE, unsupported modes), a random
+ * write/truncate/read test against an in-memory model (--seed), and
+ * tar's write pattern (no device read for its read-modify-writes).
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
@@ -323,6 +324,69 @@ static void *ct_truncater(void *arg)
 	return NULL;
 }
 
+/* The pattern of tar through FUSE: 10 KiB writes at unaligned offsets,
+ * each split by the kernel at a page boundary. The partial block each
+ * piece starts in was just written by the previous piece: its
+ * read-modify-write is served from the open data run, not the device
+ * (at most one device read per commit, which submits the open run). */
+static void test_tar_pattern(void)
+{
+	const size_t piece = 10240, fsize = 200 * 1024 + 777;
+	static char want[200 * 1024 + 777], got[200 * 1024 + 777];
+	uint64_t rmw0, commits0, absorbed0;
+	struct tfs t;
+	int64_t f[4];
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	rmw0 = t.fs->st.data_rmw_dev;
+	commits0 = t.fs->st.commits;
+	absorbed0 = t.fs->st.data_absorbed;
+	for (unsigned k = 0; k < 4; k++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "f%u", k);
+		f[k] = tfs_creat(&t, t.root, name, 0644);
+		REQUIRE(f[k] > 0);
+		for (size_t i = 0; i < fsize; i++)
+			want[i] = (char)(i * 13 + k);
+		for (size_t off = 0; off < fsize; off += piece) {
+			size_t len = fsize - off < piece ? fsize - off : piece;
+			size_t cut = (off + 4095) / 4096 * 4096 - off;
+
+			if (cut > len)
+				cut = len;
+			if (cut > 0)
+				CHECK_EQ(fs_write(t.fs, tfs_cred(&t),
+						  (uint64_t)f[k], want + off,
+						  cut, off), (long long)cut);
+			if (len > cut)
+				CHECK_EQ(fs_write(t.fs, tfs_cred(&t),
+						  (uint64_t)f[k],
+						  want + off + cut, len - cut,
+						  off + cut),
+					 (long long)(len - cut));
+		}
+	}
+	CHECK(t.fs->st.data_rmw_dev - rmw0 <= t.fs->st.commits - commits0);
+	CHECK(t.fs->st.data_absorbed - absorbed0 > 0);
+	for (unsigned k = 0; k < 4; k++) {
+		for (size_t i = 0; i < fsize; i++)
+			want[i] = (char)(i * 13 + k);
+		CHECK_EQ(fs_read(t.fs, (uint64_t)f[k], got, fsize, 0),
+			 (long long)fsize);
+		CHECK(memcmp(got, want, fsize) == 0);
+	}
+	REQUIRE(tfs_remount(&t) == 0);
+	for (unsigned k = 0; k < 4; k++) {
+		for (size_t i = 0; i < fsize; i++)
+			want[i] = (char)(i * 13 + k);
+		CHECK_EQ(fs_read(t.fs, (uint64_t)f[k], got, fsize, 0),
+			 (long long)fsize);
+		CHECK(memcmp(got, want, fsize) == 0);
+	}
+	tfs_close(&t);
+}
+
 static void test_concurrent_io(void)
 {
 	struct tfs t;
@@ -377,5 +441,6 @@ int main(int argc, char **argv)
 	T_RUN(test_fallocate);
 	T_RUN(test_random_model);
 	T_RUN(test_concurrent_io);
+	T_RUN(test_tar_pattern);
 	return t_done();
 }

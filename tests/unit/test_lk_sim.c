@@ -403,6 +403,223 @@ static void test_batch_one_frame_per_master(void)
 	sim_fini();
 }
 
+/* Lock and unlock @n names on @who: it becomes their master. */
+static void make_master(int who, const struct lk_name *names, size_t n,
+			struct lk_lock **lks)
+{
+	CHECK(lk_lock_batch(node[who], names, n, LK_EX, 0, NULL, NULL, lks) >=
+	      0);
+	settle();
+	CHECK_EQ(lk_unlock_batch(lks, n, 0), (long long)n);
+	settle();
+}
+
+/* A batch bigger than one frame holds (1 MiB): split over several
+ * REQUEST frames, every lock granted, every grant counted. */
+static void test_batch_split_frames(void)
+{
+	enum { N = 30000 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	struct lk_stats s0, s1;
+	int granted = 0;
+
+	start_cluster(2);
+	for (int i = 0; i < N; i++)
+		names[i] = nm(200000 + (uint64_t)i);
+	make_master(2, names, N, lks);
+	/* first batch looks the masters up; the second knows them */
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
+		 0);
+	settle();
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	lk_ls_stats(node[1], &s0);
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
+		 0);
+	lk_ls_stats(node[1], &s1);
+	/* 30000 requests of 48 bytes: two frames of at most 1 MiB */
+	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
+	CHECK_EQ(s1.peer[2].records_tx - s0.peer[2].records_tx, N);
+	settle();
+	for (int i = 0; i < N; i++)
+		granted += lk_lock_granted(lks[i]);
+	REQUIRE(granted == N); /* else lk_wait_batch would sleep for ever */
+	CHECK_EQ(lk_wait_batch(lks, N), 0);
+	lk_ls_stats(node[1], &s1);
+	CHECK_EQ(s1.type[2].c.grants_remote - s0.type[2].c.grants_remote, N);
+	CHECK_EQ(s1.type[2].c.requests - s0.type[2].c.requests, N);
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	sim_fini();
+}
+
+/* Half the names mastered here (granted inside the call), half on node
+ * 2 (one REQUEST frame, granted by its replies); the stats tell them
+ * apart. */
+static void test_batch_mixed_local_remote(void)
+{
+	enum { N = 200 };
+	static struct lk_name names[N], mine[N / 2], theirs[N / 2];
+	static struct lk_lock *lks[N];
+	struct lk_stats s0, s1;
+
+	start_cluster(2);
+	for (int i = 0; i < N / 2; i++) {
+		mine[i] = nm(300000 + (uint64_t)i);
+		theirs[i] = nm(310000 + (uint64_t)i);
+		names[2 * i] = mine[i];
+		names[2 * i + 1] = theirs[i];
+	}
+	make_master(1, mine, N / 2, lks);
+	make_master(2, theirs, N / 2, lks);
+	/* node 1 learns their masters (lookups), then forgets the locks */
+	CHECK_EQ(lk_lock_batch(node[1], theirs, N / 2, LK_PR, 0, NULL, NULL,
+			       lks),
+		 0);
+	settle();
+	CHECK_EQ(lk_unlock_batch(lks, N / 2, 0), N / 2);
+	settle();
+	lk_ls_stats(node[1], &s0);
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
+		 N / 2);
+	for (int i = 0; i < N; i++)
+		CHECK_EQ(lk_lock_granted(lks[i]), i % 2 == 0);
+	lk_ls_stats(node[1], &s1);
+	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 1);
+	settle();
+	for (int i = 0; i < N; i++)
+		REQUIRE(lk_lock_granted(lks[i]));
+	CHECK_EQ(lk_wait_batch(lks, N), 0);
+	lk_ls_stats(node[1], &s1);
+	CHECK_EQ(s1.type[2].c.grants_local - s0.type[2].c.grants_local, N / 2);
+	CHECK_EQ(s1.type[2].c.grants_remote - s0.type[2].c.grants_remote,
+		 N / 2);
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	sim_fini();
+}
+
+/* Replies that return a value block are full REPLYs (56 bytes a
+ * record); the others SREPLYs (16 bytes). */
+static void test_batch_lvb_replies(void)
+{
+	enum { N = 20 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	struct lk_stats s0, s1;
+	uint8_t v[LK_LVB_LEN];
+
+	start_cluster(2);
+	for (int i = 0; i < N; i++)
+		names[i] = nm(330000 + (uint64_t)i);
+	make_master(2, names, N, lks);
+	REQUIRE(lk_lock_batch(node[2], names, N, LK_EX, LK_VALBLK, NULL, NULL,
+			      lks) == N);
+	for (int i = 0; i < N; i++) {
+		memset(v, 'a' + i, sizeof(v));
+		CHECK_EQ(lk_lvb_set(lks[i], v), 0);
+	}
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, LK_VALBLK, NULL, NULL,
+			       lks),
+		 0);
+	settle();
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(lk_lvb_get(lks[i], v), 0);
+		CHECK_EQ(v[LK_LVB_LEN - 1], 'a' + i);
+	}
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	lk_ls_stats(node[2], &s0);
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
+		 0);
+	settle();
+	lk_ls_stats(node[2], &s1);
+	CHECK_EQ(s1.peer[1].bytes_tx - s0.peer[1].bytes_tx,
+		 sizeof(struct lk_hdr) + N * sizeof(struct lk_rec_sreply));
+	for (int i = 0; i < N; i++) /* lk_wait would sleep for ever here */
+		REQUIRE(lk_lock_granted(lks[i]));
+	CHECK_EQ(lk_wait_batch(lks, N), 0);
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	sim_fini();
+}
+
+static int comp_ok, comp_canceled, comp_other;
+static void count_comp(struct lk_lock *lk, int status, void *arg)
+{
+	(void)lk;
+	(void)arg;
+	if (status == 0)
+		comp_ok++;
+	else if (status == -ECANCELED)
+		comp_canceled++;
+	else
+		comp_other++;
+}
+static const struct lk_lock_ops comp_ops = {count_comp, NULL};
+
+/* One lock of a batch is blocked by another node's EX and cancelled
+ * while the rest are granted: one completion callback per lock, the
+ * cancelled one with -ECANCELED; the holder got one blocking callback.
+ * Then lk_wait_batch reports a cancelled conversion. */
+static void test_batch_cancel_midway(void)
+{
+	enum { N = 50, X = 25 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	struct lk_lock *ex, *two[2];
+	int granted = 0;
+
+	start_cluster(2);
+	for (int i = 0; i < N; i++)
+		names[i] = nm(320000 + (uint64_t)i);
+	make_master(2, names, N, lks);
+	bast_seen = 0;
+	CHECK_EQ(lk_lock(node[2], &names[X], LK_EX, 0, &bast_ops, NULL, &ex),
+		 LK_GRANTED_NOW);
+	comp_ok = comp_canceled = comp_other = 0;
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, &comp_ops, NULL,
+			       lks),
+		 0);
+	settle();
+	CHECK_EQ(comp_ok, N - 1);
+	CHECK_EQ(bast_seen, 1);
+	CHECK(!lk_lock_granted(lks[X]));
+	CHECK_EQ(lk_cancel(lks[X]), 0);
+	settle();
+	CHECK_EQ(comp_canceled, 1);
+	CHECK_EQ(comp_other, 0);
+	for (int i = 0; i < N; i++)
+		if (i != X)
+			granted += lk_lock_granted(lks[i]);
+	CHECK_EQ(granted, N - 1);
+	/* a conversion cancelled: the handle stays, lk_wait_batch says so */
+	CHECK_EQ(lk_convert(lks[0], LK_EX, 0), 0);
+	/* node 2 (the master) gets PR before the conversion arrives */
+	CHECK_EQ(lk_lock(node[2], &names[0], LK_PR, 0, NULL, NULL, &two[1]),
+		 LK_GRANTED_NOW);
+	settle();
+	CHECK_EQ(lk_cancel(lks[0]), 0);
+	settle();
+	two[0] = lks[0];
+	REQUIRE(lk_lock_granted(two[0]) && lk_lock_granted(two[1]));
+	CHECK_EQ(lk_wait_batch(two, 2), -ECANCELED);
+	CHECK_EQ(lk_lock_mode(lks[0]), LK_PR);
+	lks[X] = NULL; /* released itself after its completion */
+	for (int i = 0; i < N; i++)
+		if (lks[i] != NULL)
+			CHECK_EQ(lk_unlock(lks[i], 0), 0);
+	settle();
+	CHECK(lk_lock_granted(two[1]));
+	lk_unlock(two[1], 0);
+	lk_unlock(ex, 0);
+	settle();
+	sim_fini();
+}
+
 static int recovered[NN + 1];
 static int granted_after_recovery;
 
@@ -841,6 +1058,10 @@ int main(int argc, char **argv)
 	T_RUN(test_hold_cache);
 	T_RUN(test_toss_list);
 	T_RUN(test_batch_one_frame_per_master);
+	T_RUN(test_batch_split_frames);
+	T_RUN(test_batch_mixed_local_remote);
+	T_RUN(test_batch_cancel_midway);
+	T_RUN(test_batch_lvb_replies);
 	T_RUN(test_recovery_after_death);
 	T_RUN(test_clean_leave_hands_lvb_on);
 	T_RUN(test_random_property);

@@ -1,5 +1,5 @@
 /*
- * test_stats_fs.c — the "journal", "cache", "alloc" and "blockdev"
+ * test_stats_fs.c — the "journal", "cache", "alloc", "data" and "blockdev"
  * sections of a real mounted filesystem (RAM device, fs.h calls).
  */
 #include <errno.h>
@@ -62,6 +62,15 @@ static void test_fs_sections(void)
 		snprintf(name, sizeof(name), "f%d", i);
 		CHECK_EQ(fs_create(fs, &cred, fs_root(fs), name, 0644, 0, &a),
 			 0);
+		/* 3 appends of 10 KiB: past the inline area, then combined */
+		for (int k = 0; k < 3; k++) {
+			static char buf[10240];
+
+			CHECK_EQ(fs_write(fs, &cred, a.ino, buf, sizeof(buf),
+					  (uint64_t)k * sizeof(buf)),
+				 (ssize_t)sizeof(buf));
+		}
+		fs_release(fs, a.ino);
 	}
 	CHECK_EQ(fs_sync(fs), 0);
 	j1 = doc(st);
@@ -79,6 +88,14 @@ static void test_fs_sections(void)
 	      0);
 	CHECK(num(j1, "cache", "bufs_now", NULL) > 0);
 	CHECK(num(j1, "alloc", "calls", NULL) > 0);
+	CHECK(num(j1, "data", "writes", NULL) >= 40);
+	CHECK(num(j1, "data", "absorbed", NULL) > 0);
+	CHECK(num(j1, "data", "runs", NULL) > 0);
+	CHECK(num(j1, "data", "runs", NULL) +
+		  num(j1, "data", "absorbed", NULL) ==
+	      num(j1, "data", "writes", NULL));
+	CHECK(num(j1, "data", "waits", NULL) >= 1);
+	CHECK_EQ(num(j1, "data", "errors", NULL), 0);
 	CHECK(num(j1, "blockdev", "write", "count") >
 	      num(j0, "blockdev", "write", "count"));
 	json_decref(j0);
