@@ -957,6 +957,144 @@ raw_run() {	# the raw image has no mount: both setups here
 	done
 }
 
+# ---- dd on an aged filesystem (DESIGN.md: aged write >= 80% of fresh) ---
+#
+# Setup "aged", client 1, one fresh format per system, primed (aged_prime),
+# then dd write + cold read of AGED_MB (phases fresh_write, fresh_read),
+# rm, ucfs-age to AGE_FILL% with AGE_CHURN rounds (phase age: fill_pct,
+# real, files), cold remount, the same dd (aged_write, aged_read). AGED_MB = DD_MB capped to half the space the
+# aged fs leaves free, so both runs write the same size. Systems: ucfs
+# (1 node), ext4 and pt (like with like); never a --dir (a user's fs).
+# UCFS_BENCH_AGE_FILL / UCFS_BENCH_AGE_CHURN override the defaults.
+
+AGE_FILL=${UCFS_BENCH_AGE_FILL:-80}
+AGE_CHURN=${UCFS_BENCH_AGE_CHURN:-}
+AGE_SEED=1
+
+# aged_dd SYS write|read PHASE — one dd of the aged setup, recorded as PHASE.
+aged_dd() {
+	_af=$WORK/dd.$1.$3 _at=$(node_dir "$1" 1)/dd.aged
+	if [ "$2" = write ]; then
+		dd if=/dev/zero of="$_at" bs=1M count="$AGED_MB" conv=fsync \
+			2>"$_af"
+	else
+		dd if="$_at" of=/dev/null bs=1M 2>"$_af"
+	fi
+	if parse_dd "$_af" >"$_af.kv"; then
+		rec "$1" 1 "$3" MBps "$(awk '$1 == "MBps" { print $2 }' \
+			"$_af.kv")" MB/s
+	else
+		warn "dd $3 failed on $1: $(tail -n 1 "$_af")"
+		rec "$1" 1 "$3" failed 1 status
+		return 1
+	fi
+}
+
+# aged_age SYS — ucfs-age the mounted fs; records phase age.
+aged_age() {
+	_aj=$WORK/age.$1.json
+	progress "$SCEN: $1 aged: ucfs-age --fill $AGE_FILL --churn" \
+		"$AGE_CHURN --seed $AGE_SEED"
+	if ! "$AGE" --fill "$AGE_FILL" --churn "$AGE_CHURN" --seed \
+	    "$AGE_SEED" --json "$(node_dir "$1" 1)" >"$_aj" \
+	    2>"$WORK/log/age.$1.log"; then
+		warn "ucfs-age failed on $1: $(tail -n 2 "$WORK/log/age.$1.log")"
+		rec "$1" 1 age failed 1 status
+		return 1
+	fi
+	rec "$1" 1 age fill_pct "$(jq .fill_final "$_aj")" %
+	rec "$1" 1 age real "$(jq .seconds "$_aj")" s
+	rec "$1" 1 age files "$(jq .files_live "$_aj")" files
+	say "$1 aged: $(jq -r '"\(.fill_final)% full, \(.files_created)" +
+		" files created, \(.files_deleted) deleted, \(.enospc) ENOSPC," +
+		" \(.seconds) s"' "$_aj")"
+}
+
+# aged_cold SYS PHASE — cold remount before PHASE; a failure is recorded.
+aged_cold() {
+	sys_cold "$1" && return 0
+	warn "remount before $2 failed on $1"
+	rec "$1" 1 "$2" failed 1 status
+	return 1
+}
+
+# aged_allocs SYS PHASE — after the unmount that ended PHASE's mount (ucfs):
+# the allocator calls and device writes of that mount (its stats delta),
+# the fragmentation the rates alone do not show.
+aged_allocs() {
+	[ "$(attr K "$1")" = ucfs ] || return 0
+	_sf=$(ls "$OUT/stats/$(printf %04d "$STATS_SEQ")".*.json 2>/dev/null)
+	[ -s "$_sf" ] || return 0
+	for _k in alloc.calls:alloc_calls:calls \
+		  blockdev.write.count:dev_writes:ios; do
+		_x=$(jq --arg k "${_k%%:*}" '.delta[$k] // empty' "$_sf")
+		_m=${_k#*:}
+		[ -n "$_x" ] && rec "$1" 1 "$2" "${_m%:*}" "$_x" "${_m#*:}"
+	done
+}
+
+# aged_prime SYS — write 95% of the free space as one file, delete it,
+# remount cold. The image is a sparse file and mkfs.ext4 discards it back
+# to holes: without this the fresh write pays the host filesystem's block
+# allocation and the aged one (into blocks the aging wrote) does not.
+aged_prime() {
+	_ad=$(node_dir "$1" 1)
+	_amb=$(stat -f -c '%a %S' "$_ad" |
+		awk '{ printf "%d", $1 * $2 / 1048576 * 0.95 }')
+	progress "$SCEN: $1 aged: prime the image (${_amb}M written, deleted)"
+	dd if=/dev/zero of="$_ad/prime" bs=1M count="$_amb" conv=fsync \
+		2>"$WORK/log/prime.$1.log" ||
+		warn "priming $1 stopped early: $(tail -n 1 \
+			"$WORK/log/prime.$1.log")"
+	rm -f "$_ad/prime"
+	aged_cold "$1" fresh_write
+}
+
+# (STATS_TAG names what the mount did: it is read when the mount ends.)
+aged_run() {	# SYS NCLIENTS (1) — the phases above, under for_setups
+	STATS_TAG="dd aged: prime"
+	aged_prime "$1" || return 0
+	progress "$SCEN: $1 aged: dd ${AGED_MB}M on the fresh fs"
+	STATS_TAG="dd aged: fresh write"
+	aged_dd "$1" write fresh_write || return 0
+	aged_cold "$1" fresh_read || return 0
+	aged_allocs "$1" fresh_write
+	STATS_TAG="dd aged: fresh read, rm, ucfs-age"
+	aged_dd "$1" read fresh_read || return 0
+	rm -f "$(node_dir "$1" 1)/dd.aged"
+	aged_age "$1" || return 0
+	progress "$SCEN: $1 aged: dd ${AGED_MB}M on the aged fs"
+	aged_cold "$1" aged_write || return 0
+	STATS_TAG="dd aged: aged write"
+	aged_dd "$1" write aged_write || return 0
+	aged_cold "$1" aged_read || return 0
+	aged_allocs "$1" aged_write
+	STATS_TAG="dd aged: aged read"
+	aged_dd "$1" read aged_read
+}
+
+# aged_sys SYS — the aged comparison of SYS, or why it is skipped.
+aged_sys() {
+	case $(attr K "$1") in
+	raw) return 0 ;;
+	dir) skipped "$1" aged "skipped: ucfs-age never fills a --dir"
+	     return 0 ;;
+	esac
+	[ "$(attr P "$1")" = dlm ] && [ "$CLUSTER" != yes ] && return 0
+	if [ -z "$AGE" ]; then
+		skipped "$1" aged "skipped: aging tool (ucfs-age) not built"
+		return 0
+	fi
+	: "${AGE_CHURN:=$([ "$QUICK" = 1 ] && echo 2 || echo 10)}"
+	AGED_MB=$((SIZE_MB * (100 - AGE_FILL) / 200))
+	[ "$AGED_MB" -gt "$DD_MB" ] && AGED_MB=$DD_MB
+	[ "$AGED_MB" -ge 1 ] || { skipped "$1" aged "skipped: image too small"
+		return 0; }
+	_as=$SETUPS SETUPS=aged
+	for_setups "$1" aged_run
+	SETUPS=$_as
+}
+
 sc_dd() {
 	if [ "$QUICK" = 1 ]; then DD_MB=64
 	else
@@ -970,12 +1108,7 @@ sc_dd() {
 	for _s in $RUN_SYSTEMS; do
 		if [ "$(attr K "$_s")" = raw ]; then raw_run; continue; fi
 		for_setups "$_s" dd_run
-		if [ "$(attr K "$_s")" = ucfs ] &&
-		   { [ "$(attr P "$_s")" != dlm ] || [ "$CLUSTER" = yes ]; }; then
-			_why="aging tool (ucfs-age) not available yet"
-			[ -n "$AGE" ] && _why="aged run not wired to ucfs-age yet"
-			skipped "$_s" aged "skipped: $_why; fresh only"
-		fi
+		aged_sys "$_s"
 	done
 }
 
@@ -1155,7 +1288,15 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 	dd)
 		table_wide dd \
 			"dd: sequential MB/s (client all = aggregate of 2 at once)" \
-			"write:MBps:write read:MBps:read" ;;
+			"write:MBps:write read:MBps:read"
+		grep -q '	aged	1	aged_write	MBps	' "$OUT/results.tsv" &&
+		{ echo; _t="dd, MB/s: ${AGED_MB} MiB on a fresh fs, then on it"
+		  _t="$_t aged (ucfs-age --fill $AGE_FILL --churn $AGE_CHURN)"
+		  table_wide dd "$_t" "
+			fresh_write:MBps:fresh_w fresh_read:MBps:fresh_r
+			aged_write:MBps:aged_w aged_read:MBps:aged_r
+			age:fill_pct:full% fresh_write:alloc_calls:allocs_f
+			aged_write:alloc_calls:allocs_a"; } ;;
 	esac
 	report_failures "$1"
 }
@@ -1168,13 +1309,26 @@ make_targets() {
 		case " $RUN_SYSTEMS " in *" $_s "*) _run_ucfs="$_run_ucfs $_s" ;; esac
 	done
 	awk -F'\t' -v OFS='\t' -v ucfs="$_run_ucfs" -v files="${KFILES:-?}" \
-		-v dd="${DD_MB:-?} MiB files" '
+		-v dd="${DD_MB:-?} MiB files" \
+		-v agemb="${AGED_MB:-?} MiB, churn ${AGE_CHURN:-?}" '
 	FILENAME ~ /ratios/ { r[$1, $2, $3, $4, $5, $6, $7] = $8; next }
 	{ v[$1, $2, $3, $4, $5, $6] = $7; ran[$1, $2] = 1 }
 	function out(t, s, x, lim, le, note) {
 		if (x == "") { print t, s, "-", lim, "not measured", note; return }
 		ok = le ? x + 0 <= lim : x + 0 >= lim
 		print t, s, x, lim, (ok ? "met" : "NOT met"), note }
+	function aged(s, op,   a, f) {	# aged / fresh, same size, setup aged
+		a = v["dd", s, "aged", "1", "aged_" op, "MBps"]
+		f = v["dd", s, "aged", "1", "fresh_" op, "MBps"]
+		return (a != "" && f + 0 > 0) ? sprintf("%.3f", a / f) : "" }
+	function aged_note(s,   n) {
+		if (aged(s, "write") == "") return "not run (see skipped)"
+		n = sprintf("%s%% full, %s; read %s", v["dd", s, "aged", "1",
+			"age", "fill_pct"], agemb, aged(s, "read"))
+		if (aged("ext4", "write") != "")
+			n = n sprintf("; ext4 write %s read %s",
+				aged("ext4", "write"), aged("ext4", "read"))
+		return n }
 	function two(sc, s, cl, ph, m,   k) {
 		if ((sc, s, "2nodes", cl, ph, m) in v) { setup2 = "2 nodes"
 			return v[sc, s, "2nodes", cl, ph, m] }
@@ -1214,7 +1368,8 @@ make_targets() {
 	a = two("dd", s, "all", "write", "MBps"); b = v["dd", s, "1node", "1", "write", "MBps"]
 	x = (a != "" && b + 0 > 0) ? sprintf("%.3f", a / b) : ""
 	out("2 writers, different files: aggregate / 1 node", s, x, 1, 0, setup2)
-	out("aged fs write / fresh", s, "", 0.8, 0, "aging tool not available yet")
+	out("aged fs write / fresh", s, aged(s, "write"), 0.8, 0,
+		aged_note(s))
 	} } }' "$OUT/ratios.tsv" "$OUT/results.tsv" >"$OUT/targets.tsv"
 }
 
