@@ -1041,10 +1041,10 @@ static void stop_stats(struct fs_fuse *ff)
 
 /*
  * The kernel offers FUSE_OVER_IO_URING only while the fuse module's
- * enable_uring parameter is set (off by default). Setting it lets every
- * FUSE daemon that asks for io_uring use it and changes nothing for the
- * others. uring=auto tries and carries on over /dev/fuse if it cannot;
- * uring=on refuses to mount without it.
+ * enable_uring parameter is set (off by default). uring=on sets it (it
+ * lets every FUSE daemon that asks for io_uring use it and changes
+ * nothing for the others) and refuses to mount if it cannot; uring=auto
+ * uses io_uring only if the administrator set it.
  */
 static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
 			       size_t errlen)
@@ -1053,7 +1053,7 @@ static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
 	char c = 0;
 	FILE *f;
 
-	if (mode == FS_URING_OFF)
+	if (mode != FS_URING_ON)
 		return 0;
 	f = fopen(param, "r");
 	if (f != NULL) {
@@ -1068,8 +1068,6 @@ static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
 		f = NULL;
 	}
 	if (f != NULL && fclose(f) == 0)
-		return 0;
-	if (mode == FS_URING_AUTO)
 		return 0;
 	snprintf(err, errlen, "ucfs: uring=on: cannot enable FUSE over io_uring "
 		 "(%s: %s; needs Linux 6.14+ with CONFIG_FUSE_IO_URING, and "

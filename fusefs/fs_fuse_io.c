@@ -108,27 +108,28 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-/* The INIT reply: ask for what libfuse 3.14 cannot name. 1 if the
- * kernel is to use io_uring. */
-static int patch_init(struct fuse_init_out *out, size_t len)
+/* The INIT reply: ask for what libfuse 3.14 cannot name. Sets *u to the
+ * prepared io_uring transport if the reply asks for it. */
+static void patch_init(struct fuse_init_out *out, size_t len, int fd,
+		       struct fs_uring **u)
 {
 	uint64_t offered = atomic_load(&init_flags);
-	int use_uring;
 
+	*u = NULL;
 	if (offered & FUSE_HANDLE_KILLPRIV_V2) {
 		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
 		atomic_store(&killpriv_v2, 1);
 	}
-	use_uring = uring_mode != FS_URING_OFF &&
-		    (offered & UCFS_FUSE_OVER_IO_URING) &&
-		    (offered & FUSE_INIT_EXT) &&
-		    len >= offsetof(struct fuse_init_out, flags2) +
-			   sizeof(out->flags2);
-	if (use_uring) {
-		out->flags |= FUSE_INIT_EXT;
-		out->flags2 |= (uint32_t)(UCFS_FUSE_OVER_IO_URING >> 32);
-	}
-	return use_uring;
+	if (uring_mode == FS_URING_OFF ||
+	    !(offered & UCFS_FUSE_OVER_IO_URING) ||
+	    !(offered & FUSE_INIT_EXT) ||
+	    len < offsetof(struct fuse_init_out, flags2) +
+		  sizeof(out->flags2))
+		return;
+	if (fs_fuse_uring_prepare(session, fd, uring_max_write, u) < 0)
+		return;		/* stay on /dev/fuse */
+	out->flags |= FUSE_INIT_EXT;
+	out->flags2 |= (uint32_t)(UCFS_FUSE_OVER_IO_URING >> 32);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count,
@@ -139,7 +140,6 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 	struct fs_uring *u = atomic_load(&uring);
 	uint64_t init = atomic_load(&init_unique);
 	ssize_t n;
-	int use_uring;
 
 	(void)userdata;
 	if (u != NULL && fs_fuse_uring_reply(u, iov, count, &n))
@@ -155,12 +155,15 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 		return writev(fd, iov, count);
 	atomic_store(&init_unique, 0);
 	memcpy(&out, iov[1].iov_base, iov[1].iov_len);
-	use_uring = patch_init(&out, iov[1].iov_len);
+	patch_init(&out, iov[1].iov_len, fd, &u);
 	iov[1].iov_base = &out;
 	n = writev(fd, iov, count);
-	if (n > 0 && use_uring && fs_fuse_uring_start(session, fd,
-					uring_max_write, &u) == 0)
+	if (u != NULL && n > 0) {
 		atomic_store(&uring, u);
+		fs_fuse_uring_go(u);
+	} else {
+		fs_fuse_uring_stop(u);
+	}
 	return n;
 }
 

@@ -10,12 +10,16 @@
  * kernel puts a request on the queue of the CPU the caller runs on, and
  * that queue's thread runs on the same CPU: no cross-CPU wakeup.
  *
- * How it fits under libfuse 3.14 (which has no io_uring support): the
- * INIT reply offers FUSE_OVER_IO_URING (fs_fuse_io.c); once it is sent,
- * fs_fuse_uring_start() starts one thread per possible CPU. Each sets up
- * its own ring (128-byte SQEs, /dev/fuse as fixed file 0) and registers
- * URING_DEPTH entries: a header buffer (struct ur_header) and a payload
- * buffer of the negotiated maximum write. A completed entry holds one
+ * How it fits under libfuse 3.14 (which has no io_uring support): before
+ * the INIT reply is sent, fs_fuse_uring_prepare() sets up one ring per
+ * possible CPU (128-byte SQEs, /dev/fuse as fixed file 0), each with
+ * its entries (a header buffer, struct ur_header, and a payload buffer
+ * of the negotiated maximum write), the worker pool and one thread per
+ * queue, pinned to its CPU; only if all of it succeeded does the reply
+ * ask for FUSE_OVER_IO_URING (fs_fuse_io.c), because from then on the
+ * kernel holds every request until all queues are registered. Once the
+ * reply is out, fs_fuse_uring_go() lets the threads submit their
+ * registrations. A completed entry holds one
  * request: the thread rebuilds it in the layout read(2) would have given
  * (in_header, the op's own struct, the payload; the first two are copied
  * into a slack area just before the payload, so the payload is not
@@ -102,6 +106,7 @@ struct ur_ent {
 	char *area;		/* URING_SLACK + payload */
 	char *payload;		/* area + URING_SLACK */
 	uint64_t unique;	/* request being served, 0 if none */
+	uint32_t last_cmd;	/* the command last queued for it */
 	int replied;		/* the reply is in the buffers */
 	struct fuse_buf fb;	/* the request, read(2) layout */
 	struct ur_ent *next;	/* work list / done list */
@@ -133,6 +138,8 @@ struct fs_uring {
 	atomic_ullong requests;	/* served through the rings */
 	pthread_mutex_t wlock;
 	pthread_cond_t wcond;
+	pthread_cond_t gocond;			/* go was set */
+	int go;					/* wlock */
 	struct ur_ent *work, *work_tail;	/* wlock */
 	pthread_t *workers;
 	unsigned nworkers;
@@ -173,6 +180,7 @@ static void prep_cmd(struct ur_queue *q, struct ur_ent *e, uint32_t op,
 	if (sqe == NULL)
 		return;
 	memset(sqe, 0, 2 * sizeof(*sqe));	/* SQE128 */
+	e->last_cmd = op;
 	sqe->opcode = IORING_OP_URING_CMD;
 	sqe->flags = IOSQE_FIXED_FILE;
 	sqe->fd = 0;
@@ -418,8 +426,7 @@ static int queue_setup(struct ur_queue *q)
 	io_uring_prep_poll_add(sqe, q->evfd, POLLIN);
 	io_uring_sqe_set_data64(sqe, EVFD_TAG);
 	arm_done_poll(q);
-	ret = io_uring_submit(&q->ring);
-	return ret < 0 ? ret : 0;
+	return 0;	/* the queue thread submits, once told to go */
 }
 
 /* 1 to go on, 0 to stop, -errno on a fatal ring error */
@@ -442,8 +449,10 @@ static int handle_cqes(struct ur_queue *q)
 			continue;
 		}
 		if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
-			/* not initialized yet / interrupted: register again */
-			prep_cmd(q, e, UR_CMD_REGISTER, 0);
+			/* not taken: queue the same command again */
+			prep_cmd(q, e, e->last_cmd,
+				 e->last_cmd == UR_CMD_REGISTER ? 0 :
+								  e->unique);
 			continue;
 		}
 		if (cqe->res == -ENOTCONN || cqe->res == -ECONNABORTED ||
@@ -475,17 +484,21 @@ static void *queue_thread(void *arg)
 	/* an offline CPU cannot be pinned to; its queue still must exist */
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	my_queue = q;
-	ret = queue_setup(q);
-	if (ret < 0) {
-		ur_log("queue setup", -ret);
-		return NULL;
-	}
+	pthread_mutex_lock(&u->wlock);
+	while (!u->go && !atomic_load(&u->stop))
+		pthread_cond_wait(&u->gocond, &u->wlock);
+	pthread_mutex_unlock(&u->wlock);
 	atomic_fetch_add(&u->registered, 1);
 	while (!atomic_load(&u->stop)) {
+		/* this thread submits every command of its ring, so the
+		 * kernel's task work for them runs here, on this CPU */
 		ret = io_uring_submit_and_wait(&q->ring, 1);
 		if (ret < 0 && ret != -EINTR) {
+			/* the entries stay registered: giving up would hang
+			 * this CPU's requests, so report and try again */
 			ur_log("submit", -ret);
-			break;
+			usleep(1000);
+			continue;
 		}
 		if (handle_cqes(q) <= 0)
 			break;
@@ -493,11 +506,11 @@ static void *queue_thread(void *arg)
 	return NULL;
 }
 
-int fs_fuse_uring_start(struct fuse_session *se, int fd, size_t max_write,
-			struct fs_uring **out)
+int fs_fuse_uring_prepare(struct fuse_session *se, int fd, size_t max_write,
+			  struct fs_uring **out)
 {
 	struct fs_uring *u;
-	int ret;
+	int ret = 0;
 
 	u = calloc(1, sizeof(*u));
 	if (u == NULL)
@@ -509,26 +522,19 @@ int fs_fuse_uring_start(struct fuse_session *se, int fd, size_t max_write,
 	if (u->depth < 2)
 		u->depth = 2;
 	u->payload_sz = max_write + 4096;
-	u->q = calloc(u->nq, sizeof(*u->q));
-	if (u->q == NULL) {
-		free(u);
-		return -ENOMEM;
-	}
 	pthread_mutex_init(&u->wlock, NULL);
 	pthread_cond_init(&u->wcond, NULL);
+	pthread_cond_init(&u->gocond, NULL);
+	u->q = calloc(u->nq, sizeof(*u->q));
 	u->nworkers = 2 * u->nq < URING_WORKERS_MIN ? URING_WORKERS_MIN :
 		      2 * u->nq;
 	u->workers = calloc(u->nworkers, sizeof(*u->workers));
-	for (unsigned i = 0; u->workers != NULL && i < u->nworkers; i++) {
-		ret = pthread_create(&u->workers[i], NULL, worker_thread, u);
-		if (ret != 0) {
-			ur_log("worker thread", ret);
-			u->nworkers = i;
-			break;
-		}
-	}
-	if (u->workers == NULL)
+	if (u->q == NULL || u->workers == NULL) {
+		u->nq = 0;
 		u->nworkers = 0;
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (unsigned i = 0; i < u->nq; i++) {
 		u->q[i].u = u;
 		u->q[i].qid = i;
@@ -536,23 +542,44 @@ int fs_fuse_uring_start(struct fuse_session *se, int fd, size_t max_write,
 		u->q[i].done_evfd = -1;
 		pthread_mutex_init(&u->q[i].done_lock, NULL);
 	}
-	for (unsigned i = 0; i < u->nq; i++) {
-		u->q[i].evfd = eventfd(0, EFD_CLOEXEC);
-		u->q[i].done_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (u->q[i].evfd < 0 || u->q[i].done_evfd < 0) {
-			ur_log("eventfd", errno);
-			break;
-		}
-		ret = pthread_create(&u->q[i].tid, NULL, queue_thread,
-				     &u->q[i]);
-		if (ret != 0) {
-			ur_log("thread", ret);
-			break;
-		}
-		u->q[i].started = 1;
+	/* everything that can fail happens before the kernel is told to
+	 * use io_uring: once it is, a queue missing would hang requests */
+	for (unsigned i = 0; i < u->nq && ret == 0; i++) {
+		struct ur_queue *q = &u->q[i];
+
+		q->evfd = eventfd(0, EFD_CLOEXEC);
+		q->done_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (q->evfd < 0 || q->done_evfd < 0)
+			ret = -errno;
+		else
+			ret = queue_setup(q);
+	}
+	for (unsigned i = 0; i < u->nworkers && ret == 0; i++) {
+		ret = -pthread_create(&u->workers[i], NULL, worker_thread, u);
+		if (ret != 0)
+			u->nworkers = i;
+	}
+	for (unsigned i = 0; i < u->nq && ret == 0; i++) {
+		ret = -pthread_create(&u->q[i].tid, NULL, queue_thread,
+				      &u->q[i]);
+		u->q[i].started = ret == 0;
+	}
+out:
+	if (ret < 0) {
+		ur_log("setup (staying on /dev/fuse)", -ret);
+		fs_fuse_uring_stop(u);
+		return ret;
 	}
 	*out = u;
 	return 0;
+}
+
+void fs_fuse_uring_go(struct fs_uring *u)
+{
+	pthread_mutex_lock(&u->wlock);
+	u->go = 1;
+	pthread_cond_broadcast(&u->gocond);
+	pthread_mutex_unlock(&u->wlock);
 }
 
 void fs_fuse_uring_stop(struct fs_uring *u)
@@ -562,6 +589,9 @@ void fs_fuse_uring_stop(struct fs_uring *u)
 	if (u == NULL)
 		return;
 	atomic_store(&u->stop, 1);
+	pthread_mutex_lock(&u->wlock);
+	pthread_cond_broadcast(&u->gocond);
+	pthread_mutex_unlock(&u->wlock);
 	for (unsigned i = 0; i < u->nq; i++) {
 		struct ur_queue *q = &u->q[i];
 
@@ -595,6 +625,7 @@ void fs_fuse_uring_stop(struct fs_uring *u)
 	}
 	pthread_mutex_destroy(&u->wlock);
 	pthread_cond_destroy(&u->wcond);
+	pthread_cond_destroy(&u->gocond);
 	free(u->q);
 	free(u);
 }

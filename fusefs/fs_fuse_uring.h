@@ -12,15 +12,18 @@
 
 struct fs_uring;
 
-/* Start one pinned thread per possible CPU serving @se's requests from
- * rings registered on /dev/fuse @fd, payloads of @max_write bytes. Call
- * once the INIT reply offering FUSE_OVER_IO_URING has been written.
- * Failures after this point are logged and leave /dev/fuse in use. */
-int fs_fuse_uring_start(struct fuse_session *se, int fd, size_t max_write,
-			struct fs_uring **out);
+/* Set up everything for serving @se's requests from one ring per
+ * possible CPU on /dev/fuse @fd (payloads of @max_write bytes): rings,
+ * buffers, worker and pinned queue threads, all waiting. Call before
+ * the INIT reply; ask for FUSE_OVER_IO_URING only if this returned 0. */
+int fs_fuse_uring_prepare(struct fuse_session *se, int fd, size_t max_write,
+			  struct fs_uring **out);
 
-/* Wake and join the threads, free everything (after the session ended;
- * NULL is a no-op). */
+/* The INIT reply is out: register the entries and start serving. */
+void fs_fuse_uring_go(struct fs_uring *u);
+
+/* Wake and join the threads, free everything (after the session ended,
+ * or instead of go; NULL is a no-op). */
 void fs_fuse_uring_stop(struct fs_uring *u);
 
 /* For fs_fuse_io.c's writev: if @iov is the reply to the ring request

@@ -4,8 +4,9 @@
 # Linux 6.14+ built with CONFIG_FUSE_IO_URING): a source tree copied and
 # compared with diff -r, 3 MiB written with O_DIRECT and read back, a
 # rename and an unlink, the stats naming the transport that served them;
-# then a remount over the other transport still sees both trees, and
-# fsck is clean.
+# uring=auto uses io_uring once the kernel parameter is on; a remount over
+# /dev/fuse still sees both trees; fsck is clean; the kernel parameter
+# is put back as it was.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 fs_require_ucfs || exit 0
@@ -13,6 +14,11 @@ fs_require_ucfs || exit 0
 IMG=$T/img MNT=$T/mnt
 PARAM=/sys/module/fuse/parameters/enable_uring
 fs_mkfs "$IMG" 256 || { fail uring_mkfs; exit 1; }
+# uring=on sets the kernel's parameter; put back what it was
+if [ -e "$PARAM" ]; then
+	old=$(cat "$PARAM")
+	on_exit "echo '$old' >'$PARAM'"
+fi
 dd if=/dev/urandom of="$T/rand" bs=1M count=3 status=none
 
 stat_of() { "$B/ucfs-stat" --json "$MNT" | jq -r "$1"; }
@@ -45,8 +51,15 @@ for mode in off on; do
 	check uring_${mode}_umount fs_umount "$MNT"
 done
 
-# each tree again, over the default transport
-fs_mount "$IMG" "$MNT" || { fail uring_remount; exit 1; }
+# uring=auto follows the parameter: on after uring=on set it
+if [ -e "$PARAM" ]; then
+	fs_mount "$IMG" "$MNT" "uring=auto" || fail uring_auto_mount
+	check uring_auto_follows_param test "$(stat_of .transport.name)" = io_uring
+	check uring_auto_umount fs_umount "$MNT"
+fi
+
+# each tree again, over /dev/fuse
+fs_mount "$IMG" "$MNT" "uring=off" || { fail uring_remount; exit 1; }
 for mode in off on; do
 	[ -d "$MNT/$mode" ] || continue
 	check uring_${mode}_after_remount sh -c \
