@@ -12,105 +12,16 @@
 #include <string.h>
 
 #include "fusefs/fs_internal.h"
+#include "core_fixture.h"
 #include "harness.h"
 
 #define NBLK 3000
 
 static uint64_t blks[NBLK];
 
-static struct bd_dev *ram_fs(void)
-{
-	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
-
-	fs_mkfs_defaults(&p);
-	p.journal_mb = 4;
-	p.rgrp_mb = 16;
-	if (bd_ram_open(128ull << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
-}
-
-static struct fs *mnt(struct bd_dev *bd, unsigned cache_mb)
-{
-	struct fs_core_opts o;
-	struct fs *fs;
-	char why[200];
-
-	fs_core_opts_init(&o);
-	o.commit_s = 3600;
-	o.cache_mb = cache_mb;
-	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0)
-		return NULL;
-	return fs;
-}
-
-static uint64_t bufs(struct fs *fs)
-{
-	struct fs_core_stats st;
-
-	fs_core_stats_get(fs, &st);
-	return st.cache_bufs;
-}
-
-/* Create NBLK xattr blocks with value @v, in small transactions. */
-static int make_blocks(struct fs *fs, uint32_t v, uint64_t *maxbufs)
-{
-	for (unsigned i = 0; i < NBLK; i += 10) {
-		struct fs_tx *tx;
-		int ret = fs_tx_begin(fs, 10 + 2 * fs_alloc_credits(fs), &tx);
-
-		if (ret < 0)
-			return ret;
-		for (unsigned k = i; k < i + 10 && ret == 0; k++) {
-			struct fs_buf *b;
-			uint32_t len;
-
-			if (blks[k] == 0) {
-				ret = fs_alloc(tx, 0, 1, 1, &blks[k], &len);
-				if (ret == 0)
-					ret = fs_buf_new(tx, blks[k],
-							 FS_BT_XATTR, &b);
-			} else {
-				ret = fs_buf_read(fs, blks[k], FS_BT_XATTR, &b);
-				if (ret == 0)
-					ret = fs_tx_write(tx, b);
-			}
-			if (ret == 0) {
-				((struct fs_xattr_blk *)b->data)->count = v;
-				fs_buf_put(b);
-			}
-		}
-		fs_tx_end(tx);
-		if (ret < 0)
-			return ret;
-		if (bufs(fs) > *maxbufs)
-			*maxbufs = bufs(fs);
-	}
-	return fs_journal_checkpoint(fs, FS_CR_SYNC);
-}
-
-static int read_val(struct fs *fs, uint64_t blk, uint32_t *v)
-{
-	struct fs_buf *b;
-	int ret = fs_buf_read(fs, blk, FS_BT_XATTR, &b);
-
-	*v = 0;
-	if (ret == 0) {
-		*v = ((struct fs_xattr_blk *)b->data)->count;
-		fs_buf_put(b);
-	}
-	return ret;
-}
-
 static void test_bound(void)
 {
-	struct bd_dev *bd = ram_fs();
+	struct bd_dev *bd = cf_ram_fs(128, 4, 16);
 	struct fs_core_stats st;
 	uint64_t maxb = 0;
 	struct fs *fs;
@@ -118,16 +29,16 @@ static void test_bound(void)
 	int bad = 0;
 
 	memset(blks, 0, sizeof(blks));
-	REQUIRE(bd != NULL && (fs = mnt(bd, 1)) != NULL);	/* 256 bufs */
-	REQUIRE(make_blocks(fs, 7, &maxb) == 0);
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 1)) != NULL);	/* 256 bufs */
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 7, &maxb) == 0);
 	printf("  writing %d blocks: at most %llu buffers (bound 256)\n",
 	       NBLK, (unsigned long long)maxb);
 	CHECK(maxb <= 256 + 16);
 	for (int round = 0; round < 2; round++)
 		for (unsigned i = 0; i < NBLK; i++) {
-			if (read_val(fs, blks[i], &v) < 0 || v != 7)
+			if (cf_read_val(fs, blks[i], &v) < 0 || v != 7)
 				bad++;
-			if (bufs(fs) > 256)
+			if (cf_bufs(fs) > 256)
 				bad++;
 		}
 	CHECK_EQ(bad, 0);
@@ -141,7 +52,7 @@ static void test_bound(void)
 /* Modified, uncommitted buffers survive any amount of other reads. */
 static void test_dirty_not_evicted(void)
 {
-	struct bd_dev *bd = ram_fs();
+	struct bd_dev *bd = cf_ram_fs(128, 4, 16);
 	uint64_t maxb = 0;
 	struct fs_tx *tx;
 	struct fs *fs;
@@ -149,8 +60,8 @@ static void test_dirty_not_evicted(void)
 	int bad = 0;
 
 	memset(blks, 0, sizeof(blks));
-	REQUIRE(bd != NULL && (fs = mnt(bd, 1)) != NULL);
-	REQUIRE(make_blocks(fs, 1, &maxb) == 0);
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 1)) != NULL);
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 1, &maxb) == 0);
 	REQUIRE(fs_tx_begin(fs, 20, &tx) == 0);
 	for (unsigned i = 0; i < 20; i++) {
 		struct fs_buf *b;
@@ -162,18 +73,18 @@ static void test_dirty_not_evicted(void)
 	}
 	CHECK_EQ(fs_tx_end(tx), 0);	/* not committed */
 	for (unsigned i = 20; i < NBLK; i++)
-		if (read_val(fs, blks[i], &v) < 0 || v != 1)
+		if (cf_read_val(fs, blks[i], &v) < 0 || v != 1)
 			bad++;
 	for (unsigned i = 0; i < 20; i++)
-		if (read_val(fs, blks[i], &v) < 0 || v != 99)
+		if (cf_read_val(fs, blks[i], &v) < 0 || v != 99)
 			bad++;	/* evicted: would read 1 from disk */
 	CHECK_EQ(bad, 0);
 	/* nor after the commit, until the checkpoint wrote them */
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	for (unsigned i = 20; i < NBLK; i++)
-		read_val(fs, blks[i], &v);
+		cf_read_val(fs, blks[i], &v);
 	for (unsigned i = 0; i < 20; i++)
-		if (read_val(fs, blks[i], &v) < 0 || v != 99)
+		if (cf_read_val(fs, blks[i], &v) < 0 || v != 99)
 			bad++;
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
@@ -182,7 +93,7 @@ static void test_dirty_not_evicted(void)
 
 static void test_corrupt_block(void)
 {
-	struct bd_dev *bd = ram_fs();
+	struct bd_dev *bd = cf_ram_fs(128, 4, 16);
 	uint8_t *raw = bd_buf_alloc(FS_BLOCK_SIZE);
 	struct fs_core_stats st;
 	uint64_t maxb = 0;
@@ -191,31 +102,31 @@ static void test_corrupt_block(void)
 
 	memset(blks, 0, sizeof(blks));
 	REQUIRE(raw != NULL);
-	REQUIRE(bd != NULL && (fs = mnt(bd, 1)) != NULL);
-	REQUIRE(make_blocks(fs, 5, &maxb) == 0);
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 1)) != NULL);
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 5, &maxb) == 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
-	REQUIRE((fs = mnt(bd, 1)) != NULL);	/* cold cache */
+	REQUIRE((fs = cf_mount(bd, 1)) != NULL);	/* cold cache */
 	bd_read(bd, raw, FS_BLOCK_SIZE, blks[3] * FS_BLOCK_SIZE);
 	raw[1000] ^= 1;
 	bd_write(bd, raw, FS_BLOCK_SIZE, blks[3] * FS_BLOCK_SIZE, 0);
-	CHECK_EQ(read_val(fs, blks[3], &v), -EUCLEAN);
-	CHECK_EQ(read_val(fs, blks[3], &v), -EUCLEAN);	/* still bad */
+	CHECK_EQ(cf_read_val(fs, blks[3], &v), -EUCLEAN);
+	CHECK_EQ(cf_read_val(fs, blks[3], &v), -EUCLEAN);	/* still bad */
 	/* right block, wrong type */
 	CHECK_EQ(fs_buf_read(fs, blks[4], FS_BT_INODE, &(struct fs_buf *){ 0 }),
 		 -EUCLEAN);
 	/* misdirected: block 5's content at block 6 */
 	bd_read(bd, raw, FS_BLOCK_SIZE, blks[5] * FS_BLOCK_SIZE);
 	bd_write(bd, raw, FS_BLOCK_SIZE, blks[6] * FS_BLOCK_SIZE, 0);
-	CHECK_EQ(read_val(fs, blks[6], &v), -EUCLEAN);
+	CHECK_EQ(cf_read_val(fs, blks[6], &v), -EUCLEAN);
 	fs_core_stats_get(fs, &st);
 	CHECK(st.bad_blocks >= 4);
 	/* repair: reads fine (the bad copy was not kept) */
 	bd_read(bd, raw, FS_BLOCK_SIZE, blks[3] * FS_BLOCK_SIZE);
 	raw[1000] ^= 1;
 	bd_write(bd, raw, FS_BLOCK_SIZE, blks[3] * FS_BLOCK_SIZE, 0);
-	CHECK_EQ(read_val(fs, blks[3], &v), 0);
+	CHECK_EQ(cf_read_val(fs, blks[3], &v), 0);
 	CHECK_EQ(v, 5);
-	CHECK_EQ(read_val(fs, fs->sb.total_blocks, &v), -EINVAL);
+	CHECK_EQ(cf_read_val(fs, fs->sb.total_blocks, &v), -EINVAL);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	free(raw);
 	bd_close(bd);
@@ -223,7 +134,7 @@ static void test_corrupt_block(void)
 
 static void test_readahead(void)
 {
-	struct bd_dev *bd = ram_fs();
+	struct bd_dev *bd = cf_ram_fs(128, 4, 16);
 	struct fs_core_stats z, a, b;
 	uint64_t maxb = 0;
 	struct fs *fs;
@@ -231,15 +142,15 @@ static void test_readahead(void)
 	int bad = 0;
 
 	memset(blks, 0, sizeof(blks));
-	REQUIRE(bd != NULL && (fs = mnt(bd, 8)) != NULL);
-	REQUIRE(make_blocks(fs, 3, &maxb) == 0);
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 8)) != NULL);
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 3, &maxb) == 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
-	REQUIRE((fs = mnt(bd, 8)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 8)) != NULL);
 	fs_core_stats_get(fs, &z);	/* mount read rgroup headers ahead */
 	CHECK_EQ(fs_buf_readahead(fs, blks, 200), 0);
 	fs_core_stats_get(fs, &a);
 	for (unsigned i = 0; i < 200; i++)
-		if (read_val(fs, blks[i], &v) < 0 || v != 3)
+		if (cf_read_val(fs, blks[i], &v) < 0 || v != 3)
 			bad++;
 	fs_core_stats_get(fs, &b);
 	CHECK_EQ(bad, 0);
@@ -263,7 +174,7 @@ static void *reader(void *p)
 	for (unsigned i = 0; i < 20000; i++) {
 		unsigned k = (i * 7919u + a->seed * 104729u) % NBLK;
 
-		if (read_val(a->fs, blks[k], &v) < 0 || v != 4)
+		if (cf_read_val(a->fs, blks[k], &v) < 0 || v != 4)
 			a->bad++;
 	}
 	return NULL;
@@ -271,15 +182,15 @@ static void *reader(void *p)
 
 static void test_concurrent_readers(void)
 {
-	struct bd_dev *bd = ram_fs();
+	struct bd_dev *bd = cf_ram_fs(128, 4, 16);
 	struct rd_arg args[4];
 	pthread_t th[4];
 	uint64_t maxb = 0;
 	struct fs *fs;
 
 	memset(blks, 0, sizeof(blks));
-	REQUIRE(bd != NULL && (fs = mnt(bd, 4)) != NULL);	/* 1024 */
-	REQUIRE(make_blocks(fs, 4, &maxb) == 0);
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 4)) != NULL);	/* 1024 */
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 4, &maxb) == 0);
 	for (unsigned i = 0; i < 4; i++) {
 		args[i] = (struct rd_arg){ fs, 0, i + 1 };
 		pthread_create(&th[i], NULL, reader, &args[i]);
@@ -288,7 +199,7 @@ static void test_concurrent_readers(void)
 		pthread_join(th[i], NULL);
 		CHECK_EQ(args[i].bad, 0);
 	}
-	CHECK(bufs(fs) <= 1024);
+	CHECK(cf_bufs(fs) <= 1024);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
 }

@@ -15,43 +15,12 @@
 #include <string.h>
 
 #include "fusefs/fs_core_priv.h"
+#include "core_fixture.h"
 #include "harness.h"
 
 #define NBLK 3000
 
 static uint64_t blks[NBLK];
-
-static struct bd_dev *ram_fs(void)
-{
-	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
-
-	fs_mkfs_defaults(&p);
-	p.journal_mb = 4;
-	p.rgrp_mb = 16;
-	if (bd_ram_open(128ull << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
-}
-
-static struct fs *mnt(struct bd_dev *bd, unsigned cache_mb)
-{
-	struct fs_core_opts o;
-	struct fs *fs;
-	char why[200];
-
-	fs_core_opts_init(&o);
-	o.commit_s = 3600;
-	o.cache_mb = cache_mb;
-	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0)
-		return NULL;
-	return fs;
-}
 
 static struct fs_core_stats stats(struct fs *fs)
 {
@@ -61,48 +30,6 @@ static struct fs_core_stats stats(struct fs *fs)
 	return st;
 }
 
-/* NBLK xattr blocks holding value @v (allocated in order: mostly
- * contiguous on the device), committed and written in place. */
-static int make_blocks(struct fs *fs, uint32_t v)
-{
-	for (unsigned i = 0; i < NBLK; i += 10) {
-		struct fs_tx *tx;
-		int ret = fs_tx_begin(fs, 10 + 2 * fs_alloc_credits(fs), &tx);
-
-		if (ret < 0)
-			return ret;
-		for (unsigned k = i; k < i + 10 && ret == 0; k++) {
-			struct fs_buf *b;
-			uint32_t len;
-
-			ret = fs_alloc(tx, 0, 1, 1, &blks[k], &len);
-			if (ret == 0)
-				ret = fs_buf_new(tx, blks[k], FS_BT_XATTR, &b);
-			if (ret == 0) {
-				((struct fs_xattr_blk *)b->data)->count = v;
-				fs_buf_put(b);
-			}
-		}
-		fs_tx_end(tx);
-		if (ret < 0)
-			return ret;
-	}
-	return fs_journal_checkpoint(fs, FS_CR_SYNC);
-}
-
-static int read_val(struct fs *fs, uint64_t blk, uint32_t *v)
-{
-	struct fs_buf *b;
-	int ret = fs_buf_read(fs, blk, FS_BT_XATTR, &b);
-
-	*v = 0;
-	if (ret == 0) {
-		*v = ((struct fs_xattr_blk *)b->data)->count;
-		fs_buf_put(b);
-	}
-	return ret;
-}
-
 /* A formatted RAM device with the NBLK blocks (value @v), and a fresh
  * mount of it with a cold cache of @cache_mb. */
 static struct fs *cold_fs(struct bd_dev **bd, uint32_t v, unsigned cache_mb)
@@ -110,12 +37,12 @@ static struct fs *cold_fs(struct bd_dev **bd, uint32_t v, unsigned cache_mb)
 	struct fs *fs;
 
 	memset(blks, 0, sizeof(blks));
-	*bd = ram_fs();
-	if (*bd == NULL || (fs = mnt(*bd, 64)) == NULL)
+	*bd = cf_ram_fs(128, 4, 16);
+	if (*bd == NULL || (fs = cf_mount(*bd, 64)) == NULL)
 		return NULL;
-	if (make_blocks(fs, v) < 0 || fs_core_unmount(fs) < 0)
+	if (cf_make_blocks(fs, blks, NBLK, v, NULL) < 0 || fs_core_unmount(fs) < 0)
 		return NULL;
-	return mnt(*bd, cache_mb);
+	return cf_mount(*bd, cache_mb);
 }
 
 static unsigned count_bad(struct fs *fs, unsigned from, unsigned to,
@@ -125,7 +52,7 @@ static unsigned count_bad(struct fs *fs, unsigned from, unsigned to,
 	uint32_t got;
 
 	for (unsigned i = from; i < to; i += step)
-		if (read_val(fs, blks[i], &got) < 0 || got != v)
+		if (cf_read_val(fs, blks[i], &got) < 0 || got != v)
 			bad++;
 	return bad;
 }
@@ -335,7 +262,7 @@ static void test_read_error(void)
 	REQUIRE((fs = cold_fs(&bd, 8, 16)) != NULL);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	REQUIRE(bd_fault_open(bd, &fbd, &f) == 0);
-	REQUIRE((fs = mnt(fbd, 16)) != NULL);
+	REQUIRE((fs = cf_mount(fbd, 16)) != NULL);
 	a = stats(fs);
 	bd_fault_fail_nth(f, BD_READ, 1, 0);
 	CHECK_EQ(fs_buf_readahead(fs, blks, 300), -EIO);
@@ -359,7 +286,7 @@ static void test_unmount_inflight(void)
 	REQUIRE((fs = cold_fs(&bd, 9, 64)) != NULL);
 	CHECK(fs_buf_prefetch(fs, blks, NBLK) > 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
-	REQUIRE((fs = mnt(bd, 64)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 64)) != NULL);
 	CHECK_EQ(count_bad(fs, 0, NBLK, 13, 9), 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
@@ -387,7 +314,7 @@ static void *race(void *p)
 		k = (unsigned)((s * 0x2545F4914F6CDD1Dull) >> 33) % (NBLK - 64);
 		if (r->prefetch)
 			fs_buf_prefetch(r->fs, blks + k, 64);
-		else if (read_val(r->fs, blks[k], &v) < 0 || v != 4)
+		else if (cf_read_val(r->fs, blks[k], &v) < 0 || v != 4)
 			r->bad++;
 	}
 	return NULL;

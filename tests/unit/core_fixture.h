@@ -1,0 +1,114 @@
+/*
+ * core_fixture.h — for the core unit tests (fs_core_* API, no namespace):
+ * a RAM device formatted with small journal and resource groups, and a
+ * core mount with the knobs these tests turn. NULL on failure, with the
+ * reason on stderr.
+ */
+#ifndef UCFS_TEST_CORE_FIXTURE_H
+#define UCFS_TEST_CORE_FIXTURE_H
+
+#include <stdio.h>
+
+#include "blockdev/bd.h"
+#include "fusefs/fs_internal.h"
+
+static inline struct bd_dev *cf_ram_fs(unsigned mb, unsigned journal_mb,
+				       unsigned rgrp_mb)
+{
+	struct fs_mkfs_params p;
+	struct bd_dev *bd;
+	char why[200];
+
+	fs_mkfs_defaults(&p);
+	p.journal_mb = journal_mb;
+	p.rgrp_mb = rgrp_mb;
+	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
+		return NULL;
+	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
+		fprintf(stderr, "mkfs: %s\n", why);
+		bd_close(bd);
+		return NULL;
+	}
+	return bd;
+}
+
+/* Mount with a journal that never commits on its own (commit=3600). */
+static inline struct fs *cf_mount(struct bd_dev *bd, unsigned cache_mb)
+{
+	struct fs_core_opts o;
+	struct fs *fs;
+	char why[200];
+
+	fs_core_opts_init(&o);
+	o.commit_s = 3600;
+	o.cache_mb = cache_mb;
+	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0) {
+		fprintf(stderr, "mount: %s\n", why);
+		return NULL;
+	}
+	return fs;
+}
+
+static inline uint64_t cf_bufs(struct fs *fs)
+{
+	struct fs_core_stats st;
+
+	fs_core_stats_get(fs, &st);
+	return st.cache_bufs;
+}
+
+/* Put value @v into @n xattr blocks blks[] (allocating those still 0),
+ * ten per transaction, then checkpoint them home. *maxbufs, if not
+ * NULL, gets the highest number of cached buffers seen. */
+static inline int cf_make_blocks(struct fs *fs, uint64_t *blks, unsigned n,
+				 uint32_t v, uint64_t *maxbufs)
+{
+	for (unsigned i = 0; i < n; i += 10) {
+		struct fs_tx *tx;
+		int ret = fs_tx_begin(fs, 10 + 2 * fs_alloc_credits(fs), &tx);
+
+		if (ret < 0)
+			return ret;
+		for (unsigned k = i; k < i + 10 && k < n && ret == 0; k++) {
+			struct fs_buf *b;
+			uint32_t len;
+
+			if (blks[k] == 0) {
+				ret = fs_alloc(tx, 0, 1, 1, &blks[k], &len);
+				if (ret == 0)
+					ret = fs_buf_new(tx, blks[k],
+							 FS_BT_XATTR, &b);
+			} else {
+				ret = fs_buf_read(fs, blks[k], FS_BT_XATTR, &b);
+				if (ret == 0)
+					ret = fs_tx_write(tx, b);
+			}
+			if (ret == 0) {
+				((struct fs_xattr_blk *)b->data)->count = v;
+				fs_buf_put(b);
+			}
+		}
+		fs_tx_end(tx);
+		if (ret < 0)
+			return ret;
+		if (maxbufs != NULL && cf_bufs(fs) > *maxbufs)
+			*maxbufs = cf_bufs(fs);
+	}
+	return fs_journal_checkpoint(fs, FS_CR_SYNC);
+}
+
+/* The value cf_make_blocks put into @blk. */
+static inline int cf_read_val(struct fs *fs, uint64_t blk, uint32_t *v)
+{
+	struct fs_buf *b;
+	int ret = fs_buf_read(fs, blk, FS_BT_XATTR, &b);
+
+	*v = 0;
+	if (ret == 0) {
+		*v = ((struct fs_xattr_blk *)b->data)->count;
+		fs_buf_put(b);
+	}
+	return ret;
+}
+
+#endif
