@@ -40,7 +40,8 @@ static struct fs *cold_fs(struct bd_dev **bd, uint32_t v, unsigned cache_mb)
 	*bd = cf_ram_fs(128, 4, 16);
 	if (*bd == NULL || (fs = cf_mount(*bd, 64)) == NULL)
 		return NULL;
-	if (cf_make_blocks(fs, blks, NBLK, v, NULL) < 0 || fs_core_unmount(fs) < 0)
+	if (cf_make_blocks(fs, blks, NBLK, v, NULL) < 0 ||
+	    fs_core_unmount(fs) < 0)
 		return NULL;
 	return cf_mount(*bd, cache_mb);
 }
