@@ -26,6 +26,11 @@ const char *fs_fuse_io_transport(uint64_t *ring_requests);
  * privileges on write/truncate/chown itself; ucfs must. */
 int fs_fuse_io_killpriv_v2(void);
 
+/* Record the request @buf (read(2) layout) this thread is about to have
+ * libfuse process: its opcode and a write's kill flag (fs_fuse_uring.c
+ * calls it for the requests that do not come through read). */
+void fs_fuse_io_note(const void *buf, size_t len);
+
 /* In a write handler: 1 if the kernel asked for S_ISUID/S_ISGID to be
  * cleared (the writer lacks CAP_FSETID). */
 int fs_fuse_io_write_kill(void);

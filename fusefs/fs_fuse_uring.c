@@ -53,6 +53,8 @@
  */
 #include "fusefs/fs_fuse_uring.h"
 
+#include "fusefs/fs_fuse_io.h"
+
 #include <errno.h>
 #include <liburing.h>
 #include <linux/fuse.h>

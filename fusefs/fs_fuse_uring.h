@@ -43,8 +43,4 @@ int fs_fuse_uring_active(const struct fs_uring *u);
 /* Requests served through the rings so far. */
 uint64_t fs_fuse_uring_requests(const struct fs_uring *u);
 
-/* fs_fuse_io.c: record the request @buf (read(2) layout) this thread is
- * about to process (opcode, write kill flag). */
-void fs_fuse_io_note(const void *buf, size_t len);
-
 #endif
