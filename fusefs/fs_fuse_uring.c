@@ -136,7 +136,7 @@ struct fs_uring {
 	size_t payload_sz;
 	struct ur_queue *q;
 	atomic_int stop;
-	atomic_int registered;	/* queues fully registered */
+	atomic_int registered;	/* queue threads past the go gate */
 	atomic_ullong requests;	/* served through the rings */
 	pthread_mutex_t wlock;
 	pthread_cond_t wcond;
@@ -211,6 +211,21 @@ static void set_reply(struct ur_ent *e, int err, size_t len)
 	e->replied = 1;
 }
 
+static void commit(struct ur_queue *q, struct ur_ent *e)
+{
+	prep_cmd(q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
+}
+
+/* Answer @e with @err and the @len payload bytes already in place. On
+ * its queue thread the commit is queued at once; a worker's entry is
+ * committed by its queue thread later (done list). */
+static void answer(struct ur_ent *e, int err, size_t len)
+{
+	set_reply(e, err, len);
+	if (my_queue == e->q)
+		commit(e->q, e);
+}
+
 int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
 			int count, ssize_t *res)
 {
@@ -238,10 +253,7 @@ int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
 			       iov[i].iov_len);
 		len += iov[i].iov_len;
 	}
-	set_reply(e, err, len);
-	/* a worker's entry is committed by its queue thread (done list) */
-	if (my_queue == e->q)
-		prep_cmd(e->q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
+	answer(e, err, len);
 	*res = (ssize_t)(sizeof(struct fuse_out_header) + len);
 	return 1;
 }
@@ -264,11 +276,8 @@ static void process(struct fs_uring *u, struct ur_ent *e)
 	cur_ent = e;
 	fuse_session_process_buf(u->se, &e->fb);
 	cur_ent = NULL;
-	if (!e->replied) {
-		set_reply(e, -EIO, 0);
-		if (my_queue == e->q)
-			prep_cmd(e->q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
-	}
+	if (!e->replied)
+		answer(e, -EIO, 0);
 }
 
 static int may_block(uint32_t opcode)
@@ -353,7 +362,7 @@ static void commit_done(struct ur_queue *q)
 	pthread_mutex_unlock(&q->done_lock);
 	for (; e != NULL; e = next) {
 		next = e->next;
-		prep_cmd(q, e, UR_CMD_COMMIT_AND_FETCH, e->unique);
+		commit(q, e);
 	}
 	arm_done_poll(q);
 }
@@ -373,8 +382,7 @@ static void serve(struct ur_queue *q, struct ur_ent *e)
 	if (h.len < sizeof(h) + plen || plen > u->payload_sz ||
 	    (oplen = h.len - sizeof(h) - plen) > sizeof(e->hdr->op_in)) {
 		/* not the layout we know: fail this request, keep going */
-		set_reply(e, -EPROTO, 0);
-		prep_cmd(q, e, UR_CMD_COMMIT_AND_FETCH, h.unique);
+		answer(e, -EPROTO, 0);
 		return;
 	}
 	start = e->payload - oplen - sizeof(h);
@@ -431,7 +439,7 @@ static int queue_setup(struct ur_queue *q)
 	return 0;	/* the queue thread submits, once told to go */
 }
 
-/* 1 to go on, 0 to stop, -errno on a fatal ring error */
+/* 1 to go on, 0 to stop (told to, or unmounted) */
 static int handle_cqes(struct ur_queue *q)
 {
 	struct io_uring_cqe *cqe;

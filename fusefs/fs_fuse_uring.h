@@ -38,7 +38,7 @@ int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
  * NULL otherwise. */
 void *fs_fuse_uring_reply_buf(size_t size);
 
-/* 1 once every queue's thread set up its ring. */
+/* 1 once every queue thread is submitting its registrations. */
 int fs_fuse_uring_active(const struct fs_uring *u);
 /* Requests served through the rings so far. */
 uint64_t fs_fuse_uring_requests(const struct fs_uring *u);
