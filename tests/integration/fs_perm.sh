@@ -64,13 +64,15 @@ check perm_truncate_clears_suid sh -c "test ! -u shared/trunc && test ! -g share
 echo x >shared/chown; chmod 6755 shared/chown
 check perm_chown_clears_suid sh -c "chown 1:1 shared/chown && test ! -u shared/chown && test ! -g shared/chown"
 hascap() { getcap "$1" | grep -q cap_net_raw; }
+capped() { setcap cap_net_raw+ep "$1" && hascap "$1"; }
+drops_caps() { "$@" && ! hascap shared/cap; }	# CMD... on shared/cap
 echo x >shared/cap
-check perm_setcap sh -c "setcap cap_net_raw+ep shared/cap && getcap shared/cap | grep -q cap_net_raw"
-check perm_write_drops_caps sh -c "echo y >>shared/cap && ! getcap shared/cap | grep -q cap_net_raw"
-setcap cap_net_raw+ep shared/cap
-check perm_truncate_drops_caps sh -c "truncate -s 1 shared/cap && ! getcap shared/cap | grep -q cap_net_raw"
-setcap cap_net_raw+ep shared/cap
-check perm_chown_drops_caps sh -c "chown 0:0 shared/cap && ! getcap shared/cap | grep -q cap_net_raw"
+check perm_setcap capped shared/cap
+check perm_write_drops_caps drops_caps sh -c "echo y >>shared/cap"
+capped shared/cap
+check perm_truncate_drops_caps drops_caps truncate -s 1 shared/cap
+capped shared/cap
+check perm_chown_drops_caps drops_caps chown 0:0 shared/cap
 if [ "$UCFS_TEST_TARGET" = ucfs ]; then
 	# the kernel asks for security.capability once per inode, not once
 	# per write (FUSE_HANDLE_KILLPRIV_V2 negotiated)
