@@ -5,6 +5,7 @@
  * back into the library. Each queued event holds a reference on its lkb.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "lockmgr/lk_internal.h"
@@ -107,9 +108,12 @@ static void *cb_main(void *arg)
 int lk_cb_thread_start(struct lk_ls *ls)
 {
 	int ret = pthread_create(&ls->cb_thread, NULL, cb_main, ls);
+	char name[16];
 
 	if (ret != 0)
 		return -ret;
+	snprintf(name, sizeof(name), "lk-cb%u", ls->nodeid);
+	pthread_setname_np(ls->cb_thread, name);
 	ls->cb_thread_started = 1;
 	return 0;
 }

@@ -36,6 +36,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -819,9 +820,12 @@ out_free:
 int lk_net_start(struct lk_net *net)
 {
 	int ret = pthread_create(&net->thread, NULL, net_main, net);
+	char name[16];
 
 	if (ret != 0)
 		return -ret;
+	snprintf(name, sizeof(name), "lk-net%u", net->ls->nodeid);
+	pthread_setname_np(net->thread, name); /* for perf and top */
 	net->started = 1;
 	return 0;
 }

@@ -229,6 +229,7 @@ static void rtt_open(void)
 	setsockopt(rtt_c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(rtt_s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	pthread_create(&rtt_th, NULL, echo_main, &rtt_s);
+	pthread_setname_np(rtt_th, "rtt-echo");
 }
 
 static uint64_t rtt_once(void)
@@ -335,6 +336,47 @@ static double bench_remote(double *rtt_us)
 	}
 	*rtt_us = median_us(r + 100, N - 100);
 	return median_us(t + 100, N - 100);
+}
+
+static uint64_t proc_cpu_ns(void);
+
+/* Profiling aid (-r): remote grants alone, then round trips alone, with
+ * the CPU time and context switches of the whole process per operation
+ * (all nodes' threads, kernel included). */
+static void remote_profile(void)
+{
+	enum { N = 20000 };
+	static uint64_t t[N];
+	struct lk_name n = nm(1, 7);
+	struct lk_lock *lk = lock_wait(2, &n, LK_EX);
+	struct rusage r0, r1;
+	uint64_t c0;
+
+	lk_unlock(lk, 0);
+	lk_unlock(lock_wait(1, &n, LK_EX), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		getrusage(RUSAGE_SELF, &r0);
+		c0 = proc_cpu_ns();
+		for (int i = 0; i < N; i++) {
+			uint64_t t0 = now_ns();
+
+			if (pass == 0) {
+				lk = lock_wait(1, &n, LK_EX);
+				t[i] = now_ns() - t0;
+				lk_unlock(lk, 0);
+			} else {
+				t[i] = rtt_once();
+			}
+		}
+		c0 = proc_cpu_ns() - c0;
+		getrusage(RUSAGE_SELF, &r1);
+		printf("%-6s median %.2f us, CPU %.2f us, csw %.2f vol + "
+		       "%.2f invol per op\n",
+		       pass == 0 ? "remote" : "rtt", median_us(t, N),
+		       (double)c0 / N / 1000.0,
+		       (double)(r1.ru_nvcsw - r0.ru_nvcsw) / N,
+		       (double)(r1.ru_nivcsw - r0.ru_nivcsw) / N);
+	}
 }
 
 /* ---- 5. ping-pong ---- */
@@ -555,6 +597,34 @@ static void batch_cpu(void)
 	       median_us(wall, RUNS), median_us(cpu, RUNS));
 }
 
+/* Profiling aid (-w): warm batches only, @runs of them, each after the
+ * same 5 ms pause as in the table; medians of the elapsed time and of
+ * the lk_lock_batch call. */
+static void batch_warm_only(int runs)
+{
+	enum { N = 1000 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	static uint64_t wall[1000], sub[1000];
+
+	if (runs > 1000)
+		runs = 1000;
+	for (int i = 0; i < N; i++)
+		names[i] = nm(5, (uint64_t)i);
+	master_on_2(names, lks, N);
+	batch_once(names, lks, N);
+	for (int r = 0; r < runs; r++) {
+		usleep(5000);
+		wall[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
+		sub[r] = (uint64_t)(batch_submit_us * 1000.0);
+	}
+	double med = median_us(wall, runs); /* sorts wall */
+
+	printf("warm batch: median %.1f us (best %.1f), lk_lock_batch call "
+	       "%.1f us\n",
+	       med, (double)wall[0] / 1000.0, median_us(sub, runs));
+}
+
 /* ---- 7. throughput ---- */
 
 static atomic_ulong tp_ops;
@@ -616,13 +686,25 @@ int main(int argc, char **argv)
 	FILE *jf = stdout;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:t:s:j:bph")) != -1) {
+	while ((opt = getopt(argc, argv, "n:t:s:j:bprwh")) != -1) {
 		switch (opt) {
 		case 'p': /* profiling aid: only the ping-pong */
 			start_cluster();
 			pp = bench_pingpong();
 			printf("pingpong %.0f transfers/s (%lu grants in all)\n",
 			       pp, atomic_load(&pp_grants));
+			stop_cluster();
+			return 0;
+		case 'w': /* profiling aid: warm batches only */
+			start_cluster();
+			batch_warm_only(400);
+			stop_cluster();
+			return 0;
+		case 'r': /* profiling aid: remote grants, then rtt */
+			rtt_open();
+			start_cluster();
+			remote_profile();
+			rtt_close();
 			stop_cluster();
 			return 0;
 		case 'b': /* profiling aid: only the batch, many times */
