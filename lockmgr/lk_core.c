@@ -16,15 +16,23 @@
  * masters and replays what is still owed (lk_core_kick_deferred).
  */
 #include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lockmgr/lk_internal.h"
 
 #define LK_TOSS_NS_DEFAULT (10ull * 1000 * 1000 * 1000)
+/* A resource mastered here that a peer used this recently is contended:
+ * a local request on it reads pending input first (xp.poll_rx). */
+#define LK_CONTENDED_NS (10ull * 1000 * 1000)
 
 uint64_t lk_now_ns(void)
 {
@@ -753,12 +761,51 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 
 /*
  * Take ls->mu for an API call: the one place for a fairness policy.
- * (glibc mutexes are unfair; making API calls yield to a waiting network
- * thread was tried and cost more in lock ping-pong than it gained.)
+ *
+ * glibc mutexes are unfair: a thread taking and releasing a locally
+ * mastered lock in a loop re-takes ls->mu long before the network thread
+ * it woke gets to run, so the remote request that thread carries waits
+ * (the ping-pong fell to ~1,000 transfers/s; one node got millions of
+ * grants in a row). So the network thread, when it finds ls->mu taken,
+ * raises ls->net_wants (lk_net_lock) and API calls let it in first:
+ * they spin briefly, then sleep on that word (futex) until it has the
+ * mutex. Nothing is paid when the mutex is free: the network thread's
+ * first attempt is a trylock, and an API call reads one word.
  */
+enum { LK_GATE_SPIN = 200 }; /* pause loops before sleeping (~2 us) */
+
+static void futex_op(int *word, int op, int val)
+{
+	syscall(SYS_futex, word, op, val, NULL, NULL, 0);
+}
+
 void lk_api_lock(struct lk_ls *ls)
 {
+	int w, spins = 0;
+
+	while ((w = __atomic_load_n(&ls->net_wants, __ATOMIC_ACQUIRE)) != 0) {
+		if (spins++ < LK_GATE_SPIN) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		/* 2 = someone sleeps here: lk_net_lock must wake us */
+		if (w == 1 && !__atomic_compare_exchange_n(
+				  &ls->net_wants, &w, 2, 0, __ATOMIC_ACQ_REL,
+				  __ATOMIC_ACQUIRE))
+			continue;
+		futex_op(&ls->net_wants, FUTEX_WAIT_PRIVATE, 2);
+	}
 	pthread_mutex_lock(&ls->mu);
+}
+
+void lk_net_lock(struct lk_ls *ls)
+{
+	if (pthread_mutex_trylock(&ls->mu) == 0)
+		return;
+	__atomic_store_n(&ls->net_wants, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&ls->mu);
+	if (__atomic_exchange_n(&ls->net_wants, 0, __ATOMIC_ACQ_REL) == 2)
+		futex_op(&ls->net_wants, FUTEX_WAKE_PRIVATE, INT_MAX);
 }
 
 static int check_args(int mode, unsigned flags, const struct lk_name *n)
@@ -795,6 +842,10 @@ struct lock_args {
 	unsigned flags;
 	const struct lk_lock_ops *ops;
 	void *arg;
+	/* lk_lock only: may read pending input (xp.poll_rx) first. Never
+	 * in a batch, which keeps resource pointers across its calls: the
+	 * input could start a recovery that frees unused resources. */
+	int may_poll;
 };
 
 /* A new lkb on @res for @a, its request submitted (granted inside the
@@ -819,6 +870,12 @@ static int lock_new(struct lk_ls *ls, const struct lock_args *a,
 		ls->now_fresh = 1;
 	}
 	lk->t_req = ls->now;
+	if (a->may_poll && res->master == ls->nodeid &&
+	    ls->xp.poll_rx != NULL &&
+	    ls->now - res->remote_ns < LK_CONTENDED_NS)
+		/* peers used it lately: their next request may be sitting
+		 * in a socket, unread; read it before granting locally */
+		ls->xp.poll_rx(ls->xp.ctx);
 	lk_stats_request(ls, res, lk->t_req);
 	lk->refs++; /* ours, for the duration of the call */
 	if (!lk_traffic_ok(ls)) {
@@ -870,7 +927,7 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
 	    struct lk_lock **out)
 {
-	struct lock_args a = {mode, flags, ops, arg};
+	struct lock_args a = {mode, flags, ops, arg, 1};
 	int ret = check_args(mode, flags, name);
 
 	if (ret < 0)
@@ -955,7 +1012,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
 		  void *arg, struct lk_lock **out)
 {
-	struct lock_args a = {mode, flags, ops, arg};
+	struct lock_args a = {mode, flags, ops, arg, 0};
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
 	struct batch_name *bn;
 	int granted = 0;
@@ -1032,7 +1089,7 @@ out_unlock:
 int lk_unlock(struct lk_lock *lk, unsigned flags)
 {
 	struct lk_ls *ls = lk->ls;
-	int ret = 0;
+	int ret = 0, yield = 0;
 
 	lk_api_lock(ls);
 	ls->now = lk_now_ns();
@@ -1047,10 +1104,18 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 		lk->cached = 1;
 		lk->ops = NULL;
 	} else {
+		struct lk_res *res = lk->res;
+
+		yield = res->master == ls->nodeid &&
+			ls->now - res->remote_ns < LK_CONTENDED_NS;
 		do_unlock(ls, lk, flags);
 		lk_out_flush(ls);
 	}
 	pthread_mutex_unlock(&ls->mu);
+	if (yield)
+		/* a peer may want it: let its request be read (on a busy
+		 * machine the network thread may share our CPU) */
+		sched_yield();
 	return ret;
 }
 

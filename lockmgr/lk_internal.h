@@ -31,6 +31,12 @@
  * There is no other lock: no lock order to keep. ls->cv (lk_wait
  * without an own condvar, quorum, close), ls->cbcv (callback thread) and
  * a waiter's own condvar (struct lk_lock.wcv) are all used with ls->mu.
+ * Fairness (not a lock): ls->net_wants, an atomic word, is raised by the
+ * network thread while it waits for ls->mu; API calls (lk_api_lock) wait
+ * on it before taking ls->mu, so a caller looping on local locks cannot
+ * keep the network thread out. An API call may also read pending input
+ * itself (xp.poll_rx, from lk_lock on a contended resource mastered
+ * here) with ls->mu held, as the rx poller does.
  *
  * The core (lk_core/master/dir/recover) never touches sockets or threads:
  * it emits frames through ls->xp.xmit and callbacks through ls->cbq, so
@@ -69,6 +75,11 @@ struct lk_xport {
 	 * completed in another thread; ls->mu held, must not block. */
 	int (*wait_rx)(void *ctx, uint32_t node);
 	void (*wake_rx)(void *ctx);
+	/* Optional. poll_rx: ls->mu held, from an API call: process the
+	 * input already waiting on every connection (no sleeping), so that
+	 * a local lock loop does not overtake remote requests that the
+	 * network thread has not been scheduled to read yet. */
+	void (*poll_rx)(void *ctx);
 };
 
 /* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
@@ -104,6 +115,7 @@ struct lk_res {
 	struct lk_list toss;  /* on ls->toss when unused */
 	uint64_t toss_time;   /* ns, when put on the toss list */
 	uint64_t last_req;    /* ns, for sirt */
+	uint64_t remote_ns;   /* master: last lock record from a peer */
 	struct lk_counts stats;
 	/* the fields above are what a lock operation touches (see
 	 * LK_RES_HOT); those below only recovery */
@@ -191,6 +203,8 @@ enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
 
 struct lk_ls {
 	pthread_mutex_t mu;
+	int net_wants;	    /* atomic: the network thread waits for mu (1),
+			       and API calls sleep on this word (2) */
 	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
 	uint64_t now;	    /* ns, clock read at the current entry point */
 	int now_fresh;	    /* lock_one: now is this call's */
@@ -284,8 +298,10 @@ void lk_pool_put(struct lk_pool *p, void *obj);
 void lk_pool_destroy(struct lk_pool *p);
 /* @bytes of zeroed memory for hash tables (huge pages if offered). */
 void *lk_tables_alloc(size_t bytes);
-/* Lock ls->mu from an API call (yields to a waiting network thread). */
+/* Lock ls->mu from an API call: lets a waiting network thread go first. */
 void lk_api_lock(struct lk_ls *ls);
+/* Lock ls->mu from the network thread (API calls give way to it). */
+void lk_net_lock(struct lk_ls *ls);
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Handle one validated frame from @sender; ls->mu held. */

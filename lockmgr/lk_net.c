@@ -663,7 +663,7 @@ static void *net_main(void *arg)
 
 		pthread_mutex_unlock(&ls->mu);
 		n = epoll_wait(net->epfd, evs, 64, 5);
-		pthread_mutex_lock(&ls->mu);
+		lk_net_lock(ls);
 		for (int i = 0; i < n; i++)
 			handle(net, &evs[i]);
 		lk_out_flush(ls); /* replies first, housekeeping after */
@@ -723,6 +723,25 @@ static int net_wait_rx(void *ctx, uint32_t node)
 	if (--net->pollers == 0)
 		pthread_cond_broadcast(&ls->cv); /* lk_net_stop */
 	return 0;
+}
+
+/* xp.poll_rx: the input already waiting, read by the caller (ls->mu
+ * held, not the network thread). The network thread may be handed the
+ * same readiness by its own epoll_wait: it then finds the socket empty
+ * (conn_read stops at EAGAIN). Connections are only freed by the network
+ * thread (reap), so none of these can go away under it. */
+static void net_poll_rx(void *ctx)
+{
+	struct lk_net *net = ctx;
+	struct epoll_event evs[16];
+	int n;
+
+	if (!net->started || net->stop)
+		return;
+	n = epoll_wait(net->epfd, evs, 16, 0);
+	for (int i = 0; i < n; i++)
+		if (evs[i].data.ptr != NULL && evs[i].data.ptr != (void *)net)
+			handle(net, &evs[i]);
 }
 
 static void net_wake_rx(void *ctx)
@@ -809,6 +828,7 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	xp->xmit = net_xmit;
 	xp->wait_rx = net_wait_rx;
 	xp->wake_rx = net_wake_rx;
+	xp->poll_rx = net_poll_rx;
 	xp->ctx = net;
 	*out = net;
 	return 0;

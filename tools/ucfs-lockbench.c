@@ -722,6 +722,18 @@ int main(int argc, char **argv)
 			pp = bench_pingpong();
 			printf("pingpong %.0f transfers/s (%lu grants in all)\n",
 			       pp, atomic_load(&pp_grants));
+			for (int i = 1; i <= 2; i++) {
+				struct lk_stats st;
+
+				lk_ls_stats(ls[i], &st);
+				printf("  node %d: %lu local grants, %lu remote, "
+				       "%lu waits, %lu blocking callbacks sent\n",
+				       i,
+				       (unsigned long)st.type[1].c.grants_local,
+				       (unsigned long)st.type[1].c.grants_remote,
+				       (unsigned long)st.type[1].c.waits,
+				       (unsigned long)st.type[1].c.basts_sent);
+			}
 			stop_cluster();
 			return 0;
 		case 'w': /* profiling aid: warm batches only */
