@@ -307,6 +307,9 @@ struct lk_stats {
 	uint64_t recoveries;  /* recovery generations completed */
 	uint64_t bad_frames;  /* dropped: size, type, state */
 	uint64_t auth_failures;
+	uint64_t rx_spins;     /* waits for a master's reply that polled
+				  its link briefly before sleeping */
+	uint64_t rx_spin_hits; /* ... and saw the reply come meanwhile */
 };
 
 /* Copy the lockspace statistics. Any thread. */

@@ -65,29 +65,32 @@ void lk_auth_frame_key(const uint8_t key[32], const uint8_t dialer_nonce[32],
 	crypto_auth_hmacsha256_final(&st, out);
 }
 
-static void frame_nonce(uint64_t n, uint8_t npub[12])
+/* seq (8 bytes) then the sender's id (4), little-endian (lk_wire.c) */
+static void frame_nonce(uint32_t sender, uint64_t n, uint8_t npub[12])
 {
-	memset(npub, 0, 12);
-	memcpy(npub, &n, sizeof(n)); /* little-endian host (lk_wire.c) */
+	memcpy(npub, &n, sizeof(n));
+	memcpy(npub + 8, &sender, sizeof(sender));
 }
 
-void lk_auth_frame_tag(const uint8_t fkey[32], uint64_t n, const void *frame,
-		       size_t len, uint8_t tag[LK_FRAME_TAG])
+void lk_auth_frame_tag(const uint8_t fkey[32], uint32_t sender, uint64_t n,
+		       const void *frame, size_t len,
+		       uint8_t tag[LK_FRAME_TAG])
 {
 	uint8_t npub[12], none[1] = {0}; /* no message, only "AD" */
 	unsigned long long tlen;
 
-	frame_nonce(n, npub);
+	frame_nonce(sender, n, npub);
 	crypto_aead_chacha20poly1305_ietf_encrypt_detached(
 	    none, tag, &tlen, none, 0, frame, len, NULL, npub, fkey);
 }
 
-int lk_auth_frame_verify(const uint8_t fkey[32], uint64_t n, const void *frame,
-			 size_t len, const uint8_t tag[LK_FRAME_TAG])
+int lk_auth_frame_verify(const uint8_t fkey[32], uint32_t sender, uint64_t n,
+			 const void *frame, size_t len,
+			 const uint8_t tag[LK_FRAME_TAG])
 {
 	uint8_t npub[12], none[1] = {0};
 
-	frame_nonce(n, npub);
+	frame_nonce(sender, n, npub);
 	return crypto_aead_chacha20poly1305_ietf_decrypt_detached(
 		   none, NULL, none, 0, tag, frame, len, npub, fkey) == 0
 		   ? 0

@@ -184,7 +184,7 @@ static void mutated(int fd, int tagged)
 		uint8_t tag[LK_FRAME_TAG];
 
 		h->seq = rnd() % 16 == 0 ? fseq : ++fseq; /* sometimes stale */
-		lk_auth_frame_tag(fkey, h->seq, buf, len, tag);
+		lk_auth_frame_tag(fkey, as, h->seq, buf, len, tag);
 		if (rnd() % 16 == 0)
 			tag[rnd() % LK_FRAME_TAG] ^= 1;
 		memcpy(buf + len, tag, LK_FRAME_TAG);

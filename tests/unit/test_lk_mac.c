@@ -1,17 +1,19 @@
 /*
  * test_lk_mac.c — frames are authenticated after the handshake
  * (lk_auth.h): the tag primitive (a flipped byte, another seq or another
- * connection key fail), then two live lockspaces over loopback TCP with a
- * man in the middle on node 1's link to node 2. The proxy alters a
- * HEARTBEAT after the handshake, then replays one: node 2 drops each with
- * a logged reason and counts it, keeps the connection, and locks still
- * go through the proxy afterwards. Then a process that holds the secret
+ * connection key fail, and so does the other end's id), then two live
+ * lockspaces over loopback TCP with a man in the middle on their link
+ * (the connection node 2, the higher id, dials: it carries both
+ * directions). The proxy alters a HEARTBEAT of node 2 after the
+ * handshake, then replays one: node 1 drops each with a logged reason
+ * and counts it, keeps the connection, and locks still go through the
+ * proxy afterwards. Then a process that holds the secret
  * (as configured node 3, not running) sends correctly tagged random lock
  * and recovery frames: the tags pass, the core refuses the frames, the
  * node stays up (the fuzzing tests/progs/lk_fuzz.c did before frames had
  * tags).
  *
- * Node 1's configuration puts node 2 at the proxy's address; node 2's
+ * Node 2's configuration puts node 1 at the proxy's address; node 1's
  * own configuration has its real address (same cluster name and secret).
  */
 #include <errno.h>
@@ -48,20 +50,26 @@ static void test_frame_tag_primitive(void)
 	CHECK(memcmp(k1, k2, 32) == 0);
 	lk_auth_frame_key(key, nb, na, 1, 2, k3);
 	CHECK(memcmp(k1, k3, 32) != 0);
-	lk_auth_frame_tag(k1, 5, frame, sizeof(frame), tag);
-	CHECK_EQ(lk_auth_frame_verify(k1, 5, frame, sizeof(frame), tag), 0);
-	CHECK_EQ(lk_auth_frame_verify(k1, 6, frame, sizeof(frame), tag),
+	lk_auth_frame_tag(k1, 1, 5, frame, sizeof(frame), tag);
+	CHECK_EQ(lk_auth_frame_verify(k1, 1, 5, frame, sizeof(frame), tag), 0);
+	CHECK_EQ(lk_auth_frame_verify(k1, 1, 6, frame, sizeof(frame), tag),
 		 -EBADMSG);
-	CHECK_EQ(lk_auth_frame_verify(k3, 5, frame, sizeof(frame), tag),
+	CHECK_EQ(lk_auth_frame_verify(k3, 1, 5, frame, sizeof(frame), tag),
+		 -EBADMSG);
+	/* both ends send on the connection under one key: the same seq
+	 * from the other end is another nonce (a frame reflected back to
+	 * its sender fails) */
+	CHECK_EQ(lk_auth_frame_verify(k1, 2, 5, frame, sizeof(frame), tag),
 		 -EBADMSG);
 	for (size_t i = 0; i < sizeof(frame); i += 7) {
 		frame[i] ^= 0x40;
-		CHECK_EQ(lk_auth_frame_verify(k1, 5, frame, sizeof(frame), tag),
-			 -EBADMSG);
+		CHECK_EQ(
+		    lk_auth_frame_verify(k1, 1, 5, frame, sizeof(frame), tag),
+		    -EBADMSG);
 		frame[i] ^= 0x40;
 	}
 	tag[3] ^= 1;
-	CHECK_EQ(lk_auth_frame_verify(k1, 5, frame, sizeof(frame), tag),
+	CHECK_EQ(lk_auth_frame_verify(k1, 1, 5, frame, sizeof(frame), tag),
 		 -EBADMSG);
 }
 
@@ -70,13 +78,13 @@ static void test_frame_tag_primitive(void)
 static char dir[64];
 static int port1, port2, portp;
 static atomic_int tamper_hb, replay_hb, tampered, replayed;
-static atomic_int mac_logged; /* node 2's "bad frame MAC" lines */
+static atomic_int mac_logged; /* node 1's "bad frame MAC" lines */
 static int lfd = -1;
 
 static void log_cb(int level, const char *msg, void *arg)
 {
 	(void)level;
-	if ((uintptr_t)arg == 2 && strstr(msg, "bad frame MAC") != NULL)
+	if ((uintptr_t)arg == 1 && strstr(msg, "bad frame MAC") != NULL)
 		atomic_fetch_add(&mac_logged, 1);
 }
 
@@ -108,7 +116,7 @@ struct pipe_fds {
 	int from, to;
 };
 
-/* node 2 -> node 1 on this connection: HELLO and AUTH only; copied. */
+/* node 1 -> node 2 on this connection (the acceptor's side): copied. */
 static void *copy_back(void *arg)
 {
 	struct pipe_fds *p = arg;
@@ -121,7 +129,7 @@ static void *copy_back(void *arg)
 	return NULL;
 }
 
-/* node 1 -> node 2: frame by frame (tags after node 1's AUTH), altering
+/* node 2 -> node 1: frame by frame (tags after node 2's AUTH), altering
  * or repeating a HEARTBEAT when asked. */
 static void *forward(void *arg)
 {
@@ -173,10 +181,10 @@ static struct sockaddr_in addr_of(int last, int port)
 	return a;
 }
 
-/* Accept node 1's connection, dial node 2, start the two directions. */
+/* Accept node 2's connection, dial node 1, start the two directions. */
 static void *proxy_accept(void *arg)
 {
-	struct sockaddr_in a2 = addr_of(2, port2);
+	struct sockaddr_in a1 = addr_of(1, port1);
 	int in, out;
 
 	(void)arg;
@@ -185,7 +193,7 @@ static void *proxy_accept(void *arg)
 		return NULL;
 	out = socket(AF_INET, SOCK_STREAM, 0);
 	for (int i = 0; i < 200; i++) {
-		if (connect(out, (struct sockaddr *)&a2, sizeof(a2)) == 0)
+		if (connect(out, (struct sockaddr *)&a1, sizeof(a1)) == 0)
 			break;
 		usleep(10000);
 	}
@@ -224,7 +232,7 @@ static void proxy_stop(void)
 	close(lfd);
 }
 
-static void write_cfg(const char *name, int node2_last, int node2_port)
+static void write_cfg(const char *name, int node1_last, int node1_port)
 {
 	char path[128];
 	FILE *f;
@@ -236,9 +244,9 @@ static void write_cfg(const char *name, int node2_last, int node2_port)
 	fprintf(f,
 		"{\"cluster\":\"mac\",\"secret_file\":\"%s/secret\","
 		"\"heartbeat_ms\":50,\"timeout_ms\":3000,\"nodes\":["
-		"{\"id\":1,\"addr\":\"127.0.0.1\",\"port\":%d},"
-		"{\"id\":2,\"addr\":\"127.0.0.%d\",\"port\":%d}]}\n",
-		dir, port1, node2_last, node2_port);
+		"{\"id\":1,\"addr\":\"127.0.0.%d\",\"port\":%d},"
+		"{\"id\":2,\"addr\":\"127.0.0.2\",\"port\":%d}]}\n",
+		dir, node1_last, node1_port, port2);
 	fclose(f);
 }
 
@@ -291,8 +299,8 @@ static void test_tampered_and_replayed_frames_dropped(void)
 	REQUIRE(f != NULL);
 	fprintf(f, "mac-test-secret-%d\n", (int)getpid());
 	fclose(f);
-	write_cfg("n1.json", 3, portp); /* node 1 reaches node 2 via us */
-	write_cfg("n2.json", 2, port2);
+	write_cfg("n1.json", 1, port1);
+	write_cfg("n2.json", 3, portp); /* node 2 reaches node 1 via us */
 	snprintf(p1, sizeof(p1), "%s/n1.json", dir);
 	snprintf(p2, sizeof(p2), "%s/n2.json", dir);
 	c1.cluster_file = p1;
@@ -305,21 +313,21 @@ static void test_tampered_and_replayed_frames_dropped(void)
 	CHECK_EQ(lk_ls_wait_quorum(n1, 10000), 0);
 	CHECK_EQ(lk_ls_wait_quorum(n2, 10000), 0);
 	CHECK(remote_lock_works(n1, n2, 1));
-	lk_ls_stats(n2, &st0);
+	lk_ls_stats(n1, &st0);
 
 	atomic_store(&tamper_hb, 1);
 	CHECK(wait_flag(&tampered, 1));
 	CHECK(wait_flag(&mac_logged, 1));
-	lk_ls_stats(n2, &st1);
+	lk_ls_stats(n1, &st1);
 	CHECK(st1.auth_failures - st0.auth_failures >= 1);
-	CHECK(st1.peer[1].dropped - st0.peer[1].dropped >= 1);
+	CHECK(st1.peer[2].dropped - st0.peer[2].dropped >= 1);
 	CHECK(remote_lock_works(n1, n2, 2)); /* the link is still up */
 
 	atomic_store(&replay_hb, 1);
 	CHECK(wait_flag(&replayed, 1));
 	CHECK(wait_flag(&mac_logged, 2));
 	CHECK(remote_lock_works(n1, n2, 3));
-	printf("node 2 logged %d bad frame MACs\n", atomic_load(&mac_logged));
+	printf("node 1 logged %d bad frame MACs\n", atomic_load(&mac_logged));
 out:
 	if (n1 != NULL)
 		lk_ls_close(n1);
@@ -446,7 +454,7 @@ static int send_mutated(int fd, const uint8_t fkey[32], uint64_t seq)
 		break;
 	}
 	h->seq = seq;
-	lk_auth_frame_tag(fkey, seq, buf, len, buf + len);
+	lk_auth_frame_tag(fkey, 3, seq, buf, len, buf + len);
 	return write_full(fd, buf, len + LK_FRAME_TAG);
 }
 
