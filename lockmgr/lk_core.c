@@ -336,6 +336,35 @@ static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 	}
 }
 
+/* A name with no string part: its request travels as an SREQUEST. */
+static int name_numeric(const struct lk_name *n)
+{
+	uint64_t s[2];
+
+	memcpy(s, n->str, sizeof(s));
+	return n->slen == 0 && (s[0] | s[1]) == 0;
+}
+
+/* The request of NEW @lk to its (remote) master. */
+static void send_request(struct lk_ls *ls, struct lk_lock *lk)
+{
+	const struct lk_name *n = &lk->res->name;
+	struct lk_rec_sreq *r;
+
+	if (!name_numeric(n)) {
+		fill_lock_rec(ls, lk, LK_M_REQUEST, lk->rqmode, 0);
+		return;
+	}
+	r = lk_out_add(ls, lk->res->master, LK_M_SREQUEST);
+	if (r == NULL)
+		return;
+	r->num = n->num;
+	r->lkid = lk->lkid;
+	r->flags = lk->flags;
+	r->type = n->type;
+	r->mode = lk->rqmode;
+}
+
 static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 {
 	uint32_t dir = lk_dir_node(ls, res->hash);
@@ -377,7 +406,7 @@ void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk)
 	if (res->master == ls->nodeid)
 		lk_master_local_op(ls, lk, LK_M_REQUEST);
 	else
-		fill_lock_rec(ls, lk, LK_M_REQUEST, lk->rqmode, 0);
+		send_request(ls, lk);
 }
 
 /* The master of @res became known: submit its NEW lkbs. */
@@ -683,7 +712,8 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_CONVERT:
 	case LK_M_UNLOCK:
 	case LK_M_CANCEL:
-		lk_master_rx_lock(ls, sender, type, rec);
+	case LK_M_SREQUEST:
+		lk_master_rx_locks(ls, sender, type, rec, 1);
 		break;
 	case LK_M_REPLY:
 		rx_reply(ls, rec);
@@ -708,7 +738,7 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 static int lock_traffic(unsigned type)
 {
 	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
-	       type == LK_M_SREPLY;
+	       type == LK_M_SREPLY || type == LK_M_SREQUEST;
 }
 
 /* Recovery records that are only valid in the generation that sent them
@@ -745,7 +775,8 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		       (unsigned long long)ls->rgen);
 		return;
 	}
-	if (h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) {
+	if ((h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) ||
+	    h->type == LK_M_SREQUEST) {
 		lk_master_rx_locks(ls, sender, h->type, p, h->count);
 		return;
 	}

@@ -337,10 +337,8 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 /* lk_master.c */
 extern const struct lk_grant_out lk_master_out_ops;
-/* A lock record (REQUEST, CONVERT, UNLOCK, CANCEL) of @type. */
-void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
-		       const void *rec);
-/* The @n lock records of @type of one frame. */
+/* The @n lock records (REQUEST, SREQUEST, CONVERT, UNLOCK, CANCEL) of
+ * @type of one frame. */
 void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 			const void *recs, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);

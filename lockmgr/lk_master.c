@@ -258,23 +258,26 @@ static void rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 		lk_res_maybe_toss(ls, res);
 }
 
-void lk_master_rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
-		       const void *rec)
-{
-	const struct lk_rec_req *r = rec;
-
-	if (lk_wire_check_name(&r->name) != 0) {
-		bad(ls, sender, "malformed name", r);
-		return;
-	}
-	rx_lock(ls, sender, type, r,
-		lk_res_find(ls, &r->name, lk_name_hash(&r->name)));
-}
-
 enum { LK_RX_CHUNK = 256 };
 
+/* SREQUEST records, made REQUEST records again (the name gets its zero
+ * string part back). */
+static void expand_sreqs(const struct lk_rec_sreq *s, unsigned n,
+			 struct lk_rec_req *out)
+{
+	for (unsigned i = 0; i < n; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].name.type = s[i].type;
+		out[i].name.num = s[i].num;
+		out[i].lkid = s[i].lkid;
+		out[i].flags = s[i].flags;
+		out[i].mode = s[i].mode;
+	}
+}
+
 /*
- * A frame of lock records: their resources are looked up first, a chunk
+ * A frame of lock records (REQUEST, SREQUEST, CONVERT, UNLOCK, CANCEL; or
+ * a single record of one): their resources are looked up first, a chunk
  * at a time, in a tight loop whose iterations do not depend on each
  * other, so the cache misses on the hash buckets overlap instead of
  * stalling each record's processing in turn. Sound because handling a
@@ -287,19 +290,29 @@ void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 	size_t rs = lk_wire_recsize(type);
 	struct lk_res *rv[LK_RX_CHUNK];
 	uint64_t hv[LK_RX_CHUNK];
+	struct lk_rec_req xv[LK_RX_CHUNK];
 
 	for (unsigned base = 0; base < n; base += LK_RX_CHUNK) {
 		unsigned c = n - base < LK_RX_CHUNK ? n - base : LK_RX_CHUNK;
 		const uint8_t *p = (const uint8_t *)recs + base * rs;
 		const struct lk_rec_req *r;
+		unsigned t = type;
+		size_t ps = rs; /* record stride at p */
+
+		if (type == LK_M_SREQUEST) {
+			expand_sreqs((const void *)p, c, xv);
+			p = (const uint8_t *)xv;
+			ps = sizeof(*xv);
+			t = LK_M_REQUEST;
+		}
 
 		for (unsigned j = 0; j < c; j++) {
-			r = (const void *)(p + j * rs);
+			r = (const void *)(p + j * ps);
 			hv[j] = lk_name_hash(&r->name);
 			__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
 		}
 		for (unsigned j = 0; j < c; j++) {
-			r = (const void *)(p + j * rs);
+			r = (const void *)(p + j * ps);
 			rv[j] = lk_res_find(ls, &r->name, hv[j]);
 			/* the grant reads its queues and lists too */
 			for (size_t o = 64; rv[j] != NULL && o < LK_RES_HOT;
@@ -307,11 +320,11 @@ void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 				__builtin_prefetch((const char *)rv[j] + o);
 		}
 		for (unsigned j = 0; j < c; j++) {
-			r = (const void *)(p + j * rs);
+			r = (const void *)(p + j * ps);
 			if (lk_wire_check_name(&r->name) != 0)
 				bad(ls, sender, "malformed name", r);
 			else
-				rx_lock(ls, sender, type, r, rv[j]);
+				rx_lock(ls, sender, t, r, rv[j]);
 		}
 	}
 }

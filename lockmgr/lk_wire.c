@@ -20,6 +20,7 @@ _Static_assert(offsetof(struct lk_rec_req, mode) ==
 		       offsetof(struct lk_rec_lock, has_lvb),
 	       "a request is the head of a lock record");
 _Static_assert(sizeof(struct lk_rec_sreply) == 16, "rec_sreply");
+_Static_assert(sizeof(struct lk_rec_sreq) == 24, "rec_sreq");
 _Static_assert(offsetof(struct lk_rec_sreply, lvbf) ==
 		   offsetof(struct lk_rec_reply, lvbf),
 	       "a short reply is the head of a reply");
@@ -57,6 +58,7 @@ static const struct {
     [LK_M_LEAVE] = {"LEAVE", sizeof(struct lk_rec_ctl)},
     [LK_M_HANDOFF] = {"HANDOFF", sizeof(struct lk_rec_rcom)},
     [LK_M_SREPLY] = {"SREPLY", sizeof(struct lk_rec_sreply)},
+    [LK_M_SREQUEST] = {"SREQUEST", sizeof(struct lk_rec_sreq)},
 };
 
 size_t lk_wire_recsize(unsigned type)

@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 2
+#define LK_VERSION 3
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -42,6 +42,7 @@ enum lk_msg {
 	LK_M_LEAVE,   /* ctl: I am leaving */
 	LK_M_HANDOFF, /* rcom: a leaving master's LVB for a holder */
 	LK_M_SREPLY,  /* sreply: a REPLY that carries no LVB */
+	LK_M_SREQUEST, /* sreq: a REQUEST on a name with no string */
 	LK_M_NTYPES
 };
 
@@ -65,6 +66,17 @@ struct lk_rec_req {
 	int8_t mode;
 	uint8_t has_lvb; /* 0 */
 	uint8_t pad[2];
+};
+
+/* SREQUEST: a REQUEST whose name has no string part (slen 0, str zero,
+ * as most names are: an inode number and a type), half its size */
+struct lk_rec_sreq {
+	uint64_t num;	/* name.num */
+	uint64_t lkid;
+	uint32_t flags; /* LK_* request flags */
+	uint16_t type;	/* name.type */
+	int8_t mode;
+	uint8_t pad;
 };
 
 /* CONVERT, UNLOCK, CANCEL */

@@ -147,7 +147,7 @@ static const unsigned lock_types[] = {
     LK_M_LOOKUP,  LK_M_LOOKUP_REPLY,  LK_M_REMOVE, LK_M_REQUEST, LK_M_CONVERT,
     LK_M_UNLOCK,  LK_M_CANCEL,	      LK_M_REPLY,  LK_M_BAST,	 LK_M_DIR_ADD,
     LK_M_RLOOKUP, LK_M_RLOOKUP_REPLY, LK_M_RCOM,   LK_M_NTYPES,	 0,
-    200,
+    200,	  LK_M_SREQUEST,      LK_M_SREPLY,
 };
 
 /* A mutated frame of a lock-traffic type (never START/DONE/LEAVE/
@@ -156,7 +156,8 @@ static const unsigned lock_types[] = {
 static void mutated(int fd, int tagged)
 {
 	static uint8_t buf[65536 + LK_FRAME_TAG];
-	unsigned type = lock_types[rnd() % 16];
+	unsigned type =
+	    lock_types[rnd() % (sizeof(lock_types) / sizeof(lock_types[0]))];
 	size_t rs = lk_wire_recsize(type) ? lk_wire_recsize(type) : 40;
 	unsigned count = (unsigned)(rnd() % 8);
 	size_t len;

@@ -422,6 +422,7 @@ static const unsigned fuzz_types[] = {
     LK_M_CONVERT,  LK_M_UNLOCK,	      LK_M_CANCEL,  LK_M_REPLY,
     LK_M_SREPLY,   LK_M_BAST,	      LK_M_DIR_ADD, LK_M_RLOOKUP,
     LK_M_RLOOKUP_REPLY, LK_M_RCOM,    LK_M_HANDOFF, LK_M_NTYPES,
+    LK_M_SREQUEST,
 };
 
 /* A correctly tagged frame of a random lock or recovery type (never
@@ -430,7 +431,8 @@ static const unsigned fuzz_types[] = {
 static int send_mutated(int fd, const uint8_t fkey[32], uint64_t seq)
 {
 	static uint8_t buf[32 + 8 * 96 + LK_FRAME_TAG];
-	unsigned type = fuzz_types[rnd() % 16];
+	unsigned type =
+	    fuzz_types[rnd() % (sizeof(fuzz_types) / sizeof(fuzz_types[0]))];
 	size_t rs = lk_wire_recsize(type) ? lk_wire_recsize(type) : 40;
 	unsigned count = (unsigned)(rnd() % 8);
 	struct lk_hdr *h = (struct lk_hdr *)buf;

@@ -414,11 +414,55 @@ static void make_master(int who, const struct lk_name *names, size_t n,
 	settle();
 }
 
+/* A name with no string part is requested with a 24-byte SREQUEST, one
+ * with a string with a 48-byte REQUEST: a batch of 100 of each (in that
+ * order) to node 2 is two frames of those sizes, and all are granted,
+ * string names included (the master rebuilds the numeric names). */
+static void test_short_and_long_requests(void)
+{
+	enum { N = 200 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	struct lk_stats s0, s1;
+	int granted = 0;
+
+	start_cluster(2);
+	for (int i = 0; i < N; i++) {
+		char str[16];
+
+		snprintf(str, sizeof(str), "s%d", i);
+		lk_name_make(&names[i], 2, 500000 + (uint64_t)i,
+			     i < N / 2 ? NULL : str);
+	}
+	make_master(2, names, N, lks);
+	CHECK(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks) >=
+	      0); /* looks the masters up */
+	settle();
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	lk_ls_stats(node[1], &s0);
+	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
+		 0);
+	lk_ls_stats(node[1], &s1);
+	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
+	CHECK_EQ(s1.peer[2].bytes_tx - s0.peer[2].bytes_tx,
+		 2 * sizeof(struct lk_hdr) + N / 2 * sizeof(struct lk_rec_sreq) +
+		     N / 2 * sizeof(struct lk_rec_req));
+	settle();
+	for (int i = 0; i < N; i++)
+		granted += lk_lock_granted(lks[i]);
+	CHECK_EQ(granted, N);
+	CHECK_EQ(lk_wait_batch(lks, N), 0);
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	settle();
+	sim_fini();
+}
+
 /* A batch bigger than one frame holds (1 MiB): split over several
- * REQUEST frames, every lock granted, every grant counted. */
+ * SREQUEST frames, every lock granted, every grant counted. */
 static void test_batch_split_frames(void)
 {
-	enum { N = 30000 };
+	enum { N = 50000 };
 	static struct lk_name names[N];
 	static struct lk_lock *lks[N];
 	struct lk_stats s0, s1;
@@ -438,7 +482,8 @@ static void test_batch_split_frames(void)
 	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
 		 0);
 	lk_ls_stats(node[1], &s1);
-	/* 30000 requests of 48 bytes: two frames of at most 1 MiB */
+	/* 50000 requests of 24 bytes (SREQUEST: the names have no
+	 * string part): two frames of at most 1 MiB */
 	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
 	CHECK_EQ(s1.peer[2].records_tx - s0.peer[2].records_tx, N);
 	settle();
@@ -1058,6 +1103,7 @@ int main(int argc, char **argv)
 	T_RUN(test_hold_cache);
 	T_RUN(test_toss_list);
 	T_RUN(test_batch_one_frame_per_master);
+	T_RUN(test_short_and_long_requests);
 	T_RUN(test_batch_split_frames);
 	T_RUN(test_batch_mixed_local_remote);
 	T_RUN(test_batch_cancel_midway);
