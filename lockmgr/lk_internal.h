@@ -67,13 +67,14 @@ struct lk_xport {
 	void *ctx;
 	/* Optional (NULL in simulation). wait_rx: called with ls->mu held
 	 * by the one thread in lk_wait allowed to (ls->rx_poller) — it
-	 * drops ls->mu, sleeps until input from @node (or wake_rx, or a
+	 * drops ls->mu, polls @node's link without sleeping for up to
+	 * @spin_ns, then sleeps until input from @node (or wake_rx, or a
 	 * few ms) and, ls->mu retaken, processes that input itself: the
 	 * reply wakes the waiter directly, not through the network thread.
 	 * 0 if it waited (re-check), -EAGAIN if it cannot (no link: sleep on
 	 * the condvar). wake_rx: the lock being waited for that way
 	 * completed in another thread; ls->mu held, must not block. */
-	int (*wait_rx)(void *ctx, uint32_t node);
+	int (*wait_rx)(void *ctx, uint32_t node, uint64_t spin_ns);
 	void (*wake_rx)(void *ctx);
 	/* Optional. poll_rx: ls->mu held, from an API call: process the
 	 * input already waiting on every connection (no sleeping), so that

@@ -699,19 +699,17 @@ static void *net_main(void *arg)
 }
 
 /*
- * Poll @pf without sleeping for up to LK_SPIN_NS before net_wait_rx
- * sleeps: a reply that comes within a round trip then finds this thread
+ * Poll @pf without sleeping for up to @spin_ns before net_wait_rx
+ * sleeps: a reply that comes within that time finds this thread
  * running, and nobody has to wake it (on this VM a halted vCPU takes
- * longer to wake than the whole round trip). Each turn yields, so a
+ * longer to wake than a whole round trip). Each turn yields, so a
  * thread that shares this CPU — the master's network thread when the
  * process has one CPU to itself — is not held up by the spin. Returns
  * what poll returned (0: nothing came).
  */
-enum { LK_SPIN_NS = 30000 }; /* about two loopback round trips here */
-
-static int spin_poll(struct pollfd *pf)
+static int spin_poll(struct pollfd *pf, uint64_t spin_ns)
 {
-	uint64_t end = lk_now_ns() + LK_SPIN_NS;
+	uint64_t end = lk_now_ns() + spin_ns;
 	int n;
 
 	do {
@@ -729,7 +727,7 @@ static int spin_poll(struct pollfd *pf)
  * (EPOLLIN off), so the reply wakes only the waiter. ls->mu held on entry
  * and return, dropped while sleeping.
  */
-static int net_wait_rx(void *ctx, uint32_t node)
+static int net_wait_rx(void *ctx, uint32_t node, uint64_t spin_ns)
 {
 	struct lk_net *net = ctx;
 	struct lk_ls *ls = net->ls;
@@ -746,7 +744,7 @@ static int net_wait_rx(void *ctx, uint32_t node)
 	pf[0] = (struct pollfd){.fd = c->fd, .events = POLLIN};
 	pf[1] = (struct pollfd){.fd = net->rxfd, .events = POLLIN};
 	pthread_mutex_unlock(&ls->mu);
-	n = spin_poll(pf);
+	n = spin_poll(pf, spin_ns);
 	spun = n > 0;
 	if (n == 0)
 		n = poll(pf, 2, 5);
