@@ -650,6 +650,18 @@ void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 	return rec;
 }
 
+void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type)
+{
+	struct lk_outbuf *ob;
+
+	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
+		return NULL;
+	ob = &ls->out[node];
+	if (!ob->open || ob->type != type || ob->count == 0)
+		return NULL;
+	return ob->buf + ob->len - lk_wire_recsize(type);
+}
+
 void lk_out_flush(struct lk_ls *ls)
 {
 	if (!lk_list_empty(&ls->deferred) && lk_traffic_ok(ls))
@@ -705,6 +717,24 @@ static void rx_sreply(struct lk_ls *ls, const struct lk_rec_sreply *s)
 	rx_reply(ls, &r);
 }
 
+/* GRANTS: each lkid of the range as an SREPLY with status 0. */
+static void rx_grants(struct lk_ls *ls, const struct lk_rec_grants *g)
+{
+	struct lk_rec_sreply s = {.status = 0, .mode = g->mode};
+
+	if (g->count == 0 || g->count > LK_GRANTS_MAX ||
+	    g->lkid + g->count < g->lkid) {
+		ls->stats.bad_frames++;
+		lk_log(ls, 1, "GRANTS record with a bad count dropped");
+		return;
+	}
+	s.lvbf = g->lvbf & LK_RF_QUEUED;
+	for (uint32_t i = 0; i < g->count; i++) {
+		s.lkid = g->lkid + i;
+		rx_sreply(ls, &s);
+	}
+}
+
 static void rx_bast(struct lk_ls *ls, const struct lk_rec_bast *r)
 {
 	struct lk_lock *lk = lk_lkb_find(ls, r->lkid);
@@ -732,6 +762,9 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_SREPLY:
 		rx_sreply(ls, rec);
 		break;
+	case LK_M_GRANTS:
+		rx_grants(ls, rec);
+		break;
 	case LK_M_BAST:
 		rx_bast(ls, rec);
 		break;
@@ -749,7 +782,8 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 static int lock_traffic(unsigned type)
 {
 	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
-	       type == LK_M_SREPLY || type == LK_M_SREQUEST;
+	       type == LK_M_SREPLY || type == LK_M_SREQUEST ||
+	       type == LK_M_GRANTS;
 }
 
 /* Recovery records that are only valid in the generation that sent them

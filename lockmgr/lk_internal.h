@@ -328,6 +328,9 @@ uint32_t lk_dir_node(const struct lk_ls *ls, uint64_t hash);
 int lk_traffic_ok(const struct lk_ls *ls);
 /* Output: append a record to the open frame for @node (or start one). */
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
+/* The last record of the open frame for @node if that frame is of @type
+ * (it may still be changed), else NULL. */
+void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type);
 void lk_out_flush(struct lk_ls *ls);
 void lk_out_seal(struct lk_ls *ls);
 

@@ -76,16 +76,43 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
 	memcpy(lvb, res->q.lvb, LK_LVB_LEN);
 }
 
-/* The outcome for a remote holder: REPLY when it returns the LVB, else
- * the 16-byte SREPLY. */
+/* A grant that returns no LVB: it extends the GRANTS record it follows
+ * when the lkids are consecutive (a batch), else starts one. */
+static void send_grant(struct lk_ls *ls, struct lk_rq *rq)
+{
+	uint8_t f = rq->waited ? LK_RF_QUEUED : 0;
+	struct lk_rec_grants *g = lk_out_last(ls, rq->nodeid, LK_M_GRANTS);
+
+	if (g != NULL && g->lkid + g->count == rq->lkid &&
+	    g->mode == rq->grmode && g->lvbf == f &&
+	    g->count < LK_GRANTS_MAX) {
+		g->count++;
+		return;
+	}
+	g = lk_out_add(ls, rq->nodeid, LK_M_GRANTS);
+	if (g == NULL)
+		return;
+	g->lkid = rq->lkid;
+	g->count = 1;
+	g->mode = rq->grmode;
+	g->lvbf = f;
+}
+
+/* The outcome for a remote holder: REPLY when it returns the LVB, a
+ * GRANTS range for another grant, else (a failure) the 16-byte SREPLY. */
 static void send_reply(struct lk_ls *ls, struct lk_res *res, struct lk_rq *rq,
 		       int status)
 {
 	int lvb = status == 0 && rq->lvbret && (rq->flags & LK_VALBLK);
-	struct lk_rec_sreply *h =
-	    lk_out_add(ls, rq->nodeid, lvb ? LK_M_REPLY : LK_M_SREPLY);
-	struct lk_rec_reply *r = (struct lk_rec_reply *)h;
+	struct lk_rec_sreply *h;
+	struct lk_rec_reply *r;
 
+	if (status == 0 && !lvb) {
+		send_grant(ls, rq);
+		return;
+	}
+	h = lk_out_add(ls, rq->nodeid, lvb ? LK_M_REPLY : LK_M_SREPLY);
+	r = (struct lk_rec_reply *)h;
 	if (h == NULL)
 		return;
 	h->lkid = rq->lkid;

@@ -681,6 +681,7 @@ static void old_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	switch (type) {
 	case LK_M_REPLY:
 	case LK_M_SREPLY:
+	case LK_M_GRANTS:
 	case LK_M_BAST:
 		lk_core_rx_record(ls, sender, type, rec);
 		break;

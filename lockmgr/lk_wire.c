@@ -21,6 +21,7 @@ _Static_assert(offsetof(struct lk_rec_req, mode) ==
 	       "a request is the head of a lock record");
 _Static_assert(sizeof(struct lk_rec_sreply) == 16, "rec_sreply");
 _Static_assert(sizeof(struct lk_rec_sreq) == 24, "rec_sreq");
+_Static_assert(sizeof(struct lk_rec_grants) == 16, "rec_grants");
 _Static_assert(offsetof(struct lk_rec_sreply, lvbf) ==
 		   offsetof(struct lk_rec_reply, lvbf),
 	       "a short reply is the head of a reply");
@@ -59,6 +60,7 @@ static const struct {
     [LK_M_HANDOFF] = {"HANDOFF", sizeof(struct lk_rec_rcom)},
     [LK_M_SREPLY] = {"SREPLY", sizeof(struct lk_rec_sreply)},
     [LK_M_SREQUEST] = {"SREQUEST", sizeof(struct lk_rec_sreq)},
+    [LK_M_GRANTS] = {"GRANTS", sizeof(struct lk_rec_grants)},
 };
 
 size_t lk_wire_recsize(unsigned type)

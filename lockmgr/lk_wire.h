@@ -43,6 +43,7 @@ enum lk_msg {
 	LK_M_HANDOFF, /* rcom: a leaving master's LVB for a holder */
 	LK_M_SREPLY,  /* sreply: a REPLY that carries no LVB */
 	LK_M_SREQUEST, /* sreq: a REQUEST on a name with no string */
+	LK_M_GRANTS,   /* grants: consecutive lkids granted (to holder) */
 	LK_M_NTYPES
 };
 
@@ -118,6 +119,19 @@ struct lk_rec_sreply {
 	uint8_t lvbf;
 	uint8_t pad[2];
 };
+
+/* GRANTS: the requests of lkids lkid .. lkid + count - 1 were granted
+ * in @mode with no LVB returned (status 0; lvbf: LK_RF_QUEUED only). A
+ * batch's lkids are consecutive, so a batch granted at once is answered
+ * by one record. */
+struct lk_rec_grants {
+	uint64_t lkid;
+	uint32_t count; /* 1 .. LK_GRANTS_MAX */
+	int8_t mode;
+	uint8_t lvbf;
+	uint8_t pad[2];
+};
+#define LK_GRANTS_MAX 65536u /* what a 1 MiB frame of SREPLYs covers */
 
 struct lk_rec_bast {
 	uint64_t lkid;

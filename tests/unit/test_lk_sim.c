@@ -546,7 +546,8 @@ static void test_batch_mixed_local_remote(void)
 }
 
 /* Replies that return a value block are full REPLYs (56 bytes a
- * record); the others SREPLYs (16 bytes). */
+ * record); the other grants of a batch one GRANTS record (16 bytes) for
+ * the whole range of consecutive lkids. */
 static void test_batch_lvb_replies(void)
 {
 	enum { N = 20 };
@@ -583,7 +584,8 @@ static void test_batch_lvb_replies(void)
 	settle();
 	lk_ls_stats(node[2], &s1);
 	CHECK_EQ(s1.peer[1].bytes_tx - s0.peer[1].bytes_tx,
-		 sizeof(struct lk_hdr) + N * sizeof(struct lk_rec_sreply));
+		 sizeof(struct lk_hdr) + sizeof(struct lk_rec_grants));
+	CHECK_EQ(s1.peer[1].records_tx - s0.peer[1].records_tx, 1);
 	for (int i = 0; i < N; i++) /* lk_wait would sleep for ever here */
 		REQUIRE(lk_lock_granted(lks[i]));
 	CHECK_EQ(lk_wait_batch(lks, N), 0);
