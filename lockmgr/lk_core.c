@@ -1260,16 +1260,21 @@ static int pending(const struct lk_lock *lk)
 /*
  * Wait for @lk's reply by reading its master's connection in this thread
  * (xp.wait_rx): one thread wake-up fewer than the network thread reading
- * it and signalling us. One such waiter per lockspace; the others, and
- * locks with no remote master yet, sleep on a condvar. 0 if it waited.
+ * it and signalling us. A lock whose master is being looked up waits
+ * for the directory node's answer that way first (and sends the request
+ * itself on processing it). One such waiter per lockspace; the others
+ * sleep on a condvar. 0 if it waited.
  */
 static int rx_wait(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 {
-	uint32_t m = lk->res->master;
+	struct lk_res *res = lk->res;
+	uint32_t m = res->master;
 	int ret;
 
+	if (lk->state == LK_S_NEW) /* its LOOKUP_REPLY comes first */
+		m = res->lookup_sent ? lk_dir_node(ls, res->hash) : 0;
 	if (ls->xp.wait_rx == NULL || ls->rx_poller || m == 0 ||
-	    m == ls->nodeid || lk->state == LK_S_NEW)
+	    m == ls->nodeid)
 		return -EAGAIN;
 	ls->rx_poller = 1;
 	lk->rx_polled = 1;
