@@ -310,6 +310,9 @@ struct lk_stats {
 	uint64_t rx_spins;     /* waits for a master's reply that polled
 				  its link briefly before sleeping */
 	uint64_t rx_spin_hits; /* ... and saw the reply come meanwhile */
+	uint64_t net_spins;    /* network thread waits that polled first
+				  (lock traffic came in lately) */
+	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
 };
 
 /* Copy the lockspace statistics. Any thread. */
