@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,76 +187,111 @@ static void stop_cluster(void)
 
 /* ---- 1. loopback TCP round trip ---- */
 
-static void *echo_main(void *arg)
+/*
+ * Two yardstick pairs, each a client and an echo thread on one TCP
+ * connection with TCP_NODELAY (as the lock traffic), 64 bytes each way:
+ * [0] blocking reads, the plain round trip; [1] reads that first poll
+ * without sleeping, yielding at each turn, as the lock manager's threads
+ * do (the client for LK_SPIN_CLIENT_NS like a waiter, the echo thread
+ * for LK_SPIN_ECHO_NS like a network thread), then block.
+ */
+enum { LK_SPIN_CLIENT_NS = 30000, LK_SPIN_ECHO_NS = 100000 };
+
+struct rtt_pair {
+	int c, s, l;
+	uint64_t spin; /* echo side's poll time, 0: blocking */
+	pthread_t th;
+};
+static struct rtt_pair rtt[2];
+
+/* Read @len bytes; poll without sleeping for @spin_ns first. */
+static int read_n(int fd, char *buf, size_t len, uint64_t spin_ns)
 {
-	int fd = *(int *)arg;
-	char buf[64];
+	uint64_t end = now_ns() + spin_ns;
+	size_t got = 0;
 
-	for (;;) {
-		size_t got = 0;
+	while (got < len) {
+		int f = spin_ns != 0 && now_ns() < end ? MSG_DONTWAIT : 0;
+		ssize_t n = recv(fd, buf + got, len - got, f);
 
-		while (got < sizeof(buf)) {
-			ssize_t n = read(fd, buf + got, sizeof(buf) - got);
-
-			if (n <= 0)
-				return NULL;
-			got += (size_t)n;
+		if (n < 0 && f != 0 && errno == EAGAIN) {
+			sched_yield();
+			continue;
 		}
-		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-			return NULL;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
 	}
+	return 0;
 }
 
-/* The yardstick pair: a blocking 64-byte ping-pong with an echo thread. */
-static int rtt_c = -1, rtt_s = -1, rtt_l = -1;
-static pthread_t rtt_th;
+static void *echo_main(void *arg)
+{
+	struct rtt_pair *p = arg;
+	char buf[64];
 
-static void rtt_open(void)
+	while (read_n(p->s, buf, sizeof(buf), p->spin) == 0)
+		if (write(p->s, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			break;
+	return NULL;
+}
+
+static void rtt_open_one(struct rtt_pair *p, uint64_t spin)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t alen = sizeof(a);
 	int one = 1;
 
-	rtt_l = socket(AF_INET, SOCK_STREAM, 0);
+	p->spin = spin;
+	p->l = socket(AF_INET, SOCK_STREAM, 0);
 	a.sin_addr.s_addr = htonl(0x7f000001);
-	if (bind(rtt_l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(rtt_l, 1) < 0 ||
-	    getsockname(rtt_l, (struct sockaddr *)&a, &alen) < 0)
+	if (bind(p->l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(p->l, 1) < 0 ||
+	    getsockname(p->l, (struct sockaddr *)&a, &alen) < 0)
 		die("rtt socket", errno);
-	rtt_c = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(rtt_c, (struct sockaddr *)&a, sizeof(a)) < 0)
+	p->c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(p->c, (struct sockaddr *)&a, sizeof(a)) < 0)
 		die("rtt connect", errno);
-	rtt_s = accept(rtt_l, NULL, NULL);
-	setsockopt(rtt_c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(rtt_s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	pthread_create(&rtt_th, NULL, echo_main, &rtt_s);
-	pthread_setname_np(rtt_th, "rtt-echo");
+	p->s = accept(p->l, NULL, NULL);
+	setsockopt(p->c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(p->s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pthread_create(&p->th, NULL, echo_main, p);
+	pthread_setname_np(p->th, spin ? "rtt-echo-poll" : "rtt-echo");
+}
+
+static void rtt_open(void)
+{
+	rtt_open_one(&rtt[0], 0);
+	rtt_open_one(&rtt[1], LK_SPIN_ECHO_NS);
+}
+
+/* One round trip on pair @k. */
+static uint64_t rtt_once_on(int k)
+{
+	char buf[64] = {0};
+	uint64_t t0 = now_ns();
+
+	if (write(rtt[k].c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		die("rtt write", errno);
+	if (read_n(rtt[k].c, buf, sizeof(buf),
+		   k == 1 ? LK_SPIN_CLIENT_NS : 0) != 0)
+		die("rtt read", errno);
+	return now_ns() - t0;
 }
 
 static uint64_t rtt_once(void)
 {
-	char buf[64] = {0};
-	uint64_t t0 = now_ns();
-	size_t got = 0;
-
-	if (write(rtt_c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-		die("rtt write", errno);
-	while (got < sizeof(buf)) {
-		ssize_t n = read(rtt_c, buf + got, sizeof(buf) - got);
-
-		if (n <= 0)
-			die("rtt read", errno);
-		got += (size_t)n;
-	}
-	return now_ns() - t0;
+	return rtt_once_on(0);
 }
 
 static void rtt_close(void)
 {
-	close(rtt_c);
-	pthread_join(rtt_th, NULL);
-	close(rtt_s);
-	close(rtt_l);
+	for (int k = 0; k < 2; k++) {
+		close(rtt[k].c);
+		pthread_join(rtt[k].th, NULL);
+		close(rtt[k].s);
+		close(rtt[k].l);
+	}
 }
 
 /* ---- 2/3. local and cached grants ---- */
@@ -313,12 +349,12 @@ static double bench_cached(double *mean_ns)
 
 /* ---- 4. remote grant ---- */
 
-/* Remote grants and loopback round trips, interleaved one for one so
- * that both see the same machine load; medians of each. */
-static double bench_remote(double *rtt_us)
+/* Remote grants and the two kinds of loopback round trips, interleaved
+ * one for one so that all see the same machine load; medians of each. */
+static double bench_remote(double *rtt_us, double *rtt_poll_us)
 {
 	enum { N = 3000 };
-	static uint64_t t[N], r[N];
+	static uint64_t t[N], r[N], rp[N];
 	struct lk_name n = nm(1, 3);
 	struct lk_lock *lk = lock_wait(2, &n, LK_EX);
 
@@ -329,12 +365,14 @@ static double bench_remote(double *rtt_us)
 		uint64_t t0;
 
 		r[i] = rtt_once();
+		rp[i] = rtt_once_on(1);
 		t0 = now_ns();
 		lk = lock_wait(1, &n, LK_EX);
 		t[i] = now_ns() - t0;
 		lk_unlock(lk, 0);
 	}
 	*rtt_us = median_us(r + 100, N - 100);
+	*rtt_poll_us = median_us(rp + 100, N - 100);
 	return median_us(t + 100, N - 100);
 }
 
@@ -742,8 +780,8 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	const char *jpath = NULL;
-	double rtt, local, cached, cached_mean, remote, first, pp, cold, warm,
-	    tp;
+	double rtt_us, rtt_poll, local, cached, cached_mean, remote, first, pp,
+	    cold, warm, tp;
 	FILE *jf = stdout;
 	int opt;
 
@@ -814,7 +852,7 @@ int main(int argc, char **argv)
 	start_cluster();
 	local = bench_local();
 	cached = bench_cached(&cached_mean);
-	remote = bench_remote(&rtt);
+	remote = bench_remote(&rtt_us, &rtt_poll);
 	rtt_close();
 	first = bench_first_touch();
 	pp = bench_pingpong();
@@ -823,14 +861,18 @@ int main(int argc, char **argv)
 	stop_cluster();
 
 	printf("%-34s %12s %s\n", "measure", "value", "target");
-	printf("%-34s %9.2f us\n", "loopback TCP round trip (median)", rtt);
+	printf("%-34s %9.2f us\n", "loopback TCP round trip (median)", rtt_us);
+	printf("%-34s %9.2f us  (both ends poll first, as lk does)\n",
+	       "  the same, polling reads", rtt_poll);
 	printf("%-34s %9.3f us\n", "uncached local grant (median)", local);
 	printf("%-34s %9.3f us  < 1 us\n", "cached re-acquire (median)",
 	       cached);
 	printf("%-34s %9.3f us\n", "cached lock+unlock pair (mean)",
 	       cached_mean / 1000.0);
-	printf("%-34s %9.2f us  <= 2 x rtt = %.2f us (%.2fx)\n",
-	       "remote grant (median)", remote, 2 * rtt, remote / rtt);
+	printf("%-34s %9.2f us  <= 2 x rtt = %.2f us (%.2fx; %.2fx the "
+	       "polling one)\n",
+	       "remote grant (median)", remote, 2 * rtt_us, remote / rtt_us,
+	       remote / rtt_poll);
 	printf("%-34s %9.2f us  (master lookup + request)\n",
 	       "remote grant, first touch", first);
 	printf("%-34s %9.0f /s  >= 5000 /s\n", "2-node EX ping-pong transfers",
@@ -863,7 +905,8 @@ int main(int argc, char **argv)
 		"{\"nodes\": %d, \"threads\": %d, \"rtt_us\": %.3f, "
 		"\"local_grant_us\": %.3f, \"cached_reacquire_us\": %.3f, "
 		"\"cached_pair_mean_us\": %.3f, \"remote_grant_us\": %.3f, "
-		"\"remote_over_rtt\": %.3f, \"remote_first_touch_us\": %.3f, "
+		"\"remote_over_rtt\": %.3f, \"rtt_polling_us\": %.3f, "
+		"\"remote_first_touch_us\": %.3f, "
 		"\"pingpong_per_s\": %.0f, "
 		"\"batch1000_cold_us\": %.1f, \"batch1000_warm_us\": %.1f, "
 		"\"batch_over_remote\": %.2f, \"batch1000_best_us\": %.1f, "
@@ -871,8 +914,9 @@ int main(int argc, char **argv)
 		"\"batch_over_remote_paired_cold\": %.2f, "
 		"\"idle_remote_grant_us\": %.3f, \"idle_batch1000_us\": %.1f, "
 		"\"throughput_ops_s\": %.0f}\n",
-		nnodes, nthreads, rtt, local, cached, cached_mean / 1000.0,
-		remote, remote / rtt, first, pp, cold, warm, warm / remote,
+		nnodes, nthreads, rtt_us, local, cached, cached_mean / 1000.0,
+		remote, remote / rtt_us, rtt_poll, first, pp, cold, warm,
+		warm / remote,
 		batch_min_us, batch_ratio_warm, batch_ratio_cold,
 		idle_remote_us, idle_batch_us, tp);
 	if (jf != stdout)
