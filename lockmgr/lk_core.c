@@ -717,21 +717,38 @@ static void rx_sreply(struct lk_ls *ls, const struct lk_rec_sreply *s)
 	rx_reply(ls, &r);
 }
 
-/* GRANTS: each lkid of the range as an SREPLY with status 0. */
+/* GRANTS: each lkid of the range granted (status 0, no LVB). Locks in
+ * no pending state are counted, and logged once per record. */
 static void rx_grants(struct lk_ls *ls, const struct lk_rec_grants *g)
 {
-	struct lk_rec_sreply s = {.status = 0, .mode = g->mode};
+	struct lk_rec_reply r;
+	uint32_t bad = 0;
 
 	if (g->count == 0 || g->count > LK_GRANTS_MAX ||
-	    g->lkid + g->count < g->lkid) {
+	    g->lkid + g->count < g->lkid || g->mode < 0 ||
+	    g->mode >= LK_NMODES) {
 		ls->stats.bad_frames++;
-		lk_log(ls, 1, "GRANTS record with a bad count dropped");
+		lk_log(ls, 1, "GRANTS record with a bad count or mode dropped");
 		return;
 	}
-	s.lvbf = g->lvbf & LK_RF_QUEUED;
+	memset(&r, 0, sizeof(r));
+	r.mode = g->mode;
+	r.lvbf = g->lvbf & LK_RF_QUEUED;
 	for (uint32_t i = 0; i < g->count; i++) {
-		s.lkid = g->lkid + i;
-		rx_sreply(ls, &s);
+		struct lk_lock *lk = lk_lkb_find(ls, g->lkid + i);
+
+		if (lk == NULL || (lk->state != LK_S_WAITING &&
+				   lk->state != LK_S_CONVERTING)) {
+			bad++;
+			continue;
+		}
+		r.lkid = lk->lkid;
+		lk_lkb_complete(ls, lk, 0, g->mode, &r);
+	}
+	if (bad != 0) {
+		ls->stats.bad_frames += bad;
+		lk_log(ls, 1, "GRANTS for %u locks in no pending state (from "
+		       "lock %llu)", bad, (unsigned long long)g->lkid);
 	}
 }
 
