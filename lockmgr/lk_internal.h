@@ -114,12 +114,13 @@ struct lk_res {
 	struct lk_rsq q;      /* master side: queues + LVB */
 	struct lk_list locks; /* this node's lkbs (lkb->res_link) */
 	struct lk_list toss;  /* on ls->toss when unused */
-	uint64_t toss_time;   /* ns, when put on the toss list */
+	uint64_t remote_ns;   /* master: last lock record from a peer (in
+				 the cache line of the queues' tails) */
 	uint64_t last_req;    /* ns, for sirt */
-	uint64_t remote_ns;   /* master: last lock record from a peer */
 	struct lk_counts stats;
 	/* the fields above are what a lock operation touches (see
-	 * LK_RES_HOT); those below only recovery */
+	 * LK_RES_HOT); those below only the toss list and recovery */
+	uint64_t toss_time;   /* ns, when put on the toss list */
 	uint8_t remaster;     /* recovery: old master died */
 	int8_t rc_mode;	      /* recovery: best mode seen with an LVB */
 	uint64_t rc_seq;      /* recovery: its sequence */
@@ -131,7 +132,7 @@ struct lk_res {
 	uint8_t ho_lvb[LK_LVB_LEN];
 };
 /* Bytes of struct lk_res worth prefetching before a lock operation. */
-#define LK_RES_HOT offsetof(struct lk_res, remaster)
+#define LK_RES_HOT offsetof(struct lk_res, toss_time)
 
 /* lkb states on the requesting node */
 enum lk_lkb_state {
