@@ -22,7 +22,8 @@
  * Sending happens in the caller's thread (xmit, under ls->mu): a write()
  * is tried at once and what does not fit waits for EPOLLOUT. All fields
  * are protected by ls->mu except the thread handle and the wake fds; the
- * thread holds ls->mu except inside epoll_wait.
+ * thread holds ls->mu except while it waits for events (net_wait: for
+ * LK_NET_SPIN_NS after a lock frame it polls without sleeping first).
  *
  * A thread in lk_wait may read its lock master's link itself
  * (net_wait_rx, at most one such thread per lockspace): the network
