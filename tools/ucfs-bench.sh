@@ -299,16 +299,17 @@ wait_mount() {
 stop_fuse() {
 	mountpoint -q "$1" && { umount "$1" 2>/dev/null ||
 		fusermount3 -u "$1" 2>/dev/null || umount -l "$1"; }
+	# timed phases end here: poll finely (10 ms), give up after 20 s
 	_i=0
 	while kill -0 "$2" 2>/dev/null; do
 		_i=$((_i + 1))
-		if [ "$_i" -gt 200 ]; then
+		if [ "$_i" -gt 2000 ]; then
 			warn "daemon $2 did not exit; killing it"
 			kill "$2" 2>/dev/null; sleep 1
 			kill -9 "$2" 2>/dev/null
 			break
 		fi
-		sleep 0.1
+		sleep 0.01
 	done
 	wait "$2" 2>/dev/null
 	PIDS=$(printf '%s\n' $PIDS | grep -vx "$2" | tr '\n' ' ')
@@ -380,8 +381,11 @@ ucfs_mount_node() {
 
 ucfs_umount_node() {
 	_m=$(mp "$1" "$2")
-	stats_snap "$1" "$2" after
-	stats_delta "$1" "$2"
+	if [ "$(eval echo "\${STATS_CLOSED_$1_$2:-}")" != 1 ]; then
+		stats_snap "$1" "$2" after
+		stats_delta "$1" "$2"
+	fi
+	eval "STATS_CLOSED_$1_$2="
 	stop_fuse "$_m" "$(attr PID "$1_$2")"
 	MOUNTED=$(printf '%s\n' $MOUNTED | grep -vx "$1.$2" | tr '\n' ' ')
 }
@@ -468,12 +472,27 @@ sys_down() {
 	esac
 }
 
+# stats_close SYS — the closing stats snapshot and delta of every node of a
+# ucfs system, taken before a timed unmount so that the time does not
+# include ucfs-stat and jq.
+stats_close() {
+	[ "$(attr K "$1")" = ucfs ] || return 0
+	_sn=$(attr NODES "$1")
+	while [ "${_sn:-0}" -ge 1 ]; do
+		stats_snap "$1" "$_sn" after
+		stats_delta "$1" "$_sn"
+		eval "STATS_CLOSED_$1_$_sn=1"
+		_sn=$((_sn - 1))
+	done
+}
+
 # sys_cold SYS [PHASE] — what "first mount" means: unmount, drop caches,
 # mount. With PHASE, the unmount is timed and recorded (client all): on
 # FUSE, syncfs does not reach the daemon, so the unmount (which waits for
 # the daemon to exit) is where its data is written.
 sys_cold() {
 	_nn=$(attr NODES "$1")
+	[ $# -ge 2 ] && stats_close "$1"
 	_tcold=$(now)
 	umount_all "$1"
 	COLD_UMOUNTED=$(now)
