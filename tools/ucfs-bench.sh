@@ -555,14 +555,15 @@ stats_snap() {	# SYS N before|after
 
 # stats_rss SYS N — the daemon's peak resident memory over this mount
 # (node.max_rss_kb of the closing snapshot), as phase rss:<what ran>.
-stats_rss() {
-	_j=$WORK/stats.$1.$2.after.json
-	[ -s "$_j" ] || return 0
-	_kb=$(jq '.node.max_rss_kb // empty' "$_j" 2>/dev/null)
-	[ -n "$_kb" ] || return 0
-	_ph=rss:$(printf '%s' "${STATS_TAG:-mount}" | tr -d ':' | tr ', ' '+_')
-	rec "$1" "$2" "$_ph" peak \
-		"$(awk -v k="$_kb" 'BEGIN { printf "%.1f", k / 1024 }')" MB
+stats_rss() {	# (its variables are named for it: callers loop on _ph)
+	_rss_j=$WORK/stats.$1.$2.after.json
+	[ -s "$_rss_j" ] || return 0
+	_rss_kb=$(jq '.node.max_rss_kb // empty' "$_rss_j" 2>/dev/null)
+	[ -n "$_rss_kb" ] || return 0
+	_rss_ph=rss:$(printf '%s' "${STATS_TAG:-mount}" | tr -d ':' |
+		tr ', ' '+_')
+	rec "$1" "$2" "$_rss_ph" peak \
+		"$(awk -v k="$_rss_kb" 'BEGIN { printf "%.1f", k / 1024 }')" MB
 }
 
 # Counters of after - before (fusefs/STATS.md: gauges, latency figures and
