@@ -7,7 +7,7 @@
  * committed copy awaiting checkpoint). The bound is cache_mb worth of
  * buffers; when it is reached the least recently used evictable buffer is
  * reused. The journal's committed copies (awaiting checkpoint) count
- * against the bound too (fs_cache_account). If everything is pinned the
+ * against the bound too (fs_cache_page_get). If everything is pinned the
  * cache grows past the bound for a moment and fs_tx_begin() throttles
  * (commit + checkpoint unpin).
  *
@@ -337,7 +337,6 @@ void fs_cache_destroy(struct fs *fs)
 
 		for (; b != NULL; b = n) {
 			n = b->hnext;
-			free(b->ckpt);
 			free(b);
 		}
 	}
@@ -516,12 +515,26 @@ unsigned fs_cache_flags(struct fs_buf *b)
 	return f;
 }
 
-void fs_cache_account(struct fs *fs, int64_t pages)
+void *fs_cache_page_get(struct fs *fs)
+{
+	struct fs_cache *c = fs->cache;
+	void *p = page_alloc(c, 0);
+
+	if (p == NULL)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	c->nextra++;
+	pthread_mutex_unlock(&c->lock);
+	return p;
+}
+
+void fs_cache_page_put(struct fs *fs, void *page)
 {
 	struct fs_cache *c = fs->cache;
 
 	pthread_mutex_lock(&c->lock);
-	c->nextra += (uint64_t)pages;
+	page_free(c, page);
+	c->nextra--;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -33,8 +33,11 @@ void fs_cache_unpin(struct fs_buf *b);
 void fs_cache_unhash(struct fs_buf *b);
 void fs_cache_set_flags(struct fs_buf *b, unsigned set, unsigned clear);
 unsigned fs_cache_flags(struct fs_buf *b);
-/* Extra pages held for cached blocks (journal copies): +n / -n. */
-void fs_cache_account(struct fs *fs, int64_t pages);
+/* A page for a cached block's extra copy (the journal's committed copy),
+ * counted against the bound until fs_cache_page_put(); NULL if out of
+ * memory. The page comes from the cache's own pool, not malloc. */
+void *fs_cache_page_get(struct fs *fs);
+void fs_cache_page_put(struct fs *fs, void *page);
 /* Buffers allowed / pinned now incl. extra pages (throttling). */
 uint64_t fs_cache_capacity(struct fs *fs);
 uint64_t fs_cache_pinned(struct fs *fs);

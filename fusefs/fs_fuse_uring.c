@@ -67,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -140,8 +141,10 @@ struct fs_uring {
 	atomic_ullong requests;	/* served through the rings */
 	pthread_mutex_t wlock;
 	pthread_cond_t wcond;
-	pthread_cond_t gocond;			/* go was set */
+	pthread_cond_t gocond;			/* go or nready changed */
 	int go;					/* wlock */
+	unsigned nready;	/* queue threads that enabled their ring: wlock */
+	int ready_err;		/* first enabling error: wlock */
 	struct ur_ent *work, *work_tail;	/* wlock */
 	pthread_t *workers;
 	unsigned nworkers;
@@ -403,7 +406,12 @@ static int queue_setup(struct ur_queue *q)
 	struct io_uring_sqe *sqe;
 	int ret;
 
-	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+	/* one issuer (the queue thread, which enables the ring) and its
+	 * task work run only when it waits: a request arriving wakes the
+	 * waiting thread directly instead of signalling it */
+	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE |
+		  IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		  IORING_SETUP_R_DISABLED;
 	p.cq_entries = 2 * (u->depth + 2);
 	/* one SQE per entry, the stop poll, the done poll */
 	ret = io_uring_queue_init_params(u->depth + 2, &q->ring, &p);
@@ -494,7 +502,16 @@ static void *queue_thread(void *arg)
 	/* an offline CPU cannot be pinned to; its queue still must exist */
 	(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	my_queue = q;
+	/* the ring was made disabled so that this thread, not the one that
+	 * made it, becomes its single issuer (liburing 2.3 has no
+	 * io_uring_enable_rings()) */
+	ret = syscall(__NR_io_uring_register, q->ring.ring_fd,
+		      IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0 ? -errno : 0;
 	pthread_mutex_lock(&u->wlock);
+	u->nready++;
+	if (ret < 0 && u->ready_err == 0)
+		u->ready_err = ret;
+	pthread_cond_broadcast(&u->gocond);
 	while (!u->go && !atomic_load(&u->stop))
 		pthread_cond_wait(&u->gocond, &u->wlock);
 	pthread_mutex_unlock(&u->wlock);
@@ -573,6 +590,15 @@ int fs_fuse_uring_prepare(struct fuse_session *se, int fd, size_t max_write,
 		ret = -pthread_create(&u->q[i].tid, NULL, queue_thread,
 				      &u->q[i]);
 		u->q[i].started = ret == 0;
+	}
+	if (ret == 0) {
+		unsigned want = u->nq;
+
+		pthread_mutex_lock(&u->wlock);
+		while (u->nready < want)
+			pthread_cond_wait(&u->gocond, &u->wlock);
+		ret = u->ready_err;
+		pthread_mutex_unlock(&u->wlock);
 	}
 out:
 	if (ret < 0) {

@@ -22,6 +22,13 @@
  * If the log lacks room, a checkpoint runs first (while handles are still
  * blocked, before the snapshot, so only committed copies are written).
  *
+ * Who commits: the commit thread, on the commit= timer, when kicked
+ * (fsync), and early, once a handle finds the running transaction past
+ * EARLY_PCT of its limit, so that under a steady stream of operations
+ * the transaction is closed and written behind them and no request waits
+ * for journal I/O. A handle that finds the transaction full (or the cache
+ * too pinned) still commits itself, after any commit in progress.
+ *
  * Freed metadata: fs_journal_revoke() drops the block from the running tx
  * and records a revoke; after the commit its committed copy is discarded
  * and the buffer leaves the cache, so neither a checkpoint nor a replay
@@ -45,6 +52,10 @@
 
 #include "fusefs/fs_core_priv.h"
 #include "fusefs/fs_jscan.h"
+
+/* the commit thread is asked to commit once the running transaction
+ * holds this share (percent) of its limit */
+#define EARLY_PCT 60u
 
 struct fs_tx {
 	struct fs *fs;
@@ -85,6 +96,7 @@ struct fs_journal {
 	int thread_started;
 	int stop;		/* lock */
 	int kicked;		/* lock */
+	int early;		/* lock: running tx past EARLY_PCT of its limit */
 	int want_ckpt;		/* lock */
 	uint64_t timer_ns;	/* immutable */
 };
@@ -306,10 +318,9 @@ static void drop_ckpt(struct fs *fs, struct fs_buf *b)
 {
 	if (b->ckpt == NULL)
 		return;
-	free(b->ckpt);
+	fs_cache_page_put(fs, b->ckpt);
 	b->ckpt = NULL;
 	fs_cache_unpin(b);
-	fs_cache_account(fs, -1);
 }
 
 /* Write every committed copy home, flush, move the tail. commit_mutex. */
@@ -401,11 +412,10 @@ static int snapshot(struct fs *fs, struct commit_set *cs)
 		return -ENOMEM;
 	for (b = j->run_list; b != NULL; b = b->tx_next) {
 		if (b->ckpt == NULL) {
-			b->ckpt = bd_buf_alloc(FS_BLOCK_SIZE);
+			b->ckpt = fs_cache_page_get(fs);
 			if (b->ckpt == NULL)
 				return -ENOMEM;	/* nothing changed yet */
 			fs_cache_pin(b);
-			fs_cache_account(fs, 1);
 		}
 	}
 	cs->seq = j->run_seq;
@@ -717,6 +727,14 @@ int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
 		if (ret < 0)
 			goto out_unlock;
 	}
+	if (!j->early && !j->kicked &&
+	    (uint64_t)(j->run_count + j->reserved + credits) * 100 >
+		    (uint64_t)j->tx_limit * EARLY_PCT) {
+		/* the commit thread closes and writes this transaction
+		 * before it is full, so no handle has to wait for the I/O */
+		j->early = 1;
+		pthread_cond_signal(&j->thread_cond);
+	}
 	j->handles++;
 	j->reserved += credits;
 	tx->fs = fs;
@@ -912,27 +930,36 @@ static void *commit_thread(void *arg)
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop) {
 		struct timespec ts;
-		int timer, kicked, ckpt;
+		int timer, kicked, early, ckpt;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += 1;
-		if (!j->kicked && !j->want_ckpt)
+		if (!j->kicked && !j->early && !j->want_ckpt)
 			pthread_cond_timedwait(&j->thread_cond, &j->lock,
 					       &ts);
 		if (j->stop)
 			break;
 		timer = now_ns() >= deadline;
 		kicked = j->kicked;
+		early = j->early;
 		ckpt = j->want_ckpt;
-		if (!timer && !kicked && !ckpt)
+		if (!timer && !kicked && !early && !ckpt)
 			continue;
 		j->kicked = 0;
 		j->want_ckpt = 0;
 		pthread_mutex_unlock(&j->lock);
 		pthread_mutex_lock(&j->commit_mutex);
-		if (timer || kicked) {
-			commit_locked(fs, timer ? FS_CR_TIMER : FS_CR_SYNC);
+		if (timer || kicked || early) {
+			commit_locked(fs, kicked ? FS_CR_SYNC :
+					  early ? FS_CR_TXFULL : FS_CR_TIMER);
 			deadline = now_ns() + j->timer_ns;
+		}
+		if (early) {
+			/* cleared after the commit: until then a growing
+			 * transaction must not kick again */
+			pthread_mutex_lock(&j->lock);
+			j->early = 0;
+			pthread_mutex_unlock(&j->lock);
 		}
 		if (need_checkpoint(fs))
 			checkpoint_locked(fs);
