@@ -127,6 +127,10 @@ static int load_root(json_t *root, struct lk_config *cfg, const char **why)
 		*why = "toss_ms must be 0..3600000";
 		return -EINVAL;
 	}
+	if (get_uint(root, "poll_us", 100, 10000, &cfg->poll_us)) {
+		*why = "poll_us must be 0..10000";
+		return -EINVAL;
+	}
 	if (get_uint(root, "heartbeat_ms", 200, 60000, &cfg->heartbeat_ms) ||
 	    get_uint(root, "timeout_ms", 2000, 600000, &cfg->timeout_ms) ||
 	    cfg->heartbeat_ms == 0 || cfg->timeout_ms < 2 * cfg->heartbeat_ms) {

@@ -4,7 +4,7 @@
  *
  *   { "cluster": "demo", "secret_file": "/etc/ucfs/secret",
  *     "heartbeat_ms": 200, "timeout_ms": 2000, "two_node": false,
- *     "toss_ms": 10000,
+ *     "toss_ms": 10000, "poll_us": 100,
  *     "nodes": [ { "id": 1, "addr": "127.0.0.1", "port": 7001 },
  *                { "id": 2, "addr": "127.0.0.2", "port": 7001 } ] }
  *
@@ -30,6 +30,9 @@ struct lk_config {
 	uint8_t key[32];       /* HMAC key */
 	unsigned heartbeat_ms, timeout_ms;
 	unsigned toss_ms; /* keep unused resources this long (10000) */
+	unsigned poll_us; /* network thread polls this long after a lock
+			     frame before it sleeps (100; 0: never polls);
+			     a waiter polls 3/10 of it (PROTOCOL.md §7) */
 	int two_node;
 	unsigned nnodes;
 	struct lk_node_cfg node[LK_MAX_NODES]; /* indexed by position */

@@ -32,15 +32,15 @@
 #define LK_TOSS_NS_DEFAULT (10ull * 1000 * 1000 * 1000)
 /*
  * How long a thread waiting for a remote master's reply polls for it
- * without sleeping (xp.wait_rx; stats rx_spins, rx_spin_hits): about two
- * loopback round trips here, and for a batch what the master takes per
- * lock on top, within a bound. On this VM a sleeping thread's halted
- * vCPU takes longer to wake than a round trip; the poll yields the CPU
- * at every turn, so it holds up no other runnable thread.
+ * without sleeping (xp.wait_rx; stats rx_spins, rx_spin_hits): ls->spin_ns
+ * (3/10 of the configuration's poll_us: 30 µs, about two loopback round
+ * trips here), and for a batch what the master takes per lock on top,
+ * within a bound. On this VM a sleeping thread's halted vCPU takes
+ * longer to wake than a round trip; the poll yields the CPU at every
+ * turn, so it holds up no other runnable thread.
  */
-#define LK_SPIN_NS (30ull * 1000)
+#define LK_SPIN_NS_DEFAULT (30ull * 1000)
 #define LK_SPIN_PER_LOCK_NS 100ull
-#define LK_SPIN_MAX_NS (250ull * 1000)
 /* A resource mastered here that a peer used this recently is contended:
  * a local request on it reads pending input first (xp.poll_rx). */
 #define LK_CONTENDED_NS (10ull * 1000 * 1000)
@@ -101,6 +101,7 @@ int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 	lk_list_init(&ls->toss);
 	lk_list_init(&ls->deferred);
 	ls->toss_ns = LK_TOSS_NS_DEFAULT;
+	ls->spin_ns = LK_SPIN_NS_DEFAULT;
 	ls->next_lkid = 1;
 	*out = ls;
 	return 0;
@@ -1340,19 +1341,27 @@ int lk_wait(struct lk_lock *lk)
 	int st;
 
 	lk_api_lock(ls);
-	st = wait_locked(ls, lk, LK_SPIN_NS);
+	st = wait_locked(ls, lk, ls->spin_ns);
 	pthread_mutex_unlock(&ls->mu);
 	return st;
+}
+
+/* What lk_wait_batch polls for @n locks of @ls. */
+static uint64_t batch_spin(const struct lk_ls *ls, size_t n)
+{
+	uint64_t spin = ls->spin_ns + n * LK_SPIN_PER_LOCK_NS;
+	uint64_t max = ls->spin_ns * 25 / 3;
+
+	if (ls->spin_ns == 0)
+		return 0;
+	return spin < max ? spin : max;
 }
 
 int lk_wait_batch(struct lk_lock **locks, size_t n)
 {
 	struct lk_ls *ls = NULL;
-	uint64_t spin = LK_SPIN_NS + n * LK_SPIN_PER_LOCK_NS;
+	uint64_t spin = 0;
 	int ret = 0;
-
-	if (spin > LK_SPIN_MAX_NS)
-		spin = LK_SPIN_MAX_NS;
 
 	for (size_t i = 0; i < n; i++) {
 		int st;
@@ -1364,6 +1373,7 @@ int lk_wait_batch(struct lk_lock **locks, size_t n)
 				pthread_mutex_unlock(&ls->mu);
 			ls = locks[i]->ls;
 			lk_api_lock(ls);
+			spin = batch_spin(ls, n);
 		}
 		st = wait_locked(ls, locks[i], spin);
 		if (ret == 0)

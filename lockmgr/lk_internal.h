@@ -255,6 +255,9 @@ struct lk_ls {
 	struct lk_list toss;
 	struct lk_list deferred; /* lkbs with a deferred_op */
 	uint64_t toss_ns;	 /* keep unused resources this long */
+	uint64_t spin_ns;	 /* a waiter polls this long (immutable
+				    after open; lk_wait_batch: + 100 ns a
+				    lock, at most 25/3 of it) */
 	uint64_t next_lkid;
 	struct lk_lock *sync_lkb; /* lkb whose API call is running */
 	int rx_poller;		  /* a waiter is in xp.wait_rx */

@@ -65,6 +65,7 @@ int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 	}
 	ls->cfg = cfg;
 	ls->toss_ns = (uint64_t)cfg->toss_ms * 1000000ull;
+	ls->spin_ns = (uint64_t)cfg->poll_us * 300ull; /* 3/10, in ns */
 	ls->log = c->log;
 	ls->uarg = c->arg;
 	ret = lk_net_create(ls, cfg, &net, &ls->xp);

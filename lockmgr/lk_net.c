@@ -23,7 +23,7 @@
  * is tried at once and what does not fit waits for EPOLLOUT. All fields
  * are protected by ls->mu except the thread handle and the wake fds; the
  * thread holds ls->mu except while it waits for events (net_wait: for
- * LK_NET_SPIN_NS after a lock frame it polls without sleeping first).
+ * poll_us after a lock frame it polls without sleeping first).
  *
  * A thread in lk_wait may read its lock master's link itself
  * (net_wait_rx, at most one such thread per lockspace): the network
@@ -96,11 +96,10 @@ struct lk_net {
 	int no_dial;	      /* fenced or closing: stop dialing */
 	uint64_t incarnation; /* ours, random */
 	uint64_t last_rx;     /* ns, last lock or recovery frame read */
+	uint64_t spin_ns; /* immutable: how long the network thread polls
+			     without sleeping after a lock frame came in
+			     (net_wait; configuration poll_us) */
 };
-
-/* How long the network thread polls without sleeping after a lock frame
- * came in (net_wait; stats net_spins, net_spin_hits). */
-enum { LK_NET_SPIN_NS = 100000 };
 
 /* The connection that carries the frames to and from @node: the one the
  * higher id of the pair dialed. NULL if there is none now. */
@@ -672,7 +671,7 @@ static void handle(struct lk_net *net, struct epoll_event *ev)
 }
 
 /*
- * Wait for events. For LK_NET_SPIN_NS after the last lock frame came in
+ * Wait for events. For net->spin_ns after the last lock frame came in
  * (@busy_until), poll without sleeping first, yielding the CPU at every
  * turn: lock traffic comes in bursts (a lock loop, a batch after its
  * lookups), and on this VM a network thread that went to sleep costs
@@ -705,7 +704,7 @@ static void *net_main(void *arg)
 
 	pthread_mutex_lock(&ls->mu);
 	while (!net->stop) {
-		uint64_t now, busy_until = net->last_rx + LK_NET_SPIN_NS;
+		uint64_t now, busy_until = net->last_rx + net->spin_ns;
 		int n, spun, hit;
 
 		pthread_mutex_unlock(&ls->mu);
@@ -779,12 +778,12 @@ static int net_wait_rx(void *ctx, uint32_t node, uint64_t spin_ns)
 	pf[0] = (struct pollfd){.fd = c->fd, .events = POLLIN};
 	pf[1] = (struct pollfd){.fd = net->rxfd, .events = POLLIN};
 	pthread_mutex_unlock(&ls->mu);
-	n = spin_poll(pf, spin_ns);
+	n = spin_ns != 0 ? spin_poll(pf, spin_ns) : 0;
 	spun = n > 0;
 	if (n == 0)
 		n = poll(pf, 2, 5);
 	pthread_mutex_lock(&ls->mu);
-	ls->stats.rx_spins++;
+	ls->stats.rx_spins += spin_ns != 0;
 	ls->stats.rx_spin_hits += spun;
 	if (n > 0 && pf[1].revents != 0)
 		(void)!read(net->rxfd, &v, sizeof(v));
@@ -878,6 +877,7 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 		return -ENOMEM;
 	net->ls = ls;
 	net->cfg = cfg;
+	net->spin_ns = (uint64_t)cfg->poll_us * 1000ull;
 	net->lfd = net->evfd = net->epfd = net->rxfd = -1;
 	lk_auth_nonce(buf_inc); /* random bytes */
 	memcpy(&net->incarnation, buf_inc, sizeof(net->incarnation));

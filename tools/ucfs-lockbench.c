@@ -16,7 +16,10 @@
  *              grants taken just before it (same load).
  *   throughput many threads on many resources over all nodes: ops/s
  *
- * Usage: ucfs-lockbench [-n NODES] [-t THREADS] [-s SECONDS] [-j FILE]
+ * Usage: ucfs-lockbench [-n NODES] [-t THREADS] [-s SECONDS] [-P POLL_US]
+ *                       [-j FILE]
+ * -P sets the configuration's poll_us (0: the lock manager never polls
+ * without sleeping; default 100).
  * The N peers are N lockspaces in this process, each with its own
  * threads and its own address 127.0.0.K, talking over real TCP. Prints a
  * table, then JSON (to stdout, or to FILE with -j).
@@ -40,7 +43,7 @@
 #define MAXN 8
 
 static struct lk_ls *ls[MAXN + 1];
-static int nnodes = 3, nthreads = 8;
+static int nnodes = 3, nthreads = 8, poll_us = -1;
 static double seconds = 1.0;
 static char dir[64];
 
@@ -109,8 +112,11 @@ static void write_config(const char *path, int port)
 		die("config", errno);
 	fprintf(f,
 		"{\"cluster\":\"bench\",\"secret_file\":\"%s/secret\","
-		"\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
+		"\"heartbeat_ms\":200,\"timeout_ms\":5000,",
 		dir);
+	if (poll_us >= 0)
+		fprintf(f, "\"poll_us\":%d,", poll_us);
+	fprintf(f, "\"nodes\":[");
 	for (int i = 1; i <= nnodes; i++)
 		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
 			i > 1 ? "," : "", i, i, port);
@@ -772,7 +778,10 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ucfs-lockbench [-n NODES 2..%d] [-t THREADS] "
-		"[-s SECONDS] [-j FILE]\n",
+		"[-s SECONDS] [-P POLL_US] [-j FILE]\n"
+		"       profiling modes, after the options: -r (remote "
+		"grants, round trips), -w (warm batches),\n"
+		"       -b (batch rows), -p (ping-pong)\n",
 		MAXN);
 	exit(2);
 }
@@ -785,7 +794,7 @@ int main(int argc, char **argv)
 	FILE *jf = stdout;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:t:s:j:bprwh")) != -1) {
+	while ((opt = getopt(argc, argv, "n:t:s:j:P:bprwh")) != -1) {
 		switch (opt) {
 		case 'p': /* profiling aid: only the ping-pong */
 			start_cluster();
@@ -841,6 +850,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			jpath = optarg;
+			break;
+		case 'P':
+			poll_us = atoi(optarg);
 			break;
 		default:
 			usage();

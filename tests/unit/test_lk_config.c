@@ -54,6 +54,7 @@ static void test_good_config(void)
 	CHECK_EQ(cfg.heartbeat_ms, 50);
 	CHECK_EQ(cfg.timeout_ms, 500);
 	CHECK_EQ(cfg.toss_ms, 10000);
+	CHECK_EQ(cfg.poll_us, 100);
 	CHECK_EQ(lk_config_quorum(&cfg), 2);
 	CHECK(lk_config_node(&cfg, 2) != NULL);
 	CHECK(lk_config_node(&cfg, 4) == NULL);
@@ -101,6 +102,7 @@ static void test_bad_fields(void)
 	     "timeout_ms"},
 	    {NODES3 ", \"two_node\": 3", "two_node"},
 	    {NODES3 ", \"toss_ms\": -1", "toss_ms"},
+	    {NODES3 ", \"poll_us\": 20000", "poll_us"},
 	};
 	struct lk_config cfg;
 	const char *why;
