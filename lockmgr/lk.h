@@ -313,6 +313,8 @@ struct lk_stats {
 	uint64_t net_spins;    /* network thread waits that polled first
 				  (lock traffic came in lately) */
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
+	uint64_t poll_backoffs; /* polling switched off for a while: a
+				   yield found the CPU busy with others */
 };
 
 /* Copy the lockspace statistics. Any thread. */

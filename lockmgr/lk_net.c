@@ -99,6 +99,8 @@ struct lk_net {
 	uint64_t spin_ns; /* immutable: how long the network thread polls
 			     without sleeping after a lock frame came in
 			     (net_wait; configuration poll_us) */
+	uint64_t poll_off_until; /* atomic: no polling before (ns) */
+	uint64_t poll_backoffs;	 /* atomic: times polling was switched off */
 };
 
 /* The connection that carries the frames to and from @node: the one the
@@ -671,6 +673,43 @@ static void handle(struct lk_net *net, struct epoll_event *ev)
 }
 
 /*
+ * Polling without sleeping pays only while the CPU has nothing else to
+ * run: each turn yields, and a yield that gives the CPU to another task
+ * for long (a CPU-bound process, or our own busy threads) means the CPU
+ * is contended. A polling thread that is runnable, not sleeping, is not
+ * woken (and so not run early) when its input comes, and may wait for
+ * the other task's whole time slice: under a CPU hog on both vCPUs that
+ * made lock throughput 6x lower than without polling. So such a yield
+ * stops the poll and switches polling off for LK_POLL_BACKOFF_NS: the
+ * threads sleep and are woken by their input, as without polling.
+ */
+enum {
+	LK_YIELD_BUSY_NS = 250000,
+	LK_POLL_BACKOFF_NS = 200000000,
+};
+
+static int poll_allowed(struct lk_net *net)
+{
+	return lk_now_ns() >=
+	       __atomic_load_n(&net->poll_off_until, __ATOMIC_RELAXED);
+}
+
+/* Yield the CPU between two polls; 0 if polling must stop. */
+static int poll_yield(struct lk_net *net)
+{
+	uint64_t t0 = lk_now_ns(), t1;
+
+	sched_yield();
+	t1 = lk_now_ns();
+	if (t1 - t0 < LK_YIELD_BUSY_NS)
+		return 1;
+	__atomic_store_n(&net->poll_off_until, t1 + LK_POLL_BACKOFF_NS,
+			 __ATOMIC_RELAXED);
+	__atomic_fetch_add(&net->poll_backoffs, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
  * Wait for events. For net->spin_ns after the last lock frame came in
  * (@busy_until), poll without sleeping first, yielding the CPU at every
  * turn: lock traffic comes in bursts (a lock loop, a batch after its
@@ -684,6 +723,8 @@ static int net_wait(struct lk_net *net, struct epoll_event *evs, int nev,
 	int n;
 
 	*spun = *hit = 0;
+	if (!poll_allowed(net))
+		busy_until = 0;
 	while (lk_now_ns() < busy_until) {
 		*spun = 1;
 		n = epoll_wait(net->epfd, evs, nev, 0);
@@ -691,7 +732,8 @@ static int net_wait(struct lk_net *net, struct epoll_event *evs, int nev,
 			*hit = n > 0;
 			return n;
 		}
-		sched_yield();
+		if (!poll_yield(net))
+			break;
 	}
 	return epoll_wait(net->epfd, evs, nev, 5);
 }
@@ -712,6 +754,8 @@ static void *net_main(void *arg)
 		lk_net_lock(ls);
 		ls->stats.net_spins += spun;
 		ls->stats.net_spin_hits += hit;
+		ls->stats.poll_backoffs =
+		    __atomic_load_n(&net->poll_backoffs, __ATOMIC_RELAXED);
 		for (int i = 0; i < n; i++)
 			handle(net, &evs[i]);
 		lk_out_flush(ls); /* replies first, housekeeping after */
@@ -741,7 +785,7 @@ static void *net_main(void *arg)
  * process has one CPU to itself — is not held up by the spin. Returns
  * what poll returned (0: nothing came).
  */
-static int spin_poll(struct pollfd *pf, uint64_t spin_ns)
+static int spin_poll(struct lk_net *net, struct pollfd *pf, uint64_t spin_ns)
 {
 	uint64_t end = lk_now_ns() + spin_ns;
 	int n;
@@ -750,7 +794,8 @@ static int spin_poll(struct pollfd *pf, uint64_t spin_ns)
 		n = poll(pf, 2, 0);
 		if (n != 0)
 			return n;
-		sched_yield();
+		if (!poll_yield(net))
+			break;
 	} while (lk_now_ns() < end);
 	return 0;
 }
@@ -778,7 +823,9 @@ static int net_wait_rx(void *ctx, uint32_t node, uint64_t spin_ns)
 	pf[0] = (struct pollfd){.fd = c->fd, .events = POLLIN};
 	pf[1] = (struct pollfd){.fd = net->rxfd, .events = POLLIN};
 	pthread_mutex_unlock(&ls->mu);
-	n = spin_ns != 0 ? spin_poll(pf, spin_ns) : 0;
+	if (!poll_allowed(net))
+		spin_ns = 0;
+	n = spin_ns != 0 ? spin_poll(net, pf, spin_ns) : 0;
 	spun = n > 0;
 	if (n == 0)
 		n = poll(pf, 2, 5);

@@ -421,6 +421,19 @@ static void remote_profile(void)
 		       (double)(r1.ru_nvcsw - r0.ru_nvcsw) / N,
 		       (double)(r1.ru_nivcsw - r0.ru_nivcsw) / N);
 	}
+	for (int i = 1; i <= 2; i++) {
+		struct lk_stats st;
+
+		lk_ls_stats(ls[i], &st);
+		printf("node %d: waits polled %llu (caught %llu), network "
+		       "thread polled %llu (caught %llu), polling switched "
+		       "off %llu times\n",
+		       i, (unsigned long long)st.rx_spins,
+		       (unsigned long long)st.rx_spin_hits,
+		       (unsigned long long)st.net_spins,
+		       (unsigned long long)st.net_spin_hits,
+		       (unsigned long long)st.poll_backoffs);
+	}
 }
 
 /* A remote grant on a name node 1 never used: the master lookup (to a
