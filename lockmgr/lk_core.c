@@ -43,7 +43,10 @@
 #define LK_SPIN_PER_LOCK_NS 100ull
 /* A resource mastered here that a peer used this recently is contended:
  * a local request on it reads pending input first (xp.poll_rx). */
-#define LK_CONTENDED_NS (10ull * 1000 * 1000)
+#define LK_CONTENDED_NS (1000ull * 1000)
+/* lk_unlock of such a resource yields the CPU once this many unlocks here
+ * followed without a peer's lock record in between. */
+#define LK_STREAK_YIELD 4
 
 uint64_t lk_now_ns(void)
 {
@@ -1201,7 +1204,10 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 		struct lk_res *res = lk->res;
 
 		yield = res->master == ls->nodeid &&
-			ls->now - res->remote_ns < LK_CONTENDED_NS;
+			ls->now - res->remote_ns < LK_CONTENDED_NS &&
+			++res->streak >= LK_STREAK_YIELD;
+		if (yield)
+			res->streak = 0;
 		do_unlock(ls, lk, flags);
 		lk_out_flush(ls);
 	}

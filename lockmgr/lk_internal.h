@@ -111,6 +111,8 @@ struct lk_res {
 	uint32_t master;      /* node id, 0 = unknown */
 	uint8_t lookup_sent;  /* LOOKUP in flight */
 	uint8_t on_toss;
+	uint8_t streak; /* master: unlocks here since the last lock record
+			   from a peer, while contended (lk_unlock) */
 	struct lk_rsq q;      /* master side: queues + LVB */
 	struct lk_list locks; /* this node's lkbs (lkb->res_link) */
 	struct lk_list toss;  /* on ls->toss when unused */

@@ -266,8 +266,10 @@ static void rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 	struct lk_grant_out o = out_for(ls);
 	struct lk_mst *m;
 
-	if (res != NULL)
+	if (res != NULL) {
 		res->remote_ns = ls->now; /* lock_new: contended */
+		res->streak = 0;
+	}
 	if (type == LK_M_REQUEST) {
 		rx_request(ls, sender, r, res, &o);
 	} else {
