@@ -307,11 +307,11 @@ struct lk_stats {
 	uint64_t recoveries;  /* recovery generations completed */
 	uint64_t bad_frames;  /* dropped: size, type, state */
 	uint64_t auth_failures;
-	uint64_t rx_spins;     /* waits for a master's reply that polled
-				  its link briefly before sleeping */
-	uint64_t rx_spin_hits; /* ... and saw the reply come meanwhile */
-	uint64_t net_spins;    /* network thread waits that polled first
-				  (lock traffic came in lately) */
+	uint64_t rx_spins;	/* waits for a master's reply that polled
+				   its link briefly before sleeping */
+	uint64_t rx_spin_hits;	/* ... and saw the reply come meanwhile */
+	uint64_t net_spins;	/* network thread waits that polled first
+				   (lock traffic came in lately) */
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
 	uint64_t poll_backoffs; /* polling switched off for a while: a
 				   yield found the CPU busy with others */

@@ -73,8 +73,7 @@ static void frame_nonce(uint32_t sender, uint64_t n, uint8_t npub[12])
 }
 
 void lk_auth_frame_tag(const uint8_t fkey[32], uint32_t sender, uint64_t n,
-		       const void *frame, size_t len,
-		       uint8_t tag[LK_FRAME_TAG])
+		       const void *frame, size_t len, uint8_t tag[LK_FRAME_TAG])
 {
 	uint8_t npub[12], none[1] = {0}; /* no message, only "AD" */
 	unsigned long long tlen;

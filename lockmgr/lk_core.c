@@ -751,8 +751,10 @@ static void rx_grants(struct lk_ls *ls, const struct lk_rec_grants *g)
 	}
 	if (bad != 0) {
 		ls->stats.bad_frames += bad;
-		lk_log(ls, 1, "GRANTS for %u locks in no pending state (from "
-		       "lock %llu)", bad, (unsigned long long)g->lkid);
+		lk_log(ls, 1,
+		       "GRANTS for %u locks in no pending state (from "
+		       "lock %llu)",
+		       bad, (unsigned long long)g->lkid);
 	}
 }
 
@@ -1068,10 +1070,9 @@ struct batch_name {
  * between frees a resource (only the toss timer and recovery do, and
  * neither runs while ls->mu is held here).
  */
-static int batch_locked(struct lk_ls *ls, const struct lk_name *names,
-			size_t n, struct batch_name *bn,
-			const struct lock_args *a, struct lk_lock **out,
-			int *granted)
+static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
+			struct batch_name *bn, const struct lock_args *a,
+			struct lk_lock **out, int *granted)
 {
 	int ret = 0;
 
@@ -1096,8 +1097,8 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names,
 	for (size_t i = 0; i < n; i++) {
 		if (bn[i].look)
 			continue;
-		ret = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
-			       &out[i]);
+		ret =
+		    lock_one(ls, a, &names[i], bn[i].hash, bn[i].res, &out[i]);
 		if (ret < 0)
 			return ret;
 		*granted += ret == LK_GRANTED_NOW;

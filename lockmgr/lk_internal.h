@@ -85,8 +85,8 @@ struct lk_xport {
 
 /* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
 struct lk_pool {
-	void *head; /* free objects linked through their first word */
-	size_t n;   /* objects on the free list */
+	void *head;  /* free objects linked through their first word */
+	size_t n;    /* objects on the free list */
 	size_t size; /* object size, rounded up to 16 bytes */
 	struct lk_slab *slabs;
 	char *next, *end; /* never used part of the newest slab */
@@ -111,8 +111,8 @@ struct lk_res {
 	uint32_t master;      /* node id, 0 = unknown */
 	uint8_t lookup_sent;  /* LOOKUP in flight */
 	uint8_t on_toss;
-	uint8_t streak; /* master: unlocks here since the last lock record
-			   from a peer, while contended (lk_unlock) */
+	uint8_t streak;	      /* master: unlocks here since the last lock record
+				 from a peer, while contended (lk_unlock) */
 	struct lk_rsq q;      /* master side: queues + LVB */
 	struct lk_list locks; /* this node's lkbs (lkb->res_link) */
 	struct lk_list toss;  /* on ls->toss when unused */
@@ -122,10 +122,10 @@ struct lk_res {
 	struct lk_counts stats;
 	/* the fields above are what a lock operation touches (see
 	 * LK_RES_HOT); those below only the toss list and recovery */
-	uint64_t toss_time;   /* ns, when put on the toss list */
-	uint8_t remaster;     /* recovery: old master died */
-	int8_t rc_mode;	      /* recovery: best mode seen with an LVB */
-	uint64_t rc_seq;      /* recovery: its sequence */
+	uint64_t toss_time; /* ns, when put on the toss list */
+	uint8_t remaster;   /* recovery: old master died */
+	int8_t rc_mode;	    /* recovery: best mode seen with an LVB */
+	uint64_t rc_seq;    /* recovery: its sequence */
 	uint8_t rc_lvb[LK_LVB_LEN];
 	uint8_t rc_valid; /* recovery: validity of rc_lvb at rank 4 */
 	uint8_t ho;	  /* a leaving master handed us its LVB: */

@@ -84,8 +84,7 @@ static void send_grant(struct lk_ls *ls, struct lk_rq *rq)
 	struct lk_rec_grants *g = lk_out_last(ls, rq->nodeid, LK_M_GRANTS);
 
 	if (g != NULL && g->lkid + g->count == rq->lkid &&
-	    g->mode == rq->grmode && g->lvbf == f &&
-	    g->count < LK_GRANTS_MAX) {
+	    g->mode == rq->grmode && g->lvbf == f && g->count < LK_GRANTS_MAX) {
 		g->count++;
 		return;
 	}

@@ -72,9 +72,9 @@ struct lk_conn {
 	size_t rlen, rcap;
 	uint8_t *wbuf;
 	size_t wlen, woff, wcap;
-	int want_out; /* EPOLLOUT armed */
-	int polled;   /* a waiter reads it (net_wait_rx): EPOLLIN off, and
-			 reap() keeps it until the waiter is done */
+	int want_out;	   /* EPOLLOUT armed */
+	int polled;	   /* a waiter reads it (net_wait_rx): EPOLLIN off, and
+			      reap() keeps it until the waiter is done */
 	uint8_t fkey[32];  /* frame key (lk_auth_frame_key), after HELLO */
 	int tagged_rx;	   /* the peer's AUTH came: its frames carry tags */
 	uint64_t last_seq; /* highest header seq accepted on it */
@@ -93,12 +93,12 @@ struct lk_net {
 	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
 	uint64_t next_dial[LK_MAX_NODES];
 	uint64_t kill_at, frames;
-	int no_dial;	      /* fenced or closing: stop dialing */
-	uint64_t incarnation; /* ours, random */
-	uint64_t last_rx;     /* ns, last lock or recovery frame read */
-	uint64_t spin_ns; /* immutable: how long the network thread polls
-			     without sleeping after a lock frame came in
-			     (net_wait; configuration poll_us) */
+	int no_dial;		 /* fenced or closing: stop dialing */
+	uint64_t incarnation;	 /* ours, random */
+	uint64_t last_rx;	 /* ns, last lock or recovery frame read */
+	uint64_t spin_ns;	 /* immutable: how long the network thread polls
+				    without sleeping after a lock frame came in
+				    (net_wait; configuration poll_us) */
 	uint64_t poll_off_until; /* atomic: no polling before (ns) */
 	uint64_t poll_backoffs;	 /* atomic: times polling was switched off */
 };

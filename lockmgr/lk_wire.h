@@ -38,10 +38,10 @@ enum lk_msg {
 	LK_M_DIR_ADD,	   /* name: recovery, I master this */
 	LK_M_RLOOKUP,	   /* name: recovery lookup */
 	LK_M_RLOOKUP_REPLY,
-	LK_M_RCOM,    /* rcom: recovery, one of my locks */
-	LK_M_LEAVE,   /* ctl: I am leaving */
-	LK_M_HANDOFF, /* rcom: a leaving master's LVB for a holder */
-	LK_M_SREPLY,  /* sreply: a REPLY that carries no LVB */
+	LK_M_RCOM,     /* rcom: recovery, one of my locks */
+	LK_M_LEAVE,    /* ctl: I am leaving */
+	LK_M_HANDOFF,  /* rcom: a leaving master's LVB for a holder */
+	LK_M_SREPLY,   /* sreply: a REPLY that carries no LVB */
 	LK_M_SREQUEST, /* sreq: a REQUEST on a name with no string */
 	LK_M_GRANTS,   /* grants: consecutive lkids granted (to holder) */
 	LK_M_NTYPES
@@ -72,7 +72,7 @@ struct lk_rec_req {
 /* SREQUEST: a REQUEST whose name has no string part (slen 0, str zero,
  * as most names are: an inode number and a type), half its size */
 struct lk_rec_sreq {
-	uint64_t num;	/* name.num */
+	uint64_t num; /* name.num */
 	uint64_t lkid;
 	uint32_t flags; /* LK_* request flags */
 	uint16_t type;	/* name.type */

@@ -527,15 +527,15 @@ static uint64_t remote_grants(int node, uint16_t type)
 }
 
 /* One timed batch of @n PR locks on node 1, from the lk_lock_batch call
- * to the end of lk_wait_batch; then unlocked (untimed). Dies unless every lock was a real
- * remote grant: none granted inside the call (no cache hit, no local
+ * to the end of lk_wait_batch; then unlocked (untimed). Dies unless every lock
+ * was a real remote grant: none granted inside the call (no cache hit, no local
  * master), @n more remote grants counted. */
 static double batch_once(struct lk_name *names, struct lk_lock **lks, int n)
 {
 	uint64_t g0 = remote_grants(1, names[0].type);
 	uint64_t c0 = cpu_ns(), t0 = now_ns();
-	int ret = lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL,
-				lks);
+	int ret =
+	    lk_lock_batch(ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL, lks);
 
 	if (ret < 0)
 		die("lk_lock_batch", -ret);
@@ -680,7 +680,7 @@ static uint64_t proc_cpu_ns(void)
 
 	getrusage(RUSAGE_SELF, &ru);
 	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) *
-		       1000000000ull +
+		   1000000000ull +
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
 }
 
@@ -812,19 +812,20 @@ int main(int argc, char **argv)
 		case 'p': /* profiling aid: only the ping-pong */
 			start_cluster();
 			pp = bench_pingpong();
-			printf("pingpong %.0f transfers/s (%lu grants in all)\n",
-			       pp, atomic_load(&pp_grants));
+			printf(
+			    "pingpong %.0f transfers/s (%lu grants in all)\n",
+			    pp, atomic_load(&pp_grants));
 			for (int i = 1; i <= 2; i++) {
 				struct lk_stats st;
 
 				lk_ls_stats(ls[i], &st);
-				printf("  node %d: %lu local grants, %lu remote, "
-				       "%lu waits, %lu blocking callbacks sent\n",
-				       i,
-				       (unsigned long)st.type[1].c.grants_local,
-				       (unsigned long)st.type[1].c.grants_remote,
-				       (unsigned long)st.type[1].c.waits,
-				       (unsigned long)st.type[1].c.basts_sent);
+				printf(
+				    "  node %d: %lu local grants, %lu remote, "
+				    "%lu waits, %lu blocking callbacks sent\n",
+				    i, (unsigned long)st.type[1].c.grants_local,
+				    (unsigned long)st.type[1].c.grants_remote,
+				    (unsigned long)st.type[1].c.waits,
+				    (unsigned long)st.type[1].c.basts_sent);
 			}
 			stop_cluster();
 			return 0;
@@ -941,8 +942,7 @@ int main(int argc, char **argv)
 		"\"throughput_ops_s\": %.0f}\n",
 		nnodes, nthreads, rtt_us, local, cached, cached_mean / 1000.0,
 		remote, remote / rtt_us, rtt_poll, first, pp, cold, warm,
-		warm / remote,
-		batch_min_us, batch_ratio_warm, batch_ratio_cold,
+		warm / remote, batch_min_us, batch_ratio_warm, batch_ratio_cold,
 		idle_remote_us, idle_batch_us, tp);
 	if (jf != stdout)
 		fclose(jf);

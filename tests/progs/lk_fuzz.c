@@ -30,8 +30,8 @@
 static uint64_t rng;
 static struct lk_config cfg;
 static uint32_t target, as;
-static uint8_t fkey[32];	/* frame key of the authenticated connection */
-static uint64_t fseq;		/* last seq sent on it */
+static uint8_t fkey[32]; /* frame key of the authenticated connection */
+static uint64_t fseq;	 /* last seq sent on it */
 
 static uint64_t rnd(void)
 {

@@ -446,7 +446,8 @@ static void test_short_and_long_requests(void)
 	lk_ls_stats(node[1], &s1);
 	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
 	CHECK_EQ(s1.peer[2].bytes_tx - s0.peer[2].bytes_tx,
-		 2 * sizeof(struct lk_hdr) + N / 2 * sizeof(struct lk_rec_sreq) +
+		 2 * sizeof(struct lk_hdr) +
+		     N / 2 * sizeof(struct lk_rec_sreq) +
 		     N / 2 * sizeof(struct lk_rec_req));
 	settle();
 	for (int i = 0; i < N; i++)
@@ -519,9 +520,9 @@ static void test_batch_mixed_local_remote(void)
 	make_master(1, mine, N / 2, lks);
 	make_master(2, theirs, N / 2, lks);
 	/* node 1 learns their masters (lookups), then forgets the locks */
-	CHECK_EQ(lk_lock_batch(node[1], theirs, N / 2, LK_PR, 0, NULL, NULL,
-			       lks),
-		 0);
+	CHECK_EQ(
+	    lk_lock_batch(node[1], theirs, N / 2, LK_PR, 0, NULL, NULL, lks),
+	    0);
 	settle();
 	CHECK_EQ(lk_unlock_batch(lks, N / 2, 0), N / 2);
 	settle();
@@ -568,9 +569,9 @@ static void test_batch_lvb_replies(void)
 	}
 	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
 	settle();
-	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, LK_VALBLK, NULL, NULL,
-			       lks),
-		 0);
+	CHECK_EQ(
+	    lk_lock_batch(node[1], names, N, LK_PR, LK_VALBLK, NULL, NULL, lks),
+	    0);
 	settle();
 	for (int i = 0; i < N; i++) {
 		CHECK_EQ(lk_lvb_get(lks[i], v), 0);
@@ -628,9 +629,9 @@ static void test_batch_cancel_midway(void)
 	CHECK_EQ(lk_lock(node[2], &names[X], LK_EX, 0, &bast_ops, NULL, &ex),
 		 LK_GRANTED_NOW);
 	comp_ok = comp_canceled = comp_other = 0;
-	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, &comp_ops, NULL,
-			       lks),
-		 0);
+	CHECK_EQ(
+	    lk_lock_batch(node[1], names, N, LK_PR, 0, &comp_ops, NULL, lks),
+	    0);
 	settle();
 	CHECK_EQ(comp_ok, N - 1);
 	CHECK_EQ(bast_seen, 1);
