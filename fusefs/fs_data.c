@@ -696,15 +696,22 @@ int fs_data_read_rmw(struct fs *fs, void *buf, size_t len, uint64_t off)
 int fs_data_wait(struct fs *fs)
 {
 	struct fs_data *d = fs->data;
+	struct dw *ready;
 	uint64_t last;
 	int ret;
 
 	if (d == NULL)
 		return 0;
 	FS_STAT_ADD(fs, data_waits, 1);
-	fs_data_flush(fs);
+	/* close the open runs and take @last under one hold of the lock:
+	 * a run opened in between would have an id <= last and stay open
+	 * (nothing else may close it), so the wait would never end */
 	pthread_mutex_lock(&d->lock);
+	ready = close_all(d);
 	last = d->next_id - 1;
+	pthread_mutex_unlock(&d->lock);
+	submit_chain(ready);
+	pthread_mutex_lock(&d->lock);
 	while (d->head.next != &d->head && d->head.next->id <= last)
 		pthread_cond_wait(&d->cond, &d->lock);
 	if (d->head.next == &d->head)
