@@ -426,6 +426,25 @@ int fs_alloc(struct fs_tx *tx, uint64_t goal, uint32_t min, uint32_t max,
 	     uint64_t *start, uint32_t *len);
 
 /*
+ * fs_alloc for the data of file @owner (its inode number, not 0), which
+ * has @fblocks blocks now. A file past 256 KiB gets a reservation: a
+ * free run near @goal sized like the file (1 to 128 MiB), kept in memory
+ * for it; its next calls take their blocks from the front of that run
+ * (when @goal is in the run's rgroup: pass the end of the file's
+ * previous extent), so files written at once do not interleave. Other
+ * allocations avoid reserved runs unless nothing else is free (then they
+ * take them): reservations never cause -ENOSPC. Errors, credits and
+ * context as fs_alloc; -EINVAL for owner 0.
+ */
+int fs_alloc_data(struct fs_tx *tx, uint64_t owner, uint64_t fblocks,
+		  uint64_t goal, uint32_t min, uint32_t max, uint64_t *start,
+		  uint32_t *len);
+
+/* Forget @owner's reservations (last close, truncate, destroy). Any
+ * thread; no handle needed. */
+void fs_alloc_resv_drop(struct fs *fs, uint64_t owner);
+
+/*
  * Free [start, start + len) (must lie in one rgroup and be allocated:
  * else -EUCLEAN and nothing changes). Blocks cached as metadata are
  * revoked from the journal and dropped from the cache (the caller must
