@@ -23,6 +23,13 @@
  * bitmap never sees them, a crash or a remount forgets them, and
  * fs_alloc_resv_drop() releases a file's (last close, truncate, destroy).
  *
+ * Inode chunks: inode blocks come from a reservation of the goal's
+ * rgroup owned by RS_INODES (INODE_CHUNK blocks found near the goal, the
+ * parent directory), so the inodes of a directory's files sit together
+ * instead of each right before its own data: a cold `ls -l` or `du`
+ * reads them in a few large I/Os (statahead) without the data between
+ * them. Data and other metadata skip the chunk like any reservation.
+ *
  * ENOSPC is detected before anything is modified. The bitmap scan works on
  * 64-bit words (FS_BITMAP_BITS is a multiple of 64, so a word never
  * straddles two bitmap blocks).
@@ -50,6 +57,9 @@ struct pend {
 #define RS_MIN_RUN 256u		/* a new reservation: a free run of 1 MiB */
 #define RS_MAX 32768u		/* ... up to 128 MiB */
 #define RS_SCAN 8u		/* rgroups searched for a new reservation */
+#define RS_INODES UINT64_MAX	/* owner of the inode chunks */
+#define INODE_CHUNK 64u		/* blocks of a new inode chunk ... */
+#define INODE_CHUNK_MIN 8u	/* ... or at least that many */
 
 /* Free bits [start, start + len) of the group kept for @owner. */
 struct resv {
@@ -691,6 +701,7 @@ static int alloc_reserved(struct fs_tx *tx, uint64_t goal, struct areq *r)
 		if (ret == 1) {
 			r->start = q.start;
 			r->len = q.len;
+			r->gen = q.gen;
 		}
 	}
 	pthread_mutex_unlock(&rg->lock);
@@ -752,14 +763,24 @@ void fs_alloc_resv_drop(struct fs *fs, uint64_t owner)
 int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
 		   uint64_t *generation)
 {
-	struct areq r = { .min = 1, .max = 1, .inode = 1 };
-	int ret = alloc_common(tx, goal, &r);
+	struct fs *fs = fs_tx_fs(tx);
+	struct areq r = { .min = 1, .max = 1, .inode = 1,
+			  .owner = RS_INODES };
+	int ret = alloc_reserved(tx, goal, &r);
 
-	if (ret == 0) {
-		*ino = r.start;
-		*generation = r.gen;
+	if (ret == 1) {
+		FS_STAT_ADD(fs, alloc_calls, 1);
+		FS_STAT_ADD(fs, alloc_blocks, 1);
+	} else if (ret == 0) {
+		r.rmin = INODE_CHUNK_MIN;
+		r.rmax = INODE_CHUNK;
+		ret = alloc_common(tx, goal, &r);
 	}
-	return ret;
+	if (ret < 0)
+		return ret;
+	*ino = r.start;
+	*generation = r.gen;
+	return 0;
 }
 
 /* ---- free ------------------------------------------------------------- */

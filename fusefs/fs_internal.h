@@ -453,8 +453,11 @@ void fs_alloc_resv_drop(struct fs *fs, uint64_t owner);
  */
 int fs_free(struct fs_tx *tx, uint64_t start, uint32_t len);
 
-/* An inode block near @goal with a fresh generation; counts it in the
- * rgroup's dinodes. The caller then creates it with fs_buf_new(). */
+/* An inode block near @goal (the parent directory) with a fresh
+ * generation, taken from the inode chunk of the goal's rgroup (a run
+ * reserved in memory for inode blocks, so the inodes of a directory sit
+ * together); counts it in the rgroup's dinodes. The caller then creates
+ * it with fs_buf_new(). */
 int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
 		   uint64_t *generation);
 /* Free inode block @ino (after its tree/data/xattr blocks were freed). */
