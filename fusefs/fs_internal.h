@@ -84,6 +84,8 @@ struct fs_core_stats {
 	uint64_t commits, commit_blocks, commit_bytes;
 	uint64_t commit_ns_total, commit_ns_max;
 	uint64_t commit_reason[FS_CR_NR];
+	uint64_t commit_waited;	/* commits a request made (and waited for)
+				 * because the commit thread had not */
 	uint64_t checkpoints, checkpoint_blocks;
 	uint64_t flushes;
 	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;

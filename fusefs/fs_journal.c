@@ -718,8 +718,10 @@ int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
 		pthread_mutex_lock(&j->lock);
 		ret = must_commit(fs, credits, &why);
 		pthread_mutex_unlock(&j->lock);
-		if (ret)
+		if (ret) {
+			FS_STAT_ADD(fs, commit_waited, 1);
 			ret = commit_locked(fs, why);
+		}
 		if (ret == 0 && why == FS_CR_CACHE)
 			ret = checkpoint_locked(fs);
 		pthread_mutex_unlock(&j->commit_mutex);

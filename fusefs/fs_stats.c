@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -505,8 +506,29 @@ static void fs_render_options(struct fs_json *node, const char *opts)
 	free(copy);
 }
 
+/* VmRSS and VmHWM of this process in KiB (0 if /proc says nothing). */
+static void proc_rss(uint64_t *now_kb, uint64_t *peak_kb)
+{
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	*now_kb = *peak_kb = 0;
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long v;
+
+		if (sscanf(line, "VmRSS: %llu kB", &v) == 1)
+			*now_kb = v;
+		else if (sscanf(line, "VmHWM: %llu kB", &v) == 1)
+			*peak_kb = v;
+	}
+	fclose(f);
+}
+
 static void fs_render_node(struct fs_stats *st, struct fs_json *root)
 {
+	uint64_t rss_kb, peak_kb;
 	struct fs_json *n = fs_json_obj(root, "node");
 	char host[256] = "";
 
@@ -524,6 +546,9 @@ static void fs_render_node(struct fs_stats *st, struct fs_json *root)
 	fs_json_dbl(n, "start_time", st->start_real);
 	fs_json_dbl(n, "uptime_s",
 		    (double)(fs_stats_now() - st->start_mono_ns) / 1e9);
+	proc_rss(&rss_kb, &peak_kb);
+	fs_json_u64(n, "rss_kb_now", rss_kb);
+	fs_json_u64(n, "max_rss_kb", peak_kb);
 }
 
 static void fs_render_fuse(struct fs_stats *st, struct fs_json *root)

@@ -384,6 +384,7 @@ ucfs_umount_node() {
 	if [ "$(eval echo "\${STATS_CLOSED_$1_$2:-}")" != 1 ]; then
 		stats_snap "$1" "$2" after
 		stats_delta "$1" "$2"
+		stats_rss "$1" "$2"
 	fi
 	eval "STATS_CLOSED_$1_$2="
 	stop_fuse "$_m" "$(attr PID "$1_$2")"
@@ -481,6 +482,7 @@ stats_close() {
 	while [ "${_sn:-0}" -ge 1 ]; do
 		stats_snap "$1" "$_sn" after
 		stats_delta "$1" "$_sn"
+		stats_rss "$1" "$_sn"
 		eval "STATS_CLOSED_$1_$_sn=1"
 		_sn=$((_sn - 1))
 	done
@@ -549,6 +551,19 @@ stats_snap() {	# SYS N before|after
 		>"$WORK/stats.$1.$2.$3.json" 2>"$WORK/log/stat.err" ||
 		{ warn "ucfs-stat --json failed: $(head -n 1 \
 			"$WORK/log/stat.err")"; rm -f "$WORK/stats.$1.$2.$3.json"; }
+}
+
+# stats_rss SYS N — the daemon's peak resident memory over this mount
+# (node.max_rss_kb of the closing snapshot), as phase rss:<what ran>.
+stats_rss() {	# (its variables are named for it: callers loop on _ph)
+	_rss_j=$WORK/stats.$1.$2.after.json
+	[ -s "$_rss_j" ] || return 0
+	_rss_kb=$(jq '.node.max_rss_kb // empty' "$_rss_j" 2>/dev/null)
+	[ -n "$_rss_kb" ] || return 0
+	_rss_ph=rss:$(printf '%s' "${STATS_TAG:-mount}" | tr -d ':' |
+		tr ', ' '+_')
+	rec "$1" "$2" "$_rss_ph" peak \
+		"$(awk -v k="$_rss_kb" 'BEGIN { printf "%.1f", k / 1024 }')" MB
 }
 
 # Counters of after - before (fusefs/STATS.md: gauges, latency figures and
@@ -1187,7 +1202,7 @@ table_times() {
 	function ms(s) { return sprintf("%dm%06.3fs", int(s / 60), s - 60 * int(s / 60)) }
 	FILENAME ~ /ratios/ { if ($1 == scen && $6 == "real")
 		rat[$2, $3, $4, $5, $7] = $8; next }
-	$1 != scen { next }
+	$1 != scen || $5 ~ /^rss:/ { next }
 	{ k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5
 	  if (!(k in seen)) { seen[k] = 1; order[++n] = k
 		rank[k] = sortkey($2, $3, $4, $5) }
@@ -1317,7 +1332,19 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			age:fill_pct:full% fresh_write:alloc_calls:allocs_f
 			aged_write:alloc_calls:allocs_a"; } ;;
 	esac
+	table_rss "$1"
 	report_failures "$1"
+}
+
+# table_rss SCEN — the ucfs daemons' peak resident memory per mount
+# (phase rss:<what ran on that mount>), if the run has any.
+table_rss() {
+	awk -F'\t' -v scen="$1" '$1 == scen && $5 ~ /^rss:/ && $6 == "peak" {
+		if (!n++) { print ""; printf "%-10s %-8s %-3s %-28s %9s\n",
+			"daemon", "setup", "cl", "peak RSS over the mount of",
+			"MB" }
+		printf "%-10s %-8s %-3s %-28s %9s\n", $2, $3, $4,
+			substr($5, 5), $7 }' "$OUT/results.tsv"
 }
 
 # targets.tsv: target system value limit verdict note — DESIGN.md's table,

@@ -41,6 +41,16 @@ for s in untar bonnie iozone fileben dd; do
 		select(.scenario == $s and (.value | type) == "number")]
 		| length > 0' "$J"
 done
+# every dd write of a system has its read (cold remount in between)
+check bench_dd_read_after_write jq -e '[.results[] | select(.scenario ==
+	"dd" and .phase == "write" and .metric == "MBps") | [.system, .setup,
+	.client]] - [.results[] | select(.scenario == "dd" and .phase == "read"
+	and .metric == "MBps") | [.system, .setup, .client]] == []' "$J"
+# the daemons' peak memory, and nothing else under an rss: phase
+check bench_daemon_rss jq -e '([.results[] | select(.system == "ucfs" and
+	(.phase | startswith("rss:")) and .metric == "peak" and .value > 0)]
+	| length > 0) and ([.results[] | select((.phase | startswith("rss:"))
+	and .metric != "peak")] | length == 0)' "$J"
 check bench_no_failed_steps jq -e '[.results[] | select(.metric ==
 	"failed")] | length == 0' "$J"
 check bench_ratio_keys jq -e '.ratios | length > 0 and all(.[];

@@ -36,6 +36,9 @@ check json_keys jq -e '.version == 1 and .node.mountpoint != null and
 	(.node.uptime_s | type) == "number" and (.fuse.ops | length) >= 40 and
 	(.fuse.ops.create.lat | has("p50_ns") and has("p99_ns") and
 	 has("max_ns"))' "$T/s0.json"
+# the daemon's memory: resident now, and a high-water mark not below it
+check node_rss jq -e '.node.rss_kb_now > 0 and
+	.node.max_rss_kb >= .node.rss_kb_now' "$T/s0.json"
 
 # 100 creates, 10 mkdirs, 100 unlinks: each counts exactly once
 i=0

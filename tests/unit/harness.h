@@ -83,6 +83,23 @@ static inline void t_init(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
+/* A xorshift64 stream for randomized cases: t_rnd_seed(t_seed()) once,
+ * then t_rnd(). */
+static uint64_t t_rng_state = 1;
+
+static inline void t_rnd_seed(uint64_t seed)
+{
+	t_rng_state = seed | 1;
+}
+
+static inline uint64_t t_rnd(void)
+{
+	t_rng_state ^= t_rng_state << 13;
+	t_rng_state ^= t_rng_state >> 7;
+	t_rng_state ^= t_rng_state << 17;
+	return t_rng_state;
+}
+
 /* The seed for randomized cases; printed once so failures replay. */
 static inline uint64_t t_seed(void)
 {

@@ -25,15 +25,6 @@
 static uint16_t *m_ver;	/* 0 = absent */
 static uint16_t *m_len;
 static uint64_t m_count;
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
 
 static void fill_val(uint8_t *v, uint64_t i, unsigned ver, unsigned len)
 {
@@ -111,12 +102,12 @@ static void env_unmount(struct env *e, int crash)
 static int op(struct env *e, int kind, uint64_t i)
 {
 	uint8_t v[FS_BTREE_VAL_MAX], got[FS_BTREE_VAL_MAX];
-	unsigned len = (unsigned)(rnd() % 301);
+	unsigned len = (unsigned)(t_rnd() % 301);
 	struct fs_tx *tx;
 	size_t gl;
 	int ret, r2;
 
-	if (rnd() % 50 == 0)
+	if (t_rnd() % 50 == 0)
 		len = FS_BTREE_VAL_MAX;
 	if (kind == 3) {	/* lookup */
 		ret = fs_btree_lookup(&e->bt, KEY(i), got, sizeof(got), &gl);
@@ -248,7 +239,7 @@ static void test_random_model(void)
 	double t0, dt;
 	int bad = 0;
 
-	rng = t_seed() | 1;
+	t_rnd_seed(t_seed());
 	m_ver = calloc(NKEYS, sizeof(*m_ver));
 	m_len = calloc(NKEYS, sizeof(*m_len));
 	m_count = 0;
@@ -258,7 +249,7 @@ static void test_random_model(void)
 
 	t0 = now_s();
 	for (unsigned n = 0; n < nops && !bad; n++) {
-		uint64_t r = rnd() % 100, i = rnd() % NKEYS;
+		uint64_t r = t_rnd() % 100, i = t_rnd() % NKEYS;
 		int kind = r < 60 ? 0 : r < 70 ? 1 : r < 85 ? 2 : 3;
 
 		if (op(&e, kind, i) < 0) {
@@ -266,7 +257,7 @@ static void test_random_model(void)
 				kind, (unsigned long long)i);
 			bad = 1;
 		}
-		if (n % 97 == 0 && check_ordered(&e, rnd() % NKEYS) < 0) {
+		if (n % 97 == 0 && check_ordered(&e, t_rnd() % NKEYS) < 0) {
 			fprintf(stderr, "ordered check failed at op %u\n", n);
 			bad = 1;
 		}
@@ -284,7 +275,7 @@ static void test_random_model(void)
 	CHECK(check_all(&e) == 0);
 	/* crash after sync: everything synced survives */
 	for (unsigned n = 0; n < 3000; n++)
-		op(&e, rnd() % 3, rnd() % NKEYS);
+		op(&e, t_rnd() % 3, t_rnd() % NKEYS);
 	CHECK_EQ(fs_journal_sync(e.fs), 0);
 	CHECK(check_all(&e) == 0);
 	env_unmount(&e, 1);

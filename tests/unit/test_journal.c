@@ -18,51 +18,9 @@
 
 #include "fusefs/fs_fsck.h"
 #include "fusefs/fs_internal.h"
+#include "core_fixture.h"
 #include "harness.h"
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static struct bd_dev *ram_fs(unsigned mb, unsigned jmb)
-{
-	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
-
-	fs_mkfs_defaults(&p);
-	p.journal_mb = jmb;
-	p.rgrp_mb = 8;
-	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
-}
-
-static struct fs *mnt(struct bd_dev *bd)
-{
-	struct fs_core_opts o;
-	struct fs *fs;
-	char why[200];
-
-	fs_core_opts_init(&o);
-	o.commit_s = 3600;	/* only explicit commits in these tests */
-	o.cache_mb = 16;
-	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0) {
-		fprintf(stderr, "mount: %s\n", why);
-		return NULL;
-	}
-	return fs;
-}
 
 /* Block content for (blk, version): an xattr block full of a pattern. */
 static void pattern(void *d, uint64_t blk, uint32_t ver)
@@ -141,14 +99,14 @@ static int cache_has(struct fs *fs, uint64_t blk, uint32_t ver)
 
 static void test_commit_replay(void)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	uint64_t blks[20] = { 0 };
 	struct fs_core_stats st;
 	struct fs *fs;
 	int ok = 1;
 
 	REQUIRE(bd != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	REQUIRE(write_blocks(fs, blks, 20, 1) == 0);
 	REQUIRE(write_blocks(fs, blks, 10, 2) == 0);
 	CHECK_EQ(fs_journal_sync(fs), 0);
@@ -158,7 +116,7 @@ static void test_commit_replay(void)
 	for (int i = 0; i < 20; i++)
 		ok &= !home_has(bd, blks[i], i < 10 ? 2 : 1);
 	CHECK(ok);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	fs_core_stats_get(fs, &st);
 	CHECK(st.replay_tx >= 1);
 	ok = 1;
@@ -167,7 +125,7 @@ static void test_commit_replay(void)
 	CHECK(ok);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	/* clean: nothing to replay */
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	fs_core_stats_get(fs, &st);
 	CHECK_EQ(st.replay_tx, 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
@@ -208,14 +166,14 @@ static void flip(struct bd_dev *bd, uint64_t blk, unsigned off)
 /* @where: 0 garble the last commit record, 1 garble its last image */
 static void garbled_case(int where)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	uint64_t a[4] = { 0 }, b[4] = { 0 };
 	struct fs *fs;
 	struct fs_sb sb;
 	int64_t c;
 
 	REQUIRE(bd != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	sb = fs->sb;
 	REQUIRE(write_blocks(fs, a, 4, 1) == 0);
 	CHECK_EQ(fs_journal_sync(fs), 0);
@@ -226,7 +184,7 @@ static void garbled_case(int where)
 	c = last_commit(bd, &sb);
 	REQUIRE(c > 0);
 	flip(bd, (uint64_t)(where == 0 ? c : c - 1), 2000);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 4; i++) {
 		CHECK(home_has(bd, a[i], 1));	/* first tx replayed */
 		CHECK(!home_has(bd, b[i], 1));	/* second one not */
@@ -286,11 +244,11 @@ static int fsck_out(struct bd_dev *bd, struct fs_fsck_result *r, char **out)
  * (v2). Returns the device and the absolute block of tx 2's commit. */
 static struct bd_dev *two_tx_crash(uint64_t *a, uint64_t *b, int64_t *c)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	struct fs *fs;
 	struct fs_sb sb;
 
-	if (bd == NULL || (fs = mnt(bd)) == NULL)
+	if (bd == NULL || (fs = cf_mount(bd, 16)) == NULL)
 		return NULL;
 	sb = fs->sb;
 	if (write_blocks(fs, a, 4, 1) < 0 || fs_journal_sync(fs) < 0 ||
@@ -340,7 +298,7 @@ static void test_fsck_reads_journal(void)
 	CHECK_EQ(r.journal_tx, 1);
 	CHECK(strstr(out, "ERROR: journal") == NULL);
 	free(out);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 4; i++)
 		CHECK(home_has(bd, a[i], 1) && !home_has(bd, b[i], 1));
 	CHECK_EQ(fs_core_unmount(fs), 0);
@@ -366,7 +324,7 @@ static void test_fsck_bad_committed_image(void)
 	flip(bd, (uint64_t)c - 1, 2000);
 	reseal_tx(bd, (uint64_t)c);
 	CHECK(fsck_says(bd, "fails its checksum"));
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 4; i++) {
 		ok &= a[i] == home || home_has(bd, a[i], 2);
 		ok &= b[i] == home || home_has(bd, b[i], 1);
@@ -399,7 +357,7 @@ static void test_fsck_bad_older_image(void)
 	flip(bd, c1 - 1, 2000);	/* an image tx 2 logs again */
 	reseal_tx(bd, c1);
 	CHECK(fsck_says(bd, "fails its checksum"));
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 4; i++)
 		ok &= home_has(bd, a[i], 2) && home_has(bd, b[i], 1);
 	CHECK(ok);
@@ -431,7 +389,7 @@ static void test_fsck_image_outside(void)
 	bd_write(bd, jd, FS_BLOCK_SIZE, db * FS_BLOCK_SIZE, 0);
 	reseal_tx(bd, (uint64_t)c);
 	CHECK(fsck_says(bd, "outside the filesystem"));
-	REQUIRE((fs = mnt(bd)) != NULL);	/* replays the rest */
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);	/* replays the rest */
 	CHECK(home_has(bd, b[0], 1));
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
@@ -441,14 +399,14 @@ static void test_fsck_image_outside(void)
 
 static void test_replay_idempotent(void)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	uint64_t blks[30] = { 0 }, jhdr;
 	uint8_t *saved = bd_buf_alloc(FS_BLOCK_SIZE);
 	struct fs_core_stats st;
 	struct fs *fs;
 
 	REQUIRE(bd != NULL && saved != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	jhdr = fs->sb.journal_start;
 	for (uint32_t v = 1; v <= 5; v++) {
 		REQUIRE(write_blocks(fs, blks, 30 - 5 * (v - 1), v) == 0);
@@ -458,13 +416,13 @@ static void test_replay_idempotent(void)
 	bd_read(bd, saved, FS_BLOCK_SIZE, jhdr * FS_BLOCK_SIZE);
 	for (int round = 0; round < 3; round++) {
 		/* replay, then "crash" before the header moved: restore it */
-		REQUIRE((fs = mnt(bd)) != NULL);
+		REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 		fs_core_stats_get(fs, &st);
 		CHECK_EQ(st.replay_tx, 5);
 		fs_core_abandon(fs);
 		bd_write(bd, saved, FS_BLOCK_SIZE, jhdr * FS_BLOCK_SIZE, 0);
 	}
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 30; i++) {
 		uint32_t want = 1;
 
@@ -480,32 +438,32 @@ static void test_replay_idempotent(void)
 
 static void test_wraparound(void)
 {
-	struct bd_dev *bd = ram_fs(64, 1);	/* 255-block log */
+	struct bd_dev *bd = cf_ram_fs(64, 1, 8);	/* 255-block log */
 	uint64_t blks[200] = { 0 };
 	uint32_t ver[200] = { 0 };
 	struct fs_core_stats st;
 	struct fs *fs;
 	int ok = 1;
 
-	rng = t_seed() | 1;
+	t_rnd_seed(t_seed());
 	REQUIRE(bd != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 200; i += 20)
 		REQUIRE(write_blocks(fs, blks + i, 20, 1) == 0);
 	for (int i = 0; i < 200; i++)
 		ver[i] = 1;
 	for (int round = 0; round < 300; round++) {
 		uint64_t pick[8];
-		unsigned n = 1 + (unsigned)(rnd() % 8);
+		unsigned n = 1 + (unsigned)(t_rnd() % 8);
 
 		for (unsigned k = 0; k < n; k++) {
-			unsigned i = (unsigned)(rnd() % 200);
+			unsigned i = (unsigned)(t_rnd() % 200);
 
 			pick[k] = blks[i];
 			ver[i] = (uint32_t)round + 2;
 		}
 		REQUIRE(write_blocks(fs, pick, n, (uint32_t)round + 2) == 0);
-		if (rnd() % 3 == 0)
+		if (t_rnd() % 3 == 0)
 			CHECK_EQ(fs_journal_sync(fs), 0);
 	}
 	CHECK_EQ(fs_journal_sync(fs), 0);
@@ -516,7 +474,7 @@ static void test_wraparound(void)
 	       (unsigned long long)st.commit_reason[FS_CR_JOURNAL]);
 	CHECK(st.checkpoints > 0);
 	fs_core_abandon(fs);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 200; i++)
 		ok &= cache_has(fs, blks[i], ver[i]);
 	CHECK(ok);
@@ -528,7 +486,7 @@ static void test_wraparound(void)
  * journal image must not overwrite the data. */
 static void test_revoke(void)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	uint64_t blk[1] = { 0 }, got;
 	uint8_t *data = bd_buf_alloc(FS_BLOCK_SIZE);
 	struct fs_buf *b;
@@ -537,7 +495,7 @@ static void test_revoke(void)
 	uint32_t len;
 
 	REQUIRE(bd != NULL && data != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	REQUIRE(write_blocks(fs, blk, 1, 1) == 0);
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	REQUIRE(fs_tx_begin(fs, 2 * fs_alloc_credits(fs) + 1, &tx) == 0);
@@ -561,7 +519,7 @@ static void test_revoke(void)
 	fs_journal_data_written(fs);
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	fs_core_abandon(fs);
-	REQUIRE((fs = mnt(bd)) != NULL);	/* replays all three */
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);	/* replays all three */
 	memset(data, 0, FS_BLOCK_SIZE);
 	bd_read(bd, data, FS_BLOCK_SIZE, got * FS_BLOCK_SIZE);
 	CHECK(data[0] == 0xd7 && data[4095] == 0xd7);
@@ -575,30 +533,30 @@ static void test_revoke(void)
 static void test_power_loss(void)
 {
 	uint64_t blks[40] = { 0 };
-	struct bd_dev *lower = ram_fs(64, 2), *bd;
+	struct bd_dev *lower = cf_ram_fs(64, 2, 8), *bd;
 	struct bd_fault *f;
 	struct fs *fs;
 
-	rng = t_seed() | 1;
+	t_rnd_seed(t_seed());
 	REQUIRE(lower != NULL);
 	for (int trial = 0; trial < 8; trial++) {
 		uint32_t synced = 0;
 
 		REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
-		REQUIRE((fs = mnt(bd)) != NULL);
+		REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 		if (trial == 0)
 			REQUIRE(write_blocks(fs, blks, 40, 1) == 0);
 		for (uint32_t v = 2; v < 2 + 30; v++) {
-			unsigned n = 1 + (unsigned)(rnd() % 40);
+			unsigned n = 1 + (unsigned)(t_rnd() % 40);
 
 			CHECK_EQ(write_blocks(fs, blks, n,
 					      v + 100 * (uint32_t)trial), 0);
-			if (rnd() % 4 == 0) {
+			if (t_rnd() % 4 == 0) {
 				CHECK_EQ(fs_journal_sync(fs), 0);
 				synced = v + 100 * (uint32_t)trial;
 			}
 		}
-		bd_fault_crash(f, rnd() | 1);
+		bd_fault_crash(f, t_rnd() | 1);
 		fs_core_abandon(fs);
 		/* the wrapper owns lower: reopen lower's content */
 		{
@@ -614,7 +572,7 @@ static void test_power_loss(void)
 			bd_close(bd);	/* closes lower */
 			lower = copy;
 		}
-		REQUIRE((fs = mnt(lower)) != NULL);
+		REQUIRE((fs = cf_mount(lower, 16)) != NULL);
 		if (synced != 0) {
 			/* block 0 is rewritten by every round: at least the
 			 * synced version */
@@ -658,7 +616,7 @@ static void *gc_thread(void *p)
 
 static void test_group_commit(void)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	struct gc_arg args[GC_THREADS];
 	pthread_t th[GC_THREADS];
 	pthread_barrier_t bar;
@@ -666,7 +624,7 @@ static void test_group_commit(void)
 	struct fs *fs;
 
 	REQUIRE(bd != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	pthread_barrier_init(&bar, NULL, GC_THREADS);
 	for (int i = 0; i < GC_THREADS; i++) {
 		args[i] = (struct gc_arg){ .fs = fs, .bar = &bar };
@@ -685,7 +643,7 @@ static void test_group_commit(void)
 	       st.commit_ns_max / 1e3);
 	CHECK_EQ(st.commits, GC_ROUNDS);
 	fs_core_abandon(fs);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < GC_THREADS; i++)
 		CHECK(cache_has(fs, args[i].blk[0], GC_ROUNDS));
 	CHECK_EQ(fs_core_unmount(fs), 0);
@@ -694,7 +652,7 @@ static void test_group_commit(void)
 
 static void test_ro_dirty(void)
 {
-	struct bd_dev *bd = ram_fs(64, 4);
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
 	uint64_t blks[3] = { 0 };
 	struct fs_core_opts o;
 	struct fs *fs;
@@ -702,7 +660,7 @@ static void test_ro_dirty(void)
 	char why[200];
 
 	REQUIRE(bd != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	REQUIRE(write_blocks(fs, blks, 3, 1) == 0);
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	fs_core_abandon(fs);
@@ -710,7 +668,7 @@ static void test_ro_dirty(void)
 	o.ro = 1;
 	CHECK_EQ(fs_core_mount(bd, &o, &fs, why, sizeof(why)), -EROFS);
 	CHECK(strstr(why, "replay") != NULL);
-	REQUIRE((fs = mnt(bd)) != NULL);	/* rw mount replays */
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);	/* rw mount replays */
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	CHECK_EQ(fs_core_mount(bd, &o, &fs, why, sizeof(why)), 0);
 	CHECK(cache_has(fs, blks[2], 1));
@@ -751,14 +709,14 @@ static struct bd_dev *ram_copy(struct bd_dev *src)
 /* Template: a filesystem with one inode holding an empty tree. */
 static struct bd_dev *cp_template(uint64_t *ino)
 {
-	struct bd_dev *bd = ram_fs(CP_MB, 2);
+	struct bd_dev *bd = cf_ram_fs(CP_MB, 2, 8);
 	struct fs_btree bt;
 	struct fs_buf *ib;
 	struct fs_tx *tx;
 	struct fs *fs;
 	uint64_t gen;
 
-	if (bd == NULL || (fs = mnt(bd)) == NULL)
+	if (bd == NULL || (fs = cf_mount(bd, 16)) == NULL)
 		return NULL;
 	if (fs_tx_begin(fs, 8, &tx) < 0 ||
 	    fs_alloc_inode(tx, 0, ino, &gen) < 0 ||
@@ -830,7 +788,7 @@ static int cp_check(struct bd_dev *bd, uint64_t ino, uint64_t synced)
 	struct cp_it it = { 0, 0 };
 	struct fs_btree bt;
 	struct fs_buf *ib;
-	struct fs *fs = mnt(bd);
+	struct fs *fs = cf_mount(bd, 16);
 	unsigned depth;
 	uint64_t entries, nodes;
 	int ok;
@@ -864,31 +822,31 @@ static void test_crash_points(void)
 	uint64_t ino = 0, total, step;
 	unsigned trials = 0, failures = 0;
 
-	rng = t_seed() | 1;
+	t_rnd_seed(t_seed());
 	REQUIRE((tmpl = cp_template(&ino)) != NULL);
 	/* dry run: how many writes does the workload issue? */
 	REQUIRE((lower = ram_copy(tmpl)) != NULL);
 	REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
-	REQUIRE((fs = mnt(bd)) != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	CHECK_EQ(cp_workload(fs, ino), CP_KEYS - CP_KEYS % 50);
 	total = bd_fault_writes(f);
 	fs_core_abandon(fs);
 	bd_close(bd);
 	step = total / 60 ? total / 60 : 1;
 	for (uint64_t n = 1; n <= total + 1;
-	     n += step + (total > 120 ? rnd() % 3 : 0)) {
+	     n += step + (total > 120 ? t_rnd() % 3 : 0)) {
 		uint64_t synced;
 
 		REQUIRE((lower = ram_copy(tmpl)) != NULL);
 		REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
-		REQUIRE((fs = mnt(bd)) != NULL);
+		REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 		if (trials % 2)
-			bd_fault_tear_nth(f, n, (size_t)(rnd() % 8) * 512);
+			bd_fault_tear_nth(f, n, (size_t)(t_rnd() % 8) * 512);
 		else
 			bd_fault_crash_nth(f, n);
 		synced = cp_workload(fs, ino);
 		if (!bd_fault_crashed(f))
-			bd_fault_crash(f, rnd() | 1);
+			bd_fault_crash(f, t_rnd() | 1);
 		fs_core_abandon(fs);
 		after = ram_copy(lower);
 		bd_close(bd);
