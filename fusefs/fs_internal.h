@@ -414,6 +414,8 @@ uint64_t fs_data_limit(struct fs *fs);
  * Resource groups with bitmaps. Blocks freed in a transaction are not
  * handed out again until that transaction has committed. Counts are kept
  * in the rgroup headers (journaled) and mirrored in memory for statfs.
+ * Reservations (data streams of large files, inode chunks) are free runs
+ * kept in memory for one owner; the bitmap never sees them (fs_alloc.c).
  */
 
 /*
