@@ -589,8 +589,10 @@ static int alloc_in_rg(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t from,
 	if (ret < 0)
 		goto out_close;
 	resv_trim(fs->alloc, rg, s, n);
-	if (run > n)
+	if (run > n) {
 		resv_add(fs->alloc, rg, r->owner, s + n, run - n);
+		FS_STAT_ADD(fs, alloc_resv_made, 1);
+	}
 	rg->hint = s + n;
 	r->start = rg->start + s;
 	r->len = n;
@@ -652,6 +654,8 @@ static int alloc_common(struct fs_tx *tx, uint64_t goal, struct areq *r)
 	if (ret == 0 && __atomic_load_n(&a->nrs, __ATOMIC_RELAXED) > 0) {
 		r->steal = 1;
 		ret = alloc_pass(tx, goal, UINT32_MAX, r);
+		if (ret > 0)
+			FS_STAT_ADD(fs, alloc_stolen, 1);
 	}
 	if (ret < 0)
 		return ret;

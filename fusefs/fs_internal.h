@@ -91,6 +91,9 @@ struct fs_core_stats {
 	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;
 	uint64_t cache_bufs, cache_pinned;	/* current values */
 	uint64_t alloc_calls, alloc_blocks, alloc_enospc, free_blocks;
+	uint64_t alloc_resv_made;	/* reservations (file runs, inode
+					 * chunks) set up */
+	uint64_t alloc_stolen;	/* allocations that took reserved blocks */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */

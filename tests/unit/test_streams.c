@@ -9,6 +9,7 @@
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
+#include "fusefs/fs_internal.h"
 #include "fusefs/fs_ns.h"
 
 #include <pthread.h>
@@ -159,6 +160,7 @@ static void test_threads(void)
 static void test_resv_enospc(void)
 {
 	static char buf[1 << 20];
+	struct fs_core_stats st;
 	struct statvfs sv;
 	struct fs_attr a, b;
 	uint64_t off = 0;
@@ -186,6 +188,13 @@ static void test_resv_enospc(void)
 	       (unsigned long long)sv.f_bfree);
 	CHECK(sv.f_bfree < 16);
 	CHECK_EQ(tfs_stat(&t, b.ino).size, off);
+	/* a's reservation was set up, then b took from it (alloc stats) */
+	fs_core_stats_get(t.fs, &st);
+	printf("# alloc: %llu reservations, %llu stolen\n",
+	       (unsigned long long)st.alloc_resv_made,
+	       (unsigned long long)st.alloc_stolen);
+	CHECK(st.alloc_resv_made >= 1);
+	CHECK(st.alloc_stolen >= 1);
 	fs_release(t.fs, a.ino);
 	fs_release(t.fs, b.ino);
 	tfs_close(&t);
