@@ -31,6 +31,19 @@ check socket_mode sh -c "stat -c %a '$SOCK' | grep -qx 600 &&
 	stat -c %a /run/ucfs | grep -qx 700"
 
 stat_json() { "$B/ucfs-stat" --json "$MNT"; }
+# snap_until OUT BASE FILTER — a request is counted when its handler
+# returns, just after the answer the client waited for: take snapshots
+# into OUT until FILTER ($a = BASE, $b = OUT) holds (5 s at most; the
+# checks that follow then fail on their own).
+snap_until() {
+	_i=0
+	while stat_json >"$1" && ! jq -e -n --slurpfile a "$2" \
+		--slurpfile b "$1" "$3" >/dev/null 2>&1; do
+		_i=$((_i + 1))
+		[ "$_i" -ge 50 ] && return 1
+		sleep 0.1
+	done
+}
 stat_json >"$T/s0.json" || fail ucfs_stat_mountpoint
 check json_keys jq -e '.version == 1 and .node.mountpoint != null and
 	(.node.uptime_s | type) == "number" and (.fuse.ops | length) >= 40 and
@@ -47,7 +60,8 @@ i=0
 while [ $i -lt 10 ]; do mkdir "$MNT/d$i"; i=$((i + 1)); done
 i=0
 while [ $i -lt 100 ]; do rm "$MNT/f$i"; i=$((i + 1)); done
-stat_json >"$T/s1.json"
+snap_until "$T/s1.json" "$T/s0.json" \
+	'$b[0].fuse.ops.unlink.count - $a[0].fuse.ops.unlink.count >= 100'
 delta() { # OP FIELD
 	jq -n --slurpfile a "$T/s0.json" --slurpfile b "$T/s1.json" \
 		"\$b[0].fuse.ops.$1.$2 - \$a[0].fuse.ops.$1.$2"
@@ -58,7 +72,8 @@ check mkdirs_10 test "$(delta mkdir count)" -eq 10
 check unlinks_100 test "$(delta unlink count)" -eq 100
 # a lookup of a missing name is an error reply (ENOENT)
 ls "$MNT/no-such-file" >/dev/null 2>&1
-stat_json >"$T/s2.json"
+snap_until "$T/s2.json" "$T/s1.json" \
+	'$b[0].fuse.ops.lookup.errors > $a[0].fuse.ops.lookup.errors'
 check lookup_enoent_counted jq -e -n --slurpfile a "$T/s1.json" \
 	--slurpfile b "$T/s2.json" \
 	'$b[0].fuse.ops.lookup.errors > $a[0].fuse.ops.lookup.errors'
