@@ -360,6 +360,8 @@ static int name_numeric(const struct lk_name *n)
 	return n->slen == 0 && (s[0] | s[1]) == 0;
 }
 
+static int out_grow(struct lk_outbuf *ob, size_t need);
+
 /* The request of NEW @lk on a name with no string part: one slot more in
  * the open run when it continues it (the next lkid, same type, mode and
  * flags), else a new run header and the slot. */
@@ -377,21 +379,17 @@ static void send_run_request(struct lk_ls *ls, struct lk_lock *lk)
 		: NULL;
 	if (h != NULL && h->lkid + h->count == lk->lkid &&
 	    h->type == lk->res->name.type && h->mode == lk->rqmode &&
-	    h->flags == lk->flags) {
-		size_t off = ob->run_off;
-
-		slot = lk_out_add(ls, node, LK_M_RUNREQ);
-		if (slot == NULL)
-			return;
-		if (ob->run_off == off) { /* still the same frame */
-			*slot = lk->res->name.num;
-			((struct lk_run_hdr *)(ob->buf + off))->count++;
-			return;
-		}
-		/* the frame was full: the slot went to a new frame, where it
-		 * is the first of a new run */
-		ob->len -= sizeof(*slot);
-		ob->count--;
+	    h->flags == lk->flags && ob->count < UINT16_MAX &&
+	    ob->len - ob->hdr_off + sizeof(*slot) <= LK_FRAME_MAX &&
+	    (ob->len + sizeof(*slot) <= ob->cap ||
+	     out_grow(ob, ob->len + sizeof(*slot)) == 0)) {
+		/* the run goes on in this frame: no new record header */
+		h = (struct lk_run_hdr *)(ob->buf + ob->run_off);
+		memcpy(ob->buf + ob->len, &lk->res->name.num, sizeof(*slot));
+		ob->len += sizeof(*slot);
+		ob->count++;
+		h->count++;
+		return;
 	}
 	h = lk_out_addn(ls, node, LK_M_RUNREQ, LK_RUN_HDR_SLOTS + 1);
 	if (h == NULL)
