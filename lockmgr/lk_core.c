@@ -673,9 +673,8 @@ void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n)
 	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
 		return NULL;
 	ob = &ls->out[node];
-	if (ob->open &&
-	    (ob->type != type || ob->count > UINT16_MAX - n ||
-	     ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
+	if (ob->open && (ob->type != type || ob->count > UINT16_MAX - n ||
+			 ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
 		close_frame(ls, node);
 	if (ob->len + sizeof(struct lk_hdr) + rs > ob->cap &&
 	    out_grow(ob, ob->len + sizeof(struct lk_hdr) + rs) != 0)

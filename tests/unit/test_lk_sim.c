@@ -447,8 +447,7 @@ static void test_short_and_long_requests(void)
 	lk_ls_stats(node[1], &s1);
 	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
 	CHECK_EQ(s1.peer[2].bytes_tx - s0.peer[2].bytes_tx,
-		 2 * sizeof(struct lk_hdr) +
-		     sizeof(struct lk_run_hdr) +
+		 2 * sizeof(struct lk_hdr) + sizeof(struct lk_run_hdr) +
 		     N / 2 * sizeof(struct lk_rec_slot) +
 		     N / 2 * sizeof(struct lk_rec_req));
 	settle();
@@ -493,8 +492,8 @@ static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
  * node 2 masters no such name, and says so). */
 static void test_runreq_malformed(void)
 {
-	struct lk_run_hdr r = {.lkid = 1ull << 40, .count = 2, .type = 2,
-			       .mode = LK_PR};
+	struct lk_run_hdr r = {
+	    .lkid = 1ull << 40, .count = 2, .type = 2, .mode = LK_PR};
 	uint64_t s[16];
 	unsigned long before;
 
@@ -516,7 +515,7 @@ static void test_runreq_malformed(void)
 	memcpy(&s[5], &r, sizeof(r));
 	s[8] = 900003;
 	before = frames_sent;
-	CHECK_EQ(rx_runreq(s, 9), 1); /* a good run, then a bad one */
+	CHECK_EQ(rx_runreq(s, 9), 1);	   /* a good run, then a bad one */
 	CHECK_EQ(frames_sent - before, 1); /* the good one answered */
 	drop_link(&links[2][1]);
 	sim_fini();
