@@ -9,13 +9,35 @@
  * the search until fs_alloc_committed() releases them, so a block is never
  * reused before the transaction that freed it is durable.
  *
+ * Reservations (data streams): a file that grows past RS_THRESH blocks
+ * gets its data from a reservation, a free run of the bitmap kept in
+ * memory for it (struct resv, at most RS_PER_RG per rgroup, least
+ * recently used dropped first), sized like the file so far (doubling,
+ * RS_MIN_RUN .. RS_MAX blocks). Its next allocations are taken from the
+ * front of the run, so two files written at once each get long extents
+ * in their own region instead of interleaving request by request (two
+ * 1 MiB streams made 1 MiB extents, alternating). Other allocations
+ * skip reserved runs like pending frees; only when nothing else is free
+ * do they take reserved blocks (steal: the reservation is trimmed), so a
+ * reservation never causes ENOSPC. Reservations are memory only: the
+ * bitmap never sees them, a crash or a remount forgets them, and
+ * fs_alloc_resv_drop() releases a file's (last close, truncate, destroy).
+ *
+ * Inode chunks: inode blocks come from a reservation of the goal's
+ * rgroup owned by RS_INODES (INODE_CHUNK blocks found near the goal, the
+ * parent directory), so the inodes of a directory's files sit together
+ * instead of each right before its own data: a cold `ls -l` or `du`
+ * reads them in a few large I/Os (statahead) without the data between
+ * them. Data and other metadata skip the chunk like any reservation.
+ *
  * ENOSPC is detected before anything is modified. The bitmap scan works on
  * 64-bit words (FS_BITMAP_BITS is a multiple of 64, so a word never
  * straddles two bitmap blocks).
  *
  * Locking: rg->lock (order 3) protects the rgroup's header and bitmap
- * buffers' content, free/dinodes/hint and the pending list. Taken inside a
- * handle; takes the journal and cache locks below it.
+ * buffers' content, free/dinodes/hint, the pending list and the
+ * reservations. Taken inside a handle (fs_alloc_resv_drop: any context,
+ * no handle needed); takes the journal and cache locks below it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +52,22 @@ struct pend {
 	uint64_t seq;		/* freeing transaction */
 };
 
+#define RS_PER_RG 16u		/* reservations kept per rgroup */
+#define RS_THRESH 64u		/* files reserve from 256 KiB on */
+#define RS_MIN_RUN 256u		/* a new reservation: a free run of 1 MiB */
+#define RS_MAX 32768u		/* ... up to 128 MiB */
+#define RS_SCAN 8u		/* rgroups searched for a new reservation */
+#define RS_INODES UINT64_MAX	/* owner of the inode chunks */
+#define INODE_CHUNK 64u		/* blocks of a new inode chunk ... */
+#define INODE_CHUNK_MIN 8u	/* ... or at least that many */
+
+/* Free bits [start, start + len) of the group kept for @owner. */
+struct resv {
+	uint64_t owner;		/* inode number */
+	uint32_t start, len;
+	uint64_t used;		/* a->tick at the last use (LRU) */
+};
+
 struct fs_rgrp {
 	pthread_mutex_t lock;
 	uint32_t index;		/* immutable */
@@ -42,6 +80,8 @@ struct fs_rgrp {
 	uint32_t pend_blocks;	/* lock */
 	struct pend *pend;	/* lock */
 	unsigned npend, cappend;
+	struct resv rs[RS_PER_RG];	/* lock; rs[0 .. nrs) in use */
+	unsigned nrs;		/* lock */
 };
 
 struct fs_alloc {
@@ -49,6 +89,24 @@ struct fs_alloc {
 	struct fs_rgrp *rg;
 	uint32_t last;		/* atomic: rgroup of the last alloc */
 	uint64_t pending;	/* atomic: blocks pending free */
+	uint64_t tick;		/* atomic: reservation LRU clock */
+	uint32_t nrs;		/* atomic: reservations in all rgroups */
+};
+
+/*
+ * One allocation request. With rmax > 0 (a data stream's new
+ * reservation) the run searched is rmin..rmax blocks; its first
+ * min..max blocks are allocated, the rest reserved for @owner.
+ */
+struct areq {
+	uint32_t min, max;
+	uint32_t rmin, rmax;
+	uint64_t owner;		/* 0: none (never matches a reservation) */
+	int steal;		/* may take other owners' reserved blocks */
+	int inode;
+	uint64_t start;		/* results */
+	uint32_t len;
+	uint64_t gen;
 };
 
 #define WORDS_PER_BM (FS_BITMAP_BITS / 64)
@@ -136,6 +194,7 @@ unsigned fs_alloc_credits(struct fs *fs)
 struct bmap {
 	struct fs *fs;
 	struct fs_rgrp *rg;
+	const struct areq *req;	/* NULL: free */
 	struct fs_buf *hdr;
 	struct fs_buf *bm[];	/* rg->nbm, read lazily */
 };
@@ -329,23 +388,119 @@ uint64_t fs_alloc_pending(struct fs *fs)
 	return __atomic_load_n(&fs->alloc->pending, __ATOMIC_RELAXED);
 }
 
+/* ---- reservations (rg->lock held) ------------------------------------ */
+
+static struct resv *resv_find(struct fs_rgrp *rg, uint64_t owner)
+{
+	for (unsigned i = 0; i < rg->nrs; i++)
+		if (rg->rs[i].owner == owner)
+			return &rg->rs[i];
+	return NULL;
+}
+
+static void resv_del(struct fs_alloc *a, struct fs_rgrp *rg, struct resv *r)
+{
+	*r = rg->rs[--rg->nrs];
+	__atomic_fetch_sub(&a->nrs, 1, __ATOMIC_RELAXED);
+}
+
+/* Keep [start, start + len) for @owner, replacing its reservation in
+ * @rg or the least recently used one if all slots are taken. */
+static void resv_add(struct fs_alloc *a, struct fs_rgrp *rg, uint64_t owner,
+		     uint32_t start, uint32_t len)
+{
+	struct resv *r = resv_find(rg, owner);
+
+	if (r == NULL && rg->nrs == RS_PER_RG) {
+		r = &rg->rs[0];
+		for (unsigned i = 1; i < rg->nrs; i++)
+			if (rg->rs[i].used < r->used)
+				r = &rg->rs[i];
+	} else if (r == NULL) {
+		r = &rg->rs[rg->nrs++];
+		__atomic_fetch_add(&a->nrs, 1, __ATOMIC_RELAXED);
+	}
+	*r = (struct resv){ owner, start, len,
+			    __atomic_add_fetch(&a->tick, 1, __ATOMIC_RELAXED) };
+}
+
+/* Blocks [s, s + n) were just allocated: no reservation keeps them (an
+ * owner's allocation takes its run's front; a steal may cut one, which
+ * then keeps its part after the cut, or before it if none). */
+static void resv_trim(struct fs_alloc *a, struct fs_rgrp *rg, uint32_t s,
+		      uint32_t n)
+{
+	for (unsigned i = 0; i < rg->nrs;) {
+		struct resv *r = &rg->rs[i];
+		uint32_t re = r->start + r->len;
+
+		if (r->start >= s + n || s >= re) {
+			i++;
+			continue;
+		}
+		if (s + n < re) {
+			r->len = re - (s + n);
+			r->start = s + n;
+		} else if (s > r->start) {
+			r->len = s - r->start;
+		} else {
+			resv_del(a, rg, r);	/* slot i refilled: recheck */
+			continue;
+		}
+		i++;
+	}
+}
+
+/*
+ * The lowest-starting extent overlapping [s, e) that a search must skip:
+ * a pending free, or a run reserved for another owner (unless the
+ * request steals). 1 found (*bs, *bl), 0 none.
+ */
+static int blocker(const struct bmap *m, uint32_t s, uint32_t e,
+		   uint32_t *bs, uint32_t *bl)
+{
+	const struct fs_rgrp *rg = m->rg;
+	const struct pend *p = pend_overlap(rg, s, e);
+	int found = 0;
+
+	if (p != NULL) {
+		*bs = p->start;
+		*bl = p->len;
+		found = 1;
+	}
+	if (m->req == NULL || m->req->steal)
+		return found;
+	for (unsigned i = 0; i < rg->nrs; i++) {
+		const struct resv *r = &rg->rs[i];
+
+		if (r->owner == m->req->owner || r->start >= e ||
+		    s >= r->start + r->len)
+			continue;
+		if (!found || r->start < *bs) {
+			*bs = r->start;
+			*bl = r->len;
+			found = 1;
+		}
+	}
+	return found;
+}
+
 /* ---- allocation ------------------------------------------------------- */
 
 /*
  * Find a free run in [from, rg->len) of at least @min bits, at most @max,
- * not overlapping pending frees. *s = start, *n = length (0: none).
+ * not overlapping pending frees nor (see blocker) others' reservations.
+ * *s = start, *n = length (0: none).
  */
 static int find_run(struct bmap *m, uint32_t from, uint32_t min,
 		    uint32_t max, uint32_t *s, uint32_t *n)
 {
 	const struct fs_rgrp *rg = m->rg;
-	uint32_t a = from, e;
+	uint32_t a = from, e, bs = 0, bl = 0;
 	int ret;
 
 	*n = 0;
 	while (a < rg->len) {
-		const struct pend *p;
-
 		ret = bmap_find(m, a, 0, &a);
 		if (ret < 0 || a >= rg->len)
 			return ret;
@@ -354,12 +509,12 @@ static int find_run(struct bmap *m, uint32_t from, uint32_t min,
 			return ret;
 		if (e - a > max)
 			e = a + max;
-		while ((p = pend_overlap(rg, a, e)) != NULL) {
-			if (p->start > a) {
-				e = p->start;
+		while (blocker(m, a, e, &bs, &bl)) {
+			if (bs > a) {
+				e = bs;
 				break;
 			}
-			a = p->start + p->len;
+			a = bs + bl;
 			if (a >= e)
 				break;
 		}
@@ -374,15 +529,42 @@ static int find_run(struct bmap *m, uint32_t from, uint32_t min,
 	return 0;
 }
 
-/* Allocate in @rg; rg->lock held. 1 found, 0 none, -errno. */
+/* Set bits [s, s + n) in the bitmap and the header's counts for @r.
+ * m->hdr is read here. */
+static int take_bits(struct fs_tx *tx, struct bmap *m, uint32_t s,
+		     uint32_t n, struct areq *r)
+{
+	struct fs_rgrp *rg = m->rg;
+	struct fs_rgrp_hdr *h;
+	int ret;
+
+	ret = bmap_hdr(tx, m, &h);
+	if (ret < 0)
+		return ret;
+	if (h->free < n)
+		return -EUCLEAN;
+	ret = bmap_set(tx, m, s, n, 1);
+	if (ret < 0)
+		return ret;
+	h->free -= n;
+	rg->free = h->free;
+	if (r->inode) {
+		r->gen = h->inode_gen++;
+		h->dinodes++;
+		rg->dinodes = h->dinodes;
+	}
+	return 0;
+}
+
+/* Allocate @r in @rg; rg->lock held. 1 found, 0 none, -errno. */
 static int alloc_in_rg(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t from,
-		       uint32_t min, uint32_t max, int inode,
-		       uint64_t *start, uint32_t *len, uint64_t *gen)
+		       struct areq *r)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	struct fs_rgrp_hdr *h;
+	uint32_t min = r->rmax > 0 ? r->rmin : r->min;
+	uint32_t max = r->rmax > 0 ? r->rmax : r->max;
+	uint32_t s = 0, n = 0, run, first = 1 + rg->nbm;
 	struct bmap *m;
-	uint32_t s = 0, n = 0, first = 1 + rg->nbm;
 	int ret;
 
 	if (rg->free < rg->pend_blocks + min)
@@ -390,6 +572,9 @@ static int alloc_in_rg(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t from,
 	m = bmap_open(fs, rg);
 	if (m == NULL)
 		return -ENOMEM;
+	m->req = r;
+	if (max > rg->len)
+		max = rg->len;
 	if (from < first || from >= rg->len)
 		from = first;
 	ret = find_run(m, from, min, max, &s, &n);
@@ -397,26 +582,20 @@ static int alloc_in_rg(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t from,
 		ret = find_run(m, first, min, max, &s, &n);
 	if (ret < 0 || n == 0)
 		goto out_close;
-	ret = bmap_hdr(tx, m, &h);
+	run = n;
+	if (n > r->max)
+		n = r->max;
+	ret = take_bits(tx, m, s, n, r);
 	if (ret < 0)
 		goto out_close;
-	if (h->free < n) {
-		ret = -EUCLEAN;
-		goto out_close;
-	}
-	ret = bmap_set(tx, m, s, n, 1);
-	if (ret < 0)
-		goto out_close;
-	h->free -= n;
-	rg->free = h->free;
-	if (inode) {
-		*gen = h->inode_gen++;
-		h->dinodes++;
-		rg->dinodes = h->dinodes;
+	resv_trim(fs->alloc, rg, s, n);
+	if (run > n) {
+		resv_add(fs->alloc, rg, r->owner, s + n, run - n);
+		FS_STAT_ADD(fs, alloc_resv_made, 1);
 	}
 	rg->hint = s + n;
-	*start = rg->start + s;
-	*len = n;
+	r->start = rg->start + s;
+	r->len = n;
 	ret = 1;
 out_close:
 	bmap_close(m);
@@ -430,54 +609,182 @@ static uint32_t rg_of(struct fs *fs, uint64_t blk)
 	return (uint32_t)((blk - fs->sb.rgrp_start) / fs->sb.rgrp_blocks);
 }
 
-static int alloc_common(struct fs_tx *tx, uint64_t goal, uint32_t min,
-			uint32_t max, int inode, uint64_t *start,
-			uint32_t *len, uint64_t *gen)
+/* Try @r in up to @nrg rgroups from the goal's on. 1, 0 none, -errno. */
+static int alloc_pass(struct fs_tx *tx, uint64_t goal, uint32_t nrg,
+		      struct areq *r)
 {
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_alloc *a = fs->alloc;
 	uint32_t g0 = rg_of(fs, goal), from;
-	int ret = 0;
+	int ret;
 
-	if (min == 0 || max < min)
-		return -EINVAL;
-	FS_STAT_ADD(fs, alloc_calls, 1);
 	if (g0 == UINT32_MAX)
 		g0 = __atomic_load_n(&a->last, __ATOMIC_RELAXED);
-	for (uint32_t i = 0; i < a->count; i++) {
+	for (uint32_t i = 0; i < a->count && i < nrg; i++) {
 		struct fs_rgrp *rg = &a->rg[(g0 + i) % a->count];
 
 		pthread_mutex_lock(&rg->lock);
 		from = (i == 0 && goal > rg->start) ?
 			       (uint32_t)(goal - rg->start) : rg->hint;
-		ret = alloc_in_rg(tx, rg, from, min, max > rg->len ?
-				  rg->len : max, inode, start, len, gen);
+		ret = alloc_in_rg(tx, rg, from, r);
 		pthread_mutex_unlock(&rg->lock);
-		if (ret < 0)
+		if (ret != 0)
 			return ret;
-		if (ret == 1) {
-			__atomic_store_n(&a->last, rg->index,
-					 __ATOMIC_RELAXED);
-			FS_STAT_ADD(fs, alloc_blocks, *len);
-			return 0;
-		}
 	}
-	FS_STAT_ADD(fs, alloc_enospc, 1);
-	return -ENOSPC;
+	return 0;
+}
+
+/* A new reservation (if r->rmax), else plain: skipping others'
+ * reservations, then stealing from them. */
+static int alloc_common(struct fs_tx *tx, uint64_t goal, struct areq *r)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct fs_alloc *a = fs->alloc;
+	int ret = 0;
+
+	if (r->min == 0 || r->max < r->min)
+		return -EINVAL;
+	FS_STAT_ADD(fs, alloc_calls, 1);
+	if (r->rmax > 0) {
+		ret = alloc_pass(tx, goal, RS_SCAN, r);
+		r->rmin = r->rmax = 0;
+	}
+	if (ret == 0)
+		ret = alloc_pass(tx, goal, UINT32_MAX, r);
+	if (ret == 0 && __atomic_load_n(&a->nrs, __ATOMIC_RELAXED) > 0) {
+		r->steal = 1;
+		ret = alloc_pass(tx, goal, UINT32_MAX, r);
+		if (ret > 0)
+			FS_STAT_ADD(fs, alloc_stolen, 1);
+	}
+	if (ret < 0)
+		return ret;
+	if (ret == 0) {
+		FS_STAT_ADD(fs, alloc_enospc, 1);
+		return -ENOSPC;
+	}
+	FS_STAT_ADD(fs, alloc_blocks, r->len);
+	return 0;
 }
 
 int fs_alloc(struct fs_tx *tx, uint64_t goal, uint32_t min, uint32_t max,
 	     uint64_t *start, uint32_t *len)
 {
-	return alloc_common(tx, goal, min, max, 0, start, len, NULL);
+	struct areq r = { .min = min, .max = max };
+	int ret = alloc_common(tx, goal, &r);
+
+	if (ret == 0) {
+		*start = r.start;
+		*len = r.len;
+	}
+	return ret;
+}
+
+/* From @owner's reservation in the goal's rgroup, if any: 1, 0, -errno. */
+static int alloc_reserved(struct fs_tx *tx, uint64_t goal, struct areq *r)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct fs_alloc *a = fs->alloc;
+	uint32_t g = rg_of(fs, goal);
+	struct fs_rgrp *rg;
+	struct resv *rs;
+	int ret = 0;
+
+	if (g == UINT32_MAX || __atomic_load_n(&a->nrs, __ATOMIC_RELAXED) == 0)
+		return 0;
+	rg = &a->rg[g];
+	pthread_mutex_lock(&rg->lock);
+	rs = resv_find(rg, r->owner);
+	if (rs != NULL && rs->len >= r->min) {
+		struct areq q = *r;
+
+		if (q.max > rs->len)
+			q.max = rs->len;
+		rs->used = __atomic_add_fetch(&a->tick, 1, __ATOMIC_RELAXED);
+		ret = alloc_in_rg(tx, rg, rs->start, &q);
+		if (ret == 1) {
+			r->start = q.start;
+			r->len = q.len;
+			r->gen = q.gen;
+		}
+	}
+	pthread_mutex_unlock(&rg->lock);
+	return ret;
+}
+
+int fs_alloc_data(struct fs_tx *tx, uint64_t owner, uint64_t fblocks,
+		  uint64_t goal, uint32_t min, uint32_t max, uint64_t *start,
+		  uint32_t *len)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct areq r = { .min = min, .max = max, .owner = owner };
+	uint64_t want = fblocks + max;
+	int ret;
+
+	if (owner == 0 || min == 0 || max < min)
+		return -EINVAL;
+	ret = alloc_reserved(tx, goal, &r);
+	if (ret == 1) {
+		FS_STAT_ADD(fs, alloc_calls, 1);
+		FS_STAT_ADD(fs, alloc_blocks, r.len);
+	} else if (ret == 0) {
+		if (want >= RS_THRESH) {
+			r.rmax = want < RS_MAX ? (uint32_t)want : RS_MAX;
+			if (r.rmax > fs->sb.rgrp_blocks / 4)
+				r.rmax = (uint32_t)(fs->sb.rgrp_blocks / 4);
+			r.rmin = r.rmax < RS_MIN_RUN ? r.rmax : RS_MIN_RUN;
+			if (r.rmin < max)
+				r.rmin = max;
+			if (r.rmax < r.rmin)
+				r.rmax = r.rmin;
+		}
+		ret = alloc_common(tx, goal, &r);
+	}
+	if (ret < 0)
+		return ret;
+	*start = r.start;
+	*len = r.len;
+	return 0;
+}
+
+void fs_alloc_resv_drop(struct fs *fs, uint64_t owner)
+{
+	struct fs_alloc *a = fs->alloc;
+
+	if (a == NULL || __atomic_load_n(&a->nrs, __ATOMIC_RELAXED) == 0)
+		return;
+	for (uint32_t g = 0; g < a->count; g++) {
+		struct fs_rgrp *rg = &a->rg[g];
+		struct resv *r;
+
+		pthread_mutex_lock(&rg->lock);
+		while ((r = resv_find(rg, owner)) != NULL)
+			resv_del(a, rg, r);
+		pthread_mutex_unlock(&rg->lock);
+	}
 }
 
 int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
 		   uint64_t *generation)
 {
-	uint32_t len;
+	struct fs *fs = fs_tx_fs(tx);
+	struct areq r = { .min = 1, .max = 1, .inode = 1,
+			  .owner = RS_INODES };
+	int ret = alloc_reserved(tx, goal, &r);
 
-	return alloc_common(tx, goal, 1, 1, 1, ino, &len, generation);
+	if (ret == 1) {
+		FS_STAT_ADD(fs, alloc_calls, 1);
+		FS_STAT_ADD(fs, alloc_blocks, 1);
+	} else if (ret == 0) {
+		r.rmin = INODE_CHUNK_MIN;
+		r.rmax = INODE_CHUNK;
+		ret = alloc_common(tx, goal, &r);
+	}
+	if (ret < 0)
+		return ret;
+	*ino = r.start;
+	*generation = r.gen;
+	return 0;
 }
 
 /* ---- free ------------------------------------------------------------- */

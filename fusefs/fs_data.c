@@ -6,18 +6,27 @@
  * (bd_submit_async), and completes on a bd thread. Each private buffer
  * is a "run": a contiguous device range [off, off + len).
  *
- * Combining: the newest run stays OPEN (not submitted) and absorbs later
- * writes that land inside it or extend it contiguously at its end, up to
- * d->run_max bytes (1 MiB, at most a quarter of the bound below); the
- * bytes are copied in issue order, so the newest bytes win. Tar-like
- * workloads (10 KiB writes at unaligned offsets, consecutive files
- * allocated back to back) then become one device write per run instead
- * of one per request, and the read-modify-write of a partial block that
- * the previous request just wrote is served from the open run, not the
- * device. The open run is closed (and submitted unless it waits for an
- * older overlapping run) when:
+ * Combining: up to OPEN_MAX of the newest runs stay OPEN (not submitted)
+ * and absorb later writes that land inside one of them or extend it
+ * contiguously at its end, up to d->run_max bytes (1 MiB, at most a
+ * quarter of the bound below); the bytes are copied in issue order, so
+ * the newest bytes win. Tar-like workloads (10 KiB writes at unaligned
+ * offsets, consecutive files allocated back to back) then become one
+ * device write per run instead of one per request, and the
+ * read-modify-write of a partial block that the previous request just
+ * wrote is served from the open run, not the device. Several open runs
+ * keep several streams combined: two files written at once into their
+ * own regions of the device (fs_alloc.c reservations) each keep their
+ * open run, instead of closing each other's at every request (4 KiB
+ * device writes). A write is absorbed by an open run only if no run
+ * younger than it overlaps the written bytes (else the older run could
+ * land after the younger one). An open run is closed (and submitted
+ * unless it waits for an older overlapping run) when:
  *  - it is full (len == run_max), right after the write that filled it;
- *  - a write does not fit it (it then starts the next open run);
+ *  - a write contiguous at its end does not fit it (the write starts
+ *    the stream's next open run);
+ *  - a new run needs a slot and OPEN_MAX runs are open: the least
+ *    recently written one is closed;
  *  - a read needs bytes of it but is not fully covered by it;
  *  - fs_data_wait(): every journal commit (data=ordered before its
  *    commit record, data=writeback after it, both before the commit's
@@ -26,9 +35,10 @@
  *    fs_data_write inside or before a transaction on the inode, so the
  *    commit timer (commit=) bounds how long a run stays open; writes not
  *    followed by a transaction (truncate's zeroing) call fs_data_flush;
- *  - fs_data_flush(), and when a writer waits for the memory bound.
+ *  - fs_data_flush(), and when a writer waits for the memory bound
+ *    (both close every open run).
  * Closing is the only transition out of OPEN; completions never touch
- * the open run.
+ * an open run (their ndeps is counted when they close).
  *
  * Ordering: a run overlapping older runs still on the list is not
  * submitted until they have all completed (ndeps counts them, computed
@@ -62,13 +72,15 @@
  *
  * Invariants: the run list is in issue order (ids increasing), so its
  * head is the oldest run not complete; a run is on the list from its
- * creation until its completion callback has run; d->open, if not NULL,
- * is the list's tail, and has ndeps == 0 and submitted == 0.
+ * creation until its completion callback has run; the runs of d->open[]
+ * (d->nopen of them) are on the list, have open set, ndeps == 0 and
+ * submitted == 0; no run younger than an open run overlaps the bytes
+ * it absorbed after that younger run was appended.
  *
  * Locking: d->lock protects every field of struct fs_data and the list
- * links, ndeps and submitted of every run; the open run's len and buffer
- * contents change only under d->lock; a closed run's buffer, off and len
- * are immutable. d->lock is a leaf below the journal and cache locks
+ * links, ndeps, submitted, open and used of every run; an open run's len
+ * and buffer contents change only under d->lock; a closed run's buffer,
+ * off and len are immutable. d->lock is a leaf below the journal and cache locks
  * (order 6 in fs_internal.h); bd_submit_async() is called without it.
  */
 #include <errno.h>
@@ -82,6 +94,7 @@
 #define RUN_MAX (1u << 20)	/* largest combined run, bytes */
 #define SMALL_BUF (64u << 10)	/* first buffer of a run that fits it */
 #define POOL_IDLE 2u		/* spare buffers per size kept when idle */
+#define OPEN_MAX 8u		/* open runs (streams combined at once) */
 
 struct dw {
 	struct dw *prev, *next;	/* run list, issue order */
@@ -90,6 +103,8 @@ struct dw {
 	size_t cap;		/* buffer bytes */
 	unsigned ndeps;		/* older overlapping runs not complete */
 	int submitted;
+	int open;		/* in d->open[] */
+	uint64_t used;		/* d->tick of its last write (LRU) */
 	void *buf;
 	struct fs_data *d;
 	struct bd_io io;
@@ -107,7 +122,9 @@ struct fs_data {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	/* a run completed */
 	struct dw head;		/* list sentinel */
-	struct dw *open;	/* the open run (the tail) or NULL */
+	struct dw *open[OPEN_MAX];	/* the open runs, any order */
+	unsigned nopen;
+	uint64_t tick;		/* writes so far (LRU clock) */
 	uint64_t next_id;
 	uint64_t bytes;		/* buffer bytes held by runs */
 	uint64_t kept;		/* buffer bytes in the pools */
@@ -336,16 +353,28 @@ static void submit(struct dw *w)
 		complete(w, bd_write(fs->bd, w->buf, w->len, w->off, 0));
 }
 
-/* Close the open run: count the older overlapping runs it waits for.
+/* Push @x (may be NULL) on a chain for submit_chain (newest first). */
+static void chain_push(struct dw **ready, struct dw *x)
+{
+	if (x != NULL) {
+		x->io.priv = *ready;
+		*ready = x;
+	}
+}
+
+/* Close the open run @w: count the older overlapping runs it waits for.
  * Returns it if the caller must submit it (after unlocking), else NULL.
  * d->lock held. */
-static struct dw *close_open(struct fs_data *d)
+static struct dw *close_run(struct fs_data *d, struct dw *w)
 {
-	struct dw *w = d->open, *x;
+	struct dw *x;
+	unsigned i;
 
-	if (w == NULL)
-		return NULL;
-	d->open = NULL;
+	for (i = 0; d->open[i] != w; i++)
+		;
+	d->open[i] = d->open[--d->nopen];
+	d->open[d->nopen] = NULL;
+	w->open = 0;
 	for (x = d->head.next; x != w; x = x->next)
 		if (overlaps(x, w->off, w->len))
 			w->ndeps++;
@@ -356,35 +385,63 @@ static struct dw *close_open(struct fs_data *d)
 	return w;
 }
 
+/* Close every open run, youngest last; returns the chain of those to
+ * submit (oldest submitted first). d->lock held. */
+static struct dw *close_all(struct fs_data *d)
+{
+	struct dw *ready = NULL, *young;
+
+	while (d->nopen > 0) {
+		young = d->open[0];
+		for (unsigned i = 1; i < d->nopen; i++)
+			if (d->open[i]->id > young->id)
+				young = d->open[i];
+		/* closed youngest first: the chain ends oldest first */
+		chain_push(&ready, close_run(d, young));
+	}
+	return ready;
+}
+
 void fs_data_flush(struct fs *fs)
 {
 	struct fs_data *d = fs->data;
-	struct dw *w;
+	struct dw *ready;
 
 	pthread_mutex_lock(&d->lock);
-	w = close_open(d);
+	ready = close_all(d);
 	pthread_mutex_unlock(&d->lock);
-	if (w != NULL)
-		submit(w);
+	submit_chain(ready);
 }
 
 /* ---- write ---- */
 
-/* Copy [off, off + len) into the open run if it lands inside it or
- * extends it contiguously within d->run_max, growing its buffer from
- * SMALL_BUF if needed. 1 absorbed, 0 not. d->lock held. */
-static int absorb(struct fs_data *d, const void *buf, uint64_t len,
-		  uint64_t off)
+/* 1 if no run younger than @w overlaps [off, off + len). d->lock held. */
+static int younger_clear(struct fs_data *d, const struct dw *w, uint64_t off,
+			 uint64_t len)
 {
-	struct dw *w = d->open;
+	for (const struct dw *x = d->head.prev; x != w; x = x->prev)
+		if (overlaps(x, off, len))
+			return 0;
+	return 1;
+}
+
+/* Copy [off, off + len) into the open run @w if it lands inside it or
+ * extends it contiguously within d->run_max, growing its buffer from
+ * SMALL_BUF if needed, and no younger run overlaps it. 1 absorbed, 0 not.
+ * d->lock held. */
+static int absorb_into(struct fs_data *d, struct dw *w, const void *buf,
+		       uint64_t len, uint64_t off)
+{
 	uint64_t end;
 	void *nb;
 
-	if (w == NULL || off < w->off || off > w->off + w->len)
+	if (off < w->off || off > w->off + w->len)
 		return 0;
 	end = off + len - w->off;	/* new length if it grows */
+	if (end > d->run_max || !younger_clear(d, w, off, len))
+		return 0;
 	if (end > w->cap) {
-		if (end > d->run_max || w->cap != SMALL_BUF ||
+		if (w->cap != SMALL_BUF ||
 		    d->bytes + d->run_max - w->cap > d->limit)
 			return 0;
 		d->bytes += d->run_max - w->cap;
@@ -401,23 +458,51 @@ static int absorb(struct fs_data *d, const void *buf, uint64_t len,
 	memcpy((char *)w->buf + (off - w->off), buf, len);
 	if (end > w->len)
 		w->len = end;
+	w->used = d->tick;
 	return 1;
 }
 
+/* The open run that absorbs the write, or NULL; *ended = an open run
+ * the write starts right after but does not fit (its stream moved on:
+ * the caller closes it), else NULL. d->lock held. */
+static struct dw *absorb(struct fs_data *d, const void *buf, uint64_t len,
+			 uint64_t off, struct dw **ended)
+{
+	*ended = NULL;
+	for (unsigned i = 0; i < d->nopen; i++) {
+		struct dw *w = d->open[i];
+
+		if (absorb_into(d, w, buf, len, off))
+			return w;
+		if (off == w->off + w->len)
+			*ended = w;
+	}
+	return NULL;
+}
+
+/* 1 if a submitted run is in flight (its completion frees memory).
+ * d->lock held. */
+static int any_submitted(struct fs_data *d)
+{
+	for (const struct dw *x = d->head.next; x != &d->head; x = x->next)
+		if (x->submitted)
+			return 1;
+	return 0;
+}
+
 /* Wait until @cap more buffer bytes fit the bound (or nothing is held),
- * then count them. Closes the open run so that it can complete.
- * d->lock held; may drop it. */
+ * then count them. While no submitted run can free memory, closes the
+ * open runs so that they can complete. d->lock held; may drop it. */
 static void reserve(struct fs_data *d, size_t cap)
 {
-	struct dw *w;
+	struct dw *ready;
 
 	if (d->bytes > 0 && d->bytes + cap > d->limit)
 		FS_STAT_ADD(d->fs, data_throttled, 1);
 	while (d->bytes > 0 && d->bytes + cap > d->limit) {
-		w = close_open(d);
-		if (w != NULL) {
+		if (!any_submitted(d) && (ready = close_all(d)) != NULL) {
 			pthread_mutex_unlock(&d->lock);
-			submit(w);
+			submit_chain(ready);
 			pthread_mutex_lock(&d->lock);
 			continue;
 		}
@@ -426,33 +511,39 @@ static void reserve(struct fs_data *d, size_t cap)
 	d->bytes += cap;
 }
 
-/* Append the new run @w (buffer filled) as the open run, closing the
- * previous one; a full run is closed at once. Returns the runs to submit
- * after unlocking (chained through io.priv). d->lock held. */
-static struct dw *append_run(struct fs_data *d, struct dw *w)
+/* Append the new run @w (buffer filled) as an open run, closing the
+ * least recently written one if OPEN_MAX are open; a full run is closed
+ * at once. Pushes the runs to submit after unlocking on *ready. d->lock
+ * held. */
+static void append_run(struct fs_data *d, struct dw *w, struct dw **ready)
 {
-	struct dw *ready = close_open(d), *x;
+	struct dw *lru;
 
-	if (ready != NULL)
-		ready->io.priv = NULL;
+	if (d->nopen == OPEN_MAX) {
+		lru = d->open[0];
+		for (unsigned i = 1; i < d->nopen; i++)
+			if (d->open[i]->used < lru->used)
+				lru = d->open[i];
+		chain_push(ready, close_run(d, lru));
+	}
 	w->id = d->next_id++;
 	w->prev = d->head.prev;
 	w->next = &d->head;
 	d->head.prev->next = w;
 	d->head.prev = w;
 	d->nwrites++;
-	d->open = w;
-	pthread_cond_broadcast(&d->cond);	/* a waiter in reserve()
-						   closes it */
-	if (w->len >= d->run_max && (x = close_open(d)) != NULL) {
-		x->io.priv = ready;
-		ready = x;
-	}
-	return ready;
+	w->open = 1;
+	w->used = d->tick;
+	d->open[d->nopen++] = w;
+	pthread_cond_broadcast(&d->cond);	/* a waiter in reserve() may
+						   close it */
+	if (w->len >= d->run_max)
+		chain_push(ready, close_run(d, w));
 }
 
 /* A new run for [off, off + len): reserve its buffer, copy (without the
- * lock), append. d->lock held on entry and return. */
+ * lock), append. d->lock held on entry and return; *ready must be empty
+ * on entry (reserve() may wait for memory). */
 static int new_run(struct fs_data *d, const void *buf, size_t len,
 		   uint64_t off, struct dw **ready)
 {
@@ -477,14 +568,14 @@ static int new_run(struct fs_data *d, const void *buf, size_t len,
 	w->cap = cap;
 	w->d = d;
 	pthread_mutex_lock(&d->lock);
-	*ready = append_run(d, w);
+	append_run(d, w, ready);
 	return 0;
 }
 
 int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off)
 {
 	struct fs_data *d = fs->data;
-	struct dw *ready = NULL;
+	struct dw *ready = NULL, *w, *ended;
 	int ret = 0;
 
 	if (fs->ro)
@@ -495,13 +586,20 @@ int fs_data_write(struct fs *fs, const void *buf, size_t len, uint64_t off)
 	    off + len > bd_size(fs->bd) || off + len < off)
 		return -EINVAL;
 	pthread_mutex_lock(&d->lock);
-	if (absorb(d, buf, len, off)) {
+	d->tick++;
+	w = absorb(d, buf, len, off, &ended);
+	if (w != NULL) {
 		FS_STAT_ADD(fs, data_absorbed, 1);
-		if (d->open->len >= d->run_max)
-			ready = close_open(d);
+		if (w->len >= d->run_max)
+			ready = close_run(d, w);
 		if (ready != NULL)
 			ready->io.priv = NULL;
 	} else {
+		if (ended != NULL && (w = close_run(d, ended)) != NULL) {
+			pthread_mutex_unlock(&d->lock);
+			submit(w);
+			pthread_mutex_lock(&d->lock);
+		}
 		ret = new_run(d, buf, len, off, &ready);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -537,7 +635,7 @@ static int read_dev(struct fs *fs, void *buf, size_t len, uint64_t off)
 static int data_read(struct fs *fs, void *buf, size_t len, uint64_t off)
 {
 	struct fs_data *d = fs->data;
-	struct dw *x;
+	struct dw *x, *ready;
 	int ret;
 
 	if (len == 0)
@@ -556,13 +654,18 @@ static int data_read(struct fs *fs, void *buf, size_t len, uint64_t off)
 			FS_STAT_ADD(fs, data_read_hits, 1);
 			return 1;
 		}
-		if (x == d->open) {
-			x = close_open(d);
-			if (x != NULL) {
-				pthread_mutex_unlock(&d->lock);
-				submit(x);
-				pthread_mutex_lock(&d->lock);
-			}
+		/* x must complete first: submit it if open; if it waits
+		 * for older runs, one of them may be open (older open runs
+		 * can overlap it): close them all */
+		ready = NULL;
+		if (x->open)
+			chain_push(&ready, close_run(d, x));
+		if (ready == NULL && x->ndeps > 0 && d->nopen > 0)
+			ready = close_all(d);
+		if (ready != NULL) {
+			pthread_mutex_unlock(&d->lock);
+			submit_chain(ready);
+			pthread_mutex_lock(&d->lock);
 			continue;
 		}
 		pthread_cond_wait(&d->cond, &d->lock);
@@ -593,15 +696,22 @@ int fs_data_read_rmw(struct fs *fs, void *buf, size_t len, uint64_t off)
 int fs_data_wait(struct fs *fs)
 {
 	struct fs_data *d = fs->data;
+	struct dw *ready;
 	uint64_t last;
 	int ret;
 
 	if (d == NULL)
 		return 0;
 	FS_STAT_ADD(fs, data_waits, 1);
-	fs_data_flush(fs);
+	/* close the open runs and take @last under one hold of the lock:
+	 * a run opened in between would have an id <= last and stay open
+	 * (nothing else may close it), so the wait would never end */
 	pthread_mutex_lock(&d->lock);
+	ready = close_all(d);
 	last = d->next_id - 1;
+	pthread_mutex_unlock(&d->lock);
+	submit_chain(ready);
+	pthread_mutex_lock(&d->lock);
 	while (d->head.next != &d->head && d->head.next->id <= last)
 		pthread_cond_wait(&d->cond, &d->lock);
 	if (d->head.next == &d->head)
@@ -621,7 +731,7 @@ void fs_data_hold(struct fs *fs, int hold)
 	d->held = hold;
 	if (!hold) {
 		for (x = d->head.next; x != &d->head; x = x->next) {
-			if (x->ndeps == 0 && !x->submitted && x != d->open) {
+			if (x->ndeps == 0 && !x->submitted && !x->open) {
 				x->submitted = 1;
 				x->io.priv = ready;
 				ready = x;

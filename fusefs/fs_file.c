@@ -10,7 +10,10 @@
  *    struct fs_extent_val {phys, len, flags}. Unmapped ranges are holes
  *    and read as zeros. Appending writes extend the previous extent when
  *    the allocator returns the blocks right after it, so a sequentially
- *    written file has few extents.
+ *    written file has few extents. Data blocks come from fs_alloc_data
+ *    with the end of the previous extent as goal: a file past 256 KiB
+ *    allocates from its own reservation (fs_alloc.c), so files written
+ *    at once do not interleave; truncate drops the reservation.
  *
  * Data never goes through the metadata cache: reads and writes go to the
  * device through the data write-behind (fs_data_read / fs_data_write,
@@ -340,7 +343,8 @@ static int fill_hole(struct fs *fs, struct fs_buf *ib, char *bounce,
 	ret = fs_tx_write(tx, ib);
 	if (ret < 0)
 		goto out_end;
-	ret = fs_alloc(tx, goal, 1, (uint32_t)nblk, &start, &len);
+	ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
+			    (uint32_t)nblk, &start, &len);
 	if (ret < 0)
 		goto out_end;
 	if (dlen > (lb + len) * BS - pos)
@@ -465,7 +469,8 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 	ext_tree(fs, ib, &bt);
 	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
 		goal = prev.phys + prev.len;
-	ret = fs_alloc(tx, goal, 1, (uint32_t)nblk, &start, &len);
+	ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
+			    (uint32_t)nblk, &start, &len);
 	if (ret < 0)
 		return ret;
 	if (prev.len > 0 && prev.lb + prev.len == lb &&
@@ -853,6 +858,7 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	if (size > FILE_MAX)
 		return -EFBIG;
+	fs_alloc_resv_drop(fs, ib->blkno);
 	if (di->fmt == FS_FMT_INLINE) {
 		if (size <= FS_INODE_INLINE_SIZE)
 			return truncate_inline(fs, ib, size);

@@ -562,6 +562,7 @@ int fs_ino_destroy(struct fs *fs, uint64_t ino)
 	if (n == NULL || !n->orphan)
 		return -EINVAL;
 	fs_range_wait_all(fs, n);	/* no read or write in flight */
+	fs_alloc_resv_drop(fs, ino);
 	ret = fs_buf_read(fs, ino, FS_BT_INODE, &b);
 	if (ret < 0)
 		return ret;

@@ -91,6 +91,9 @@ struct fs_core_stats {
 	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;
 	uint64_t cache_bufs, cache_pinned;	/* current values */
 	uint64_t alloc_calls, alloc_blocks, alloc_enospc, free_blocks;
+	uint64_t alloc_resv_made;	/* reservations (file runs, inode
+					 * chunks) set up */
+	uint64_t alloc_stolen;	/* allocations that took reserved blocks */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
@@ -414,6 +417,8 @@ uint64_t fs_data_limit(struct fs *fs);
  * Resource groups with bitmaps. Blocks freed in a transaction are not
  * handed out again until that transaction has committed. Counts are kept
  * in the rgroup headers (journaled) and mirrored in memory for statfs.
+ * Reservations (data streams of large files, inode chunks) are free runs
+ * kept in memory for one owner; the bitmap never sees them (fs_alloc.c).
  */
 
 /*
@@ -428,6 +433,25 @@ int fs_alloc(struct fs_tx *tx, uint64_t goal, uint32_t min, uint32_t max,
 	     uint64_t *start, uint32_t *len);
 
 /*
+ * fs_alloc for the data of file @owner (its inode number, not 0), which
+ * has @fblocks blocks now. A file past 256 KiB gets a reservation: a
+ * free run near @goal sized like the file (1 to 128 MiB), kept in memory
+ * for it; its next calls take their blocks from the front of that run
+ * (when @goal is in the run's rgroup: pass the end of the file's
+ * previous extent), so files written at once do not interleave. Other
+ * allocations avoid reserved runs unless nothing else is free (then they
+ * take them): reservations never cause -ENOSPC. Errors, credits and
+ * context as fs_alloc; -EINVAL for owner 0.
+ */
+int fs_alloc_data(struct fs_tx *tx, uint64_t owner, uint64_t fblocks,
+		  uint64_t goal, uint32_t min, uint32_t max, uint64_t *start,
+		  uint32_t *len);
+
+/* Forget @owner's reservations (last close, truncate, destroy). Any
+ * thread; no handle needed. */
+void fs_alloc_resv_drop(struct fs *fs, uint64_t owner);
+
+/*
  * Free [start, start + len) (must lie in one rgroup and be allocated:
  * else -EUCLEAN and nothing changes). Blocks cached as metadata are
  * revoked from the journal and dropped from the cache (the caller must
@@ -436,8 +460,11 @@ int fs_alloc(struct fs_tx *tx, uint64_t goal, uint32_t min, uint32_t max,
  */
 int fs_free(struct fs_tx *tx, uint64_t start, uint32_t len);
 
-/* An inode block near @goal with a fresh generation; counts it in the
- * rgroup's dinodes. The caller then creates it with fs_buf_new(). */
+/* An inode block near @goal (the parent directory) with a fresh
+ * generation, taken from the inode chunk of the goal's rgroup (a run
+ * reserved in memory for inode blocks, so the inodes of a directory sit
+ * together); counts it in the rgroup's dinodes. The caller then creates
+ * it with fs_buf_new(). */
 int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
 		   uint64_t *generation);
 /* Free inode block @ino (after its tree/data/xattr blocks were freed). */

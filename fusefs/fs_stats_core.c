@@ -75,6 +75,8 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "blocks", s.alloc_blocks);
 	fs_json_u64(o, "enospc", s.alloc_enospc);
 	fs_json_u64(o, "freed_blocks", s.free_blocks);
+	fs_json_u64(o, "reservations", s.alloc_resv_made);
+	fs_json_u64(o, "stolen", s.alloc_stolen);
 }
 
 /* The data write-behind (fs_data.c). */

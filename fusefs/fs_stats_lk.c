@@ -128,6 +128,11 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 	fs_json_u64(o, "recoveries", s->recoveries);
 	fs_json_u64(o, "bad_frames", s->bad_frames);
 	fs_json_u64(o, "auth_failures", s->auth_failures);
+	fs_json_u64(o, "rx_spins", s->rx_spins);
+	fs_json_u64(o, "rx_spin_hits", s->rx_spin_hits);
+	fs_json_u64(o, "net_spins", s->net_spins);
+	fs_json_u64(o, "net_spin_hits", s->net_spin_hits);
+	fs_json_u64(o, "poll_backoffs", s->poll_backoffs);
 }
 
 void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s)

@@ -1019,6 +1019,8 @@ int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 
 void fs_release(struct fs *fs, uint64_t ino)
 {
+	/* a stream that goes on (another open) simply reserves again */
+	fs_alloc_resv_drop(fs, ino);
 	if (fs_ino_put(fs, ino, 0, 1)) {
 		lock_wr(fs);
 		fs_ino_maybe_destroy(fs, ino);

@@ -2,7 +2,9 @@
  * test_alloc.c — the allocator: contiguous runs and the search hint, goal
  * placement, no reuse before the freeing transaction commits, ENOSPC that
  * changes nothing and a filesystem that keeps working after it, bad frees
- * (-EUCLEAN), inode generations, statfs counts across remounts, and a
+ * (-EUCLEAN), inode generations, inode chunks (consecutive inode
+ * blocks though data is allocated between them), statfs counts across
+ * remounts, and a
  * seeded random alloc/free run checked against a model bitmap.
  */
 #include <errno.h>
@@ -194,6 +196,33 @@ static void test_inodes(void)
 
 /* Fill the filesystem: ENOSPC is clean, counts are exact, and after
  * freeing (and the commit) allocation works again. */
+/* Inodes come from a chunk reserved near the goal: files created one
+ * after the other, each with its data allocated right after its inode
+ * (goal = the inode), still get consecutive inode blocks, and their
+ * data is not placed inside the chunk. */
+static void test_inode_chunk(void)
+{
+	struct bd_dev *bd = ram_fs(64, 16);
+	uint64_t ino[32], g, d, first;
+	uint32_t len;
+	struct fs_tx *tx;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && (fs = mnt(bd)) != NULL);
+	for (unsigned i = 0; i < 32; i++) {
+		REQUIRE((tx = begin(fs, 2)) != NULL);
+		CHECK_EQ(fs_alloc_inode(tx, fs->sb.root_ino, &ino[i], &g), 0);
+		CHECK_EQ(fs_alloc(tx, ino[i], 3, 3, &d, &len), 0);
+		CHECK(d > ino[0] + 32 || d + len <= ino[0]);
+		CHECK_EQ(fs_tx_end(tx), 0);
+	}
+	first = ino[0];
+	for (unsigned i = 1; i < 32; i++)
+		CHECK_EQ(ino[i], first + i);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
 static void test_enospc(void)
 {
 	struct bd_dev *bd = ram_fs(32, 4);
@@ -319,6 +348,7 @@ int main(int argc, char **argv)
 	T_RUN(test_no_reuse_before_commit);
 	T_RUN(test_bad_free);
 	T_RUN(test_inodes);
+	T_RUN(test_inode_chunk);
 	T_RUN(test_enospc);
 	T_RUN(test_random_model);
 	return t_done();

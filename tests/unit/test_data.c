@@ -5,7 +5,9 @@
  * failed data write is reported by fs_data_wait and by the next fsync
  * (also after a timer commit consumed it); write combining (absorb,
  * extend, overlap with older runs, reads of the open run, fs_data_wait
- * and reads submit it, full runs, one error per run); data=ordered:
+ * and reads submit it, full runs, one error per run, two streams each
+ * keeping an open run, no older open run absorbing bytes a younger run
+ * overlaps); data=ordered:
  * data written before a synced transaction survives a power loss;
  * several threads writing and reading at once. Random cases print and
  * take --seed.
@@ -467,6 +469,90 @@ static void test_overlap_inflight(void)
 	free(model);
 }
 
+/* Two streams written in turns into two regions each keep their own open
+ * run (one device write per stream, not one per request), and the
+ * device ends with every byte. */
+static void test_two_streams(void)
+{
+	struct bd_dev *bd = ram_fs(64);
+	uint8_t *a = malloc(BS), *model = malloc(128 * BS);
+	uint64_t blk, off[2], runs, absorbed, nw, nb;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && a != NULL && model != NULL);
+	fs = mnt(bd, 16, 0);
+	REQUIRE(fs != NULL);
+	blk = alloc_run(fs, 192);	/* streams 64 blocks apart */
+	REQUIRE(blk != 0);
+	off[0] = blk * BS;
+	off[1] = (blk + 128) * BS;
+	runs = fs->st.data_runs;
+	absorbed = fs->st.data_absorbed;
+	for (unsigned i = 0; i < 64; i++) {
+		for (unsigned s = 0; s < 2; s++) {
+			fill(a, BS, i * 2 + s);
+			memcpy(model + (s * 64 + i) * BS, a, BS);
+			CHECK_EQ(fs_data_write(fs, a, BS, off[s] + i * BS), 0);
+		}
+	}
+	fs_data_inflight(fs, &nw, &nb);
+	CHECK_EQ(nw, 2);
+	CHECK_EQ(fs->st.data_absorbed - absorbed, 126);
+	CHECK_EQ(fs->st.data_runs, runs);
+	CHECK_EQ(fs_data_wait(fs), 0);
+	CHECK_EQ(fs->st.data_runs - runs, 2);
+	CHECK(dev_equals(bd, model, 64 * BS, off[0]));
+	CHECK(dev_equals(bd, model + 64 * BS, 64 * BS, off[1]));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(a);
+	free(model);
+}
+
+/* An older open run never absorbs bytes a younger run overlaps (it
+ * could land after it), and a read that must wait for a run depending
+ * on older open runs gets them submitted (no hang). Blocks: O1 = [0,2),
+ * O2 = [4,6), then [2,5) continues O1 but overlaps O2; then [1,5)
+ * overlaps both; a read of [0,6) needs the device. */
+static void test_open_order(void)
+{
+	static const unsigned w[][3] = {	/* start, blocks, tag */
+		{ 0, 2, 21 }, { 4, 2, 22 }, { 2, 3, 23 }, { 1, 4, 24 },
+	};
+	struct bd_dev *bd = ram_fs(64);
+	uint8_t *a = malloc(6 * BS), *r = malloc(6 * BS);
+	uint8_t *model = bd_buf_alloc(6 * BS);
+	uint64_t blk, off, nw, nb, absorbed;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && a != NULL && r != NULL && model != NULL);
+	fs = mnt(bd, 16, 0);
+	REQUIRE(fs != NULL);
+	blk = alloc_run(fs, 6);
+	REQUIRE(blk != 0);
+	off = blk * BS;
+	REQUIRE(bd_read(bd, model, 6 * BS, off) == 0);
+	absorbed = fs->st.data_absorbed;
+	for (unsigned i = 0; i < 4; i++) {
+		fill(a, w[i][1] * BS, w[i][2]);
+		memcpy(model + w[i][0] * BS, a, w[i][1] * BS);
+		CHECK_EQ(fs_data_write(fs, a, w[i][1] * BS,
+				       off + w[i][0] * BS), 0);
+	}
+	CHECK_EQ(fs->st.data_absorbed, absorbed);	/* 4 runs */
+	CHECK_EQ(fs_data_read(fs, r, 6 * BS, off), 0);
+	CHECK(memcmp(r, model, 6 * BS) == 0);
+	CHECK_EQ(fs_data_wait(fs), 0);
+	fs_data_inflight(fs, &nw, &nb);
+	CHECK_EQ(nw, 0);
+	CHECK(dev_equals(bd, model, 6 * BS, off));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+	free(a);
+	free(r);
+	free(model);
+}
+
 /* A run is submitted as soon as it is full, the next write starts the
  * next run; buffers stay within the bound; unmount submits an open
  * run. */
@@ -702,6 +788,8 @@ int main(int argc, char **argv)
 	T_RUN(test_bound);
 	T_RUN(test_absorb_extend);
 	T_RUN(test_overlap_inflight);
+	T_RUN(test_two_streams);
+	T_RUN(test_open_order);
 	T_RUN(test_full_runs);
 	T_RUN(test_error_combined);
 	T_RUN(test_error);

@@ -72,6 +72,9 @@ static void fill(void)
 	snap.peer[2].bytes_rx = 999;
 	snap.resources = 17;
 	snap.recoveries = 1;
+	snap.net_spins = 5;
+	snap.net_spin_hits = 3;
+	snap.poll_backoffs = 2;
 }
 
 static void test_locks_render(void)
@@ -124,6 +127,10 @@ static void test_locks_render(void)
 	CHECK_EQ(geti(lat, "p99_ns"), 2000000); /* capped by max */
 	CHECK_EQ(geti(l, "resources_now"), 17);
 	CHECK_EQ(geti(l, "recoveries"), 1);
+	CHECK_EQ(geti(l, "net_spins"), 5);
+	CHECK_EQ(geti(l, "net_spin_hits"), 3);
+	CHECK_EQ(geti(l, "poll_backoffs"), 2);
+	CHECK_EQ(geti(l, "rx_spins"), 0);
 	peers = json_object_get(json_object_get(j, "net"), "peers");
 	CHECK_EQ(json_array_size(peers), 1);
 	CHECK_EQ(geti(json_array_get(peers, 0), "node"), 2);
