@@ -351,7 +351,7 @@ static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 	}
 }
 
-/* A name with no string part: its request travels as an SREQUEST. */
+/* A name with no string part: its request travels in a RUNREQ run. */
 static int name_numeric(const struct lk_name *n)
 {
 	uint64_t s[2];
@@ -360,24 +360,57 @@ static int name_numeric(const struct lk_name *n)
 	return n->slen == 0 && (s[0] | s[1]) == 0;
 }
 
+static int out_grow(struct lk_outbuf *ob, size_t need);
+
+/* The request of NEW @lk on a name with no string part: one slot more in
+ * the open run when it continues it (the next lkid, same type, mode and
+ * flags), else a new run header and the slot. */
+static void send_run_request(struct lk_ls *ls, struct lk_lock *lk)
+{
+	uint32_t node = lk->res->master;
+	struct lk_outbuf *ob = &ls->out[node];
+	struct lk_run_hdr *h;
+	uint64_t *slot;
+
+	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
+		return;
+	h = ob->run_off != 0 && ob->open && ob->type == LK_M_RUNREQ
+		? (struct lk_run_hdr *)(ob->buf + ob->run_off)
+		: NULL;
+	if (h != NULL && h->lkid + h->count == lk->lkid &&
+	    h->type == lk->res->name.type && h->mode == lk->rqmode &&
+	    h->flags == lk->flags && ob->count < UINT16_MAX &&
+	    ob->len - ob->hdr_off + sizeof(*slot) <= LK_FRAME_MAX &&
+	    (ob->len + sizeof(*slot) <= ob->cap ||
+	     out_grow(ob, ob->len + sizeof(*slot)) == 0)) {
+		/* the run goes on in this frame: no new record header */
+		h = (struct lk_run_hdr *)(ob->buf + ob->run_off);
+		memcpy(ob->buf + ob->len, &lk->res->name.num, sizeof(*slot));
+		ob->len += sizeof(*slot);
+		ob->count++;
+		h->count++;
+		return;
+	}
+	h = lk_out_addn(ls, node, LK_M_RUNREQ, LK_RUN_HDR_SLOTS + 1);
+	if (h == NULL)
+		return;
+	ob->run_off = (size_t)((uint8_t *)h - ob->buf);
+	h->lkid = lk->lkid;
+	h->count = 1;
+	h->flags = lk->flags;
+	h->type = lk->res->name.type;
+	h->mode = lk->rqmode;
+	slot = (uint64_t *)(h + 1);
+	*slot = lk->res->name.num;
+}
+
 /* The request of NEW @lk to its (remote) master. */
 static void send_request(struct lk_ls *ls, struct lk_lock *lk)
 {
-	const struct lk_name *n = &lk->res->name;
-	struct lk_rec_sreq *r;
-
-	if (!name_numeric(n)) {
+	if (!name_numeric(&lk->res->name))
 		fill_lock_rec(ls, lk, LK_M_REQUEST, lk->rqmode, 0);
-		return;
-	}
-	r = lk_out_add(ls, lk->res->master, LK_M_SREQUEST);
-	if (r == NULL)
-		return;
-	r->num = n->num;
-	r->lkid = lk->lkid;
-	r->flags = lk->flags;
-	r->type = n->type;
-	r->mode = lk->rqmode;
+	else
+		send_run_request(ls, lk);
 }
 
 static void start_lookup(struct lk_ls *ls, struct lk_res *res)
@@ -627,19 +660,20 @@ static void open_frame(struct lk_ls *ls, uint32_t node, unsigned type)
 	ob->open = 1;
 	ob->type = (uint8_t)type;
 	ob->count = 0;
+	ob->run_off = 0;
 	ls->out_dirty |= 1ull << node;
 }
 
-void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
+void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n)
 {
-	size_t rs = lk_wire_recsize(type);
+	size_t rs = lk_wire_recsize(type) * n;
 	struct lk_outbuf *ob;
 	void *rec;
 
 	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
 		return NULL;
 	ob = &ls->out[node];
-	if (ob->open && (ob->type != type || ob->count == UINT16_MAX ||
+	if (ob->open && (ob->type != type || ob->count > UINT16_MAX - n ||
 			 ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
 		close_frame(ls, node);
 	if (ob->len + sizeof(struct lk_hdr) + rs > ob->cap &&
@@ -650,8 +684,13 @@ void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 	rec = ob->buf + ob->len;
 	memset(rec, 0, rs);
 	ob->len += rs;
-	ob->count++;
+	ob->count += n;
 	return rec;
+}
+
+void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
+{
+	return lk_out_addn(ls, node, type, 1);
 }
 
 void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type)
@@ -776,7 +815,6 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 	case LK_M_CONVERT:
 	case LK_M_UNLOCK:
 	case LK_M_CANCEL:
-	case LK_M_SREQUEST:
 		lk_master_rx_locks(ls, sender, type, rec, 1);
 		break;
 	case LK_M_REPLY:
@@ -805,7 +843,7 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 static int lock_traffic(unsigned type)
 {
 	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
-	       type == LK_M_SREPLY || type == LK_M_SREQUEST ||
+	       type == LK_M_SREPLY || type == LK_M_RUNREQ ||
 	       type == LK_M_GRANTS;
 }
 
@@ -843,9 +881,12 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		       (unsigned long long)ls->rgen);
 		return;
 	}
-	if ((h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) ||
-	    h->type == LK_M_SREQUEST) {
+	if (h->type >= LK_M_REQUEST && h->type <= LK_M_CANCEL) {
 		lk_master_rx_locks(ls, sender, h->type, p, h->count);
+		return;
+	}
+	if (h->type == LK_M_RUNREQ) {
+		lk_master_rx_runs(ls, sender, (const void *)p, h->count);
 		return;
 	}
 	if (h->type >= LK_M_LOOKUP && h->type <= LK_M_REMOVE) {

@@ -100,6 +100,7 @@ struct lk_outbuf {
 	int open;	/* a frame is open at hdr_off */
 	uint8_t type;	/* its type */
 	uint16_t count; /* its records (the header gets it when closed) */
+	size_t run_off; /* RUNREQ: offset of its last run header, 0 none */
 	uint64_t seq;	/* frames sent to this peer */
 };
 
@@ -334,6 +335,8 @@ uint32_t lk_dir_node(const struct lk_ls *ls, uint64_t hash);
 int lk_traffic_ok(const struct lk_ls *ls);
 /* Output: append a record to the open frame for @node (or start one). */
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
+/* The same for @n records of @type, contiguous in one frame. */
+void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n);
 /* The last record of the open frame for @node if that frame is of @type
  * (it may still be changed), else NULL. */
 void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type);
@@ -347,10 +350,13 @@ void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 /* lk_master.c */
 extern const struct lk_grant_out lk_master_out_ops;
-/* The @n lock records (REQUEST, SREQUEST, CONVERT, UNLOCK, CANCEL) of
- * @type of one frame. */
+/* The @n lock records (REQUEST, CONVERT, UNLOCK, CANCEL) of @type of one
+ * frame. */
 void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 			const void *recs, unsigned n);
+/* The @n slots of a RUNREQ frame (malformed runs are dropped, logged). */
+void lk_master_rx_runs(struct lk_ls *ls, uint32_t sender,
+		       const struct lk_rec_slot *s, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
 struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid);
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,

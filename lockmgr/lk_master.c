@@ -288,72 +288,101 @@ static void rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 
 enum { LK_RX_CHUNK = 256 };
 
-/* SREQUEST records, made REQUEST records again (the name gets its zero
- * string part back). */
-static void expand_sreqs(const struct lk_rec_sreq *s, unsigned n,
-			 struct lk_rec_req *out)
-{
-	for (unsigned i = 0; i < n; i++) {
-		memset(&out[i], 0, sizeof(out[i]));
-		out[i].name.type = s[i].type;
-		out[i].name.num = s[i].num;
-		out[i].lkid = s[i].lkid;
-		out[i].flags = s[i].flags;
-		out[i].mode = s[i].mode;
-	}
-}
-
 /*
- * A frame of lock records (REQUEST, SREQUEST, CONVERT, UNLOCK, CANCEL; or
- * a single record of one): their resources are looked up first, a chunk
- * at a time, in a tight loop whose iterations do not depend on each
- * other, so the cache misses on the hash buckets overlap instead of
+ * @c lock records of @type at @p, @ps bytes apart: their resources are
+ * looked up first, in a tight loop whose iterations do not depend on
+ * each other, so the cache misses on the hash buckets overlap instead of
  * stalling each record's processing in turn. Sound because handling a
  * lock record never creates or frees a resource (requests for unknown
  * resources are refused, unused ones only go on the toss list).
  */
+static void rx_chunk(struct lk_ls *ls, uint32_t sender, unsigned type,
+		     const uint8_t *p, size_t ps, unsigned c)
+{
+	struct lk_res *rv[LK_RX_CHUNK];
+	uint64_t hv[LK_RX_CHUNK];
+	const struct lk_rec_req *r;
+
+	for (unsigned j = 0; j < c; j++) {
+		r = (const void *)(p + j * ps);
+		hv[j] = lk_name_hash(&r->name);
+		__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
+	}
+	for (unsigned j = 0; j < c; j++) {
+		r = (const void *)(p + j * ps);
+		rv[j] = lk_res_find(ls, &r->name, hv[j]);
+		/* the grant reads its queues and lists too */
+		for (size_t o = 64; rv[j] != NULL && o < LK_RES_HOT; o += 64)
+			__builtin_prefetch((const char *)rv[j] + o);
+	}
+	for (unsigned j = 0; j < c; j++) {
+		r = (const void *)(p + j * ps);
+		if (lk_wire_check_name(&r->name) != 0)
+			bad(ls, sender, "malformed name", r);
+		else
+			rx_lock(ls, sender, type, r, rv[j]);
+	}
+}
+
+/* A frame of lock records (REQUEST, CONVERT, UNLOCK, CANCEL; or a single
+ * record of one), a chunk at a time. */
 void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 			const void *recs, unsigned n)
 {
 	size_t rs = lk_wire_recsize(type);
-	struct lk_res *rv[LK_RX_CHUNK];
-	uint64_t hv[LK_RX_CHUNK];
-	struct lk_rec_req xv[LK_RX_CHUNK];
 
 	for (unsigned base = 0; base < n; base += LK_RX_CHUNK) {
 		unsigned c = n - base < LK_RX_CHUNK ? n - base : LK_RX_CHUNK;
-		const uint8_t *p = (const uint8_t *)recs + base * rs;
-		const struct lk_rec_req *r;
-		unsigned t = type;
-		size_t ps = rs; /* record stride at p */
 
-		if (type == LK_M_SREQUEST) {
-			expand_sreqs((const void *)p, c, xv);
-			p = (const uint8_t *)xv;
-			ps = sizeof(*xv);
-			t = LK_M_REQUEST;
-		}
+		rx_chunk(ls, sender, type, (const uint8_t *)recs + base * rs,
+			 rs, c);
+	}
+}
 
-		for (unsigned j = 0; j < c; j++) {
-			r = (const void *)(p + j * ps);
-			hv[j] = lk_name_hash(&r->name);
-			__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
+/* One run of a RUNREQ frame: its requests, made REQUEST records again
+ * (the names get their zero string part back) a chunk at a time. */
+static void rx_run(struct lk_ls *ls, uint32_t sender,
+		   const struct lk_run_hdr *h, const struct lk_rec_slot *num)
+{
+	struct lk_rec_req xv[LK_RX_CHUNK];
+
+	for (unsigned base = 0; base < h->count; base += LK_RX_CHUNK) {
+		unsigned c = h->count - base < LK_RX_CHUNK ? h->count - base
+							   : LK_RX_CHUNK;
+
+		memset(xv, 0, c * sizeof(xv[0]));
+		for (unsigned i = 0; i < c; i++) {
+			xv[i].name.type = h->type;
+			xv[i].name.num = num[base + i].v;
+			xv[i].lkid = h->lkid + base + i;
+			xv[i].flags = h->flags;
+			xv[i].mode = h->mode;
 		}
-		for (unsigned j = 0; j < c; j++) {
-			r = (const void *)(p + j * ps);
-			rv[j] = lk_res_find(ls, &r->name, hv[j]);
-			/* the grant reads its queues and lists too */
-			for (size_t o = 64; rv[j] != NULL && o < LK_RES_HOT;
-			     o += 64)
-				__builtin_prefetch((const char *)rv[j] + o);
+		rx_chunk(ls, sender, LK_M_REQUEST, (const uint8_t *)xv,
+			 sizeof(*xv), c);
+	}
+}
+
+void lk_master_rx_runs(struct lk_ls *ls, uint32_t sender,
+		       const struct lk_rec_slot *s, unsigned n)
+{
+	const struct lk_run_hdr *h;
+	unsigned i = 0;
+
+	while (i < n) {
+		h = (const void *)&s[i];
+		if (n - i <= LK_RUN_HDR_SLOTS || h->count == 0 ||
+		    h->count > n - i - LK_RUN_HDR_SLOTS) {
+			/* the following slots cannot be told apart */
+			ls->stats.bad_frames++;
+			lk_log(ls, 1,
+			       "RUNREQ from %u: run with a bad count (%u slots "
+			       "left) dropped with the rest of the frame",
+			       sender, n - i);
+			return;
 		}
-		for (unsigned j = 0; j < c; j++) {
-			r = (const void *)(p + j * ps);
-			if (lk_wire_check_name(&r->name) != 0)
-				bad(ls, sender, "malformed name", r);
-			else
-				rx_lock(ls, sender, t, r, rv[j]);
-		}
+		rx_run(ls, sender, h, &s[i + LK_RUN_HDR_SLOTS]);
+		i += LK_RUN_HDR_SLOTS + h->count;
 	}
 }
 

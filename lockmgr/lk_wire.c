@@ -20,7 +20,8 @@ _Static_assert(offsetof(struct lk_rec_req, mode) ==
 		       offsetof(struct lk_rec_lock, has_lvb),
 	       "a request is the head of a lock record");
 _Static_assert(sizeof(struct lk_rec_sreply) == 16, "rec_sreply");
-_Static_assert(sizeof(struct lk_rec_sreq) == 24, "rec_sreq");
+_Static_assert(sizeof(struct lk_run_hdr) == 24, "run_hdr");
+_Static_assert(sizeof(struct lk_rec_slot) == 8, "rec_slot");
 _Static_assert(sizeof(struct lk_rec_grants) == 16, "rec_grants");
 _Static_assert(offsetof(struct lk_rec_sreply, lvbf) ==
 		   offsetof(struct lk_rec_reply, lvbf),
@@ -59,8 +60,8 @@ static const struct {
     [LK_M_LEAVE] = {"LEAVE", sizeof(struct lk_rec_ctl)},
     [LK_M_HANDOFF] = {"HANDOFF", sizeof(struct lk_rec_rcom)},
     [LK_M_SREPLY] = {"SREPLY", sizeof(struct lk_rec_sreply)},
-    [LK_M_SREQUEST] = {"SREQUEST", sizeof(struct lk_rec_sreq)},
     [LK_M_GRANTS] = {"GRANTS", sizeof(struct lk_rec_grants)},
+    [LK_M_RUNREQ] = {"RUNREQ", sizeof(struct lk_rec_slot)},
 };
 
 size_t lk_wire_recsize(unsigned type)

@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 3
+#define LK_VERSION 4
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -42,8 +42,9 @@ enum lk_msg {
 	LK_M_LEAVE,    /* ctl: I am leaving */
 	LK_M_HANDOFF,  /* rcom: a leaving master's LVB for a holder */
 	LK_M_SREPLY,   /* sreply: a REPLY that carries no LVB */
-	LK_M_SREQUEST, /* sreq: a REQUEST on a name with no string */
+	LK_M_SREQUEST, /* v3 only (replaced by RUNREQ): not accepted */
 	LK_M_GRANTS,   /* grants: consecutive lkids granted (to holder) */
+	LK_M_RUNREQ,   /* slot: runs of REQUESTs on names with no string */
 	LK_M_NTYPES
 };
 
@@ -69,16 +70,27 @@ struct lk_rec_req {
 	uint8_t pad[2];
 };
 
-/* SREQUEST: a REQUEST whose name has no string part (slen 0, str zero,
- * as most names are: an inode number and a type), half its size */
-struct lk_rec_sreq {
-	uint64_t num; /* name.num */
-	uint64_t lkid;
+/*
+ * RUNREQ: REQUESTs on names with no string part (slen 0, str zero, as
+ * most names are: an inode number and a type). The records are 8-byte
+ * slots holding runs: a run header (LK_RUN_HDR_SLOTS slots) followed by
+ * @count name numbers, the requests of lkids lkid .. lkid + count - 1 on
+ * names (type, num[i]) in one mode with one set of flags. A batch numbers
+ * its lkids consecutively, so 1,000 requests are one run: 8 bytes a lock.
+ */
+struct lk_rec_slot {
+	uint64_t v;
+};
+
+struct lk_run_hdr {
+	uint64_t lkid;	/* of the first request of the run */
+	uint32_t count; /* name numbers that follow: 1 .. the slots left */
 	uint32_t flags; /* LK_* request flags */
 	uint16_t type;	/* name.type */
 	int8_t mode;
-	uint8_t pad;
+	uint8_t pad[5];
 };
+#define LK_RUN_HDR_SLOTS (sizeof(struct lk_run_hdr) / sizeof(uint64_t))
 
 /* CONVERT, UNLOCK, CANCEL */
 struct lk_rec_lock {

@@ -414,10 +414,11 @@ static void make_master(int who, const struct lk_name *names, size_t n,
 	settle();
 }
 
-/* A name with no string part is requested with a 24-byte SREQUEST, one
- * with a string with a 48-byte REQUEST: a batch of 100 of each (in that
- * order) to node 2 is two frames of those sizes, and all are granted,
- * string names included (the master rebuilds the numeric names). */
+/* Names with no string part are requested in a RUNREQ run (a 24-byte
+ * header, then 8 bytes a lock: their lkids are consecutive), one with a
+ * string with a 48-byte REQUEST: a batch of 100 of each (in that order)
+ * to node 2 is two frames of those sizes, and all are granted, string
+ * names included (the master rebuilds the numeric names). */
 static void test_short_and_long_requests(void)
 {
 	enum { N = 200 };
@@ -446,8 +447,8 @@ static void test_short_and_long_requests(void)
 	lk_ls_stats(node[1], &s1);
 	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
 	CHECK_EQ(s1.peer[2].bytes_tx - s0.peer[2].bytes_tx,
-		 2 * sizeof(struct lk_hdr) +
-		     N / 2 * sizeof(struct lk_rec_sreq) +
+		 2 * sizeof(struct lk_hdr) + sizeof(struct lk_run_hdr) +
+		     N / 2 * sizeof(struct lk_rec_slot) +
 		     N / 2 * sizeof(struct lk_rec_req));
 	settle();
 	for (int i = 0; i < N; i++)
@@ -459,11 +460,72 @@ static void test_short_and_long_requests(void)
 	sim_fini();
 }
 
-/* A batch bigger than one frame holds (1 MiB): split over several
- * SREQUEST frames, every lock granted, every grant counted. */
+/* A RUNREQ frame of @n slots from node 1 to node 2, delivered at once;
+ * returns the bad frames node 2 counted. */
+static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
+{
+	uint8_t buf[sizeof(struct lk_hdr) + 16 * sizeof(uint64_t)];
+	struct lk_hdr *h = (struct lk_hdr *)buf;
+	uint64_t before = node[2]->stats.bad_frames;
+
+	if (n > 16)
+		return UINT64_MAX;
+	memset(h, 0, sizeof(*h));
+	h->magic = LK_MAGIC;
+	h->version = LK_VERSION;
+	h->type = LK_M_RUNREQ;
+	h->count = (uint16_t)n;
+	h->length = (uint32_t)(sizeof(*h) + n * sizeof(uint64_t));
+	h->sender = 1;
+	h->gen = node[2]->gen;
+	memcpy(buf + sizeof(*h), slots, n * sizeof(uint64_t));
+	pthread_mutex_lock(&node[2]->mu);
+	lk_core_rx(node[2], 1, buf, h->length);
+	lk_out_flush(node[2]);
+	pthread_mutex_unlock(&node[2]->mu);
+	return node[2]->stats.bad_frames - before;
+}
+
+/* Malformed runs (a count of 0, one past the frame's end, a header cut
+ * short) are dropped with the rest of their frame and counted; the runs
+ * before them in the frame are handled (each request here is refused:
+ * node 2 masters no such name, and says so). */
+static void test_runreq_malformed(void)
+{
+	struct lk_run_hdr r = {
+	    .lkid = 1ull << 40, .count = 2, .type = 2, .mode = LK_PR};
+	uint64_t s[16];
+	unsigned long before;
+
+	start_cluster(2);
+	memcpy(s, &r, sizeof(r));
+	s[3] = 900001;
+	s[4] = 900002;
+	CHECK_EQ(rx_runreq(s, 5), 0); /* well formed */
+	r.count = 0;
+	memcpy(s, &r, sizeof(r));
+	CHECK_EQ(rx_runreq(s, 5), 1); /* count 0 */
+	r.count = 3;
+	memcpy(s, &r, sizeof(r));
+	CHECK_EQ(rx_runreq(s, 5), 1); /* one past the end */
+	CHECK_EQ(rx_runreq(s, 3), 1); /* a header and no number */
+	r.count = 2;
+	memcpy(s, &r, sizeof(r));
+	r.count = 0xffffffffu;
+	memcpy(&s[5], &r, sizeof(r));
+	s[8] = 900003;
+	before = frames_sent;
+	CHECK_EQ(rx_runreq(s, 9), 1);	   /* a good run, then a bad one */
+	CHECK_EQ(frames_sent - before, 1); /* the good one answered */
+	drop_link(&links[2][1]);
+	sim_fini();
+}
+
+/* A batch bigger than one frame holds (65,535 slots): split over two
+ * RUNREQ frames, a run in each, every lock granted, every grant counted. */
 static void test_batch_split_frames(void)
 {
-	enum { N = 50000 };
+	enum { N = 70000 };
 	static struct lk_name names[N];
 	static struct lk_lock *lks[N];
 	struct lk_stats s0, s1;
@@ -483,10 +545,11 @@ static void test_batch_split_frames(void)
 	CHECK_EQ(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL, lks),
 		 0);
 	lk_ls_stats(node[1], &s1);
-	/* 50000 requests of 24 bytes (SREQUEST: the names have no
-	 * string part): two frames of at most 1 MiB */
+	/* 70000 requests of 8 bytes (RUNREQ: the names have no string
+	 * part): two frames of at most 65,535 slots, one run header each */
 	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 2);
-	CHECK_EQ(s1.peer[2].records_tx - s0.peer[2].records_tx, N);
+	CHECK_EQ(s1.peer[2].records_tx - s0.peer[2].records_tx,
+		 N + 2 * LK_RUN_HDR_SLOTS);
 	settle();
 	for (int i = 0; i < N; i++)
 		granted += lk_lock_granted(lks[i]);
@@ -1107,6 +1170,7 @@ int main(int argc, char **argv)
 	T_RUN(test_toss_list);
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_short_and_long_requests);
+	T_RUN(test_runreq_malformed);
 	T_RUN(test_batch_split_frames);
 	T_RUN(test_batch_mixed_local_remote);
 	T_RUN(test_batch_cancel_midway);
