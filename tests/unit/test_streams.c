@@ -74,6 +74,16 @@ static void check_files(struct tfs *t, const int64_t *f)
 	}
 }
 
+/* A fresh filesystem with two empty files, a and b; 0 or -1. */
+static int open_two(struct tfs *t, int64_t *f)
+{
+	if (tfs_open(t, 96) != 0)
+		return -1;
+	f[0] = tfs_creat(t, t->root, "a", 0644);
+	f[1] = tfs_creat(t, t->root, "b", 0644);
+	return f[0] > 0 && f[1] > 0 ? 0 : -1;
+}
+
 /* Two files written in turns, one 128 KiB request each. */
 static void test_turns(void)
 {
@@ -81,10 +91,7 @@ static void test_turns(void)
 	struct tfs t;
 	int64_t f[2];
 
-	REQUIRE(tfs_open(&t, 96) == 0);
-	f[0] = tfs_creat(&t, t.root, "a", 0644);
-	f[1] = tfs_creat(&t, t.root, "b", 0644);
-	REQUIRE(f[0] > 0 && f[1] > 0);
+	REQUIRE(open_two(&t, f) == 0);
 	for (uint64_t off = 0; off < (uint64_t)FILE_MB << 20; off += CHUNK) {
 		for (unsigned k = 0; k < 2; k++) {
 			fill(buf, k, off, CHUNK);
@@ -135,10 +142,7 @@ static void test_threads(void)
 	struct tfs t;
 	int64_t f[2];
 
-	REQUIRE(tfs_open(&t, 96) == 0);
-	f[0] = tfs_creat(&t, t.root, "a", 0644);
-	f[1] = tfs_creat(&t, t.root, "b", 0644);
-	REQUIRE(f[0] > 0 && f[1] > 0);
+	REQUIRE(open_two(&t, f) == 0);
 	for (unsigned k = 0; k < 2; k++) {
 		w[k] = (struct writer){ &t, (uint64_t)f[k], k,
 					k == 0 ? 65536 : 262144, 0 };
