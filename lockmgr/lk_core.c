@@ -272,11 +272,15 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 	return lk;
 }
 
-/* The rest of a new lkb whose lkid is set: hashed, on @res's list. */
-static void lkb_setup(struct lk_ls *ls, struct lk_lock *lk, struct lk_res *res)
+static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
 {
+	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool);
+
+	if (lk == NULL)
+		return NULL;
 	lk->ls = ls;
 	lk->res = res;
+	lk->lkid = ls->next_lkid++;
 	lk->grmode = -1;
 	lk->rqmode = -1;
 	lk->bast_mode = -1;
@@ -286,16 +290,6 @@ static void lkb_setup(struct lk_ls *ls, struct lk_lock *lk, struct lk_res *res)
 	lk->hnext = ls->lkb_hash[lk->lkid & LK_HASH_MASK];
 	ls->lkb_hash[lk->lkid & LK_HASH_MASK] = lk;
 	lk_list_add_tail(&res->locks, &lk->res_link);
-}
-
-static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
-{
-	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool);
-
-	if (lk == NULL)
-		return NULL;
-	lk->lkid = ls->next_lkid++;
-	lkb_setup(ls, lk, res);
 	return lk;
 }
 
@@ -1110,13 +1104,18 @@ struct batch_name {
 	uint8_t look;
 };
 
-/* Find the resource of every name (buckets prefetched ahead) and whether
- * its master must be looked up first (unknown, directory elsewhere).
- * Returns whether the whole batch may take batch_early. */
-static int batch_find(struct lk_ls *ls, const struct lk_name *names, size_t n,
-		      struct batch_name *bn, const struct lock_args *a)
+/*
+ * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
+ * for unknown masters first, then requests to known masters. Pass 0 also
+ * finds each resource, so pass 1 does not look it up again: nothing in
+ * between frees a resource (only the toss timer and recovery do, and
+ * neither runs while ls->mu is held here).
+ */
+static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
+			struct batch_name *bn, const struct lock_args *a,
+			struct lk_lock **out, int *granted)
 {
-	int early = !ls->closing && !ls->fenced && lk_traffic_ok(ls);
+	int ret = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct lk_res *res;
@@ -1129,88 +1128,21 @@ static int batch_find(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		bn[i].res = res;
 		bn[i].look = (res == NULL || res->master == 0) &&
 			     lk_dir_node(ls, bn[i].hash) != ls->nodeid;
-		early = early && res != NULL && res->master != 0 &&
-			res->master != ls->nodeid &&
-			res->master < LK_MAX_NODES && name_numeric(&names[i]) &&
-			cache_find(res, a->mode, a->flags) == NULL;
-	}
-	return early;
-}
-
-/*
- * A batch whose every name has a known remote master, no string part and
- * no cached lock to reuse: the lkbs are taken from the pool and given
- * their lkids, the runs written and SENT first; the lkbs are set up
- * (hashed, listed, counted) afterwards, while the masters grant. Sound
- * because ls->mu is held throughout: no reply is read before the lkbs
- * exist. Nothing is sent unless every lkb could be had. ls->mu held.
- */
-static int batch_early(struct lk_ls *ls, size_t n, const struct batch_name *bn,
-		       const struct lock_args *a, struct lk_lock **out)
-{
-	struct lk_lock *lk;
-
-	for (size_t i = 0; i < n; i++) {
-		out[i] = lk_pool_get(&ls->lkb_pool);
-		if (out[i] == NULL) {
-			while (i-- > 0) {
-				lk_pool_put(&ls->lkb_pool, out[i]);
-				out[i] = NULL;
-			}
-			return -ENOMEM;
-		}
+		if (!bn[i].look)
+			continue;
+		ret = lock_one(ls, a, &names[i], bn[i].hash, res, &out[i]);
+		if (ret < 0)
+			return ret;
+		*granted += ret == LK_GRANTED_NOW;
 	}
 	for (size_t i = 0; i < n; i++) {
-		lk = out[i];
-		lk->lkid = ls->next_lkid++;
-		lk->res = bn[i].res;
-		lk->rqmode = (int8_t)a->mode;
-		lk->flags = a->flags;
-		send_run_request(ls, lk);
-	}
-	lk_out_flush(ls);
-	ls->now = lk_now_ns();
-	ls->now_fresh = 1;
-	for (size_t i = 0; i < n; i++) {
-		lk = out[i];
-		lk_res_untoss(ls, bn[i].res);
-		lkb_setup(ls, lk, bn[i].res);
-		lk->ops = a->ops;
-		lk->arg = a->arg;
-		lk->flags = a->flags;
-		lk->rqmode = (int8_t)a->mode;
-		lk->t_req = ls->now;
-		lk->state = LK_S_WAITING;
-		lk_stats_request(ls, bn[i].res, lk->t_req);
-	}
-	return 0;
-}
-
-/*
- * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
- * for unknown masters first, then requests to known masters, from the
- * resources batch_find found: nothing in between frees a resource (only
- * the toss timer and recovery do, and neither runs while ls->mu is held
- * here).
- */
-static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
-			struct batch_name *bn, const struct lock_args *a,
-			struct lk_lock **out, int *granted)
-{
-	int ret = 0;
-
-	if (batch_find(ls, names, n, bn, a))
-		return batch_early(ls, n, bn, a, out);
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < n; i++) {
-			if (bn[i].look != (pass == 0))
-				continue;
-			ret = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
-				       &out[i]);
-			if (ret < 0)
-				return ret;
-			*granted += ret == LK_GRANTED_NOW;
-		}
+		if (bn[i].look)
+			continue;
+		ret =
+		    lock_one(ls, a, &names[i], bn[i].hash, bn[i].res, &out[i]);
+		if (ret < 0)
+			return ret;
+		*granted += ret == LK_GRANTED_NOW;
 	}
 	return ret;
 }
