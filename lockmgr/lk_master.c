@@ -191,9 +191,19 @@ static void bad(struct lk_ls *ls, uint32_t sender, const char *what,
 	       (unsigned long long)r->lkid);
 }
 
-static void rx_request(struct lk_ls *ls, uint32_t sender,
-		       const struct lk_rec_req *r, struct lk_res *res,
-		       const struct lk_grant_out *o)
+static int mode_flags_ok(int mode, uint32_t flags)
+{
+	return mode >= 0 && mode < LK_NMODES &&
+	       !(flags & ~(uint32_t)(LK_NOQUEUE | LK_NOQUEUEBAST | LK_VALBLK |
+				     LK_NOEXP | LK_QUECVT));
+}
+
+/* A request whose mode and flags are valid, on @res (or NULL) whose
+ * name is valid; @r is only read to log a refusal. */
+static void request_one(struct lk_ls *ls, uint32_t sender, uint64_t lkid,
+			int mode, uint32_t flags, struct lk_res *res,
+			const struct lk_grant_out *o,
+			const struct lk_rec_req *r)
 {
 	struct lk_mst *m;
 
@@ -201,27 +211,33 @@ static void rx_request(struct lk_ls *ls, uint32_t sender,
 		struct lk_rec_sreply *rep = lk_out_add(ls, sender, LK_M_SREPLY);
 
 		if (rep != NULL) {
-			rep->lkid = r->lkid;
+			rep->lkid = lkid;
 			rep->status = LK_ST_NOTMASTER;
 			rep->mode = -1;
 		}
 		return;
 	}
-	if (r->mode < 0 || r->mode >= LK_NMODES ||
-	    (r->flags & ~(uint32_t)(LK_NOQUEUE | LK_NOQUEUEBAST | LK_VALBLK |
-				    LK_NOEXP | LK_QUECVT))) {
-		bad(ls, sender, "bad mode or flags", r);
-		return;
-	}
-	if (lk_mst_find(ls, sender, r->lkid) != NULL) {
+	if (lk_mst_find(ls, sender, lkid) != NULL) {
 		bad(ls, sender, "request for a lock it already has", r);
 		return;
 	}
-	m = lk_mst_new(ls, res, sender, r->lkid);
+	m = lk_mst_new(ls, res, sender, lkid);
 	if (m == NULL)
 		return;
 	lk_res_untoss(ls, res);
-	lk_grant_request(&res->q, &m->rq, r->mode, r->flags, o);
+	lk_grant_request(&res->q, &m->rq, mode, flags, o);
+}
+
+static void rx_request(struct lk_ls *ls, uint32_t sender,
+		       const struct lk_rec_req *r, struct lk_res *res,
+		       const struct lk_grant_out *o)
+{
+	if (res != NULL && res->master == ls->nodeid &&
+	    !mode_flags_ok(r->mode, r->flags)) {
+		bad(ls, sender, "bad mode or flags", r);
+		return;
+	}
+	request_one(ls, sender, r->lkid, r->mode, r->flags, res, o, r);
 }
 
 /* CONVERT, UNLOCK or CANCEL of the master copy @m. */
@@ -339,27 +355,75 @@ void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 	}
 }
 
-/* One run of a RUNREQ frame: its requests, made REQUEST records again
- * (the names get their zero string part back) a chunk at a time. */
+/*
+ * Requests @base .. @base + @c - 1 of a run whose mode and flags were
+ * checked once for the whole run: the names differ only in their number,
+ * so nothing is copied into REQUEST records and no name is re-checked;
+ * the resources are found first as in rx_chunk.
+ */
+static void run_chunk(struct lk_ls *ls, uint32_t sender,
+		      const struct lk_run_hdr *h, const struct lk_rec_slot *num,
+		      unsigned c, const struct lk_grant_out *o)
+{
+	struct lk_res *rv[LK_RX_CHUNK];
+	uint64_t hv[LK_RX_CHUNK];
+	struct lk_rec_req r;
+
+	memset(&r, 0, sizeof(r));
+	r.name.type = h->type;
+	r.flags = h->flags;
+	r.mode = h->mode;
+	for (unsigned j = 0; j < c; j++) {
+		r.name.num = num[j].v;
+		hv[j] = lk_name_hash(&r.name);
+		__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
+	}
+	for (unsigned j = 0; j < c; j++) {
+		r.name.num = num[j].v;
+		rv[j] = lk_res_find(ls, &r.name, hv[j]);
+		for (size_t off = 64; rv[j] != NULL && off < LK_RES_HOT;
+		     off += 64)
+			__builtin_prefetch((const char *)rv[j] + off);
+	}
+	for (unsigned j = 0; j < c; j++) {
+		struct lk_res *res = rv[j];
+
+		r.name.num = num[j].v;
+		r.lkid = h->lkid + j;
+		if (res != NULL) {
+			res->remote_ns = ls->now; /* lock_new: contended */
+			res->streak = 0;
+		}
+		request_one(ls, sender, r.lkid, h->mode, h->flags, res, o, &r);
+		if (res != NULL)
+			lk_res_maybe_toss(ls, res);
+	}
+}
+
+/* One run of a RUNREQ frame, a chunk at a time; a run with a bad mode or
+ * flags is dropped whole (its count is good: the next run is found). */
 static void rx_run(struct lk_ls *ls, uint32_t sender,
 		   const struct lk_run_hdr *h, const struct lk_rec_slot *num)
 {
-	struct lk_rec_req xv[LK_RX_CHUNK];
+	struct lk_grant_out o = out_for(ls);
+	struct lk_run_hdr part = *h;
 
+	if (!mode_flags_ok(h->mode, h->flags)) {
+		ls->stats.bad_frames++;
+		if (sender < LK_MAX_NODES)
+			ls->stats.peer[sender].dropped++;
+		lk_log(ls, 1,
+		       "RUNREQ from %u: run of %u with a bad mode or flags "
+		       "(%d, %#x) dropped",
+		       sender, h->count, h->mode, h->flags);
+		return;
+	}
 	for (unsigned base = 0; base < h->count; base += LK_RX_CHUNK) {
 		unsigned c = h->count - base < LK_RX_CHUNK ? h->count - base
 							   : LK_RX_CHUNK;
 
-		memset(xv, 0, c * sizeof(xv[0]));
-		for (unsigned i = 0; i < c; i++) {
-			xv[i].name.type = h->type;
-			xv[i].name.num = num[base + i].v;
-			xv[i].lkid = h->lkid + base + i;
-			xv[i].flags = h->flags;
-			xv[i].mode = h->mode;
-		}
-		rx_chunk(ls, sender, LK_M_REQUEST, (const uint8_t *)xv,
-			 sizeof(*xv), c);
+		part.lkid = h->lkid + base;
+		run_chunk(ls, sender, &part, num + base, c, &o);
 	}
 }
 

@@ -488,7 +488,8 @@ static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
 
 /* Malformed runs (a count of 0, one past the frame's end, a header cut
  * short) are dropped with the rest of their frame and counted; the runs
- * before them in the frame are handled (each request here is refused:
+ * before them in the frame are handled; a run with a bad mode or flags
+ * is dropped alone and counted (each request here is refused:
  * node 2 masters no such name, and says so). */
 static void test_runreq_malformed(void)
 {
@@ -517,6 +518,27 @@ static void test_runreq_malformed(void)
 	before = frames_sent;
 	CHECK_EQ(rx_runreq(s, 9), 1);	   /* a good run, then a bad one */
 	CHECK_EQ(frames_sent - before, 1); /* the good one answered */
+	/* a bad mode or bad flags drop that run only (its count is good):
+	 * the run after it is still handled */
+	r.count = 2;
+	r.mode = LK_NMODES;
+	memcpy(s, &r, sizeof(r));
+	r.mode = LK_PR;
+	memcpy(&s[5], &r, sizeof(r));
+	s[8] = 900003;
+	s[9] = 900004;
+	before = frames_sent;
+	CHECK_EQ(rx_runreq(s, 10), 1);
+	CHECK_EQ(frames_sent - before, 1);
+	r.flags = 0x80000000u;
+	memcpy(s, &r, sizeof(r));
+	before = frames_sent;
+	CHECK_EQ(rx_runreq(s, 10), 1);
+	CHECK_EQ(frames_sent - before, 1);
+	r.mode = -1;
+	r.flags = 0;
+	memcpy(s, &r, sizeof(r));
+	CHECK_EQ(rx_runreq(s, 5), 1);
 	drop_link(&links[2][1]);
 	sim_fini();
 }
