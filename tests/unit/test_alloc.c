@@ -14,16 +14,6 @@
 #include "fusefs/fs_internal.h"
 #include "harness.h"
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 static struct bd_dev *ram_fs(unsigned mb, unsigned rgmb)
 {
 	struct fs_mkfs_params p;
@@ -280,7 +270,7 @@ static void test_random_model(void)
 	uint32_t *rl;
 	unsigned nr = 0, bad = 0;
 
-	rng = t_seed() | 1;
+	t_rnd_seed(t_seed());
 	REQUIRE(bd != NULL && (fs = mnt(bd)) != NULL);
 	total = fs->sb.total_blocks;
 	used = calloc(total, 1);
@@ -293,8 +283,8 @@ static void test_random_model(void)
 		int ret;
 
 		REQUIRE(tx != NULL);
-		if (nr > 0 && (rnd() % 100 < 45 || nr == 20000)) {
-			unsigned k = (unsigned)(rnd() % nr);
+		if (nr > 0 && (t_rnd() % 100 < 45 || nr == 20000)) {
+			unsigned k = (unsigned)(t_rnd() % nr);
 
 			ret = fs_free(tx, rs[k], rl[k]);
 			if (ret != 0)
@@ -305,8 +295,8 @@ static void test_random_model(void)
 			rs[k] = rs[nr - 1];
 			rl[k] = rl[--nr];
 		} else {
-			uint32_t mx = 1 + (uint32_t)(rnd() % 64), l;
-			uint64_t s, goal = rnd() % 2 ? rnd() % total : 0;
+			uint32_t mx = 1 + (uint32_t)(t_rnd() % 64), l;
+			uint64_t s, goal = t_rnd() % 2 ? t_rnd() % total : 0;
 
 			ret = fs_alloc(tx, goal, 1, mx, &s, &l);
 			if (ret == 0) {
@@ -325,7 +315,7 @@ static void test_random_model(void)
 			}
 		}
 		fs_tx_end(tx);
-		if (rnd() % 50 == 0)
+		if (t_rnd() % 50 == 0)
 			fs_journal_sync(fs);
 		if (free_now(fs) != nfree_model)
 			bad++;

@@ -342,16 +342,6 @@ out:
 
 /* ---- a key holder sending tagged garbage ---- */
 
-static uint64_t rng;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 static void hdr(uint8_t *buf, unsigned type, unsigned count, size_t rs,
 		uint32_t sender)
 {
@@ -432,25 +422,25 @@ static int send_mutated(int fd, const uint8_t fkey[32], uint64_t seq)
 {
 	static uint8_t buf[32 + 8 * 96 + LK_FRAME_TAG];
 	unsigned type =
-	    fuzz_types[rnd() % (sizeof(fuzz_types) / sizeof(fuzz_types[0]))];
+	    fuzz_types[t_rnd() % (sizeof(fuzz_types) / sizeof(fuzz_types[0]))];
 	size_t rs = lk_wire_recsize(type) ? lk_wire_recsize(type) : 40;
-	unsigned count = (unsigned)(rnd() % 8);
+	unsigned count = (unsigned)(t_rnd() % 8);
 	struct lk_hdr *h = (struct lk_hdr *)buf;
 	size_t len;
 
 	hdr(buf, type, count, rs, 3);
 	len = sizeof(*h) + count * rs;
 	for (size_t i = sizeof(*h); i < len; i++)
-		buf[i] = (uint8_t)(rnd() % 4 == 0 ? rnd() : rnd() % 3);
-	switch (rnd() % 5) {
+		buf[i] = (uint8_t)(t_rnd() % 4 == 0 ? t_rnd() : t_rnd() % 3);
+	switch (t_rnd() % 5) {
 	case 0: /* a count that does not match the length */
-		h->count = (uint16_t)rnd();
+		h->count = (uint16_t)t_rnd();
 		break;
 	case 1: /* another sender than the authenticated one */
-		h->sender = (uint32_t)(rnd() % 70);
+		h->sender = (uint32_t)(t_rnd() % 70);
 		break;
 	case 2: /* an old generation */
-		h->gen = rnd() % 3;
+		h->gen = t_rnd() % 3;
 		break;
 	default:
 		break;
@@ -479,7 +469,7 @@ static void test_tagged_garbage_from_a_key_holder(void)
 	int sent = 0, conns = 0;
 	FILE *f;
 
-	rng = t_seed() | 1;
+	t_rnd_seed(t_seed());
 	snprintf(dir, sizeof(dir), "/tmp/ucfs-lkmac.XXXXXX");
 	REQUIRE(mkdtemp(dir) != NULL);
 	port1 = 20000 + (int)((getpid() + 7) % 20000);
