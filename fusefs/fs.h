@@ -83,6 +83,11 @@ struct fs_opts {
 					   fsync/close: off by default) */
 	enum fs_uring_mode uring;	/* uring=auto|on|off: FUSE requests
 					   over per-CPU io_uring queues */
+	char cluster[FS_PATH_MAX];	/* cluster=FILE (dlm): lk JSON
+					   configuration; "" none */
+	unsigned node_id;		/* node=ID (dlm), 1..63; 0 none */
+	int minhold_ms;			/* minhold=MS (dlm): glock minimum
+					   hold time; -1 default */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags

@@ -169,6 +169,44 @@ int fs_alloc_init(struct fs *fs)
 	return ret;
 }
 
+int fs_alloc_reload(struct fs *fs)
+{
+	struct fs_alloc *a = fs->alloc;
+	int ret = 0;
+
+	for (uint32_t g = 0; g < a->count; g++) {
+		struct fs_rgrp *rg = &a->rg[g];
+		const struct fs_rgrp_hdr *h;
+		struct fs_buf *b;
+		int r;
+
+		if (g % 256 == 0)
+			prefetch_headers(fs, g, a->count);
+		pthread_mutex_lock(&rg->lock);
+		/* reservations and chunks may now hold another node's
+		 * blocks; pending frees (none after a checkpoint) stay */
+		__atomic_fetch_sub(&a->nrs, rg->nrs, __ATOMIC_RELAXED);
+		rg->nrs = 0;
+		rg->hint = 1 + rg->nbm;
+		r = fs_buf_read(fs, rg->start, FS_BT_RGRP, &b);
+		if (r == 0) {
+			h = b->data;
+			if (h->free > rg->len)
+				r = -EUCLEAN;
+			else
+				__atomic_store_n(&rg->free, h->free,
+						 __ATOMIC_RELAXED);
+			__atomic_store_n(&rg->dinodes, h->dinodes,
+					 __ATOMIC_RELAXED);
+			fs_buf_put(b);
+		}
+		pthread_mutex_unlock(&rg->lock);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
 void fs_alloc_destroy(struct fs *fs)
 {
 	struct fs_alloc *a = fs->alloc;

@@ -358,6 +358,38 @@ void fs_cache_destroy(struct fs *fs)
 	fs->cache = NULL;
 }
 
+unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy)
+{
+	struct fs_cache *c = fs->cache;
+	unsigned dropped = 0, kept = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (c->ra_batches > 0)	/* prefetches read the old blocks */
+		pthread_cond_wait(&c->io_cond, &c->lock);
+	for (size_t i = 0; i <= c->hmask; i++) {
+		struct fs_buf *b = c->hash[i], *n;
+
+		for (; b != NULL; b = n) {
+			n = b->hnext;
+			if (PINS(b) > 0 || (b->flags & FS_BUF_READING)) {
+				kept++;	/* journal state: must not happen */
+				continue;
+			}
+			/* referenced ones live on, unhashed, until put */
+			hash_del(c, b);
+			if (b->lru_next != NULL)
+				lru_del(b);
+			if (b->ref == 0)
+				buf_free(fs, c, b);
+			dropped++;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (busy != NULL)
+		*busy = kept;
+	return dropped;
+}
+
 static struct fs_buf *hash_find(struct fs_cache *c, uint64_t blkno)
 {
 	struct fs_buf *b = c->hash[hslot(c, blkno)];

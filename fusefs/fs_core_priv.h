@@ -26,6 +26,18 @@ void fs_cache_destroy(struct fs *fs);
 struct fs_buf *fs_cache_lookup(struct fs *fs, uint64_t blkno);
 /* Referenced buffer for @blkno, created (not uptodate) if absent. */
 int fs_cache_get(struct fs *fs, uint64_t blkno, struct fs_buf **out);
+/* Cluster: forget every cached block (another node may have changed
+ * them). Waits for prefetches in flight; a referenced buffer is unhashed
+ * (its holder keeps its copy; the next read gets a fresh one). Pinned or
+ * reading buffers are kept and counted in *busy (may be NULL): the
+ * caller must have written everything back first. Returns the number
+ * dropped. Any thread; no other cache user may expect its blocks to stay
+ * cached. */
+unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy);
+/* Cluster: re-read every rgroup header (free, dinodes), forget
+ * reservations, inode chunks, pending frees and search hints. No handle
+ * may be open. 0 or -errno (-EUCLEAN bad header). */
+int fs_alloc_reload(struct fs *fs);
 /* Pin (not evictable) / unpin: the journal's tx and checkpoint states. */
 void fs_cache_pin(struct fs_buf *b);
 void fs_cache_unpin(struct fs_buf *b);
@@ -70,6 +82,13 @@ int fs_alloc_init(struct fs *fs);
 void fs_alloc_destroy(struct fs *fs);
 /* Transactions up to @seq are durable: their frees become allocatable. */
 void fs_alloc_committed(struct fs *fs, uint64_t seq);
+
+/* ---- fs_super.c (cluster) ---- */
+/* For every other slot whose lock this node can take (its owner is
+ * gone: fs_cluster_slot_try): replay its journal if the slot map says
+ * mounted, and with @mark_free (fs glock held in EX) mark it free. Bd
+ * I/O only. 0 or -errno. */
+int fs_core_recover_slots(struct fs *fs, int mark_free);
 
 /* ---- helpers ---- */
 static inline int fs_why(char *why, size_t whylen, int err, const char *msg)

@@ -35,10 +35,12 @@
 #include "fusefs/fs_fuse.h"
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_cluster.h"
 #include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_stats.h"
+#include "lockmgr/lk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -56,6 +58,8 @@
 
 struct fs_fuse {
 	struct fs *fs;		/* immutable */
+	struct fs_cluster *cl;	/* immutable: fs->cl (dlm) or NULL */
+	double timeout;		/* immutable: entry/attr cache seconds */
 	uint64_t root;		/* immutable: fs_root(fs) */
 	struct fs_stats *st;	/* immutable; may be NULL */
 	struct fuse_session *se; /* main thread only */
@@ -92,15 +96,56 @@ static void get_cred(fuse_req_t req, struct fs_cred *c)
 		c->flags |= FS_CRED_FSETID;
 }
 
-/* ---- stats hook ---- */
+/* ---- the fs glock and the stats hook ---- */
 
-static uint64_t op_begin(void)
+/*
+ * lockproto=dlm: the mode of the fs glock each request holds while its
+ * handler runs (fs_cluster.h). PR for requests that only read (atime is
+ * never updated in dlm mode, like noatime), EX for every request that may
+ * write, including forget and release (the last reference to an unlinked
+ * inode destroys it). 0: no lock (flush does nothing; init/destroy are
+ * not handled here). Ops not listed are not implemented by ucfs.
+ */
+static const unsigned char op_mode[FS_OP__COUNT] = {
+	[FS_OP_LOOKUP] = LK_PR,		[FS_OP_GETATTR] = LK_PR,
+	[FS_OP_READLINK] = LK_PR,	[FS_OP_OPEN] = LK_PR,
+	[FS_OP_READ] = LK_PR,		[FS_OP_FSYNC] = LK_PR,
+	[FS_OP_READDIR] = LK_PR,	[FS_OP_READDIRPLUS] = LK_PR,
+	[FS_OP_FSYNCDIR] = LK_PR,	[FS_OP_STATFS] = LK_PR,
+	[FS_OP_GETXATTR] = LK_PR,	[FS_OP_LISTXATTR] = LK_PR,
+	[FS_OP_FORGET] = LK_EX,		[FS_OP_FORGET_MULTI] = LK_EX,
+	[FS_OP_SETATTR] = LK_EX,	[FS_OP_MKNOD] = LK_EX,
+	[FS_OP_MKDIR] = LK_EX,		[FS_OP_UNLINK] = LK_EX,
+	[FS_OP_RMDIR] = LK_EX,		[FS_OP_SYMLINK] = LK_EX,
+	[FS_OP_RENAME] = LK_EX,		[FS_OP_LINK] = LK_EX,
+	[FS_OP_CREATE] = LK_EX,		[FS_OP_WRITE] = LK_EX,
+	[FS_OP_RELEASE] = LK_EX,	[FS_OP_FALLOCATE] = LK_EX,
+	[FS_OP_SETXATTR] = LK_EX,	[FS_OP_REMOVEXATTR] = LK_EX,
+};
+
+/* Every handler starts here: take the fs glock (dlm) in the op's mode.
+ * On failure (fenced) the request is answered here (EIO) and the
+ * handler returns at once. */
+static int op_begin(struct fs_fuse *ff, fuse_req_t req, enum fs_op op,
+		    uint64_t *t0)
 {
-	return fs_stats_op_begin();
+	*t0 = fs_stats_op_begin();
+	if (ff->cl == NULL || op_mode[op] == 0)
+		return 0;
+	if (fs_cluster_lock(ff->cl, op_mode[op]) == 0)
+		return 0;
+	if (op == FS_OP_FORGET || op == FS_OP_FORGET_MULTI)
+		fuse_reply_none(req);
+	else
+		fuse_reply_err(req, EIO);
+	fs_stats_op_end(ff->st, op, *t0, -EIO);
+	return -EIO;
 }
 
 static void op_end(struct fs_fuse *ff, enum fs_op op, uint64_t t0, int err)
 {
+	if (ff->cl != NULL && op_mode[op] != 0)
+		fs_cluster_unlock(ff->cl, op_mode[op]);
 	fs_stats_op_end(ff->st, op, t0, err);
 }
 
@@ -131,8 +176,8 @@ static void fill_entry(const struct fs_fuse *ff, const struct fs_attr *a,
 	e->ino = to_nodeid(ff, a->ino);
 	e->generation = a->generation;
 	attr_to_stat(ff, a, &e->attr);
-	e->attr_timeout = CACHE_TIMEOUT;
-	e->entry_timeout = CACHE_TIMEOUT;
+	e->attr_timeout = ff->timeout;
+	e->entry_timeout = ff->timeout;
 }
 
 /* The one place the sign flips. */
@@ -166,7 +211,7 @@ static void reply_attr(fuse_req_t req, int ret, const struct fs_attr *a)
 		return;
 	}
 	attr_to_stat(ff_of(req), a, &st);
-	fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+	fuse_reply_attr(req, &st, ff_of(req)->timeout);
 }
 
 /* ---- lifecycle ---- */
@@ -186,6 +231,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
 			conn->want |= want[i];
+	/* dlm: the kernel must not cache directory pages or symlinks
+	 * either (opendir is then answered by libfuse without
+	 * FOPEN_CACHE_DIR) */
+	if (ff->cl != NULL)
+		conn->want &= ~(FUSE_CAP_NO_OPENDIR_SUPPORT |
+				FUSE_CAP_CACHE_SYMLINKS);
 	/* With the kernel's writeback cache a write(2) is acknowledged
 	 * before ucfs sees it, so a full filesystem can only fail the later
 	 * writeback (ENOSPC at fsync/close, the data lost): opt-in only. */
@@ -210,17 +261,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fuse_entry_param e;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_LOOKUP, &t0) < 0)
+		return;
 
 	ret = fs_lookup(ff->fs, to_ino(ff, parent), name, &a);
 	if (ret == -ENOENT) {
 		/* a negative entry the kernel may cache: only this node
 		 * creates names, and it tells the kernel */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = CACHE_TIMEOUT;
+		e.entry_timeout = ff->timeout;
 		fuse_reply_entry(req, &e);
 	} else {
 		reply_entry(req, ret, &a);
@@ -231,7 +285,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_FORGET, &t0) < 0)
+		return;
 
 	fs_forget(ff->fs, to_ino(ff, ino), nlookup);
 	fuse_reply_none(req);
@@ -242,7 +299,10 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_FORGET_MULTI, &t0) < 0)
+		return;
 
 	for (size_t i = 0; i < count; i++)
 		fs_forget(ff->fs, to_ino(ff, forgets[i].ino),
@@ -255,9 +315,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_GETATTR, &t0) < 0)
+		return;
 
 	(void)fi;
 	ret = fs_getattr(ff->fs, to_ino(ff, ino), &a);
@@ -301,10 +364,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_attr in, out;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_SETATTR, &t0) < 0)
+		return;
 
 	(void)fi;
 	get_cred(req, &cred);
@@ -325,9 +391,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	char buf[FS_PATH_MAX + 1];
 	ssize_t n;
+
+	if (op_begin(ff, req, FS_OP_READLINK, &t0) < 0)
+		return;
 
 	n = fs_readlink(ff->fs, to_ino(ff, ino), buf, FS_PATH_MAX);
 	if (n < 0) {
@@ -343,10 +412,13 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_MKNOD, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_mknod(ff->fs, &cred, to_ino(ff, parent), name, mode, rdev,
@@ -359,10 +431,13 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_MKDIR, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_mkdir(ff->fs, &cred, to_ino(ff, parent), name, mode, &a);
@@ -374,10 +449,13 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_SYMLINK, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_symlink(ff->fs, &cred, to_ino(ff, parent), name, link, &a);
@@ -388,9 +466,12 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_UNLINK, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_unlink(ff->fs, &cred, to_ino(ff, parent), name);
@@ -401,9 +482,12 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_RMDIR, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_rmdir(ff->fs, &cred, to_ino(ff, parent), name);
@@ -416,10 +500,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      unsigned int flags)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	unsigned f = 0;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_RENAME, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	if (flags & RENAME_NOREPLACE)
@@ -439,10 +526,13 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_LINK, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_link(ff->fs, &cred, to_ino(ff, ino), to_ino(ff, newparent),
@@ -460,24 +550,31 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
  * data write is reported by the next fsync (fs_data.c). With
  * writeback_cache the kernel still writes back and flushes at close.
  */
-static void set_open_flags(struct fuse_file_info *fi)
+static void set_open_flags(const struct fs_fuse *ff,
+			   struct fuse_file_info *fi)
 {
-	fi->keep_cache = 1;
 	fi->noflush = 1;
+	if (ff->cl != NULL)
+		fi->direct_io = 1;	/* dlm: no page cache (fs_cluster.h) */
+	else
+		fi->keep_cache = 1;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino,
 		    struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_OPEN, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
 	if (ret == 0) {
-		set_open_flags(fi);
+		set_open_flags(ff, fi);
 		if (fuse_reply_open(req, fi) == -ENOENT)
 			fs_release(ff->fs, to_ino(ff, ino));
 	} else {
@@ -490,18 +587,21 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fuse_entry_param e;
 	struct fs_cred cred;
 	struct fs_attr a;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_CREATE, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_create(ff->fs, &cred, to_ino(ff, parent), name, mode,
 			fi->flags, &a);
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
-		set_open_flags(fi);
+		set_open_flags(ff, fi);
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 			fs_release(ff->fs, a.ino);
 			fs_forget(ff->fs, a.ino, 1);
@@ -568,9 +668,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	ssize_t n = -ENOMEM;
 	char *buf;
+
+	if (op_begin(ff, req, FS_OP_READ, &t0) < 0)
+		return;
 
 	(void)fi;
 	buf = fs_fuse_uring_reply_buf(size);
@@ -589,9 +692,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	ssize_t n;
+
+	if (op_begin(ff, req, FS_OP_WRITE, &t0) < 0)
+		return;
 
 	(void)fi;
 	get_cred(req, &cred);
@@ -608,7 +714,10 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 		     struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_FLUSH, &t0) < 0)
+		return;
 
 	/* only with writeback_cache (set_open_flags): the kernel wrote the
 	 * dirty pages back before this; nothing is buffered here */
@@ -622,7 +731,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_RELEASE, &t0) < 0)
+		return;
 
 	(void)fi;
 	fs_release(ff->fs, to_ino(ff, ino));
@@ -636,8 +748,11 @@ static void do_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     enum fs_op op)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	int ret;
+
+	if (op_begin(ff, req, op, &t0) < 0)
+		return;
 
 	ret = fs_fsync(ff->fs, to_ino(ff, ino), datasync);
 	reply_err(req, ret);
@@ -655,9 +770,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			 off_t off, off_t len, struct fuse_file_info *fi)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_FALLOCATE, &t0) < 0)
+		return;
 
 	(void)fi;
 	get_cred(req, &cred);
@@ -732,9 +850,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		       off_t off, int plus)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct dirbuf d = { .ff = ff, .req = req, .size = size, .plus = plus };
 	int ret = -ENOMEM;
+
+	if (op_begin(ff, req, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR,
+		     &t0) < 0)
+		return;
 
 	d.buf = malloc(size > 0 ? size : 1);
 	if (d.buf != NULL)
@@ -772,9 +894,12 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct statvfs sv;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_STATFS, &t0) < 0)
+		return;
 
 	(void)ino;
 	ret = fs_statfs(ff->fs, &sv);
@@ -791,9 +916,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_SETXATTR, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_setxattr(ff->fs, &cred, to_ino(ff, ino), name, value, size,
@@ -818,9 +946,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	char *buf = NULL;
 	ssize_t n = -ENOMEM;
+
+	if (op_begin(ff, req, FS_OP_GETXATTR, &t0) < 0)
+		return;
 
 	if (size > FS_XATTR_SIZE_MAX)
 		size = FS_XATTR_SIZE_MAX;
@@ -834,9 +965,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	char *buf = NULL;
 	ssize_t n = -ENOMEM;
+
+	if (op_begin(ff, req, FS_OP_LISTXATTR, &t0) < 0)
+		return;
 
 	if (size > FS_XATTR_SIZE_MAX)
 		size = FS_XATTR_SIZE_MAX;
@@ -850,9 +984,12 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs_fuse *ff = ff_of(req);
-	uint64_t t0 = op_begin();
+	uint64_t t0;
 	struct fs_cred cred;
 	int ret;
+
+	if (op_begin(ff, req, FS_OP_REMOVEXATTR, &t0) < 0)
+		return;
 
 	get_cred(req, &cred);
 	ret = fs_removexattr(ff->fs, &cred, to_ino(ff, ino), name);
@@ -1005,8 +1142,14 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 	ret = fs_stats_new(&ff->st);
 	if (ret < 0)
 		return ret;
-	fs_stats_set_node(ff->st, 0, 0);
+	if (ff->cl != NULL)
+		fs_stats_set_node(ff->st, (int)fs_cluster_node(ff->cl),
+				  (int)ff->fs->slot);
+	else
+		fs_stats_set_node(ff->st, 0, 0);
 	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
+	if (ret == 0 && ff->cl != NULL)
+		ret = fs_cluster_stats_add(ff->cl, ff->st);
 	if (ret == 0)
 		ret = fs_stats_add_fs(ff->st, ff->fs);
 	if (ret == 0)
@@ -1021,6 +1164,8 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		fs_stats_remove_section(ff->st, "transport");
 		fs_stats_remove_section(ff->st, "namespace");
 		fs_stats_remove_fs(ff->st);
+		if (ff->cl != NULL)
+			fs_cluster_stats_remove(ff->cl, ff->st);
 		fs_stats_free(ff->st);
 		ff->st = NULL;
 	}
@@ -1035,6 +1180,8 @@ static void stop_stats(struct fs_fuse *ff)
 	fs_stats_remove_section(ff->st, "transport");
 	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
+	if (ff->cl != NULL)
+		fs_cluster_stats_remove(ff->cl, ff->st);
 	fs_stats_free(ff->st);
 	ff->st = NULL;
 }
@@ -1095,6 +1242,8 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	if (ff == NULL)
 		return -ENOMEM;
 	ff->fs = fs;
+	ff->cl = fs->cl;
+	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
 	ff->root = fs_root(fs);
 	argv[argc++] = (char *)"ucfs";
 	argv[argc++] = (char *)"-o";

@@ -46,6 +46,7 @@ struct fs_alloc;
 struct fs_data;
 struct fs_ns;
 struct fs_tx;
+struct fs_cluster;
 
 /* ---- mount options and struct fs ------------------------------------- */
 
@@ -63,6 +64,9 @@ struct fs_core_opts {
 	unsigned busy_wait_ms;	/* fs_core_open: how long to wait for a
 				   previous holder of the device (a daemon
 				   still finishing after umount); 0: 10 s */
+	struct fs_cluster *cl;	/* dlm: the open cluster membership
+				   (fs_cluster.h); the mount owns it once
+				   fs_core_mount succeeded */
 };
 
 /* Defaults: rw, nolock, data=ordered, commit=5, cache_mb=256, slot -1. */
@@ -140,6 +144,14 @@ struct fs {
 	struct fs_data *data;		/* fs_data.c */
 	struct fs_ns *ns;		/* NS layer (fs_ns.h); core never
 					   touches it */
+	struct fs_cluster *cl;		/* dlm: cluster membership and the
+					   fs glock (fs_cluster.h); NULL for
+					   nolock. Owned: closed at unmount */
+	int cl_held;			/* mount/unmount path: it holds the fs
+					   glock in EX */
+	int share_fd;			/* dlm on a path: fd holding a shared
+					   flock on the device (a nolock
+					   mount's BD_EXCL conflicts); -1 */
 	struct fs_core_stats st;	/* updated with __atomic builtins */
 };
 
@@ -182,6 +194,10 @@ int fs_core_open(const char *path, const struct fs_core_opts *o,
  * returned: -EIO if something could not be written). The NS layer must
  * have detached (fs->ns freed and NULL, every buffer reference dropped,
  * no handle open) first. NULL is a no-op.
+ * dlm: the caller holds the fs glock in EX (fs_cluster_lock); the slot
+ * map is tidied (dead nodes' slots marked free), then the cluster
+ * membership is closed (fs_cluster_close). A fenced node writes nothing
+ * and leaves the cluster as if crashed.
  */
 int fs_core_unmount(struct fs *fs);
 
@@ -360,6 +376,16 @@ void fs_journal_data_written(struct fs *fs);
 /* Commit and checkpoint: every committed block written in place, the
  * journal empty (unmount, lock demote). Never call with a handle held. */
 int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why);
+
+/* Cluster demote: fs_journal_checkpoint (commit + every block in place,
+ * journal empty), then every file data write issued so far completed
+ * and the device flushed. A data write error is kept for the next fsync,
+ * not returned. 0 or -EIO (journal). Never call with a handle held. */
+int fs_journal_writeback(struct fs *fs);
+
+/* Fencing: abort the journal at once; no commit or checkpoint writes
+ * anything after this returns (handles get -EIO). Any thread. */
+void fs_journal_abort(struct fs *fs);
 
 /* Ask the commit thread to commit soon (no wait). */
 void fs_journal_kick(struct fs *fs);

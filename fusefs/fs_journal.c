@@ -333,6 +333,11 @@ static int checkpoint_locked(struct fs *fs)
 	int ret = 0;
 
 	pthread_mutex_lock(&j->lock);
+	if (j->aborted) {
+		/* fenced or failed: nothing more reaches the device */
+		pthread_mutex_unlock(&j->lock);
+		return j->aborted;
+	}
 	list = j->ck_list;
 	j->ck_list = NULL;
 	pthread_mutex_unlock(&j->lock);
@@ -911,6 +916,28 @@ int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why)
 		ret = checkpoint_locked(fs);
 	pthread_mutex_unlock(&j->commit_mutex);
 	return ret;
+}
+
+int fs_journal_writeback(struct fs *fs)
+{
+	int ret;
+
+	if (fs->ro)
+		return 0;
+	ret = fs_journal_checkpoint(fs, FS_CR_LOCK);
+	if (ret < 0)
+		return ret;
+	fs_data_flush(fs);
+	data_wait(fs);		/* an error stays for the next fsync */
+	__atomic_store_n(&fs->j->data_dirty, 0, __ATOMIC_RELEASE);
+	FS_STAT_ADD(fs, flushes, 1);
+	return bd_flush(fs->bd);
+}
+
+void fs_journal_abort(struct fs *fs)
+{
+	if (fs->j != NULL)
+		abort_journal(fs->j);
 }
 
 void fs_journal_kick(struct fs *fs)

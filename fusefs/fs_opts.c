@@ -2,7 +2,8 @@
  * fs_opts.c — mount option parsing (see fusefs/MOUNT.md).
  *
  * One comma-separated string at a time is split into three kinds:
- *  - ucfs options, stored in struct fs_opts (lockproto=, data=, commit=,
+ *  - ucfs options, stored in struct fs_opts (lockproto=, cluster=,
+ *    node=, minhold=, data=, commit=,
  *    cache_mb=, readahead=, statahead=, noatime/relatime/strictatime,
  *    ro/rw, writeback_cache/nowriteback_cache, uring=, allow_other,
  *    debug);
@@ -33,6 +34,7 @@ void fs_opts_init(struct fs_opts *o)
 	o->cache_mb = FS_DEFAULT_CACHE_MB;
 	o->readahead_kb = FS_DEFAULT_READAHEAD_KB;
 	o->statahead = FS_DEFAULT_STATAHEAD;
+	o->minhold_ms = -1;
 }
 
 /* Flags passed to libfuse unchanged (its mount-flag and option tables). */
@@ -131,6 +133,19 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 			o->uring = FS_URING_OFF;
 		else
 			*ret = -EINVAL;
+	} else if (strcmp(key, "cluster") == 0) {
+		if (val[0] == '\0' || strlen(val) >= sizeof(o->cluster))
+			*ret = -EINVAL;
+		else
+			snprintf(o->cluster, sizeof(o->cluster), "%s", val);
+	} else if (strcmp(key, "node") == 0) {
+		*ret = parse_uint(val, 1, 63, &o->node_id);
+	} else if (strcmp(key, "minhold") == 0) {
+		unsigned ms;
+
+		*ret = parse_uint(val, 0, 10000, &ms);
+		if (*ret == 0)
+			o->minhold_ms = (int)ms;
 	} else if (strcmp(key, "readahead") == 0) {
 		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
 	} else if (strcmp(key, "statahead") == 0) {

@@ -20,7 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "fusefs/fs_cluster.h"
 #include "fusefs/fs_core_priv.h"
+#include "lockmgr/lk.h"
 
 void fs_core_opts_init(struct fs_core_opts *o)
 {
@@ -29,6 +35,27 @@ void fs_core_opts_init(struct fs_core_opts *o)
 	o->commit_s = 5;
 	o->cache_mb = 256;
 	o->slot = -1;
+}
+
+/* lockproto=dlm on this superblock, with this cluster's name? */
+static int check_dlm_sb(struct fs *fs, char *why, size_t whylen)
+{
+	const char *name = fs_cluster_name(fs->opts.cl);
+	const char *lt = fs->sb.locktable;
+	size_t n = strlen(name);
+	char msg[300];
+
+	if (strncmp(fs->sb.lockproto, "dlm", FS_LOCKPROTO_MAX) != 0)
+		return fs_why(why, whylen, -EINVAL, "lockproto=dlm on a "
+			      "filesystem made for lockproto=nolock (mkfs.ucfs "
+			      "-p dlm -t CLUSTER:NAME makes a cluster one)");
+	if (lt[0] != '\0' && (strncmp(lt, name, n) != 0 || lt[n] != ':')) {
+		snprintf(msg, sizeof(msg), "the filesystem's lock table is "
+			 "'%.*s' but this node is in cluster '%s'",
+			 FS_LOCKTABLE_MAX, lt, name);
+		return fs_why(why, whylen, -EINVAL, msg);
+	}
+	return 0;
 }
 
 /* Read superblock copy @blk into @sb and check it: 0, or -errno with the
@@ -176,7 +203,9 @@ static int claim_slot(struct fs *fs, struct fs_slotmap *sm, char *why,
 					      "slot map holds a nolock claim: "
 					      "mounted (or crashed) with "
 					      "lockproto=nolock");
-		if (slot < 0)
+		if (fs->cl != NULL)
+			slot = (int)fs->slot;	/* its lock is ours */
+		else if (slot < 0)
 			for (unsigned s = 0; s < sm->slot_count && slot < 0;
 			     s++)
 				if (sm->slots[s].state == FS_SLOT_FREE)
@@ -223,7 +252,45 @@ static void fs_free_all(struct fs *fs)
 	fs_cache_destroy(fs);
 	if (fs->own_bd)
 		bd_close(fs->bd);
+	if (fs->share_fd >= 0)
+		close(fs->share_fd);
 	free(fs);
+}
+
+int fs_core_recover_slots(struct fs *fs, int mark_free)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret, dirty = 0;
+
+	if (sm == NULL)
+		return -ENOMEM;
+	ret = slotmap_io(fs, sm, 0);
+	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
+		char why[160];
+		unsigned n = 0;
+		int got;
+
+		if (s == fs->slot || sm->slots[s].state == FS_SLOT_FREE)
+			continue;
+		got = fs_cluster_slot_try(fs->cl, s);
+		if (got <= 0) {
+			ret = got;	/* 0: alive; keep going */
+			continue;
+		}
+		ret = fs_journal_replay(fs, s, 0, &n, why, sizeof(why));
+		if (ret == 0)
+			fs_cluster_note_recovery(fs->cl, s, n);
+		if (ret == 0 && mark_free) {
+			sm->slots[s].state = FS_SLOT_FREE;
+			sm->slots[s].flags = 0;
+			dirty = 1;
+		}
+		fs_cluster_slot_drop(fs->cl, s);
+	}
+	if (ret == 0 && dirty)
+		ret = slotmap_io(fs, sm, 1);
+	free(sm);
+	return ret;
 }
 
 static int mount_slots(struct fs *fs, char *why, size_t whylen)
@@ -241,6 +308,20 @@ static int mount_slots(struct fs *fs, char *why, size_t whylen)
 	ret = claim_slot(fs, sm, why, whylen);
 	if (ret < 0)
 		goto out_free;
+	if (fs->cl != NULL && !fs->ro) {
+		/* first in after a crash: dead nodes' journals (their slot
+		 * locks are free), under the fs glock in EX */
+		ret = fs_core_recover_slots(fs, 1);
+		if (ret == 0)
+			ret = slotmap_io(fs, sm, 0);
+		if (ret == 0)
+			ret = claim_slot(fs, sm, why, whylen);
+		if (ret < 0) {
+			fs_why(why, whylen, ret, "cannot recover the journal "
+			       "of a dead node");
+			goto out_free;
+		}
+	}
 	ret = replay_slots(fs, sm, fs->opts.nolock, why, whylen);
 	if (ret < 0)
 		goto out_free;
@@ -271,6 +352,38 @@ static int cache_data_init(struct fs *fs, unsigned cache_mb)
 	return ret;
 }
 
+/* dlm: check the superblock, bind the cluster, take a slot by its lock
+ * and the fs glock in EX (kept until the mount is complete: the caller
+ * releases it with fs_cluster_unlock). */
+static int dlm_begin(struct fs *fs, char *why, size_t whylen)
+{
+	struct fs_cluster *cl = fs->opts.cl;
+	int ret;
+
+	if (cl == NULL)
+		return fs_why(why, whylen, -EINVAL, "lockproto=dlm needs "
+			      "cluster=FILE and node=ID");
+	if (fs->ro)
+		return fs_why(why, whylen, -EOPNOTSUPP, "lockproto=dlm "
+			      "does not support ro mounts yet");
+	ret = check_dlm_sb(fs, why, whylen);
+	if (ret < 0)
+		return ret;
+	ret = fs_cluster_attach(cl, fs);
+	if (ret < 0)
+		return fs_why(why, whylen, ret, "cannot set up the fs lock");
+	fs->cl = cl;
+	ret = fs_cluster_slot_claim(cl, fs->sb.slot_count, &fs->slot, why,
+				    whylen);
+	if (ret < 0)
+		return ret;
+	ret = fs_cluster_lock(cl, LK_EX);
+	if (ret < 0)
+		return fs_why(why, whylen, ret, "cannot get the fs lock");
+	fs->cl_held = 1;
+	return 0;
+}
+
 int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 		  struct fs **out, char *why, size_t whylen)
 {
@@ -282,6 +395,7 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 	fs->bd = bd;
 	fs->opts = *o;
 	fs->ro = o->ro;
+	fs->share_fd = -1;
 	if (!fs->ro && bd_readonly(bd)) {
 		free(fs);
 		return fs_why(why, whylen, -EROFS,
@@ -290,6 +404,11 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 	ret = read_sb(fs, why, whylen);
 	if (ret < 0)
 		goto out_free;
+	if (!o->nolock) {
+		ret = dlm_begin(fs, why, whylen);
+		if (ret < 0)
+			goto out_free;
+	}
 	ret = mount_slots(fs, why, whylen);
 	if (ret < 0)
 		goto out_free;
@@ -309,6 +428,8 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 	*out = fs;
 	return 0;
 out_free:
+	if (fs->cl != NULL)
+		fs_cluster_detach(fs->cl, fs->cl_held);
 	fs->own_bd = 0;
 	fs_free_all(fs);
 	return ret;
@@ -335,24 +456,51 @@ static int open_wait(const char *path, unsigned flags, unsigned wait_ms,
 	}
 }
 
+/* dlm: a shared flock on the device, so that a nolock mount on this
+ * machine (BD_EXCL: an exclusive flock) is refused while dlm nodes are
+ * mounted, and the reverse. -1 on failure (reason in @why). */
+static int share_lock(const char *path, int *fd, char *why, size_t whylen)
+{
+	int ret;
+
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
+		ret = -errno;
+		return fs_why(why, whylen, ret, "cannot open the device");
+	}
+	if (flock(*fd, LOCK_SH | LOCK_NB) == 0)
+		return 0;
+	ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	close(*fd);
+	*fd = -1;
+	return fs_why(why, whylen, ret, ret == -EBUSY ? "already mounted with "
+		      "lockproto=nolock" : "cannot lock the device");
+}
+
 int fs_core_open(const char *path, const struct fs_core_opts *o,
 		 struct fs **out, char *why, size_t whylen)
 {
 	unsigned flags = 0;
 	struct bd_dev *bd;
-	int ret;
+	int ret, sfd = -1;
 
 	if (o->ro)
 		flags |= BD_RDONLY;
 	if (o->nolock && !o->ro)
 		flags |= BD_EXCL;
+	if (!o->nolock) {
+		ret = share_lock(path, &sfd, why, whylen);
+		if (ret < 0)
+			return ret;
+	}
 	ret = open_wait(path, flags, o->busy_wait_ms ? o->busy_wait_ms :
 			10000, &bd);
 	if (ret == -EBUSY) {
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "already mounted with "
-			 "lockproto=nolock (device still held after %u ms)",
+			 "lockproto=nolock, or by lockproto=dlm nodes on this "
+			 "machine (device still held after %u ms)",
 			 o->busy_wait_ms ? o->busy_wait_ms : 10000);
 		return fs_why(why, whylen, ret, msg);
 	}
@@ -361,14 +509,19 @@ int fs_core_open(const char *path, const struct fs_core_opts *o,
 
 		snprintf(msg, sizeof(msg), "cannot open %s: %s", path,
 			 strerror(-ret));
+		if (sfd >= 0)
+			close(sfd);
 		return fs_why(why, whylen, ret, msg);
 	}
 	ret = fs_core_mount(bd, o, out, why, whylen);
 	if (ret < 0) {
 		bd_close(bd);
+		if (sfd >= 0)
+			close(sfd);
 		return ret;
 	}
 	(*out)->own_bd = 1;
+	(*out)->share_fd = sfd;
 	return 0;
 }
 
@@ -378,14 +531,25 @@ int fs_core_unmount(struct fs *fs)
 
 	if (fs == NULL)
 		return 0;
+	if (fs->cl != NULL && fs_cluster_fenced(fs->cl)) {
+		fs_core_abandon(fs);	/* write nothing more */
+		return -EIO;
+	}
 	/* file data written back first; a data write error is reported
 	 * but does not keep the journal from being made clean */
 	derr = fs->ro ? 0 : fs_journal_sync(fs);
 	ret = fs_journal_shutdown(fs, 1);
-	if (!fs->ro && ret == 0) {
+	if (!fs->ro && ret == 0 && fs->cl != NULL)
+		r2 = fs_core_recover_slots(fs, 1);	/* tidy dead slots */
+	if (!fs->ro && ret == 0 && r2 == 0) {
 		r2 = release_slot(fs);
 		if (r2 == 0)
 			r2 = bd_flush(fs->bd);
+	}
+	if (fs->cl != NULL) {
+		if (ret < 0 || r2 < 0)
+			fs_cluster_fence(fs->cl, "unmount could not write back");
+		fs_cluster_close(fs->cl);
 	}
 	fs_free_all(fs);
 	return ret < 0 ? ret : r2 < 0 ? r2 : derr;
@@ -395,6 +559,9 @@ void fs_core_abandon(struct fs *fs)
 {
 	if (fs == NULL)
 		return;
+	if (fs->cl != NULL)
+		fs_journal_abort(fs);
 	fs_journal_shutdown(fs, 0);
+	fs_cluster_abandon(fs->cl);
 	fs_free_all(fs);
 }

@@ -15,8 +15,10 @@
  * commits the journal and tries once more (safe: under ns->lock
  * exclusive, no other thread holds a handle).
  */
+#include "fusefs/fs_cluster.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_statahead.h"
+#include "lockmgr/lk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -190,20 +192,56 @@ static int mount_common(struct fs *fs, const struct fs_opts *o,
 	int ret = ns_attach(fs, o, err, errlen);
 
 	if (ret < 0) {
-		fs_core_unmount(fs);
+		fs_core_unmount(fs);	/* dlm: we still hold EX */
 		return ret;
+	}
+	if (fs->cl != NULL && fs->cl_held) {
+		/* mounted: requests may now take the fs glock */
+		fs->cl_held = 0;
+		fs_cluster_unlock(fs->cl, LK_EX);
 	}
 	*out = fs;
 	return 0;
 }
 
+/* The options of lockproto=dlm, or their absence for nolock. */
 static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
 {
-	if (o->lockproto == FS_LOCK_NOLOCK)
-		return 0;
-	if (err != NULL)
-		snprintf(err, errlen, "lockproto=dlm is not supported yet");
-	return -EOPNOTSUPP;
+	if (o->lockproto == FS_LOCK_NOLOCK) {
+		if (o->cluster[0] == '\0' && o->node_id == 0)
+			return 0;
+		snprintf(err, errlen, "cluster= and node= need lockproto=dlm");
+		return -EINVAL;
+	}
+	if (o->cluster[0] == '\0' || o->node_id == 0) {
+		snprintf(err, errlen, "lockproto=dlm needs cluster=FILE (the "
+			 "cluster configuration) and node=ID");
+		return -EINVAL;
+	}
+	if (o->ro) {
+		snprintf(err, errlen, "lockproto=dlm does not support ro "
+			 "mounts yet");
+		return -EOPNOTSUPP;
+	}
+	if (o->writeback_cache) {
+		snprintf(err, errlen, "lockproto=dlm does not allow "
+			 "writeback_cache (the kernel must not cache data)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int cluster_open(const struct fs_opts *o, struct fs_core_opts *co,
+			char *err, size_t errlen)
+{
+	struct fs_cluster_opts cop = {
+		.cluster_file = o->cluster,
+		.node_id = o->node_id,
+		.minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS :
+			      (unsigned)o->minhold_ms,
+	};
+
+	return fs_cluster_open(&cop, &co->cl, err, errlen);
 }
 
 /* Mount the image at @path (opened and owned here) or, with @path NULL,
@@ -213,6 +251,7 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		     size_t errlen)
 {
 	struct fs_core_opts co;
+	struct fs_opts lo;
 	char dummy[8];
 	struct fs *fs;
 	int ret;
@@ -226,12 +265,24 @@ static int mount_any(const char *path, struct bd_dev *bd,
 	if (ret < 0)
 		return ret;
 	core_opts(o, &co);
+	if (o->lockproto == FS_LOCK_DLM) {
+		/* reads run under the glock in PR: they cannot write */
+		lo = *o;
+		lo.atime = FS_ATIME_NOATIME;
+		o = &lo;
+		co.node_id = o->node_id;
+		ret = cluster_open(o, &co, err, errlen);
+		if (ret < 0)
+			return ret;
+	}
 	if (path != NULL)
 		ret = fs_core_open(path, &co, &fs, err, errlen);
 	else
 		ret = fs_core_mount(bd, &co, &fs, err, errlen);
-	if (ret < 0)
+	if (ret < 0) {
+		fs_cluster_close(co.cl);	/* not the mount's yet */
 		return ret;
+	}
 	return mount_common(fs, o, out, err, errlen);
 }
 
@@ -253,7 +304,11 @@ int fs_unmount(struct fs *fs)
 
 	if (fs == NULL)
 		return 0;
-	if (!fs->ro) {
+	/* dlm: EX until fs_core_unmount closed the cluster membership;
+	 * fenced: fails, and fs_core_unmount then writes nothing */
+	if (fs->cl != NULL)
+		ret = fs_cluster_lock(fs->cl, LK_EX);
+	if (!fs->ro && ret == 0) {
 		lock_wr(fs);
 		ret = fs_ino_release_all(fs);
 		unlock(fs);

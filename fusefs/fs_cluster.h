@@ -1,0 +1,88 @@
+/*
+ * fs_cluster.h — a lockproto=dlm mount's membership of the cluster
+ * (fs_cluster.c): the lockspace, the journal slot lock, the one
+ * filesystem-wide glock every FUSE request holds (PR to read, EX to
+ * modify), recovery of dead nodes' journals and self-fencing.
+ *
+ * Lock names (FORMAT.md "Cluster locks"): FS_LK_FS/0 is the fs glock
+ * (LVB: generation), FS_LK_SLOT/s the lock of journal slot s, held EX by
+ * the node that owns the slot for its whole mount.
+ *
+ * Life cycle (fs_vfs.c, fs_super.c):
+ *   fs_cluster_open   lockspace opened, quorum reached
+ *   fs_cluster_attach the struct fs being mounted (sb read): glock made,
+ *                     node-down recovery enabled
+ *   fs_cluster_slot_claim, fs_cluster_lock(EX) ... mount ...
+ *   fs_cluster_unlock  mount done: requests may run
+ *   ... fs_cluster_lock / unlock per request ...
+ *   fs_cluster_lock(EX) at unmount, then fs_cluster_close after the
+ *   storage layer wrote everything back (or fs_cluster_abandon).
+ */
+#ifndef UCFS_FS_CLUSTER_H
+#define UCFS_FS_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fs;
+struct fs_cluster;
+struct fs_stats;
+
+enum { FS_LK_FS = 1, FS_LK_SLOT = 2 };	/* lk_name.type */
+
+#define FS_DEFAULT_MINHOLD_MS 5
+#define FS_CLUSTER_QUORUM_MS 30000
+
+struct fs_cluster_opts {
+	const char *cluster_file;	/* lk JSON configuration */
+	uint32_t node_id;		/* 1..63 */
+	unsigned minhold_ms;		/* glock minimum hold time */
+	unsigned quorum_ms;		/* wait for quorum at most (0: 30 s) */
+};
+
+/* Load the configuration, open the lockspace and wait for quorum.
+ * -EINVAL (configuration, node id; reason in @why), -ENOENT/-EACCES,
+ * -EADDRINUSE, -ETIMEDOUT (no quorum), -ENOMEM. May block. */
+int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
+		    char *why, size_t whylen);
+/* The configuration's cluster name. */
+const char *fs_cluster_name(const struct fs_cluster *cl);
+uint32_t fs_cluster_node(const struct fs_cluster *cl);
+
+/* Bind @fs (superblock read) and create the fs glock. 0 or -errno. */
+int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);
+/* The mount failed after attach: drop its EX hold (@held) and forget
+ * @fs. The caller then closes @cl. */
+void fs_cluster_detach(struct fs_cluster *cl, int held);
+/* Take the first free journal slot of @count by its lock (EX, NOQUEUE):
+ * kept until close. -EBUSY "all N journal slots are in use". */
+int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count,
+			  unsigned *slot, char *why, size_t whylen);
+/* Try another slot's lock (EX, NOQUEUE, NOEXP): 1 taken (release with
+ * fs_cluster_slot_drop), 0 held by a live node, -errno. May block. */
+int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot);
+void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot);
+
+/* Become a holder of the fs glock in LK_PR / LK_EX (lk.h modes): 0, or
+ * -EIO once fenced (the journal is then aborted). May block. */
+int fs_cluster_lock(struct fs_cluster *cl, int mode);
+void fs_cluster_unlock(struct fs_cluster *cl, int mode);
+/* Fence this node: no more device writes, every request -EIO. */
+void fs_cluster_fence(struct fs_cluster *cl, const char *why);
+int fs_cluster_fenced(struct fs_cluster *cl);
+/* Count a slot recovered (replayed) by this node. */
+void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
+			      unsigned ntx);
+
+/* Register / remove the "cluster" and "locks" stats sections. */
+int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st);
+void fs_cluster_stats_remove(struct fs_cluster *cl, struct fs_stats *st);
+
+/* Unmount: release the glock (no holder left; everything written
+ * back), the slot lock, leave the lockspace, free. Fenced: like
+ * fs_cluster_abandon. NULL is a no-op. */
+void fs_cluster_close(struct fs_cluster *cl);
+/* Leave as if crashed (the others recover our journal), free. */
+void fs_cluster_abandon(struct fs_cluster *cl);
+
+#endif /* UCFS_FS_CLUSTER_H */

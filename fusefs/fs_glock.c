@@ -1,0 +1,421 @@
+/*
+ * fs_glock.c — a cluster lock cached on this node with local holders
+ * (fs_glock.h explains the model).
+ *
+ * States of a glock (fields under gl->mu):
+ *   mode      -1 (never granted), LK_NL, LK_PR or LK_EX: granted now
+ *   busy      one thread is talking to the DLM for it (request, up- or
+ *             down-conversion) or running ops->inval / ops->sync; nobody
+ *             else starts anything meanwhile and no holder is admitted
+ *   demote_to -1, or the mode a blocking callback asked us to go down to
+ * Transitions:
+ *   acquire: mode covers the want and no due demote -> holder (hit);
+ *            else (not busy, no demote pending) -> busy, lk_lock or
+ *            lk_convert up, lk_wait, check the LVB generation (inval if
+ *            stale, after the holders in flight left), -> not busy
+ *   blocking callback: demote_to = PR (we hold EX, they want PR/CR) or
+ *            NL; wakes the glock thread
+ *   glock thread: demote_to set, minhold passed since the grant, no
+ *            holder of a mode the target does not cover -> busy, ops->sync
+ *            (from EX), lk_convert down, -> mode = target, not busy
+ * A holder is admitted while a demote is pending only if the target
+ * covers its mode or the minimum hold time has not passed yet.
+ *
+ * Locking: gl->mu protects everything below; it is released around every
+ * DLM call that may wait and around ops->sync / ops->inval (busy keeps
+ * the state stable meanwhile). Lock order: gl->mu before the DLM's own
+ * lock (lk_lvb_get/lk_lvb_set are called with gl->mu held; the DLM never
+ * calls back with its lock held).
+ */
+#include "fusefs/fs_glock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+struct fs_glock {
+	struct lk_ls *ls;		/* immutable */
+	struct lk_name name;		/* immutable */
+	uint64_t minhold_ns;		/* immutable */
+	const struct fs_glock_ops *ops;	/* immutable */
+	void *arg;			/* immutable */
+	pthread_t thread;		/* immutable after new */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;		/* any state change (broadcast) */
+	struct lk_lock *lk;		/* mu: NULL until the first grant */
+	int mode;			/* mu */
+	int busy;			/* mu */
+	int demote_to;			/* mu */
+	unsigned holders[LK_NMODES];	/* mu */
+	unsigned nholders;		/* mu */
+	uint64_t grant_ns;		/* mu: time of the last grant */
+	int seen;			/* mu: gen is meaningful */
+	uint64_t gen;			/* mu: last generation seen */
+	int fenced;			/* mu */
+	int stop;			/* mu */
+	struct fs_glock_stats st;	/* mu */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait on gl->cv until @deadline (CLOCK_MONOTONIC ns; 0: no limit). */
+static void gl_wait(struct fs_glock *gl, uint64_t deadline)
+{
+	struct timespec ts;
+
+	if (deadline == 0) {
+		pthread_cond_wait(&gl->cv, &gl->mu);
+		return;
+	}
+	ts.tv_sec = (time_t)(deadline / 1000000000ull);
+	ts.tv_nsec = (long)(deadline % 1000000000ull);
+	pthread_cond_timedwait(&gl->cv, &gl->mu, &ts);
+}
+
+static uint64_t lvb_gen(const uint8_t *lvb)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | lvb[i];
+	return v;
+}
+
+static void lvb_put_gen(uint8_t *lvb, uint64_t v)
+{
+	memset(lvb, 0, LK_LVB_LEN);
+	for (int i = 0; i < 8; i++)
+		lvb[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t random_gen(void)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+		v = now_ns() * 0x9e3779b97f4a7c15ull;
+	/* 48 bits: readable in JSON, and 2^-48 to meet an old value */
+	return (v & 0xffffffffffffull) | 1;
+}
+
+/* ---- blocking callback (DLM callback thread: short) ------------------ */
+
+static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
+{
+	struct fs_glock *gl = arg;
+	int to;
+
+	(void)lk;
+	pthread_mutex_lock(&gl->mu);
+	to = gl->mode == LK_EX && (mode == LK_PR || mode == LK_CR) ?
+	     LK_PR : LK_NL;
+	if (gl->demote_to < 0 || to < gl->demote_to)
+		gl->demote_to = to;
+	pthread_cond_broadcast(&gl->cv);
+	pthread_mutex_unlock(&gl->mu);
+}
+
+static const struct lk_lock_ops gl_lk_ops = {
+	.completion = NULL,
+	.blocking = gl_blocking,
+};
+
+/* ---- acquire ---------------------------------------------------------- */
+
+/* May a new holder in @mode run now? mu held. */
+static int admit(const struct fs_glock *gl, int mode, uint64_t now)
+{
+	if (gl->busy || gl->mode < 0 || !lk_mode_covers(gl->mode, mode))
+		return 0;
+	if (gl->demote_to < 0 || lk_mode_covers(gl->demote_to, mode))
+		return 1;
+	return now < gl->grant_ns + gl->minhold_ns;
+}
+
+/* After a grant in @mode: read the generation, move it on for EX, and
+ * drop the caches if it is not the one we saw last. mu held, busy set. */
+static void check_gen(struct fs_glock *gl, int mode)
+{
+	uint8_t lvb[LK_LVB_LEN];
+	int valid = lk_lvb_get(gl->lk, lvb) == 0;
+	uint64_t g = valid ? lvb_gen(lvb) : 0;
+	int stale = !valid || !gl->seen || g != gl->gen;
+
+	if (mode == LK_EX) {
+		g = valid ? g + 1 : random_gen();
+		lvb_put_gen(lvb, g);
+		lk_lvb_set(gl->lk, lvb);
+		valid = 1;
+	}
+	if (stale && gl->ops->inval != NULL) {
+		/* nobody may look at the cache while it is dropped */
+		while (gl->nholders > 0)
+			gl_wait(gl, 0);
+		pthread_mutex_unlock(&gl->mu);
+		gl->ops->inval(gl, gl->arg);
+		pthread_mutex_lock(&gl->mu);
+		gl->st.invals++;
+	}
+	gl->seen = valid;
+	gl->gen = g;
+	gl->st.generation = g;
+}
+
+/* One DLM request (first lock or up-conversion) for @mode. mu held on
+ * entry and return; busy is set meanwhile. */
+static int request(struct fs_glock *gl, int mode)
+{
+	struct lk_lock *lk = gl->lk;
+	int ret;
+
+	gl->busy = 1;
+	pthread_mutex_unlock(&gl->mu);
+	if (lk == NULL)
+		ret = lk_lock(gl->ls, &gl->name, mode, LK_VALBLK, &gl_lk_ops,
+			      gl, &lk);
+	else
+		ret = lk_convert(lk, mode, 0);
+	if (ret == 0)
+		ret = lk_wait(lk);
+	else if (ret == LK_GRANTED_NOW)
+		ret = 0;
+	pthread_mutex_lock(&gl->mu);
+	gl->st.requests++;
+	if (ret == 0) {
+		gl->lk = lk;
+		gl->mode = mode;
+		gl->grant_ns = now_ns();
+		check_gen(gl, mode);
+	}
+	gl->busy = 0;
+	pthread_cond_broadcast(&gl->cv);
+	return ret;
+}
+
+int fs_glock_acquire(struct fs_glock *gl, int mode)
+{
+	uint64_t t0 = 0;
+	int ret;
+
+	if (mode != LK_PR && mode != LK_EX)
+		return -EINVAL;
+	pthread_mutex_lock(&gl->mu);
+	for (;;) {
+		uint64_t now = now_ns();
+
+		if (gl->fenced) {
+			ret = -EIO;
+			break;
+		}
+		if (admit(gl, mode, now)) {
+			gl->holders[mode]++;
+			gl->nholders++;
+			gl->st.acquires++;
+			if (t0 == 0)
+				gl->st.hits++;
+			else
+				gl->st.wait_ns += now - t0;
+			ret = 0;
+			break;
+		}
+		if (t0 == 0)
+			t0 = now;
+		if (gl->busy || gl->demote_to >= 0) {
+			gl_wait(gl, 0);	/* let the demote (or request) end */
+			continue;
+		}
+		ret = request(gl, mode);
+		if (ret == -EDEADLK || ret == -EAGAIN) {
+			/* conversion deadlock victim: we keep our mode; the
+			 * other side gets its blocking callback through us */
+			gl->st.retries++;
+			gl_wait(gl, now_ns() + 2000000ull);
+		} else if (ret < 0) {
+			gl->fenced = 1;	/* -ESHUTDOWN: fenced out */
+			pthread_cond_broadcast(&gl->cv);
+		}
+	}
+	pthread_mutex_unlock(&gl->mu);
+	return ret;
+}
+
+void fs_glock_release(struct fs_glock *gl, int mode)
+{
+	pthread_mutex_lock(&gl->mu);
+	gl->holders[mode]--;
+	gl->nholders--;
+	if (gl->demote_to >= 0 || gl->nholders == 0)
+		pthread_cond_broadcast(&gl->cv);
+	pthread_mutex_unlock(&gl->mu);
+}
+
+/* ---- demote (glock thread) -------------------------------------------- */
+
+/* Holders the target mode does not cover. mu held. */
+static unsigned blockers(const struct fs_glock *gl, int to)
+{
+	unsigned n = 0;
+
+	for (int m = 0; m < LK_NMODES; m++)
+		if (!lk_mode_covers(to, m))
+			n += gl->holders[m];
+	return n;
+}
+
+/* Run one due demote. mu held on entry and return. */
+static void demote(struct fs_glock *gl)
+{
+	int from = gl->mode, to = gl->demote_to, ret = 0;
+	uint64_t t0 = now_ns();
+
+	gl->busy = 1;
+	pthread_mutex_unlock(&gl->mu);
+	if (from == LK_EX && gl->ops->sync != NULL)
+		ret = gl->ops->sync(gl, from, to, gl->arg);
+	if (ret == 0) {
+		ret = lk_convert(gl->lk, to, 0);
+		if (ret == 0)
+			ret = lk_wait(gl->lk);
+		else if (ret == LK_GRANTED_NOW)
+			ret = 0;
+	}
+	pthread_mutex_lock(&gl->mu);
+	if (ret == 0) {
+		gl->mode = to;
+		if (to == LK_PR)
+			gl->st.demote_pr++;
+		else
+			gl->st.demote_nl++;
+	} else {
+		/* never hand the lock on with unwritten state: fenced, the
+		 * cluster recovers this node's journal once it is gone */
+		gl->fenced = 1;
+	}
+	gl->st.demote_ns += now_ns() - t0;
+	gl->demote_to = -1;
+	gl->busy = 0;
+	pthread_cond_broadcast(&gl->cv);
+}
+
+static void *gl_thread(void *arg)
+{
+	struct fs_glock *gl = arg;
+
+	pthread_mutex_lock(&gl->mu);
+	while (!gl->stop) {
+		uint64_t now = now_ns(), due;
+
+		if (gl->demote_to < 0 || gl->busy || gl->fenced) {
+			gl_wait(gl, 0);
+			continue;
+		}
+		if (gl->mode < 0 || !(gl->demote_to < gl->mode)) {
+			gl->demote_to = -1;	/* nothing to give up */
+			continue;
+		}
+		due = gl->grant_ns + gl->minhold_ns;
+		if (now < due) {
+			gl_wait(gl, due);
+			continue;
+		}
+		if (blockers(gl, gl->demote_to) > 0) {
+			gl_wait(gl, 0);
+			continue;
+		}
+		demote(gl);
+	}
+	pthread_mutex_unlock(&gl->mu);
+	return NULL;
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
+		 unsigned minhold_ms, const struct fs_glock_ops *ops,
+		 void *arg, struct fs_glock **out)
+{
+	static const struct fs_glock_ops none;
+	struct fs_glock *gl = calloc(1, sizeof(*gl));
+	pthread_condattr_t ca;
+	int ret;
+
+	if (gl == NULL)
+		return -ENOMEM;
+	gl->ls = ls;
+	gl->name = *name;
+	gl->minhold_ns = (uint64_t)minhold_ms * 1000000ull;
+	gl->ops = ops != NULL ? ops : &none;
+	gl->arg = arg;
+	gl->mode = -1;
+	gl->demote_to = -1;
+	pthread_mutex_init(&gl->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&gl->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = -pthread_create(&gl->thread, NULL, gl_thread, gl);
+	if (ret < 0) {
+		pthread_cond_destroy(&gl->cv);
+		pthread_mutex_destroy(&gl->mu);
+		free(gl);
+		return ret;
+	}
+	*out = gl;
+	return 0;
+}
+
+void fs_glock_fence(struct fs_glock *gl)
+{
+	pthread_mutex_lock(&gl->mu);
+	gl->fenced = 1;
+	pthread_cond_broadcast(&gl->cv);
+	pthread_mutex_unlock(&gl->mu);
+}
+
+int fs_glock_fenced(struct fs_glock *gl)
+{
+	int f;
+
+	pthread_mutex_lock(&gl->mu);
+	f = gl->fenced;
+	pthread_mutex_unlock(&gl->mu);
+	return f;
+}
+
+void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
+{
+	pthread_mutex_lock(&gl->mu);
+	*out = gl->st;
+	out->mode = gl->mode;
+	out->holders = gl->nholders;
+	out->fenced = gl->fenced;
+	pthread_mutex_unlock(&gl->mu);
+}
+
+void fs_glock_free(struct fs_glock *gl)
+{
+	if (gl == NULL)
+		return;
+	pthread_mutex_lock(&gl->mu);
+	gl->stop = 1;
+	pthread_cond_broadcast(&gl->cv);
+	while (gl->busy)
+		gl_wait(gl, 0);
+	pthread_mutex_unlock(&gl->mu);
+	pthread_join(gl->thread, NULL);
+	if (gl->lk != NULL && !gl->fenced)
+		lk_unlock(gl->lk, 0);
+	pthread_cond_destroy(&gl->cv);
+	pthread_mutex_destroy(&gl->mu);
+	free(gl);
+}
