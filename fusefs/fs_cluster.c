@@ -17,18 +17,20 @@
  *  - inval (a grant with a new generation): fs_cache_drop_all, then
  *    fs_alloc_reload. Nothing is dirty then (we did not hold EX).
  *
- * Recovery: the DLM runs our node-down callback on its callback thread
- * and holds every non-NOEXP request cluster-wide until it returns. The
- * callback hands the work to this module's thread (which may block in
- * the DLM, a callback may not) and waits for it: the thread takes each
- * other slot's lock it can get (EX, NOQUEUE, NOEXP: a slot whose owner is
- * alive is refused) and replays that slot's journal if the slot map says
- * mounted (fs_core_recover_slots). Only a node that died holding the fs
- * glock in EX can leave committed transactions unwritten in place (a
- * demote from EX checkpoints), and then no other node holds the glock,
- * so replaying in place is safe; its LVB is then invalid and every node
- * drops its caches at its next grant. The slot map entry is marked free
- * later, under the glock in EX (next mount, or an unmount).
+ * Recovery (GFS2's "first to get the lock recovers"): a demote from EX
+ * writes everything in place and empties the journal, so only a node
+ * that died holding the fs glock in EX (or PW) can leave committed
+ * transactions unwritten in place, and the DLM then marks the glock's
+ * LVB invalid. Every grant that finds the LVB invalid therefore recovers
+ * before any holder runs (fs_glock.c: a PR grant steps down to NL and
+ * queues for EX first): under EX it takes the lock of every other slot
+ * it can get (EX, NOQUEUE, NOEXP: a live owner holds its slot's lock for
+ * its whole mount, so a granted lock means a dead owner), replays that
+ * slot's journal if the slot map says mounted, marks the slot free, and
+ * lets the lock go (fs_core_recover_slots); then it writes a fresh
+ * generation, so every node drops its caches at its next grant. The
+ * node-down callback itself only counts (it runs on the DLM's callback
+ * thread, which must not block: our lock requests complete through it).
  *
  * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
  * us dead), a demote that could not write back, or quorum lost for longer
@@ -74,8 +76,7 @@ struct fs_cluster {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct fs *fs;			/* mu */
-	int jobs;			/* mu: recoveries asked for */
-	int done;			/* mu: recoveries finished */
+	uint64_t deaths;		/* mu: node-down callbacks */
 	int stop;			/* mu */
 	int fenced;			/* mu */
 	uint64_t recoveries;		/* mu: slots replayed here */
@@ -150,27 +151,34 @@ static void fs_gl_inval(struct fs_glock *gl, void *arg)
 				 "cannot reload the resource groups");
 }
 
-static const struct fs_glock_ops fs_gl_ops = {
-	.sync = fs_gl_sync,
-	.inval = fs_gl_inval,
-};
 
-/* ---- recovery thread and node-down callback -------------------------- */
-
-static void run_recovery(struct fs_cluster *cl)
+/* The LVB is invalid: a node died holding EX (or nobody set it yet).
+ * In EX: replay and free every slot whose owner is gone. */
+static int fs_gl_recover(struct fs_glock *gl, void *arg)
 {
+	struct fs_cluster *cl = arg;
 	struct fs *fs;
 	int ret;
 
+	(void)gl;
 	pthread_mutex_lock(&cl->mu);
 	fs = cl->fs;
 	pthread_mutex_unlock(&cl->mu);
 	if (fs == NULL || cl->slot < 0)
-		return;		/* mounting: the mount's own pass does it */
-	ret = fs_core_recover_slots(fs, 0);
+		return 0;
+	ret = fs_core_recover_slots(fs, 1);
 	if (ret < 0)
 		fs_cluster_fence(cl, "cannot replay a dead node's journal");
+	return ret;
 }
+
+static const struct fs_glock_ops fs_gl_ops = {
+	.sync = fs_gl_sync,
+	.inval = fs_gl_inval,
+	.recover = fs_gl_recover,
+};
+
+/* ---- watchdog thread and node-down callback --------------------------- */
 
 static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
 {
@@ -195,16 +203,6 @@ static void *cl_thread(void *arg)
 	while (!cl->stop) {
 		struct timespec ts;
 
-		if (cl->jobs != cl->done) {
-			int job = cl->jobs;
-
-			pthread_mutex_unlock(&cl->mu);
-			run_recovery(cl);
-			pthread_mutex_lock(&cl->mu);
-			cl->done = job;
-			pthread_cond_broadcast(&cl->cv);
-			continue;
-		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100000000;
 		if (ts.tv_nsec >= 1000000000) {
@@ -222,19 +220,17 @@ static void *cl_thread(void *arg)
 	return NULL;
 }
 
-/* Node @nodeid died: recover before returning (fs_cluster.c header). */
+/* Node @nodeid died. Nothing to do here (fs_cluster.c header: the next
+ * grant of the fs glock finds its LVB invalid if the dead node could
+ * have left anything unwritten, and recovers in EX first); counted. */
 static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	int job;
 
 	(void)ls;
 	(void)nodeid;
 	pthread_mutex_lock(&cl->mu);
-	job = ++cl->jobs;
-	pthread_cond_broadcast(&cl->cv);
-	while (cl->done - job < 0 && !cl->stop)
-		pthread_cond_wait(&cl->cv, &cl->mu);
+	cl->deaths++;
 	pthread_mutex_unlock(&cl->mu);
 }
 
@@ -366,20 +362,55 @@ void fs_cluster_detach(struct fs_cluster *cl, int held)
 	pthread_mutex_unlock(&cl->mu);
 }
 
-/* EX on slot @s's lock. 1 granted (*out), 0 refused, -errno. */
+/* A slot lock request's outcome, from its completion callback (a NOQUEUE
+ * request refused by a remote master releases its handle once the
+ * callback returned: lk_wait on it could touch a freed handle). */
+struct slot_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, status;
+};
+
+static void slot_done(struct lk_lock *lk, int status, void *arg)
+{
+	struct slot_wait *w = arg;
+
+	(void)lk;
+	pthread_mutex_lock(&w->mu);
+	w->done = 1;
+	w->status = status;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static const struct lk_lock_ops slot_ops = { .completion = slot_done };
+
+/* EX on slot @s's lock. 1 granted (*out), 0 refused, -errno. Not from a
+ * DLM callback. */
 static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 		     struct lk_lock **out)
 {
+	struct slot_wait w = { .done = 0 };
 	struct lk_name n;
 	struct lk_lock *lk = NULL;
 	int ret;
 
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
 	lk_name_make(&n, FS_LK_SLOT, s, NULL);
-	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, NULL, NULL, &lk);
-	if (ret == 0)
-		ret = lk_wait(lk);
-	else if (ret == LK_GRANTED_NOW)
+	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, &w,
+		      &lk);
+	if (ret == 0) {
+		pthread_mutex_lock(&w.mu);
+		while (!w.done)
+			pthread_cond_wait(&w.cv, &w.mu);
+		ret = w.status;
+		pthread_mutex_unlock(&w.mu);
+	} else if (ret == LK_GRANTED_NOW) {
 		ret = 0;
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
 	if (ret == -EAGAIN)
 		return 0;
 	if (ret < 0)
@@ -530,9 +561,11 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_u64(o, "demotes_to_nl", g.demote_nl);
 	fs_json_u64(o, "demote_ns", g.demote_ns);
 	fs_json_u64(o, "lvb_generation", g.generation);
+	fs_json_u64(o, "lvb_invalid_recoveries", g.recovers);
 	pthread_mutex_lock(&cl->mu);
 	fs_json_u64(o, "cache_drops", cl->drops);
 	fs_json_u64(o, "cache_dropped_blocks", cl->dropped_bufs);
+	fs_json_u64(o, "node_deaths", cl->deaths);
 	fs_json_u64(o, "recoveries", cl->recoveries);
 	fs_json_u64(o, "recovered_tx", cl->recovered_tx);
 	fs_json_u64(o, "sync_errors", cl->sync_errors);

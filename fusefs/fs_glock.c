@@ -11,8 +11,10 @@
  * Transitions:
  *   acquire: mode covers the want and no due demote -> holder (hit);
  *            else (not busy, no demote pending) -> busy, lk_lock or
- *            lk_convert up, lk_wait, check the LVB generation (inval if
- *            stale, after the holders in flight left), -> not busy
+ *            lk_convert up, wait for the completion; LVB invalid and
+ *            granted PR -> NL -> EX; LVB invalid -> ops->recover; check
+ *            the generation (ops->inval if stale), both after the
+ *            holders in flight left -> not busy
  *   blocking callback: demote_to = PR (we hold EX, they want PR/CR) or
  *            NL; wakes the glock thread
  *   glock thread: demote_to set, minhold passed since the grant, no
@@ -57,6 +59,8 @@ struct fs_glock {
 	uint64_t gen;			/* mu: last generation seen */
 	int fenced;			/* mu */
 	int stop;			/* mu */
+	int comp_done;			/* mu: the pending DLM call ended */
+	int comp_status;		/* mu: ... with this status */
 	struct fs_glock_stats st;	/* mu */
 };
 
@@ -125,10 +129,47 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 	pthread_mutex_unlock(&gl->mu);
 }
 
+static void gl_completion(struct lk_lock *lk, int status, void *arg)
+{
+	struct fs_glock *gl = arg;
+
+	(void)lk;
+	pthread_mutex_lock(&gl->mu);
+	gl->comp_done = 1;
+	gl->comp_status = status;
+	pthread_cond_broadcast(&gl->cv);
+	pthread_mutex_unlock(&gl->mu);
+}
+
 static const struct lk_lock_ops gl_lk_ops = {
-	.completion = NULL,
+	.completion = gl_completion,
 	.blocking = gl_blocking,
 };
+
+/* The result of lk_lock/lk_convert @ret: granted at once, failed at once,
+ * or queued (wait for gl_completion). mu held; busy set. */
+static int gl_done(struct fs_glock *gl, int ret)
+{
+	if (ret == LK_GRANTED_NOW)
+		return 0;
+	if (ret < 0)
+		return ret;
+	while (!gl->comp_done)
+		gl_wait(gl, 0);
+	return gl->comp_status;
+}
+
+/* lk_convert @gl->lk to @mode and wait. mu held on entry and return. */
+static int gl_convert(struct fs_glock *gl, int mode)
+{
+	int ret;
+
+	gl->comp_done = 0;
+	pthread_mutex_unlock(&gl->mu);
+	ret = lk_convert(gl->lk, mode, 0);
+	pthread_mutex_lock(&gl->mu);
+	return gl_done(gl, ret);
+}
 
 /* ---- acquire ---------------------------------------------------------- */
 
@@ -142,33 +183,76 @@ static int admit(const struct fs_glock *gl, int mode, uint64_t now)
 	return now < gl->grant_ns + gl->minhold_ns;
 }
 
-/* After a grant in @mode: read the generation, move it on for EX, and
- * drop the caches if it is not the one we saw last. mu held, busy set. */
-static void check_gen(struct fs_glock *gl, int mode)
+/* Run @fn (inval or recover) with no holder in flight and mu released.
+ * mu held, busy set. */
+static int run_op(struct fs_glock *gl, int recover)
+{
+	int ret = 0;
+
+	while (gl->nholders > 0)	/* nobody may look meanwhile */
+		gl_wait(gl, 0);
+	pthread_mutex_unlock(&gl->mu);
+	if (recover)
+		ret = gl->ops->recover(gl, gl->arg);
+	else
+		gl->ops->inval(gl, gl->arg);
+	pthread_mutex_lock(&gl->mu);
+	if (recover)
+		gl->st.recovers++;
+	else
+		gl->st.invals++;
+	return ret;
+}
+
+/* After a grant in @mode: read the generation; an invalid LVB means
+ * recover (in EX); move the generation on for EX; drop the caches if it
+ * is not the one we saw last. mu held, busy set. 0 or -errno (fence). */
+static int check_gen(struct fs_glock *gl, int mode)
 {
 	uint8_t lvb[LK_LVB_LEN];
 	int valid = lk_lvb_get(gl->lk, lvb) == 0;
 	uint64_t g = valid ? lvb_gen(lvb) : 0;
 	int stale = !valid || !gl->seen || g != gl->gen;
+	int ret = 0;
 
+	if (!valid && gl->ops->recover != NULL)
+		ret = run_op(gl, 1);	/* mode is EX here (request) */
+	if (ret < 0)
+		return ret;
 	if (mode == LK_EX) {
 		g = valid ? g + 1 : random_gen();
 		lvb_put_gen(lvb, g);
 		lk_lvb_set(gl->lk, lvb);
 		valid = 1;
 	}
-	if (stale && gl->ops->inval != NULL) {
-		/* nobody may look at the cache while it is dropped */
-		while (gl->nholders > 0)
-			gl_wait(gl, 0);
-		pthread_mutex_unlock(&gl->mu);
-		gl->ops->inval(gl, gl->arg);
-		pthread_mutex_lock(&gl->mu);
-		gl->st.invals++;
-	}
+	if (stale && gl->ops->inval != NULL)
+		run_op(gl, 0);
 	gl->seen = valid;
 	gl->gen = g;
 	gl->st.generation = g;
+	return 0;
+}
+
+/* A PR grant found the LVB invalid and recovery needs EX: step down to
+ * NL (always granted: no conversion deadlock with other PR holders doing
+ * the same) and queue for EX. mu held, busy set. */
+static int upgrade_for_recovery(struct fs_glock *gl, int *mode)
+{
+	uint8_t lvb[LK_LVB_LEN];
+	int ret;
+
+	if (*mode == LK_EX || gl->ops->recover == NULL ||
+	    lk_lvb_get(gl->lk, lvb) == 0)
+		return 0;
+	ret = gl_convert(gl, LK_NL);
+	gl->mode = LK_NL;
+	if (ret == 0)
+		ret = gl_convert(gl, LK_EX);
+	if (ret == 0) {
+		*mode = LK_EX;
+		gl->mode = LK_EX;
+	}
+	return ret;
 }
 
 /* One DLM request (first lock or up-conversion) for @mode. mu held on
@@ -179,23 +263,26 @@ static int request(struct fs_glock *gl, int mode)
 	int ret;
 
 	gl->busy = 1;
+	gl->comp_done = 0;
 	pthread_mutex_unlock(&gl->mu);
 	if (lk == NULL)
 		ret = lk_lock(gl->ls, &gl->name, mode, LK_VALBLK, &gl_lk_ops,
 			      gl, &lk);
 	else
 		ret = lk_convert(lk, mode, 0);
-	if (ret == 0)
-		ret = lk_wait(lk);
-	else if (ret == LK_GRANTED_NOW)
-		ret = 0;
 	pthread_mutex_lock(&gl->mu);
+	ret = gl_done(gl, ret);
 	gl->st.requests++;
 	if (ret == 0) {
 		gl->lk = lk;
 		gl->mode = mode;
+		ret = upgrade_for_recovery(gl, &mode);
+	}
+	if (ret == 0) {
 		gl->grant_ns = now_ns();
-		check_gen(gl, mode);
+		ret = check_gen(gl, mode);
+		if (ret < 0)
+			ret = -EIO;	/* fenced below */
 	}
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
@@ -236,10 +323,13 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 		}
 		ret = request(gl, mode);
 		if (ret == -EDEADLK || ret == -EAGAIN) {
-			/* conversion deadlock victim: we keep our mode; the
-			 * other side gets its blocking callback through us */
+			/* conversion deadlock victim: we keep our mode and
+			 * the other side waits for it: give it up (as if
+			 * asked), then queue again from NL */
 			gl->st.retries++;
-			gl_wait(gl, now_ns() + 2000000ull);
+			if (gl->demote_to < 0 || gl->demote_to > LK_NL)
+				gl->demote_to = LK_NL;
+			pthread_cond_broadcast(&gl->cv);
 		} else if (ret < 0) {
 			gl->fenced = 1;	/* -ESHUTDOWN: fenced out */
 			pthread_cond_broadcast(&gl->cv);
@@ -282,14 +372,9 @@ static void demote(struct fs_glock *gl)
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
-	if (ret == 0) {
-		ret = lk_convert(gl->lk, to, 0);
-		if (ret == 0)
-			ret = lk_wait(gl->lk);
-		else if (ret == LK_GRANTED_NOW)
-			ret = 0;
-	}
 	pthread_mutex_lock(&gl->mu);
+	if (ret == 0)
+		ret = gl_convert(gl, to);
 	if (ret == 0) {
 		gl->mode = to;
 		if (to == LK_PR)
@@ -302,7 +387,9 @@ static void demote(struct fs_glock *gl)
 		gl->fenced = 1;
 	}
 	gl->st.demote_ns += now_ns() - t0;
-	gl->demote_to = -1;
+	/* a blocking callback that came meanwhile may ask for less still */
+	if (gl->demote_to >= to || gl->fenced)
+		gl->demote_to = -1;
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
 }

@@ -14,6 +14,10 @@
  * in flight, calls ops->sync (EX: write everything back) and converts
  * down: EX -> PR when the other node wants PR, else to NL.
  *
+ * DLM requests complete through the completion callback (never lk_wait,
+ * so that a request failing at once cannot leave a released handle
+ * behind): the DLM's callback thread must not be blocked by the user.
+ *
  * Cache validity: the lock carries its value block (LK_VALBLK) whose
  * first 8 bytes are a generation (little-endian u64, FORMAT.md "Cluster
  * locks"). Each EX grant moves it on (+1; a fresh random value when the
@@ -48,6 +52,12 @@ struct fs_glock_ops {
 	/* After a grant whose generation is not the one last seen: drop
 	 * every cached copy of what the lock protects. May be NULL. */
 	void (*inval)(struct fs_glock *gl, void *arg);
+	/* The LVB is invalid (never set, or a PW/EX holder died, which may
+	 * have left its work half done): called in EX before inval and
+	 * before any holder runs (a PR grant that finds an invalid LVB is
+	 * converted to NL and then EX first). A failure fences the glock.
+	 * May be NULL (then an invalid LVB only means inval). */
+	int (*recover)(struct fs_glock *gl, void *arg);
 };
 
 struct fs_glock_stats {
@@ -60,6 +70,7 @@ struct fs_glock_stats {
 	uint64_t demote_ns;	/* time in sync + down-conversion */
 	uint64_t wait_ns;	/* time holders waited for a grant */
 	uint64_t invals;	/* ops->inval calls */
+	uint64_t recovers;	/* ops->recover calls (invalid LVB) */
 	uint64_t generation;	/* last generation seen */
 	int mode;		/* granted now (-1 none) */
 	unsigned holders;	/* local holders now */

@@ -29,7 +29,8 @@ fs_mkfs "$IMG" 512 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
 # message, and no mount
 refused() {	# NAME PATTERN IMAGE OPTS
 	mkdir -p "$T/bad"
-	if "$B/ucfs" -f -o "$4" "$3" "$T/bad" >"$T/bad.log" 2>&1; then
+	if timeout -k 5 40 "$B/ucfs" -f -o "$4" "$3" "$T/bad" \
+		>"$T/bad.log" 2>&1; then
 		fail "$1" "mounted"
 		fusermount3 -u "$T/bad"
 	elif ! grep -q "$2" "$T/bad.log"; then
