@@ -29,8 +29,11 @@ fsync_file() {	# PATH: fsync through a read-only descriptor
 os.fsync(fd)" "$1"
 }
 
-# (1) the EX holder dies with fsync'ed changes in its journal only
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_kill_m1; exit 1; }
+# (1) the EX holder dies with fsync'ed changes in its journal only (a
+# long minimum hold time keeps node 1 from giving EX to node 2's read
+# before it is killed)
+fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1 minhold=5000)" || {
+	fail clu_kill_m1; exit 1; }
 fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_kill_m2; exit 1; }
 ls "$M2" >/dev/null
 head -c 2000000 /dev/urandom >"$T/ref"
@@ -41,6 +44,7 @@ cp "$T/ref" "$M1/d/big"
 fsync_file "$M1/d/big"
 fsync_file "$M1/d"
 cat "$M2/d/big" >"$T/got" 2>"$T/got.err" & rpid=$!
+sleep 0.5
 fs_kill9 "$M1"
 if wait $rpid; then pass clu_kill_waiter_done; else
 	fail clu_kill_waiter_done "$(cat "$T/got.err")"; fi
@@ -50,8 +54,9 @@ check clu_kill_survivor_writes sh -c "echo after >'$M2/d/after' &&
 	grep -q after '$M2/d/after'"
 if command -v jq >/dev/null 2>&1; then
 	"$B/ucfs-stat" --json "$M2" >"$T/st.json" 2>&1
-	check clu_kill_recovery_counted jq -e '.cluster.recoveries >= 1' \
-		"$T/st.json"
+	check clu_kill_recovery_counted jq -e '.cluster.recoveries >= 1 and
+		.cluster.lvb_invalid_recoveries >= 1 and
+		.cluster.node_deaths >= 1' "$T/st.json"
 fi
 check clu_kill_umount_survivor fs_umount "$M2"
 check clu_kill_fsck_after fs_fsck "$IMG"
