@@ -67,7 +67,7 @@ enum fs_atime_mode { FS_ATIME_RELATIME = 0, FS_ATIME_NOATIME = 1,
 
 struct fs_opts {
 	int ro;				/* ro: no device write at all */
-	enum fs_lockproto lockproto;	/* lockproto=nolock (dlm: later) */
+	enum fs_lockproto lockproto;	/* lockproto=nolock|dlm */
 	enum fs_data_mode data;		/* data=ordered|writeback */
 	unsigned commit_s;		/* commit=SECONDS, journal interval */
 	enum fs_atime_mode atime;	/* noatime|relatime|strictatime */

@@ -17,7 +17,10 @@
  *
  * Caching: a single nolock node owns the device, so entries, attributes
  * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
- * large writes (MAX_WRITE) and, if asked, writeback_cache.
+ * large writes (MAX_WRITE) and, if asked, writeback_cache. A dlm node
+ * (fs_cluster.h) lets the kernel cache nothing: timeouts 0, direct_io,
+ * no cached directories or symlinks; and every handler runs holding the
+ * fs glock in the mode op_mode[] gives its op (op_begin / op_end).
  *
  * Transport: requests come from /dev/fuse through libfuse's loop, or,
  * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either

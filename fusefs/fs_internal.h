@@ -80,7 +80,7 @@ enum fs_commit_reason {
 	FS_CR_JOURNAL,		/* journal space (then checkpoint) */
 	FS_CR_CACHE,		/* cache pressure (then checkpoint) */
 	FS_CR_UNMOUNT,
-	FS_CR_LOCK,		/* lock demote (cluster, later) */
+	FS_CR_LOCK,		/* fs glock demote (cluster) */
 	FS_CR_NR
 };
 

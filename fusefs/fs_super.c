@@ -7,9 +7,15 @@
  * which fs_core_open takes, so a second nolock mount fails with -EBUSY).
  * It then replays every slot's journal (a nolock mount is the only user,
  * so any slot left mounted belongs to a crashed node), and claims slot 0
- * with FS_SLOT_NOLOCK. A dlm mount refuses a slot map with a nolock claim
- * (the later cluster issue serializes dlm claims with a DLM lock).
- * Clean unmount: checkpoint, journal header clean, slot free.
+ * with FS_SLOT_NOLOCK. A dlm mount (fs_cluster.h) opens the device
+ * shared (plus a shared flock, so nolock and dlm mounts on one machine
+ * exclude each other), refuses a superblock not made for dlm or of
+ * another cluster, takes its slot by the slot's DLM lock, then the fs
+ * glock in EX (kept until the mount is complete), recovers slots whose
+ * owner is gone (fs_core_recover_slots), refuses a slot map with a
+ * nolock claim, writes its claim and replays its own journal.
+ * Clean unmount: checkpoint, journal header clean, (dlm: dead slots
+ * freed,) slot free.
  *
  * The slot map and the journal headers are written in place with FUA and
  * never journaled; only their first sector changes (FORMAT.md).
