@@ -201,7 +201,8 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	      struct fs_attr *out);
 
 /* Drop @n lookup references (FUSE forget). Frees an unlinked, closed
- * inode whose references reach 0. Never fails. */
+ * inode whose references reach 0 (dlm: later, fs_reap_orphans). Never
+ * fails. */
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
 
 int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out);
@@ -259,6 +260,13 @@ int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 /* Drop an open; frees the inode if it was the last use of an unlinked
  * file. */
 void fs_release(struct fs *fs, uint64_t ino);
+
+/* lockproto=dlm: fs_forget, fs_release and the end of a read run under
+ * the fs glock in PR and cannot write, so they leave this node's orphans
+ * whose last reference they dropped on the orphan list; this frees them.
+ * Call holding the fs glock in EX (the FUSE adapter does at the end of
+ * every EX request); cheap when nothing is pending. */
+void fs_reap_orphans(struct fs *fs);
 
 /* Read up to @len bytes at @off; short at EOF, holes read as zeros.
  * Returns the count. -EISDIR. */

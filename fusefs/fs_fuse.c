@@ -104,10 +104,12 @@ static void get_cred(fuse_req_t req, struct fs_cred *c)
 /*
  * lockproto=dlm: the mode of the fs glock each request holds while its
  * handler runs (fs_cluster.h). PR for requests that only read (atime is
- * never updated in dlm mode, like noatime), EX for every request that may
- * write, including forget and release (the last reference to an unlinked
- * inode destroys it). 0: no lock (flush does nothing; init/destroy are
- * not handled here). Ops not listed are not implemented by ucfs.
+ * never updated in dlm mode, like noatime) and for forget and release
+ * (they only drop in-memory references; an orphan whose last reference
+ * they drop is freed by the next EX request: fs_reap_orphans), EX for
+ * every request that may write. 0: no lock (flush does nothing;
+ * init/destroy are not handled here). Ops not listed are not
+ * implemented by ucfs.
  */
 static const unsigned char op_mode[FS_OP__COUNT] = {
 	[FS_OP_LOOKUP] = LK_PR,		[FS_OP_GETATTR] = LK_PR,
@@ -116,13 +118,13 @@ static const unsigned char op_mode[FS_OP__COUNT] = {
 	[FS_OP_READDIR] = LK_PR,	[FS_OP_READDIRPLUS] = LK_PR,
 	[FS_OP_FSYNCDIR] = LK_PR,	[FS_OP_STATFS] = LK_PR,
 	[FS_OP_GETXATTR] = LK_PR,	[FS_OP_LISTXATTR] = LK_PR,
-	[FS_OP_FORGET] = LK_EX,		[FS_OP_FORGET_MULTI] = LK_EX,
+	[FS_OP_FORGET] = LK_PR,		[FS_OP_FORGET_MULTI] = LK_PR,
 	[FS_OP_SETATTR] = LK_EX,	[FS_OP_MKNOD] = LK_EX,
 	[FS_OP_MKDIR] = LK_EX,		[FS_OP_UNLINK] = LK_EX,
 	[FS_OP_RMDIR] = LK_EX,		[FS_OP_SYMLINK] = LK_EX,
 	[FS_OP_RENAME] = LK_EX,		[FS_OP_LINK] = LK_EX,
 	[FS_OP_CREATE] = LK_EX,		[FS_OP_WRITE] = LK_EX,
-	[FS_OP_RELEASE] = LK_EX,	[FS_OP_FALLOCATE] = LK_EX,
+	[FS_OP_RELEASE] = LK_PR,	[FS_OP_FALLOCATE] = LK_EX,
 	[FS_OP_SETXATTR] = LK_EX,	[FS_OP_REMOVEXATTR] = LK_EX,
 };
 
@@ -147,6 +149,8 @@ static int op_begin(struct fs_fuse *ff, fuse_req_t req, enum fs_op op,
 
 static void op_end(struct fs_fuse *ff, enum fs_op op, uint64_t t0, int err)
 {
+	if (ff->cl != NULL && op_mode[op] == LK_EX)
+		fs_reap_orphans(ff->fs);	/* left by PR requests */
 	if (ff->cl != NULL && op_mode[op] != 0)
 		fs_cluster_unlock(ff->cl, op_mode[op]);
 	fs_stats_op_end(ff->st, op, t0, err);

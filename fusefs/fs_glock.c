@@ -327,8 +327,11 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 			 * the other side waits for it: give it up (as if
 			 * asked), then queue again from NL */
 			gl->st.retries++;
-			if (gl->demote_to < 0 || gl->demote_to > LK_NL)
+			if (gl->mode > LK_NL && (gl->demote_to < 0 ||
+						 gl->demote_to > LK_NL))
 				gl->demote_to = LK_NL;
+			else	/* nothing to give up: let the other go */
+				gl_wait(gl, now_ns() + 1000000ull);
 			pthread_cond_broadcast(&gl->cv);
 		} else if (ret < 0) {
 			gl->fenced = 1;	/* -ESHUTDOWN: fenced out */
@@ -408,6 +411,7 @@ static void *gl_thread(void *arg)
 		}
 		if (gl->mode < 0 || !(gl->demote_to < gl->mode)) {
 			gl->demote_to = -1;	/* nothing to give up */
+			pthread_cond_broadcast(&gl->cv);
 			continue;
 		}
 		due = gl->grant_ns + gl->minhold_ns;

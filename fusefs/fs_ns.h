@@ -83,6 +83,9 @@ struct fs_ns {
 	size_t count;			/* tbl_lock */
 	struct fs_inode *orphans;	/* list head, mirrors the slot's
 					   orphan_head: ns->lock excl */
+	int reap_pending;		/* atomic: dlm: an orphan became
+					   unreferenced in a request that may
+					   not write (fs_reap_orphans) */
 	struct fs_ns_stats st;		/* atomics */
 };
 

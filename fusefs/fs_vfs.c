@@ -132,15 +132,53 @@ static int need_nospc_retry(struct fs *fs, int ret)
 	return fs_journal_sync(fs) == 0;
 }
 
+/* dlm: the last reference to one of this node's orphans went in a
+ * request that may hold the fs glock only in PR (forget, release, read):
+ * leave the inode on the orphan list for fs_reap_orphans(). 1 if
+ * deferred. */
+static int defer_destroy(struct fs *fs)
+{
+	if (fs->ns->opts.lockproto != FS_LOCK_DLM)
+		return 0;
+	__atomic_store_n(&fs->ns->reap_pending, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
 /* Drop an operation's pin; destroy the inode if that was the last use
  * of an unlinked one. Call without ns->lock. */
 static void unpin(struct fs *fs, struct fs_inode *n)
 {
-	if (n != NULL && fs_ino_unpin(fs, n)) {
+	if (n != NULL && fs_ino_unpin(fs, n) && !defer_destroy(fs)) {
 		lock_wr(fs);
 		fs_ino_maybe_destroy(fs, n->ino);
 		unlock(fs);
 	}
+}
+
+void fs_reap_orphans(struct fs *fs)
+{
+	uint64_t *ino;
+	size_t n = 0, cap = 0;
+
+	if (fs->ro || !__atomic_exchange_n(&fs->ns->reap_pending, 0,
+					  __ATOMIC_ACQ_REL))
+		return;
+	lock_wr(fs);
+	for (struct fs_inode *o = fs->ns->orphans; o != NULL; o = o->onext)
+		cap++;
+	/* maybe_destroy unlinks from the list: collect first */
+	ino = malloc((cap + 1) * sizeof(*ino));
+	if (ino == NULL) {
+		__atomic_store_n(&fs->ns->reap_pending, 1, __ATOMIC_RELEASE);
+		goto out_unlock;
+	}
+	for (struct fs_inode *o = fs->ns->orphans; o != NULL; o = o->onext)
+		ino[n++] = o->ino;
+	for (size_t i = 0; i < n; i++)
+		fs_ino_maybe_destroy(fs, ino[i]);
+	free(ino);
+out_unlock:
+	unlock(fs);
 }
 
 /* ---- mount ---- */
@@ -370,7 +408,7 @@ out:
 
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 {
-	if (fs_ino_put(fs, ino, n, 0)) {
+	if (fs_ino_put(fs, ino, n, 0) && !defer_destroy(fs)) {
 		lock_wr(fs);
 		fs_ino_maybe_destroy(fs, ino);
 		unlock(fs);
@@ -1076,7 +1114,7 @@ void fs_release(struct fs *fs, uint64_t ino)
 {
 	/* a stream that goes on (another open) simply reserves again */
 	fs_alloc_resv_drop(fs, ino);
-	if (fs_ino_put(fs, ino, 0, 1)) {
+	if (fs_ino_put(fs, ino, 0, 1) && !defer_destroy(fs)) {
 		lock_wr(fs);
 		fs_ino_maybe_destroy(fs, ino);
 		unlock(fs);

@@ -5,6 +5,7 @@
 #    nothing is mounted;
 #  * a file written on one node reads back byte-identical on the other,
 #    both ways; mkdir / rename / unlink on one node are seen on the other;
+#    a file unlinked while open stays readable on its node;
 #    appends from two nodes taking turns keep every line in order; two
 #    nodes untar the same tree into separate directories at once and each
 #    sees the other's tree identical to the source (diff -r);
@@ -84,6 +85,16 @@ check clu_rename_seen sh -c "test -d '$M1/dir2' -a ! -e '$M1/dir'"
 rm "$M1/dir2/f"
 check clu_unlink_seen sh -c "test ! -e '$M2/dir2/f' && rmdir '$M2/dir2'"
 check clu_rmdir_seen test ! -e "$M1/dir2"
+
+# a file unlinked while open on the same node stays readable; its last
+# close (a PR request) leaves it for the next EX request to free
+cp "$T/r2" "$M1/open"
+exec 3<"$M1/open"
+rm "$M1/open"
+check clu_unlinked_open_readable sh -c "cat <&3 | cmp - '$T/r2'"
+exec 3<&-
+check clu_unlinked_gone_on_other test ! -e "$M2/open"
+touch "$M1/after-close"
 
 # appends taking turns
 i=1
