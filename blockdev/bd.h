@@ -43,7 +43,8 @@ enum {
 	BD_RDONLY = 1 << 0,   /* open read-only; writes return -EROFS */
 	BD_BUFFERED = 1 << 1, /* no O_DIRECT (tmpfs, or debugging) */
 	BD_EXCL = 1 << 2,     /* take an exclusive advisory lock (flock) on
-				 the device; -EBUSY if another holder */
+				 the device; -EBUSY if another holder
+				 (NBD: host-local, see bd_nbd_open) */
 };
 
 enum bd_op { BD_READ, BD_WRITE };
@@ -106,13 +107,16 @@ int bd_file_open(const char *path, unsigned flags, struct bd_dev **out);
  * BD_IO_FUA is NBD FUA (or write + NBD flush if the server has no FUA),
  * bd_flush is an NBD flush (a server that cannot flush gets none: then
  * durability is the server's). flags: BD_RDONLY; BD_BUFFERED is ignored;
- * BD_EXCL is accepted but cannot be enforced over NBD (no lock exists in
- * the protocol): exclusivity is the server's, e.g. nbdkit
- * --filter=limit limit=1. Returns 0 and *out, or -EINVAL (bad URI or
- * io_timeout, size zero or not a multiple of BD_ALIGN, server minimum block
- * size not dividing BD_ALIGN), -EROFS (writable open of a read-only
- * export), -ETIMEDOUT, -ECONNREFUSED, -ENOENT (no such socket), -ENOMEM, or
- * another -errno from libnbd. May block up to the timeout.
+ * BD_EXCL excludes the other processes of this host that open the same
+ * URI with BD_EXCL (a lock file in /run/lock; -EBUSY), as flock does for
+ * bd_file on a shared disk; NBD has no lock, so clients on other hosts are
+ * not excluded: a lockproto=nolock export must be served to one client at
+ * a time (nbdkit --filter=limit limit=1). Returns 0 and *out, or -EINVAL
+ * (bad URI or io_timeout, size zero or not a multiple of BD_ALIGN, server
+ * minimum block size not dividing BD_ALIGN), -EROFS (writable open of a
+ * read-only export), -EBUSY (BD_EXCL held), -ETIMEDOUT, -ECONNREFUSED,
+ * -ENOENT (no such socket), -ENOMEM, or another -errno from libnbd. May
+ * block up to the timeout.
  */
 int bd_nbd_open(const char *uri, unsigned flags, struct bd_dev **out);
 

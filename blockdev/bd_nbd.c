@@ -43,14 +43,23 @@
  * reports are passed on as -errno (-EIO, -ENOSPC, ...). Nothing
  * reconnects: a device whose connection died stays dead until reopened.
  *
- * BD_EXCL: NBD has no lock a client could take, so it cannot be enforced
- * here. It is accepted (mkfs, fsck -y and lockproto=nolock mounts ask for
- * it) and means nothing on the wire: exclusivity is the server's to give,
- * e.g. nbdkit --filter=limit limit=1 (one client at a time). DLM mounts
- * share the export on purpose; they need a server whose connections see
- * each other's completed writes (NBD multi-conn; nbdkit's file plugin and
- * nbd-server on a file do). BD_BUFFERED means nothing here and is
- * accepted.
+ * BD_EXCL: the NBD protocol has no lock, so BD_EXCL is what flock gives
+ * bd_file on a shared disk: exclusion between processes of this host. It
+ * takes flock(LOCK_EX | LOCK_NB) on a lock file named after the URI
+ * (without io_timeout) in NBD_LOCK_DIR (/tmp if that is missing; removed
+ * by its holder on close, so none accumulate): -EBUSY
+ * if another process of this host holds it, so a second lockproto=nolock
+ * mount, a mkfs or fsck -y of a mounted export, and a mount racing the
+ * write-back of the previous daemon are refused or wait as they do on a
+ * file. The same export spelled differently (another host name, another
+ * socket path) is not recognised. Clients on other hosts are not excluded
+ * (nor are they on a SAN disk with bd_file): for lockproto=nolock over
+ * the network, the server must admit one client at a time (nbdkit
+ * --filter=limit limit=1, nbd-server maxconnections = 1). DLM mounts share
+ * the export on purpose and do not use BD_EXCL; they need a server whose
+ * connections see each other's completed writes (NBD multi-conn
+ * consistency; nbdkit's file plugin and nbd-server on a file give it).
+ * BD_BUFFERED means nothing here and is accepted.
  *
  * Locking: d->lock protects the in-flight command list, dead, stop,
  * outstanding and every batch's remaining/finished/post_flush fields and
@@ -64,10 +73,14 @@
 #include <libnbd.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "blockdev/bd_internal.h"
@@ -75,6 +88,7 @@
 #define NBD_TIMEOUT_S 30u          /* default io_timeout */
 #define NBD_CHUNK_MAX (32u << 20)  /* largest request if no server limit */
 #define NBD_IDLE_MS 1000           /* poll wait with nothing in flight */
+#define NBD_LOCK_DIR "/run/lock"    /* BD_EXCL lock files */
 
 struct nbd_batch;
 struct bd_nbd;
@@ -108,6 +122,8 @@ struct bd_nbd {
 	struct nbd_handle *h;     /* immutable after open; own locking */
 	int fd;                   /* immutable: libnbd's socket */
 	int efd;                  /* immutable: eventfd, wakes the thread */
+	int lock_fd;              /* immutable: BD_EXCL lock file, or -1 */
+	char lock_path[64];       /* immutable: its path */
 	uint64_t timeout_ns;      /* immutable */
 	size_t chunk;             /* immutable: largest request */
 	int can_fua;              /* immutable */
@@ -567,6 +583,69 @@ static int bdn_flush(struct bd_dev *dev)
 	return ret;
 }
 
+/* 1 if @fd is still the file at @path (not unlinked by its last
+ * holder after we opened it). */
+static int lock_current(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/*
+ * BD_EXCL: flock on NBD_LOCK_DIR/ucfs-nbd-HASH.lock (or /tmp), HASH the
+ * FNV-1a of @key (the URI without io_timeout); the path goes to d->lock.
+ * The holder removes the file before it lets go (excl_unlock), so a
+ * locker that got a removed file tries again. Sets d->lock_fd; 0, -EBUSY
+ * if held, or -errno.
+ */
+static int excl_lock(struct bd_nbd *d, const char *key)
+{
+	static const char *const dirs[] = { NBD_LOCK_DIR, "/tmp" };
+	uint64_t h = 0xcbf29ce484222325ull;
+	int fd = -ENOENT, ret;
+
+	for (const char *p = key; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	for (unsigned i = 0; i < 2 && fd == -ENOENT; i++) {
+		snprintf(d->lock_path, sizeof(d->lock_path),
+			 "%s/ucfs-nbd-%016llx.lock", dirs[i],
+			 (unsigned long long)h);
+		for (unsigned tries = 0; tries < 100; tries++) {
+			fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC,
+				  0600);
+			if (fd < 0) {
+				fd = -errno;
+				break;
+			}
+			if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+				ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+				close(fd);
+				return ret;
+			}
+			if (lock_current(fd, d->lock_path))
+				break;
+			close(fd); /* its holder removed it: again */
+			fd = -EAGAIN;
+		}
+	}
+	if (fd < 0)
+		return fd;
+	d->lock_fd = fd;
+	return 0;
+}
+
+/* Release the BD_EXCL lock: remove the file while still holding it. */
+static void excl_unlock(struct bd_nbd *d)
+{
+	if (d->lock_fd < 0)
+		return;
+	unlink(d->lock_path);
+	close(d->lock_fd);
+	d->lock_fd = -1;
+}
+
 static void bdn_close(struct bd_dev *dev)
 {
 	struct bd_nbd *d = to_nbd(dev);
@@ -582,6 +661,7 @@ static void bdn_close(struct bd_dev *dev)
 		nbd_aio_disconnect(d->h, 0); /* polite; sent if it can be */
 	nbd_close(d->h);
 	close(d->efd);
+	excl_unlock(d);
 	pthread_cond_destroy(&d->cond);
 	pthread_mutex_destroy(&d->lock);
 	bd_dev_fini(dev);
@@ -761,10 +841,16 @@ int bd_nbd_open(const char *uri, unsigned flags, struct bd_dev **out)
 		goto out_uri;
 	}
 	d->timeout_ns = (uint64_t)timeout_s * 1000000000u;
+	d->lock_fd = -1;
+	if (flags & BD_EXCL) {
+		ret = excl_lock(d, clean);
+		if (ret != 0)
+			goto out_free;
+	}
 	d->h = nbd_create();
 	if (d->h == NULL) {
 		ret = bdn_err();
-		goto out_free;
+		goto out_unlock;
 	}
 	nbd_set_pread_initialize(d->h, false); /* failures are reported */
 	ret = conn_open(d->h, clean, d->timeout_ns);
@@ -788,6 +874,8 @@ out_fini:
 	bd_dev_fini(&d->dev);
 out_close:
 	nbd_close(d->h);
+out_unlock:
+	excl_unlock(d);
 out_free:
 	free(d);
 out_uri:

@@ -4,7 +4,8 @@
 # (lockproto=nolock) and fsck.ucfs all take the nbd+unix:// URI as their
 # DEVICE. Files written through the mount read back after a remount, fsck
 # through NBD is clean, and the image file itself (server stopped) checks
-# clean too: the NBD path wrote the real device. A URI whose server is
+# clean too: the NBD path wrote the real device. A second nolock mount
+# and a mkfs of the mounted export are refused. A URI whose server is
 # absent fails mkfs, fsck and mount with an error, not a hang.
 # Needs root, /dev/fuse and nbdkit (SKIP otherwise).
 . "$UCFS_TOP/tests/lib.sh"
@@ -50,6 +51,13 @@ check nbd_write_tree cp -a "$UCFS_TOP/blockdev" "$MNT/src"
 check nbd_mkdirs mkdir -p "$MNT/a/b/c" "$MNT/x/y"
 check nbd_small sh -c "for i in \$(seq 1 200); do echo \$i >'$MNT/a/b/c/f'\$i; done"
 check nbd_read_big cmp "$T/big" "$MNT/big"
+# BD_EXCL over NBD excludes this host's other users of the URI (whatever
+# its io_timeout): a second nolock mount and a mkfs are refused.
+MNT2=$T/mnt2 URI2="nbd+unix:///?socket=$SOCK&io_timeout=5"
+mkdir -p "$MNT2"
+on_exit "mountpoint -q '$MNT2' && umount '$MNT2'"
+check nbd_second_mount_refused sh -c "! '$B/ucfs' -o lockproto=nolock '$URI2' '$MNT2' 2>'$T/second.err' && grep -q 'already mounted' '$T/second.err'"
+check nbd_mkfs_mounted_refused sh -c "! '$B/mkfs.ucfs' -q -f '$URI2' 2>'$T/mkfs2.err' && grep -q 'in use' '$T/mkfs2.err'"
 check nbd_umount fs_umount "$MNT"
 
 fs_mount "$URI" "$MNT" lockproto=nolock || { fail nbd_remount; exit 1; }

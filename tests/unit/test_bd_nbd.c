@@ -4,7 +4,8 @@
  * conformance checks every backend passes (tests/unit/bd_conform.h), then
  * what is NBD's own: requests split to the server's maximum size, FUA
  * (native, and write + flush on a server without FUA, both seen in the
- * server's log), read-only exports, open errors, BD_EXCL, a killed server
+ * server's log), read-only exports, open errors, BD_EXCL (host-local
+ * lock), a killed server
  * and a hung one (errors within io_timeout, never a hang), bd_open_any.
  *
  * Each server is started by PID with --exit-with-parent and stopped by
@@ -412,31 +413,40 @@ static void test_nbd_open_errors(void)
 	srv_stop(&s);
 }
 
-/* BD_EXCL cannot be enforced by an NBD client: it is accepted (a second
- * BD_EXCL open succeeds), and a server that admits one client at a time
- * refuses the second connection. */
+/* BD_EXCL over NBD: exclusive between the processes of this host (the
+ * same URI, whatever its io_timeout), like flock on a file; across hosts
+ * only a server admitting one client excludes, and refuses the second. */
 static void test_nbd_excl(void)
 {
 	static const char *const one[] = {
 		"--filter=limit", "memory", "size=1M", "limit=1", NULL
 	};
 	struct bd_dev *a, *b = NULL;
+	char uri[400];
 	struct srv s;
 	int ret = -1;
 
 	REQUIRE(srv_start(&s, "&io_timeout=5", MEM64) == 0);
 	REQUIRE(bd_nbd_open(s.uri, BD_EXCL, &a) == 0);
-	CHECK_EQ(bd_nbd_open(s.uri, BD_EXCL | BD_BUFFERED, &b), 0);
+	CHECK_EQ(bd_nbd_open(s.uri, BD_EXCL, &b), -EBUSY);
+	CHECK_EQ(bd_nbd_open(s.uri, BD_EXCL | BD_RDONLY, &b), -EBUSY);
+	snprintf(uri, sizeof(uri), "nbd+unix:///?socket=%s&io_timeout=9",
+		 s.sock);
+	CHECK_EQ(bd_open_any(uri, BD_EXCL | BD_BUFFERED, &b), -EBUSY);
+	/* Without BD_EXCL, sharing is allowed (a cluster shares devices). */
+	CHECK_EQ(bd_nbd_open(s.uri, 0, &b), 0);
 	bd_close(b);
 	bd_close(a);
+	CHECK_EQ(bd_nbd_open(s.uri, BD_EXCL, &b), 0);
+	bd_close(b);
 	srv_stop(&s);
 	REQUIRE(srv_start(&s, "&io_timeout=5", one) == 0);
-	REQUIRE(bd_nbd_open(s.uri, BD_EXCL, &a) == 0);
-	CHECK(bd_nbd_open(s.uri, BD_EXCL, &b) < 0);
+	REQUIRE(bd_nbd_open(s.uri, 0, &a) == 0);
+	CHECK(bd_nbd_open(s.uri, 0, &b) < 0);
 	bd_close(a);
 	/* The server notices the first client leave soon after. */
 	for (int i = 0; i < 100 && ret != 0; i++) {
-		ret = bd_nbd_open(s.uri, BD_EXCL, &b);
+		ret = bd_nbd_open(s.uri, 0, &b);
 		if (ret != 0)
 			usleep(20000);
 	}
