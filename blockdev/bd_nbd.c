@@ -375,10 +375,13 @@ static void conn_kill(struct bd_nbd *d)
  * NBD_IDLE_MS. Kills the connection if that deadline has passed. */
 static int deadline_check(struct bd_nbd *d)
 {
-	uint64_t now = bd_now_ns(), age, left;
+	uint64_t now, age, left;
 	int kill = 0, ms = NBD_IDLE_MS;
 
 	pthread_mutex_lock(&d->lock);
+	/* read the clock under the lock: a command added since would
+	 * otherwise be younger than "now" and look ages old */
+	now = bd_now_ns();
 	if (d->oldest != NULL && !d->dead) {
 		age = now - d->oldest->start_ns;
 		if (age >= d->timeout_ns) {

@@ -6,7 +6,8 @@
 # through NBD is clean, and the image file itself (server stopped) checks
 # clean too: the NBD path wrote the real device. A second nolock mount
 # and a mkfs of the mounted export are refused. A URI whose server is
-# absent fails mkfs, fsck and mount with an error, not a hang.
+# absent fails mkfs, fsck and mount with an error, not a hang; a server
+# that dies or hangs under a mount gives EIO, and umount still works.
 # Needs root, /dev/fuse and nbdkit (SKIP otherwise).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -14,11 +15,71 @@ fs_require_ucfs nbd_fs
 
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ]; then
 	skip nbd_fs "needs root and /dev/fuse"
-	exit 0
+	
+# The server dies (kill -9) or hangs (SIGSTOP) under a mount: writes and
+# fsync get EIO (at once, or after io_timeout=2), umount works and the
+# daemon exits (status 1: it could not write back), nothing hangs.
+URI3="nbd+unix:///?socket=$SOCK&io_timeout=2"
+UP=""
+on_exit 'mountpoint -q "$MNT" && umount -l "$MNT"; [ -n "$UP" ] && kill -9 "$UP"'
+for how in KILL STOP; do
+	srv_start || { fail "nbd_dies_$how" "no server"; continue; }
+	"$B/ucfs" -f -o lockproto=nolock "$URI3" "$MNT" 2>"$T/dies.err" &
+	UP=$!
+	if ! wait_for 10 mountpoint -q "$MNT"; then
+		fail "nbd_dies_${how}_mount" "$(cat "$T/dies.err")"
+		continue
+	fi
+	echo before >"$MNT/before" && sync "$MNT/before"
+	kill -"$how" "$SRV"
+	t0=$(date +%s)
+	check "nbd_dies_${how}_fsync_eio" sh -c "echo x >'$MNT/after'; ! sync '$MNT/after'"
+	check "nbd_dies_${how}_umount" umount "$MNT"
+	wait "$UP"
+	rc=$?
+	UP=""
+	check "nbd_dies_${how}_daemon_exit" test "$rc" -eq 1
+	check "nbd_dies_${how}_bounded" test $(($(date +%s) - t0)) -lt 30
+	kill -CONT "$SRV" 2>/dev/null
+	kill -9 "$SRV" 2>/dev/null
+	wait "$SRV" 2>/dev/null
+	SRV=""
+done
+exit 0
 fi
 if ! command -v nbdkit >/dev/null 2>&1; then
 	skip nbd_fs "needs nbdkit (make deps)"
-	exit 0
+	
+# The server dies (kill -9) or hangs (SIGSTOP) under a mount: writes and
+# fsync get EIO (at once, or after io_timeout=2), umount works and the
+# daemon exits (status 1: it could not write back), nothing hangs.
+URI3="nbd+unix:///?socket=$SOCK&io_timeout=2"
+UP=""
+on_exit 'mountpoint -q "$MNT" && umount -l "$MNT"; [ -n "$UP" ] && kill -9 "$UP"'
+for how in KILL STOP; do
+	srv_start || { fail "nbd_dies_$how" "no server"; continue; }
+	"$B/ucfs" -f -o lockproto=nolock "$URI3" "$MNT" 2>"$T/dies.err" &
+	UP=$!
+	if ! wait_for 10 mountpoint -q "$MNT"; then
+		fail "nbd_dies_${how}_mount" "$(cat "$T/dies.err")"
+		continue
+	fi
+	echo before >"$MNT/before" && sync "$MNT/before"
+	kill -"$how" "$SRV"
+	t0=$(date +%s)
+	check "nbd_dies_${how}_fsync_eio" sh -c "echo x >'$MNT/after'; ! sync '$MNT/after'"
+	check "nbd_dies_${how}_umount" umount "$MNT"
+	wait "$UP"
+	rc=$?
+	UP=""
+	check "nbd_dies_${how}_daemon_exit" test "$rc" -eq 1
+	check "nbd_dies_${how}_bounded" test $(($(date +%s) - t0)) -lt 30
+	kill -CONT "$SRV" 2>/dev/null
+	kill -9 "$SRV" 2>/dev/null
+	wait "$SRV" 2>/dev/null
+	SRV=""
+done
+exit 0
 fi
 
 IMG=$T/img MNT=$T/mnt SOCK=$T/nbd.sock
@@ -26,15 +87,18 @@ URI="nbd+unix:///?socket=$SOCK&io_timeout=10"
 SRV=""
 truncate -s 256M "$IMG"
 
-srv_start() {	# serve $IMG on $SOCK; PID in $SRV, stopped on exit
+on_exit '[ -n "$SRV" ] && kill -CONT "$SRV" && kill "$SRV"'
+srv_start() {	# serve $IMG on $SOCK; PID in $SRV (stopped on exit)
 	rm -f "$SOCK"
 	nbdkit -f -U "$SOCK" file "$IMG" >"$T/nbdkit.log" 2>&1 &
 	SRV=$!
-	on_exit "kill $SRV"
 	wait_for 10 test -S "$SOCK"
 }
 srv_stop() {	# SIGTERM: nbdkit exits 0 after closing the image
 	kill "$SRV" && wait "$SRV"
+	_rc=$?
+	SRV=""
+	return $_rc
 }
 
 # not through check(): nbdkit must not inherit a command substitution
@@ -78,4 +142,34 @@ check nbd_fsck_image "$B/fsck.ucfs" -n "$IMG"
 check nbd_mkfs_no_server sh -c "! timeout 20 '$B/mkfs.ucfs' -q '$URI'"
 check nbd_fsck_no_server sh -c "timeout 20 '$B/fsck.ucfs' -n '$URI'; [ \$? -eq 8 ]"
 check nbd_mount_no_server sh -c "! timeout 20 '$B/ucfs' -f -o lockproto=nolock '$URI' '$MNT'"
+
+# The server dies (kill -9) or hangs (SIGSTOP) under a mount: writes and
+# fsync get EIO (at once, or after io_timeout=2), umount works and the
+# daemon exits (status 1: it could not write back), nothing hangs.
+URI3="nbd+unix:///?socket=$SOCK&io_timeout=2"
+UP=""
+on_exit 'mountpoint -q "$MNT" && umount -l "$MNT"; [ -n "$UP" ] && kill -9 "$UP"'
+for how in KILL STOP; do
+	srv_start || { fail "nbd_dies_$how" "no server"; continue; }
+	"$B/ucfs" -f -o lockproto=nolock "$URI3" "$MNT" 2>"$T/dies.err" &
+	UP=$!
+	if ! wait_for 10 mountpoint -q "$MNT"; then
+		fail "nbd_dies_${how}_mount" "$(cat "$T/dies.err")"
+		continue
+	fi
+	echo before >"$MNT/before" && sync "$MNT/before"
+	kill -"$how" "$SRV"
+	t0=$(date +%s)
+	check "nbd_dies_${how}_fsync_eio" sh -c "echo x >'$MNT/after'; ! sync '$MNT/after'"
+	check "nbd_dies_${how}_umount" umount "$MNT"
+	wait "$UP"
+	rc=$?
+	UP=""
+	check "nbd_dies_${how}_daemon_exit" test "$rc" -eq 1
+	check "nbd_dies_${how}_bounded" test $(($(date +%s) - t0)) -lt 30
+	kill -CONT "$SRV" 2>/dev/null
+	kill -9 "$SRV" 2>/dev/null
+	wait "$SRV" 2>/dev/null
+	SRV=""
+done
 exit 0

@@ -270,6 +270,58 @@ static void test_nbd_threads(void)
 	srv_stop(&s);
 }
 
+struct small_io {
+	struct bd_dev *dev;
+	unsigned id;
+	int errors;
+};
+
+/* Single-block reads and writes back to back, each a new command. */
+static void *small_io_main(void *arg)
+{
+	struct small_io *x = arg;
+	char *buf = bd_buf_alloc(BLK);
+
+	if (buf == NULL) {
+		x->errors++;
+		return NULL;
+	}
+	for (unsigned i = 0; i < 3000; i++) {
+		uint64_t off = ((uint64_t)x->id * 64 + i % 64) * BLK;
+
+		if ((i & 1) ? bd_read(x->dev, buf, BLK, off) != 0
+			    : bd_write(x->dev, buf, BLK, off, 0) != 0)
+			x->errors++;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Many short commands from several threads while the poll thread checks
+ * deadlines: none may be taken for timed out (a command issued while the
+ * deadline was computed once looked billions of years old). */
+static void test_nbd_no_false_timeout(void)
+{
+	struct small_io x[4];
+	pthread_t th[4];
+	struct bd_dev *dev;
+	struct srv s;
+
+	REQUIRE(srv_start(&s, "&io_timeout=1", MEM64) == 0);
+	REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
+	for (unsigned i = 0; i < 4; i++) {
+		x[i] = (struct small_io){ .dev = dev, .id = i };
+		REQUIRE(pthread_create(&th[i], NULL, small_io_main, &x[i]) ==
+			0);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(x[i].errors, 0);
+	}
+	bd_close(dev);
+	srv_stop(&s);
+}
+
 /* I/Os larger than the server's advertised maximum are split: the
  * server errors out on anything bigger, yet 1 MiB and 3 MiB + 4 KiB I/Os
  * go through and read back; each request the server saw is <= 64 KiB. */
@@ -661,6 +713,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_sync_in_callback);
 	T_RUN(test_nbd_counters);
 	T_RUN(test_nbd_threads);
+	T_RUN(test_nbd_no_false_timeout);
 	T_RUN(test_nbd_split);
 	T_RUN(test_nbd_fua);
 	T_RUN(test_nbd_rdonly);
