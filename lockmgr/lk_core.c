@@ -1127,8 +1127,8 @@ struct batch_name {
  * lkbs, instead of after. Their lkids are reserved here (bn->sent_lkid)
  * and the lkb pool is reserved so that creating them cannot fail: a
  * request the master saw must have its lkb here. The masters' links are
- * held (xp.rx_hold) until the call ends, so their replies wait in the
- * socket for this thread rather than for the network thread, which
+ * then held (xp.rx_hold) until the call ends, so their replies wait in
+ * the socket for this thread rather than for the network thread, which
  * would block on ls->mu. Sets *@held to the bitmap of held links.
  */
 static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
@@ -1153,14 +1153,17 @@ static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
 		masters |= 1ull << res->master;
 	}
 	LK_TL(LK_TL_PLANNED);
+	lk_out_flush(ls);
+	LK_TL(LK_TL_SENT);
+	/* after the send, off its path: no master answers a batch within
+	 * a system call, and if one did the reply would only take the slow
+	 * way (the network thread, woken once the call ends) */
 	for (uint64_t m = masters; m != 0; m &= m - 1) {
 		uint32_t node = (uint32_t)__builtin_ctzll(m);
 
 		if (ls->xp.rx_hold(ls->xp.ctx, node))
 			*held |= 1ull << node;
 	}
-	lk_out_flush(ls);
-	LK_TL(LK_TL_SENT);
 }
 
 /*
