@@ -529,6 +529,27 @@ static void count_demote(struct lk_ls *ls, struct lk_lock *lk)
 	lk_stats_type(ls, lk->res->name.type)->c.demotes++;
 }
 
+/* The UNLOCK of @lk, which writes no value block back: one lkid more in
+ * the last UNLOCKS record for its master when it follows on, else a new
+ * record. */
+static void send_unlocks(struct lk_ls *ls, struct lk_lock *lk, uint32_t flags)
+{
+	uint32_t node = lk->res->master;
+	struct lk_rec_unlocks *u = lk_out_last(ls, node, LK_M_UNLOCKS);
+
+	if (u != NULL && u->lkid + u->count == lk->lkid && u->flags == flags &&
+	    u->count < LK_UNLOCKS_MAX) {
+		u->count++;
+		return;
+	}
+	u = lk_out_add(ls, node, LK_M_UNLOCKS);
+	if (u == NULL)
+		return;
+	u->lkid = lk->lkid;
+	u->count = 1;
+	u->flags = flags;
+}
+
 static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 {
 	int wb = (lk->flags & LK_VALBLK) && lk->grmode >= LK_PW;
@@ -543,6 +564,8 @@ static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 	lkb_undefer(lk);
 	if (lk->res->master == ls->nodeid) {
 		lk_master_local_op(ls, lk, LK_M_UNLOCK);
+	} else if (!wb) {
+		send_unlocks(ls, lk, flags & LK_UNLOCK_IVLVB);
 	} else {
 		uint32_t keep = lk->flags;
 
@@ -852,7 +875,7 @@ static int lock_traffic(unsigned type)
 {
 	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
 	       type == LK_M_SREPLY || type == LK_M_RUNREQ ||
-	       type == LK_M_GRANTS;
+	       type == LK_M_GRANTS || type == LK_M_UNLOCKS;
 }
 
 /* Recovery records that are only valid in the generation that sent them
@@ -895,6 +918,11 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 	}
 	if (h->type == LK_M_RUNREQ) {
 		lk_master_rx_runs(ls, sender, (const void *)p, h->count);
+		return;
+	}
+	if (h->type == LK_M_UNLOCKS) {
+		for (unsigned i = 0; i < h->count; i++, p += rs)
+			lk_master_rx_unlocks(ls, sender, (const void *)p);
 		return;
 	}
 	if (h->type >= LK_M_LOOKUP && h->type <= LK_M_REMOVE) {

@@ -366,6 +366,9 @@ extern const struct lk_grant_out lk_master_out_ops;
 void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 			const void *recs, unsigned n);
 /* The @n slots of a RUNREQ frame (malformed runs are dropped, logged). */
+/* One UNLOCKS record from @sender. */
+void lk_master_rx_unlocks(struct lk_ls *ls, uint32_t sender,
+			  const struct lk_rec_unlocks *u);
 void lk_master_rx_runs(struct lk_ls *ls, uint32_t sender,
 		       const struct lk_rec_slot *s, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
