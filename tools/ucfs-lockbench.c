@@ -730,11 +730,39 @@ static void batch_warm_only(int runs)
 	lk_unlock(lock_wait(2, &r6, LK_EX), 0); /* remote_now_us: remote */
 	lk_unlock(lock_wait(1, &r6, LK_EX), 0);
 	batch_once(names, lks, N);
+#ifdef LK_TIMELINE
+	/* lockmgr/lk_internal.h, enum lk_tl_point */
+	extern uint64_t lk_tl[];
+	static const char *const step[] = {
+	    "call",	    "resources found", "early requests written",
+	    "... sent",	    "lkbs built",      "lk_lock_batch returns",
+	    "master: rx",   "master: granted", "master: GRANTS sent",
+	    "GRANTS rx",    "completed",       "lk_wait_batch returns"};
+	/* the step each one follows */
+	static const int prev[] = {0, 0, 1, 2, 3, 4, 3, 6, 7, 8, 9, 10};
+	enum { NSTEP = sizeof(step) / sizeof(step[0]) };
+	static uint64_t tl[NSTEP][1000], dt[NSTEP][1000];
+#endif
 	for (int r = 0; r < runs; r++) {
 		remote_now_us(); /* as in the table: no pause */
 		wall[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
 		sub[r] = (uint64_t)(batch_submit_us * 1000.0);
+#ifdef LK_TIMELINE
+		for (int k = 1; k < NSTEP; k++) {
+			uint64_t p = lk_tl[prev[k]];
+
+			tl[k][r] = lk_tl[k] > lk_tl[0] ? lk_tl[k] - lk_tl[0] : 0;
+			dt[k][r] = lk_tl[k] > p ? lk_tl[k] - p : 0;
+		}
+#endif
 	}
+#ifdef LK_TIMELINE
+	for (int k = 1; k < NSTEP; k++)
+		printf("  %-24s median %6.1f us from the call, %6.1f us "
+		       "after %s\n",
+		       step[k], median_us(tl[k], runs), median_us(dt[k], runs),
+		       step[prev[k]]);
+#endif
 	double med = median_us(wall, runs); /* sorts wall */
 
 	printf("warm batch: median %.1f us (best %.1f), lk_lock_batch call "
