@@ -47,9 +47,8 @@
  * bd_file on a shared disk: exclusion between processes of this host. It
  * takes flock(LOCK_EX | LOCK_NB) on a lock file named after the URI
  * (without io_timeout) in NBD_LOCK_DIR (/tmp if that is missing; removed
- * by its holder on close, so none accumulate): -EBUSY
- * if another process of this host holds it, so a second lockproto=nolock
- * mount, a mkfs or fsck -y of a mounted export, and a mount racing the
+ * by its holder on close, so none accumulate): -EBUSY if another process
+ * of this host holds it, so a second lockproto=nolock mount, a mkfs or fsck -y of a mounted export, and a mount racing the
  * write-back of the previous daemon are refused or wait as they do on a
  * file. The same export spelled differently (another host name, another
  * socket path) is not recognised. Clients on other hosts are not excluded
@@ -63,20 +62,21 @@
  *
  * Locking: d->lock protects the in-flight command list, dead, stop,
  * outstanding and every batch's remaining/finished/post_flush fields and
- * its place on the finished list. d->cond is broadcast when a sync batch
- * finishes and when outstanding drops. libnbd's handle lock is taken
+ * its place on the finished list. A sync batch's b->cond is signalled
+ * when it finishes (only its submitter waits on it); d->cond is broadcast
+ * when outstanding drops to 0 (bd_close waits for that). libnbd's handle lock is taken
  * inside libnbd calls; cmd_done runs under it and takes d->lock, so the
  * order is: libnbd handle lock -> d->lock. Never call libnbd with d->lock
  * held.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libnbd.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -110,6 +110,7 @@ struct nbd_batch {
 	unsigned ncmd;              /* immutable: chunk commands */
 	unsigned remaining;         /* d->lock: commands not complete */
 	int finished;               /* d->lock: sync batch done */
+	pthread_cond_t cond;        /* sync batch: signalled when finished */
 	int post_flush;             /* d->lock: FUA fallback flush owed */
 	int flush_ret;              /* d->lock: result of a flush command */
 	bd_done_fn done;            /* immutable; NULL for a sync batch */
@@ -186,8 +187,15 @@ static void batch_complete_locked(struct bd_nbd *d, struct nbd_batch *b)
 		wake_thread(d);
 	} else {
 		b->finished = 1;
-		pthread_cond_broadcast(&d->cond);
+		pthread_cond_signal(&b->cond);
 	}
+}
+
+/* One batch less outstanding. d->lock held. */
+static void outstanding_dec_locked(struct bd_nbd *d)
+{
+	if (--d->outstanding == 0)
+		pthread_cond_broadcast(&d->cond);
 }
 
 /* Record the result of @c (0 or an errno). d->lock held. */
@@ -277,6 +285,10 @@ static struct nbd_batch *batch_new(struct bd_nbd *d, struct bd_io *ios,
 	b->remaining = ncmd;
 	b->done = done;
 	b->arg = arg;
+	if (done == NULL && pthread_cond_init(&b->cond, NULL) != 0) {
+		free(b);
+		return NULL;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		ios[i].ret = 0;
 		for (unsigned j = 0; j < chunks_of(d, ios[i].len); j++) {
@@ -458,8 +470,7 @@ static void finish_async(struct bd_nbd *d)
 		b->done(b->ios, b->n, b->arg);
 		free(b);
 		pthread_mutex_lock(&d->lock);
-		d->outstanding--;
-		pthread_cond_broadcast(&d->cond);
+		outstanding_dec_locked(d);
 		pthread_mutex_unlock(&d->lock);
 	}
 }
@@ -491,17 +502,32 @@ static void batch_wait(struct bd_nbd *d, struct nbd_batch *b)
 			conn_step(d);
 			pthread_mutex_lock(&d->lock);
 		} else {
-			pthread_cond_wait(&d->cond, &d->lock);
+			pthread_cond_wait(&b->cond, &d->lock);
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
+}
+
+/* The end of sync batch @b: its results are final; frees it. Returns the
+ * first error of its I/Os. */
+static int sync_batch_end(struct bd_nbd *d, struct nbd_batch *b)
+{
+	int ret;
+
+	pthread_mutex_lock(&d->lock);
+	batch_apply_flush_locked(b);
+	outstanding_dec_locked(d);
+	pthread_mutex_unlock(&d->lock);
+	ret = b->n > 0 ? batch_first_error(b) : b->flush_ret;
+	pthread_cond_destroy(&b->cond);
+	free(b);
+	return ret;
 }
 
 static int bdn_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 {
 	struct bd_nbd *d = to_nbd(dev);
 	struct nbd_batch *b;
-	int ret;
 
 	b = batch_new(d, ios, n, NULL, NULL);
 	if (b == NULL)
@@ -513,14 +539,7 @@ static int bdn_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 	batch_wait(d, b);
 	if (batch_post_flush(d, b))
 		batch_wait(d, b);
-	pthread_mutex_lock(&d->lock);
-	batch_apply_flush_locked(b);
-	d->outstanding--;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
-	ret = batch_first_error(b);
-	free(b);
-	return ret;
+	return sync_batch_end(d, b);
 }
 
 static int bdn_submit_async(struct bd_dev *dev, struct bd_io *ios,
@@ -577,13 +596,7 @@ static int bdn_flush(struct bd_dev *dev)
 	pthread_mutex_unlock(&d->lock);
 	batch_post_flush(d, b);
 	batch_wait(d, b);
-	pthread_mutex_lock(&d->lock);
-	d->outstanding--;
-	pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
-	ret = b->flush_ret;
-	free(b);
-	return ret;
+	return sync_batch_end(d, b);
 }
 
 /* 1 if @fd is still the file at @path (not unlinked by its last

@@ -11,9 +11,11 @@
  * Each server is started by PID with --exit-with-parent and stopped by
  * PID; nbdkit missing is a SKIP (make deps installs it).
  *
- * Not a test: "test_bd_nbd --tput DEVICE [MiB]" writes then reads MiB
+ * Not tests: "test_bd_nbd --tput DEVICE [MiB]" writes then reads MiB
  * (default 256) of 1 MiB sequential I/Os through bd_open_any (a path or an
- * NBD URI), one at a time and 8 at once, and prints MB/s.
+ * NBD URI), one at a time and 8 at once, and prints MB/s; "test_bd_nbd
+ * --lat DEVICE" does 20000 random 4 KiB sync reads, then writes, from 1
+ * and from 8 threads, and prints IOPS and the mean latency.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -668,6 +670,74 @@ static int throughput(const char *spec, unsigned mib)
 	return ret != 0;
 }
 
+struct lat_job {
+	struct bd_dev *dev;
+	enum bd_op op;
+	unsigned n;
+	uint64_t seed;
+	int ret;
+};
+
+/* @n 4 KiB I/Os of @op at random aligned offsets, one at a time. */
+static void *lat_main(void *arg)
+{
+	struct lat_job *j = arg;
+	char *buf = bd_buf_alloc(BLK);
+	uint64_t blocks = bd_size(j->dev) / BLK, x = j->seed | 1;
+
+	j->ret = buf == NULL ? -ENOMEM : 0;
+	for (unsigned i = 0; i < j->n && j->ret == 0; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		j->ret = j->op == BD_READ
+				 ? bd_read(j->dev, buf, BLK, x % blocks * BLK)
+				 : bd_write(j->dev, buf, BLK, x % blocks * BLK,
+					    0);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* By hand: IOPS and mean latency of 4 KiB random sync I/O, from 1 and 8
+ * threads. */
+static int latency(const char *spec)
+{
+	static const unsigned nthr[] = { 1, 8 };
+	struct lat_job j[8];
+	pthread_t th[8];
+	struct bd_dev *dev;
+	int ret;
+
+	ret = bd_open_any(spec, 0, &dev);
+	if (ret != 0) {
+		fprintf(stderr, "%s: %s\n", spec, strerror(-ret));
+		return 1;
+	}
+	for (int op = 0; op < 2; op++)
+		for (unsigned k = 0; k < 2; k++) {
+			unsigned t = nthr[k], per = 20000 / t;
+			double t0 = now_s(), s;
+
+			for (unsigned i = 0; i < t; i++) {
+				j[i] = (struct lat_job){
+					.dev = dev, .n = per, .seed = i + 1,
+					.op = op ? BD_WRITE : BD_READ };
+				pthread_create(&th[i], NULL, lat_main, &j[i]);
+			}
+			for (unsigned i = 0; i < t; i++) {
+				pthread_join(th[i], NULL);
+				ret = ret ? ret : j[i].ret;
+			}
+			s = now_s() - t0;
+			printf("4k rand %-5s %u thr: %8.0f IOPS, %6.1f us "
+			       "mean, ret %d\n", op ? "write" : "read", t,
+			       per * t / s, s * 1e6 / per, ret);
+		}
+	bd_close(dev);
+	return ret != 0;
+}
+
 /* Remove the scratch dir and what failed cases left in it. */
 static void rm_scratch(void)
 {
@@ -697,6 +767,8 @@ int main(int argc, char **argv)
 	if (argc >= 3 && strcmp(argv[1], "--tput") == 0)
 		return throughput(argv[2], argc > 3 ? (unsigned)atoi(argv[3])
 						    : 256);
+	if (argc >= 3 && strcmp(argv[1], "--lat") == 0)
+		return latency(argv[2]);
 	t_init(argc, argv);
 	if (!have_nbdkit()) {
 		printf("SKIP test_bd_nbd: nbdkit not installed (make deps)\n");
