@@ -24,7 +24,7 @@ PKGS    := fuse3 jansson liburcu libsodium liburing libnbd
 DEB_BUILD := build-essential pkg-config libfuse3-dev fuse3 libaio-dev \
 	libjansson-dev liburcu-dev libsodium-dev liburing-dev libnbd-dev
 DEB_TEST  := e2fsprogs attr acl libcap2-bin util-linux procps psmisc tmux xz-utils jq \
-	python3 diffutils tar coreutils nbdkit
+	python3 diffutils tar coreutils nbdkit nbd-server
 DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
 	hyperfine
 

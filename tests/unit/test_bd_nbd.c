@@ -6,7 +6,8 @@
  * (native, and write + flush on a server without FUA, both seen in the
  * server's log), read-only exports, open errors, BD_EXCL (host-local
  * lock), a killed server
- * and a hung one (errors within io_timeout, never a hang), bd_open_any.
+ * and a hung one (errors within io_timeout, never a hang), nbd-server as
+ * the server (interoperability), bd_open_any.
  *
  * Each server is started by PID with --exit-with-parent and stopped by
  * PID; nbdkit missing is a SKIP (make deps installs it).
@@ -584,6 +585,99 @@ static void test_nbd_server_hung(void)
 	free(buf);
 }
 
+/* Start "nbd-server -C @conf -d" (foreground, one client) and wait for
+ * @sock. Its PID, or -1. */
+static pid_t ns_start(const char *conf, const char *sock)
+{
+	struct stat st;
+	double t0;
+	pid_t pid;
+	int fd;
+
+	unlink(sock);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execlp("nbd-server", "nbd-server", "-C", conf, "-d",
+		       (char *)NULL);
+		_exit(127);
+	}
+	t0 = now_s();
+	while (stat(sock, &st) != 0) {
+		if (now_s() - t0 > 5 || waitpid(pid, NULL, WNOHANG) == pid) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			return -1;
+		}
+		usleep(10000);
+	}
+	return pid;
+}
+
+static void ns_stop(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+}
+
+/* nbd-server (the other server DESIGN.md names) on a unix socket, one
+ * client per server run (-d): the conformance round trip, argument
+ * errors, batches with FUA. */
+static void test_nbd_server_interop(void)
+{
+	char conf[128], img[128], sock[128], uri[400];
+	struct bd_dev *dev;
+	FILE *f;
+	pid_t pid;
+	int fd;
+
+	if (system("command -v nbd-server >/dev/null 2>&1") != 0) {
+		printf("SKIP test_nbd_server_interop: no nbd-server "
+		       "(make deps)\n");
+		return;
+	}
+	snprintf(conf, sizeof(conf), "%s/ns.conf", tmpdir);
+	snprintf(img, sizeof(img), "%s/ns.img", tmpdir);
+	snprintf(sock, sizeof(sock), "%s/ns.sock", tmpdir);
+	snprintf(uri, sizeof(uri), "nbd+unix:///exp?socket=%s&io_timeout=10",
+		 sock);
+	fd = open(img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	REQUIRE(fd >= 0 && ftruncate(fd, 16 * (off_t)MiB) == 0);
+	close(fd);
+	f = fopen(conf, "w");
+	REQUIRE(f != NULL);
+	fprintf(f, "[generic]\n\tunixsock = %s\n[exp]\n\texportname = %s\n"
+		"\tflush = true\n\tfua = true\n", sock, img);
+	fclose(f);
+	pid = ns_start(conf, sock);
+	REQUIRE(pid > 0);
+	CHECK_EQ(bd_nbd_open(uri, 0, &dev), 0);
+	if (t_case_failed == 0) {
+		CHECK_EQ(bd_size(dev), 16 * MiB);
+		roundtrip(dev);
+		bad_args(dev);
+		bd_close(dev);
+	}
+	ns_stop(pid);
+	pid = ns_start(conf, sock); /* a fresh device: counted batches */
+	REQUIRE(pid > 0);
+	CHECK_EQ(bd_nbd_open(uri, 0, &dev), 0);
+	if (t_case_failed == 0) {
+		batch_roundtrip(dev, 300);
+		bd_close(dev);
+	}
+	ns_stop(pid);
+	unlink(sock);
+	unlink(conf);
+	unlink(img);
+}
+
 /* bd_open_any: NBD URIs to bd_nbd_open, everything else to bd_file_open. */
 static void test_open_any(void)
 {
@@ -793,6 +887,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_excl);
 	T_RUN(test_nbd_server_killed);
 	T_RUN(test_nbd_server_hung);
+	T_RUN(test_nbd_server_interop);
 	T_RUN(test_open_any);
 	rm_scratch();
 	return t_done();
