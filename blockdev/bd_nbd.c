@@ -48,26 +48,27 @@
  * takes flock(LOCK_EX | LOCK_NB) on a lock file named after the URI
  * (without io_timeout) in NBD_LOCK_DIR (/tmp if that is missing; removed
  * by its holder on close, so none accumulate): -EBUSY if another process
- * of this host holds it, so a second lockproto=nolock mount, a mkfs or fsck -y of a mounted export, and a mount racing the
- * write-back of the previous daemon are refused or wait as they do on a
- * file. The same export spelled differently (another host name, another
- * socket path) is not recognised. Clients on other hosts are not excluded
- * (nor are they on a SAN disk with bd_file): for lockproto=nolock over
- * the network, the server must admit one client at a time (nbdkit
- * --filter=limit limit=1, nbd-server maxconnections = 1). DLM mounts share
- * the export on purpose and do not use BD_EXCL; they need a server whose
- * connections see each other's completed writes (NBD multi-conn
- * consistency; nbdkit's file plugin and nbd-server on a file give it).
- * BD_BUFFERED means nothing here and is accepted.
+ * of this host holds it, so a second lockproto=nolock mount, a mkfs or
+ * fsck -y of a mounted export, and a mount racing the write-back of the
+ * previous daemon are refused or wait as they do on a file. The same
+ * export spelled differently (another host name, another socket path) is
+ * not recognised. Clients on other hosts are not excluded (nor are they on
+ * a SAN disk with bd_file): for lockproto=nolock over the network, the
+ * server must admit one client at a time (nbdkit --filter=limit limit=1,
+ * nbd-server maxconnections = 1). DLM mounts share the export on purpose
+ * and do not use BD_EXCL; they need a server whose connections see each
+ * other's completed writes (NBD multi-conn consistency; nbdkit's file
+ * plugin and nbd-server on a file give it). BD_BUFFERED means nothing here
+ * and is accepted.
  *
  * Locking: d->lock protects the in-flight command list, dead, stop,
  * outstanding and every batch's remaining/finished/post_flush fields and
- * its place on the finished list. A sync batch's b->cond is signalled
- * when it finishes (only its submitter waits on it); d->cond is broadcast
- * when outstanding drops to 0 (bd_close waits for that). libnbd's handle lock is taken
- * inside libnbd calls; cmd_done runs under it and takes d->lock, so the
- * order is: libnbd handle lock -> d->lock. Never call libnbd with d->lock
- * held.
+ * its place on the finished list. A sync batch's b->cond is signalled when
+ * it finishes (only its submitter waits on it); d->cond is broadcast when
+ * outstanding drops to 0 (bd_close waits for that). libnbd's handle lock
+ * is taken inside libnbd calls; cmd_done runs under it and takes d->lock,
+ * so the order is: libnbd handle lock -> d->lock. Never call libnbd with
+ * d->lock held.
  */
 #include <errno.h>
 #include <fcntl.h>
