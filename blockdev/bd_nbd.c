@@ -94,13 +94,22 @@
 struct nbd_batch;
 struct bd_nbd;
 
-/* One NBD command: a chunk of an I/O, or a flush. */
+enum nbd_kind { NBD_K_READ, NBD_K_WRITE, NBD_K_FLUSH };
+
+/* One NBD command: a chunk of an I/O, or a flush. The request fields are
+ * set before it is issued and read only by its issuer. */
 struct nbd_cmd {
 	struct nbd_cmd *prev, *next; /* in-flight list; d->lock */
 	struct nbd_batch *b;         /* immutable */
 	int *ret;                    /* where an error goes; d->lock */
+	enum nbd_kind kind;          /* request */
+	void *buf;                   /* request */
+	size_t len;                  /* request */
+	uint64_t off;                /* request */
+	uint32_t nflags;             /* request: LIBNBD_CMD_FLAG_* */
 	uint64_t start_ns;           /* d->lock */
-	int done;                    /* d->lock: result recorded */
+	int err;                     /* libnbd's error (completion cb) */
+	int called;                  /* the completion callback ran */
 };
 
 struct nbd_batch {
@@ -199,12 +208,10 @@ static void outstanding_dec_locked(struct bd_nbd *d)
 		pthread_cond_broadcast(&d->cond);
 }
 
-/* Record the result of @c (0 or an errno). d->lock held. */
+/* Record the result of @c (0 or an errno); @c may be freed with its
+ * batch as soon as d->lock is dropped. d->lock held. */
 static void cmd_result_locked(struct bd_nbd *d, struct nbd_cmd *c, int err)
 {
-	if (c->done)
-		return;
-	c->done = 1;
 	inflight_del_locked(d, c);
 	if (err != 0 && *c->ret == 0)
 		*c->ret = -err;
@@ -212,29 +219,39 @@ static void cmd_result_locked(struct bd_nbd *d, struct nbd_cmd *c, int err)
 		batch_complete_locked(d, c->b);
 }
 
-/* libnbd's completion callback; runs with the handle lock held, so it only
- * records. Returns 1: libnbd retires the command. */
+/*
+ * libnbd's callbacks run with its handle lock held, so they only record.
+ * The completion callback (reached once if the command was sent) keeps
+ * the error; the free callback (reached once in every case, also when
+ * nbd_aio_* fails and returns -1) delivers the result. A command libnbd
+ * refused is one it could not send: in practice, its connection died
+ * (the requests themselves are checked before), hence ENOTCONN.
+ */
 static int cmd_done(void *user_data, int *error)
+{
+	struct nbd_cmd *c = user_data;
+
+	c->err = *error;
+	c->called = 1;
+	return 1; /* retire the command */
+}
+
+static void cmd_free(void *user_data)
 {
 	struct nbd_cmd *c = user_data;
 	struct bd_nbd *d = c->b->d;
 
 	pthread_mutex_lock(&d->lock);
-	cmd_result_locked(d, c, *error);
+	cmd_result_locked(d, c, c->called ? c->err : ENOTCONN);
 	pthread_mutex_unlock(&d->lock);
-	return 1;
 }
 
-enum nbd_kind { NBD_K_READ, NBD_K_WRITE, NBD_K_FLUSH };
-
-/* Start command @c; its result always arrives through cmd_result_locked
- * (at once if the connection is dead or libnbd refuses the command). */
-static void cmd_issue(struct bd_nbd *d, struct nbd_cmd *c, enum nbd_kind k,
-		      void *buf, size_t len, uint64_t off, uint32_t nflags)
+/* Start command @c; its result always arrives through cmd_result_locked.
+ * Once libnbd has it, @c (and its batch) may be gone: not touched after. */
+static void cmd_issue(struct bd_nbd *d, struct nbd_cmd *c)
 {
-	nbd_completion_callback cb = { .callback = cmd_done, .user_data = c };
-	int64_t r;
-	int err;
+	nbd_completion_callback cb = { .callback = cmd_done,
+				       .user_data = c, .free = cmd_free };
 
 	pthread_mutex_lock(&d->lock);
 	inflight_add_locked(d, c);
@@ -244,28 +261,39 @@ static void cmd_issue(struct bd_nbd *d, struct nbd_cmd *c, enum nbd_kind k,
 		return;
 	}
 	pthread_mutex_unlock(&d->lock);
-	if (k == NBD_K_READ)
-		r = nbd_aio_pread(d->h, buf, len, off, cb, 0);
-	else if (k == NBD_K_WRITE)
-		r = nbd_aio_pwrite(d->h, buf, len, off, cb, nflags);
+	if (c->kind == NBD_K_READ)
+		nbd_aio_pread(d->h, c->buf, c->len, c->off, cb, 0);
+	else if (c->kind == NBD_K_WRITE)
+		nbd_aio_pwrite(d->h, c->buf, c->len, c->off, cb, c->nflags);
 	else
-		r = nbd_aio_flush(d->h, cb, 0);
-	if (r != -1)
-		return;
-	err = nbd_get_errno();
-	if (nbd_aio_is_dead(d->h) || nbd_aio_is_closed(d->h))
-		err = ENOTCONN;
-	else if (err == 0)
-		err = EIO;
-	pthread_mutex_lock(&d->lock);
-	cmd_result_locked(d, c, err);
-	pthread_mutex_unlock(&d->lock);
+		nbd_aio_flush(d->h, cb, 0);
 }
 
 /* Commands needed for @len bytes. */
 static unsigned chunks_of(const struct bd_nbd *d, size_t len)
 {
 	return (unsigned)((len + d->chunk - 1) / d->chunk);
+}
+
+/* The commands of @io, from b->cmds[*k] on. */
+static void batch_chunk(struct bd_nbd *d, struct nbd_batch *b,
+			struct bd_io *io, unsigned *k)
+{
+	int fua = io->op == BD_WRITE && (io->flags & BD_IO_FUA);
+
+	for (size_t done = 0; done < io->len; done += d->chunk) {
+		struct nbd_cmd *c = &b->cmds[(*k)++];
+
+		c->b = b;
+		c->ret = &io->ret;
+		c->kind = io->op == BD_READ ? NBD_K_READ : NBD_K_WRITE;
+		c->buf = (char *)io->buf + done;
+		c->len = io->len - done < d->chunk ? io->len - done : d->chunk;
+		c->off = io->off + done;
+		c->nflags = fua && d->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
+	}
+	if (fua && !d->can_fua && d->can_flush)
+		b->post_flush = 1;
 }
 
 static struct nbd_batch *batch_new(struct bd_nbd *d, struct bd_io *ios,
@@ -292,42 +320,23 @@ static struct nbd_batch *batch_new(struct bd_nbd *d, struct bd_io *ios,
 	}
 	for (unsigned i = 0; i < n; i++) {
 		ios[i].ret = 0;
-		for (unsigned j = 0; j < chunks_of(d, ios[i].len); j++) {
-			b->cmds[k].b = b;
-			b->cmds[k++].ret = &ios[i].ret;
-		}
-		if (ios[i].op == BD_WRITE && (ios[i].flags & BD_IO_FUA) &&
-		    !d->can_fua && d->can_flush)
-			b->post_flush = 1;
+		batch_chunk(d, b, &ios[i], &k);
 	}
 	b->cmds[ncmd].b = b;
 	b->cmds[ncmd].ret = &b->flush_ret;
+	b->cmds[ncmd].kind = NBD_K_FLUSH;
 	return b;
 }
 
-/* Issue every chunk of @b. */
+/* Issue every chunk of @b. An async @b may complete and be freed as soon
+ * as its last command is issued: nothing of it is read after that. */
 static void batch_issue(struct bd_nbd *d, struct nbd_batch *b)
 {
-	unsigned k = 0;
+	struct nbd_cmd *cmds = b->cmds;
+	unsigned ncmd = b->ncmd;
 
-	for (unsigned i = 0; i < b->n; i++) {
-		struct bd_io *io = &b->ios[i];
-		uint32_t fl = 0;
-
-		if (io->op == BD_WRITE && (io->flags & BD_IO_FUA) &&
-		    d->can_fua)
-			fl = LIBNBD_CMD_FLAG_FUA;
-		for (size_t done = 0; done < io->len; done += d->chunk) {
-			size_t len = io->len - done;
-
-			if (len > d->chunk)
-				len = d->chunk;
-			cmd_issue(d, &b->cmds[k++],
-				  io->op == BD_READ ? NBD_K_READ : NBD_K_WRITE,
-				  (char *)io->buf + done, len, io->off + done,
-				  fl);
-		}
-	}
+	for (unsigned k = 0; k < ncmd; k++)
+		cmd_issue(d, &cmds[k]);
 	/* The poll thread waits for the directions libnbd wanted when it
 	 * last looked; if a request is still unsent, it must look again. */
 	if (nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE)
@@ -349,7 +358,7 @@ static int batch_post_flush(struct bd_nbd *d, struct nbd_batch *b)
 	b->finished = 0;
 	b->remaining = 1;
 	pthread_mutex_unlock(&d->lock);
-	cmd_issue(d, c, NBD_K_FLUSH, NULL, 0, 0, 0);
+	cmd_issue(d, c);
 	if (nbd_aio_get_direction(d->h) & LIBNBD_AIO_DIRECTION_WRITE)
 		wake_thread(d);
 	return 1;
