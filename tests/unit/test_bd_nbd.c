@@ -5,7 +5,7 @@
  * what is NBD's own: requests split to the server's maximum size, FUA
  * (native, and write + flush on a server without FUA, both seen in the
  * server's log), read-only exports, open errors, BD_EXCL (host-local
- * lock), a killed server
+ * lock), commands libnbd refuses, a killed server
  * and a hung one (errors within io_timeout, never a hang), nbd-server as
  * the server (interoperability), bd_open_any.
  *
@@ -19,8 +19,10 @@
  * and from 8 threads, and prints IOPS and the mean latency.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libnbd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -41,6 +43,35 @@ struct srv {
 	char log[128];
 	char uri[320];
 };
+
+/*
+ * nbd_aio_pwrite interposed (this definition wins over libnbd's for
+ * libbd.a in this binary): when refuse_every is set, every refuse_every-th
+ * call is refused the way libnbd refuses a command (the free callback
+ * runs, the completion callback does not, -1 is returned).
+ */
+static _Atomic unsigned refuse_every;
+static _Atomic unsigned refuse_calls;
+static _Atomic unsigned refused;
+
+typedef int64_t (*pwrite_fn)(struct nbd_handle *, const void *, size_t,
+			     uint64_t, nbd_completion_callback, uint32_t);
+static pwrite_fn real_pwrite; /* libnbd's, set by main() */
+
+int64_t nbd_aio_pwrite(struct nbd_handle *h, const void *buf, size_t count,
+		       uint64_t offset, nbd_completion_callback cb,
+		       uint32_t flags)
+{
+	unsigned every = refuse_every;
+
+	if (every != 0 && ++refuse_calls % every == 0) {
+		refused++;
+		if (cb.free != NULL)
+			cb.free(cb.user_data);
+		return -1;
+	}
+	return real_pwrite(h, buf, count, offset, cb, flags);
+}
 
 static double now_s(void)
 {
@@ -323,6 +354,53 @@ static void test_nbd_no_false_timeout(void)
 	}
 	bd_close(dev);
 	srv_stop(&s);
+}
+
+/* A command libnbd refuses fails alone (-ENOTCONN), sync or async, the
+ * rest of its batch completes, and nothing waits forever. */
+static void test_nbd_refused(void)
+{
+	struct async_state as = { .caller = pthread_self() };
+	char *buf = bd_buf_alloc(16 * BLK);
+	struct bd_io ios[16];
+	struct bd_dev *dev;
+	struct bd_stats st;
+	struct srv s;
+
+	REQUIRE(buf != NULL);
+	REQUIRE(mem_open(&s, &dev) == 0);
+	pthread_mutex_init(&as.lock, NULL);
+	pthread_cond_init(&as.cond, NULL);
+	as.dev = dev;
+	for (unsigned i = 0; i < 16; i++)
+		ios[i] = (struct bd_io){ .op = BD_WRITE, .len = BLK,
+					 .buf = buf + i * BLK,
+					 .off = i * BLK };
+	refuse_calls = 0;
+	refused = 0;
+	refuse_every = 4;
+	CHECK_EQ(bd_submit(dev, ios, 16), -ENOTCONN);
+	for (unsigned i = 0; i < 16; i++)
+		CHECK_EQ(ios[i].ret, i % 4 == 3 ? -ENOTCONN : 0);
+	CHECK_EQ(bd_submit_async(dev, ios, 16, async_done, &as), 0);
+	async_wait(&as, 1);
+	CHECK_EQ(as.bad, 4);
+	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), 0);
+	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), 0);
+	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), 0);
+	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), -ENOTCONN);
+	refuse_every = 0;
+	CHECK_EQ(refused, 9);
+	/* the connection itself is fine */
+	CHECK_EQ(bd_submit(dev, ios, 16), 0);
+	bd_stats_get(dev, &st);
+	CHECK_EQ(st.write.errors, 9);
+	CHECK_EQ(st.inflight, 0);
+	bd_close(dev);
+	srv_stop(&s);
+	pthread_cond_destroy(&as.cond);
+	pthread_mutex_destroy(&as.lock);
+	free(buf);
 }
 
 /* I/Os larger than the server's advertised maximum are split: the
@@ -858,6 +936,11 @@ static int have_nbdkit(void)
 
 int main(int argc, char **argv)
 {
+	real_pwrite = (pwrite_fn)dlsym(RTLD_NEXT, "nbd_aio_pwrite");
+	if (real_pwrite == NULL) {
+		fprintf(stderr, "no nbd_aio_pwrite in libnbd\n");
+		return 2;
+	}
 	if (argc >= 3 && strcmp(argv[1], "--tput") == 0)
 		return throughput(argv[2], argc > 3 ? (unsigned)atoi(argv[3])
 						    : 256);
@@ -880,6 +963,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_counters);
 	T_RUN(test_nbd_threads);
 	T_RUN(test_nbd_no_false_timeout);
+	T_RUN(test_nbd_refused);
 	T_RUN(test_nbd_split);
 	T_RUN(test_nbd_fua);
 	T_RUN(test_nbd_rdonly);
