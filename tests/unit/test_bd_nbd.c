@@ -4,10 +4,11 @@
  * conformance checks every backend passes (tests/unit/bd_conform.h), then
  * what is NBD's own: requests split to the server's maximum size, FUA
  * (native, and write + flush on a server without FUA, both seen in the
- * server's log), read-only exports, open errors, BD_EXCL (host-local
- * lock), commands libnbd refuses, a killed server
- * and a hung one (errors within io_timeout, never a hang), nbd-server as
- * the server (interoperability), bd_open_any.
+ * server's log), a server without flush, server errors (ENOSPC),
+ * read-only exports, open errors, BD_EXCL (host-local lock), commands
+ * libnbd refuses, a killed server and a hung one (errors within
+ * io_timeout, never a hang), nbd-server as the server
+ * (interoperability), bd_open_any.
  *
  * Each server is started by PID with --exit-with-parent and stopped by
  * PID; nbdkit missing is a SKIP (make deps installs it).
@@ -491,6 +492,51 @@ static void test_nbd_fua(void)
 	free(buf);
 }
 
+/* A server that cannot flush (nor FUA) gets neither: BD_IO_FUA writes
+ * are plain writes, bd_flush sends nothing and returns 0. Errors the
+ * server reports come back as they are: the "full" plugin fails every
+ * write with ENOSPC. */
+static void test_nbd_no_flush_and_errors(void)
+{
+	static const char *const noflush[] = {
+		"--filter=log", "eval", "get_size=echo 1048576",
+		"pread=dd if=/dev/zero count=$3 iflag=count_bytes 2>/dev/null",
+		"pwrite=cat >/dev/null", "LOG", NULL
+	};
+	static const char *const full[] = { "full", "1M", NULL };
+	char *buf = bd_buf_alloc(2 * BLK);
+	struct bd_io ios[2];
+	struct bd_dev *dev;
+	struct srv s;
+
+	REQUIRE(buf != NULL);
+	REQUIRE(srv_start(&s, "", noflush) == 0);
+	REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
+	CHECK_EQ(bd_write(dev, buf, BLK, 0, BD_IO_FUA), 0);
+	ios[0] = (struct bd_io){ .op = BD_WRITE, .flags = BD_IO_FUA,
+				 .buf = buf, .len = BLK, .off = BLK };
+	ios[1] = (struct bd_io){ .op = BD_READ, .buf = buf + BLK,
+				 .len = BLK, .off = 0 };
+	CHECK_EQ(bd_submit(dev, ios, 2), 0);
+	CHECK_EQ(bd_flush(dev), 0);
+	bd_close(dev);
+	CHECK_EQ(log_count(&s, " Connect ", " flush=0 "), 1);
+	CHECK_EQ(log_count(&s, " Write id=", " fua=0 "), 2);
+	CHECK_EQ(log_count(&s, " Flush id=", NULL), 0);
+	srv_stop(&s);
+
+	REQUIRE(srv_start(&s, "", full) == 0);
+	REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
+	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), -ENOSPC);
+	CHECK_EQ(bd_submit(dev, ios, 2), -ENOSPC);
+	CHECK_EQ(ios[0].ret, -ENOSPC);
+	CHECK_EQ(ios[1].ret, 0);
+	CHECK_EQ(bd_read(dev, buf, BLK, 0), 0); /* still connected */
+	bd_close(dev);
+	srv_stop(&s);
+	free(buf);
+}
+
 /* A read-only export: a writable open is -EROFS; a read-only open reads
  * and refuses writes with -EROFS, as bd_file does. */
 static void test_nbd_rdonly(void)
@@ -966,6 +1012,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_refused);
 	T_RUN(test_nbd_split);
 	T_RUN(test_nbd_fua);
+	T_RUN(test_nbd_no_flush_and_errors);
 	T_RUN(test_nbd_rdonly);
 	T_RUN(test_nbd_open_errors);
 	T_RUN(test_nbd_excl);
