@@ -26,8 +26,8 @@
  * direction libnbd asks for, plus an eventfd that submitters write after
  * queuing a command (so that the direction is recomputed), calls
  * nbd_aio_notify_read/write, and runs the callbacks of finished async
- * batches. libnbd runs our completion callback (cmd_done) with its handle
- * lock held, where no libnbd call is allowed, so cmd_done only records the
+ * batches. libnbd runs our callbacks (cmd_done, cmd_free) with its handle
+ * lock held, where no libnbd call is allowed, so they only record the
  * result; all follow-up work (async callbacks, FUA fallback flushes) is
  * done by the poll thread outside libnbd. A synchronous batch submitted
  * from an async callback (on the poll thread) drives the connection itself
