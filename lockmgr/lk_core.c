@@ -535,7 +535,8 @@ static void count_demote(struct lk_ls *ls, struct lk_lock *lk)
 static void send_unlocks(struct lk_ls *ls, struct lk_lock *lk, uint32_t flags)
 {
 	uint32_t node = lk->res->master;
-	struct lk_rec_unlocks *u = lk_out_last(ls, node, LK_M_UNLOCKS);
+	struct lk_rec_unlocks *u =
+	    lk_out_last(ls, node, LK_M_UNLOCKS, sizeof(*u));
 
 	if (u != NULL && u->lkid + u->count == lk->lkid && u->flags == flags &&
 	    u->count < LK_UNLOCKS_MAX) {
@@ -722,18 +723,6 @@ void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n)
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 {
 	return lk_out_addn(ls, node, type, 1);
-}
-
-void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type)
-{
-	struct lk_outbuf *ob;
-
-	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
-		return NULL;
-	ob = &ls->out[node];
-	if (!ob->open || ob->type != type || ob->count == 0)
-		return NULL;
-	return ob->buf + ob->len - lk_wire_recsize(type);
 }
 
 void lk_out_flush(struct lk_ls *ls)
@@ -1148,6 +1137,35 @@ struct batch_name {
 	uint8_t look;
 };
 
+/* The run the previous early request of a batch went to. */
+struct open_run {
+	uint32_t node;
+	uint16_t type;
+	size_t off; /* of its header in ls->out[node].buf, 0 none */
+};
+
+/* The usual case of send_run_request in a batch: the request goes to the
+ * same master as the one before it, whose lkid was the one before (the
+ * early requests number their lkids in order) and whose mode and flags
+ * are the batch's: the run goes on with one slot. 0 if it cannot. */
+static inline int run_append(struct lk_ls *ls, const struct open_run *run,
+			     const struct lk_res *res)
+{
+	struct lk_outbuf *ob = &ls->out[run->node];
+
+	if (run->off == 0 || res->master != run->node ||
+	    res->name.type != run->type || !ob->open ||
+	    ob->type != LK_M_RUNREQ || ob->run_off != run->off ||
+	    ob->count >= UINT16_MAX || ob->len + 8 > ob->cap ||
+	    ob->len - ob->hdr_off + 8 > LK_FRAME_MAX)
+		return 0;
+	memcpy(ob->buf + ob->len, &res->name.num, 8);
+	ob->len += 8;
+	ob->count++;
+	((struct lk_run_hdr *)(ob->buf + ob->run_off))->count++;
+	return 1;
+}
+
 /*
  * Send the requests of the batch's names whose master is known, remote
  * and whose lkb would be new (no cached lock covers them) before any of
@@ -1162,6 +1180,7 @@ struct batch_name {
 static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
 			     struct batch_name *bn, size_t n, uint64_t *held)
 {
+	struct open_run run = {0, 0, 0};
 	uint64_t masters = 0;
 
 	*held = 0;
@@ -1174,10 +1193,16 @@ static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
 
 		if (bn[i].look || res == NULL || res->master == 0 ||
 		    res->master == ls->nodeid || !name_numeric(&res->name) ||
-		    cache_find(res, a->mode, a->flags) != NULL)
+		    (!lk_list_empty(&res->locks) &&
+		     cache_find(res, a->mode, a->flags) != NULL))
 			continue;
 		bn[i].sent_lkid = ls->next_lkid++;
-		send_run_request(ls, res, bn[i].sent_lkid, a->mode, a->flags);
+		if (!run_append(ls, &run, res))
+			send_run_request(ls, res, bn[i].sent_lkid, a->mode,
+					 a->flags);
+		run.node = res->master;
+		run.type = res->name.type;
+		run.off = ls->out[run.node].run_off;
 		masters |= 1ull << res->master;
 	}
 	LK_TL(LK_TL_PLANNED);

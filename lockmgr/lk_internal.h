@@ -348,9 +348,21 @@ int lk_traffic_ok(const struct lk_ls *ls);
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
 /* The same for @n records of @type, contiguous in one frame. */
 void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n);
-/* The last record of the open frame for @node if that frame is of @type
- * (it may still be changed), else NULL. */
-void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type);
+/* The last record (of @size bytes) of the open frame for @node if that
+ * frame is of @type (it may still be changed), else NULL. Inline: the
+ * grant of every lock of a batch asks it. */
+static inline void *lk_out_last(struct lk_ls *ls, uint32_t node,
+				unsigned type, size_t size)
+{
+	struct lk_outbuf *ob;
+
+	if (node == 0 || node >= LK_MAX_NODES)
+		return NULL;
+	ob = &ls->out[node];
+	if (!ob->open || ob->type != type || ob->count == 0)
+		return NULL;
+	return ob->buf + ob->len - size;
+}
 void lk_out_flush(struct lk_ls *ls);
 void lk_out_seal(struct lk_ls *ls);
 

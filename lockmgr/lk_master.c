@@ -81,7 +81,8 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
 static void send_grant(struct lk_ls *ls, struct lk_rq *rq)
 {
 	uint8_t f = rq->waited ? LK_RF_QUEUED : 0;
-	struct lk_rec_grants *g = lk_out_last(ls, rq->nodeid, LK_M_GRANTS);
+	struct lk_rec_grants *g =
+	    lk_out_last(ls, rq->nodeid, LK_M_GRANTS, sizeof(*g));
 
 	if (g != NULL && g->lkid + g->count == rq->lkid &&
 	    g->mode == rq->grmode && g->lvbf == f && g->count < LK_GRANTS_MAX) {

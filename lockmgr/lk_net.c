@@ -447,7 +447,12 @@ static void rx_frame(struct lk_net *net, struct lk_conn *c, const void *f,
 		return;
 	}
 	lk_core_rx(net->ls, c->peer, f, len);
-	net->last_rx = net->ls->now; /* lk_core_rx read the clock */
+	/* the network thread polls after the frames it reads itself; a
+	 * reply read by its waiter (net_wait_rx, net_rx_release) asks
+	 * nothing of it, and polling then only keeps a CPU from the
+	 * threads that have work */
+	if (!net->ls->rx_in_poller)
+		net->last_rx = net->ls->now; /* lk_core_rx read the clock */
 }
 
 /* A frame whose tag did not verify: dropped (the connection stays: the

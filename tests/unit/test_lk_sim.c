@@ -460,6 +460,48 @@ static void test_short_and_long_requests(void)
 	sim_fini();
 }
 
+/* A frame of @type with @n records of @size at @recs from node 1 to node
+ * 2, delivered at once; returns the bad frames node 2 counted. */
+static uint64_t rx_on_2(unsigned type, const void *recs, unsigned n,
+			size_t size)
+{
+	uint8_t buf[sizeof(struct lk_hdr) + 16 * sizeof(uint64_t)];
+	struct lk_hdr *h = (struct lk_hdr *)buf;
+	uint64_t before = node[2]->stats.bad_frames;
+
+	if (n * size > sizeof(buf) - sizeof(*h))
+		return UINT64_MAX;
+	memset(h, 0, sizeof(*h));
+	h->magic = LK_MAGIC;
+	h->version = LK_VERSION;
+	h->type = (uint8_t)type;
+	h->count = (uint16_t)n;
+	h->length = (uint32_t)(sizeof(*h) + n * size);
+	h->sender = 1;
+	h->gen = node[2]->gen;
+	memcpy(buf + sizeof(*h), recs, n * size);
+	pthread_mutex_lock(&node[2]->mu);
+	lk_core_rx(node[2], 1, buf, h->length);
+	lk_out_flush(node[2]);
+	pthread_mutex_unlock(&node[2]->mu);
+	return node[2]->stats.bad_frames - before;
+}
+
+/* A RUNREQ frame of @n slots from node 1 to node 2. */
+static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
+{
+	return rx_on_2(LK_M_RUNREQ, slots, n, sizeof(uint64_t));
+}
+
+/* An UNLOCKS record from node 1 to node 2, delivered at once; returns
+ * the bad frames node 2 counted. */
+static uint64_t rx_unlocks(uint64_t lkid, uint32_t count, uint32_t flags)
+{
+	struct lk_rec_unlocks u = {lkid, count, flags};
+
+	return rx_on_2(LK_M_UNLOCKS, &u, 1, sizeof(u));
+}
+
 /* The unlock of a batch whose locks need no value block written back is
  * one 16-byte UNLOCKS record per master; node 2 then masters no lock of
  * node 1 any more, and an EX from node 2 is granted at once. */
@@ -502,31 +544,6 @@ static void test_unlock_batch_one_record(void)
 	sim_fini();
 }
 
-/* An UNLOCKS record from node 1 to node 2, delivered at once; returns
- * the bad frames node 2 counted. */
-static uint64_t rx_unlocks(uint64_t lkid, uint32_t count, uint32_t flags)
-{
-	uint8_t buf[sizeof(struct lk_hdr) + sizeof(struct lk_rec_unlocks)];
-	struct lk_hdr *h = (struct lk_hdr *)buf;
-	struct lk_rec_unlocks u = {lkid, count, flags};
-	uint64_t before = node[2]->stats.bad_frames;
-
-	memset(h, 0, sizeof(*h));
-	h->magic = LK_MAGIC;
-	h->version = LK_VERSION;
-	h->type = LK_M_UNLOCKS;
-	h->count = 1;
-	h->length = sizeof(buf);
-	h->sender = 1;
-	h->gen = node[2]->gen;
-	memcpy(buf + sizeof(*h), &u, sizeof(u));
-	pthread_mutex_lock(&node[2]->mu);
-	lk_core_rx(node[2], 1, buf, h->length);
-	lk_out_flush(node[2]);
-	pthread_mutex_unlock(&node[2]->mu);
-	return node[2]->stats.bad_frames - before;
-}
-
 /* Malformed UNLOCKS: a count of 0, past LK_UNLOCKS_MAX or wrapping the
  * lkid, unknown flags: dropped and counted once; lkids node 2 has no
  * lock of: counted each, the known ones in the range still released. */
@@ -562,32 +579,6 @@ static void test_unlocks_malformed(void)
 		 LK_GRANTED_NOW);
 	CHECK_EQ(lk_unlock(ex, 0), 0);
 	sim_fini();
-}
-
-/* A RUNREQ frame of @n slots from node 1 to node 2, delivered at once;
- * returns the bad frames node 2 counted. */
-static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
-{
-	uint8_t buf[sizeof(struct lk_hdr) + 16 * sizeof(uint64_t)];
-	struct lk_hdr *h = (struct lk_hdr *)buf;
-	uint64_t before = node[2]->stats.bad_frames;
-
-	if (n > 16)
-		return UINT64_MAX;
-	memset(h, 0, sizeof(*h));
-	h->magic = LK_MAGIC;
-	h->version = LK_VERSION;
-	h->type = LK_M_RUNREQ;
-	h->count = (uint16_t)n;
-	h->length = (uint32_t)(sizeof(*h) + n * sizeof(uint64_t));
-	h->sender = 1;
-	h->gen = node[2]->gen;
-	memcpy(buf + sizeof(*h), slots, n * sizeof(uint64_t));
-	pthread_mutex_lock(&node[2]->mu);
-	lk_core_rx(node[2], 1, buf, h->length);
-	lk_out_flush(node[2]);
-	pthread_mutex_unlock(&node[2]->mu);
-	return node[2]->stats.bad_frames - before;
 }
 
 /* Malformed runs (a count of 0, one past the frame's end, a header cut
