@@ -161,7 +161,6 @@ struct lk_lock {
 	uint64_t lkid;		 /* immutable, unique in this lockspace */
 	struct lk_lock *hnext;	 /* ls->lkb_hash chain */
 	struct lk_list res_link; /* res->locks */
-	struct lk_rq rq; /* master-side entry when res is mastered here */
 	uint8_t state;	 /* enum lk_lkb_state */
 	int8_t grmode, rqmode;
 	uint8_t cached; /* idle in the hold cache */
@@ -182,9 +181,13 @@ struct lk_lock {
 	pthread_cond_t *wcv; /* the sole waiter's own condvar, or NULL */
 	const struct lk_lock_ops *ops;
 	void *arg;
+	uint64_t t_req; /* ns, start of pending op */
+	/* the fields above are what a remote request and its completion
+	 * touch (two cache lines); the value block and the master-side
+	 * entry come last */
 	uint8_t lvb[LK_LVB_LEN];
 	uint64_t lvb_seq;
-	uint64_t t_req; /* ns, start of pending op */
+	struct lk_rq rq; /* master-side entry when res is mastered here */
 };
 
 /* A master copy of another node's lock on a resource mastered here. */
