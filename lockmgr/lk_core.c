@@ -280,17 +280,18 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res,
 			       uint64_t lkid)
 {
-	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool);
+	struct lk_lock *lk = lk_pool_get_raw(&ls->lkb_pool);
 
 	if (lk == NULL)
 		return NULL;
-	lk->ls = ls;
-	lk->res = res;
-	lk->lkid = lkid;
-	lk->grmode = -1;
-	lk->rqmode = -1;
-	lk->bast_mode = -1;
-	lk->refs = 1;
+	/* every field: the rest zero (the pool does not zero lkbs) */
+	*lk = (struct lk_lock){.ls = ls,
+			       .res = res,
+			       .lkid = lkid,
+			       .grmode = -1,
+			       .rqmode = -1,
+			       .bast_mode = -1,
+			       .refs = 1};
 	lk_list_init(&lk->dlink);
 	lk_rq_init(&lk->rq, ls->nodeid, lk->lkid, lk);
 	lk->hnext = ls->lkb_hash[lk->lkid & LK_HASH_MASK];

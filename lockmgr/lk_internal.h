@@ -313,6 +313,9 @@ uint64_t lk_now_ns(void);
 void lk_pool_init(struct lk_pool *p, size_t size);
 /* A zeroed object from @p; NULL on -ENOMEM. */
 void *lk_pool_get(struct lk_pool *p);
+/* The same, not zeroed: for objects whose constructor sets every field
+ * (a batch makes thousands of lkbs and master copies). */
+void *lk_pool_get_raw(struct lk_pool *p);
 /* Make the next @n lk_pool_get calls unable to fail. 0 or -ENOMEM. */
 int lk_pool_reserve(struct lk_pool *p, size_t n);
 void lk_pool_put(struct lk_pool *p, void *obj);

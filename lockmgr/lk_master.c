@@ -37,7 +37,7 @@ struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
 			  uint64_t lkid)
 {
-	struct lk_mst *m = lk_pool_get(&ls->mst_pool);
+	struct lk_mst *m = lk_pool_get_raw(&ls->mst_pool); /* all set below */
 	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
 
 	if (m == NULL)

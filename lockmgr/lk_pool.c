@@ -51,7 +51,7 @@ static int pool_grow(struct lk_pool *p)
 	return 0;
 }
 
-void *lk_pool_get(struct lk_pool *p)
+void *lk_pool_get_raw(struct lk_pool *p)
 {
 	void *obj = p->head;
 
@@ -64,7 +64,15 @@ void *lk_pool_get(struct lk_pool *p)
 		obj = p->next;
 		p->next += p->size;
 	}
-	memset(obj, 0, p->size);
+	return obj;
+}
+
+void *lk_pool_get(struct lk_pool *p)
+{
+	void *obj = lk_pool_get_raw(p);
+
+	if (obj != NULL)
+		memset(obj, 0, p->size);
 	return obj;
 }
 
