@@ -19,12 +19,12 @@ PREFIX  ?= /usr/local
 CC      ?= cc
 SAN     ?=
 
-PKGS    := fuse3 jansson liburcu libsodium liburing
+PKGS    := fuse3 jansson liburcu libsodium liburing libnbd
 # Debian packages the build, the tests and the benchmarks need.
 DEB_BUILD := build-essential pkg-config libfuse3-dev fuse3 libaio-dev \
-	libjansson-dev liburcu-dev libsodium-dev liburing-dev
+	libjansson-dev liburcu-dev libsodium-dev liburing-dev libnbd-dev
 DEB_TEST  := e2fsprogs attr acl libcap2-bin util-linux procps psmisc tmux xz-utils jq \
-	python3 diffutils tar coreutils
+	python3 diffutils tar coreutils nbdkit nbd-server
 DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
 	hyperfine
 

@@ -7,6 +7,9 @@
  * checked as a whole before anything is started: if one I/O is invalid,
  * it gets its -errno, every other one -ECANCELED, and nothing is done.
  *
+ * bd_open_any() is here too: the one place where a DEVICE string becomes a
+ * backend (an NBD URI or a path).
+ *
  * Counters: an I/O is counted once, when it completes, with the latency
  * seen by the caller (for a batch: from submit to the batch's completion).
  * Failed I/Os count in count and errors but not in bytes. Counters are
@@ -313,6 +316,26 @@ void bd_close(struct bd_dev *dev)
 {
 	if (dev != NULL)
 		dev->ops->close(dev);
+}
+
+int bd_spec_is_nbd(const char *spec)
+{
+	static const char *const schemes[] = { "nbd://", "nbds://", "nbd+",
+					       "nbds+" };
+
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		if (strncmp(spec, schemes[i], strlen(schemes[i])) == 0)
+			return 1;
+	return 0;
+}
+
+int bd_open_any(const char *spec, unsigned flags, struct bd_dev **out)
+{
+	if (spec == NULL)
+		return -EINVAL;
+	if (bd_spec_is_nbd(spec))
+		return bd_nbd_open(spec, flags, out);
+	return bd_file_open(spec, flags, out);
 }
 
 void *bd_buf_alloc(size_t len)

@@ -2,10 +2,13 @@
  * bd.h — the shared block device, as every other module sees it.
  *
  * A struct bd_dev is an opaque handle on a device: a regular image file, a
- * loop device or any block device (bd_file_open), memory (bd_ram_open, for
- * unit tests), or a fault-injecting wrapper around another device
- * (bd_fault_open, for crash tests). All backends share one vtable
- * (struct bd_ops in bd_internal.h); callers only use the functions below.
+ * loop device or any block device (bd_file_open), an export of a network
+ * block device server such as nbdkit or nbd-server (bd_nbd_open, through
+ * libnbd), memory (bd_ram_open, for unit tests), or a fault-injecting
+ * wrapper around another device (bd_fault_open, for crash tests). All
+ * backends share one vtable (struct bd_ops in bd_internal.h); callers only
+ * use the functions below. Programs open the DEVICE their user names with
+ * bd_open_any(), which picks the backend from the string.
  *
  * Units and alignment: offsets and lengths are in bytes and must be
  * multiples of BD_ALIGN; buffers must be BD_ALIGN-aligned (use
@@ -35,12 +38,13 @@
 struct bd_dev;
 struct bd_fault;
 
-/* bd_file_open() flags */
+/* bd_file_open() / bd_nbd_open() / bd_open_any() flags */
 enum {
 	BD_RDONLY = 1 << 0,   /* open read-only; writes return -EROFS */
 	BD_BUFFERED = 1 << 1, /* no O_DIRECT (tmpfs, or debugging) */
 	BD_EXCL = 1 << 2,     /* take an exclusive advisory lock (flock) on
-				 the device; -EBUSY if another holder */
+				 the device; -EBUSY if another holder
+				 (NBD: host-local, see bd_nbd_open) */
 };
 
 enum bd_op { BD_READ, BD_WRITE };
@@ -91,6 +95,40 @@ struct bd_stats {
  * (BD_EXCL and another holder), -EINVAL (size not a multiple of BD_ALIGN
  * or zero), -ENOMEM, or another -errno from open/fstat/io_setup. */
 int bd_file_open(const char *path, unsigned flags, struct bd_dev **out);
+
+/*
+ * Open the export at libnbd URI @uri: nbd://HOST[:PORT][/EXPORT],
+ * nbd+unix:///[EXPORT]?socket=PATH (and the other forms libnbd accepts).
+ * One more query parameter is ucfs's own: io_timeout=SECONDS (1..3600,
+ * default 30), the longest one NBD command or the handshake may take;
+ * past it the connection is dropped and every I/O in flight or later fails
+ * with -ENOTCONN, as it does when the server goes away (no reconnection:
+ * reopen). Semantics are bd_file's: same alignment rules and errors,
+ * BD_IO_FUA is NBD FUA (or write + NBD flush if the server has no FUA),
+ * bd_flush is an NBD flush (a server that cannot flush gets none: then
+ * durability is the server's). flags: BD_RDONLY; BD_BUFFERED is ignored;
+ * BD_EXCL excludes the other processes of this host that open the same
+ * URI with BD_EXCL (a lock file in /run/lock; -EBUSY), as flock does for
+ * bd_file on a shared disk; NBD has no lock, so clients on other hosts are
+ * not excluded: a lockproto=nolock export must be served to one client at
+ * a time (nbdkit --filter=limit limit=1). Returns 0 and *out, or -EINVAL
+ * (bad URI or io_timeout, size zero or not a multiple of BD_ALIGN, server
+ * minimum block size not dividing BD_ALIGN), -EROFS (writable open of a
+ * read-only export), -EBUSY (BD_EXCL held), -ETIMEDOUT, -ECONNREFUSED,
+ * -ENOENT (no such socket), -ENOMEM, or another -errno from libnbd. May
+ * block up to the timeout.
+ */
+int bd_nbd_open(const char *uri, unsigned flags, struct bd_dev **out);
+
+/* 1 if @spec names an NBD export (nbd://, nbds://, nbd+unix://, ...). */
+int bd_spec_is_nbd(const char *spec);
+
+/*
+ * Open the DEVICE string a user gave: an NBD URI (bd_spec_is_nbd) through
+ * bd_nbd_open, anything else as a path through bd_file_open. Same flags
+ * and errors as those. Every program that takes a DEVICE opens it here.
+ */
+int bd_open_any(const char *spec, unsigned flags, struct bd_dev **out);
 
 /* A zero-filled device of @size bytes in memory. -EINVAL, -ENOMEM. */
 int bd_ram_open(uint64_t size, struct bd_dev **out);

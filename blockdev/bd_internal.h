@@ -21,7 +21,10 @@
  *   thread handle; a job is owned by the worker from bd_worker_submit()
  *   until its callback has returned.
  *   Lock order (outer first): bd_fault.lock -> lower device's locks ->
- *   bd_file.lock. The worker lock is never held while calling out.
+ *   bd_file.lock; in bd_nbd, libnbd's handle lock -> bd_nbd.lock (libnbd
+ *   calls our completion callback with its lock held; libnbd is never
+ *   called with bd_nbd.lock held). The worker lock is never held while
+ *   calling out.
  */
 #ifndef UCFS_BD_INTERNAL_H
 #define UCFS_BD_INTERNAL_H

@@ -253,6 +253,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* nobody else changes the data: keep the page cache even when
 	 * mtime moves */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* libfuse asks for atomic O_TRUNC by default, which makes the kernel
+	 * pass O_TRUNC to open instead of sending a setattr first; fs_open
+	 * does not truncate, so keep the setattr (the shell's "> f") */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/* every request must pass through fs_fuse_io.c's read */
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);

@@ -452,9 +452,9 @@ static int open_wait(const char *path, unsigned flags, unsigned wait_ms,
 	int ret;
 
 	for (;;) {
-		ret = bd_file_open(path, flags, bd);
+		ret = bd_open_any(path, flags, bd);
 		if (ret == -EINVAL)	/* O_DIRECT refused (tmpfs) */
-			ret = bd_file_open(path, flags | BD_BUFFERED, bd);
+			ret = bd_open_any(path, flags | BD_BUFFERED, bd);
 		if (ret != -EBUSY || waited >= wait_ms)
 			return ret;
 		nanosleep(&nap, NULL);

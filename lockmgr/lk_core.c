@@ -28,6 +28,9 @@
 #include <unistd.h>
 
 #include "lockmgr/lk_internal.h"
+#ifdef LK_TIMELINE
+uint64_t lk_tl[LK_TL_N];
+#endif
 
 #define LK_TOSS_NS_DEFAULT (10ull * 1000 * 1000 * 1000)
 /*
@@ -272,19 +275,23 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid)
 	return lk;
 }
 
-static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res)
+/* A new lkb on @res with id @lkid (ls->next_lkid++, or one an early
+ * batch request reserved). */
+static struct lk_lock *lkb_new(struct lk_ls *ls, struct lk_res *res,
+			       uint64_t lkid)
 {
-	struct lk_lock *lk = lk_pool_get(&ls->lkb_pool);
+	struct lk_lock *lk = lk_pool_get_raw(&ls->lkb_pool);
 
 	if (lk == NULL)
 		return NULL;
-	lk->ls = ls;
-	lk->res = res;
-	lk->lkid = ls->next_lkid++;
-	lk->grmode = -1;
-	lk->rqmode = -1;
-	lk->bast_mode = -1;
-	lk->refs = 1;
+	/* every field: the rest zero (the pool does not zero lkbs) */
+	*lk = (struct lk_lock){.ls = ls,
+			       .res = res,
+			       .lkid = lkid,
+			       .grmode = -1,
+			       .rqmode = -1,
+			       .bast_mode = -1,
+			       .refs = 1};
 	lk_list_init(&lk->dlink);
 	lk_rq_init(&lk->rq, ls->nodeid, lk->lkid, lk);
 	lk->hnext = ls->lkb_hash[lk->lkid & LK_HASH_MASK];
@@ -362,12 +369,14 @@ static int name_numeric(const struct lk_name *n)
 
 static int out_grow(struct lk_outbuf *ob, size_t need);
 
-/* The request of NEW @lk on a name with no string part: one slot more in
- * the open run when it continues it (the next lkid, same type, mode and
- * flags), else a new run header and the slot. */
-static void send_run_request(struct lk_ls *ls, struct lk_lock *lk)
+/* The request of new lock @lkid in @mode with @flags on @res, a name with
+ * no string part, to its remote master: one slot more in the open run
+ * when it continues it (the next lkid, same type, mode and flags), else a
+ * new run header and the slot. */
+static void send_run_request(struct lk_ls *ls, const struct lk_res *res,
+			     uint64_t lkid, int mode, uint32_t flags)
 {
-	uint32_t node = lk->res->master;
+	uint32_t node = res->master;
 	struct lk_outbuf *ob = &ls->out[node];
 	struct lk_run_hdr *h;
 	uint64_t *slot;
@@ -377,15 +386,15 @@ static void send_run_request(struct lk_ls *ls, struct lk_lock *lk)
 	h = ob->run_off != 0 && ob->open && ob->type == LK_M_RUNREQ
 		? (struct lk_run_hdr *)(ob->buf + ob->run_off)
 		: NULL;
-	if (h != NULL && h->lkid + h->count == lk->lkid &&
-	    h->type == lk->res->name.type && h->mode == lk->rqmode &&
-	    h->flags == lk->flags && ob->count < UINT16_MAX &&
+	if (h != NULL && h->lkid + h->count == lkid &&
+	    h->type == res->name.type && h->mode == mode &&
+	    h->flags == flags && ob->count < UINT16_MAX &&
 	    ob->len - ob->hdr_off + sizeof(*slot) <= LK_FRAME_MAX &&
 	    (ob->len + sizeof(*slot) <= ob->cap ||
 	     out_grow(ob, ob->len + sizeof(*slot)) == 0)) {
 		/* the run goes on in this frame: no new record header */
 		h = (struct lk_run_hdr *)(ob->buf + ob->run_off);
-		memcpy(ob->buf + ob->len, &lk->res->name.num, sizeof(*slot));
+		memcpy(ob->buf + ob->len, &res->name.num, sizeof(*slot));
 		ob->len += sizeof(*slot);
 		ob->count++;
 		h->count++;
@@ -395,13 +404,13 @@ static void send_run_request(struct lk_ls *ls, struct lk_lock *lk)
 	if (h == NULL)
 		return;
 	ob->run_off = (size_t)((uint8_t *)h - ob->buf);
-	h->lkid = lk->lkid;
+	h->lkid = lkid;
 	h->count = 1;
-	h->flags = lk->flags;
-	h->type = lk->res->name.type;
-	h->mode = lk->rqmode;
+	h->flags = flags;
+	h->type = res->name.type;
+	h->mode = (int8_t)mode;
 	slot = (uint64_t *)(h + 1);
-	*slot = lk->res->name.num;
+	*slot = res->name.num;
 }
 
 /* The request of NEW @lk to its (remote) master. */
@@ -410,7 +419,7 @@ static void send_request(struct lk_ls *ls, struct lk_lock *lk)
 	if (!name_numeric(&lk->res->name))
 		fill_lock_rec(ls, lk, LK_M_REQUEST, lk->rqmode, 0);
 	else
-		send_run_request(ls, lk);
+		send_run_request(ls, lk->res, lk->lkid, lk->rqmode, lk->flags);
 }
 
 static void start_lookup(struct lk_ls *ls, struct lk_res *res)
@@ -521,6 +530,28 @@ static void count_demote(struct lk_ls *ls, struct lk_lock *lk)
 	lk_stats_type(ls, lk->res->name.type)->c.demotes++;
 }
 
+/* The UNLOCK of @lk, which writes no value block back: one lkid more in
+ * the last UNLOCKS record for its master when it follows on, else a new
+ * record. */
+static void send_unlocks(struct lk_ls *ls, struct lk_lock *lk, uint32_t flags)
+{
+	uint32_t node = lk->res->master;
+	struct lk_rec_unlocks *u =
+	    lk_out_last(ls, node, LK_M_UNLOCKS, sizeof(*u));
+
+	if (u != NULL && u->lkid + u->count == lk->lkid && u->flags == flags &&
+	    u->count < LK_UNLOCKS_MAX) {
+		u->count++;
+		return;
+	}
+	u = lk_out_add(ls, node, LK_M_UNLOCKS);
+	if (u == NULL)
+		return;
+	u->lkid = lk->lkid;
+	u->count = 1;
+	u->flags = flags;
+}
+
 static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 {
 	int wb = (lk->flags & LK_VALBLK) && lk->grmode >= LK_PW;
@@ -535,6 +566,8 @@ static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 	lkb_undefer(lk);
 	if (lk->res->master == ls->nodeid) {
 		lk_master_local_op(ls, lk, LK_M_UNLOCK);
+	} else if (!wb) {
+		send_unlocks(ls, lk, flags & LK_UNLOCK_IVLVB);
 	} else {
 		uint32_t keep = lk->flags;
 
@@ -693,18 +726,6 @@ void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 	return lk_out_addn(ls, node, type, 1);
 }
 
-void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type)
-{
-	struct lk_outbuf *ob;
-
-	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
-		return NULL;
-	ob = &ls->out[node];
-	if (!ob->open || ob->type != type || ob->count == 0)
-		return NULL;
-	return ob->buf + ob->len - lk_wire_recsize(type);
-}
-
 void lk_out_flush(struct lk_ls *ls)
 {
 	if (!lk_list_empty(&ls->deferred) && lk_traffic_ok(ls))
@@ -844,7 +865,7 @@ static int lock_traffic(unsigned type)
 {
 	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
 	       type == LK_M_SREPLY || type == LK_M_RUNREQ ||
-	       type == LK_M_GRANTS;
+	       type == LK_M_GRANTS || type == LK_M_UNLOCKS;
 }
 
 /* Recovery records that are only valid in the generation that sent them
@@ -887,6 +908,11 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 	}
 	if (h->type == LK_M_RUNREQ) {
 		lk_master_rx_runs(ls, sender, (const void *)p, h->count);
+		return;
+	}
+	if (h->type == LK_M_UNLOCKS) {
+		for (unsigned i = 0; i < h->count; i++, p += rs)
+			lk_master_rx_unlocks(ls, sender, (const void *)p);
 		return;
 	}
 	if (h->type >= LK_M_LOOKUP && h->type <= LK_M_REMOVE) {
@@ -989,11 +1015,16 @@ struct lock_args {
 };
 
 /* A new lkb on @res for @a, its request submitted (granted inside the
- * call when this node masters @res). ls->mu held. */
+ * call when this node masters @res). @sent_lkid: 0, or the id of the lkb
+ * whose request an early batch send already took to its master (its
+ * reply may even have come: the link is held, see batch_send_early).
+ * ls->mu held. */
 static int lock_new(struct lk_ls *ls, const struct lock_args *a,
-		    struct lk_res *res, struct lk_lock **out)
+		    struct lk_res *res, uint64_t sent_lkid,
+		    struct lk_lock **out)
 {
-	struct lk_lock *lk = lkb_new(ls, res);
+	struct lk_lock *lk =
+	    lkb_new(ls, res, sent_lkid != 0 ? sent_lkid : ls->next_lkid++);
 	int ret = 0;
 
 	if (lk == NULL) {
@@ -1018,7 +1049,9 @@ static int lock_new(struct lk_ls *ls, const struct lock_args *a,
 		ls->xp.poll_rx(ls->xp.ctx);
 	lk_stats_request(ls, res, lk->t_req);
 	lk->refs++; /* ours, for the duration of the call */
-	if (!lk_traffic_ok(ls)) {
+	if (sent_lkid != 0) {
+		lk->state = LK_S_WAITING;
+	} else if (!lk_traffic_ok(ls)) {
 		lkb_defer(ls, lk, LK_M_REQUEST);
 	} else {
 		ls->sync_lkb = lk;
@@ -1053,7 +1086,7 @@ static int lock_one(struct lk_ls *ls, const struct lock_args *a,
 		return -ENOMEM;
 	lk = cache_find(res, a->mode, a->flags);
 	if (lk == NULL)
-		return lock_new(ls, a, res, out);
+		return lock_new(ls, a, res, 0, out);
 	lk->cached = 0;
 	lk->ops = a->ops;
 	lk->arg = a->arg;
@@ -1101,8 +1134,91 @@ enum { LK_PF_BATCH_NEAR = 16, LK_PF_BATCH_FAR = 32 };
 struct batch_name {
 	uint64_t hash;
 	struct lk_res *res;
+	uint64_t sent_lkid; /* request already sent (batch_send_early) */
 	uint8_t look;
 };
+
+/* The run the previous early request of a batch went to. */
+struct open_run {
+	uint32_t node;
+	uint16_t type;
+	size_t off; /* of its header in ls->out[node].buf, 0 none */
+};
+
+/* The usual case of send_run_request in a batch: the request goes to the
+ * same master as the one before it, whose lkid was the one before (the
+ * early requests number their lkids in order) and whose mode and flags
+ * are the batch's: the run goes on with one slot. 0 if it cannot. */
+static inline int run_append(struct lk_ls *ls, const struct open_run *run,
+			     const struct lk_res *res)
+{
+	struct lk_outbuf *ob = &ls->out[run->node];
+
+	if (run->off == 0 || res->master != run->node ||
+	    res->name.type != run->type || !ob->open ||
+	    ob->type != LK_M_RUNREQ || ob->run_off != run->off ||
+	    ob->count >= UINT16_MAX || ob->len + 8 > ob->cap ||
+	    ob->len - ob->hdr_off + 8 > LK_FRAME_MAX)
+		return 0;
+	memcpy(ob->buf + ob->len, &res->name.num, 8);
+	ob->len += 8;
+	ob->count++;
+	((struct lk_run_hdr *)(ob->buf + ob->run_off))->count++;
+	return 1;
+}
+
+/*
+ * Send the requests of the batch's names whose master is known, remote
+ * and whose lkb would be new (no cached lock covers them) before any of
+ * their lkbs exist: the master grants while this thread builds the
+ * lkbs, instead of after. Their lkids are reserved here (bn->sent_lkid)
+ * and the lkb pool is reserved so that creating them cannot fail: a
+ * request the master saw must have its lkb here. The masters' links are
+ * then held (xp.rx_hold) until the call ends, so their replies wait in
+ * the socket for this thread rather than for the network thread, which
+ * would block on ls->mu. Sets *@held to the bitmap of held links.
+ */
+static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
+			     struct batch_name *bn, size_t n, uint64_t *held)
+{
+	struct open_run run = {0, 0, 0};
+	uint64_t masters = 0;
+
+	*held = 0;
+	LK_TL(LK_TL_FOUND);
+	if (ls->xp.rx_hold == NULL || ls->closing || ls->fenced ||
+	    !lk_traffic_ok(ls) || lk_pool_reserve(&ls->lkb_pool, n) != 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct lk_res *res = bn[i].res;
+
+		if (bn[i].look || res == NULL || res->master == 0 ||
+		    res->master == ls->nodeid || !name_numeric(&res->name) ||
+		    (!lk_list_empty(&res->locks) &&
+		     cache_find(res, a->mode, a->flags) != NULL))
+			continue;
+		bn[i].sent_lkid = ls->next_lkid++;
+		if (!run_append(ls, &run, res))
+			send_run_request(ls, res, bn[i].sent_lkid, a->mode,
+					 a->flags);
+		run.node = res->master;
+		run.type = res->name.type;
+		run.off = ls->out[run.node].run_off;
+		masters |= 1ull << res->master;
+	}
+	LK_TL(LK_TL_PLANNED);
+	lk_out_flush(ls);
+	LK_TL(LK_TL_SENT);
+	/* after the send, off its path: no master answers a batch within
+	 * a system call, and if one did the reply would only take the slow
+	 * way (the network thread, woken once the call ends) */
+	for (uint64_t m = masters; m != 0; m &= m - 1) {
+		uint32_t node = (uint32_t)__builtin_ctzll(m);
+
+		if (ls->xp.rx_hold(ls->xp.ctx, node))
+			*held |= 1ull << node;
+	}
+}
 
 /*
  * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
@@ -1113,10 +1229,11 @@ struct batch_name {
  */
 static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			struct batch_name *bn, const struct lock_args *a,
-			struct lk_lock **out, int *granted)
+			struct lk_lock **out, int *granted, uint64_t *held)
 {
 	int ret = 0;
 
+	*held = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct lk_res *res;
 
@@ -1126,6 +1243,7 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			res_prefetch(ls, bn[i + LK_PF_BATCH_NEAR].hash, 1);
 		res = lk_res_find(ls, &names[i], bn[i].hash);
 		bn[i].res = res;
+		bn[i].sent_lkid = 0;
 		bn[i].look = (res == NULL || res->master == 0) &&
 			     lk_dir_node(ls, bn[i].hash) != ls->nodeid;
 		if (!bn[i].look)
@@ -1135,11 +1253,18 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			return ret;
 		*granted += ret == LK_GRANTED_NOW;
 	}
+	batch_send_early(ls, a, bn, n, held);
 	for (size_t i = 0; i < n; i++) {
 		if (bn[i].look)
 			continue;
-		ret =
-		    lock_one(ls, a, &names[i], bn[i].hash, bn[i].res, &out[i]);
+		if (bn[i].sent_lkid != 0) {
+			lk_res_untoss(ls, bn[i].res);
+			ret = lock_new(ls, a, bn[i].res, bn[i].sent_lkid,
+				       &out[i]);
+		} else {
+			ret = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
+				       &out[i]);
+		}
 		if (ret < 0)
 			return ret;
 		*granted += ret == LK_GRANTED_NOW;
@@ -1154,6 +1279,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	struct lock_args a = {mode, flags, ops, arg, 0};
 	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
 	struct batch_name *bn;
+	uint64_t held;
 	int granted = 0;
 
 	if (ret < 0 || (flags & LK_NOQUEUE))
@@ -1170,10 +1296,17 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) /* hashed before taking ls->mu */
 		bn[i].hash = lk_name_hash(&names[i]);
+	LK_TL(LK_TL_CALL);
 	lk_api_lock(ls);
 	ls->now_fresh = 0; /* one clock read per batch (lock_new) */
-	ret = batch_locked(ls, names, n, bn, &a, out, &granted);
+	ret = batch_locked(ls, names, n, bn, &a, out, &granted, &held);
+	LK_TL(LK_TL_BUILT);
 	lk_out_flush(ls);
+	/* the early requests' replies that came meanwhile, if any */
+	for (uint64_t m = held; m != 0; m &= m - 1)
+		ls->xp.rx_release(ls->xp.ctx, (uint32_t)__builtin_ctzll(m));
+	lk_out_flush(ls);
+	LK_TL(LK_TL_RETURN);
 	pthread_mutex_unlock(&ls->mu);
 	free(bn);
 	/* on a failure part-way, the locks already created stay queued */
@@ -1429,6 +1562,7 @@ int lk_wait_batch(struct lk_lock **locks, size_t n)
 	}
 	if (ls != NULL)
 		pthread_mutex_unlock(&ls->mu);
+	LK_TL(LK_TL_WAITED);
 	return ret;
 }
 

@@ -81,6 +81,15 @@ struct lk_xport {
 	 * a local lock loop does not overtake remote requests that the
 	 * network thread has not been scheduled to read yet. */
 	void (*poll_rx)(void *ctx);
+	/* Optional. rx_hold: ls->mu held, from lk_lock_batch about to send
+	 * @node requests whose replies may come back before the call ends:
+	 * the network thread stops reading @node's link (it would only
+	 * block on ls->mu, then need waking). Returns 1 if held (0: another
+	 * thread reads that link already, or there is none). rx_release:
+	 * ls->mu held, process what @node sent meanwhile (no sleeping), and
+	 * hand the link back to the network thread. */
+	int (*rx_hold)(void *ctx, uint32_t node);
+	void (*rx_release)(void *ctx, uint32_t node);
 };
 
 /* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
@@ -152,7 +161,6 @@ struct lk_lock {
 	uint64_t lkid;		 /* immutable, unique in this lockspace */
 	struct lk_lock *hnext;	 /* ls->lkb_hash chain */
 	struct lk_list res_link; /* res->locks */
-	struct lk_rq rq; /* master-side entry when res is mastered here */
 	uint8_t state;	 /* enum lk_lkb_state */
 	int8_t grmode, rqmode;
 	uint8_t cached; /* idle in the hold cache */
@@ -173,9 +181,13 @@ struct lk_lock {
 	pthread_cond_t *wcv; /* the sole waiter's own condvar, or NULL */
 	const struct lk_lock_ops *ops;
 	void *arg;
+	uint64_t t_req; /* ns, start of pending op */
+	/* the fields above are what a remote request and its completion
+	 * touch (two cache lines); the value block and the master-side
+	 * entry come last */
 	uint8_t lvb[LK_LVB_LEN];
 	uint64_t lvb_seq;
-	uint64_t t_req; /* ns, start of pending op */
+	struct lk_rq rq; /* master-side entry when res is mastered here */
 };
 
 /* A master copy of another node's lock on a resource mastered here. */
@@ -301,6 +313,11 @@ uint64_t lk_now_ns(void);
 void lk_pool_init(struct lk_pool *p, size_t size);
 /* A zeroed object from @p; NULL on -ENOMEM. */
 void *lk_pool_get(struct lk_pool *p);
+/* The same, not zeroed: for objects whose constructor sets every field
+ * (a batch makes thousands of lkbs and master copies). */
+void *lk_pool_get_raw(struct lk_pool *p);
+/* Make the next @n lk_pool_get calls unable to fail. 0 or -ENOMEM. */
+int lk_pool_reserve(struct lk_pool *p, size_t n);
 void lk_pool_put(struct lk_pool *p, void *obj);
 /* Free every slab: every object of the pool, in use or not. */
 void lk_pool_destroy(struct lk_pool *p);
@@ -337,9 +354,21 @@ int lk_traffic_ok(const struct lk_ls *ls);
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);
 /* The same for @n records of @type, contiguous in one frame. */
 void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n);
-/* The last record of the open frame for @node if that frame is of @type
- * (it may still be changed), else NULL. */
-void *lk_out_last(struct lk_ls *ls, uint32_t node, unsigned type);
+/* The last record (of @size bytes) of the open frame for @node if that
+ * frame is of @type (it may still be changed), else NULL. Inline: the
+ * grant of every lock of a batch asks it. */
+static inline void *lk_out_last(struct lk_ls *ls, uint32_t node,
+				unsigned type, size_t size)
+{
+	struct lk_outbuf *ob;
+
+	if (node == 0 || node >= LK_MAX_NODES)
+		return NULL;
+	ob = &ls->out[node];
+	if (!ob->open || ob->type != type || ob->count == 0)
+		return NULL;
+	return ob->buf + ob->len - size;
+}
 void lk_out_flush(struct lk_ls *ls);
 void lk_out_seal(struct lk_ls *ls);
 
@@ -355,6 +384,9 @@ extern const struct lk_grant_out lk_master_out_ops;
 void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 			const void *recs, unsigned n);
 /* The @n slots of a RUNREQ frame (malformed runs are dropped, logged). */
+/* One UNLOCKS record from @sender. */
+void lk_master_rx_unlocks(struct lk_ls *ls, uint32_t sender,
+			  const struct lk_rec_unlocks *u);
 void lk_master_rx_runs(struct lk_ls *ls, uint32_t sender,
 		       const struct lk_rec_slot *s, unsigned n);
 void lk_master_local_op(struct lk_ls *ls, struct lk_lock *lk, unsigned type);
@@ -423,4 +455,31 @@ void lk_stats_peer_tx(struct lk_ls *ls, uint32_t node, size_t bytes,
 void lk_stats_peer_rx(struct lk_ls *ls, uint32_t node, size_t bytes,
 		      unsigned records);
 
+/*
+ * Profiling aid: built with -DLK_TIMELINE, the steps of a large batch
+ * (the last one of the process, any node) leave their times in lk_tl[],
+ * and `ucfs-lockbench -w` prints their medians from the call. Nothing
+ * is compiled in otherwise.
+ */
+enum lk_tl_point {
+	LK_TL_CALL,	   /* lk_lock_batch entered */
+	LK_TL_FOUND,	   /* its resources found (pass 0) */
+	LK_TL_PLANNED,	   /* early requests written */
+	LK_TL_SENT,	   /* ... and sent */
+	LK_TL_BUILT,	   /* every lkb built */
+	LK_TL_RETURN,	   /* lk_lock_batch about to return */
+	LK_TL_MASTER_RX,   /* master: the RUNREQ frame verified */
+	LK_TL_MASTER_DONE, /* master: its requests granted */
+	LK_TL_MASTER_SENT, /* master: the GRANTS sent */
+	LK_TL_GRANTS_RX,   /* requester: the GRANTS frame verified */
+	LK_TL_GRANTS_DONE, /* requester: every lock completed */
+	LK_TL_WAITED,	   /* lk_wait_batch returns */
+	LK_TL_N
+};
+#ifdef LK_TIMELINE
+extern uint64_t lk_tl[LK_TL_N];
+#define LK_TL(i) (lk_tl[i] = lk_now_ns())
+#else
+#define LK_TL(i) ((void)0)
+#endif
 #endif /* UCFS_LK_INTERNAL_H */

@@ -37,7 +37,7 @@ struct lk_mst *lk_mst_find(struct lk_ls *ls, uint32_t node, uint64_t lkid)
 struct lk_mst *lk_mst_new(struct lk_ls *ls, struct lk_res *res, uint32_t node,
 			  uint64_t lkid)
 {
-	struct lk_mst *m = lk_pool_get(&ls->mst_pool);
+	struct lk_mst *m = lk_pool_get_raw(&ls->mst_pool); /* all set below */
 	uint64_t k = mst_key(node, lkid) & LK_HASH_MASK;
 
 	if (m == NULL)
@@ -81,7 +81,8 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
 static void send_grant(struct lk_ls *ls, struct lk_rq *rq)
 {
 	uint8_t f = rq->waited ? LK_RF_QUEUED : 0;
-	struct lk_rec_grants *g = lk_out_last(ls, rq->nodeid, LK_M_GRANTS);
+	struct lk_rec_grants *g =
+	    lk_out_last(ls, rq->nodeid, LK_M_GRANTS, sizeof(*g));
 
 	if (g != NULL && g->lkid + g->count == rq->lkid &&
 	    g->mode == rq->grmode && g->lvbf == f && g->count < LK_GRANTS_MAX) {
@@ -447,6 +448,59 @@ void lk_master_rx_runs(struct lk_ls *ls, uint32_t sender,
 		}
 		rx_run(ls, sender, h, &s[i + LK_RUN_HDR_SLOTS]);
 		i += LK_RUN_HDR_SLOTS + h->count;
+	}
+}
+
+/*
+ * UNLOCKS: each lkid of the range is an UNLOCK with no value block. The
+ * master copy gives the resource (the record has no name). A range with
+ * a bad count or flags is dropped whole; an lkid with no master copy
+ * here is counted and the rest still released; all logged once.
+ */
+void lk_master_rx_unlocks(struct lk_ls *ls, uint32_t sender,
+			  const struct lk_rec_unlocks *u)
+{
+	struct lk_grant_out o = out_for(ls);
+	uint32_t bad_ids = 0;
+
+	if (u->count == 0 || u->count > LK_UNLOCKS_MAX ||
+	    u->lkid + u->count < u->lkid ||
+	    (u->flags & ~(uint32_t)LK_UNLOCK_IVLVB)) {
+		ls->stats.bad_frames++;
+		if (sender < LK_MAX_NODES)
+			ls->stats.peer[sender].dropped++;
+		lk_log(ls, 1,
+		       "UNLOCKS from %u with a bad count or flags dropped",
+		       sender);
+		return;
+	}
+	for (uint32_t i = 0; i < u->count; i++) {
+		struct lk_mst *m = lk_mst_find(ls, sender, u->lkid + i);
+		struct lk_res *res;
+
+		if (m == NULL) {
+			bad_ids++;
+			continue;
+		}
+		res = m->res;
+		res->remote_ns = ls->now; /* lock_new: contended */
+		res->streak = 0;
+		if (lk_grant_unlock(&res->q, &m->rq, NULL,
+				    (u->flags & LK_UNLOCK_IVLVB) != 0, &o) < 0) {
+			bad_ids++;
+			continue;
+		}
+		lk_mst_free(ls, m);
+		lk_res_maybe_toss(ls, res);
+	}
+	if (bad_ids != 0) {
+		ls->stats.bad_frames += bad_ids;
+		if (sender < LK_MAX_NODES)
+			ls->stats.peer[sender].dropped += bad_ids;
+		lk_log(ls, 1,
+		       "UNLOCKS from %u: %u of locks %llu..+%u unknown or not "
+		       "granted",
+		       sender, bad_ids, (unsigned long long)u->lkid, u->count);
 	}
 }
 

@@ -75,6 +75,8 @@ struct lk_conn {
 	int want_out;	   /* EPOLLOUT armed */
 	int polled;	   /* a waiter reads it (net_wait_rx): EPOLLIN off, and
 			      reap() keeps it until the waiter is done */
+	int held;	   /* an lk_lock_batch call reads it (net_rx_hold):
+			      EPOLLIN off until net_rx_release */
 	uint8_t fkey[32];  /* frame key (lk_auth_frame_key), after HELLO */
 	int tagged_rx;	   /* the peer's AUTH came: its frames carry tags */
 	uint64_t last_seq; /* highest header seq accepted on it */
@@ -114,7 +116,8 @@ static struct lk_conn *link_conn(const struct lk_net *net, uint32_t node)
 
 static void set_events(struct lk_net *net, struct lk_conn *c)
 {
-	struct epoll_event ev = {.events = (c->polled ? 0 : EPOLLIN) |
+	struct epoll_event ev = {.events = (c->polled || c->held ? 0
+								: EPOLLIN) |
 					   (c->want_out ? EPOLLOUT : 0),
 				 .data.ptr = c};
 
@@ -403,6 +406,12 @@ static void rx_frame(struct lk_net *net, struct lk_conn *c, const void *f,
 	const char *why;
 	const void *rec = (const uint8_t *)f + sizeof(*h);
 
+#ifdef LK_TIMELINE
+	if (h->type == LK_M_RUNREQ && h->count > 100)
+		LK_TL(LK_TL_MASTER_RX);
+	if (h->type == LK_M_GRANTS)
+		LK_TL(LK_TL_GRANTS_RX);
+#endif
 	if (lk_wire_check(f, len, &why) != 0) {
 		net->ls->stats.bad_frames++;
 		net->ls->stats.peer[c->peer % LK_MAX_NODES].dropped++;
@@ -438,7 +447,12 @@ static void rx_frame(struct lk_net *net, struct lk_conn *c, const void *f,
 		return;
 	}
 	lk_core_rx(net->ls, c->peer, f, len);
-	net->last_rx = net->ls->now; /* lk_core_rx read the clock */
+	/* the network thread polls after the frames it reads itself; a
+	 * reply read by its waiter (net_wait_rx, net_rx_release) asks
+	 * nothing of it, and polling then only keeps a CPU from the
+	 * threads that have work */
+	if (!net->ls->rx_in_poller)
+		net->last_rx = net->ls->now; /* lk_core_rx read the clock */
 }
 
 /* A frame whose tag did not verify: dropped (the connection stays: the
@@ -501,6 +515,12 @@ static void parse(struct lk_net *net, struct lk_conn *c)
 			rx_frame(net, c, h, h->length);
 		else
 			frame_forged(net, c, h);
+#ifdef LK_TIMELINE
+		if (h->type == LK_M_RUNREQ && h->count > 100)
+			LK_TL(LK_TL_MASTER_DONE);
+		if (h->type == LK_M_GRANTS)
+			LK_TL(LK_TL_GRANTS_DONE);
+#endif
 		off += h->length + tag;
 	}
 	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
@@ -759,6 +779,10 @@ static void *net_main(void *arg)
 		for (int i = 0; i < n; i++)
 			handle(net, &evs[i]);
 		lk_out_flush(ls); /* replies first, housekeeping after */
+#ifdef LK_TIMELINE
+		if (lk_tl[LK_TL_MASTER_DONE] > lk_tl[LK_TL_MASTER_SENT])
+			LK_TL(LK_TL_MASTER_SENT);
+#endif
 		now = lk_now_ns();
 		dial_missing(net, now);
 		lk_member_tick(ls, now);
@@ -846,6 +870,44 @@ static int net_wait_rx(void *ctx, uint32_t node, uint64_t spin_ns)
 	if (--net->pollers == 0)
 		pthread_cond_broadcast(&ls->cv); /* lk_net_stop */
 	return 0;
+}
+
+/*
+ * xp.rx_hold / rx_release: an lk_lock_batch call sent @node requests
+ * while it still builds its lkbs, and keeps holding ls->mu. A reply that
+ * comes meanwhile would make the network thread block on ls->mu and need
+ * a wake-up (tens of µs here) once the call ends; so the network thread
+ * stops reading that link until the call reads what came itself.
+ */
+static int net_rx_hold(void *ctx, uint32_t node)
+{
+	struct lk_net *net = ctx;
+	struct lk_conn *c = link_conn(net, node);
+
+	if (c == NULL || c->closing || c->polled || c->held || net->stop ||
+	    !net->started)
+		return 0;
+	c->held = 1;
+	set_events(net, c);
+	return 1;
+}
+
+static void net_rx_release(void *ctx, uint32_t node)
+{
+	struct lk_net *net = ctx;
+	struct lk_ls *ls = net->ls;
+	struct lk_conn *c = link_conn(net, node);
+
+	if (c == NULL || !c->held)
+		return;
+	c->held = 0;
+	if (c->closing)
+		return;
+	ls->rx_in_poller = 1;
+	conn_read(net, c);
+	ls->rx_in_poller = 0;
+	if (!c->closing)
+		set_events(net, c);
 }
 
 /* xp.poll_rx: the input already waiting, read by the caller (ls->mu
@@ -954,6 +1016,8 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	xp->wait_rx = net_wait_rx;
 	xp->wake_rx = net_wake_rx;
 	xp->poll_rx = net_poll_rx;
+	xp->rx_hold = net_rx_hold;
+	xp->rx_release = net_rx_release;
 	xp->ctx = net;
 	*out = net;
 	return 0;

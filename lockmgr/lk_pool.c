@@ -14,6 +14,7 @@
  *
  * Not thread-safe: each pool belongs to one lockspace, under ls->mu.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -50,7 +51,7 @@ static int pool_grow(struct lk_pool *p)
 	return 0;
 }
 
-void *lk_pool_get(struct lk_pool *p)
+void *lk_pool_get_raw(struct lk_pool *p)
 {
 	void *obj = p->head;
 
@@ -63,7 +64,15 @@ void *lk_pool_get(struct lk_pool *p)
 		obj = p->next;
 		p->next += p->size;
 	}
-	memset(obj, 0, p->size);
+	return obj;
+}
+
+void *lk_pool_get(struct lk_pool *p)
+{
+	void *obj = lk_pool_get_raw(p);
+
+	if (obj != NULL)
+		memset(obj, 0, p->size);
 	return obj;
 }
 
@@ -72,6 +81,29 @@ void lk_pool_put(struct lk_pool *p, void *obj)
 	memcpy(obj, &p->head, sizeof(p->head));
 	p->head = obj;
 	p->n++;
+}
+
+/* Objects lk_pool_get can hand out without growing. */
+static size_t pool_ready(const struct lk_pool *p)
+{
+	return p->n + (p->next != NULL ? (size_t)(p->end - p->next) / p->size
+				       : 0);
+}
+
+int lk_pool_reserve(struct lk_pool *p, size_t n)
+{
+	while (pool_ready(p) < n) {
+		/* what is left of the newest slab goes on the free list
+		 * first, so that growing loses nothing */
+		while (p->next != NULL &&
+		       (size_t)(p->end - p->next) >= p->size) {
+			lk_pool_put(p, p->next);
+			p->next += p->size;
+		}
+		if (pool_grow(p) != 0)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 void lk_pool_destroy(struct lk_pool *p)

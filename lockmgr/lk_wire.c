@@ -23,6 +23,7 @@ _Static_assert(sizeof(struct lk_rec_sreply) == 16, "rec_sreply");
 _Static_assert(sizeof(struct lk_run_hdr) == 24, "run_hdr");
 _Static_assert(sizeof(struct lk_rec_slot) == 8, "rec_slot");
 _Static_assert(sizeof(struct lk_rec_grants) == 16, "rec_grants");
+_Static_assert(sizeof(struct lk_rec_unlocks) == 16, "rec_unlocks");
 _Static_assert(offsetof(struct lk_rec_sreply, lvbf) ==
 		   offsetof(struct lk_rec_reply, lvbf),
 	       "a short reply is the head of a reply");
@@ -62,6 +63,7 @@ static const struct {
     [LK_M_SREPLY] = {"SREPLY", sizeof(struct lk_rec_sreply)},
     [LK_M_GRANTS] = {"GRANTS", sizeof(struct lk_rec_grants)},
     [LK_M_RUNREQ] = {"RUNREQ", sizeof(struct lk_rec_slot)},
+    [LK_M_UNLOCKS] = {"UNLOCKS", sizeof(struct lk_rec_unlocks)},
 };
 
 size_t lk_wire_recsize(unsigned type)

@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 4
+#define LK_VERSION 5
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -45,6 +45,7 @@ enum lk_msg {
 	LK_M_SREQUEST, /* v3 only (replaced by RUNREQ): not accepted */
 	LK_M_GRANTS,   /* grants: consecutive lkids granted (to holder) */
 	LK_M_RUNREQ,   /* slot: runs of REQUESTs on names with no string */
+	LK_M_UNLOCKS,  /* unlocks: consecutive lkids released (to master) */
 	LK_M_NTYPES
 };
 
@@ -144,6 +145,17 @@ struct lk_rec_grants {
 	uint8_t pad[2];
 };
 #define LK_GRANTS_MAX 65536u /* what a 1 MiB frame of SREPLYs covers */
+
+/* UNLOCKS: the holder released its locks lkid .. lkid + count - 1 (all
+ * mastered by the receiver), none of them writing a value block back
+ * (those go as UNLOCK records). An unlock batch of a lock batch is one
+ * record, as its GRANTS was. */
+struct lk_rec_unlocks {
+	uint64_t lkid;
+	uint32_t count; /* 1 .. LK_UNLOCKS_MAX */
+	uint32_t flags; /* 0 or LK_UNLOCK_IVLVB */
+};
+#define LK_UNLOCKS_MAX 65536u
 
 struct lk_rec_bast {
 	uint64_t lkid;

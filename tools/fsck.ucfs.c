@@ -60,10 +60,10 @@ static int usage(void)
 static int open_dev(const char *path, int rw, struct bd_dev **bd)
 {
 	unsigned fl = rw ? BD_EXCL : BD_RDONLY;
-	int ret = bd_file_open(path, fl, bd);
+	int ret = bd_open_any(path, fl, bd);
 
 	if (ret == -EINVAL) /* no O_DIRECT here (tmpfs): buffered */
-		ret = bd_file_open(path, fl | BD_BUFFERED, bd);
+		ret = bd_open_any(path, fl | BD_BUFFERED, bd);
 	return ret;
 }
 

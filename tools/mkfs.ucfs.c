@@ -204,10 +204,10 @@ static int parse_args(int argc, char **argv, struct fs_mkfs_params *p,
 
 static int open_dev(const char *path, struct bd_dev **bd)
 {
-	int ret = bd_file_open(path, BD_EXCL, bd);
+	int ret = bd_open_any(path, BD_EXCL, bd);
 
 	if (ret == -EINVAL)	/* no O_DIRECT (tmpfs) */
-		ret = bd_file_open(path, BD_EXCL | BD_BUFFERED, bd);
+		ret = bd_open_any(path, BD_EXCL | BD_BUFFERED, bd);
 	if (ret == -EBUSY)
 		fprintf(stderr, "%s: %s is in use (mounted?)\n", prog, path);
 	else if (ret == -EINVAL)

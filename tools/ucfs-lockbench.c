@@ -95,6 +95,46 @@ static struct lk_lock *lock_wait(int node, struct lk_name *n, int mode)
 	return lk;
 }
 
+/* ---- polling back-offs ---- */
+
+/*
+ * The lock manager's threads poll for input before sleeping, and stop
+ * polling for 200 ms (LK_POLL_BACKOFF_NS, lockmgr/lk_net.c) when a yield
+ * shows the CPU is contended. Rows that load both CPUs (ping-pong, cold
+ * batches: every node of this process busy at once) switch it off for
+ * the rows after them, which would then measure a state their own
+ * contention does not cause. So before the remote grants and the warm
+ * batches the bench waits for such back-offs to run out; it counts the
+ * back-offs that happen during the warm batches (JSON poll_backoffs).
+ */
+#define BACKOFF_SETTLE_US 210000
+
+static uint64_t backoffs(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 1; i <= nnodes; i++) {
+		struct lk_stats st;
+
+		lk_ls_stats(ls[i], &st);
+		n += st.poll_backoffs;
+	}
+	return n;
+}
+
+/* Sleep out the back-offs taken since the last call. */
+static void settle_polling(void)
+{
+	static uint64_t seen;
+	uint64_t n = backoffs();
+
+	if (n != seen)
+		usleep(BACKOFF_SETTLE_US);
+	seen = backoffs();
+}
+
+static uint64_t warm_backoffs;
+
 /* ---- cluster set-up ---- */
 
 static void quiet(int level, const char *msg, void *arg)
@@ -661,6 +701,8 @@ static void bench_batch(double *cold_us, double *warm_us)
 	}
 	*cold_us = median_us(cold, COLD);
 	batch_ratio_cold = median_of(rc, COLD);
+	settle_polling();
+	warm_backoffs = backoffs();
 	/* the machine may be shared: median and best of several runs */
 	for (int i = 0; i < RUNS; i++) {
 		double rem = remote_now_us();
@@ -668,6 +710,7 @@ static void bench_batch(double *cold_us, double *warm_us)
 		runs[i] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
 		rw[i] = (double)runs[i] / 1000.0 / rem;
 	}
+	warm_backoffs = backoffs() - warm_backoffs;
 	*warm_us = median_us(runs, RUNS);
 	batch_min_us = (double)runs[0] / 1000.0;
 	batch_ratio_warm = median_of(rw, RUNS);
@@ -730,11 +773,39 @@ static void batch_warm_only(int runs)
 	lk_unlock(lock_wait(2, &r6, LK_EX), 0); /* remote_now_us: remote */
 	lk_unlock(lock_wait(1, &r6, LK_EX), 0);
 	batch_once(names, lks, N);
+#ifdef LK_TIMELINE
+	/* lockmgr/lk_internal.h, enum lk_tl_point */
+	extern uint64_t lk_tl[];
+	static const char *const step[] = {
+	    "call",	    "resources found", "early requests written",
+	    "... sent",	    "lkbs built",      "lk_lock_batch returns",
+	    "master: rx",   "master: granted", "master: GRANTS sent",
+	    "GRANTS rx",    "completed",       "lk_wait_batch returns"};
+	/* the step each one follows */
+	static const int prev[] = {0, 0, 1, 2, 3, 4, 3, 6, 7, 8, 9, 10};
+	enum { NSTEP = sizeof(step) / sizeof(step[0]) };
+	static uint64_t tl[NSTEP][1000], dt[NSTEP][1000];
+#endif
 	for (int r = 0; r < runs; r++) {
 		remote_now_us(); /* as in the table: no pause */
 		wall[r] = (uint64_t)(batch_once(names, lks, N) * 1000.0);
 		sub[r] = (uint64_t)(batch_submit_us * 1000.0);
+#ifdef LK_TIMELINE
+		for (int k = 1; k < NSTEP; k++) {
+			uint64_t p = lk_tl[prev[k]];
+
+			tl[k][r] = lk_tl[k] > lk_tl[0] ? lk_tl[k] - lk_tl[0] : 0;
+			dt[k][r] = lk_tl[k] > p ? lk_tl[k] - p : 0;
+		}
+#endif
 	}
+#ifdef LK_TIMELINE
+	for (int k = 1; k < NSTEP; k++)
+		printf("  %-24s median %6.1f us from the call, %6.1f us "
+		       "after %s\n",
+		       step[k], median_us(tl[k], runs), median_us(dt[k], runs),
+		       step[prev[k]]);
+#endif
 	double med = median_us(wall, runs); /* sorts wall */
 
 	printf("warm batch: median %.1f us (best %.1f), lk_lock_batch call "
@@ -878,6 +949,7 @@ int main(int argc, char **argv)
 	start_cluster();
 	local = bench_local();
 	cached = bench_cached(&cached_mean);
+	settle_polling();
 	remote = bench_remote(&rtt_us, &rtt_poll);
 	rtt_close();
 	first = bench_first_touch();
@@ -914,6 +986,9 @@ int main(int argc, char **argv)
 	printf("%-34s %9.1fx warm, %.1fx cold (median of per-run ratios)\n",
 	       "  batch / remote grant just before", batch_ratio_warm,
 	       batch_ratio_cold);
+	printf("%-34s %9llu    (polling switched off: CPU contended)\n",
+	       "  back-offs during the warm runs",
+	       (unsigned long long)warm_backoffs);
 	printf("%-34s %9.1f us  batch %.1f us (%.1fx)\n",
 	       "after 5 ms idle: remote grant", idle_remote_us, idle_batch_us,
 	       idle_batch_us / idle_remote_us);
@@ -938,12 +1013,14 @@ int main(int argc, char **argv)
 		"\"batch_over_remote\": %.2f, \"batch1000_best_us\": %.1f, "
 		"\"batch_over_remote_paired_warm\": %.2f, "
 		"\"batch_over_remote_paired_cold\": %.2f, "
+		"\"poll_backoffs_warm_batches\": %llu, "
 		"\"idle_remote_grant_us\": %.3f, \"idle_batch1000_us\": %.1f, "
 		"\"throughput_ops_s\": %.0f}\n",
 		nnodes, nthreads, rtt_us, local, cached, cached_mean / 1000.0,
 		remote, remote / rtt_us, rtt_poll, first, pp, cold, warm,
 		warm / remote, batch_min_us, batch_ratio_warm, batch_ratio_cold,
-		idle_remote_us, idle_batch_us, tp);
+		(unsigned long long)warm_backoffs, idle_remote_us, idle_batch_us,
+		tp);
 	if (jf != stdout)
 		fclose(jf);
 	return 0;

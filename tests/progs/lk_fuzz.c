@@ -148,6 +148,7 @@ static const unsigned lock_types[] = {
     LK_M_UNLOCK,  LK_M_CANCEL,	      LK_M_REPLY,  LK_M_BAST,	 LK_M_DIR_ADD,
     LK_M_RLOOKUP, LK_M_RLOOKUP_REPLY, LK_M_RCOM,   LK_M_NTYPES,	 0,
     200,	  LK_M_SREQUEST,      LK_M_SREPLY, LK_M_GRANTS,	 LK_M_RUNREQ,
+    LK_M_UNLOCKS,
 };
 
 /* A mutated frame of a lock-traffic type (never START/DONE/LEAVE/

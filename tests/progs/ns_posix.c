@@ -56,6 +56,7 @@ static char *path(const char *rel)
 
 static void t_rw(void)
 {
+	struct stat st;
 	char buf[64];
 	int fd = open(path("rw"), O_CREAT | O_RDWR | O_TRUNC, 0644);
 
@@ -79,6 +80,13 @@ static void t_rw(void)
 	EXPECT("fsync", fsync(fd) == 0);
 	EXPECT("fdatasync", fdatasync(fd) == 0);
 	close(fd);
+	/* open(O_TRUNC) of a file with data (the shell's "> f") */
+	fd = open(path("rw"), O_WRONLY | O_TRUNC);
+	EXPECT("o_trunc_open", fd >= 0);
+	EXPECT("o_trunc_empties", fstat(fd, &st) == 0 && st.st_size == 0);
+	EXPECT("o_trunc_write", write(fd, "x", 1) == 1);
+	close(fd);
+	EXPECT("o_trunc_size", stat(path("rw"), &st) == 0 && st.st_size == 1);
 }
 
 static void t_sparse_big(void)

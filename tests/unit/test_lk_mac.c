@@ -412,7 +412,7 @@ static const unsigned fuzz_types[] = {
     LK_M_CONVERT,	LK_M_UNLOCK,	   LK_M_CANCEL,	 LK_M_REPLY,
     LK_M_SREPLY,	LK_M_BAST,	   LK_M_DIR_ADD, LK_M_RLOOKUP,
     LK_M_RLOOKUP_REPLY, LK_M_RCOM,	   LK_M_HANDOFF, LK_M_NTYPES,
-    LK_M_SREQUEST,	LK_M_GRANTS,	   LK_M_RUNREQ,
+    LK_M_SREQUEST,	LK_M_GRANTS,	   LK_M_RUNREQ,	 LK_M_UNLOCKS,
 };
 
 /* A correctly tagged frame of a random lock or recovery type (never

@@ -460,30 +460,125 @@ static void test_short_and_long_requests(void)
 	sim_fini();
 }
 
-/* A RUNREQ frame of @n slots from node 1 to node 2, delivered at once;
- * returns the bad frames node 2 counted. */
-static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
+/* A frame of @type with @n records of @size at @recs from node 1 to node
+ * 2, delivered at once; returns the bad frames node 2 counted. */
+static uint64_t rx_on_2(unsigned type, const void *recs, unsigned n,
+			size_t size)
 {
 	uint8_t buf[sizeof(struct lk_hdr) + 16 * sizeof(uint64_t)];
 	struct lk_hdr *h = (struct lk_hdr *)buf;
 	uint64_t before = node[2]->stats.bad_frames;
 
-	if (n > 16)
+	if (n * size > sizeof(buf) - sizeof(*h))
 		return UINT64_MAX;
 	memset(h, 0, sizeof(*h));
 	h->magic = LK_MAGIC;
 	h->version = LK_VERSION;
-	h->type = LK_M_RUNREQ;
+	h->type = (uint8_t)type;
 	h->count = (uint16_t)n;
-	h->length = (uint32_t)(sizeof(*h) + n * sizeof(uint64_t));
+	h->length = (uint32_t)(sizeof(*h) + n * size);
 	h->sender = 1;
 	h->gen = node[2]->gen;
-	memcpy(buf + sizeof(*h), slots, n * sizeof(uint64_t));
+	memcpy(buf + sizeof(*h), recs, n * size);
 	pthread_mutex_lock(&node[2]->mu);
 	lk_core_rx(node[2], 1, buf, h->length);
 	lk_out_flush(node[2]);
 	pthread_mutex_unlock(&node[2]->mu);
 	return node[2]->stats.bad_frames - before;
+}
+
+/* A RUNREQ frame of @n slots from node 1 to node 2. */
+static uint64_t rx_runreq(const uint64_t *slots, unsigned n)
+{
+	return rx_on_2(LK_M_RUNREQ, slots, n, sizeof(uint64_t));
+}
+
+/* An UNLOCKS record from node 1 to node 2, delivered at once; returns
+ * the bad frames node 2 counted. */
+static uint64_t rx_unlocks(uint64_t lkid, uint32_t count, uint32_t flags)
+{
+	struct lk_rec_unlocks u = {lkid, count, flags};
+
+	return rx_on_2(LK_M_UNLOCKS, &u, 1, sizeof(u));
+}
+
+/* The unlock of a batch whose locks need no value block written back is
+ * one 16-byte UNLOCKS record per master; node 2 then masters no lock of
+ * node 1 any more, and an EX from node 2 is granted at once. */
+static void test_unlock_batch_one_record(void)
+{
+	enum { N = 300 };
+	static struct lk_name names[N];
+	static struct lk_lock *lks[N];
+	struct lk_stats s0, s1;
+	struct lk_lock *ex;
+
+	start_cluster(2);
+	for (int i = 0; i < N; i++)
+		names[i] = nm(600000 + (uint64_t)i);
+	make_master(2, names, N, lks);
+	/* the first batch looks the masters up, so its lkids are in the
+	 * order the lookups went out; the second's follow the array */
+	for (int run = 0; run < 2; run++) {
+		CHECK(lk_lock_batch(node[1], names, N, LK_PR, 0, NULL, NULL,
+				    lks) >= 0);
+		settle();
+		CHECK_EQ(lk_wait_batch(lks, N), 0);
+		if (run == 0)
+			CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+		settle();
+	}
+	lk_ls_stats(node[1], &s0);
+	CHECK_EQ(lk_unlock_batch(lks, N, 0), N);
+	lk_ls_stats(node[1], &s1);
+	CHECK_EQ(s1.peer[2].frames_tx - s0.peer[2].frames_tx, 1);
+	CHECK_EQ(s1.peer[2].bytes_tx - s0.peer[2].bytes_tx,
+		 sizeof(struct lk_hdr) + sizeof(struct lk_rec_unlocks));
+	settle();
+	CHECK_EQ(node[2]->stats.bad_frames, 0);
+	for (int i = 0; i < N; i += 37) {
+		CHECK_EQ(lk_lock(node[2], &names[i], LK_EX, 0, NULL, NULL, &ex),
+			 LK_GRANTED_NOW);
+		CHECK_EQ(lk_unlock(ex, 0), 0);
+	}
+	sim_fini();
+}
+
+/* Malformed UNLOCKS: a count of 0, past LK_UNLOCKS_MAX or wrapping the
+ * lkid, unknown flags: dropped and counted once; lkids node 2 has no
+ * lock of: counted each, the known ones in the range still released. */
+static void test_unlocks_malformed(void)
+{
+	struct lk_name n[3];
+	struct lk_lock *lk[3], *ex;
+	uint64_t first;
+
+	start_cluster(2);
+	for (int i = 0; i < 3; i++)
+		n[i] = nm(700000 + (uint64_t)i);
+	make_master(2, n, 3, lk);
+	CHECK_EQ(rx_unlocks(1, 0, 0), 1);
+	CHECK_EQ(rx_unlocks(1, LK_UNLOCKS_MAX + 1, 0), 1);
+	CHECK_EQ(rx_unlocks(UINT64_MAX - 1, 5, 0), 1);
+	CHECK_EQ(rx_unlocks(1, 1, 0x40), 1);
+	CHECK_EQ(rx_unlocks(1ull << 50, 3, 0), 3); /* no such locks */
+	for (int run = 0; run < 2; run++) { /* the second: masters known */
+		CHECK(lk_lock_batch(node[1], n, 3, LK_PR, 0, NULL, NULL, lk) >=
+		      0);
+		settle();
+		CHECK_EQ(lk_wait_batch(lk, 3), 0);
+		if (run == 0)
+			CHECK_EQ(lk_unlock_batch(lk, 3, 0), 3);
+		settle();
+	}
+	first = lk[0]->lkid;
+	REQUIRE(lk[1]->lkid == first + 1 && lk[2]->lkid == first + 2);
+	/* the three and two unknown lkids after them */
+	CHECK_EQ(rx_unlocks(first, 5, 0), 2);
+	CHECK_EQ(lk_lock(node[2], &n[1], LK_EX, 0, NULL, NULL, &ex),
+		 LK_GRANTED_NOW);
+	CHECK_EQ(lk_unlock(ex, 0), 0);
+	sim_fini();
 }
 
 /* Malformed runs (a count of 0, one past the frame's end, a header cut
@@ -1193,6 +1288,8 @@ int main(int argc, char **argv)
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_short_and_long_requests);
 	T_RUN(test_runreq_malformed);
+	T_RUN(test_unlock_batch_one_record);
+	T_RUN(test_unlocks_malformed);
 	T_RUN(test_batch_split_frames);
 	T_RUN(test_batch_mixed_local_remote);
 	T_RUN(test_batch_cancel_midway);

@@ -1,0 +1,293 @@
+/*
+ * test_lk_batch_net.c — lk_lock_batch over real TCP: three lockspaces in
+ * this process, one per node, on 127.0.0.1-3.
+ *
+ * The simulation (test_lk_sim) checks the batch logic with no transport;
+ * here the requests of a batch leave before their lkbs exist (the early
+ * send, lk_core.c batch_send_early) and the replies may come back while
+ * the batch is still being built, so what is checked is that every kind
+ * of name a batch can hold ends up with the right lock: names mastered by
+ * two different nodes interleaved, names whose master is this node,
+ * names cached in the hold cache, the same name twice, names with a
+ * string part, names nobody has used yet, names another node holds in a
+ * conflicting mode, and locks with completion callbacks.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lockmgr/lk.h"
+#include "tests/unit/harness.h"
+
+#define NNODES 3
+static struct lk_ls *ls[NNODES + 1];
+static char dir[64];
+
+static void quiet(int level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level <= 0)
+		fprintf(stderr, "lk: %s\n", msg);
+}
+
+static int write_config(const char *path, int port)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		return -errno;
+	fprintf(f,
+		"{\"cluster\":\"batchnet\",\"secret_file\":\"%s/secret\","
+		"\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
+		dir);
+	for (int i = 1; i <= NNODES; i++)
+		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
+			i > 1 ? "," : "", i, i, port);
+	fprintf(f, "]}\n");
+	return fclose(f) == 0 ? 0 : -EIO;
+}
+
+/* Open the three lockspaces (another port if one is taken) and wait for
+ * the full membership. 0 or -errno. */
+static int start_cluster(void)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "/tmp/ucfs-batchnet.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	f = fopen(path, "w");
+	if (f == NULL)
+		return -errno;
+	fprintf(f, "batchnet-secret-%d-0123456789abcdef\n", getpid());
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/cluster.json", dir);
+	for (int attempt = 0;; attempt++) {
+		int port = 20000 + (getpid() * 31 + attempt * 7919) % 30000;
+		int ret = write_config(path, port), i;
+
+		for (i = 1; i <= NNODES && ret == 0; i++) {
+			struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet,
+						 NULL};
+
+			ret = lk_ls_open(&c, &ls[i]);
+		}
+		if (ret == 0)
+			break;
+		for (int j = i - 2; j >= 1; j--)
+			lk_ls_abandon(ls[j]);
+		if (ret != -EADDRINUSE || attempt == 5)
+			return ret;
+	}
+	for (int i = 1; i <= NNODES; i++) {
+		int ret = lk_ls_wait_quorum(ls[i], 20000);
+
+		if (ret != 0)
+			return ret;
+	}
+	for (int tries = 0; tries < 2000; tries++) {
+		uint64_t gen, m;
+		int ok = 1;
+
+		for (int i = 1; i <= NNODES; i++)
+			ok &= lk_ls_members(ls[i], &gen, &m) &&
+			      __builtin_popcountll(m) == NNODES;
+		if (ok)
+			return 0;
+		usleep(10000);
+	}
+	return -ETIMEDOUT;
+}
+
+static void stop_cluster(void)
+{
+	char path[128];
+
+	for (int i = NNODES; i >= 1; i--)
+		lk_ls_close(ls[i]);
+	snprintf(path, sizeof(path), "%s/cluster.json", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+static struct lk_name nm(uint16_t type, uint64_t num, const char *str)
+{
+	struct lk_name n;
+
+	lk_name_make(&n, type, num, str);
+	return n;
+}
+
+/* Lock @name on @node in @mode and wait for the grant; NULL on failure. */
+static struct lk_lock *lock_wait(int node, const struct lk_name *name,
+				 int mode)
+{
+	struct lk_lock *lk = NULL;
+	int ret = lk_lock(ls[node], name, mode, 0, NULL, NULL, &lk);
+
+	if (ret < 0)
+		return NULL;
+	if (ret == 0 && lk_wait(lk) != 0)
+		return NULL;
+	return lk;
+}
+
+/* Make @node the master of @name: it locks and unlocks it first. */
+static int master_on(int node, const struct lk_name *name)
+{
+	struct lk_lock *lk = lock_wait(node, name, LK_EX);
+
+	return lk != NULL && lk_unlock(lk, 0) == 0 ? 0 : -1;
+}
+
+enum { N = 700 };
+static struct lk_name names[N];
+static struct lk_lock *lks[N];
+
+/*
+ * Names 0..599 in groups: masters 2 and 3 alternating (0..399), this
+ * node's own (400..449), cached here in PR (450..499), string names
+ * mastered by 2 (500..549), fresh (550..599); then 600..699 repeat names
+ * of the first group (the same name twice in one batch).
+ */
+static int setup_names(uint16_t type)
+{
+	for (int i = 0; i < 600; i++) {
+		if (i >= 500 && i < 550) {
+			char s[16];
+
+			snprintf(s, sizeof(s), "s%d", i);
+			names[i] = nm(type, (uint64_t)i, s);
+		} else {
+			names[i] = nm(type, (uint64_t)i, NULL);
+		}
+		if (i < 400 && master_on(2 + i % 2, &names[i]) != 0)
+			return -1;
+		if (i >= 400 && i < 450 && master_on(1, &names[i]) != 0)
+			return -1;
+		if (i >= 500 && i < 550 && master_on(2, &names[i]) != 0)
+			return -1;
+		if (i >= 450 && i < 500) {
+			struct lk_lock *lk;
+
+			if (master_on(2, &names[i]) != 0)
+				return -1;
+			lk = lock_wait(1, &names[i], LK_PR);
+			if (lk == NULL || lk_unlock(lk, LK_UNLOCK_CACHE) != 0)
+				return -1;
+		}
+	}
+	for (int i = 600; i < N; i++)
+		names[i] = names[(i - 600) * 4];
+	return 0;
+}
+
+/* Every handle granted in @mode, then released. */
+static void check_and_unlock(int n, int mode)
+{
+	int bad = 0;
+
+	for (int i = 0; i < n; i++)
+		bad += lks[i] == NULL || !lk_lock_granted(lks[i]) ||
+		       lk_lock_mode(lks[i]) != mode;
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(lk_unlock_batch(lks, (size_t)n, 0), n);
+}
+
+/* The mixed batch, several times (the first run also looks masters up). */
+static void test_mixed_batch(void)
+{
+	REQUIRE(setup_names(7) == 0);
+	for (int run = 0; run < 5; run++) {
+		int ret = lk_lock_batch(ls[1], names, N, LK_PR, 0, NULL, NULL,
+					lks);
+
+		REQUIRE(ret >= 0);
+		/* at least the 50 cached and the 50 mastered here */
+		CHECK(run > 0 || ret >= 100);
+		CHECK_EQ(lk_wait_batch(lks, N), 0);
+		check_and_unlock(N, LK_PR);
+	}
+}
+
+/* Names another node holds EX: the batch's locks on them wait, the others
+ * are granted; the waiting ones are granted once the holder lets go. */
+static void test_batch_behind_holder(void)
+{
+	struct lk_lock *held[10];
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	int granted = 0;
+
+	REQUIRE(setup_names(8) == 0);
+	for (int k = 0; k < 10; k++) {
+		held[k] = lock_wait(3, &names[k * 20], LK_EX);
+		REQUIRE(held[k] != NULL);
+	}
+	REQUIRE(lk_lock_batch(ls[1], names, 600, LK_PR, 0, NULL, NULL, lks) >=
+		0);
+	/* wait for all but the ten held ones */
+	for (int i = 0; i < 600; i++)
+		if (i % 20 != 0 || i >= 200)
+			CHECK_EQ(lk_wait(lks[i]), 0);
+	nanosleep(&ts, NULL);
+	for (int k = 0; k < 10; k++)
+		granted += lk_lock_granted(lks[k * 20]);
+	CHECK_EQ(granted, 0);
+	for (int k = 0; k < 10; k++)
+		CHECK_EQ(lk_unlock(held[k], 0), 0);
+	CHECK_EQ(lk_wait_batch(lks, 600), 0);
+	check_and_unlock(600, LK_PR);
+}
+
+static atomic_int completions;
+
+static void on_completion(struct lk_lock *lk, int status, void *arg)
+{
+	(void)lk;
+	(void)arg;
+	if (status == 0)
+		atomic_fetch_add(&completions, 1);
+}
+
+/* With a completion callback: one per lock not granted inside the call. */
+static void test_batch_completions(void)
+{
+	static const struct lk_lock_ops ops = {on_completion, NULL};
+	int now, tries = 0;
+
+	REQUIRE(setup_names(9) == 0);
+	atomic_store(&completions, 0);
+	now = lk_lock_batch(ls[1], names, 600, LK_PR, 0, &ops, NULL, lks);
+	REQUIRE(now >= 0);
+	while (atomic_load(&completions) < 600 - now && tries++ < 2000)
+		usleep(5000);
+	CHECK_EQ(atomic_load(&completions), 600 - now);
+	CHECK_EQ(lk_wait_batch(lks, 600), 0);
+	check_and_unlock(600, LK_PR);
+}
+
+int main(int argc, char **argv)
+{
+	int ret;
+
+	t_init(argc, argv);
+	ret = start_cluster();
+	if (ret != 0) {
+		fprintf(stderr, "cluster: %s\n", strerror(-ret));
+		printf("FAIL start_cluster\n");
+		return 1;
+	}
+	T_RUN(test_mixed_batch);
+	T_RUN(test_batch_behind_holder);
+	T_RUN(test_batch_completions);
+	stop_cluster();
+	return t_done();
+}
