@@ -77,6 +77,10 @@ cp "$T/r1" "$T/r1x"
 dd if="$T/r2" of="$T/r1x" bs=4096 seek=10 conv=notrunc status=none
 check clu_overwrite2_read1 cmp "$T/r1x" "$M1/one"
 
+echo "a longer first line" >"$M1/trunc"
+echo x >"$M2/trunc"
+check clu_truncate_seen test "$(cat "$M1/trunc")" = x
+
 # namespace
 mkdir "$M1/dir" && echo x >"$M1/dir/f"
 check clu_mkdir_seen test -d "$M2/dir" -a -f "$M2/dir/f"
