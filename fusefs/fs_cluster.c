@@ -59,30 +59,30 @@
 #include "lockmgr/lk_config.h"
 
 struct fs_cluster {
-	struct lk_ls *ls;		/* immutable after open */
-	char name[64];			/* immutable */
-	uint32_t node;			/* immutable */
-	unsigned minhold_ms;		/* immutable */
-	unsigned timeout_ms;		/* immutable: quorum loss -> fence */
-	struct fs_glock *gl;		/* immutable after attach */
-	struct lk_lock *slot_lk;	/* mount thread: own slot's lock */
-	int slot;			/* immutable after claim; -1 */
-	struct lk_lock **try_lk;	/* per slot: recovery locks (thread
-					   that took them) */
-	unsigned nslots;		/* immutable after attach */
-	struct fs_stats_lk *stlk;	/* stats "locks" section */
+	struct lk_ls *ls;	  /* immutable after open */
+	char name[64];		  /* immutable */
+	uint32_t node;		  /* immutable */
+	unsigned minhold_ms;	  /* immutable */
+	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
+	struct fs_glock *gl;	  /* immutable after attach */
+	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
+	int slot;		  /* immutable after claim; -1 */
+	struct lk_lock **try_lk;  /* per slot: recovery locks (thread
+				     that took them) */
+	unsigned nslots;	  /* immutable after attach */
+	struct fs_stats_lk *stlk; /* stats "locks" section */
 
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct fs *fs;			/* mu */
-	uint64_t deaths;		/* mu: node-down callbacks */
-	int stop;			/* mu */
-	int fenced;			/* mu */
-	uint64_t recoveries;		/* mu: slots replayed here */
-	uint64_t recovered_tx;		/* mu */
-	uint64_t drops, dropped_bufs;	/* mu: cache drops */
-	uint64_t sync_errors;		/* mu */
+	struct fs *fs;		      /* mu */
+	uint64_t deaths;	      /* mu: node-down callbacks */
+	int stop;		      /* mu */
+	int fenced;		      /* mu */
+	uint64_t recoveries;	      /* mu: slots replayed here */
+	uint64_t recovered_tx;	      /* mu */
+	uint64_t drops, dropped_bufs; /* mu: cache drops */
+	uint64_t sync_errors;	      /* mu */
 };
 
 static uint64_t now_ms(void)
@@ -138,7 +138,7 @@ static void fs_gl_inval(struct fs_glock *gl, void *arg)
 	fs = cl->fs;
 	pthread_mutex_unlock(&cl->mu);
 	if (fs == NULL || fs->cache == NULL)
-		return;		/* mounting: nothing cached yet */
+		return; /* mounting: nothing cached yet */
 	n = fs_cache_drop_all(fs, &busy);
 	if (fs->alloc != NULL)
 		ret = fs_alloc_reload(fs);
@@ -147,10 +147,10 @@ static void fs_gl_inval(struct fs_glock *gl, void *arg)
 	cl->dropped_bufs += n;
 	pthread_mutex_unlock(&cl->mu);
 	if (busy > 0 || ret < 0)
-		fs_cluster_fence(cl, busy > 0 ? "dirty blocks at a cache drop" :
-				 "cannot reload the resource groups");
+		fs_cluster_fence(cl, busy > 0
+					 ? "dirty blocks at a cache drop"
+					 : "cannot reload the resource groups");
 }
-
 
 /* The LVB is invalid: a node died holding EX (or nobody set it yet).
  * In EX: replay and free every slot whose owner is gone. */
@@ -173,9 +173,9 @@ static int fs_gl_recover(struct fs_glock *gl, void *arg)
 }
 
 static const struct fs_glock_ops fs_gl_ops = {
-	.sync = fs_gl_sync,
-	.inval = fs_gl_inval,
-	.recover = fs_gl_recover,
+    .sync = fs_gl_sync,
+    .inval = fs_gl_inval,
+    .recover = fs_gl_recover,
 };
 
 /* ---- watchdog thread and node-down callback --------------------------- */
@@ -267,7 +267,7 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 		    char *why, size_t whylen)
 {
 	struct fs_cluster *cl = calloc(1, sizeof(*cl));
-	struct lk_ls_config lc = { 0 };
+	struct lk_ls_config lc = {0};
 	char msg[300];
 	int ret;
 
@@ -288,20 +288,24 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 	lc.arg = cl;
 	ret = lk_ls_open(&lc, &cl->ls);
 	if (ret < 0) {
-		snprintf(msg, sizeof(msg), "cannot join cluster %s as node %u: "
-			 "%s", cl->name, o->node_id, strerror(-ret));
+		snprintf(msg, sizeof(msg),
+			 "cannot join cluster %s as node %u: "
+			 "%s",
+			 cl->name, o->node_id, strerror(-ret));
 		fs_why(why, whylen, ret, msg);
 		goto out_free;
 	}
 	ret = -pthread_create(&cl->thread, NULL, cl_thread, cl);
 	if (ret < 0)
 		goto out_close;
-	ret = lk_ls_wait_quorum(cl->ls, o->quorum_ms ? (int)o->quorum_ms :
-				FS_CLUSTER_QUORUM_MS);
+	ret = lk_ls_wait_quorum(cl->ls, o->quorum_ms ? (int)o->quorum_ms
+						     : FS_CLUSTER_QUORUM_MS);
 	if (ret < 0) {
-		snprintf(msg, sizeof(msg), "cluster %s: no quorum after %u ms "
-			 "(are enough nodes up?)", cl->name, o->quorum_ms ?
-			 o->quorum_ms : FS_CLUSTER_QUORUM_MS);
+		snprintf(msg, sizeof(msg),
+			 "cluster %s: no quorum after %u ms "
+			 "(are enough nodes up?)",
+			 cl->name,
+			 o->quorum_ms ? o->quorum_ms : FS_CLUSTER_QUORUM_MS);
 		fs_why(why, whylen, ret, msg);
 		goto out_thread;
 	}
@@ -343,8 +347,7 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 	if (cl->try_lk == NULL)
 		return -ENOMEM;
 	lk_name_make(&n, FS_LK_FS, 0, NULL);
-	ret = fs_glock_new(cl->ls, &n, cl->minhold_ms, &fs_gl_ops, cl,
-			   &cl->gl);
+	ret = fs_glock_new(cl->ls, &n, cl->minhold_ms, &fs_gl_ops, cl, &cl->gl);
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&cl->mu);
@@ -383,14 +386,14 @@ static void slot_done(struct lk_lock *lk, int status, void *arg)
 	pthread_mutex_unlock(&w->mu);
 }
 
-static const struct lk_lock_ops slot_ops = { .completion = slot_done };
+static const struct lk_lock_ops slot_ops = {.completion = slot_done};
 
 /* EX on slot @s's lock. 1 granted (*out), 0 refused, -errno. Not from a
  * DLM callback. */
 static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 		     struct lk_lock **out)
 {
-	struct slot_wait w = { .done = 0 };
+	struct slot_wait w = {.done = 0};
 	struct lk_name n;
 	struct lk_lock *lk = NULL;
 	int ret;
@@ -398,8 +401,8 @@ static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
 	lk_name_make(&n, FS_LK_SLOT, s, NULL);
-	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, &w,
-		      &lk);
+	ret =
+	    lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, &w, &lk);
 	if (ret == 0) {
 		pthread_mutex_lock(&w.mu);
 		while (!w.done)
@@ -419,8 +422,8 @@ static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 	return 1;
 }
 
-int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count,
-			  unsigned *slot, char *why, size_t whylen)
+int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
+			  char *why, size_t whylen)
 {
 	char msg[120];
 
@@ -428,7 +431,8 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count,
 		int r = slot_lock(cl, s, 0, &cl->slot_lk);
 
 		if (r < 0)
-			return fs_why(why, whylen, r, "slot lock request "
+			return fs_why(why, whylen, r,
+				      "slot lock request "
 				      "failed");
 		if (r == 1) {
 			cl->slot = (int)s;
@@ -436,8 +440,10 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count,
 			return 0;
 		}
 	}
-	snprintf(msg, sizeof(msg), "all %u journal slots are in use (mkfs.ucfs "
-		 "-j sets how many nodes may mount)", count);
+	snprintf(msg, sizeof(msg),
+		 "all %u journal slots are in use (mkfs.ucfs "
+		 "-j sets how many nodes may mount)",
+		 count);
 	return fs_why(why, whylen, -EBUSY, msg);
 }
 
@@ -465,8 +471,10 @@ void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
 	cl->recoveries++;
 	cl->recovered_tx += ntx;
 	pthread_mutex_unlock(&cl->mu);
-	snprintf(msg, sizeof(msg), "recovered journal slot %u (%u "
-		 "transactions replayed)", slot, ntx);
+	snprintf(msg, sizeof(msg),
+		 "recovered journal slot %u (%u "
+		 "transactions replayed)",
+		 slot, ntx);
 	log_msg(1, msg, NULL);
 }
 
@@ -477,7 +485,7 @@ void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
  * that the watchdog fences us and this returns -EIO. */
 static int wait_quorum(struct fs_cluster *cl)
 {
-	struct timespec nap = { 0, 10 * 1000 * 1000 };
+	struct timespec nap = {0, 10 * 1000 * 1000};
 	uint64_t gen, members;
 
 	while (!lk_ls_members(cl->ls, &gen, &members)) {
@@ -522,7 +530,8 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 		fs_journal_abort(fs);
 	if (cl->gl != NULL)
 		fs_glock_fence(cl->gl);
-	snprintf(msg, sizeof(msg), "node %u fenced itself (%s): no more "
+	snprintf(msg, sizeof(msg),
+		 "node %u fenced itself (%s): no more "
 		 "device writes, every request fails with EIO; unmount it",
 		 cl->node, why);
 	log_msg(0, msg, NULL);
@@ -549,8 +558,8 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_str(o, "cluster", cl->name);
 	fs_json_u64(o, "node_id", cl->node);
 	fs_json_i64(o, "slot", cl->slot);
-	fs_json_str(o, "glock_mode", g.mode < 0 ? "none" :
-		    lk_mode_name(g.mode));
+	fs_json_str(o, "glock_mode",
+		    g.mode < 0 ? "none" : lk_mode_name(g.mode));
 	fs_json_u64(o, "glock_holders", g.holders);
 	fs_json_u64(o, "glock_acquires", g.acquires);
 	fs_json_u64(o, "glock_hits", g.hits);

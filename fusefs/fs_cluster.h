@@ -28,16 +28,16 @@ struct fs;
 struct fs_cluster;
 struct fs_stats;
 
-enum { FS_LK_FS = 1, FS_LK_SLOT = 2 };	/* lk_name.type */
+enum { FS_LK_FS = 1, FS_LK_SLOT = 2 }; /* lk_name.type */
 
 #define FS_DEFAULT_MINHOLD_MS 5
 #define FS_CLUSTER_QUORUM_MS 30000
 
 struct fs_cluster_opts {
-	const char *cluster_file;	/* lk JSON configuration */
-	uint32_t node_id;		/* 1..63 */
-	unsigned minhold_ms;		/* glock minimum hold time */
-	unsigned quorum_ms;		/* wait for quorum at most (0: 30 s) */
+	const char *cluster_file; /* lk JSON configuration */
+	uint32_t node_id;	  /* 1..63 */
+	unsigned minhold_ms;	  /* glock minimum hold time */
+	unsigned quorum_ms;	  /* wait for quorum at most (0: 30 s) */
 };
 
 /* Load the configuration, open the lockspace and wait for quorum.
@@ -56,8 +56,8 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);
 void fs_cluster_detach(struct fs_cluster *cl, int held);
 /* Take the first free journal slot of @count by its lock (EX, NOQUEUE):
  * kept until close. -EBUSY "all N journal slots are in use". */
-int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count,
-			  unsigned *slot, char *why, size_t whylen);
+int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
+			  char *why, size_t whylen);
 /* Try another slot's lock (EX, NOQUEUE, NOEXP): 1 taken (release with
  * fs_cluster_slot_drop), 0 held by a live node, -errno. May block. */
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot);

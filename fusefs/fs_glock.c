@@ -42,26 +42,26 @@ struct fs_glock {
 	struct lk_ls *ls;		/* immutable */
 	struct lk_name name;		/* immutable */
 	uint64_t minhold_ns;		/* immutable */
-	const struct fs_glock_ops *ops;	/* immutable */
+	const struct fs_glock_ops *ops; /* immutable */
 	void *arg;			/* immutable */
 	pthread_t thread;		/* immutable after new */
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv;		/* any state change (broadcast) */
-	struct lk_lock *lk;		/* mu: NULL until the first grant */
-	int mode;			/* mu */
-	int busy;			/* mu */
-	int demote_to;			/* mu */
-	unsigned holders[LK_NMODES];	/* mu */
-	unsigned nholders;		/* mu */
-	uint64_t grant_ns;		/* mu: time of the last grant */
-	int seen;			/* mu: gen is meaningful */
-	uint64_t gen;			/* mu: last generation seen */
-	int fenced;			/* mu */
-	int stop;			/* mu */
-	int comp_done;			/* mu: the pending DLM call ended */
-	int comp_status;		/* mu: ... with this status */
-	struct fs_glock_stats st;	/* mu */
+	pthread_cond_t cv;	     /* any state change (broadcast) */
+	struct lk_lock *lk;	     /* mu: NULL until the first grant */
+	int mode;		     /* mu */
+	int busy;		     /* mu */
+	int demote_to;		     /* mu */
+	unsigned holders[LK_NMODES]; /* mu */
+	unsigned nholders;	     /* mu */
+	uint64_t grant_ns;	     /* mu: time of the last grant */
+	int seen;		     /* mu: gen is meaningful */
+	uint64_t gen;		     /* mu: last generation seen */
+	int fenced;		     /* mu */
+	int stop;		     /* mu */
+	int comp_done;		     /* mu: the pending DLM call ended */
+	int comp_status;	     /* mu: ... with this status */
+	struct fs_glock_stats st;    /* mu */
 };
 
 static uint64_t now_ns(void)
@@ -121,8 +121,8 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 
 	(void)lk;
 	pthread_mutex_lock(&gl->mu);
-	to = gl->mode == LK_EX && (mode == LK_PR || mode == LK_CR) ?
-	     LK_PR : LK_NL;
+	to = gl->mode == LK_EX && (mode == LK_PR || mode == LK_CR) ? LK_PR
+								   : LK_NL;
 	if (gl->demote_to < 0 || to < gl->demote_to)
 		gl->demote_to = to;
 	pthread_cond_broadcast(&gl->cv);
@@ -142,8 +142,8 @@ static void gl_completion(struct lk_lock *lk, int status, void *arg)
 }
 
 static const struct lk_lock_ops gl_lk_ops = {
-	.completion = gl_completion,
-	.blocking = gl_blocking,
+    .completion = gl_completion,
+    .blocking = gl_blocking,
 };
 
 /* The result of lk_lock/lk_convert @ret: granted at once, failed at once,
@@ -189,7 +189,7 @@ static int run_op(struct fs_glock *gl, int recover)
 {
 	int ret = 0;
 
-	while (gl->nholders > 0)	/* nobody may look meanwhile */
+	while (gl->nholders > 0) /* nobody may look meanwhile */
 		gl_wait(gl, 0);
 	pthread_mutex_unlock(&gl->mu);
 	if (recover)
@@ -216,7 +216,7 @@ static int check_gen(struct fs_glock *gl, int mode)
 	int ret = 0;
 
 	if (!valid && gl->ops->recover != NULL)
-		ret = run_op(gl, 1);	/* mode is EX here (request) */
+		ret = run_op(gl, 1); /* mode is EX here (request) */
 	if (ret < 0)
 		return ret;
 	if (mode == LK_EX) {
@@ -282,7 +282,7 @@ static int request(struct fs_glock *gl, int mode)
 		gl->grant_ns = now_ns();
 		ret = check_gen(gl, mode);
 		if (ret < 0)
-			ret = -EIO;	/* fenced below */
+			ret = -EIO; /* fenced below */
 	}
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
@@ -318,7 +318,7 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 		if (t0 == 0)
 			t0 = now;
 		if (gl->busy || gl->demote_to >= 0) {
-			gl_wait(gl, 0);	/* let the demote (or request) end */
+			gl_wait(gl, 0); /* let the demote (or request) end */
 			continue;
 		}
 		ret = request(gl, mode);
@@ -327,14 +327,14 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 			 * the other side waits for it: give it up (as if
 			 * asked), then queue again from NL */
 			gl->st.retries++;
-			if (gl->mode > LK_NL && (gl->demote_to < 0 ||
-						 gl->demote_to > LK_NL))
+			if (gl->mode > LK_NL &&
+			    (gl->demote_to < 0 || gl->demote_to > LK_NL))
 				gl->demote_to = LK_NL;
-			else	/* nothing to give up: let the other go */
+			else /* nothing to give up: let the other go */
 				gl_wait(gl, now_ns() + 1000000ull);
 			pthread_cond_broadcast(&gl->cv);
 		} else if (ret < 0) {
-			gl->fenced = 1;	/* -ESHUTDOWN: fenced out */
+			gl->fenced = 1; /* -ESHUTDOWN: fenced out */
 			pthread_cond_broadcast(&gl->cv);
 		}
 	}
@@ -410,7 +410,7 @@ static void *gl_thread(void *arg)
 			continue;
 		}
 		if (gl->mode < 0 || !(gl->demote_to < gl->mode)) {
-			gl->demote_to = -1;	/* nothing to give up */
+			gl->demote_to = -1; /* nothing to give up */
 			pthread_cond_broadcast(&gl->cv);
 			continue;
 		}
@@ -432,8 +432,8 @@ static void *gl_thread(void *arg)
 /* ---- life cycle ------------------------------------------------------- */
 
 int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
-		 unsigned minhold_ms, const struct fs_glock_ops *ops,
-		 void *arg, struct fs_glock **out)
+		 unsigned minhold_ms, const struct fs_glock_ops *ops, void *arg,
+		 struct fs_glock **out)
 {
 	static const struct fs_glock_ops none;
 	struct fs_glock *gl = calloc(1, sizeof(*gl));

@@ -61,19 +61,19 @@ struct fs_glock_ops {
 };
 
 struct fs_glock_stats {
-	uint64_t acquires;	/* fs_glock_acquire calls that succeeded */
-	uint64_t hits;		/* ... served by the mode already held */
-	uint64_t requests;	/* DLM requests / up-conversions made */
-	uint64_t retries;	/* up-conversions refused (-EDEADLK) */
-	uint64_t demote_pr;	/* EX -> PR */
-	uint64_t demote_nl;	/* EX/PR -> NL */
-	uint64_t demote_ns;	/* time in sync + down-conversion */
-	uint64_t wait_ns;	/* time holders waited for a grant */
-	uint64_t invals;	/* ops->inval calls */
-	uint64_t recovers;	/* ops->recover calls (invalid LVB) */
-	uint64_t generation;	/* last generation seen */
-	int mode;		/* granted now (-1 none) */
-	unsigned holders;	/* local holders now */
+	uint64_t acquires;   /* fs_glock_acquire calls that succeeded */
+	uint64_t hits;	     /* ... served by the mode already held */
+	uint64_t requests;   /* DLM requests / up-conversions made */
+	uint64_t retries;    /* up-conversions refused (-EDEADLK) */
+	uint64_t demote_pr;  /* EX -> PR */
+	uint64_t demote_nl;  /* EX/PR -> NL */
+	uint64_t demote_ns;  /* time in sync + down-conversion */
+	uint64_t wait_ns;    /* time holders waited for a grant */
+	uint64_t invals;     /* ops->inval calls */
+	uint64_t recovers;   /* ops->recover calls (invalid LVB) */
+	uint64_t generation; /* last generation seen */
+	int mode;	     /* granted now (-1 none) */
+	unsigned holders;    /* local holders now */
 	int fenced;
 };
 
@@ -84,8 +84,8 @@ struct fs_glock_stats {
  * pthread_create.
  */
 int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
-		 unsigned minhold_ms, const struct fs_glock_ops *ops,
-		 void *arg, struct fs_glock **out);
+		 unsigned minhold_ms, const struct fs_glock_ops *ops, void *arg,
+		 struct fs_glock **out);
 
 /* Become a holder in @mode (LK_PR or LK_EX): 0, or -EIO (fenced),
  * -EINVAL (mode). May block (DLM round trips, a demote in progress,

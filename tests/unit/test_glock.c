@@ -54,7 +54,9 @@ static int c_recover(struct fs_glock *gl, void *arg)
 }
 
 static const struct fs_glock_ops ops = {
-	.sync = c_sync, .inval = c_inval, .recover = c_recover,
+    .sync = c_sync,
+    .inval = c_inval,
+    .recover = c_recover,
 };
 
 static int setup(void)
@@ -77,16 +79,20 @@ static int setup(void)
 	f = fopen(path, "w");
 	if (f == NULL)
 		return -1;
-	fprintf(f, "{ \"cluster\": \"tg\", \"secret_file\": \"%s\", "
-		"\"heartbeat_ms\": 50, \"timeout_ms\": 5000, \"nodes\": [", sec);
+	fprintf(f,
+		"{ \"cluster\": \"tg\", \"secret_file\": \"%s\", "
+		"\"heartbeat_ms\": 50, \"timeout_ms\": 5000, \"nodes\": [",
+		sec);
 	for (int i = 1; i <= 3; i++)
-		fprintf(f, "%s{\"id\": %d, \"addr\": \"127.0.0.%d\", "
-			"\"port\": %u}", i > 1 ? "," : "", i, i, port);
+		fprintf(f,
+			"%s{\"id\": %d, \"addr\": \"127.0.0.%d\", "
+			"\"port\": %u}",
+			i > 1 ? "," : "", i, i, port);
 	fprintf(f, "] }\n");
 	fclose(f);
 	for (int i = 0; i < 3; i++) {
-		struct lk_ls_config c = { .cluster_file = path,
-					  .nodeid = (uint32_t)i + 1 };
+		struct lk_ls_config c = {.cluster_file = path,
+					 .nodeid = (uint32_t)i + 1};
 
 		if (lk_ls_open(&c, &ls[i]) < 0)
 			return -1;
@@ -96,7 +102,7 @@ static int setup(void)
 			return -1;
 	/* all three in one membership before any lock is taken */
 	for (int n = 0; n < 400 && members != 0xe; n++) {
-		struct timespec ts = { 0, 25000000 };
+		struct timespec ts = {0, 25000000};
 
 		lk_ls_members(ls[0], &gen, &members);
 		nanosleep(&ts, NULL);
@@ -131,7 +137,7 @@ static void test_first_grant_recovers(void)
 	fs_glock_stats_get(a, &st);
 	CHECK_EQ(atomic_load(&cnt[0].recover), 1);
 	CHECK_EQ(atomic_load(&cnt[0].inval), 1);
-	CHECK_EQ(st.mode, LK_EX);	/* stepped up to recover */
+	CHECK_EQ(st.mode, LK_EX); /* stepped up to recover */
 	CHECK_EQ(st.recovers, 1);
 	fs_glock_release(a, LK_PR);
 	fs_glock_free(a);
@@ -144,7 +150,7 @@ static void test_readers_share_writer_demotes(void)
 
 	reset();
 	REQUIRE(a != NULL && b != NULL);
-	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);	/* first: recover */
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0); /* first: recover */
 	fs_glock_release(a, LK_EX);
 	/* b reads: a goes EX -> PR, writing back; b sees a new gen */
 	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0);
@@ -166,7 +172,7 @@ static void test_readers_share_writer_demotes(void)
 	/* b's demote completes on its own thread, maybe just after a's
 	 * grant: wait for its counter (no timing asserted) */
 	for (int i = 0; i < 500; i++) {
-		struct timespec ts = { 0, 10000000 };
+		struct timespec ts = {0, 10000000};
 
 		fs_glock_stats_get(b, &sb);
 		if (sb.demote_nl == 1)
@@ -175,7 +181,7 @@ static void test_readers_share_writer_demotes(void)
 	}
 	CHECK_EQ(sb.demote_nl, 1);
 	CHECK_EQ(atomic_load(&cnt[1].sync), 0);
-	CHECK_EQ(atomic_load(&cnt[0].inval), 1);	/* only the first */
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1); /* only the first */
 	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0);
 	CHECK_EQ(atomic_load(&cnt[1].inval), 2);
 	fs_glock_release(b, LK_PR);
@@ -200,7 +206,7 @@ struct worker {
 static void *ex_worker(void *arg)
 {
 	struct worker *w = arg;
-	struct timespec ts = { 0, 200000 };
+	struct timespec ts = {0, 200000};
 
 	for (int i = 0; i < w->n; i++) {
 		/* PR first, then EX: up-conversions from PR on both nodes */
@@ -223,7 +229,8 @@ static void test_two_writers_take_turns(void)
 {
 	struct fs_glock *a = gl_on(0, 3), *b = gl_on(1, 3);
 	atomic_int in_ex = 0, bad = 0;
-	struct worker wa = { a, 60, &in_ex, &bad }, wb = { b, 60, &in_ex, &bad };
+	struct worker wa = {a, 60, &in_ex, &bad};
+	struct worker wb = {b, 60, &in_ex, &bad};
 	pthread_t ta, tb;
 	struct fs_glock_stats sa, sb;
 
