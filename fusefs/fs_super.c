@@ -464,11 +464,15 @@ static int open_wait(const char *path, unsigned flags, unsigned wait_ms,
 
 /* dlm: a shared flock on the device, so that a nolock mount on this
  * machine (BD_EXCL: an exclusive flock) is refused while dlm nodes are
- * mounted, and the reverse. -1 on failure (reason in @why). */
+ * mounted, and the reverse. Not for NBD URIs. 0, or -errno (reason in
+ * @why). */
 static int share_lock(const char *path, int *fd, char *why, size_t whylen)
 {
 	int ret;
 
+	*fd = -1;
+	if (strstr(path, "://") != NULL)
+		return 0;	/* NBD URI: no file to lock (MOUNT.md) */
 	*fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (*fd < 0) {
 		ret = -errno;
