@@ -11,7 +11,8 @@
  * Agreement: the coordinator is the lowest node id among the nodes up in
  * its own view. When that set has been stable for one heartbeat interval,
  * differs from the membership being formed, and is a quorum (a strict
- * majority of the configured nodes, or 1 of 2 in two-node mode), the
+ * majority of the configured nodes; in two-node mode one node, once the
+ * peer has been seen: update_quorum), the
  * coordinator sends START(gen + 1, up set, dead set) and every member
  * runs lk_recover.c. A START also carries the sender's previous
  * membership: a node that still holds state but was left out of it is
@@ -40,11 +41,35 @@ struct lk_member {
 	uint64_t restarted; /* new incarnations of members: kept out of the
 			       up set until a generation dropped the old */
 	int warned_quorum;
+	int seen_all; /* every configured node was up at once, once */
+	int alone_ok; /* two-node: the peer did not show up in time */
+	uint64_t start_ns;
 };
 
 static uint64_t ms(unsigned v)
 {
 	return (uint64_t)v * 1000000ull;
+}
+
+/*
+ * Members needed for quorum (ls->quorum_need): a strict majority of the
+ * configured nodes; in two-node mode one node. Two nodes started at the
+ * same moment, each quorate alone at once, would each form a membership
+ * of one before their connection is up and grant the same locks (split
+ * brain). So in two-node mode the higher id is not quorate alone before
+ * both have been up together once since this process started, or
+ * timeout_ms has passed without the peer (it is down); the lower id may
+ * start alone, and the higher then joins its membership.
+ */
+static void update_quorum(struct lk_ls *ls)
+{
+	struct lk_member *m = ls->memb;
+	int lowest = ls->nodeid == (uint32_t)__builtin_ctzll(m->cfg->configured);
+
+	if (m->cfg->two_node)
+		ls->quorum_need = lowest || m->seen_all || m->alone_ok ? 1 : 2;
+	else
+		ls->quorum_need = lk_config_quorum(m->cfg);
 }
 
 int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg)
@@ -54,8 +79,9 @@ int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg)
 	if (m == NULL)
 		return -ENOMEM;
 	m->cfg = cfg;
+	m->start_ns = lk_now_ns();
 	ls->memb = m;
-	ls->quorum_need = lk_config_quorum(cfg);
+	update_quorum(ls);
 	return 0;
 }
 
@@ -199,6 +225,17 @@ void lk_member_tick(struct lk_ls *ls, uint64_t now)
 		return;
 	heartbeat(ls, now);
 	up = up_set(ls, now);
+	if (!m->seen_all && (up & m->cfg->configured) == m->cfg->configured) {
+		m->seen_all = 1;
+		update_quorum(ls);
+	}
+	if (m->cfg->two_node && !m->seen_all && !m->alone_ok &&
+	    now - m->start_ns >= ms(m->cfg->timeout_ms)) {
+		m->alone_ok = 1;
+		update_quorum(ls);
+		lk_log(ls, 1, "two-node mode: the peer did not come up within "
+			      "timeout_ms: going on alone");
+	}
 	if (up != m->up_prev) {
 		lk_log(ls, 2, "live nodes now %#llx", (unsigned long long)up);
 		m->up_prev = up;

@@ -6,8 +6,10 @@
 # Workload: untar linux-source-6.1/{kernel,ipc,init,block} (about 800
 # files) from Debian's linux-source-6.1 into the mount, sync, compare it
 # byte for byte with the same tree extracted on the host, du -s, rm -rf.
-# Nodes: DEMO_NODES=2 mounts a second node (lockproto=dlm) once cluster
-# mode exists; until then the demo runs one node with lockproto=nolock.
+# Nodes: two (DEMO_NODES, default 2): both mount the image with
+# lockproto=dlm, in two-node mode (lockmgr/PROTOCOL.md), on 127.0.0.1;
+# node 1 writes, node 2 reads the tree back. DEMO_NODES=1 runs one node
+# with lockproto=nolock.
 #
 # Invariants: everything lives in one scratch directory removed on exit;
 # every mount is unmounted and every daemon stopped by its PID, also on
@@ -17,7 +19,7 @@ BUILD=${1:-build}
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || { echo "demo: no $1" >&2; exit 1; }
 KSRC=/usr/src/linux-source-6.1.tar.xz
 SUBTREE="kernel ipc init block"
-NODES=${DEMO_NODES:-1}
+NODES=${DEMO_NODES:-2}
 SIZE_MB=${DEMO_SIZE_MB:-1024}
 W=""
 PIDS=""
@@ -43,9 +45,11 @@ cleanup() {
 	[ -n "$W" ] && rm -rf "$W"
 }
 
-# mount_node N OPTS — start the ucfs daemon of node N; adding a node to the
-# demo is one more call.
-mount_node() {
+# start_node N OPTS — start the ucfs daemon of node N (in the background:
+# in two-node mode a node waits for its peer before it mounts, so all are
+# started before wait_node waits for them); adding a node to the demo is
+# one more call of each.
+start_node() {
 	mkdir -p "$W/node$1"
 	o=$2
 	[ "$NODES" -gt 1 ] && o="$o,cluster=$W/cluster.json,node=$1"
@@ -53,13 +57,23 @@ mount_node() {
 		>"$W/ucfs.$1.log" 2>&1 &
 	PIDS="$PIDS $!"
 	eval "PID$1=$!"
+	eval "OPTS$1=\$o"
+}
+
+wait_node() {	# N
+	eval "p=\$PID$1 o=\$OPTS$1"
 	i=0
 	while ! mountpoint -q "$W/node$1"; do
-		kill -0 "$!" 2>/dev/null && [ "$i" -lt 300 ] ||
+		kill -0 "$p" 2>/dev/null && [ "$i" -lt 600 ] ||
 			{ cat "$W/ucfs.$1.log" >&2; die "node $1 did not mount"; }
 		sleep 0.1; i=$((i + 1))
 	done
 	echo "node $1 mounted on $W/node$1 (-o $o)"
+}
+
+mount_node() {	# N OPTS
+	start_node "$1" "$2"
+	wait_node "$1"
 }
 
 show_stats() {	# N
@@ -100,7 +114,12 @@ fi
 step "mount ($NODES node(s), lockproto=$proto)"
 n=1
 while [ "$n" -le "$NODES" ]; do
-	mount_node "$n" "lockproto=$proto"
+	start_node "$n" "lockproto=$proto"
+	n=$((n + 1))
+done
+n=1
+while [ "$n" -le "$NODES" ]; do
+	wait_node "$n"
 	n=$((n + 1))
 done
 

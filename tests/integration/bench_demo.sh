@@ -1,8 +1,8 @@
 #!/bin/sh
-# bench_demo — "make demo" (tools/demo.sh) runs to the end: mkfs, mount,
-# untar a kernel subtree, read it back identical after a remount, stats,
-# rm, unmount, fsck; and leaves no mount, daemon or scratch directory
-# behind.
+# bench_demo — "make demo" (tools/demo.sh) runs to the end: mkfs, mount
+# two nodes (lockproto=dlm), untar a kernel subtree on node 1, read it back
+# identical on node 2 after node 1 remounted, stats, rm, unmount, fsck;
+# and leaves no mount, daemon or scratch directory behind.
 . "$UCFS_TOP/tests/lib.sh"
 
 if [ "$(id -u)" != 0 ]; then
@@ -17,6 +17,7 @@ if [ "$rc" = 0 ]; then pass demo_runs
 else fail demo_runs "exit $rc"; tail -n 20 "$T/log" | sed 's/^/    /'; fi
 check demo_tree_identical grep -q 'is identical to the source' "$T/log"
 check demo_shows_stats grep -q 'FUSE op' "$T/log"
+check demo_two_nodes grep -q 'mount (2 node(s), lockproto=dlm)' "$T/log"
 
 # Other runs of the demo may be going on: check this run's directory only.
 W=$(sed -n 's|^== image: .* at \(/tmp/ucfs-demo\.[^/]*\)/disk.img.*|\1|p' \

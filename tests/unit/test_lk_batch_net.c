@@ -22,101 +22,9 @@
 
 #include "lockmgr/lk.h"
 #include "tests/unit/harness.h"
+#include "tests/unit/lk_local.h"
 
 #define NNODES 3
-static struct lk_ls *ls[NNODES + 1];
-static char dir[64];
-
-static void quiet(int level, const char *msg, void *arg)
-{
-	(void)arg;
-	if (level <= 0)
-		fprintf(stderr, "lk: %s\n", msg);
-}
-
-static int write_config(const char *path, int port)
-{
-	FILE *f = fopen(path, "w");
-
-	if (f == NULL)
-		return -errno;
-	fprintf(f,
-		"{\"cluster\":\"batchnet\",\"secret_file\":\"%s/secret\","
-		"\"heartbeat_ms\":200,\"timeout_ms\":5000,\"nodes\":[",
-		dir);
-	for (int i = 1; i <= NNODES; i++)
-		fprintf(f, "%s{\"id\":%d,\"addr\":\"127.0.0.%d\",\"port\":%d}",
-			i > 1 ? "," : "", i, i, port);
-	fprintf(f, "]}\n");
-	return fclose(f) == 0 ? 0 : -EIO;
-}
-
-/* Open the three lockspaces (another port if one is taken) and wait for
- * the full membership. 0 or -errno. */
-static int start_cluster(void)
-{
-	char path[128];
-	FILE *f;
-
-	snprintf(dir, sizeof(dir), "/tmp/ucfs-batchnet.XXXXXX");
-	if (mkdtemp(dir) == NULL)
-		return -errno;
-	snprintf(path, sizeof(path), "%s/secret", dir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		return -errno;
-	fprintf(f, "batchnet-secret-%d-0123456789abcdef\n", getpid());
-	fclose(f);
-	snprintf(path, sizeof(path), "%s/cluster.json", dir);
-	for (int attempt = 0;; attempt++) {
-		int port = 20000 + (getpid() * 31 + attempt * 7919) % 30000;
-		int ret = write_config(path, port), i;
-
-		for (i = 1; i <= NNODES && ret == 0; i++) {
-			struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet,
-						 NULL};
-
-			ret = lk_ls_open(&c, &ls[i]);
-		}
-		if (ret == 0)
-			break;
-		for (int j = i - 2; j >= 1; j--)
-			lk_ls_abandon(ls[j]);
-		if (ret != -EADDRINUSE || attempt == 5)
-			return ret;
-	}
-	for (int i = 1; i <= NNODES; i++) {
-		int ret = lk_ls_wait_quorum(ls[i], 20000);
-
-		if (ret != 0)
-			return ret;
-	}
-	for (int tries = 0; tries < 2000; tries++) {
-		uint64_t gen, m;
-		int ok = 1;
-
-		for (int i = 1; i <= NNODES; i++)
-			ok &= lk_ls_members(ls[i], &gen, &m) &&
-			      __builtin_popcountll(m) == NNODES;
-		if (ok)
-			return 0;
-		usleep(10000);
-	}
-	return -ETIMEDOUT;
-}
-
-static void stop_cluster(void)
-{
-	char path[128];
-
-	for (int i = NNODES; i >= 1; i--)
-		lk_ls_close(ls[i]);
-	snprintf(path, sizeof(path), "%s/cluster.json", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/secret", dir);
-	unlink(path);
-	rmdir(dir);
-}
 
 static struct lk_name nm(uint16_t type, uint64_t num, const char *str)
 {
@@ -131,7 +39,7 @@ static struct lk_lock *lock_wait(int node, const struct lk_name *name,
 				 int mode)
 {
 	struct lk_lock *lk = NULL;
-	int ret = lk_lock(ls[node], name, mode, 0, NULL, NULL, &lk);
+	int ret = lk_lock(lkl_ls[node], name, mode, 0, NULL, NULL, &lk);
 
 	if (ret < 0)
 		return NULL;
@@ -207,7 +115,7 @@ static void test_mixed_batch(void)
 {
 	REQUIRE(setup_names(7) == 0);
 	for (int run = 0; run < 5; run++) {
-		int ret = lk_lock_batch(ls[1], names, N, LK_PR, 0, NULL, NULL,
+		int ret = lk_lock_batch(lkl_ls[1], names, N, LK_PR, 0, NULL, NULL,
 					lks);
 
 		REQUIRE(ret >= 0);
@@ -231,7 +139,7 @@ static void test_batch_behind_holder(void)
 		held[k] = lock_wait(3, &names[k * 20], LK_EX);
 		REQUIRE(held[k] != NULL);
 	}
-	REQUIRE(lk_lock_batch(ls[1], names, 600, LK_PR, 0, NULL, NULL, lks) >=
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL, lks) >=
 		0);
 	/* wait for all but the ten held ones */
 	for (int i = 0; i < 600; i++)
@@ -265,7 +173,7 @@ static void test_batch_completions(void)
 
 	REQUIRE(setup_names(9) == 0);
 	atomic_store(&completions, 0);
-	now = lk_lock_batch(ls[1], names, 600, LK_PR, 0, &ops, NULL, lks);
+	now = lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, &ops, NULL, lks);
 	REQUIRE(now >= 0);
 	while (atomic_load(&completions) < 600 - now && tries++ < 2000)
 		usleep(5000);
@@ -279,7 +187,9 @@ int main(int argc, char **argv)
 	int ret;
 
 	t_init(argc, argv);
-	ret = start_cluster();
+	ret = lkl_open(NNODES, NNODES, "", 5000);
+	if (ret == 0)
+		ret = lkl_full(NNODES, 20000);
 	if (ret != 0) {
 		fprintf(stderr, "cluster: %s\n", strerror(-ret));
 		printf("FAIL start_cluster\n");
@@ -288,6 +198,6 @@ int main(int argc, char **argv)
 	T_RUN(test_mixed_batch);
 	T_RUN(test_batch_behind_holder);
 	T_RUN(test_batch_completions);
-	stop_cluster();
+	lkl_close();
 	return t_done();
 }
