@@ -43,7 +43,8 @@ struct lk_config {
 int lk_config_load(const char *path, struct lk_config *cfg, const char **why);
 const struct lk_node_cfg *lk_config_node(const struct lk_config *cfg,
 					 uint32_t id);
-/* Members needed for quorum: strict majority, or 1 in two-node mode. */
+/* Members needed for quorum at start: strict majority, or 1 in two-node
+ * mode (lk_member.c: the higher id of two waits for its peer first). */
 unsigned lk_config_quorum(const struct lk_config *cfg);
 
 #endif /* UCFS_LK_CONFIG_H */
