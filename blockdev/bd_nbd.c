@@ -534,18 +534,28 @@ static int sync_batch_end(struct bd_nbd *d, struct nbd_batch *b)
 	return ret;
 }
 
-static int bdn_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
+/* A new batch of @ios, counted outstanding and issued; NULL on -ENOMEM. */
+static struct nbd_batch *batch_start(struct bd_nbd *d, struct bd_io *ios,
+				     unsigned n, bd_done_fn done, void *arg)
 {
-	struct bd_nbd *d = to_nbd(dev);
-	struct nbd_batch *b;
+	struct nbd_batch *b = batch_new(d, ios, n, done, arg);
 
-	b = batch_new(d, ios, n, NULL, NULL);
 	if (b == NULL)
-		return -ENOMEM;
+		return NULL;
 	pthread_mutex_lock(&d->lock);
 	d->outstanding++;
 	pthread_mutex_unlock(&d->lock);
 	batch_issue(d, b);
+	return b;
+}
+
+static int bdn_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
+{
+	struct bd_nbd *d = to_nbd(dev);
+	struct nbd_batch *b = batch_start(d, ios, n, NULL, NULL);
+
+	if (b == NULL)
+		return -ENOMEM;
 	batch_wait(d, b);
 	if (batch_post_flush(d, b))
 		batch_wait(d, b);
@@ -555,17 +565,9 @@ static int bdn_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 static int bdn_submit_async(struct bd_dev *dev, struct bd_io *ios,
 			    unsigned n, bd_done_fn done, void *arg)
 {
-	struct bd_nbd *d = to_nbd(dev);
-	struct nbd_batch *b;
+	struct nbd_batch *b = batch_start(to_nbd(dev), ios, n, done, arg);
 
-	b = batch_new(d, ios, n, done, arg);
-	if (b == NULL)
-		return -ENOMEM;
-	pthread_mutex_lock(&d->lock);
-	d->outstanding++;
-	pthread_mutex_unlock(&d->lock);
-	batch_issue(d, b);
-	return 0;
+	return b != NULL ? 0 : -ENOMEM;
 }
 
 static int bdn_read(struct bd_dev *dev, void *buf, size_t len, uint64_t off)
