@@ -1255,19 +1255,28 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	}
 	batch_send_early(ls, a, bn, n, held);
 	for (size_t i = 0; i < n; i++) {
+		int r;
+
 		if (bn[i].look)
 			continue;
 		if (bn[i].sent_lkid != 0) {
+			/* its request is at the master: its lkb must exist
+			 * (cannot fail: the pool was reserved), even after
+			 * another name failed */
 			lk_res_untoss(ls, bn[i].res);
-			ret = lock_new(ls, a, bn[i].res, bn[i].sent_lkid,
-				       &out[i]);
+			r = lock_new(ls, a, bn[i].res, bn[i].sent_lkid,
+				     &out[i]);
+		} else if (ret < 0) {
+			continue; /* after a failure: only what was sent */
 		} else {
-			ret = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
-				       &out[i]);
+			r = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
+				     &out[i]);
 		}
-		if (ret < 0)
-			return ret;
-		*granted += ret == LK_GRANTED_NOW;
+		if (r < 0) {
+			ret = ret < 0 ? ret : r;
+			continue;
+		}
+		*granted += r == LK_GRANTED_NOW;
 	}
 	return ret;
 }
