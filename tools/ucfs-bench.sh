@@ -361,7 +361,7 @@ ucfs_mount_node() {
 	mkdir -p "$_m"
 	_o="$(attr O "$1")"
 	if [ "$(attr P "$1")" = dlm ]; then
-		_o="$_o,cluster=$(cluster_json),node=$2"
+		_o="$_o,lockproto=dlm,cluster=$(cluster_json),node=$2"
 	fi
 	_o=${_o#,}
 	"$UCFS" -f ${_o:+-o "$_o"} "$IMG" "$_m" \
@@ -717,16 +717,14 @@ for_setups() {
 			if is_base "$1"; then
 				[ "$SETUP" = mounted2 ] && continue
 				SETUP=2clients
+			elif [ "$(attr P "$1")" = dlm ]; then
+				_nodes=2 # the cluster probe above succeeded
+				[ "$SETUP" = 2way ] && SETUP=2nodes
 			else
-				cluster_probe
-				if [ "$CLUSTER" = yes ]; then
-					_nodes=2
-					[ "$SETUP" = 2way ] && SETUP=2nodes
-				else
-					skipped "$1" "2 nodes" "$SKIP2"
-					[ "$SETUP" = mounted2 ] && continue
-					SETUP=2clients
-				fi
+				# a nolock node owns the device: two
+				# clients on its one mount
+				[ "$SETUP" = mounted2 ] && continue
+				SETUP=2clients
 			fi ;;
 		esac
 		progress "$SCEN: $1 $SETUP: format and mount"
@@ -1378,7 +1376,7 @@ make_targets() {
 	function two(sc, s, cl, ph, m,   k) {
 		if ((sc, s, "2nodes", cl, ph, m) in v) { setup2 = "2 nodes"
 			return v[sc, s, "2nodes", cl, ph, m] }
-		setup2 = "2 clients on 1 node: cluster mode not available"
+		setup2 = "2 clients on 1 node (nolock)"
 		return v[sc, s, "2clients", cl, ph, m] }
 	function scale(sc, s, cl1, cl2, ph, m, inv,   a, b) {
 		a = two(sc, s, cl2, ph, m); b = v[sc, s, "1node", cl1, ph, m]
