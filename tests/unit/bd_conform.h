@@ -15,8 +15,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "blockdev/bd.h"
 #include "tests/unit/harness.h"
@@ -353,6 +355,85 @@ static inline void *hammer_main(void *arg)
 	}
 	free(buf);
 	return NULL;
+}
+
+/* ---- throughput by hand ---- */
+
+static inline double secs_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static inline void tput_line(const char *what, unsigned mib, double s, int ret)
+{
+	printf("%-13s %u MiB: %7.1f MB/s (%.3f s) ret %d\n", what, mib,
+	       mib * 1.048576 / s, s, ret);
+}
+
+/* Sequential 1 MiB I/Os of @op, @qd at a time (qd 1: bd_read/bd_write). */
+static inline int tput_pass(struct bd_dev *dev, enum bd_op op, unsigned qd,
+		     unsigned mib, char *bufs)
+{
+	struct bd_io ios[16];
+	struct timespec t0;
+	char what[32];
+	int ret = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0; i < mib && ret == 0; i += qd) {
+		unsigned n = mib - i < qd ? mib - i : qd;
+
+		if (qd == 1 && op == BD_WRITE)
+			ret = bd_write(dev, bufs, MiB, (uint64_t)i * MiB, 0);
+		else if (qd == 1)
+			ret = bd_read(dev, bufs, MiB, (uint64_t)i * MiB);
+		if (qd == 1)
+			continue;
+		for (unsigned k = 0; k < n; k++) {
+			uint64_t off = (uint64_t)(i + k) * MiB;
+
+			ios[k] = (struct bd_io){ .op = op, .len = MiB,
+						 .buf = bufs + (size_t)k * MiB,
+						 .off = off };
+		}
+		ret = bd_submit(dev, ios, n);
+	}
+	if (ret == 0 && op == BD_WRITE)
+		ret = bd_flush(dev);
+	snprintf(what, sizeof(what), "%s qd%u", op == BD_WRITE ? "write" :
+		 "read", qd);
+	tput_line(what, mib, secs_since(&t0), ret);
+	return ret;
+}
+
+/* By hand (test_bd and test_bd_nbd --tput DEVICE [MiB]): MB/s of 1 MiB
+ * sequential writes and reads through bd_open_any (a path: O_DIRECT; an
+ * NBD URI), one at a time and in batches of 8. */
+static inline int throughput(const char *spec, unsigned mib)
+{
+	char *bufs = bd_buf_alloc(8 * (size_t)MiB);
+	struct bd_dev *dev;
+	int ret;
+
+	ret = bd_open_any(spec, 0, &dev);
+	if (ret != 0 || bufs == NULL) {
+		fprintf(stderr, "%s: %s\n", spec, strerror(-ret));
+		return 1;
+	}
+	if (bd_size(dev) < (uint64_t)mib * MiB)
+		mib = (unsigned)(bd_size(dev) / MiB);
+	fill(bufs, 8 * (size_t)MiB, 9);
+	ret = tput_pass(dev, BD_WRITE, 1, mib, bufs);
+	ret = ret ? ret : tput_pass(dev, BD_READ, 1, mib, bufs);
+	ret = ret ? ret : tput_pass(dev, BD_WRITE, 8, mib, bufs);
+	ret = ret ? ret : tput_pass(dev, BD_READ, 8, mib, bufs);
+	bd_close(dev);
+	free(bufs);
+	return ret != 0;
 }
 
 #endif /* UCFS_TEST_BD_CONFORM_H */

@@ -833,61 +833,6 @@ static void test_open_any(void)
 	srv_stop(&s);
 }
 
-static double secs_since(double t0)
-{
-	return now_s() - t0;
-}
-
-/* Sequential 1 MiB I/Os of @op, @qd at a time; prints MB/s. */
-static int tput_pass(struct bd_dev *dev, enum bd_op op, unsigned qd,
-		     unsigned mib, char *bufs)
-{
-	struct bd_io ios[8];
-	double t0 = now_s(), s;
-	int ret = 0;
-
-	for (unsigned i = 0; i < mib && ret == 0; i += qd) {
-		unsigned n = mib - i < qd ? mib - i : qd;
-
-		for (unsigned k = 0; k < n; k++)
-			ios[k] = (struct bd_io){
-				.op = op, .len = MiB,
-				.buf = bufs + (size_t)k * MiB,
-				.off = (uint64_t)(i + k) * MiB };
-		ret = bd_submit(dev, ios, n);
-	}
-	if (ret == 0 && op == BD_WRITE)
-		ret = bd_flush(dev);
-	s = secs_since(t0);
-	printf("%-5s qd%u %u MiB: %7.1f MB/s (%.3f s) ret %d\n",
-	       op == BD_WRITE ? "write" : "read", qd, mib, mib * 1.048576 / s,
-	       s, ret);
-	return ret;
-}
-
-static int throughput(const char *spec, unsigned mib)
-{
-	char *bufs = bd_buf_alloc(8 * (size_t)MiB);
-	struct bd_dev *dev;
-	int ret;
-
-	ret = bd_open_any(spec, 0, &dev);
-	if (ret != 0 || bufs == NULL) {
-		fprintf(stderr, "%s: %s\n", spec, strerror(-ret));
-		return 1;
-	}
-	if (bd_size(dev) < (uint64_t)mib * MiB)
-		mib = (unsigned)(bd_size(dev) / MiB);
-	fill(bufs, 8 * (size_t)MiB, 9);
-	ret = tput_pass(dev, BD_WRITE, 1, mib, bufs);
-	ret = ret ? ret : tput_pass(dev, BD_READ, 1, mib, bufs);
-	ret = ret ? ret : tput_pass(dev, BD_WRITE, 8, mib, bufs);
-	ret = ret ? ret : tput_pass(dev, BD_READ, 8, mib, bufs);
-	bd_close(dev);
-	free(bufs);
-	return ret != 0;
-}
-
 struct lat_job {
 	struct bd_dev *dev;
 	enum bd_op op;
