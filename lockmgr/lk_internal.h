@@ -255,7 +255,10 @@ struct lk_ls {
 	uint64_t fut_gen; /* DONEs of a generation not started yet */
 	uint64_t fut_done[LK_RS_NPHASES + 1];
 	uint64_t fut_dead;
-	uint64_t left;	       /* nodes that said LEAVE (not dead) */
+	uint64_t left;	       /* nodes that said LEAVE (not dead); one
+				  that came back stays until a generation
+				  with its new incarnation starts */
+	uint64_t rejoined;     /* nodes of left back as a new incarnation */
 	uint64_t done_gen;     /* last generation whose state took effect */
 	uint64_t done_members; /* (reached phase 5) and its members */
 

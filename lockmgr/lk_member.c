@@ -106,7 +106,14 @@ void lk_member_peer_authed(struct lk_ls *ls, uint32_t node,
 	if (m == NULL || node >= LK_MAX_NODES)
 		return;
 	if (m->incarnation[node] != 0 && m->incarnation[node] != incarnation &&
-	    ((ls->members | ls->rmembers) & b)) {
+	    (ls->left & b)) {
+		/* it left cleanly, so it held nothing: a join; what it
+		 * mastered is void until a generation with it starts */
+		ls->rejoined |= b;
+		lk_log(ls, 2, "node %u is back after leaving", node);
+	} else if (m->incarnation[node] != 0 &&
+		   m->incarnation[node] != incarnation &&
+		   ((ls->members | ls->rmembers) & b)) {
 		/* it restarted: its old locks must go before it comes back */
 		m->restarted |= b;
 		lk_log(ls, 1,
@@ -116,7 +123,6 @@ void lk_member_peer_authed(struct lk_ls *ls, uint32_t node,
 	}
 	m->incarnation[node] = incarnation;
 	m->left &= ~b;
-	ls->left &= ~b;
 	m->last_rx[node] = lk_now_ns();
 }
 
@@ -142,6 +148,7 @@ void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	if (type == LK_M_LEAVE) {
 		m->left |= 1ull << sender;
 		ls->left |= 1ull << sender;
+		ls->rejoined &= ~(1ull << sender);
 		lk_log(ls, 2, "node %u leaves", sender);
 	}
 }
@@ -198,9 +205,15 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	int stuck =
 	    ls->rphase != 0 && now - ls->rstart_ns > 4 * ms(m->cfg->timeout_ms);
 
+	/* our generation lost to a higher one (its number was picked before
+	 * we heard of that one, e.g. by a node that just rejoined): the
+	 * members that took the higher refused our START */
+	if (ls->rphase != 0 && (ls->rgen & 0xff) == ls->nodeid &&
+	    m->max_gen > ls->rgen)
+		stuck = 1;
 	if ((unsigned)__builtin_ctzll(up) != ls->nodeid)
 		return; /* not the coordinator */
-	if ((up == target && !stuck) ||
+	if ((up == target && !stuck && !(ls->rejoined & up)) ||
 	    now - m->up_since < ms(m->cfg->heartbeat_ms))
 		return;
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
@@ -209,7 +222,8 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	 * never issue the same number, and the higher one wins */
 	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen);
 	gen = (((gen >> 8) + 1) << 8) | ls->nodeid;
-	dead = (ls->rmembers | ls->members) & ~up & ~m->left;
+	/* a node back after leaving held nothing even if it went again */
+	dead = (ls->rmembers | ls->members) & ~up & ~m->left & ~ls->left;
 	lk_log(ls, 2, "coordinator: generation %llu, members %#llx, dead %#llx",
 	       (unsigned long long)gen, (unsigned long long)up,
 	       (unsigned long long)dead);

@@ -119,7 +119,10 @@ static void phase1(struct lk_ls *ls, uint64_t dead)
 			purge_queue(ls, r, &r->q.grantq, dead);
 			purge_queue(ls, r, &r->q.convertq, dead);
 			purge_queue(ls, r, &r->q.waitq, dead);
-		} else if (r->master != 0 && !(ls->rmembers & bit(r->master))) {
+		} else if (r->master != 0 &&
+			   (!(ls->rmembers & bit(r->master)) ||
+			    (ls->left & bit(r->master)))) {
+			/* gone, or left and back as a new incarnation */
 			r->master = 0;
 			r->remaster = 1;
 		}
@@ -531,6 +534,9 @@ int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
 	ls->rstart_ns = ls->now = lk_now_ns();
 	set_members(ls, members);
 	phase1(ls, ls->rdead);
+	/* phase 1 voided what they mastered before they left */
+	ls->left &= ~(members & ls->rejoined);
+	ls->rejoined &= ~members;
 	bcast_done(ls, 1);
 	advance(ls);
 	return 0;
