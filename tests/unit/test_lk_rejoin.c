@@ -207,7 +207,8 @@ static int downs_total(void)
 
 	for (int i = 1; i <= LKL_MAX; i++)
 		for (int j = 1; j <= LKL_MAX; j++)
-			n += __atomic_load_n(&obs[i].downs[j], __ATOMIC_RELAXED);
+			n +=
+			    __atomic_load_n(&obs[i].downs[j], __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -384,8 +385,8 @@ static void test_crash_and_restart_is_a_death(void)
 	CHECK_EQ(lkl_full(3, 30000), 0);
 	printf("# crash: node 3 back in the membership after %llu ms\n",
 	       (unsigned long long)(now_ms() - start));
-	for (int t = 0; t < 1000 && (obs[1].downs[3] == 0 ||
-				     obs[2].downs[3] == 0); t++)
+	for (int t = 0;
+	     t < 1000 && (obs[1].downs[3] == 0 || obs[2].downs[3] == 0); t++)
 		usleep(10000);
 	CHECK(obs[1].downs[3] >= 1);
 	CHECK(obs[2].downs[3] >= 1);
