@@ -143,7 +143,7 @@ struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 	struct lk_res *r = ls->res_hash[hash & LK_HASH_MASK];
 
 	for (; r != NULL; r = r->hnext)
-		if (r->hash == hash && memcmp(&r->name, n, sizeof(*n)) == 0)
+		if (r->hash == hash && lk_name_eq(&r->name, n))
 			return r;
 	return NULL;
 }
@@ -481,8 +481,11 @@ void lk_res_master_known(struct lk_ls *ls, struct lk_res *res)
 	lk_res_maybe_toss(ls, res);
 }
 
-void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
-		     const struct lk_rec_reply *r)
+/* lk_lkb_complete; a grant's type figures gathered in @gs if not NULL
+ * (rx_grants: the caller ends them). */
+static void complete(struct lk_ls *ls, struct lk_lock *lk, int status,
+		     int mode, const struct lk_rec_reply *r,
+		     struct lk_grant_stats *gs)
 {
 	int failed_new = 0;
 
@@ -498,8 +501,15 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 			lk->lvb_valid = (r->lvbf & LK_RF_LVB_VALID) != 0;
 			lk->lvb_seq = r->lvb_seq;
 		}
-		lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
-			       r != NULL && (r->lvbf & LK_RF_QUEUED), ls->now);
+		if (gs != NULL)
+			lk_stats_grant_add(ls, gs, lk,
+					   lk->res->master != ls->nodeid,
+					   r != NULL && (r->lvbf & LK_RF_QUEUED),
+					   ls->now);
+		else
+			lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
+				       r != NULL && (r->lvbf & LK_RF_QUEUED),
+				       ls->now);
 	} else if (lk->state == LK_S_CONVERTING) {
 		lk->state = LK_S_GRANTED;
 	} else {
@@ -520,6 +530,12 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 		lk_cb_push(ls, LK_CB_COMP, lk, status);
 	if (failed_new)
 		lkb_kill(ls, lk);
+}
+
+void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
+		     const struct lk_rec_reply *r)
+{
+	complete(ls, lk, status, mode, r, NULL);
 }
 
 /* A down-conversion or unlock of PW/EX: counted per resource and per type
@@ -785,6 +801,7 @@ static void rx_sreply(struct lk_ls *ls, const struct lk_rec_sreply *s)
  * no pending state are counted, and logged once per record. */
 static void rx_grants(struct lk_ls *ls, const struct lk_rec_grants *g)
 {
+	struct lk_grant_stats gs = {0};
 	struct lk_rec_reply r;
 	uint32_t bad = 0;
 
@@ -807,8 +824,9 @@ static void rx_grants(struct lk_ls *ls, const struct lk_rec_grants *g)
 			continue;
 		}
 		r.lkid = lk->lkid;
-		lk_lkb_complete(ls, lk, 0, g->mode, &r);
+		complete(ls, lk, 0, g->mode, &r, &gs);
 	}
+	lk_stats_grants_end(&gs);
 	if (bad != 0) {
 		ls->stats.bad_frames += bad;
 		lk_log(ls, 1,
@@ -1047,7 +1065,7 @@ static int lock_new(struct lk_ls *ls, const struct lock_args *a,
 		/* peers used it lately: their next request may be sitting
 		 * in a socket, unread; read it before granting locally */
 		ls->xp.poll_rx(ls->xp.ctx);
-	lk_stats_request(ls, res, lk->t_req);
+	lk_stats_request_add(ls, &ls->req_stats, res, lk->t_req);
 	lk->refs++; /* ours, for the duration of the call */
 	if (sent_lkid != 0) {
 		lk->state = LK_S_WAITING;
@@ -1108,6 +1126,7 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	lk_api_lock(ls);
 	ls->now_fresh = 0;
 	ret = lock_one(ls, &a, name, lk_name_hash(name), NULL, out);
+	lk_stats_requests_end(&ls->req_stats);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
@@ -1309,6 +1328,7 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	lk_api_lock(ls);
 	ls->now_fresh = 0; /* one clock read per batch (lock_new) */
 	ret = batch_locked(ls, names, n, bn, &a, out, &granted, &held);
+	lk_stats_requests_end(&ls->req_stats);
 	LK_TL(LK_TL_BUILT);
 	lk_out_flush(ls);
 	/* the early requests' replies that came meanwhile, if any */

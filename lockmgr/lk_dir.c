@@ -18,7 +18,7 @@ static struct lk_dirent **slot(struct lk_ls *ls, const struct lk_name *n,
 	struct lk_dirent **pp = &ls->dir_hash[hash & LK_HASH_MASK];
 
 	while (*pp != NULL && ((*pp)->hash != hash ||
-			       memcmp(&(*pp)->name, n, sizeof(*n)) != 0))
+			       !lk_name_eq(&(*pp)->name, n)))
 		pp = &(*pp)->hnext;
 	return pp;
 }

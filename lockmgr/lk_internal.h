@@ -49,6 +49,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_grant.h"
@@ -218,6 +219,27 @@ struct lk_cbev {
  * through. */
 enum { LK_RS_RUNNING = 0, LK_RS_NPHASES = 6 };
 
+/* Two names are the same when all their bytes are (lk_name_make zeroes
+ * the unused string bytes); memcmp without the call. */
+static inline int lk_name_eq(const struct lk_name *a, const struct lk_name *b)
+{
+	uint64_t x[4], y[4];
+
+	_Static_assert(sizeof(struct lk_name) == sizeof(x), "lk_name size");
+	memcpy(x, a, sizeof(x));
+	memcpy(y, b, sizeof(y));
+	return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) |
+		(x[3] ^ y[3])) == 0;
+}
+
+/* Requests of one call (lk_stats.c): the type's figures added once, by
+ * lk_stats_requests_end. */
+struct lk_req_stats {
+	struct lk_type_stats *t;
+	uint32_t n, irt_n;
+	int64_t irt_sum; /* inter-request times, ns */
+};
+
 struct lk_ls {
 	pthread_mutex_t mu;
 	int net_wants;	    /* atomic: the network thread waits for mu (1),
@@ -225,6 +247,7 @@ struct lk_ls {
 	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
 	uint64_t now;	    /* ns, clock read at the current entry point */
 	int now_fresh;	    /* lock_one: now is this call's */
+	struct lk_req_stats req_stats; /* this lock call's, not yet added */
 	uint32_t nodeid;    /* immutable */
 	struct lk_xport xp; /* immutable after open */
 	int closing;
@@ -450,9 +473,24 @@ void lk_cb_thread_stop(struct lk_ls *ls);
 
 /* lk_stats.c */
 struct lk_type_stats *lk_stats_type(struct lk_ls *ls, uint16_t type);
-void lk_stats_request(struct lk_ls *ls, struct lk_res *res, uint64_t now);
+void lk_stats_request_add(struct lk_ls *ls, struct lk_req_stats *g,
+			  struct lk_res *res, uint64_t now);
+void lk_stats_requests_end(struct lk_req_stats *g);
 void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
 		    int queued, uint64_t now);
+/* Grants completed together (lk_stats.c): the type's figures of a run
+ * of alike grants are added once, by lk_stats_grants_end. */
+struct lk_grant_stats {
+	struct lk_type_stats *t;
+	uint64_t d; /* request to grant, ns */
+	uint32_t n; /* grants gathered, 0: none */
+	int8_t mode;
+	uint8_t remote, queued;
+};
+void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
+			struct lk_lock *lk, int remote, int queued,
+			uint64_t now);
+void lk_stats_grants_end(struct lk_grant_stats *g);
 void lk_stats_peer_tx(struct lk_ls *ls, uint32_t node, size_t bytes,
 		      unsigned records);
 void lk_stats_peer_rx(struct lk_ls *ls, uint32_t node, size_t bytes,

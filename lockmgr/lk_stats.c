@@ -27,19 +27,41 @@ static void smooth(int64_t *avg, int64_t *var, int64_t x)
 	*var += ((d < 0 ? -d : d) - *var) / 4;
 }
 
-void lk_stats_request(struct lk_ls *ls, struct lk_res *res, uint64_t now)
+/*
+ * A request's figures: the resource's at once; the type's gathered in
+ * @g while the requests that follow are of its type (one lk_lock_batch
+ * call) and added by lk_stats_requests_end, their inter-request times
+ * as one sample: their mean.
+ */
+void lk_stats_request_add(struct lk_ls *ls, struct lk_req_stats *g,
+			  struct lk_res *res, uint64_t now)
 {
-	struct lk_counts *c = &lk_stats_type(ls, res->name.type)->c;
+	struct lk_type_stats *t = lk_stats_type(ls, res->name.type);
 
-	c->requests++;
+	if (g->n != 0 && g->t != t)
+		lk_stats_requests_end(g);
+	g->t = t;
+	g->n++;
 	res->stats.requests++;
 	if (res->last_req != 0) {
 		int64_t d = (int64_t)(now - res->last_req);
 
 		smooth(&res->stats.sirt, &res->stats.sirtvar, d);
-		smooth(&c->sirt, &c->sirtvar, d);
+		g->irt_sum += d;
+		g->irt_n++;
 	}
 	res->last_req = now;
+}
+
+void lk_stats_requests_end(struct lk_req_stats *g)
+{
+	if (g->n == 0)
+		return;
+	g->t->c.requests += g->n;
+	if (g->irt_n != 0)
+		smooth(&g->t->c.sirt, &g->t->c.sirtvar,
+		       g->irt_sum / (int64_t)g->irt_n);
+	*g = (struct lk_req_stats){0};
 }
 
 /* floor(log2(us)), 0 below 2 us, at most the last bucket */
@@ -51,38 +73,75 @@ static unsigned bucket(uint64_t ns)
 	return b < LK_HIST_BUCKETS - 1 ? b : LK_HIST_BUCKETS - 1;
 }
 
+/*
+ * A grant's figures. The resource's are added at once; the type's are
+ * gathered in @g while the grants that follow share its type, mode,
+ * remote/queued and wait time (the locks of one GRANTS record: one
+ * round trip), and added by lk_stats_grants_end. So a batch's 1,000
+ * grants are one sample of the type's smoothed round trip, as they are
+ * one round trip; the counts, histogram and per-mode figures count each.
+ */
+void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
+			struct lk_lock *lk, int remote, int queued,
+			uint64_t now)
+{
+	struct lk_counts *rc = &lk->res->stats;
+	struct lk_type_stats *t = lk_stats_type(ls, lk->res->name.type);
+	uint64_t d = now > lk->t_req ? now - lk->t_req : 0;
+
+	if (remote) {
+		rc->grants_remote++;
+		if (queued)
+			smooth(&rc->srttb, &rc->srttvarb, (int64_t)d);
+		else
+			smooth(&rc->srtt, &rc->srttvar, (int64_t)d);
+	}
+	rc->waits += queued != 0;
+	if (g->n != 0 && g->t == t && g->d == d && g->mode == lk->grmode &&
+	    g->remote == (remote != 0) && g->queued == (queued != 0)) {
+		g->n++;
+		return;
+	}
+	lk_stats_grants_end(g);
+	*g = (struct lk_grant_stats){t, d, 1, lk->grmode, remote != 0,
+				     queued != 0};
+}
+
+void lk_stats_grants_end(struct lk_grant_stats *g)
+{
+	struct lk_type_stats *t = g->t;
+	int m = g->mode;
+
+	if (g->n == 0)
+		return;
+	if (g->remote) {
+		t->c.grants_remote += g->n;
+		if (g->queued)
+			smooth(&t->c.srttb, &t->c.srttvarb, (int64_t)g->d);
+		else
+			smooth(&t->c.srtt, &t->c.srttvar, (int64_t)g->d);
+	} else {
+		t->c.grants_local += g->n;
+	}
+	if (g->queued)
+		t->c.waits += g->n;
+	t->wait_hist[bucket(g->d)] += g->n;
+	if (m >= 0 && m < LK_NMODES) {
+		t->mode_count[m] += g->n;
+		t->mode_total_ns[m] += g->d * g->n;
+		if (g->d > t->mode_max_ns[m])
+			t->mode_max_ns[m] = g->d;
+	}
+	g->n = 0;
+}
+
 void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
 		    int queued, uint64_t now)
 {
-	struct lk_type_stats *t = lk_stats_type(ls, lk->res->name.type);
-	struct lk_counts *rc = &lk->res->stats;
-	uint64_t d = now > lk->t_req ? now - lk->t_req : 0;
-	int m = lk->grmode;
+	struct lk_grant_stats g = {0};
 
-	if (remote) {
-		t->c.grants_remote++;
-		rc->grants_remote++;
-		if (queued) {
-			smooth(&t->c.srttb, &t->c.srttvarb, (int64_t)d);
-			smooth(&rc->srttb, &rc->srttvarb, (int64_t)d);
-		} else {
-			smooth(&t->c.srtt, &t->c.srttvar, (int64_t)d);
-			smooth(&rc->srtt, &rc->srttvar, (int64_t)d);
-		}
-	} else {
-		t->c.grants_local++;
-	}
-	if (queued) {
-		t->c.waits++;
-		rc->waits++;
-	}
-	t->wait_hist[bucket(d)]++;
-	if (m >= 0 && m < LK_NMODES) {
-		t->mode_count[m]++;
-		t->mode_total_ns[m] += d;
-		if (d > t->mode_max_ns[m])
-			t->mode_max_ns[m] = d;
-	}
+	lk_stats_grant_add(ls, &g, lk, remote, queued, now);
+	lk_stats_grants_end(&g);
 }
 
 void lk_stats_peer_tx(struct lk_ls *ls, uint32_t node, size_t bytes,

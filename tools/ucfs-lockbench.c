@@ -17,12 +17,22 @@
  *   throughput many threads on many resources over all nodes: ops/s
  *
  * Usage: ucfs-lockbench [-n NODES] [-t THREADS] [-s SECONDS] [-P POLL_US]
- *                       [-j FILE]
+ *                       [-F] [-j FILE]
  * -P sets the configuration's poll_us (0: the lock manager never polls
- * without sleeping; default 100).
+ * without sleeping; default 100). -F leaves threads free (Placement).
  * The N peers are N lockspaces in this process, each with its own
  * threads and its own address 127.0.0.K, talking over real TCP. Prints a
  * table, then JSON (to stdout, or to FILE with -j).
+ *
+ * Placement: nodes are separate machines, so by default each node's
+ * threads (its lock manager's, and the bench threads that lock through
+ * it) are bound to a CPU of their own, node K to the (K-1)th allowed CPU
+ * modulo their count; the yardstick's client and echo threads likewise to
+ * node 1's and node 2's. Left free (-F, or a single allowed CPU), the
+ * kernel tends to put the requester and the master's network thread on
+ * one CPU (a socket ping-pong's wake-ups are synchronous and pull the
+ * reader to the writer's CPU; polling threads never sleep, so never move
+ * again), and the two nodes then take turns on it.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -46,6 +56,9 @@ static struct lk_ls *ls[MAXN + 1];
 static int nnodes = 3, nthreads = 8, poll_us = -1;
 static double seconds = 1.0;
 static char dir[64];
+static int free_threads;	/* -F */
+static int ncpus;		/* CPUs nodes are bound to; 0: threads free */
+static int cpu_of[CPU_SETSIZE]; /* the allowed CPUs, in order */
 
 static uint64_t now_ns(void)
 {
@@ -135,6 +148,37 @@ static void settle_polling(void)
 
 static uint64_t warm_backoffs;
 
+/* ---- placement ---- */
+
+/* The CPUs this process may use; with -F or only one, threads stay free. */
+static void placement_init(void)
+{
+	static int done;
+	cpu_set_t set;
+
+	if (done++ || free_threads ||
+	    sched_getaffinity(0, sizeof(set), &set) != 0)
+		return;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			cpu_of[ncpus++] = c;
+	if (ncpus < 2)
+		ncpus = 0;
+}
+
+/* Bind the calling thread to node @node's CPU (threads it creates
+ * inherit it). */
+static void bind_to_node(int node)
+{
+	cpu_set_t set;
+
+	if (ncpus == 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu_of[(node - 1) % ncpus], &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
 /* ---- cluster set-up ---- */
 
 static void quiet(int level, const char *msg, void *arg)
@@ -176,8 +220,10 @@ static void open_nodes(const char *path)
 			struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet,
 						 NULL};
 
+			bind_to_node(i); /* its threads start here */
 			ret = lk_ls_open(&c, &ls[i]);
 		}
+		bind_to_node(1); /* this thread asks as node 1 */
 		if (ret == 0)
 			return;
 		for (int j = i - 2; j >= 1; j--)
@@ -192,6 +238,7 @@ static void start_cluster(void)
 	char path[128];
 	FILE *f;
 
+	placement_init();
 	snprintf(dir, sizeof(dir), "/tmp/ucfs-lockbench.XXXXXX");
 	if (mkdtemp(dir) == NULL)
 		die("mkdtemp", errno);
@@ -301,12 +348,15 @@ static void rtt_open_one(struct rtt_pair *p, uint64_t spin)
 	p->s = accept(p->l, NULL, NULL);
 	setsockopt(p->c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(p->s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	bind_to_node(2); /* the echo side is the other machine */
 	pthread_create(&p->th, NULL, echo_main, p);
+	bind_to_node(1);
 	pthread_setname_np(p->th, spin ? "rtt-echo-poll" : "rtt-echo");
 }
 
 static void rtt_open(void)
 {
+	placement_init();
 	rtt_open_one(&rtt[0], 0);
 	rtt_open_one(&rtt[1], LK_SPIN_ECHO_NS);
 }
@@ -515,6 +565,7 @@ static void *pp_main(void *arg)
 	int node = (int)(intptr_t)arg;
 	struct lk_name n = nm(1, 4);
 
+	bind_to_node(node);
 	while (!atomic_load(&pp_stop)) {
 		struct lk_lock *lk = lock_wait(node, &n, LK_EX);
 
@@ -825,6 +876,7 @@ static void *tp_main(void *arg)
 	uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
 	unsigned long ops = 0;
 
+	bind_to_node(node);
 	while (!atomic_load(&tp_stop)) {
 		struct lk_name n;
 		struct lk_lock *lk;
@@ -862,7 +914,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ucfs-lockbench [-n NODES 2..%d] [-t THREADS] "
-		"[-s SECONDS] [-P POLL_US] [-j FILE]\n"
+		"[-s SECONDS] [-P POLL_US] [-F] [-j FILE]\n"
+		"       -F: threads free, not one CPU per node\n"
 		"       profiling modes, after the options: -r (remote "
 		"grants, round trips), -w (warm batches),\n"
 		"       -b (batch rows), -p (ping-pong)\n",
@@ -878,7 +931,7 @@ int main(int argc, char **argv)
 	FILE *jf = stdout;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:t:s:j:P:bprwh")) != -1) {
+	while ((opt = getopt(argc, argv, "n:t:s:j:P:Fbprwh")) != -1) {
 		switch (opt) {
 		case 'p': /* profiling aid: only the ping-pong */
 			start_cluster();
@@ -939,6 +992,9 @@ int main(int argc, char **argv)
 		case 'P':
 			poll_us = atoi(optarg);
 			break;
+		case 'F':
+			free_threads = 1;
+			break;
 		default:
 			usage();
 		}
@@ -958,6 +1014,13 @@ int main(int argc, char **argv)
 	tp = bench_throughput();
 	stop_cluster();
 
+	if (ncpus != 0)
+		printf("placement: one CPU per node (node K on CPU %d + K-1 "
+		       "modulo %d; -F: free)\n",
+		       cpu_of[0], ncpus);
+	else
+		printf("placement: threads free (%s)\n",
+		       free_threads ? "-F" : "one CPU allowed");
 	printf("%-34s %12s %s\n", "measure", "value", "target");
 	printf("%-34s %9.2f us\n", "loopback TCP round trip (median)", rtt_us);
 	printf("%-34s %9.2f us  (both ends poll first, as lk does)\n",
@@ -1003,7 +1066,8 @@ int main(int argc, char **argv)
 			die(jpath, errno);
 	}
 	fprintf(jf,
-		"{\"nodes\": %d, \"threads\": %d, \"rtt_us\": %.3f, "
+		"{\"nodes\": %d, \"threads\": %d, \"cpus_bound\": %d, "
+		"\"rtt_us\": %.3f, "
 		"\"local_grant_us\": %.3f, \"cached_reacquire_us\": %.3f, "
 		"\"cached_pair_mean_us\": %.3f, \"remote_grant_us\": %.3f, "
 		"\"remote_over_rtt\": %.3f, \"rtt_polling_us\": %.3f, "
@@ -1016,7 +1080,7 @@ int main(int argc, char **argv)
 		"\"poll_backoffs_warm_batches\": %llu, "
 		"\"idle_remote_grant_us\": %.3f, \"idle_batch1000_us\": %.1f, "
 		"\"throughput_ops_s\": %.0f}\n",
-		nnodes, nthreads, rtt_us, local, cached, cached_mean / 1000.0,
+		nnodes, nthreads, ncpus, rtt_us, local, cached, cached_mean / 1000.0,
 		remote, remote / rtt_us, rtt_poll, first, pp, cold, warm,
 		warm / remote, batch_min_us, batch_ratio_warm, batch_ratio_cold,
 		(unsigned long long)warm_backoffs, idle_remote_us, idle_batch_us,
