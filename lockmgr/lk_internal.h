@@ -282,6 +282,8 @@ struct lk_ls {
 				  that came back stays until a generation
 				  with its new incarnation starts */
 	uint64_t rejoined;     /* nodes of left back as a new incarnation */
+	uint64_t admitted;     /* members a generation took in from left
+				  before we saw their new incarnation */
 	uint64_t done_gen;     /* last generation whose state took effect */
 	uint64_t done_members; /* (reached phase 5) and its members */
 

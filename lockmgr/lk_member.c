@@ -111,6 +111,9 @@ void lk_member_peer_authed(struct lk_ls *ls, uint32_t node,
 		 * mastered is void until a generation with it starts */
 		ls->rejoined |= b;
 		lk_log(ls, 2, "node %u is back after leaving", node);
+	} else if (ls->admitted & b) {
+		/* the new incarnation a generation already took in */
+		ls->admitted &= ~b;
 	} else if (m->incarnation[node] != 0 &&
 		   m->incarnation[node] != incarnation &&
 		   ((ls->members | ls->rmembers) & b)) {
@@ -149,6 +152,7 @@ void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 		m->left |= 1ull << sender;
 		ls->left |= 1ull << sender;
 		ls->rejoined &= ~(1ull << sender);
+		ls->admitted &= ~(1ull << sender);
 		lk_log(ls, 2, "node %u leaves", sender);
 	}
 }

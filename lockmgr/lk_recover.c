@@ -534,8 +534,11 @@ int lk_recover_start(struct lk_ls *ls, uint64_t gen, uint64_t members,
 	ls->rstart_ns = ls->now = lk_now_ns();
 	set_members(ls, members);
 	phase1(ls, ls->rdead);
-	/* phase 1 voided what they mastered before they left */
-	ls->left &= ~(members & ls->rejoined);
+	/* phase 1 voided what they mastered before they left; from now on
+	 * they are members like any other (a death counts). One whose new
+	 * incarnation we have not seen yet is expected: not a restart. */
+	ls->admitted |= members & ls->left & ~ls->rejoined;
+	ls->left &= ~members;
 	ls->rejoined &= ~members;
 	bcast_done(ls, 1);
 	advance(ls);
