@@ -40,6 +40,8 @@ struct lk_member {
 	uint64_t incarnation[LK_MAX_NODES]; /* last seen per node */
 	uint64_t restarted; /* new incarnations of members: kept out of the
 			       up set until a generation dropped the old */
+	int overtaken;	    /* restarted a generation a higher one overtook
+			       (again only after a recovery finished) */
 	int warned_quorum;
 	int seen_all; /* every configured node was up at once, once */
 	int alone_ok; /* two-node: the peer did not show up in time */
@@ -208,16 +210,21 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	uint64_t gen, dead;
 	int stuck =
 	    ls->rphase != 0 && now - ls->rstart_ns > 4 * ms(m->cfg->timeout_ms);
+	int over;
 
 	/* our generation lost to a higher one (its number was picked before
-	 * we heard of that one, e.g. by a node that just rejoined): the
-	 * members that took the higher refused our START */
-	if (ls->rphase != 0 && (ls->rgen & 0xff) == ls->nodeid &&
-	    m->max_gen > ls->rgen)
-		stuck = 1;
+	 * we heard of that one, e.g. by a node that just came back): the
+	 * members that took the higher refused our START. Once per
+	 * recovery: where views differ for longer (a link down between two
+	 * others) two coordinators must not overtake each other at every
+	 * heartbeat */
+	over = ls->rphase != 0 && (ls->rgen & 0xff) == ls->nodeid &&
+	       m->max_gen > ls->rgen && !m->overtaken;
+	if (ls->rphase == 0)
+		m->overtaken = 0;
 	if ((unsigned)__builtin_ctzll(up) != ls->nodeid)
 		return; /* not the coordinator */
-	if ((up == target && !stuck && !(ls->rejoined & up)) ||
+	if ((up == target && !stuck && !over && !(ls->rejoined & up)) ||
 	    now - m->up_since < ms(m->cfg->heartbeat_ms))
 		return;
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
@@ -228,6 +235,7 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	gen = (((gen >> 8) + 1) << 8) | ls->nodeid;
 	/* a node back after leaving held nothing even if it went again */
 	dead = (ls->rmembers | ls->members) & ~up & ~m->left & ~ls->left;
+	m->overtaken |= over;
 	lk_log(ls, 2, "coordinator: generation %llu, members %#llx, dead %#llx",
 	       (unsigned long long)gen, (unsigned long long)up,
 	       (unsigned long long)dead);
