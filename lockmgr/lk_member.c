@@ -21,6 +21,12 @@
  * quorate membership takes it back. A recovery that does not finish in
  * four timeouts is restarted by its coordinator with a new generation.
  *
+ * Incarnations (HELLO): a member back as a new process without having
+ * said LEAVE restarted: it stays out of the up set until a generation
+ * without it purged the old one as dead. After a LEAVE it held nothing:
+ * the new one joins at once (ls->rejoined), and the old one's mastered
+ * resources stay void (ls->left) until a generation with it starts.
+ *
  * All under ls->mu.
  */
 #include <errno.h>
