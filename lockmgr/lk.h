@@ -315,6 +315,8 @@ struct lk_stats {
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
 	uint64_t poll_backoffs; /* polling switched off for a while: a
 				   yield found the CPU busy with others */
+	uint64_t runs_answered_first; /* batch runs granted before their
+					 master copies were made */
 };
 
 /* Copy the lockspace statistics. Any thread. */

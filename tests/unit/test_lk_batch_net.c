@@ -10,7 +10,10 @@
  * two different nodes interleaved, names whose master is this node,
  * names cached in the hold cache, the same name twice, names with a
  * string part, names nobody has used yet, names another node holds in a
- * conflicting mode, and locks with completion callbacks.
+ * conflicting mode, and locks with completion callbacks. A batch's long
+ * run to one master is answered before the master's bookkeeping (lk_master.c
+ * run_answer_first): checked that the master then knows every lock it
+ * granted, and that runs it must not answer first take the usual path.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -155,6 +158,96 @@ static void test_batch_behind_holder(void)
 	check_and_unlock(600, LK_PR);
 }
 
+static uint64_t answered_first(int node)
+{
+	struct lk_stats st;
+
+	lk_ls_stats(lkl_ls[node], &st);
+	return st.runs_answered_first;
+}
+
+/* Names 0..@n - 1 of type @type, with no string part, mastered by node
+ * 2, and node 1 knowing it (one batch looked the masters up). */
+static int setup_run(uint16_t type, int n)
+{
+	for (int i = 0; i < n; i++) {
+		names[i] = nm(type, (uint64_t)i, NULL);
+		if (master_on(2, &names[i]) != 0)
+			return -1;
+	}
+	if (lk_lock_batch(lkl_ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL,
+			  lks) < 0 ||
+	    lk_wait_batch(lks, (size_t)n) != 0)
+		return -1;
+	return lk_unlock_batch(lks, (size_t)n, 0) == n ? 0 : -1;
+}
+
+/* A 600-lock PR batch all mastered by node 2: one run, answered first.
+ * The master must hold a copy of each lock it granted that way: node 3's
+ * EX try on them fails while node 1 holds them, and a PR try is granted;
+ * once node 1 unlocks, node 3 gets EX. */
+static void test_answer_first(void)
+{
+	struct lk_lock *x = NULL;
+	uint64_t a0;
+	int refused = 0;
+
+	REQUIRE(setup_run(10, 600) == 0);
+	a0 = answered_first(2);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL,
+			      lks) >= 0);
+	CHECK_EQ(lk_wait_batch(lks, 600), 0);
+	CHECK_EQ(answered_first(2), a0 + 1);
+	for (int i = 0; i < 600; i += 37) {
+		int ret = lk_lock(lkl_ls[3], &names[i], LK_EX, LK_NOQUEUE, NULL,
+				  NULL, &x);
+
+		if (ret == 0)
+			ret = lk_wait(x);
+		refused += ret == -EAGAIN;
+		if (ret == 0 || ret == LK_GRANTED_NOW)
+			lk_unlock(x, 0);
+	}
+	CHECK_EQ(refused, 17); /* 0, 37, ..., 592 */
+	x = lock_wait(3, &names[599], LK_PR);
+	CHECK(x != NULL);
+	if (x != NULL)
+		lk_unlock(x, 0);
+	check_and_unlock(600, LK_PR);
+	x = lock_wait(3, &names[300], LK_EX); /* waits for the unlocks */
+	CHECK(x != NULL);
+	if (x != NULL)
+		lk_unlock(x, 0);
+}
+
+/* Runs that must take the per-request path: one lock of the run held EX
+ * elsewhere (the run waits for it, the others are granted), and an EX
+ * batch (a name twice would conflict with itself). */
+static void test_answer_first_not(void)
+{
+	struct lk_lock *held;
+	uint64_t a0;
+
+	REQUIRE(setup_run(11, 600) == 0);
+	held = lock_wait(3, &names[250], LK_EX);
+	REQUIRE(held != NULL);
+	a0 = answered_first(2);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL,
+			      lks) >= 0);
+	for (int i = 0; i < 600; i++)
+		if (i != 250)
+			CHECK_EQ(lk_wait(lks[i]), 0);
+	CHECK(!lk_lock_granted(lks[250]));
+	CHECK_EQ(lk_unlock(held, 0), 0);
+	CHECK_EQ(lk_wait_batch(lks, 600), 0);
+	check_and_unlock(600, LK_PR);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 300, LK_EX, 0, NULL, NULL,
+			      lks) >= 0);
+	CHECK_EQ(lk_wait_batch(lks, 300), 0);
+	check_and_unlock(300, LK_EX);
+	CHECK_EQ(answered_first(2), a0);
+}
+
 static atomic_int completions;
 
 static void on_completion(struct lk_lock *lk, int status, void *arg)
@@ -198,6 +291,8 @@ int main(int argc, char **argv)
 	T_RUN(test_mixed_batch);
 	T_RUN(test_batch_behind_holder);
 	T_RUN(test_batch_completions);
+	T_RUN(test_answer_first);
+	T_RUN(test_answer_first_not);
 	lkl_close();
 	return t_done();
 }
