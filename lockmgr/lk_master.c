@@ -76,32 +76,25 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
 	memcpy(lvb, res->q.lvb, LK_LVB_LEN);
 }
 
-/* Grants of @node's lkids @lkid .. @lkid + @count - 1 in @mode that
- * return no LVB: they extend the GRANTS record they follow when the
- * lkids go on from it (a batch), else start records. 0 or -ENOMEM. */
+/* Grants of @node's lkids @lkid .. @lkid + @count - 1 (at most a run's
+ * 65,532) in @mode that return no LVB: they extend the GRANTS record
+ * they follow when the lkids go on from it (a batch), else make one.
+ * 0, or -ENOMEM with nothing written. */
 static int grants_add(struct lk_ls *ls, uint32_t node, uint64_t lkid,
 		      uint32_t count, int mode, uint8_t lvbf)
 {
 	struct lk_rec_grants *g = lk_out_last(ls, node, LK_M_GRANTS, sizeof(*g));
 
-	while (count > 0) {
-		uint32_t k;
-
-		if (g == NULL || g->lkid + g->count != lkid ||
-		    g->mode != mode || g->lvbf != lvbf ||
-		    g->count >= LK_GRANTS_MAX) {
-			g = lk_out_add(ls, node, LK_M_GRANTS);
-			if (g == NULL)
-				return -ENOMEM;
-			*g = (struct lk_rec_grants){
-			    .lkid = lkid, .mode = (int8_t)mode, .lvbf = lvbf};
-		}
-		k = LK_GRANTS_MAX - g->count < count ? LK_GRANTS_MAX - g->count
-						      : count;
-		g->count += k;
-		lkid += k;
-		count -= k;
+	if (g != NULL && g->lkid + g->count == lkid && g->mode == mode &&
+	    g->lvbf == lvbf && g->count <= LK_GRANTS_MAX - count) {
+		g->count += count;
+		return 0;
 	}
+	g = lk_out_add(ls, node, LK_M_GRANTS);
+	if (g == NULL)
+		return -ENOMEM;
+	*g = (struct lk_rec_grants){
+	    .lkid = lkid, .count = count, .mode = (int8_t)mode, .lvbf = lvbf};
 	return 0;
 }
 
@@ -415,8 +408,6 @@ static void run_chunk(struct lk_ls *ls, uint32_t sender,
 	}
 }
 
-/* One run of a RUNREQ frame, a chunk at a time; a run with a bad mode or
- * flags is dropped whole (its count is good: the next run is found). */
 /*
  * Answer first: a run whose requests are all granted at once (the usual
  * batch: a shared mode, resources mastered here and idle or shared) is
@@ -500,7 +491,9 @@ out:
 	return ok;
 }
 
-/* @last: the frame's last run. */
+/* One run of a RUNREQ frame, a chunk at a time; a run with a bad mode or
+ * flags is dropped whole (its count is good: the next run is found).
+ * @last: the frame's last run. */
 static void rx_run(struct lk_ls *ls, uint32_t sender,
 		   const struct lk_run_hdr *h, const struct lk_rec_slot *num,
 		   int last)
