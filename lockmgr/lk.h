@@ -32,6 +32,10 @@
  * Handles: a handle is the caller's from lk_lock() until lk_unlock(). A
  * new request that fails (-EAGAIN, -ECANCELED, -ESHUTDOWN) releases its
  * handle itself once its completion callback (or lk_wait) has returned.
+ * Without a callback, a failure that arrives before any thread is in
+ * lk_wait on the handle releases it at once, and a later lk_wait on it is
+ * a use after free: give a request that may fail remotely (LK_NOQUEUE to
+ * another node's master) a completion callback.
  *
  * Errors: functions return 0 (or a positive documented value) or -errno;
  * they never print (diagnostics go to the log callback).
