@@ -506,10 +506,9 @@ void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
  * of alike grants are added once, by lk_stats_grants_end. */
 struct lk_grant_stats {
 	struct lk_type_stats *t;
-	uint64_t d; /* request to grant, ns */
-	uint32_t n; /* grants gathered, 0: none */
-	int8_t mode;
-	uint8_t remote, queued;
+	uint64_t d;   /* request to grant, ns */
+	uint32_t n;   /* grants gathered, 0: none */
+	uint32_t key; /* name type << 16 | mode << 8 | remote << 1 | queued */
 };
 void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 			struct lk_lock *lk, int remote, int queued,

@@ -190,15 +190,25 @@ static void test_answer_first(void)
 {
 	struct timespec ts = {0, 20 * 1000 * 1000};
 	struct lk_lock *x[6], *pr;
+	struct lk_stats s0, s1;
 	uint64_t a0;
 	int granted = 0;
 
 	REQUIRE(setup_run(10, 600) == 0);
 	a0 = answered_first(2);
+	lk_ls_stats(lkl_ls[1], &s0);
 	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL,
 			      lks) >= 0);
 	CHECK_EQ(lk_wait_batch(lks, 600), 0);
 	CHECK_EQ(answered_first(2), a0 + 1);
+	/* the type's figures count each lock, though added once */
+	lk_ls_stats(lkl_ls[1], &s1);
+	CHECK_EQ(s1.type[10].c.requests - s0.type[10].c.requests, 600);
+	CHECK_EQ(s1.type[10].c.grants_remote - s0.type[10].c.grants_remote,
+		 600);
+	CHECK_EQ(s1.type[10].mode_count[LK_PR] - s0.type[10].mode_count[LK_PR],
+		 600);
+	CHECK(s1.type[10].c.srtt > 0);
 	for (int k = 0; k < 6; k++)
 		REQUIRE(lk_lock(lkl_ls[3], &names[k * 111], LK_EX, 0, NULL,
 				NULL, &x[k]) >= 0);
