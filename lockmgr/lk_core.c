@@ -315,7 +315,8 @@ static void lkb_undefer(struct lk_lock *lk)
 }
 
 /* Unlink a finished lkb and drop the user's reference. */
-static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
+/* Unhash @lk and take it off its resource: it is dead. */
+static void lkb_unlink(struct lk_ls *ls, struct lk_lock *lk)
 {
 	struct lk_lock **pp = &ls->lkb_hash[lk->lkid & LK_HASH_MASK];
 
@@ -326,7 +327,23 @@ static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
 	lk->state = LK_S_DEAD;
 	lk_list_del(&lk->res_link);
 	lk_res_maybe_toss(ls, lk->res);
+}
+
+/* ... and drop the user's reference. */
+static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
+{
+	lkb_unlink(ls, lk);
 	lk_lkb_put(lk);
+}
+
+/* The user's reference to a zombie (see complete) goes with the call
+ * that tells the user its request failed: lk_wait, or lk_unlock. */
+static void zombie_release(struct lk_lock *lk)
+{
+	if (lk->zombie) {
+		lk->zombie = 0;
+		lk_lkb_put(lk);
+	}
 }
 
 static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
@@ -528,8 +545,16 @@ static void complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 		lk->sync_done = 1;
 	else if (lk->ops != NULL && lk->ops->completion != NULL)
 		lk_cb_push(ls, LK_CB_COMP, lk, status);
-	if (failed_new)
+	if (!failed_new)
+		return;
+	if (lk != ls->sync_lkb && (lk->ops == NULL || lk->ops->completion == NULL)) {
+		/* nobody was told yet: the handle stays valid (a zombie)
+		 * until lk_wait or lk_unlock says it failed */
+		lkb_unlink(ls, lk);
+		lk->zombie = 1;
+	} else {
 		lkb_kill(ls, lk);
+	}
 }
 
 void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
@@ -1417,13 +1442,14 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 
 	lk_api_lock(ls);
 	ls->now = lk_now_ns();
-	if (lk->state == LK_S_DEAD || lk->cached)
+	if (lk->state == LK_S_DEAD || lk->cached) {
 		ret = -ENOENT;
-	else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0)
+		zombie_release(lk); /* a failed request's handle */
+	} else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0) {
 		ret = -EBUSY;
-	else if ((flags & LK_UNLOCK_CACHE) &&
-		 (lk->bast_mode < 0 ||
-		  lk_mode_compat(lk->bast_mode, lk->grmode))) {
+	} else if ((flags & LK_UNLOCK_CACHE) &&
+		   (lk->bast_mode < 0 ||
+		    lk_mode_compat(lk->bast_mode, lk->grmode))) {
 		/* nobody is waiting for it: keep it */
 		lk->cached = 1;
 		lk->ops = NULL;
@@ -1542,8 +1568,11 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 	pthread_cond_t own;
 	int mine = 0, st;
 
-	if (!pending(lk))
-		return lk->status;
+	if (!pending(lk)) {
+		st = lk->status;
+		zombie_release(lk);
+		return st;
+	}
 	lk->refs++;
 	if (lk->wcv == NULL) {
 		/* the first waiter sleeps on its own condvar, so that a
@@ -1564,6 +1593,7 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 		pthread_cond_destroy(&own);
 	}
 	st = lk->status;
+	zombie_release(lk); /* the failure is told: the handle goes */
 	lk_lkb_put(lk);
 	return st;
 }

@@ -169,6 +169,9 @@ struct lk_lock {
 	uint8_t sync_done;    /* completed inside its own API call */
 	uint8_t rx_polled;    /* its waiter is the rx poller (xp.wait_rx) */
 	uint8_t unlock_ivlvb; /* pending unlock invalidates the LVB */
+	uint8_t zombie;	      /* failed new request without a completion
+				 callback: the user's reference stays until
+				 lk_wait or lk_unlock tells the failure */
 	int8_t bast_mode;     /* highest mode asked by a blocking callback
 				 since the last grant, -1 none */
 	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */

@@ -255,6 +255,31 @@ static void test_answer_first_not(void)
 	CHECK_EQ(answered_first(2), a0);
 }
 
+/* A NOQUEUE request without a completion callback that a remote master
+ * refuses: its handle stays valid until lk_wait (or lk_unlock) tells the
+ * failure, however early the refusal came (it used to be freed at once,
+ * and the lk_wait after it read a recycled lkb). */
+static void test_failed_handle(void)
+{
+	struct timespec ts = {0, 50 * 1000 * 1000};
+	struct lk_name n = nm(12, 1, NULL);
+	struct lk_lock *held, *a = NULL, *b = NULL;
+
+	REQUIRE(master_on(2, &n) == 0);
+	held = lock_wait(3, &n, LK_EX);
+	REQUIRE(held != NULL);
+	CHECK_EQ(lk_lock(lkl_ls[1], &n, LK_EX, LK_NOQUEUE, NULL, NULL, &a), 0);
+	CHECK_EQ(lk_lock(lkl_ls[1], &n, LK_PR, LK_NOQUEUE, NULL, NULL, &b), 0);
+	nanosleep(&ts, NULL); /* both refusals have come */
+	CHECK_EQ(lk_wait(a), -EAGAIN);
+	CHECK_EQ(lk_unlock(b, 0), -ENOENT);
+	CHECK_EQ(lk_unlock(held, 0), 0);
+	a = lock_wait(1, &n, LK_EX);
+	CHECK(a != NULL);
+	if (a != NULL)
+		CHECK_EQ(lk_unlock(a, 0), 0);
+}
+
 static atomic_int completions;
 
 static void on_completion(struct lk_lock *lk, int status, void *arg)
@@ -300,6 +325,7 @@ int main(int argc, char **argv)
 	T_RUN(test_batch_completions);
 	T_RUN(test_answer_first);
 	T_RUN(test_answer_first_not);
+	T_RUN(test_failed_handle);
 	lkl_close();
 	return t_done();
 }
