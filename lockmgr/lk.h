@@ -31,7 +31,10 @@
  *
  * Handles: a handle is the caller's from lk_lock() until lk_unlock(). A
  * new request that fails (-EAGAIN, -ECANCELED, -ESHUTDOWN) releases its
- * handle itself once its completion callback (or lk_wait) has returned.
+ * handle itself once the caller has been told: when its completion
+ * callback has returned, or, without a callback, when lk_wait (or
+ * lk_wait_batch) returns the failure, or lk_unlock on it returns -ENOENT.
+ * Until then the handle stays valid, however early the failure came.
  *
  * Errors: functions return 0 (or a positive documented value) or -errno;
  * they never print (diagnostics go to the log callback).
@@ -237,8 +240,8 @@ int lk_wait(struct lk_lock *lk);
  * lock once rather than once per lock: for the handles of an
  * lk_lock_batch. Returns 0 if every lock was granted, else the first
  * non-zero status met (all of them are waited for anyway). As for
- * lk_wait, a handle whose new request already failed and was released
- * (see "Handles" above) must not be passed.
+ * lk_wait, a failed new request's handle is released on return (see
+ * "Handles" above).
  */
 int lk_wait_batch(struct lk_lock **locks, size_t n);
 
@@ -315,6 +318,8 @@ struct lk_stats {
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
 	uint64_t poll_backoffs; /* polling switched off for a while: a
 				   yield found the CPU busy with others */
+	uint64_t runs_answered_first; /* batch runs granted before their
+					 master copies were made */
 };
 
 /* Copy the lockspace statistics. Any thread. */

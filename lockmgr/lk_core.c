@@ -315,7 +315,8 @@ static void lkb_undefer(struct lk_lock *lk)
 }
 
 /* Unlink a finished lkb and drop the user's reference. */
-static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
+/* Unhash @lk and take it off its resource: it is dead. */
+static void lkb_unlink(struct lk_ls *ls, struct lk_lock *lk)
 {
 	struct lk_lock **pp = &ls->lkb_hash[lk->lkid & LK_HASH_MASK];
 
@@ -326,7 +327,23 @@ static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
 	lk->state = LK_S_DEAD;
 	lk_list_del(&lk->res_link);
 	lk_res_maybe_toss(ls, lk->res);
+}
+
+/* ... and drop the user's reference. */
+static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
+{
+	lkb_unlink(ls, lk);
 	lk_lkb_put(lk);
+}
+
+/* The user's reference to a zombie (see complete) goes with the call
+ * that tells the user its request failed: lk_wait, or lk_unlock. */
+static void zombie_release(struct lk_lock *lk)
+{
+	if (lk->zombie) {
+		lk->zombie = 0;
+		lk_lkb_put(lk);
+	}
 }
 
 static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
@@ -528,8 +545,16 @@ static void complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 		lk->sync_done = 1;
 	else if (lk->ops != NULL && lk->ops->completion != NULL)
 		lk_cb_push(ls, LK_CB_COMP, lk, status);
-	if (failed_new)
+	if (!failed_new)
+		return;
+	if (lk != ls->sync_lkb && (lk->ops == NULL || lk->ops->completion == NULL)) {
+		/* nobody was told yet: the handle stays valid (a zombie)
+		 * until lk_wait or lk_unlock says it failed */
+		lkb_unlink(ls, lk);
+		lk->zombie = 1;
+	} else {
 		lkb_kill(ls, lk);
+	}
 }
 
 void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
@@ -742,20 +767,23 @@ void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
 	return lk_out_addn(ls, node, type, 1);
 }
 
+void lk_out_flush_node(struct lk_ls *ls, uint32_t node)
+{
+	struct lk_outbuf *ob = &ls->out[node];
+
+	ls->out_dirty &= ~(1ull << node);
+	close_frame(ls, node);
+	if (ob->len > 0)
+		ls->xp.xmit(ls->xp.ctx, node, ob->buf, ob->len);
+	ob->len = 0;
+}
+
 void lk_out_flush(struct lk_ls *ls)
 {
 	if (!lk_list_empty(&ls->deferred) && lk_traffic_ok(ls))
 		lk_core_kick_deferred(ls);
-	while (ls->out_dirty != 0) {
-		uint32_t node = (uint32_t)__builtin_ctzll(ls->out_dirty);
-		struct lk_outbuf *ob = &ls->out[node];
-
-		ls->out_dirty &= ~(1ull << node);
-		close_frame(ls, node);
-		if (ob->len > 0)
-			ls->xp.xmit(ls->xp.ctx, node, ob->buf, ob->len);
-		ob->len = 0;
-	}
+	while (ls->out_dirty != 0)
+		lk_out_flush_node(ls, (uint32_t)__builtin_ctzll(ls->out_dirty));
 }
 
 /* ---- input ---- */
@@ -1187,45 +1215,53 @@ static inline int run_append(struct lk_ls *ls, const struct open_run *run,
 }
 
 /*
- * Send the requests of the batch's names whose master is known, remote
- * and whose lkb would be new (no cached lock covers them) before any of
- * their lkbs exist: the master grants while this thread builds the
- * lkbs, instead of after. Their lkids are reserved here (bn->sent_lkid)
- * and the lkb pool is reserved so that creating them cannot fail: a
+ * Early send: the requests of the batch's names whose master is known,
+ * remote and whose lkb would be new (no cached lock covers them) go out
+ * before any of their lkbs exist, so the master grants while this thread
+ * builds the lkbs, instead of after. They are written while the
+ * resources are found (one pass), their lkids reserved (bn->sent_lkid)
+ * and the lkb pool reserved so that creating the lkbs cannot fail: a
  * request the master saw must have its lkb here. The masters' links are
  * then held (xp.rx_hold) until the call ends, so their replies wait in
  * the socket for this thread rather than for the network thread, which
- * would block on ls->mu. Sets *@held to the bitmap of held links.
+ * would block on ls->mu.
  */
-static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
-			     struct batch_name *bn, size_t n, uint64_t *held)
+static int early_ok(struct lk_ls *ls, size_t n)
 {
-	struct open_run run = {0, 0, 0};
-	uint64_t masters = 0;
+	return ls->xp.rx_hold != NULL && !ls->closing && !ls->fenced &&
+	       lk_traffic_ok(ls) && lk_pool_reserve(&ls->lkb_pool, n) == 0;
+}
 
-	*held = 0;
-	LK_TL(LK_TL_FOUND);
-	if (ls->xp.rx_hold == NULL || ls->closing || ls->fenced ||
-	    !lk_traffic_ok(ls) || lk_pool_reserve(&ls->lkb_pool, n) != 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct lk_res *res = bn[i].res;
+static int early_eligible(const struct lk_ls *ls, const struct lock_args *a,
+			  const struct lk_res *res)
+{
+	return res != NULL && res->master != 0 && res->master != ls->nodeid &&
+	       name_numeric(&res->name) &&
+	       (lk_list_empty(&res->locks) ||
+		cache_find((struct lk_res *)res, a->mode, a->flags) == NULL);
+}
 
-		if (bn[i].look || res == NULL || res->master == 0 ||
-		    res->master == ls->nodeid || !name_numeric(&res->name) ||
-		    (!lk_list_empty(&res->locks) &&
-		     cache_find(res, a->mode, a->flags) != NULL))
-			continue;
-		bn[i].sent_lkid = ls->next_lkid++;
-		if (!run_append(ls, &run, res))
-			send_run_request(ls, res, bn[i].sent_lkid, a->mode,
-					 a->flags);
-		run.node = res->master;
-		run.type = res->name.type;
-		run.off = ls->out[run.node].run_off;
-		masters |= 1ull << res->master;
-	}
-	LK_TL(LK_TL_PLANNED);
+/* Reserve @b's lkid and write its request, on the run of the one before
+ * when it can. */
+static void early_write(struct lk_ls *ls, const struct lock_args *a,
+			struct open_run *run, struct batch_name *b,
+			uint64_t *masters)
+{
+	struct lk_res *res = b->res;
+
+	b->sent_lkid = ls->next_lkid++;
+	if (!run_append(ls, run, res))
+		send_run_request(ls, res, b->sent_lkid, a->mode, a->flags);
+	run->node = res->master;
+	run->type = res->name.type;
+	run->off = ls->out[run->node].run_off;
+	*masters |= 1ull << res->master;
+}
+
+/* Send what early_write wrote and hold the masters' links; sets *@held
+ * to the bitmap of held links. */
+static void early_send(struct lk_ls *ls, uint64_t masters, uint64_t *held)
+{
 	lk_out_flush(ls);
 	LK_TL(LK_TL_SENT);
 	/* after the send, off its path: no master answers a batch within
@@ -1240,17 +1276,20 @@ static void batch_send_early(struct lk_ls *ls, const struct lock_args *a,
 }
 
 /*
- * Under ls->mu. Two passes so records of one type stay together: LOOKUPs
- * for unknown masters first, then requests to known masters. Pass 0 also
- * finds each resource, so pass 1 does not look it up again: nothing in
- * between frees a resource (only the toss timer and recovery do, and
- * neither runs while ls->mu is held here).
+ * Under ls->mu. Pass 0 finds each resource and writes the early
+ * requests; then the names whose master must be looked up are locked
+ * (LOOKUPs to their directory nodes), then every other lkb is built.
+ * Pass 0's resources stay valid: nothing in between frees a resource
+ * (only the toss timer and recovery do, and neither runs while ls->mu
+ * is held here).
  */
 static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			struct batch_name *bn, const struct lock_args *a,
 			struct lk_lock **out, int *granted, uint64_t *held)
 {
-	int ret = 0;
+	struct open_run run = {0, 0, 0};
+	int early = early_ok(ls, n), ret = 0;
+	uint64_t masters = 0;
 
 	*held = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1265,14 +1304,23 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		bn[i].sent_lkid = 0;
 		bn[i].look = (res == NULL || res->master == 0) &&
 			     lk_dir_node(ls, bn[i].hash) != ls->nodeid;
+		if (early && !bn[i].look && early_eligible(ls, a, res))
+			early_write(ls, a, &run, &bn[i], &masters);
+	}
+	LK_TL(LK_TL_PLANNED);
+	if (masters != 0)
+		early_send(ls, masters, held);
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		int r;
+
 		if (!bn[i].look)
 			continue;
-		ret = lock_one(ls, a, &names[i], bn[i].hash, res, &out[i]);
-		if (ret < 0)
-			return ret;
-		*granted += ret == LK_GRANTED_NOW;
+		r = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res, &out[i]);
+		if (r < 0)
+			ret = r;
+		else
+			*granted += r == LK_GRANTED_NOW;
 	}
-	batch_send_early(ls, a, bn, n, held);
 	for (size_t i = 0; i < n; i++) {
 		int r;
 
@@ -1394,13 +1442,14 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 
 	lk_api_lock(ls);
 	ls->now = lk_now_ns();
-	if (lk->state == LK_S_DEAD || lk->cached)
+	if (lk->state == LK_S_DEAD || lk->cached) {
 		ret = -ENOENT;
-	else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0)
+		zombie_release(lk); /* a failed request's handle */
+	} else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0) {
 		ret = -EBUSY;
-	else if ((flags & LK_UNLOCK_CACHE) &&
-		 (lk->bast_mode < 0 ||
-		  lk_mode_compat(lk->bast_mode, lk->grmode))) {
+	} else if ((flags & LK_UNLOCK_CACHE) &&
+		   (lk->bast_mode < 0 ||
+		    lk_mode_compat(lk->bast_mode, lk->grmode))) {
 		/* nobody is waiting for it: keep it */
 		lk->cached = 1;
 		lk->ops = NULL;
@@ -1519,8 +1568,11 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 	pthread_cond_t own;
 	int mine = 0, st;
 
-	if (!pending(lk))
-		return lk->status;
+	if (!pending(lk)) {
+		st = lk->status;
+		zombie_release(lk);
+		return st;
+	}
 	lk->refs++;
 	if (lk->wcv == NULL) {
 		/* the first waiter sleeps on its own condvar, so that a
@@ -1541,6 +1593,7 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 		pthread_cond_destroy(&own);
 	}
 	st = lk->status;
+	zombie_release(lk); /* the failure is told: the handle goes */
 	lk_lkb_put(lk);
 	return st;
 }

@@ -50,28 +50,16 @@ void lk_rsq_init(struct lk_rsq *q)
 	q->lvb_valid = 0; /* no value until a PW/EX holder writes one */
 }
 
-void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid, void *owner)
-{
-	memset(rq, 0, sizeof(*rq));
-	lk_list_init(&rq->link);
-	rq->nodeid = nodeid;
-	rq->lkid = lkid;
-	rq->grmode = -1;
-	rq->rqmode = -1;
-	rq->bastmode = -1;
-	rq->owner = owner;
-}
-
 /* Is @mode compatible with every grmode but @self's? */
 static int compat_others(struct lk_rsq *q, struct lk_rq *self, int mode)
 {
 	struct lk_list *l, *n;
 
 	lk_list_each (l, n, &q->grantq)
-		if (rq_of(l) != self && !lk_mode_compat(mode, rq_of(l)->grmode))
+		if (rq_of(l) != self && !lk_compat(mode, rq_of(l)->grmode))
 			return 0;
 	lk_list_each (l, n, &q->convertq)
-		if (rq_of(l) != self && !lk_mode_compat(mode, rq_of(l)->grmode))
+		if (rq_of(l) != self && !lk_compat(mode, rq_of(l)->grmode))
 			return 0;
 	return 1;
 }
@@ -86,14 +74,20 @@ static int can_grant(struct lk_rsq *q, struct lk_rq *rq)
 	return !held_back(q, rq) && compat_others(q, rq, rq->rqmode);
 }
 
-static void do_grant(struct lk_rsq *q, struct lk_rq *rq,
-		     const struct lk_grant_out *out)
+/* @rq's rqmode granted, nobody told yet. */
+static void do_grant_quiet(struct lk_rsq *q, struct lk_rq *rq)
 {
 	rq->lvbret = lk_lvb_op(rq->grmode, rq->rqmode) == LK_LVB_RETURN;
 	rq->grmode = rq->rqmode;
 	rq->rqmode = -1;
 	rq->bastmode = -1;
 	move(q, rq, LK_Q_GRANT);
+}
+
+static void do_grant(struct lk_rsq *q, struct lk_rq *rq,
+		     const struct lk_grant_out *out)
+{
+	do_grant_quiet(q, rq);
 	out->grant(out->ctx, q, rq, 0);
 }
 
@@ -115,7 +109,7 @@ static void bast_holders(struct lk_rsq *q, struct lk_rq *want, int mode,
 	for (int i = 0; i < 2; i++) {
 		lk_list_each (l, n, heads[i]) {
 			h = rq_of(l);
-			if (h == want || lk_mode_compat(mode, h->grmode))
+			if (h == want || lk_compat(mode, h->grmode))
 				continue;
 			if (h->bastmode >= mode)
 				continue;
@@ -151,7 +145,7 @@ static int on_cycle(struct lk_rq **cv, size_t n, size_t i, char *seen,
 
 		for (size_t b = 0; b < n; b++) {
 			if (b == a ||
-			    lk_mode_compat(cv[a]->rqmode, cv[b]->grmode))
+			    lk_compat(cv[a]->rqmode, cv[b]->grmode))
 				continue;
 			if (b == i)
 				return 1;
@@ -236,17 +230,39 @@ again:
 	send_basts(q, out);
 }
 
-void lk_grant_request(struct lk_rsq *q, struct lk_rq *rq, int mode,
-		      uint32_t flags, const struct lk_grant_out *out)
+int lk_grant_now(const struct lk_rsq *q, int mode, uint32_t flags)
+{
+	const struct lk_list *l;
+
+	if (!lk_list_empty(&q->convertq) || !lk_list_empty(&q->waitq) ||
+	    (q->hold && !(flags & LK_NOEXP)))
+		return 0;
+	for (l = q->grantq.next; l != &q->grantq; l = l->next)
+		if (!lk_compat(mode, LK_CONTAINER(l, struct lk_rq, link)->grmode))
+			return 0;
+	return 1;
+}
+
+void lk_grant_take(struct lk_rsq *q, struct lk_rq *rq, int mode,
+		   uint32_t flags)
 {
 	rq->grmode = -1;
 	rq->rqmode = (int8_t)mode;
 	rq->flags = flags;
-	if (lk_list_empty(&q->convertq) && lk_list_empty(&q->waitq) &&
-	    can_grant(q, rq)) {
-		do_grant(q, rq, out);
+	do_grant_quiet(q, rq);
+}
+
+void lk_grant_request(struct lk_rsq *q, struct lk_rq *rq, int mode,
+		      uint32_t flags, const struct lk_grant_out *out)
+{
+	if (lk_grant_now(q, mode, flags)) {
+		lk_grant_take(q, rq, mode, flags);
+		out->grant(out->ctx, q, rq, 0);
 		return;
 	}
+	rq->grmode = -1;
+	rq->rqmode = (int8_t)mode;
+	rq->flags = flags;
 	if (flags & LK_NOQUEUE) {
 		if (flags & LK_NOQUEUEBAST)
 			bast_holders(q, rq, mode, out);
@@ -371,7 +387,7 @@ static int check_compat(const struct lk_list *a, const struct lk_list *b)
 	for (x = a->next; x != a; x = x->next)
 		for (y = b->next; y != b; y = y->next)
 			if (x != y &&
-			    !lk_mode_compat(grmode_of(x), grmode_of(y)))
+			    !lk_compat(grmode_of(x), grmode_of(y)))
 				return -EPROTO;
 	return 0;
 }

@@ -78,18 +78,54 @@ struct lk_grant_out {
  * new request) to @to: LK_LVB_NONE, LK_LVB_RETURN (copy resource -> lock
  * on grant) or LK_LVB_WRITE (copy lock -> resource). */
 enum { LK_LVB_NONE = 0, LK_LVB_RETURN = 1, LK_LVB_WRITE = 2 };
-int lk_lvb_op(int from, int to);
+
+/* The tables of lk_mode.c, for the inline checks on the grant path. */
+extern const uint8_t lk_compat_tab[LK_NMODES][LK_NMODES];
+extern const uint8_t lk_lvbop_tab[LK_NMODES + 1][LK_NMODES];
+
+/* lk_mode_compat, inline */
+static inline int lk_compat(int a, int b)
+{
+	return (unsigned)a < LK_NMODES && (unsigned)b < LK_NMODES &&
+	       lk_compat_tab[a][b];
+}
+
+/* What a grant from @from (-1: a new request) to @to does with the LVB:
+ * LK_LVB_NONE, RETURN it to the holder, or WRITE the holder's back. */
+static inline int lk_lvb_op(int from, int to)
+{
+	if (from < -1 || from >= LK_NMODES || (unsigned)to >= LK_NMODES)
+		return LK_LVB_NONE;
+	return lk_lvbop_tab[from + 1][to];
+}
 /* The strongest mode both @a and @b cover (what a lock converting between
  * them is sure to protect). */
 int lk_mode_meet(int a, int b);
 
 void lk_rsq_init(struct lk_rsq *q);
-void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid, void *owner);
+/* A fresh entry on no queue (every field set: objects come unzeroed). */
+static inline void lk_rq_init(struct lk_rq *rq, uint32_t nodeid, uint64_t lkid,
+			      void *owner)
+{
+	*rq = (struct lk_rq){.nodeid = nodeid,
+			     .lkid = lkid,
+			     .grmode = -1,
+			     .rqmode = -1,
+			     .bastmode = -1,
+			     .owner = owner};
+	lk_list_init(&rq->link);
+}
 
 /* New request of @rq (LK_Q_NONE) for @mode with @flags. Reports the
  * outcome through @out (maybe at once). */
 void lk_grant_request(struct lk_rsq *q, struct lk_rq *rq, int mode,
 		      uint32_t flags, const struct lk_grant_out *out);
+/* Would lk_grant_request grant a new request for @mode at once? */
+int lk_grant_now(const struct lk_rsq *q, int mode, uint32_t flags);
+/* Grant new @rq in @mode, which lk_grant_now allowed, telling nobody
+ * (its holder has been answered already). */
+void lk_grant_take(struct lk_rsq *q, struct lk_rq *rq, int mode,
+		   uint32_t flags);
 /* Conversion of a granted @rq to @mode. @lvb: the holder's value block to
  * write back if the LVB table says so (NULL: none). -EBUSY if @rq is not
  * on the grant queue (nothing reported). */

@@ -169,6 +169,9 @@ struct lk_lock {
 	uint8_t sync_done;    /* completed inside its own API call */
 	uint8_t rx_polled;    /* its waiter is the rx poller (xp.wait_rx) */
 	uint8_t unlock_ivlvb; /* pending unlock invalidates the LVB */
+	uint8_t zombie;	      /* failed new request without a completion
+				 callback: the user's reference stays until
+				 lk_wait or lk_unlock tells the failure */
 	int8_t bast_mode;     /* highest mode asked by a blocking callback
 				 since the last grant, -1 none */
 	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */
@@ -341,12 +344,37 @@ uint64_t lk_now_ns(void);
 void lk_pool_init(struct lk_pool *p, size_t size);
 /* A zeroed object from @p; NULL on -ENOMEM. */
 void *lk_pool_get(struct lk_pool *p);
+/* Give @p a new slab: 0, or -1 on ENOMEM. */
+int lk_pool_grow(struct lk_pool *p);
+
 /* The same, not zeroed: for objects whose constructor sets every field
- * (a batch makes thousands of lkbs and master copies). */
-void *lk_pool_get_raw(struct lk_pool *p);
+ * (a batch makes thousands of lkbs and master copies). Inline: it is
+ * a few instructions on every lock's path. */
+static inline void *lk_pool_get_raw(struct lk_pool *p)
+{
+	void *obj = p->head;
+
+	if (obj != NULL) {
+		memcpy(&p->head, obj, sizeof(p->head));
+		p->n--;
+		return obj;
+	}
+	if ((size_t)(p->end - p->next) < p->size && lk_pool_grow(p) != 0)
+		return NULL;
+	obj = p->next;
+	p->next += p->size;
+	return obj;
+}
+
 /* Make the next @n lk_pool_get calls unable to fail. 0 or -ENOMEM. */
 int lk_pool_reserve(struct lk_pool *p, size_t n);
-void lk_pool_put(struct lk_pool *p, void *obj);
+
+static inline void lk_pool_put(struct lk_pool *p, void *obj)
+{
+	memcpy(obj, &p->head, sizeof(p->head));
+	p->head = obj;
+	p->n++;
+}
 /* Free every slab: every object of the pool, in use or not. */
 void lk_pool_destroy(struct lk_pool *p);
 /* @bytes of zeroed memory for hash tables (huge pages if offered). */
@@ -398,6 +426,8 @@ static inline void *lk_out_last(struct lk_ls *ls, uint32_t node,
 	return ob->buf + ob->len - size;
 }
 void lk_out_flush(struct lk_ls *ls);
+/* Send what is queued for @node now (the others stay queued). */
+void lk_out_flush_node(struct lk_ls *ls, uint32_t node);
 void lk_out_seal(struct lk_ls *ls);
 
 void lk_core_kick_deferred(struct lk_ls *ls);
@@ -484,10 +514,9 @@ void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
  * of alike grants are added once, by lk_stats_grants_end. */
 struct lk_grant_stats {
 	struct lk_type_stats *t;
-	uint64_t d; /* request to grant, ns */
-	uint32_t n; /* grants gathered, 0: none */
-	int8_t mode;
-	uint8_t remote, queued;
+	uint64_t d;   /* request to grant, ns */
+	uint32_t n;   /* grants gathered, 0: none */
+	uint32_t key; /* name type << 16 | mode << 8 | remote << 1 | queued */
 };
 void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 			struct lk_lock *lk, int remote, int queued,
@@ -506,8 +535,7 @@ void lk_stats_peer_rx(struct lk_ls *ls, uint32_t node, size_t bytes,
  */
 enum lk_tl_point {
 	LK_TL_CALL,	   /* lk_lock_batch entered */
-	LK_TL_FOUND,	   /* its resources found (pass 0) */
-	LK_TL_PLANNED,	   /* early requests written */
+	LK_TL_PLANNED,	   /* resources found, early requests written */
 	LK_TL_SENT,	   /* ... and sent */
 	LK_TL_BUILT,	   /* every lkb built */
 	LK_TL_RETURN,	   /* lk_lock_batch about to return */

@@ -5,9 +5,9 @@
  */
 #include "lockmgr/lk_grant.h"
 
-/* compat[a][b]: may a lock in mode a be granted while b is held? */
+/* lk_compat_tab[a][b]: may a lock in mode a be granted while b is held? */
 /* clang-format off */
-static const uint8_t compat[LK_NMODES][LK_NMODES] = {
+const uint8_t lk_compat_tab[LK_NMODES][LK_NMODES] = {
 	/*        NL CR CW PR PW EX */
 	/* NL */ { 1, 1, 1, 1, 1, 1 },
 	/* CR */ { 1, 1, 1, 1, 1, 0 },
@@ -31,8 +31,8 @@ static const uint8_t covers[LK_NMODES][LK_NMODES] = {
 #define R LK_LVB_RETURN
 #define W LK_LVB_WRITE
 #define _ LK_LVB_NONE
-/* lvbops[from + 1][to]: from -1 (new request) or a granted mode. */
-static const uint8_t lvbops[LK_NMODES + 1][LK_NMODES] = {
+/* lk_lvbop_tab[from + 1][to]: from -1 (new request) or a granted mode. */
+const uint8_t lk_lvbop_tab[LK_NMODES + 1][LK_NMODES] = {
 	/*         NL CR CW PR PW EX */
 	/* new */ { R, R, R, R, R, R },
 	/* NL  */ { R, R, R, R, R, R },
@@ -59,7 +59,7 @@ static int valid(int m)
 
 int lk_mode_compat(int a, int b)
 {
-	return valid(a) && valid(b) && compat[a][b];
+	return lk_compat(a, b);
 }
 
 int lk_mode_covers(int have, int want)
@@ -70,13 +70,6 @@ int lk_mode_covers(int have, int want)
 const char *lk_mode_name(int mode)
 {
 	return valid(mode) ? names[mode] : "??";
-}
-
-int lk_lvb_op(int from, int to)
-{
-	if (from < -1 || from >= LK_NMODES || !valid(to))
-		return LK_LVB_NONE;
-	return lvbops[from + 1][to];
 }
 
 int lk_mode_meet(int a, int b)

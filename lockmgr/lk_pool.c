@@ -38,7 +38,7 @@ void lk_pool_init(struct lk_pool *p, size_t size)
 /* A new slab; its objects are handed out in address order from p->next
  * (not threaded on the free list up front, which would touch every page
  * of the slab at once). */
-static int pool_grow(struct lk_pool *p)
+int lk_pool_grow(struct lk_pool *p)
 {
 	struct lk_slab *s = aligned_alloc(LK_LINE, LK_SLAB_BYTES);
 
@@ -51,22 +51,6 @@ static int pool_grow(struct lk_pool *p)
 	return 0;
 }
 
-void *lk_pool_get_raw(struct lk_pool *p)
-{
-	void *obj = p->head;
-
-	if (obj != NULL) {
-		memcpy(&p->head, obj, sizeof(p->head));
-		p->n--;
-	} else {
-		if ((size_t)(p->end - p->next) < p->size && pool_grow(p) != 0)
-			return NULL;
-		obj = p->next;
-		p->next += p->size;
-	}
-	return obj;
-}
-
 void *lk_pool_get(struct lk_pool *p)
 {
 	void *obj = lk_pool_get_raw(p);
@@ -74,13 +58,6 @@ void *lk_pool_get(struct lk_pool *p)
 	if (obj != NULL)
 		memset(obj, 0, p->size);
 	return obj;
-}
-
-void lk_pool_put(struct lk_pool *p, void *obj)
-{
-	memcpy(obj, &p->head, sizeof(p->head));
-	p->head = obj;
-	p->n++;
 }
 
 /* Objects lk_pool_get can hand out without growing. */
@@ -100,7 +77,7 @@ int lk_pool_reserve(struct lk_pool *p, size_t n)
 			lk_pool_put(p, p->next);
 			p->next += p->size;
 		}
-		if (pool_grow(p) != 0)
+		if (lk_pool_grow(p) != 0)
 			return -ENOMEM;
 	}
 	return 0;

@@ -86,8 +86,10 @@ void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 			uint64_t now)
 {
 	struct lk_counts *rc = &lk->res->stats;
-	struct lk_type_stats *t = lk_stats_type(ls, lk->res->name.type);
 	uint64_t d = now > lk->t_req ? now - lk->t_req : 0;
+	uint32_t key = (uint32_t)lk->res->name.type << 16 |
+		       (uint32_t)(uint8_t)lk->grmode << 8 |
+		       (uint32_t)(remote != 0) << 1 | (uint32_t)(queued != 0);
 
 	if (remote) {
 		rc->grants_remote++;
@@ -97,33 +99,32 @@ void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 			smooth(&rc->srtt, &rc->srttvar, (int64_t)d);
 	}
 	rc->waits += queued != 0;
-	if (g->n != 0 && g->t == t && g->d == d && g->mode == lk->grmode &&
-	    g->remote == (remote != 0) && g->queued == (queued != 0)) {
+	if (g->n != 0 && g->key == key && g->d == d) {
 		g->n++;
 		return;
 	}
 	lk_stats_grants_end(g);
-	*g = (struct lk_grant_stats){t, d, 1, lk->grmode, remote != 0,
-				     queued != 0};
+	*g = (struct lk_grant_stats){lk_stats_type(ls, lk->res->name.type), d,
+				     1, key};
 }
 
 void lk_stats_grants_end(struct lk_grant_stats *g)
 {
 	struct lk_type_stats *t = g->t;
-	int m = g->mode;
+	int m = (int8_t)(g->key >> 8), queued = g->key & 1;
 
 	if (g->n == 0)
 		return;
-	if (g->remote) {
+	if (g->key & 2) { /* remote */
 		t->c.grants_remote += g->n;
-		if (g->queued)
+		if (queued)
 			smooth(&t->c.srttb, &t->c.srttvarb, (int64_t)g->d);
 		else
 			smooth(&t->c.srtt, &t->c.srttvar, (int64_t)g->d);
 	} else {
 		t->c.grants_local += g->n;
 	}
-	if (g->queued)
+	if (queued)
 		t->c.waits += g->n;
 	t->wait_hist[bucket(g->d)] += g->n;
 	if (m >= 0 && m < LK_NMODES) {

@@ -816,6 +816,8 @@ static void batch_warm_only(int runs)
 	static uint64_t wall[1000], sub[1000];
 	struct lk_name r6 = nm(1, 6);
 
+	uint64_t b0;
+
 	if (runs > 1000)
 		runs = 1000;
 	for (int i = 0; i < N; i++)
@@ -824,16 +826,17 @@ static void batch_warm_only(int runs)
 	lk_unlock(lock_wait(2, &r6, LK_EX), 0); /* remote_now_us: remote */
 	lk_unlock(lock_wait(1, &r6, LK_EX), 0);
 	batch_once(names, lks, N);
+	b0 = backoffs();
 #ifdef LK_TIMELINE
 	/* lockmgr/lk_internal.h, enum lk_tl_point */
 	extern uint64_t lk_tl[];
 	static const char *const step[] = {
-	    "call",	    "resources found", "early requests written",
-	    "... sent",	    "lkbs built",      "lk_lock_batch returns",
-	    "master: rx",   "master: granted", "master: GRANTS sent",
-	    "GRANTS rx",    "completed",       "lk_wait_batch returns"};
+	    "call",	  "early requests written", "... sent",
+	    "lkbs built", "lk_lock_batch returns",  "master: rx",
+	    "master: granted", "master: GRANTS sent", "GRANTS rx",
+	    "completed",  "lk_wait_batch returns"};
 	/* the step each one follows */
-	static const int prev[] = {0, 0, 1, 2, 3, 4, 3, 6, 7, 8, 9, 10};
+	static const int prev[] = {0, 0, 1, 2, 3, 2, 5, 6, 7, 8, 9};
 	enum { NSTEP = sizeof(step) / sizeof(step[0]) };
 	static uint64_t tl[NSTEP][1000], dt[NSTEP][1000];
 #endif
@@ -859,9 +862,14 @@ static void batch_warm_only(int runs)
 #endif
 	double med = median_us(wall, runs); /* sorts wall */
 
+	printf("  deciles:");
+	for (int k = 1; k < 10; k++)
+		printf(" %.1f", (double)wall[runs * k / 10] / 1000.0);
+	printf(" us\n");
 	printf("warm batch: median %.1f us (best %.1f), lk_lock_batch call "
-	       "%.1f us\n",
-	       med, (double)wall[0] / 1000.0, median_us(sub, runs));
+	       "%.1f us, %llu polling back-offs\n",
+	       med, (double)wall[0] / 1000.0, median_us(sub, runs),
+	       (unsigned long long)(backoffs() - b0));
 }
 
 /* ---- 7. throughput ---- */

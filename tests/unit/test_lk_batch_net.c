@@ -10,7 +10,10 @@
  * two different nodes interleaved, names whose master is this node,
  * names cached in the hold cache, the same name twice, names with a
  * string part, names nobody has used yet, names another node holds in a
- * conflicting mode, and locks with completion callbacks.
+ * conflicting mode, and locks with completion callbacks. A batch's long
+ * run to one master is answered before the master's bookkeeping (lk_master.c
+ * run_answer_first): checked that the master then knows every lock it
+ * granted, and that runs it must not answer first take the usual path.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -155,6 +158,128 @@ static void test_batch_behind_holder(void)
 	check_and_unlock(600, LK_PR);
 }
 
+static uint64_t answered_first(int node)
+{
+	struct lk_stats st;
+
+	lk_ls_stats(lkl_ls[node], &st);
+	return st.runs_answered_first;
+}
+
+/* Names 0..@n - 1 of type @type, with no string part, mastered by node
+ * 2, and node 1 knowing it (one batch looked the masters up). */
+static int setup_run(uint16_t type, int n)
+{
+	for (int i = 0; i < n; i++) {
+		names[i] = nm(type, (uint64_t)i, NULL);
+		if (master_on(2, &names[i]) != 0)
+			return -1;
+	}
+	if (lk_lock_batch(lkl_ls[1], names, (size_t)n, LK_PR, 0, NULL, NULL,
+			  lks) < 0 ||
+	    lk_wait_batch(lks, (size_t)n) != 0)
+		return -1;
+	return lk_unlock_batch(lks, (size_t)n, 0) == n ? 0 : -1;
+}
+
+/* A 600-lock PR batch all mastered by node 2: one run, answered first.
+ * The master must hold a copy of each lock it granted that way: node 3's
+ * EX requests on some of them wait while node 1 holds them, its PR is
+ * granted, and the EX ones are granted once node 1 unlocks. */
+static void test_answer_first(void)
+{
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	struct lk_lock *x[6], *pr;
+	struct lk_stats s0, s1;
+	uint64_t a0;
+	int granted = 0;
+
+	REQUIRE(setup_run(10, 600) == 0);
+	a0 = answered_first(2);
+	lk_ls_stats(lkl_ls[1], &s0);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL,
+			      lks) >= 0);
+	CHECK_EQ(lk_wait_batch(lks, 600), 0);
+	CHECK_EQ(answered_first(2), a0 + 1);
+	/* the type's figures count each lock, though added once */
+	lk_ls_stats(lkl_ls[1], &s1);
+	CHECK_EQ(s1.type[10].c.requests - s0.type[10].c.requests, 600);
+	CHECK_EQ(s1.type[10].c.grants_remote - s0.type[10].c.grants_remote,
+		 600);
+	CHECK_EQ(s1.type[10].mode_count[LK_PR] - s0.type[10].mode_count[LK_PR],
+		 600);
+	CHECK(s1.type[10].c.srtt > 0);
+	for (int k = 0; k < 6; k++)
+		REQUIRE(lk_lock(lkl_ls[3], &names[k * 111], LK_EX, 0, NULL,
+				NULL, &x[k]) >= 0);
+	pr = lock_wait(3, &names[599], LK_PR);
+	CHECK(pr != NULL);
+	if (pr != NULL)
+		lk_unlock(pr, 0);
+	nanosleep(&ts, NULL);
+	for (int k = 0; k < 6; k++)
+		granted += lk_lock_granted(x[k]);
+	CHECK_EQ(granted, 0);
+	check_and_unlock(600, LK_PR);
+	for (int k = 0; k < 6; k++) {
+		CHECK_EQ(lk_wait(x[k]), 0);
+		CHECK_EQ(lk_unlock(x[k], 0), 0);
+	}
+}
+
+/* Runs that must take the per-request path: one lock of the run held EX
+ * elsewhere (the run waits for it, the others are granted), and an EX
+ * batch (a name twice would conflict with itself). */
+static void test_answer_first_not(void)
+{
+	struct lk_lock *held;
+	uint64_t a0;
+
+	REQUIRE(setup_run(11, 600) == 0);
+	held = lock_wait(3, &names[250], LK_EX);
+	REQUIRE(held != NULL);
+	a0 = answered_first(2);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL,
+			      lks) >= 0);
+	for (int i = 0; i < 600; i++)
+		if (i != 250)
+			CHECK_EQ(lk_wait(lks[i]), 0);
+	CHECK(!lk_lock_granted(lks[250]));
+	CHECK_EQ(lk_unlock(held, 0), 0);
+	CHECK_EQ(lk_wait_batch(lks, 600), 0);
+	check_and_unlock(600, LK_PR);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 300, LK_EX, 0, NULL, NULL,
+			      lks) >= 0);
+	CHECK_EQ(lk_wait_batch(lks, 300), 0);
+	check_and_unlock(300, LK_EX);
+	CHECK_EQ(answered_first(2), a0);
+}
+
+/* A NOQUEUE request without a completion callback that a remote master
+ * refuses: its handle stays valid until lk_wait (or lk_unlock) tells the
+ * failure, however early the refusal came (it used to be freed at once,
+ * and the lk_wait after it read a recycled lkb). */
+static void test_failed_handle(void)
+{
+	struct timespec ts = {0, 50 * 1000 * 1000};
+	struct lk_name n = nm(12, 1, NULL);
+	struct lk_lock *held, *a = NULL, *b = NULL;
+
+	REQUIRE(master_on(2, &n) == 0);
+	held = lock_wait(3, &n, LK_EX);
+	REQUIRE(held != NULL);
+	CHECK_EQ(lk_lock(lkl_ls[1], &n, LK_EX, LK_NOQUEUE, NULL, NULL, &a), 0);
+	CHECK_EQ(lk_lock(lkl_ls[1], &n, LK_PR, LK_NOQUEUE, NULL, NULL, &b), 0);
+	nanosleep(&ts, NULL); /* both refusals have come */
+	CHECK_EQ(lk_wait(a), -EAGAIN);
+	CHECK_EQ(lk_unlock(b, 0), -ENOENT);
+	CHECK_EQ(lk_unlock(held, 0), 0);
+	a = lock_wait(1, &n, LK_EX);
+	CHECK(a != NULL);
+	if (a != NULL)
+		CHECK_EQ(lk_unlock(a, 0), 0);
+}
+
 static atomic_int completions;
 
 static void on_completion(struct lk_lock *lk, int status, void *arg)
@@ -198,6 +323,9 @@ int main(int argc, char **argv)
 	T_RUN(test_mixed_batch);
 	T_RUN(test_batch_behind_holder);
 	T_RUN(test_batch_completions);
+	T_RUN(test_answer_first);
+	T_RUN(test_answer_first_not);
+	T_RUN(test_failed_handle);
 	lkl_close();
 	return t_done();
 }

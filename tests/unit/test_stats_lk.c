@@ -75,6 +75,7 @@ static void fill(void)
 	snap.net_spins = 5;
 	snap.net_spin_hits = 3;
 	snap.poll_backoffs = 2;
+	snap.runs_answered_first = 4;
 }
 
 static void test_locks_render(void)
@@ -130,6 +131,7 @@ static void test_locks_render(void)
 	CHECK_EQ(geti(l, "net_spins"), 5);
 	CHECK_EQ(geti(l, "net_spin_hits"), 3);
 	CHECK_EQ(geti(l, "poll_backoffs"), 2);
+	CHECK_EQ(geti(l, "runs_answered_first"), 4);
 	CHECK_EQ(geti(l, "rx_spins"), 0);
 	peers = json_object_get(json_object_get(j, "net"), "peers");
 	CHECK_EQ(json_array_size(peers), 1);
