@@ -500,9 +500,8 @@ void lk_res_master_known(struct lk_ls *ls, struct lk_res *res)
 
 /* lk_lkb_complete; a grant's type figures gathered in @gs if not NULL
  * (rx_grants: the caller ends them). */
-static void complete(struct lk_ls *ls, struct lk_lock *lk, int status,
-		     int mode, const struct lk_rec_reply *r,
-		     struct lk_grant_stats *gs)
+static void complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
+		     const struct lk_rec_reply *r, struct lk_grant_stats *gs)
 {
 	int failed_new = 0;
 
@@ -519,10 +518,9 @@ static void complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 			lk->lvb_seq = r->lvb_seq;
 		}
 		if (gs != NULL)
-			lk_stats_grant_add(ls, gs, lk,
-					   lk->res->master != ls->nodeid,
-					   r != NULL && (r->lvbf & LK_RF_QUEUED),
-					   ls->now);
+			lk_stats_grant_add(
+			    ls, gs, lk, lk->res->master != ls->nodeid,
+			    r != NULL && (r->lvbf & LK_RF_QUEUED), ls->now);
 		else
 			lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
 				       r != NULL && (r->lvbf & LK_RF_QUEUED),
@@ -547,7 +545,8 @@ static void complete(struct lk_ls *ls, struct lk_lock *lk, int status,
 		lk_cb_push(ls, LK_CB_COMP, lk, status);
 	if (!failed_new)
 		return;
-	if (lk != ls->sync_lkb && (lk->ops == NULL || lk->ops->completion == NULL)) {
+	if (lk != ls->sync_lkb &&
+	    (lk->ops == NULL || lk->ops->completion == NULL)) {
 		/* nobody was told yet: the handle stays valid (a zombie)
 		 * until lk_wait or lk_unlock says it failed */
 		lkb_unlink(ls, lk);

@@ -17,8 +17,8 @@ static struct lk_dirent **slot(struct lk_ls *ls, const struct lk_name *n,
 {
 	struct lk_dirent **pp = &ls->dir_hash[hash & LK_HASH_MASK];
 
-	while (*pp != NULL && ((*pp)->hash != hash ||
-			       !lk_name_eq(&(*pp)->name, n)))
+	while (*pp != NULL &&
+	       ((*pp)->hash != hash || !lk_name_eq(&(*pp)->name, n)))
 		pp = &(*pp)->hnext;
 	return pp;
 }

@@ -144,8 +144,7 @@ static int on_cycle(struct lk_rq **cv, size_t n, size_t i, char *seen,
 		size_t a = stack[--sp];
 
 		for (size_t b = 0; b < n; b++) {
-			if (b == a ||
-			    lk_compat(cv[a]->rqmode, cv[b]->grmode))
+			if (b == a || lk_compat(cv[a]->rqmode, cv[b]->grmode))
 				continue;
 			if (b == i)
 				return 1;
@@ -238,13 +237,13 @@ int lk_grant_now(const struct lk_rsq *q, int mode, uint32_t flags)
 	    (q->hold && !(flags & LK_NOEXP)))
 		return 0;
 	for (l = q->grantq.next; l != &q->grantq; l = l->next)
-		if (!lk_compat(mode, LK_CONTAINER(l, struct lk_rq, link)->grmode))
+		if (!lk_compat(mode,
+			       LK_CONTAINER(l, struct lk_rq, link)->grmode))
 			return 0;
 	return 1;
 }
 
-void lk_grant_take(struct lk_rsq *q, struct lk_rq *rq, int mode,
-		   uint32_t flags)
+void lk_grant_take(struct lk_rsq *q, struct lk_rq *rq, int mode, uint32_t flags)
 {
 	rq->grmode = -1;
 	rq->rqmode = (int8_t)mode;
@@ -386,8 +385,7 @@ static int check_compat(const struct lk_list *a, const struct lk_list *b)
 
 	for (x = a->next; x != a; x = x->next)
 		for (y = b->next; y != b; y = y->next)
-			if (x != y &&
-			    !lk_compat(grmode_of(x), grmode_of(y)))
+			if (x != y && !lk_compat(grmode_of(x), grmode_of(y)))
 				return -EPROTO;
 	return 0;
 }

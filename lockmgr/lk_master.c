@@ -84,7 +84,8 @@ void lk_master_fill_lvb(struct lk_res *res, struct lk_rq *rq, uint8_t *lvbf,
 static int grants_add(struct lk_ls *ls, uint32_t node, uint64_t lkid,
 		      uint32_t count, int mode, uint8_t lvbf)
 {
-	struct lk_rec_grants *g = lk_out_last(ls, node, LK_M_GRANTS, sizeof(*g));
+	struct lk_rec_grants *g =
+	    lk_out_last(ls, node, LK_M_GRANTS, sizeof(*g));
 
 	if (g != NULL && g->lkid + g->count == lkid && g->mode == mode &&
 	    g->lvbf == lvbf && g->count <= LK_GRANTS_MAX - count) {

@@ -46,8 +46,9 @@ struct lk_member {
 	uint64_t incarnation[LK_MAX_NODES]; /* last seen per node */
 	uint64_t restarted; /* new incarnations of members: kept out of the
 			       up set until a generation dropped the old */
-	int overtaken;	    /* restarted a generation a higher one overtook
-			       (again only after a recovery finished) */
+	int overtaken;	    /* restarted a generation a higher one
+			       overtook (again only after a recovery
+			       finished) */
 	int warned_quorum;
 	int seen_all; /* every configured node was up at once, once */
 	int alone_ok; /* two-node: the peer did not show up in time */

@@ -102,7 +102,7 @@ struct lk_net {
 				    without sleeping after a lock frame came in
 				    (net_wait; configuration poll_us) */
 	uint64_t poll_off_until; /* atomic: no polling before (ns) */
-	uint64_t slow_since;	 /* atomic: slow yields counted since (ns) */
+	uint64_t slow_since;	 /* atomic: slow yields counted since */
 	unsigned slow_yields;	 /* atomic: ... how many (poll_yield) */
 	uint64_t poll_backoffs;	 /* atomic: times polling was switched off */
 };

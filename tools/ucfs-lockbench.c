@@ -830,11 +830,17 @@ static void batch_warm_only(int runs)
 #ifdef LK_TIMELINE
 	/* lockmgr/lk_internal.h, enum lk_tl_point */
 	extern uint64_t lk_tl[];
-	static const char *const step[] = {
-	    "call",	  "early requests written", "... sent",
-	    "lkbs built", "lk_lock_batch returns",  "master: rx",
-	    "master: granted", "master: GRANTS sent", "GRANTS rx",
-	    "completed",  "lk_wait_batch returns"};
+	static const char *const step[] = {"call",
+					   "early requests written",
+					   "... sent",
+					   "lkbs built",
+					   "lk_lock_batch returns",
+					   "master: rx",
+					   "master: granted",
+					   "master: GRANTS sent",
+					   "GRANTS rx",
+					   "completed",
+					   "lk_wait_batch returns"};
 	/* the step each one follows */
 	static const int prev[] = {0, 0, 1, 2, 3, 2, 5, 6, 7, 8, 9};
 	enum { NSTEP = sizeof(step) / sizeof(step[0]) };
@@ -1088,11 +1094,11 @@ int main(int argc, char **argv)
 		"\"poll_backoffs_warm_batches\": %llu, "
 		"\"idle_remote_grant_us\": %.3f, \"idle_batch1000_us\": %.1f, "
 		"\"throughput_ops_s\": %.0f}\n",
-		nnodes, nthreads, ncpus, rtt_us, local, cached, cached_mean / 1000.0,
-		remote, remote / rtt_us, rtt_poll, first, pp, cold, warm,
-		warm / remote, batch_min_us, batch_ratio_warm, batch_ratio_cold,
-		(unsigned long long)warm_backoffs, idle_remote_us, idle_batch_us,
-		tp);
+		nnodes, nthreads, ncpus, rtt_us, local, cached,
+		cached_mean / 1000.0, remote, remote / rtt_us, rtt_poll, first,
+		pp, cold, warm, warm / remote, batch_min_us, batch_ratio_warm,
+		batch_ratio_cold, (unsigned long long)warm_backoffs,
+		idle_remote_us, idle_batch_us, tp);
 	if (jf != stdout)
 		fclose(jf);
 	return 0;

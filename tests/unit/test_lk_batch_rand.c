@@ -78,8 +78,9 @@ static void enter(int i, int mode)
 		break;
 	}
 	if (bad != 0 && atomic_fetch_add(&violations, 1) < 5)
-		fprintf(stderr, "name %d granted %d beside PR %d CW %d PW %d "
-				"EX %d\n",
+		fprintf(stderr,
+			"name %d granted %d beside PR %d CW %d PW %d "
+			"EX %d\n",
 			i, mode, pr, cw, pw, ex);
 	atomic_fetch_add(&held[i][slot(mode)], 1);
 	atomic_fetch_add(&grants, 1);
@@ -211,8 +212,10 @@ static void test_random_batches(void)
 	REQUIRE(master_blocks() == 0);
 	for (int i = 0; i < NNODES; i++) {
 		w[i].node = i + 1;
-		w[i].seed = (seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) | 1;
-		REQUIRE(pthread_create(&w[i].th, NULL, worker_main, &w[i]) == 0);
+		w[i].seed =
+		    (seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) | 1;
+		REQUIRE(pthread_create(&w[i].th, NULL, worker_main, &w[i]) ==
+			0);
 	}
 	for (int i = 0; i < NNODES; i++)
 		pthread_join(w[i].th, NULL);
