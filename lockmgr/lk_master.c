@@ -479,7 +479,10 @@ static int run_answer_first(struct lk_ls *ls, uint32_t sender,
 	lk_out_flush_node(ls, sender);
 	LK_TL(LK_TL_MASTER_SENT);
 	/* a requester on this CPU (nodes on one machine) completes its
-	 * batch now rather than after the bookkeeping below */
+	 * batch now rather than after the bookkeeping below. ls->mu stays
+	 * held (the gap must stay invisible): a thread of this node that
+	 * wants it meanwhile sleeps on it for the few µs of the yield;
+	 * with nothing else runnable here the yield returns at once */
 	sched_yield();
 	for (uint32_t j = 0; j < h->count; j++) {
 		struct lk_res *res = rv[j];
