@@ -1,7 +1,8 @@
 /*
  * lk_local.h — a cluster of lockspaces in one test process, one per node,
  * node i on 127.0.0.i, over real TCP (for the unit tests that need the
- * transport: test_lk_batch_net, test_lk_quorum).
+ * transport: test_lk_batch_net, test_lk_batch_rand, test_lk_quorum,
+ * test_lk_rejoin).
  *
  *	lkl_open(3, 3, "", 5000)  a configuration of 3 nodes (extra JSON
  *	                       fields may be given, e.g. "\"two_node\":true,";
@@ -11,6 +12,13 @@
  *	                       node i
  *	lkl_open_set(2, 0x4, ...)  the same, opening only the nodes of the
  *	                       bitmap (here node 2)
+ *	lkl_open_with(n, which, extra, ms, open)  the same, node i opened by
+ *	                       open(i) (its own callbacks; the configuration
+ *	                       is at lkl_cfg)
+ *	lkl_start(3, "", 5000) lkl_open of all 3 then lkl_full; prints
+ *	                       "FAIL start_cluster" on failure
+ *	lkl_lock_soon(i, &name, tries)  EX on node i granted within tries
+ *	                       x 10 ms, then released: 0, or -ETIMEDOUT
  *	lkl_full(3, 20000)     wait until every node sees all n as members
  *	lkl_close()            close what is still open, remove the files
  *
@@ -57,9 +65,19 @@ static inline int lkl_config(const char *path, int n, int port, const char *extr
 	return fclose(f) == 0 ? 0 : -EIO;
 }
 
-/* Like lkl_open, opening the nodes whose bits are set in @which. */
-static inline int lkl_open_set(int n, uint64_t which, const char *extra,
-			       unsigned timeout_ms)
+static char lkl_cfg[128]; /* the configuration file */
+
+static inline int lkl_open_quiet(int i)
+{
+	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, NULL, lkl_quiet, NULL};
+
+	return lk_ls_open(&c, &lkl_ls[i]);
+}
+
+/* Like lkl_open, opening the nodes whose bits are set in @which, each
+ * by @open_node (NULL: with no callbacks but the quiet log). */
+static inline int lkl_open_with(int n, uint64_t which, const char *extra,
+				unsigned timeout_ms, int (*open_node)(int i))
 {
 	char path[128];
 	FILE *f;
@@ -76,18 +94,16 @@ static inline int lkl_open_set(int n, uint64_t which, const char *extra,
 		return -errno;
 	fprintf(f, "lkl-secret-%d-0123456789abcdef0123\n", getpid());
 	fclose(f);
-	snprintf(path, sizeof(path), "%s/cluster.json", lkl_dir);
+	snprintf(lkl_cfg, sizeof(lkl_cfg), "%s/cluster.json", lkl_dir);
+	if (open_node == NULL)
+		open_node = lkl_open_quiet;
 	for (int attempt = 0;; attempt++) {
 		int port = 20000 + (getpid() * 31 + attempt * 7919) % 30000;
-		int ret = lkl_config(path, n, port, extra, timeout_ms), i;
+		int ret = lkl_config(lkl_cfg, n, port, extra, timeout_ms), i;
 
-		for (i = 1; i <= n && ret == 0; i++) {
-			struct lk_ls_config c = {path, (uint32_t)i, NULL,
-						 lkl_quiet, NULL};
-
+		for (i = 1; i <= n && ret == 0; i++)
 			if (which & (1ull << i))
-				ret = lk_ls_open(&c, &lkl_ls[i]);
-		}
+				ret = open_node(i);
 		if (ret == 0)
 			return 0;
 		for (int j = i - 2; j >= 1; j--) {
@@ -97,6 +113,12 @@ static inline int lkl_open_set(int n, uint64_t which, const char *extra,
 		if (ret != -EADDRINUSE || attempt == 5)
 			return ret;
 	}
+}
+
+static inline int lkl_open_set(int n, uint64_t which, const char *extra,
+			       unsigned timeout_ms)
+{
+	return lkl_open_with(n, which, extra, timeout_ms, NULL);
 }
 
 static inline int lkl_open(int n, int nopen, const char *extra,
@@ -130,6 +152,47 @@ static inline int lkl_full(int n, int timeout_ms)
 		usleep(10000);
 	}
 	return -ETIMEDOUT;
+}
+
+/* All @n nodes open and each seeing all as members; else prints why and
+ * the FAIL line of the whole program. */
+static inline int lkl_start(int n, const char *extra, unsigned timeout_ms)
+{
+	int ret = lkl_open(n, n, extra, timeout_ms);
+
+	if (ret == 0)
+		ret = lkl_full(n, 20000);
+	if (ret != 0) {
+		fprintf(stderr, "cluster: %s\n", strerror(-ret));
+		printf("FAIL start_cluster\n");
+	}
+	return ret;
+}
+
+/* EX on @name from node @i, granted within @tries x 10 ms, released:
+ * 0, -ETIMEDOUT (the request cancelled), or lk_lock's error. */
+static inline int lkl_lock_soon(int i, const struct lk_name *name, int tries)
+{
+	struct lk_lock *lk = NULL;
+	int ret = lk_lock(lkl_ls[i], name, LK_EX, 0, NULL, NULL, &lk);
+
+	if (ret < 0)
+		return ret;
+	for (int t = 0; ret == 0 && t < tries; t++) {
+		if (lk_lock_granted(lk))
+			ret = LK_GRANTED_NOW;
+		else
+			usleep(10000);
+	}
+	if (ret != LK_GRANTED_NOW) {
+		lk_cancel(lk);
+		/* releases the handle; a cancel that crossed the grant
+		 * leaves the lock granted */
+		if (lk_wait(lk) == 0)
+			lk_unlock(lk, 0);
+		return -ETIMEDOUT;
+	}
+	return lk_unlock(lk, 0);
 }
 
 static inline void lkl_close(void)

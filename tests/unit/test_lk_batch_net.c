@@ -309,17 +309,9 @@ static void test_batch_completions(void)
 
 int main(int argc, char **argv)
 {
-	int ret;
-
 	t_init(argc, argv);
-	ret = lkl_open(NNODES, NNODES, "", 5000);
-	if (ret == 0)
-		ret = lkl_full(NNODES, 20000);
-	if (ret != 0) {
-		fprintf(stderr, "cluster: %s\n", strerror(-ret));
-		printf("FAIL start_cluster\n");
+	if (lkl_start(NNODES, "", 5000) != 0)
 		return 1;
-	}
 	T_RUN(test_mixed_batch);
 	T_RUN(test_batch_behind_holder);
 	T_RUN(test_batch_completions);

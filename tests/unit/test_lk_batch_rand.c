@@ -232,17 +232,9 @@ static void test_random_batches(void)
 
 int main(int argc, char **argv)
 {
-	int ret;
-
 	t_init(argc, argv);
-	ret = lkl_open(NNODES, NNODES, "", 5000);
-	if (ret == 0)
-		ret = lkl_full(NNODES, 20000);
-	if (ret != 0) {
-		fprintf(stderr, "cluster: %s\n", strerror(-ret));
-		printf("FAIL start_cluster\n");
+	if (lkl_start(NNODES, "", 5000) != 0)
 		return 1;
-	}
 	T_RUN(test_random_batches);
 	lkl_close();
 	return t_done();

@@ -30,22 +30,8 @@ static struct lk_name nm(uint64_t num)
 static int lock_soon(int i, uint64_t num)
 {
 	struct lk_name n = nm(num);
-	struct lk_lock *lk = NULL;
-	int ret = lk_lock(lkl_ls[i], &n, LK_EX, 0, NULL, NULL, &lk);
 
-	if (ret < 0)
-		return ret;
-	for (int t = 0; ret == 0 && t < 300; t++) {
-		if (lk_lock_granted(lk))
-			ret = LK_GRANTED_NOW;
-		else
-			usleep(10000);
-	}
-	if (ret != LK_GRANTED_NOW) {
-		lk_cancel(lk); /* its failed completion frees it */
-		return -ETIMEDOUT;
-	}
-	return lk_unlock(lk, 0);
+	return lkl_lock_soon(i, &n, 300);
 }
 
 static int quorate(int i)

@@ -43,7 +43,6 @@ struct node_obs {
 };
 
 static struct node_obs obs[LKL_MAX + 1];
-static char cfg_path[128];
 static int show_log;
 static uint64_t t0;
 
@@ -82,7 +81,7 @@ static void on_down(struct lk_ls *ls, uint32_t dead, void *arg)
 
 static int open_node(int i)
 {
-	struct lk_ls_config c = {cfg_path, (uint32_t)i, on_down, on_log,
+	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, on_down, on_log,
 				 &obs[i]};
 
 	return lk_ls_open(&c, &lkl_ls[i]);
@@ -91,38 +90,11 @@ static int open_node(int i)
 /* A cluster of @n nodes, all open, with our callbacks. */
 static int cluster_open(int n, const char *extra)
 {
-	char path[128];
-	FILE *f;
-
 	memset(obs, 0, sizeof(obs));
 	for (int i = 1; i <= LKL_MAX; i++)
 		obs[i].id = (uint32_t)i;
-	lkl_n = n;
-	snprintf(lkl_dir, sizeof(lkl_dir), "/tmp/ucfs-lkr.XXXXXX");
-	if (mkdtemp(lkl_dir) == NULL)
-		return -errno;
-	snprintf(path, sizeof(path), "%s/secret", lkl_dir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		return -errno;
-	fprintf(f, "lkr-secret-%d-0123456789abcdef0123\n", getpid());
-	fclose(f);
-	snprintf(cfg_path, sizeof(cfg_path), "%s/cluster.json", lkl_dir);
-	for (int attempt = 0;; attempt++) {
-		int port = 20000 + (getpid() * 37 + attempt * 7919) % 30000;
-		int ret = lkl_config(cfg_path, n, port, extra, TIMEOUT_MS), i;
-
-		for (i = 1; i <= n && ret == 0; i++)
-			ret = open_node(i);
-		if (ret == 0)
-			return 0;
-		for (int j = i - 2; j >= 1; j--) {
-			lk_ls_abandon(lkl_ls[j]);
-			lkl_ls[j] = NULL;
-		}
-		if (ret != -EADDRINUSE || attempt == 5)
-			return ret;
-	}
+	return lkl_open_with(n, ((1ull << (n + 1)) - 1) & ~1ull, extra,
+			     TIMEOUT_MS, open_node);
 }
 
 static struct lk_name nm(uint64_t num)
@@ -151,22 +123,8 @@ static struct lk_lock *lock_wait(int i, uint64_t num, int mode)
 static int lock_soon(int i, uint64_t num)
 {
 	struct lk_name n = nm(num);
-	struct lk_lock *lk = NULL;
-	int ret = lk_lock(lkl_ls[i], &n, LK_EX, 0, NULL, NULL, &lk);
 
-	if (ret < 0)
-		return ret;
-	for (int t = 0; ret == 0 && t < 1000; t++) {
-		if (lk_lock_granted(lk))
-			ret = LK_GRANTED_NOW;
-		else
-			usleep(10000);
-	}
-	if (ret != LK_GRANTED_NOW) {
-		lk_cancel(lk);
-		return -ETIMEDOUT;
-	}
-	return lk_unlock(lk, 0);
+	return lkl_lock_soon(i, &n, 1000);
 }
 
 /* Lock @num EX with a value, write @val back by converting to NL. */
