@@ -184,10 +184,13 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 /*
  * Request @n locks at once (e.g. PR on every inode of a directory): one
  * message per master, grants batched. out[i] receives each handle; each
- * lock completes on its own (completion per lock, or lk_wait each).
- * Returns the number granted at once (no callback for those: check
- * lk_lock_granted), or -errno with no handle created (-EINVAL, also for
- * LK_NOQUEUE, which batches do not take; -ENOMEM). Never blocks.
+ * lock completes on its own (completion per lock, or lk_wait each, or
+ * lk_wait_batch). Returns the number granted at once (no callback for
+ * those: check lk_lock_granted), or -errno with no handle created
+ * (-EINVAL, -ENOMEM). With LK_NOQUEUE (a statahead that must not wait
+ * for, or disturb, another node's holders), out[i] is NULL for a name
+ * this node masters and refused at once; one a remote master refuses
+ * completes with -EAGAIN. Never blocks.
  */
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
@@ -214,8 +217,8 @@ int lk_unlock(struct lk_lock *lk, unsigned flags);
 
 /*
  * lk_unlock() for @n locks of one lockspace at once: one message per
- * master. Returns the number released; locks that could not be (pending,
- * cached, dead) are skipped and left as they were.
+ * master. Returns the number released; NULL entries, and locks that could
+ * not be (pending, cached, dead), are skipped and left as they were.
  */
 int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags);
 
@@ -240,8 +243,8 @@ int lk_wait(struct lk_lock *lk);
  * lock once rather than once per lock: for the handles of an
  * lk_lock_batch. Returns 0 if every lock was granted, else the first
  * non-zero status met (all of them are waited for anyway). As for
- * lk_wait, a failed new request's handle is released on return (see
- * "Handles" above).
+ * lk_wait, a failed new request's handle is released: its entry is set
+ * to NULL (a NOQUEUE batch: what is left non-NULL is granted).
  */
 int lk_wait_batch(struct lk_lock **locks, size_t n);
 

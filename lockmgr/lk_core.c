@@ -337,13 +337,15 @@ static void lkb_kill(struct lk_ls *ls, struct lk_lock *lk)
 }
 
 /* The user's reference to a zombie (see complete) goes with the call
- * that tells the user its request failed: lk_wait, or lk_unlock. */
-static void zombie_release(struct lk_lock *lk)
+ * that tells the user its request failed: lk_wait, or lk_unlock. 1 if
+ * it went (the handle is no more). */
+static int zombie_release(struct lk_lock *lk)
 {
-	if (lk->zombie) {
-		lk->zombie = 0;
-		lk_lkb_put(lk);
-	}
+	if (!lk->zombie)
+		return 0;
+	lk->zombie = 0;
+	lk_lkb_put(lk);
+	return 1;
 }
 
 static void lkb_defer(struct lk_ls *ls, struct lk_lock *lk, int op)
@@ -1274,6 +1276,13 @@ static void early_send(struct lk_ls *ls, uint64_t masters, uint64_t *held)
 	}
 }
 
+/* A NOQUEUE request this node refused at once (it masters the name):
+ * no handle, out[i] stays NULL; not a failure of the batch. */
+static int refused_now(const struct lock_args *a, int r)
+{
+	return r == -EAGAIN && (a->flags & LK_NOQUEUE);
+}
+
 /*
  * Under ls->mu. Pass 0 finds each resource and writes the early
  * requests; then the names whose master must be looked up are locked
@@ -1315,6 +1324,8 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		if (!bn[i].look)
 			continue;
 		r = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res, &out[i]);
+		if (refused_now(a, r))
+			continue;
 		if (r < 0)
 			ret = r;
 		else
@@ -1338,6 +1349,8 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			r = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
 				     &out[i]);
 		}
+		if (refused_now(a, r))
+			continue;
 		if (r < 0) {
 			ret = ret < 0 ? ret : r;
 			continue;
@@ -1352,13 +1365,13 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  void *arg, struct lk_lock **out)
 {
 	struct lock_args a = {mode, flags, ops, arg, 0};
-	int ret = check_args(mode, flags & ~(unsigned)LK_NOQUEUE, NULL);
+	int ret = check_args(mode, flags, NULL);
 	struct batch_name *bn;
 	uint64_t held;
 	int granted = 0;
 
-	if (ret < 0 || (flags & LK_NOQUEUE))
-		return -EINVAL;
+	if (ret < 0)
+		return ret;
 	for (size_t i = 0; i < n; i++) {
 		if (lk_wire_check_name(&names[i]) != 0)
 			return -EINVAL;
@@ -1443,7 +1456,7 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 	ls->now = lk_now_ns();
 	if (lk->state == LK_S_DEAD || lk->cached) {
 		ret = -ENOENT;
-		zombie_release(lk); /* a failed request's handle */
+		(void)zombie_release(lk); /* a failed request's handle */
 	} else if (lk->state != LK_S_GRANTED || lk->deferred_op != 0) {
 		ret = -EBUSY;
 	} else if ((flags & LK_UNLOCK_CACHE) &&
@@ -1473,19 +1486,21 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 
 int lk_unlock_batch(struct lk_lock **locks, size_t n, unsigned flags)
 {
-	struct lk_ls *ls;
+	struct lk_ls *ls = NULL;
 	int done = 0;
 
-	if (n == 0)
+	for (size_t i = 0; i < n && ls == NULL; i++)
+		if (locks[i] != NULL)
+			ls = locks[i]->ls;
+	if (ls == NULL)
 		return 0;
-	ls = locks[0]->ls;
 	lk_api_lock(ls);
 	ls->now = lk_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		struct lk_lock *lk = locks[i];
 
-		if (lk->ls != ls || lk->state != LK_S_GRANTED || lk->cached ||
-		    lk->deferred_op != 0)
+		if (lk == NULL || lk->ls != ls || lk->state != LK_S_GRANTED ||
+		    lk->cached || lk->deferred_op != 0)
 			continue;
 		do_unlock(ls, lk, flags & ~(unsigned)LK_UNLOCK_CACHE);
 		done++;
@@ -1562,14 +1577,17 @@ static int rx_wait(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 
 /* lk_wait with ls->mu held (dropped while sleeping); a remote reply is
  * polled for without sleeping for up to @spin_ns first (rx_wait). */
-static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
+/* lk_wait under ls->mu; *@released: the handle of a failed new request
+ * was released (see zombie_release). */
+static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns,
+		       int *released)
 {
 	pthread_cond_t own;
 	int mine = 0, st;
 
 	if (!pending(lk)) {
 		st = lk->status;
-		zombie_release(lk);
+		*released = zombie_release(lk);
 		return st;
 	}
 	lk->refs++;
@@ -1592,7 +1610,7 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 		pthread_cond_destroy(&own);
 	}
 	st = lk->status;
-	zombie_release(lk); /* the failure is told: the handle goes */
+	*released = zombie_release(lk); /* the failure is told */
 	lk_lkb_put(lk);
 	return st;
 }
@@ -1600,10 +1618,10 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 int lk_wait(struct lk_lock *lk)
 {
 	struct lk_ls *ls = lk->ls;
-	int st;
+	int st, released;
 
 	lk_api_lock(ls);
-	st = wait_locked(ls, lk, ls->spin_ns);
+	st = wait_locked(ls, lk, ls->spin_ns, &released);
 	pthread_mutex_unlock(&ls->mu);
 	return st;
 }
@@ -1626,7 +1644,7 @@ int lk_wait_batch(struct lk_lock **locks, size_t n)
 	int ret = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		int st;
+		int st, released;
 
 		if (locks[i] == NULL)
 			continue;
@@ -1637,7 +1655,9 @@ int lk_wait_batch(struct lk_lock **locks, size_t n)
 			lk_api_lock(ls);
 			spin = batch_spin(ls, n);
 		}
-		st = wait_locked(ls, locks[i], spin);
+		st = wait_locked(ls, locks[i], spin, &released);
+		if (released)
+			locks[i] = NULL; /* a failed request: no handle */
 		if (ret == 0)
 			ret = st;
 	}

@@ -255,6 +255,50 @@ static void test_answer_first_not(void)
 	CHECK_EQ(answered_first(2), a0);
 }
 
+/* A NOQUEUE batch (a statahead's): names another node holds EX are
+ * refused, at once where this node masters them (no handle) and by the
+ * remote master otherwise (lk_wait_batch drops the handle); the rest are
+ * granted, and the holder gets no blocking callback. */
+static void test_noqueue_batch(void)
+{
+	struct lk_lock *held[4];
+	static const int busy[4] = {10, 20, 310, 320};
+	struct lk_stats s0, s1;
+	int ret, null_now = 0, left = 0;
+
+	for (int i = 0; i < 600; i++) {
+		names[i] = nm(13, (uint64_t)i, NULL);
+		REQUIRE(master_on(i < 300 ? 2 : 1, &names[i]) == 0);
+	}
+	/* node 1 learns the masters */
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 600, LK_PR, 0, NULL, NULL,
+			      lks) >= 0);
+	REQUIRE(lk_wait_batch(lks, 600) == 0);
+	REQUIRE(lk_unlock_batch(lks, 600, 0) == 600);
+	for (int k = 0; k < 4; k++) {
+		held[k] = lock_wait(3, &names[busy[k]], LK_EX);
+		REQUIRE(held[k] != NULL);
+	}
+	lk_ls_stats(lkl_ls[3], &s0);
+	ret = lk_lock_batch(lkl_ls[1], names, 600, LK_PR, LK_NOQUEUE, NULL,
+			    NULL, lks);
+	REQUIRE(ret >= 0);
+	for (int i = 0; i < 600; i++)
+		null_now += lks[i] == NULL;
+	CHECK_EQ(null_now, 2); /* 310 and 320: mastered here */
+	CHECK(lks[310] == NULL && lks[320] == NULL);
+	CHECK_EQ(lk_wait_batch(lks, 600), -EAGAIN);
+	CHECK(lks[10] == NULL && lks[20] == NULL);
+	for (int i = 0; i < 600; i++)
+		left += lks[i] != NULL && lk_lock_granted(lks[i]);
+	CHECK_EQ(left, 596);
+	lk_ls_stats(lkl_ls[3], &s1);
+	CHECK_EQ(s1.type[13].c.basts_recv, s0.type[13].c.basts_recv);
+	CHECK_EQ(lk_unlock_batch(lks, 600, 0), 596);
+	for (int k = 0; k < 4; k++)
+		CHECK_EQ(lk_unlock(held[k], 0), 0);
+}
+
 /* A NOQUEUE request without a completion callback that a remote master
  * refuses: its handle stays valid until lk_wait (or lk_unlock) tells the
  * failure, however early the refusal came (it used to be freed at once,
@@ -318,6 +362,7 @@ int main(int argc, char **argv)
 	T_RUN(test_answer_first);
 	T_RUN(test_answer_first_not);
 	T_RUN(test_failed_handle);
+	T_RUN(test_noqueue_batch);
 	lkl_close();
 	return t_done();
 }

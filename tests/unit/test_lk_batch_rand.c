@@ -2,7 +2,8 @@
  * test_lk_batch_rand.c — randomized safety of batches over real TCP.
  *
  * Three lockspaces in this process (tests/unit/lk_local.h), one thread
- * per node taking, at random, PR batches of 1 to 700 consecutive names
+ * per node taking, at random, PR batches (a third of them NOQUEUE: the
+ * refused names come back NULL) of 1 to 700 consecutive names
  * (long runs to one master: a master answers those first, lk_master.c
  * run_answer_first) or single EX, PW or CW locks, holding them a little
  * and releasing them. Every grant is checked against a table of who holds
@@ -32,7 +33,7 @@ enum { NAMES = 2000, BLOCK = 500, ROUNDS = 300, MAXB = 700, TYPE = 20 };
 /* holders now, per name: [0] PR, [1] CW, [2] PW, [3] EX */
 static atomic_int held[NAMES][4];
 static atomic_int violations, stuck;
-static atomic_long grants;
+static atomic_long grants, refused;
 
 static struct lk_name nm(uint64_t num)
 {
@@ -117,22 +118,35 @@ static void batch_round(struct worker *w, struct lk_name *names,
 {
 	static const int sizes[] = {1, 50, 300, 700};
 	int n = sizes[rnd(&w->seed) % 4], first = (int)(rnd(&w->seed) % NAMES);
-	int ret;
+	unsigned flags = rnd(&w->seed) % 3 == 0 ? LK_NOQUEUE : 0;
+	int ret, got = 0;
 
 	for (int k = 0; k < n; k++)
 		names[k] = nm((uint64_t)((first + k) % NAMES));
-	ret = lk_lock_batch(lkl_ls[w->node], names, (size_t)n, LK_PR, 0, NULL,
-			    NULL, lks);
-	if (ret < 0 || lk_wait_batch(lks, (size_t)n) != 0) {
+	ret = lk_lock_batch(lkl_ls[w->node], names, (size_t)n, LK_PR, flags,
+			    NULL, NULL, lks);
+	if (ret >= 0)
+		ret = lk_wait_batch(lks, (size_t)n);
+	/* NOQUEUE: the refused ones are NULL, the rest granted */
+	if (ret != 0 && !(flags && ret == -EAGAIN)) {
 		atomic_fetch_add(&stuck, 1);
 		return;
 	}
-	for (int k = 0; k < n; k++)
+	for (int k = 0; k < n; k++) {
+		if (lks[k] == NULL) {
+			atomic_fetch_add(&refused, 1);
+			continue;
+		}
+		if (!lk_lock_granted(lks[k]))
+			atomic_fetch_add(&stuck, 1);
 		enter((first + k) % NAMES, LK_PR);
+		got++;
+	}
 	pause_us(&w->seed);
 	for (int k = 0; k < n; k++)
-		leave((first + k) % NAMES, LK_PR);
-	if (lk_unlock_batch(lks, (size_t)n, 0) != n)
+		if (lks[k] != NULL)
+			leave((first + k) % NAMES, LK_PR);
+	if (lk_unlock_batch(lks, (size_t)n, 0) != got)
 		atomic_fetch_add(&stuck, 1);
 }
 
@@ -219,8 +233,10 @@ static void test_random_batches(void)
 	}
 	for (int i = 0; i < NNODES; i++)
 		pthread_join(w[i].th, NULL);
-	printf("%ld grants checked, %llu runs answered first\n",
-	       atomic_load(&grants), (unsigned long long)answered_first());
+	printf("%ld grants checked, %ld NOQUEUE refusals, %llu runs answered "
+	       "first\n",
+	       atomic_load(&grants), atomic_load(&refused),
+	       (unsigned long long)answered_first());
 	CHECK_EQ(atomic_load(&violations), 0);
 	CHECK_EQ(atomic_load(&stuck), 0);
 	/* the first-answer path was taken (masters answered long runs) */
