@@ -505,6 +505,7 @@ void lk_res_master_known(struct lk_ls *ls, struct lk_res *res)
 static void complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 		     const struct lk_rec_reply *r, struct lk_grant_stats *gs)
 {
+	struct lk_grant_stats one = {0};
 	int failed_new = 0;
 
 	if (status == 0) {
@@ -519,14 +520,10 @@ static void complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 			lk->lvb_valid = (r->lvbf & LK_RF_LVB_VALID) != 0;
 			lk->lvb_seq = r->lvb_seq;
 		}
-		if (gs != NULL)
-			lk_stats_grant_add(
-			    ls, gs, lk, lk->res->master != ls->nodeid,
-			    r != NULL && (r->lvbf & LK_RF_QUEUED), ls->now);
-		else
-			lk_stats_grant(ls, lk, lk->res->master != ls->nodeid,
-				       r != NULL && (r->lvbf & LK_RF_QUEUED),
-				       ls->now);
+		lk_stats_grant_add(ls, gs != NULL ? gs : &one, lk,
+				   lk->res->master != ls->nodeid,
+				   r != NULL && (r->lvbf & LK_RF_QUEUED), ls->now);
+		lk_stats_grants_end(&one); /* a grant alone: added now */
 	} else if (lk->state == LK_S_CONVERTING) {
 		lk->state = LK_S_GRANTED;
 	} else {

@@ -508,8 +508,6 @@ struct lk_type_stats *lk_stats_type(struct lk_ls *ls, uint16_t type);
 void lk_stats_request_add(struct lk_ls *ls, struct lk_req_stats *g,
 			  struct lk_res *res, uint64_t now);
 void lk_stats_requests_end(struct lk_req_stats *g);
-void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
-		    int queued, uint64_t now);
 /* Grants completed together (lk_stats.c): the type's figures of a run
  * of alike grants are added once, by lk_stats_grants_end. */
 struct lk_grant_stats {

@@ -371,30 +371,44 @@ void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
  * so nothing is copied into REQUEST records and no name is re-checked;
  * the resources are found first as in rx_chunk.
  */
+/* The resources (or NULL) of @c slots of a run of type @type, as in
+ * rx_chunk: hashes and buckets first, then the finds, whose cache misses
+ * overlap; the hot part of each resource found is prefetched. */
+static void run_find(struct lk_ls *ls, uint16_t type,
+		     const struct lk_rec_slot *num, unsigned c,
+		     struct lk_res **rv)
+{
+	uint64_t hv[LK_RX_CHUNK];
+	struct lk_name n;
+
+	memset(&n, 0, sizeof(n));
+	n.type = type;
+	for (unsigned j = 0; j < c; j++) {
+		n.num = num[j].v;
+		hv[j] = lk_name_hash(&n);
+		__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
+	}
+	for (unsigned j = 0; j < c; j++) {
+		n.num = num[j].v;
+		rv[j] = lk_res_find(ls, &n, hv[j]);
+		for (size_t off = 64; rv[j] != NULL && off < LK_RES_HOT;
+		     off += 64)
+			__builtin_prefetch((const char *)rv[j] + off);
+	}
+}
+
 static void run_chunk(struct lk_ls *ls, uint32_t sender,
 		      const struct lk_run_hdr *h, const struct lk_rec_slot *num,
 		      unsigned c, const struct lk_grant_out *o)
 {
 	struct lk_res *rv[LK_RX_CHUNK];
-	uint64_t hv[LK_RX_CHUNK];
 	struct lk_rec_req r;
 
 	memset(&r, 0, sizeof(r));
 	r.name.type = h->type;
 	r.flags = h->flags;
 	r.mode = h->mode;
-	for (unsigned j = 0; j < c; j++) {
-		r.name.num = num[j].v;
-		hv[j] = lk_name_hash(&r.name);
-		__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
-	}
-	for (unsigned j = 0; j < c; j++) {
-		r.name.num = num[j].v;
-		rv[j] = lk_res_find(ls, &r.name, hv[j]);
-		for (size_t off = 64; rv[j] != NULL && off < LK_RES_HOT;
-		     off += 64)
-			__builtin_prefetch((const char *)rv[j] + off);
-	}
+	run_find(ls, h->type, num, c, rv);
 	for (unsigned j = 0; j < c; j++) {
 		struct lk_res *res = rv[j];
 
@@ -435,8 +449,6 @@ static int run_answer_first(struct lk_ls *ls, uint32_t sender,
 			    const struct lk_rec_slot *num)
 {
 	struct lk_res *stack_rv[LK_RX_CHUNK], **rv = stack_rv;
-	uint64_t hv[LK_RX_CHUNK];
-	struct lk_name nm;
 	int ok = 0;
 
 	if (!lk_compat(h->mode, h->mode) || (h->flags & LK_VALBLK) ||
@@ -447,24 +459,14 @@ static int run_answer_first(struct lk_ls *ls, uint32_t sender,
 		if (rv == NULL)
 			return 0;
 	}
-	memset(&nm, 0, sizeof(nm));
-	nm.type = h->type;
 	for (uint32_t base = 0; base < h->count; base += LK_RX_CHUNK) {
 		uint32_t c = h->count - base < LK_RX_CHUNK ? h->count - base
 							   : LK_RX_CHUNK;
 
-		/* hashes first: the bucket misses overlap (rx_chunk) */
+		run_find(ls, h->type, num + base, c, rv + base);
 		for (uint32_t j = 0; j < c; j++) {
-			nm.num = num[base + j].v;
-			hv[j] = lk_name_hash(&nm);
-			__builtin_prefetch(&ls->res_hash[hv[j] & LK_HASH_MASK]);
-		}
-		for (uint32_t j = 0; j < c; j++) {
-			struct lk_res *res;
+			struct lk_res *res = rv[base + j];
 
-			nm.num = num[base + j].v;
-			res = lk_res_find(ls, &nm, hv[j]);
-			rv[base + j] = res;
 			if (res == NULL || res->master != ls->nodeid ||
 			    !lk_grant_now(&res->q, h->mode, h->flags) ||
 			    lk_mst_find(ls, sender, h->lkid + base + j) != NULL)

@@ -136,15 +136,6 @@ void lk_stats_grants_end(struct lk_grant_stats *g)
 	g->n = 0;
 }
 
-void lk_stats_grant(struct lk_ls *ls, struct lk_lock *lk, int remote,
-		    int queued, uint64_t now)
-{
-	struct lk_grant_stats g = {0};
-
-	lk_stats_grant_add(ls, &g, lk, remote, queued, now);
-	lk_stats_grants_end(&g);
-}
-
 void lk_stats_peer_tx(struct lk_ls *ls, uint32_t node, size_t bytes,
 		      unsigned records)
 {
