@@ -146,8 +146,16 @@ static void settle(void)
 	} while (run_cbs() > 0 && n < SETTLE_MAX);
 }
 
+/* The harness's own scans are no coverage to guide by, and tracing their
+ * 65536 comparisons per table would be most of the run time. */
+#if defined(__clang__)
+#define FZ_NO_COVERAGE __attribute__((no_sanitize("coverage", "address")))
+#else
+#define FZ_NO_COVERAGE
+#endif
+
 /* Every queue of every resource obeys the grant engine's rules. */
-static void check_all(void)
+FZ_NO_COVERAGE static void check_all(void)
 {
 	for (int i = 1; i <= NN; i++) {
 		struct lk_ls *ls = node[i];
