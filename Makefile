@@ -16,8 +16,8 @@
 #                              (libFuzzer), see tests/fuzz/FUZZING.md
 #
 # Targets: all (default) | test | check (ASan+UBSan) | fuzz (libFuzzer,
-#          FUZZ_S seconds per harness) | deps | install | clean |
-#          format-check | demo
+#          FUZZ_S seconds per harness) | fuzz-afl (AFL++ build) | deps |
+#          install | clean | format-check | demo
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -33,8 +33,9 @@ DEB_BUILD := build-essential pkg-config libfuse3-dev fuse3 libaio-dev \
 	libjansson-dev liburcu-dev libsodium-dev liburing-dev libnbd-dev
 DEB_TEST  := e2fsprogs attr acl libcap2-bin util-linux procps psmisc tmux xz-utils jq \
 	python3 diffutils tar coreutils nbdkit nbd-server
-# make fuzz: clang with its libFuzzer runtime (libclang_rt.fuzzer).
-DEB_FUZZ  := clang libclang-rt-14-dev
+# make fuzz: clang with its libFuzzer runtime (libclang_rt.fuzzer);
+# make fuzz-afl: AFL++ (afl-clang-fast, libAFLDriver).
+DEB_FUZZ  := clang libclang-rt-14-dev afl++
 DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
 	hyperfine
 
@@ -77,7 +78,7 @@ FUZZ_BIN := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz/fuzz_%,$(FUZZ_C))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test check fuzz fuzz-bin deps install clean format-check demo
+.PHONY: all test check fuzz fuzz-bin fuzz-afl deps install clean format-check demo
 all: $(LIBS) $(DAEMON) $(TOOLS) $(UNIT) $(PROGS) $(FUZZ_RP)
 
 $(BUILD)/obj/%.o: %.c
@@ -125,6 +126,9 @@ fuzz-bin: $(FUZZ_BIN)
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) SAN=1 FUZZ=1 fuzz-bin
 	sh tests/fuzz/campaign.sh build-fuzz $(FUZZ_S)
+# The same harnesses for AFL++ (built only; afl-fuzz usage in FUZZING.md).
+fuzz-afl:
+	$(MAKE) BUILD=build-afl CC=afl-clang-fast SAN=1 FUZZ=1 fuzz-bin
 
 deps:
 	@if ! dpkg -s $(DEB_BUILD) $(DEB_TEST) $(DEB_FUZZ) $(DEB_BENCH) \
@@ -151,7 +155,7 @@ format-check:
 	clang-format --dry-run --Werror $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-afl
 
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
