@@ -387,7 +387,7 @@ static struct sec *timeline(struct trace *tr, double t0, size_t *nsec)
 
 	for (size_t i = 0; i < tr->n; i++)
 		n += i == 0 || (uint64_t)(tr->ev[i].t - t0) !=
-				       (uint64_t)(tr->ev[i - 1].t - t0);
+				   (uint64_t)(tr->ev[i - 1].t - t0);
 	*nsec = 0;
 	s = calloc(n + 1, sizeof(*s));
 	if (s == NULL)
@@ -424,14 +424,14 @@ static json_t *summary_timeline(struct sec *s, size_t nsec)
 	for (size_t i = 0; i < nsec; i++)
 		json_array_append_new(
 		    arr,
-		    json_pack(
-			"{s:I,s:I,s:f,s:I,s:I,s:I,s:f}", "sec",
-			(json_int_t)s[i].sec,
-			"grants", (json_int_t)s[i].grants, "wait_ms",
-			s[i].wait_ms, "basts", (json_int_t)s[i].basts,
-			"demotes", (json_int_t)s[i].demotes, "ops",
-			(json_int_t)s[i].ops, "op_mean_us",
-			s[i].ops ? s[i].op_lat_us / (double)s[i].ops : 0.0));
+		    json_pack("{s:I,s:I,s:f,s:I,s:I,s:I,s:f}", "sec",
+			      (json_int_t)s[i].sec, "grants",
+			      (json_int_t)s[i].grants, "wait_ms", s[i].wait_ms,
+			      "basts", (json_int_t)s[i].basts, "demotes",
+			      (json_int_t)s[i].demotes, "ops",
+			      (json_int_t)s[i].ops, "op_mean_us",
+			      s[i].ops ? s[i].op_lat_us / (double)s[i].ops
+				       : 0.0));
 	return arr;
 }
 

@@ -23,8 +23,7 @@ static void setup(void)
 {
 	static const uint8_t secret[32] = "a fuzzing secret, 32 bytes long";
 	char path[64];
-	int fd = fz_memfd("secret", secret, sizeof(secret), path,
-			  sizeof(path));
+	int fd = fz_memfd("secret", secret, sizeof(secret), path, sizeof(path));
 	int null = open("/dev/null", O_RDONLY);
 
 	if (fd < 0 || dup2(fd, FZ_SECRET_FD) < 0 || null < 0 ||

@@ -32,10 +32,10 @@
 #include "lockmgr/lk_wire.h"
 #include "tests/fuzz/fz_common.h"
 
-#define NN 3		  /* node ids 1..NN; node 1 is the target */
-#define QMAX 8192	  /* frames in flight */
-#define MAX_FRAMES 64	  /* input frames handled */
-#define SETTLE_MAX 20000  /* deliveries per settle (a ping-pong stops) */
+#define NN 3		 /* node ids 1..NN; node 1 is the target */
+#define QMAX 8192	 /* frames in flight */
+#define MAX_FRAMES 64	 /* input frames handled */
+#define SETTLE_MAX 20000 /* deliveries per settle (a ping-pong stops) */
 #define NLOCKS 32
 
 struct fz_frame {
@@ -165,12 +165,12 @@ FZ_NO_COVERAGE static void check_all(void)
 			for (struct lk_res *r = ls->res_hash[b]; r != NULL;
 			     r = r->hnext)
 				if (lk_grant_check(&r->q) != 0)
-					fz_fail("node %d: grant queues of a "
-						"resource (type %u num %llu) "
-						"broken", i,
-						(unsigned)r->name.type,
-						(unsigned long long)
-							r->name.num);
+					fz_fail(
+					    "node %d: grant queues of a "
+					    "resource (type %u num %llu) "
+					    "broken",
+					    i, (unsigned)r->name.type,
+					    (unsigned long long)r->name.num);
 		pthread_mutex_unlock(&ls->mu);
 	}
 }
@@ -249,9 +249,8 @@ static void setup(void)
 	settle();
 	for (int i = 0; i < 8; i++)
 		batch[i] = nm(9 + (uint64_t)i);
-	if (nheld + 8 <= NLOCKS &&
-	    lk_lock_batch(node[1], batch, 8, LK_PR, 0, NULL, NULL,
-			  held + nheld) >= 0)
+	if (nheld + 8 <= NLOCKS && lk_lock_batch(node[1], batch, 8, LK_PR, 0,
+						 NULL, NULL, held + nheld) >= 0)
 		nheld += 8;
 	settle();
 	/* CONVERT, UNLOCK, CANCEL to node 1; a BAST from node 2 */
@@ -274,7 +273,8 @@ static void setup(void)
 static void teardown(void)
 {
 	for (unsigned i = nheld; i-- > 0;) {
-		if (lk_unlock(held[i], 0) == -EBUSY && lk_cancel(held[i]) == 0) {
+		if (lk_unlock(held[i], 0) == -EBUSY &&
+		    lk_cancel(held[i]) == 0) {
 			settle();
 			lk_unlock(held[i], 0);
 		}

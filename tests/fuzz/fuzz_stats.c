@@ -18,8 +18,15 @@
 #include "tests/fuzz/fz_common.h"
 
 static const char *const paths[] = {
-	"fuse.count", "fuse.ops.read.count", "lk.grants", "core.commits",
-	"bd.read.bytes", "", ".", "a..b", "fuse.",
+    "fuse.count",
+    "fuse.ops.read.count",
+    "lk.grants",
+    "core.commits",
+    "bd.read.bytes",
+    "",
+    ".",
+    "a..b",
+    "fuse.",
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

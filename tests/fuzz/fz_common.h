@@ -19,11 +19,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define fz_fail(...)                                                        \
-	do {                                                                \
-		fprintf(stderr, "fuzz invariant broken: " __VA_ARGS__);     \
-		fputc('\n', stderr);                                        \
-		abort();                                                    \
+#define fz_fail(...)                                                           \
+	do {                                                                   \
+		fprintf(stderr, "fuzz invariant broken: " __VA_ARGS__);        \
+		fputc('\n', stderr);                                           \
+		abort();                                                       \
 	} while (0)
 
 /* $FZ_WRITE_SEED names a file: write @len bytes of @seed to it (a harness

@@ -45,18 +45,18 @@
 #define FZ_MAP_MAX 256
 
 /* input byte 0 */
-#define FZ_F_RAW 0x01	  /* leave checksums as the input has them */
-#define FZ_F_RO 0x02	  /* mount read-only */
-#define FZ_F_NOOPS 0x04	  /* no namespace operations after the walk */
-#define FZ_F_PLUS 0x08	  /* readdir with FS_READDIR_PLUS */
+#define FZ_F_RAW 0x01	/* leave checksums as the input has them */
+#define FZ_F_RO 0x02	/* mount read-only */
+#define FZ_F_NOOPS 0x04 /* no namespace operations after the walk */
+#define FZ_F_PLUS 0x08	/* readdir with FS_READDIR_PLUS */
 
 struct fz_img {
-	uint8_t *base;		   /* FZ_DEV_BYTES: the image before input */
-	struct bd_dev *bd;	   /* work device */
-	uint64_t map[FZ_MAP_MAX];  /* blocks the input covers, in order */
+	uint8_t *base;		  /* FZ_DEV_BYTES: the image before input */
+	struct bd_dev *bd;	  /* work device */
+	uint64_t map[FZ_MAP_MAX]; /* blocks the input covers, in order */
 	unsigned nmap;
-	uint64_t jstart, jend;	   /* journal region [jstart, jend) */
-	uint32_t jblocks;	   /* blocks per journal */
+	uint64_t jstart, jend; /* journal region [jstart, jend) */
+	uint32_t jblocks;      /* blocks per journal */
 };
 
 static const struct fs_cred fz_cred = {.flags = FS_CRED_FSETID};
@@ -83,7 +83,7 @@ static int fz_mount(struct bd_dev *bd, int ro, struct fs **fs)
 	fs_opts_init(&o);
 	o.cache_mb = 4;
 	o.ro = ro;
-	o.commit_s = 3600;	/* commits only when asked: deterministic */
+	o.commit_s = 3600; /* commits only when asked: deterministic */
 	return fs_mount_bd(bd, &o, fs, err, sizeof(err));
 }
 
@@ -115,9 +115,10 @@ static int fz_populate(struct fs *fs)
 			 (uint64_t)i * 2 * sizeof(buf));
 	fs_release(fs, f.ino);
 	for (int i = 0; i < 48; i++) {
-		snprintf(name, sizeof(name), "entry-%02d-with-a-longer-name", i);
-		ret = fs_mknod(fs, &fz_cred, d.ino, name, S_IFREG | 0644, 0,
-			       &a);
+		snprintf(name, sizeof(name), "entry-%02d-with-a-longer-name",
+			 i);
+		ret =
+		    fs_mknod(fs, &fz_cred, d.ino, name, S_IFREG | 0644, 0, &a);
 		if (ret < 0)
 			return ret;
 	}
@@ -216,7 +217,7 @@ static void fz_reseal(struct fz_img *im, uint8_t *dev)
 {
 	for (unsigned i = 0; i < im->nmap; i++) {
 		struct fs_blk_hdr *h =
-			(void *)(dev + im->map[i] * FS_BLOCK_SIZE);
+		    (void *)(dev + im->map[i] * FS_BLOCK_SIZE);
 
 		if (h->magic == FS_MAGIC)
 			fs_blk_update_crc(h);
@@ -253,8 +254,8 @@ static int fz_load(struct fz_img *im, uint8_t *dev, const uint8_t *data,
 
 	memcpy(dev, im->base, FZ_DEV_BYTES);
 	for (unsigned i = 0; i < im->nmap && off < size; i++) {
-		size_t n = size - off < FS_BLOCK_SIZE ? size - off
-						      : FS_BLOCK_SIZE;
+		size_t n =
+		    size - off < FS_BLOCK_SIZE ? size - off : FS_BLOCK_SIZE;
 
 		memcpy(dev + im->map[i] * FS_BLOCK_SIZE, data + off, n);
 		off += n;
@@ -292,7 +293,8 @@ static int fz_fill(void *arg, const struct fs_dirent *de,
 	w->cookie = de->next;
 	if (!(de->namelen == 1 && de->name[0] == '.') &&
 	    !(de->namelen == 2 && de->name[0] == '.' && de->name[1] == '.'))
-		w->ents[w->nents] = de->ino, w->eplus[w->nents++] = attr != NULL;
+		w->ents[w->nents] = de->ino,
+		w->eplus[w->nents++] = attr != NULL;
 	return 0;
 }
 
@@ -451,7 +453,8 @@ static int fz_fsck(struct fz_img *im)
 	if (fz_fsck1(im->bd, 0, &r3, NULL) < 0)
 		return 0;
 	if (r3.errors != 0) {
-		fprintf(stderr, "fsck -y left %llu problem(s) (found %llu, "
+		fprintf(stderr,
+			"fsck -y left %llu problem(s) (found %llu, "
 			"fixed %llu) without saying why\n",
 			(unsigned long long)r3.errors,
 			(unsigned long long)r2.errors,
