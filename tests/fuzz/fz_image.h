@@ -79,12 +79,16 @@ static int fz_mount(struct bd_dev *bd, int ro, struct fs **fs)
 {
 	struct fs_opts o;
 	char err[256] = "";
+	int ret;
 
 	fs_opts_init(&o);
 	o.cache_mb = 4;
 	o.ro = ro;
 	o.commit_s = 3600; /* commits only when asked: deterministic */
-	return fs_mount_bd(bd, &o, fs, err, sizeof(err));
+	ret = fs_mount_bd(bd, &o, fs, err, sizeof(err));
+	if (ret < 0 && getenv("FZ_VERBOSE") != NULL)
+		fprintf(stderr, "--- mount: %d %s\n", ret, err);
+	return ret;
 }
 
 /* The files every image holds. */
