@@ -17,7 +17,9 @@
  * network settles after it (every queued frame delivered, callbacks
  * run); bit 2: the header is left as given (else magic, version,
  * length and sender are set right and count from the length, so that
- * mutations reach the record handlers). Each frame then takes the path
+ * mutations reach the record handlers); bits 3-5: what node 1's user does
+ * first (act(): lock, unlock, convert, cancel, a clock tick a minute
+ * later) on the lock or name that bits 6-7 pick. Each frame then takes the path
  * lk_net.c gives an authenticated peer's frame: lk_wire_check, HEARTBEAT
  * and LEAVE to the membership code, the rest to lk_core_rx. After every
  * frame, every resource queue of every node must pass lk_grant_check
@@ -270,6 +272,43 @@ static void setup(void)
 	settle();
 }
 
+/* Node 1's user between two frames: @what 1..7, @k picks the target. */
+static void act(unsigned what, unsigned k, unsigned n)
+{
+	struct lk_lock *lk = nheld > 0 ? held[(k + 4 * n) % nheld] : NULL;
+	int ret;
+
+	switch (what) {
+	case 1:
+	case 2:
+		take(1, 1 + (k * 4 + n) % 16, what == 1 ? LK_PR : LK_EX,
+		     what == 2 ? LK_VALBLK : 0);
+		return;
+	case 3:
+		if (lk == NULL)
+			return;
+		ret = lk_unlock(lk, 0);
+		if (ret == 0 || ret == -ENOENT)
+			drop(lk); /* the handle is gone */
+		return;
+	case 4:
+	case 5:
+		if (lk != NULL)
+			lk_convert(lk, what == 4 ? LK_EX : LK_NL, 0);
+		return;
+	case 6:
+		if (lk != NULL)
+			lk_cancel(lk);
+		return;
+	case 7:
+		pthread_mutex_lock(&node[1]->mu);
+		lk_core_tick(node[1], lk_now_ns() + 60000000000ull);
+		lk_out_flush(node[1]);
+		pthread_mutex_unlock(&node[1]->mu);
+		return;
+	}
+}
+
 static void teardown(void)
 {
 	for (unsigned i = nheld; i-- > 0;) {
@@ -332,6 +371,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		if (!(ctl & 4))
 			fix_header(f, len, from);
+		act(ctl >> 3 & 7, ctl >> 6, (unsigned)n);
 		rx(1, from, f, len);
 		if (ctl & 2)
 			settle();
