@@ -683,7 +683,8 @@ int main(int argc, char **argv)
 	tr.res_index = json_object();
 	for (i = 0; i < nfiles; i++)
 		bad |= read_file(&tr, files[i]) != 0;
-	qsort(tr.ev, tr.n, sizeof(*tr.ev), ev_cmp);
+	if (tr.n > 0) /* tr.ev is NULL for an empty trace */
+		qsort(tr.ev, tr.n, sizeof(*tr.ev), ev_cmp);
 	analyse(&tr);
 	t0 = tr.n > 0 ? tr.ev[0].t : 0;
 	secs = timeline(&tr, t0, &nsec);
