@@ -10,14 +10,22 @@
 #   tests/unit/test_*.c     -> $(BUILD)/tests/test_*   (run by tests/run.sh)
 #   tests/progs/NAME.c      -> $(BUILD)/tests/NAME     (helpers for scripts)
 #   tests/integration/*.sh  run by tests/run.sh against $(BUILD)
+#   tests/fuzz/fuzz_NAME.c  -> $(BUILD)/tests/test_fuzz_NAME (+ replay.c:
+#                              replays tests/fuzz/NAME/{seeds,regress});
+#                              make fuzz: build-fuzz/fuzz/fuzz_NAME
+#                              (libFuzzer), see tests/fuzz/FUZZING.md
 #
-# Targets: all (default) | test | check (ASan+UBSan) | deps | install |
-#          clean | format-check | demo
+# Targets: all (default) | test | check (ASan+UBSan) | fuzz (libFuzzer,
+#          FUZZ_S seconds per harness) | fuzz-afl (AFL++ build) | deps |
+#          install | clean | format-check | demo
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
 CC      ?= cc
 SAN     ?=
+FUZZ    ?=
+FUZZ_S  ?= 60
+FUZZ_CC ?= clang
 
 PKGS    := fuse3 jansson liburcu libsodium liburing libnbd
 # Debian packages the build, the tests and the benchmarks need.
@@ -25,6 +33,9 @@ DEB_BUILD := build-essential pkg-config libfuse3-dev fuse3 libaio-dev \
 	libjansson-dev liburcu-dev libsodium-dev liburing-dev libnbd-dev
 DEB_TEST  := e2fsprogs attr acl libcap2-bin util-linux procps psmisc tmux xz-utils jq \
 	python3 diffutils tar coreutils nbdkit nbd-server
+# make fuzz: clang with its libFuzzer runtime (libclang_rt.fuzzer);
+# make fuzz-afl: AFL++ (afl-clang-fast, libAFLDriver).
+DEB_FUZZ  := clang libclang-rt-14-dev afl++
 DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
 	hyperfine
 
@@ -41,6 +52,11 @@ CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=undefined -DUCFS_DEBUG
 LDFLAGS += -fsanitize=address,undefined
 endif
+ifneq ($(FUZZ),)
+# (clang-only warnings on code gcc takes: a GNU extension, vfprintf)
+CFLAGS  += -fsanitize=fuzzer-no-link \
+	-Wno-gnu-variable-sized-type-not-at-end -Wno-format-nonliteral
+endif
 
 BD_SRC  := $(wildcard blockdev/*.c)
 LK_SRC  := $(wildcard lockmgr/*.c)
@@ -56,11 +72,14 @@ UNIT    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,\
 	     $(wildcard tests/unit/test_*.c))
 PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/%,\
 	     $(wildcard tests/progs/*.c))
+FUZZ_C  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_RP := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/tests/test_fuzz_%,$(FUZZ_C))
+FUZZ_BIN := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz/fuzz_%,$(FUZZ_C))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-.PHONY: all test check deps install clean format-check demo
-all: $(LIBS) $(DAEMON) $(TOOLS) $(UNIT) $(PROGS)
+.PHONY: all test check fuzz fuzz-bin fuzz-afl deps install clean format-check demo
+all: $(LIBS) $(DAEMON) $(TOOLS) $(UNIT) $(PROGS) $(FUZZ_RP)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,6 +105,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/progs/%.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/tests/test_fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
+		$(BUILD)/obj/tests/fuzz/replay.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 # The README's test command. tests/run.sh ends with "N passed, N failed".
 test: all
@@ -94,11 +120,22 @@ test: all
 check:
 	$(MAKE) BUILD=build-san SAN=1 test
 
+# Coverage-guided fuzzing (tests/fuzz/FUZZING.md): every harness built
+# with clang's libFuzzer + ASan + UBSan, then run FUZZ_S seconds each.
+fuzz-bin: $(FUZZ_BIN)
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) SAN=1 FUZZ=1 fuzz-bin
+	sh tests/fuzz/campaign.sh build-fuzz $(FUZZ_S)
+# The same harnesses for AFL++ (built only; afl-fuzz usage in FUZZING.md).
+fuzz-afl:
+	$(MAKE) BUILD=build-afl CC=afl-clang-fast SAN=1 FUZZ=1 fuzz-bin
+
 deps:
-	@if ! dpkg -s $(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH) >/dev/null 2>&1; then \
+	@if ! dpkg -s $(DEB_BUILD) $(DEB_TEST) $(DEB_FUZZ) $(DEB_BENCH) \
+			>/dev/null 2>&1; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y --no-install-recommends \
-			$(DEB_BUILD) $(DEB_TEST) $(DEB_BENCH); \
+			$(DEB_BUILD) $(DEB_TEST) $(DEB_FUZZ) $(DEB_BENCH); \
 	fi
 	@modprobe fuse 2>/dev/null || true
 
@@ -118,7 +155,7 @@ format-check:
 	clang-format --dry-run --Werror $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz build-afl
 
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -878,8 +878,12 @@ static int run(struct fsck *ck)
 	int ret;
 
 	ret = check_sb(ck);
-	if (ret == -EUCLEAN)
-		return 0;	/* nothing more can be checked */
+	if (ret == -EUCLEAN) {
+		/* nothing more can be checked, nor repaired */
+		if (ck->o->repair)
+			fsck_note(ck, "no usable superblock: no repair made");
+		return 0;
+	}
 	if (ret < 0)
 		return ret;
 	ret = fsck_journal_overlay(ck);

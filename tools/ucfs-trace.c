@@ -14,18 +14,21 @@
  *     exclusive mode (EX or PW) on one side, with the node pairs, the
  *     number of transfers and transfers per second;
  *   - a per-second timeline: grants, lock wait ms, blocking callbacks,
- *     demotes, FUSE ops and their mean latency.
+ *     demotes, FUSE ops and their mean latency, for each second that saw
+ *     events (entries carry their "sec").
  * --plot PREFIX writes PREFIX.dat and PREFIX.gp and runs gnuplot to draw
  * PREFIX.svg and PREFIX.png: lock wait (ms per second) and FUSE ops per
  * second, one line per node, over time. --json prints the summary as one
  * JSON object instead of text.
  *
- * Lines that are not valid trace events are counted and skipped. Exit
+ * Lines that are not valid trace events (including a "t" outside 0 ..
+ * 1e11 s) are counted and skipped. Exit
  * status: 0, 1 if a file could not be read or gnuplot failed, 2 on bad
  * usage.
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@
 #include <unistd.h>
 
 #define MAX_NODES 64
+#define T_MAX 1e11 /* seconds (year 5138): a later "t" is a garbled line */
 #define MAX_FILES 256
 
 enum kind {
@@ -147,6 +151,8 @@ static int parse_line(struct trace *tr, const char *line, struct ev *e)
 		goto out;
 	memset(e, 0, sizeof(*e));
 	e->t = json_number_value(t);
+	if (!(e->t >= 0 && e->t < T_MAX))
+		goto out;
 	e->node = node_index(tr, (int)json_integer_value(node));
 	e->k = (enum kind)k;
 	e->res = -1;
@@ -365,32 +371,35 @@ static json_t *summary_resources(struct trace *tr, int pingpong)
 
 /* Per-second figures; per node too (for the plot). */
 struct sec {
+	uint64_t sec; /* since the first event */
 	unsigned long grants, basts, demotes, ops;
 	double wait_ms, op_lat_us;
 	double node_wait_ms[MAX_NODES];
 	unsigned long node_ops[MAX_NODES];
 };
 
+/* The seconds that saw events, in order (events are sorted by time): a
+ * stray timestamp costs one entry, not the whole span up to it. */
 static struct sec *timeline(struct trace *tr, double t0, size_t *nsec)
 {
 	struct sec *s;
+	size_t n = 0;
 
-	*nsec = tr->n == 0 ? 0 : (size_t)(tr->ev[tr->n - 1].t - t0) + 1;
-	if (*nsec > 1000000)
-		*nsec = 1000000; /* a garbled timestamp must not eat memory */
-	s = calloc(*nsec + 1, sizeof(*s));
-	if (s == NULL) {
-		*nsec = 0;
+	for (size_t i = 0; i < tr->n; i++)
+		n += i == 0 || (uint64_t)(tr->ev[i].t - t0) !=
+				   (uint64_t)(tr->ev[i - 1].t - t0);
+	*nsec = 0;
+	s = calloc(n + 1, sizeof(*s));
+	if (s == NULL)
 		return NULL;
-	}
 	for (size_t i = 0; i < tr->n; i++) {
 		struct ev *e = &tr->ev[i];
-		size_t b = (size_t)(e->t - t0);
+		uint64_t b = (uint64_t)(e->t - t0);
 		struct sec *x;
 
-		if (b >= *nsec)
-			continue;
-		x = &s[b];
+		if (*nsec == 0 || s[*nsec - 1].sec != b)
+			s[(*nsec)++].sec = b;
+		x = &s[*nsec - 1];
 		if (e->k == K_GRANT) {
 			x->grants++;
 			x->wait_ms += e->wait_us / 1e3;
@@ -415,13 +424,14 @@ static json_t *summary_timeline(struct sec *s, size_t nsec)
 	for (size_t i = 0; i < nsec; i++)
 		json_array_append_new(
 		    arr,
-		    json_pack(
-			"{s:I,s:I,s:f,s:I,s:I,s:I,s:f}", "sec", (json_int_t)i,
-			"grants", (json_int_t)s[i].grants, "wait_ms",
-			s[i].wait_ms, "basts", (json_int_t)s[i].basts,
-			"demotes", (json_int_t)s[i].demotes, "ops",
-			(json_int_t)s[i].ops, "op_mean_us",
-			s[i].ops ? s[i].op_lat_us / (double)s[i].ops : 0.0));
+		    json_pack("{s:I,s:I,s:f,s:I,s:I,s:I,s:f}", "sec",
+			      (json_int_t)s[i].sec, "grants",
+			      (json_int_t)s[i].grants, "wait_ms", s[i].wait_ms,
+			      "basts", (json_int_t)s[i].basts, "demotes",
+			      (json_int_t)s[i].demotes, "ops",
+			      (json_int_t)s[i].ops, "op_mean_us",
+			      s[i].ops ? s[i].op_lat_us / (double)s[i].ops
+				       : 0.0));
 	return arr;
 }
 
@@ -520,7 +530,8 @@ static void print_text(json_t *s)
 			break;
 		}
 		printf(
-		    "%6zu %8lld %10.3f %8lld %8lld %8lld %10.1f\n", i,
+		    "%6lld %8lld %10.3f %8lld %8lld %8lld %10.1f\n",
+		    (long long)json_integer_value(json_object_get(v, "sec")),
 		    (long long)json_integer_value(json_object_get(v, "grants")),
 		    json_number_value(json_object_get(v, "wait_ms")),
 		    (long long)json_integer_value(json_object_get(v, "basts")),
@@ -544,11 +555,18 @@ static int write_dat(struct trace *tr, const char *path, struct sec *s,
 			tr->node_ids[n]);
 	fprintf(f, "\n");
 	for (size_t i = 0; i < nsec; i++) {
-		fprintf(f, "%zu", i);
+		fprintf(f, "%llu", (unsigned long long)s[i].sec);
 		for (int n = 0; n < tr->nnodes; n++)
 			fprintf(f, " %.3f %lu", s[i].node_wait_ms[n],
 				s[i].node_ops[n]);
 		fprintf(f, "\n");
+		/* a quiet second after a busy one plots as zero */
+		if (i + 1 < nsec && s[i + 1].sec > s[i].sec + 1) {
+			fprintf(f, "%llu", (unsigned long long)s[i].sec + 1);
+			for (int n = 0; n < tr->nnodes; n++)
+				fprintf(f, " 0 0");
+			fprintf(f, "\n");
+		}
 	}
 	return fclose(f) == 0 ? 0 : -errno;
 }
@@ -665,7 +683,8 @@ int main(int argc, char **argv)
 	tr.res_index = json_object();
 	for (i = 0; i < nfiles; i++)
 		bad |= read_file(&tr, files[i]) != 0;
-	qsort(tr.ev, tr.n, sizeof(*tr.ev), ev_cmp);
+	if (tr.n > 0) /* tr.ev is NULL for an empty trace */
+		qsort(tr.ev, tr.n, sizeof(*tr.ev), ev_cmp);
 	analyse(&tr);
 	t0 = tr.n > 0 ? tr.ev[0].t : 0;
 	secs = timeline(&tr, t0, &nsec);
