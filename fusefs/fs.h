@@ -282,8 +282,9 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
  * flush). */
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
 
-/* fallocate(2): mode 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE |
- * FALLOC_FL_KEEP_SIZE. Other modes -EOPNOTSUPP. */
+/* fallocate(2): mode 0 and FALLOC_FL_KEEP_SIZE allocate unwritten
+ * extents (no data written; they read as zeros), FALLOC_FL_PUNCH_HOLE |
+ * FALLOC_FL_KEEP_SIZE frees. Other modes -EOPNOTSUPP. */
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len);
 

@@ -22,16 +22,21 @@
  * (RMW: the block a previous write just covered is read back from the
  * open run, not the device), new blocks are written in full (zeros
  * around the data). A write that no transaction follows (truncate's
- * zeroing) submits the open run itself (fs_data_flush). A write maps (allocates) its
- * blocks in a transaction and ends the handle as soon as fs_data_write
- * returned: with data=ordered the commit that makes the new extents
- * visible waits for the data writes first (fs_journal.c), and a failed
- * data write is reported by the next fsync (-EIO). The device I/O itself
+ * zeroing) submits the open run itself (fs_data_flush). A write maps
+ * (allocates) its blocks in a transaction and ends the handle as soon as
+ * fs_data_write returned: with data=ordered the commit that makes the
+ * new extents visible waits for the data writes first (fs_journal.c),
+ * and a failed data write is reported by the next fsync (-EIO). The device I/O itself
  * runs without ns->lock, under a per-inode I/O range (fs_ns.h).
  *
  * Invariant: bytes of the file's last block beyond `size` are zero on
  * disk (truncate zeroes them), so growing a file exposes zeros.
- * fallocate allocates written, zeroed extents (no unwritten extents).
+ *
+ * Unwritten extents (fs_extent.c): fallocate maps holes to unwritten
+ * extents without writing data; reads treat them as holes (zeros, no
+ * device I/O); a write converts the blocks it covers in the transaction
+ * that maps it (convert_seg), writing whole zero-filled edge blocks
+ * around its data.
  *
  * Locking: callers hold ns->lock, shared for fs_file_read, exclusive for
  * everything else; no transaction handle is held on entry.
@@ -45,17 +50,8 @@
 #include <string.h>
 
 #define BS ((uint64_t)FS_BLOCK_SIZE)
-#define CHUNK_BLOCKS 256u	/* 1 MiB per device I/O */
-#define FILE_MAX (1ull << 52)	/* bytes */
-#define LB_END (FILE_MAX / BS)
+#define CHUNK_BLOCKS 256u /* 1 MiB per device I/O */
 #define UNMAP_BATCH 8u
-
-struct ext {
-	uint64_t lb;
-	uint64_t phys;
-	uint32_t len;
-	uint32_t flags;
-};
 
 /* One CHUNK_BLOCKS bounce buffer per thread, allocated on first use and
  * freed when the thread exits (FUSE workers come and go). */
@@ -81,51 +77,6 @@ static char *bounce_get(void)
 		}
 	}
 	return b;
-}
-
-static void ext_tree(struct fs *fs, struct fs_buf *ib, struct fs_btree *bt)
-{
-	fs_btree_init(bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
-		      ib->blkno);
-}
-
-/* The extent containing @lb (0), or -ENOENT with *hole_end = the next
- * extent's start (or LB_END). */
-static int ext_map(struct fs_btree *bt, uint64_t lb, struct ext *e,
-		   uint64_t *hole_end)
-{
-	struct fs_extent_val v;
-	size_t vlen;
-	uint64_t key;
-	int ret;
-
-	ret = fs_btree_lookup_le(bt, lb, &key, &v, sizeof(v), &vlen);
-	if (ret < 0 && ret != -ENOENT)
-		return ret;
-	if (ret == 0) {
-		if (vlen != sizeof(v) || v.len == 0)
-			return -EUCLEAN;
-		if (key + v.len > lb) {
-			*e = (struct ext){ key, v.phys, v.len, v.flags };
-			return 0;
-		}
-	}
-	ret = fs_btree_next(bt, lb, &key, NULL, 0, NULL);
-	if (ret < 0 && ret != -ENOENT)
-		return ret;
-	*hole_end = ret == 0 ? key : LB_END;
-	return -ENOENT;
-}
-
-static int ext_put(struct fs_tx *tx, struct fs_btree *bt, const struct ext *e,
-		   int insert)
-{
-	struct fs_extent_val v = { .phys = e->phys, .len = e->len,
-				   .flags = e->flags };
-
-	if (insert)
-		return fs_btree_insert(tx, bt, e->lb, &v, sizeof(v));
-	return fs_btree_update(tx, bt, e->lb, &v, sizeof(v));
 }
 
 /* ---- read ---- */
@@ -163,14 +114,14 @@ static int plan_read(struct fs *fs, struct fs_buf *ib, uint64_t pos,
 {
 	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
 	struct fs_btree bt;
-	struct ext e;
+	struct fs_ext e;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	*ns = 0;
 	while (pos < end && *ns < SEG_MAX) {
 		lb = pos / BS;
-		ret = ext_map(&bt, lb, &e, &hole_end);
+		ret = fs_ext_map(&bt, lb, &e, &hole_end);
 		if (ret < 0 && ret != -ENOENT)
 			return ret;
 		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
@@ -316,64 +267,11 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 	return fs_data_write(fs, bounce, nblk * BS, phys * BS);
 }
 
+/* One piece of a write: an allocation mapped with up to two tree
+ * operations, or the conversion of an unwritten extent (three). */
 static unsigned alloc_credits(struct fs *fs, struct fs_btree *bt)
 {
-	return 2 + 2 * fs_btree_credits(bt) + FS_ALLOC_CREDITS(fs);
-}
-
-/* Allocate up to @nblk blocks for the hole at @lb, write the data there
- * (zero-filled around it), map them. *got = blocks mapped. */
-static int fill_hole(struct fs *fs, struct fs_buf *ib, char *bounce,
-		     uint64_t lb, uint64_t nblk, uint64_t pos,
-		     const char *data, size_t dlen, uint64_t *got)
-{
-	struct fs_btree bt;
-	struct fs_tx *tx;
-	struct ext prev = { 0 }, e;
-	uint64_t goal = ib->blkno, start, hole_end;
-	uint32_t len;
-	int ret, merge = 0;
-
-	ext_tree(fs, ib, &bt);
-	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
-		goal = prev.phys + prev.len;
-	ret = fs_tx_begin(fs, alloc_credits(fs, &bt), &tx);
-	if (ret < 0)
-		return ret;
-	ret = fs_tx_write(tx, ib);
-	if (ret < 0)
-		goto out_end;
-	ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
-			    (uint32_t)nblk, &start, &len);
-	if (ret < 0)
-		goto out_end;
-	if (dlen > (lb + len) * BS - pos)
-		dlen = (size_t)((lb + len) * BS - pos);
-	ret = write_seg(fs, bounce, start, lb, len, pos, data, dlen, 1);
-	if (ret < 0)
-		goto out_free;
-	if (lb > 0 && prev.len > 0 && prev.lb + prev.len == lb &&
-	    prev.phys + prev.len == start && !(prev.flags & FS_EXT_UNWRITTEN) &&
-	    (uint64_t)prev.len + len < (1u << 31))
-		merge = 1;
-	if (merge) {
-		prev.len += len;
-		ret = ext_put(tx, &bt, &prev, 0);
-	} else {
-		e = (struct ext){ lb, start, len, 0 };
-		ret = ext_put(tx, &bt, &e, 1);
-	}
-	if (ret < 0)
-		goto out_free;
-	fs_di(ib)->blocks += len;
-	*got = len;
-	return fs_tx_end(tx);
-
-out_free:
-	fs_free(tx, start, len);
-out_end:
-	fs_tx_end(tx);
-	return ret;
+	return 2 + fs_ext_convert_credits(bt) + FS_ALLOC_CREDITS(fs);
 }
 
 static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
@@ -384,12 +282,12 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 	uint64_t start = 0;
 	uint32_t len = 0;
 	char *blk = NULL;
-	struct ext e;
+	struct fs_ext e;
 	int ret;
 
 	if (di->size > 0 && (blk = calloc(1, BS)) == NULL)
 		return -ENOMEM;
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	ret = fs_tx_begin(fs, alloc_credits(fs, &bt) + 2, &tx);
 	if (ret < 0)
 		goto out_buf;
@@ -409,8 +307,8 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 	di->fmt = FS_FMT_EXTENTS;
 	ret = fs_btree_create(tx, &bt);
 	if (ret == 0 && len > 0) {
-		e = (struct ext){ 0, start, 1, 0 };
-		ret = ext_put(tx, &bt, &e, 1);
+		e = (struct fs_ext){0, start, 1, 0};
+		ret = fs_ext_put(tx, &bt, &e, 1);
 		di->blocks += 1;
 	}
 	if (ret == 0)
@@ -460,14 +358,14 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 		      uint64_t nblk, struct seg *sg)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	struct ext prev = { 0 }, e;
+	struct fs_ext prev = {0}, e;
 	uint64_t goal = ib->blkno, start, hole_end;
 	struct fs_btree bt;
 	uint32_t len;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
-	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
+	fs_ext_tree(fs, ib, &bt);
+	if (lb > 0 && fs_ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
 		goal = prev.phys + prev.len;
 	ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
 			    (uint32_t)nblk, &start, &len);
@@ -478,10 +376,10 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 	    !(prev.flags & FS_EXT_UNWRITTEN) &&
 	    (uint64_t)prev.len + len < (1u << 31)) {
 		prev.len += len;
-		ret = ext_put(tx, &bt, &prev, 0);
+		ret = fs_ext_put(tx, &bt, &prev, 0);
 	} else {
-		e = (struct ext){ lb, start, len, 0 };
-		ret = ext_put(tx, &bt, &e, 1);
+		e = (struct fs_ext){lb, start, len, 0};
+		ret = fs_ext_put(tx, &bt, &e, 1);
 	}
 	if (ret < 0) {
 		fs_free(tx, start, len);
@@ -489,6 +387,28 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 	}
 	fs_di(ib)->blocks += len;
 	*sg = (struct seg){ .lb = lb, .nblk = len, .phys = start, .fresh = 1 };
+	return 0;
+}
+
+/* Blocks [lb, lb + nblk) of unwritten extent @e are about to be written:
+ * mark them written in @tx, the write's transaction, which commits after
+ * the data even with data=writeback (fs_tx_set_ordered): a crash shows
+ * zeros or the new data, never the blocks' stale contents. The piece is
+ * fresh: the bytes around the data in its edge blocks are zeros, not
+ * read. */
+static int convert_seg(struct fs_tx *tx, struct fs_btree *bt,
+		       const struct fs_ext *e, uint64_t lb, uint64_t nblk,
+		       struct seg *sg)
+{
+	int ret = fs_ext_set_flags(tx, bt, e, lb, lb + nblk,
+				   e->flags & ~FS_EXT_UNWRITTEN);
+
+	if (ret < 0)
+		return ret;
+	fs_tx_set_ordered(tx);
+	FS_NS_STAT_ADD(fs_tx_fs(tx), unwritten_converted, nblk);
+	*sg = (struct seg){
+	    .lb = lb, .nblk = nblk, .phys = e->phys + (lb - e->lb), .fresh = 1};
 	return 0;
 }
 
@@ -502,14 +422,14 @@ static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
 	struct fs *fs = fs_tx_fs(tx);
 	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
 	struct fs_btree bt;
-	struct ext e;
+	struct fs_ext e;
 	int ret = 0;
 
 	*ns = 0;
 	while (pos < end && *ns < max) {
 		lb = pos / BS;
-		ext_tree(fs, ib, &bt);
-		ret = ext_map(&bt, lb, &e, &hole_end);
+		fs_ext_tree(fs, ib, &bt);
+		ret = fs_ext_map(&bt, lb, &e, &hole_end);
 		if (ret < 0 && ret != -ENOENT)
 			break;
 		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
@@ -517,7 +437,11 @@ static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
 			nblk = last - lb;
 		if (nblk > CHUNK_BLOCKS)
 			nblk = CHUNK_BLOCKS;
-		if (ret == 0) {
+		if (ret == 0 && (e.flags & FS_EXT_UNWRITTEN)) {
+			ret = convert_seg(tx, &bt, &e, lb, nblk, &sg[*ns]);
+			if (ret < 0)
+				break;
+		} else if (ret == 0) {
 			sg[*ns] = (struct seg){ .lb = lb, .nblk = nblk,
 				.phys = e.phys + (lb - e.lb) };
 		} else {
@@ -580,7 +504,7 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	unsigned ns, max;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	max = write_segmax(fs, &bt);
 	if (n != NULL)
 		fs_range_add(fs, n, &r);
@@ -626,7 +550,7 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	if (len == 0)
 		return 0;
-	if (off >= FILE_MAX || len > FILE_MAX - off)
+	if (off >= FS_FILE_MAX || len > FS_FILE_MAX - off)
 		return -EFBIG;
 	if (di->fmt == FS_FMT_INLINE) {
 		if (off + len <= FS_INODE_INLINE_SIZE) {
@@ -663,12 +587,12 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_extent_val v;
 	struct fs_btree bt;
-	struct ext e, tail;
+	struct fs_ext e, tail;
 	uint64_t key, a, b, eend;
 	size_t vlen;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	ret = fs_btree_lookup_le(&bt, lb1 - 1, &key, &v, sizeof(v), &vlen);
 	if (ret == -ENOENT)
 		return 1;
@@ -676,7 +600,7 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 		return ret;
 	if (vlen != sizeof(v) || v.len == 0)
 		return -EUCLEAN;
-	e = (struct ext){ key, v.phys, v.len, v.flags };
+	e = (struct fs_ext){key, v.phys, v.len, v.flags};
 	eend = e.lb + e.len;
 	if (eend <= lb0)
 		return 1;
@@ -689,12 +613,12 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 		ret = fs_btree_delete(tx, &bt, e.lb);
 	} else {
 		e.len = (uint32_t)(a - e.lb);
-		ret = ext_put(tx, &bt, &e, 0);
+		ret = fs_ext_put(tx, &bt, &e, 0);
 	}
 	if (ret == 0 && b < eend) {
-		tail = (struct ext){ b, v.phys + (b - key),
-				     (uint32_t)(eend - b), v.flags };
-		ret = ext_put(tx, &bt, &tail, 1);
+		tail = (struct fs_ext){b, v.phys + (b - key),
+				       (uint32_t)(eend - b), v.flags};
+		ret = fs_ext_put(tx, &bt, &tail, 1);
 	}
 	if (ret == 0) {
 		uint64_t n = b - a;
@@ -717,7 +641,7 @@ static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 	if (lb0 >= lb1)
 		return 0;
 	while (!done) {
-		ext_tree(fs, ib, &bt);
+		fs_ext_tree(fs, ib, &bt);
 		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs);
 		batch = (fs_tx_max_credits(fs) - 1) / per;
 		if (batch > UNMAP_BATCH)
@@ -751,14 +675,14 @@ static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 {
 	struct fs_btree bt;
 	uint64_t lb = from / BS, hole_end, phys;
-	struct ext e;
+	struct fs_ext e;
 	char *blk;
 	int ret;
 
 	if (from >= to)
 		return 0;
-	ext_tree(fs, ib, &bt);
-	ret = ext_map(&bt, lb, &e, &hole_end);
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_ext_map(&bt, lb, &e, &hole_end);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret < 0 || (e.flags & FS_EXT_UNWRITTEN))
@@ -786,10 +710,10 @@ int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
 
 	if (fs_di(ib)->fmt != FS_FMT_EXTENTS)
 		return 0;
-	ret = unmap_range(fs, ib, 0, LB_END);
+	ret = unmap_range(fs, ib, 0, FS_LB_END);
 	if (ret < 0)
 		return ret;
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	ret = fs_tx_begin(fs, 2 + 4 * fs_btree_credits(&bt), &tx);
 	if (ret < 0)
 		return ret;
@@ -856,7 +780,7 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	fs_range_wait_all(fs, n);
 
-	if (size > FILE_MAX)
+	if (size > FS_FILE_MAX)
 		return -EFBIG;
 	fs_alloc_resv_drop(fs, ib->blkno);
 	if (di->fmt == FS_FMT_INLINE) {
@@ -877,7 +801,8 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		 * a size pointing at freed blocks */
 		ret = set_size(fs, ib, size);
 		if (ret == 0)
-			ret = unmap_range(fs, ib, (size + BS - 1) / BS, LB_END);
+			ret = unmap_range(fs, ib, (size + BS - 1) / BS,
+					  FS_LB_END);
 		if (ret == 0 && size % BS != 0)
 			ret = zero_partial(fs, ib, size,
 					   (size / BS + 1) * BS);
@@ -888,22 +813,67 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 /* ---- fallocate ---- */
 
-/* Map every hole in [lb0, lb1) to zeroed blocks. */
+#define PREALLOC_MAX 32768u /* blocks per allocation: 128 MiB */
+
+/* Allocate up to @nblk blocks for the hole at @lb as one unwritten
+ * extent (merged into the previous one when it is unwritten and ends
+ * where the new blocks start); no data is written. *got = blocks. */
+static int prealloc_hole(struct fs *fs, struct fs_buf *ib, uint64_t lb,
+			 uint64_t nblk, uint64_t *got)
+{
+	struct fs_ext prev = {0}, e;
+	uint64_t goal = ib->blkno, start, hole_end;
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	uint32_t len;
+	int ret;
+
+	fs_ext_tree(fs, ib, &bt);
+	if (lb > 0 && fs_ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
+		goal = prev.phys + prev.len;
+	ret = fs_tx_begin(fs, alloc_credits(fs, &bt), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
+				    (uint32_t)nblk, &start, &len);
+	if (ret < 0)
+		goto out_end;
+	e = (struct fs_ext){lb, start, len, FS_EXT_UNWRITTEN};
+	if (prev.len > 0 && prev.lb + prev.len == lb &&
+	    prev.phys + prev.len == start && (prev.flags & FS_EXT_UNWRITTEN) &&
+	    (uint64_t)prev.len + len <= FS_EXT_LEN_MAX) {
+		prev.len += len;
+		ret = fs_ext_put(tx, &bt, &prev, 0);
+	} else {
+		ret = fs_ext_put(tx, &bt, &e, 1);
+	}
+	if (ret < 0) {
+		fs_free(tx, start, len);
+		goto out_end;
+	}
+	fs_di(ib)->blocks += len;
+	FS_NS_STAT_ADD(fs, unwritten_allocated, len);
+	*got = len;
+out_end:
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+/* Map every hole in [lb0, lb1) to unwritten extents. */
 static int alloc_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 		       uint64_t lb1)
 {
 	uint64_t lb = lb0, hole_end, nblk, got;
 	struct fs_btree bt;
-	char *zero;
-	struct ext e;
+	struct fs_ext e;
 	int ret = 0;
 
-	zero = bd_buf_alloc(CHUNK_BLOCKS * BS);
-	if (zero == NULL)
-		return -ENOMEM;
 	while (lb < lb1) {
-		ext_tree(fs, ib, &bt);
-		ret = ext_map(&bt, lb, &e, &hole_end);
+		fs_ext_tree(fs, ib, &bt);
+		ret = fs_ext_map(&bt, lb, &e, &hole_end);
 		if (ret == 0) {
 			lb = e.lb + e.len;
 			continue;
@@ -911,16 +881,13 @@ static int alloc_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 		if (ret != -ENOENT)
 			break;
 		nblk = (hole_end < lb1 ? hole_end : lb1) - lb;
-		if (nblk > CHUNK_BLOCKS)
-			nblk = CHUNK_BLOCKS;
-		memset(zero, 0, CHUNK_BLOCKS * BS);
-		ret = fill_hole(fs, ib, zero, lb, nblk, lb * BS, zero,
-				(size_t)(nblk * BS), &got);
+		if (nblk > PREALLOC_MAX)
+			nblk = PREALLOC_MAX;
+		ret = prealloc_hole(fs, ib, lb, nblk, &got);
 		if (ret < 0)
 			break;
 		lb += got;
 	}
-	free(zero);
 	return ret < 0 ? ret : 0;
 }
 
@@ -972,7 +939,7 @@ int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
 		return -EOPNOTSUPP;
-	if (len == 0 || off >= FILE_MAX || len > FILE_MAX - off)
+	if (len == 0 || off >= FS_FILE_MAX || len > FS_FILE_MAX - off)
 		return len == 0 ? -EINVAL : -EFBIG;
 	end = off + len;
 	if (mode & FALLOC_FL_PUNCH_HOLE) {

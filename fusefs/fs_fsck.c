@@ -396,6 +396,7 @@ static int walk_tree(struct fsck *ck, const struct fs_dinode *di,
 
 struct ext_ctx {
 	uint64_t ino;
+	int reg;		/* a regular file (else a symlink) */
 	uint64_t blocks;	/* sum of extent lengths */
 	uint64_t next_lblk;	/* end of the previous extent */
 };
@@ -420,6 +421,15 @@ static int ext_cb(struct fsck *ck, void *arg, uint64_t key,
 			 e.len, e.flags);
 		return 0;
 	}
+	/* only fallocate makes them, and only on regular files: a
+	 * symlink's target must be written (its blocks are still its own) */
+	if ((e.flags & FS_EXT_UNWRITTEN) && !x->reg)
+		fsck_err(ck, K_INODE,
+			 "inode %llu: unwritten extent at file "
+			 "block %llu in a symlink",
+			 ULL(x->ino), ULL(key));
+	else if (e.flags & FS_EXT_UNWRITTEN)
+		ck->res->unwritten_blocks += e.len;
 	x->next_lblk = key + e.len;
 	x->blocks += e.len;
 	for (uint32_t i = 0; i < e.len; i++) {
@@ -437,7 +447,7 @@ static int ext_cb(struct fsck *ck, void *arg, uint64_t key,
 
 static void check_extents(struct fsck *ck, const struct fs_dinode *di)
 {
-	struct ext_ctx x = { .ino = di->hdr.blkno };
+	struct ext_ctx x = {.ino = di->hdr.blkno, .reg = S_ISREG(di->mode)};
 	int bad;
 
 	if (walk_tree(ck, di, "extent tree", ext_cb, &x, &bad) < 0)
@@ -919,12 +929,14 @@ static void summary(struct fsck *ck)
 
 	if (ck->o->out == NULL)
 		return;
-	fprintf(ck->o->out, "%llu inodes (%llu dirs, %llu files, %llu "
+	fprintf(ck->o->out,
+		"%llu inodes (%llu dirs, %llu files, %llu "
 		"symlinks, %llu other), %llu orphans; %llu blocks reachable, "
-		"%llu free of %llu\n", ULL(r->inodes), ULL(r->dirs),
-		ULL(r->files), ULL(r->symlinks), ULL(r->others),
-		ULL(r->orphans), ULL(r->blocks_used), ULL(r->blocks_free),
-		ULL(ck->nblocks));
+		"%llu free of %llu (%llu unwritten)\n",
+		ULL(r->inodes), ULL(r->dirs), ULL(r->files), ULL(r->symlinks),
+		ULL(r->others), ULL(r->orphans), ULL(r->blocks_used),
+		ULL(r->blocks_free), ULL(ck->nblocks),
+		ULL(r->unwritten_blocks));
 	if (r->leaked || r->doubly_used || r->used_but_free)
 		fprintf(ck->o->out, "%llu leaked, %llu doubly used, %llu used "
 			"but free blocks\n", ULL(r->leaked),

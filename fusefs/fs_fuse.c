@@ -1130,6 +1130,8 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(data_write_bytes);
 	NS_U64(rmw_blocks);
 	NS_U64(inline_to_extents);
+	NS_U64(unwritten_allocated);
+	NS_U64(unwritten_converted);
 #undef NS_U64
 }
 

@@ -67,6 +67,8 @@ struct fs_ns_stats {
 	uint64_t orphans_reclaimed;	/* at mount */
 	uint64_t data_read_bytes, data_write_bytes, rmw_blocks;
 	uint64_t inline_to_extents;
+	uint64_t unwritten_allocated; /* blocks fallocated unwritten */
+	uint64_t unwritten_converted; /* unwritten blocks a write filled */
 };
 
 #define FS_NS_STAT_ADD(fs, field, n) \
@@ -182,6 +184,51 @@ unsigned fs_dir_credits(struct fs *fs, struct fs_buf *dir);
 int fs_dir_iterate(struct fs *fs, struct fs_buf *dir, uint64_t cookie,
 		   int (*cb)(void *arg, const struct fs_dirent *de),
 		   void *arg);
+
+/* ---- fs_extent.c ---- */
+
+#define FS_FILE_MAX (1ull << 52)		/* bytes */
+#define FS_LB_END (FS_FILE_MAX / FS_BLOCK_SIZE) /* first block past it */
+/* blocks in one extent */
+#define FS_EXT_LEN_MAX ((1u << 31) - 1)
+
+/* One extent in memory: file blocks [lb, lb + len) at device blocks
+ * [phys, phys + len), flags FS_EXT_*. */
+struct fs_ext {
+	uint64_t lb;
+	uint64_t phys;
+	uint32_t len;
+	uint32_t flags;
+};
+
+/* The extent tree of regular file @ib (EXTENTS format). */
+void fs_ext_tree(struct fs *fs, struct fs_buf *ib, struct fs_btree *bt);
+/* The extent containing block @lb (0), or -ENOENT with *hole_end = the
+ * next extent's start (FS_LB_END if none); -EUCLEAN, -EIO. */
+int fs_ext_map(struct fs_btree *bt, uint64_t lb, struct fs_ext *e,
+	       uint64_t *hole_end);
+/* Insert @e (new key) or update the extent with key e->lb. */
+int fs_ext_put(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+	       int insert);
+/* Give blocks [a, b) of extent @e (as mapped now) the flags @flags,
+ * splitting @e and merging with a neighbour; fs_ext_convert_credits()
+ * credits. -EINVAL if [a, b) is not inside @e. */
+int fs_ext_set_flags(struct fs_tx *tx, struct fs_btree *bt,
+		     const struct fs_ext *e, uint64_t a, uint64_t b,
+		     uint32_t flags);
+unsigned fs_ext_convert_credits(struct fs_btree *bt);
+/* Split the extent containing @lb (if any, and not starting there) so
+ * that an extent starts at @lb: 2 * fs_btree_credits(). */
+int fs_ext_split(struct fs_tx *tx, struct fs_btree *bt, uint64_t lb);
+/* Re-key extent @e (as mapped now) to start at file block @lb; the
+ * caller makes sure no extent overlaps the new place: 2 *
+ * fs_btree_credits(). */
+int fs_ext_move(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+		uint64_t lb);
+/* SEEK_DATA (@data) / SEEK_HOLE from block @lb: *out = the first block
+ * >= @lb in a written extent / not in one (unwritten extents are holes).
+ * -ENXIO: no data at or after @lb. */
+int fs_ext_seek(struct fs_btree *bt, uint64_t lb, int data, uint64_t *out);
 
 /* ---- fs_file.c ---- */
 
