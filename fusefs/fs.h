@@ -288,6 +288,14 @@ int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len);
 
+/* lseek(2) SEEK_DATA / SEEK_HOLE (@whence; others -EINVAL) from byte
+ * @off of regular file @ino: *out = where the next data / hole starts,
+ * from the extent map (unwritten extents are holes, as on ext4; the end
+ * of the file is a hole). -ENXIO if @off >= size or (SEEK_DATA) no data
+ * follows; -EISDIR. */
+int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
+	     uint64_t *out);
+
 /* ---- directories ------------------------------------------------------ */
 
 struct fs_dirent {

@@ -965,3 +965,32 @@ int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		ret = set_size(fs, ib, end);
 	return ret;
 }
+
+/* ---- lseek ---- */
+
+int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
+		 uint64_t *out)
+{
+	struct fs_dinode *di = fs_di(ib);
+	struct fs_btree bt;
+	uint64_t lb, pos;
+	int ret;
+
+	if (off >= di->size)
+		return -ENXIO;
+	if (di->fmt == FS_FMT_INLINE) {
+		*out = data ? off : di->size;
+		return 0;
+	}
+	if (di->fmt != FS_FMT_EXTENTS)
+		return -EUCLEAN;
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_ext_seek(&bt, off / BS, data, &lb);
+	if (ret < 0)
+		return ret;
+	pos = lb * BS > off ? lb * BS : off;
+	if (data && pos >= di->size)
+		return -ENXIO;
+	*out = pos < di->size ? pos : di->size;
+	return 0;
+}

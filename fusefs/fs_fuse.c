@@ -126,6 +126,7 @@ static const unsigned char op_mode[FS_OP__COUNT] = {
 	[FS_OP_CREATE] = LK_EX,		[FS_OP_WRITE] = LK_EX,
 	[FS_OP_RELEASE] = LK_PR,	[FS_OP_FALLOCATE] = LK_EX,
 	[FS_OP_SETXATTR] = LK_EX,	[FS_OP_REMOVEXATTR] = LK_EX,
+	[FS_OP_LSEEK] = LK_PR,
 };
 
 /* Every handler starts here: take the fs glock (dlm) in the op's mode.
@@ -799,6 +800,27 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	op_end(ff, FS_OP_FALLOCATE, t0, ret);
 }
 
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0, pos = 0;
+	int ret;
+
+	if (op_begin(ff, req, FS_OP_LSEEK, &t0) < 0)
+		return;
+
+	(void)fi;
+	ret = off < 0 ? -ENXIO
+		      : fs_lseek(ff->fs, to_ino(ff, ino), (uint64_t)off, whence,
+				 &pos);
+	if (ret == 0)
+		fuse_reply_lseek(req, (off_t)pos);
+	else
+		reply_err(req, ret);
+	op_end(ff, FS_OP_LSEEK, t0, ret);
+}
+
 /* ---- directories ---- */
 
 /*
@@ -1031,6 +1053,7 @@ static const struct fuse_lowlevel_ops ucfs_ops = {
 	.release = op_release,
 	.fsync = op_fsync,
 	.fallocate = op_fallocate,
+	.lseek = op_lseek,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.fsyncdir = op_fsyncdir,

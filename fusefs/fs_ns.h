@@ -247,6 +247,12 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		     uint64_t size);
 int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		      int mode, uint64_t off, uint64_t len);
+/* SEEK_DATA (@data) / SEEK_HOLE from byte @off: *out = the offset of
+ * the next data (written extent, or inline data) / hole (a hole, an
+ * unwritten extent, or the end of the file). -ENXIO if @off >= size or
+ * no data follows. ns->lock shared. */
+int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
+		 uint64_t *out);
 /* Free all data blocks (destroy). */
 int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define LINK_MAX_COUNT 65000u
 #define RELATIME_SECS (24 * 3600)
@@ -1268,6 +1269,28 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	}
 	unlock(fs);
 	unpin(fs, pin);
+	return ret;
+}
+
+int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
+	     uint64_t *out)
+{
+	struct fs_buf *b;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	lock_rd(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		if (S_ISREG(fs_di(b)->mode))
+			ret =
+			    fs_file_seek(fs, b, off, whence == SEEK_DATA, out);
+		else
+			ret = S_ISDIR(fs_di(b)->mode) ? -EISDIR : -EINVAL;
+		fs_buf_put(b);
+	}
+	unlock(fs);
 	return ret;
 }
 

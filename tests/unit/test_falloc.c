@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <unistd.h>
 
 #define MB (1u << 20)
 #define STALE 0xEE
@@ -306,11 +307,68 @@ static void test_fsck_flags(void)
 	tfs_close(&t);
 }
 
+static int64_t seek(struct tfs *t, int64_t f, uint64_t off, int whence)
+{
+	uint64_t pos = 0;
+	int ret = fs_lseek(t->fs, (uint64_t)f, off, whence, &pos);
+
+	return ret < 0 ? ret : (int64_t)pos;
+}
+
+/* data [0, 8K), hole to 1M, unwritten [1M, 2M), 5 bytes at 2M, hole to
+ * the 3M end */
+static void test_seek(void)
+{
+	struct fs_attr in = {.size = 3 * MB}, o;
+	static char buf[8192];
+	struct tfs t;
+	int64_t f, g;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	f = tfs_creat(&t, t.root, "s", 0644);
+	REQUIRE(f > 0);
+	memset(buf, 'd', sizeof(buf));
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)f, buf, 8192, 0), 8192);
+	CHECK_EQ(fs_fallocate(t.fs, tfs_cred(&t), (uint64_t)f, 0, MB, MB), 0);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)f, buf, 5, 2 * MB), 5);
+	CHECK_EQ(
+	    fs_setattr(t.fs, tfs_cred(&t), (uint64_t)f, &in, FS_SET_SIZE, &o),
+	    0);
+	CHECK_EQ(seek(&t, f, 0, SEEK_DATA), 0);
+	CHECK_EQ(seek(&t, f, 100, SEEK_DATA), 100);
+	CHECK_EQ(seek(&t, f, 0, SEEK_HOLE), 8192);
+	CHECK_EQ(seek(&t, f, 8191, SEEK_HOLE), 8192);
+	CHECK_EQ(seek(&t, f, 8192, SEEK_DATA), 2 * MB); /* skips unwritten */
+	CHECK_EQ(seek(&t, f, MB + 5, SEEK_HOLE), MB + 5);
+	CHECK_EQ(seek(&t, f, 2 * MB + 4, SEEK_DATA), 2 * MB + 4);
+	CHECK_EQ(seek(&t, f, 2 * MB, SEEK_HOLE), 2 * MB + 4096);
+	CHECK_EQ(seek(&t, f, 2 * MB + 4096, SEEK_DATA), -ENXIO);
+	CHECK_EQ(seek(&t, f, 3 * MB - 1, SEEK_HOLE), 3 * MB - 1);
+	CHECK_EQ(seek(&t, f, 3 * MB, SEEK_HOLE), -ENXIO);
+	CHECK_EQ(seek(&t, f, 3 * MB, SEEK_DATA), -ENXIO);
+	CHECK_EQ(seek(&t, f, 0, SEEK_SET), -EINVAL);
+	CHECK_EQ(seek(&t, (int64_t)t.root, 0, SEEK_DATA), -EISDIR);
+	/* a data block as the last one: its hole is the end of the file */
+	in.size = 2 * MB + 100;
+	CHECK_EQ(
+	    fs_setattr(t.fs, tfs_cred(&t), (uint64_t)f, &in, FS_SET_SIZE, &o),
+	    0);
+	CHECK_EQ(seek(&t, f, 2 * MB, SEEK_HOLE), 2 * MB + 100);
+	/* inline: all data, the hole at the end */
+	g = tfs_creat(&t, t.root, "inl", 0644);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)g, "abc", 3, 0), 3);
+	CHECK_EQ(seek(&t, g, 1, SEEK_DATA), 1);
+	CHECK_EQ(seek(&t, g, 1, SEEK_HOLE), 3);
+	CHECK_EQ(seek(&t, g, 3, SEEK_DATA), -ENXIO);
+	tfs_close(&t);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
 	T_RUN(test_unwritten);
 	T_RUN(test_unwritten_keep_size);
 	T_RUN(test_fsck_flags);
+	T_RUN(test_seek);
 	return t_done();
 }
