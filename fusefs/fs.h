@@ -282,9 +282,17 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
  * flush). */
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
 
-/* fallocate(2): mode 0 and FALLOC_FL_KEEP_SIZE allocate unwritten
- * extents (no data written; they read as zeros), FALLOC_FL_PUNCH_HOLE |
- * FALLOC_FL_KEEP_SIZE frees. Other modes -EOPNOTSUPP. */
+/* fallocate(2), as ext4 (fs_falloc.c): mode 0 and FALLOC_FL_KEEP_SIZE
+ * allocate unwritten extents (no data written; they read as zeros);
+ * FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE frees; FALLOC_FL_ZERO_RANGE
+ * [| KEEP_SIZE] zeroes (whole blocks become unwritten, no data I/O);
+ * FALLOC_FL_COLLAPSE_RANGE / FALLOC_FL_INSERT_RANGE remove / open a
+ * block-aligned range, shifting the rest of the file (-EINVAL if
+ * misaligned, or for collapse reaching EOF, or insert at or past EOF;
+ * -EFBIG past the maximum size). -EINVAL for len 0 and for collapse or
+ * insert combined with another flag; -EOPNOTSUPP for other modes
+ * (UNSHARE_RANGE, PUNCH_HOLE without KEEP_SIZE or with ZERO_RANGE).
+ * -ENODEV for a non-regular file, -EISDIR. */
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len);
 

@@ -1,6 +1,6 @@
 /*
- * fs_file.c — file data: inline data, extents, read/write, truncate,
- * fallocate.
+ * fs_file.c — file data: inline data, extents, read/write, truncate
+ * (fallocate and lseek: fs_falloc.c, the extent map: fs_extent.c).
  *
  * Formats (dinode.fmt):
  *  - INLINE: the first `size` bytes of the inode's inline area (3840
@@ -26,8 +26,8 @@
  * (allocates) its blocks in a transaction and ends the handle as soon as
  * fs_data_write returned: with data=ordered the commit that makes the
  * new extents visible waits for the data writes first (fs_journal.c),
- * and a failed data write is reported by the next fsync (-EIO). The device I/O itself
- * runs without ns->lock, under a per-inode I/O range (fs_ns.h).
+ * and a failed data write is reported by the next fsync (-EIO). The device I/O
+ * itself runs without ns->lock, under a per-inode I/O range (fs_ns.h).
  *
  * Invariant: bytes of the file's last block beyond `size` are zero on
  * disk (truncate zeroes them), so growing a file exposes zeros.
@@ -269,12 +269,12 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 
 /* One piece of a write: an allocation mapped with up to two tree
  * operations, or the conversion of an unwritten extent (three). */
-static unsigned alloc_credits(struct fs *fs, struct fs_btree *bt)
+unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt)
 {
 	return 2 + fs_ext_convert_credits(bt) + FS_ALLOC_CREDITS(fs);
 }
 
-static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
+int fs_file_to_extents(struct fs *fs, struct fs_buf *ib)
 {
 	struct fs_dinode *di = fs_di(ib);
 	struct fs_btree bt;
@@ -288,7 +288,7 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 	if (di->size > 0 && (blk = calloc(1, BS)) == NULL)
 		return -ENOMEM;
 	fs_ext_tree(fs, ib, &bt);
-	ret = fs_tx_begin(fs, alloc_credits(fs, &bt) + 2, &tx);
+	ret = fs_tx_begin(fs, fs_file_map_credits(fs, &bt) + 2, &tx);
 	if (ret < 0)
 		goto out_buf;
 	ret = fs_tx_write(tx, ib);
@@ -344,10 +344,10 @@ static int write_inline(struct fs *fs, struct fs_buf *ib, const void *buf,
 }
 
 /* Blocks a write round may allocate into, each a transaction credit
- * bill of alloc_credits(). */
+ * bill of fs_file_map_credits(). */
 static unsigned write_segmax(struct fs *fs, struct fs_btree *bt)
 {
-	unsigned per = alloc_credits(fs, bt), max = fs_tx_max_credits(fs);
+	unsigned per = fs_file_map_credits(fs, bt), max = fs_tx_max_credits(fs);
 	unsigned n = max > 2 ? (max - 2) / per : 1;
 
 	return n == 0 ? 1 : n > SEG_MAX ? SEG_MAX : n;
@@ -358,7 +358,7 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 		      uint64_t nblk, struct seg *sg)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	struct fs_ext prev = {0}, e;
+	struct fs_ext prev = { 0 }, e;
 	uint64_t goal = ib->blkno, start, hole_end;
 	struct fs_btree bt;
 	uint32_t len;
@@ -508,7 +508,7 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	max = write_segmax(fs, &bt);
 	if (n != NULL)
 		fs_range_add(fs, n, &r);
-	ret = fs_tx_begin(fs, 2 + max * alloc_credits(fs, &bt), &tx);
+	ret = fs_tx_begin(fs, 2 + max * fs_file_map_credits(fs, &bt), &tx);
 	if (ret < 0)
 		goto out_range;
 	ret = fs_tx_write(tx, ib);
@@ -559,7 +559,7 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 				FS_NS_STAT_ADD(fs, data_write_bytes, len);
 			return ret < 0 ? ret : (ssize_t)len;
 		}
-		ret = inline_to_extents(fs, ib);
+		ret = fs_file_to_extents(fs, ib);
 		if (ret < 0)
 			return ret;
 	}
@@ -630,8 +630,7 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 }
 
 /* Free every block mapped in [lb0, lb1), a few extents per transaction. */
-static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
-		       uint64_t lb1)
+int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1)
 {
 	struct fs_btree bt;
 	struct fs_tx *tx;
@@ -670,8 +669,8 @@ static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 
 /* Zero bytes [from, to) of the file's block containing them (one block),
  * if it is mapped. */
-static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
-			uint64_t to)
+int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
+			 uint64_t to)
 {
 	struct fs_btree bt;
 	uint64_t lb = from / BS, hole_end, phys;
@@ -710,7 +709,7 @@ int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
 
 	if (fs_di(ib)->fmt != FS_FMT_EXTENTS)
 		return 0;
-	ret = unmap_range(fs, ib, 0, FS_LB_END);
+	ret = fs_file_unmap(fs, ib, 0, FS_LB_END);
 	if (ret < 0)
 		return ret;
 	fs_ext_tree(fs, ib, &bt);
@@ -754,7 +753,7 @@ static int truncate_inline(struct fs *fs, struct fs_buf *ib, uint64_t size)
 	return ret;
 }
 
-static int set_size(struct fs *fs, struct fs_buf *ib, uint64_t size)
+int fs_file_set_size(struct fs *fs, struct fs_buf *ib, uint64_t size)
 {
 	struct fs_tx *tx;
 	int ret;
@@ -786,7 +785,7 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	if (di->fmt == FS_FMT_INLINE) {
 		if (size <= FS_INODE_INLINE_SIZE)
 			return truncate_inline(fs, ib, size);
-		ret = inline_to_extents(fs, ib);
+		ret = fs_file_to_extents(fs, ib);
 		if (ret < 0)
 			return ret;
 	}
@@ -799,198 +798,14 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	if (size < di->size) {
 		/* the size first: a crash then leaves blocks past EOF, never
 		 * a size pointing at freed blocks */
-		ret = set_size(fs, ib, size);
+		ret = fs_file_set_size(fs, ib, size);
 		if (ret == 0)
-			ret = unmap_range(fs, ib, (size + BS - 1) / BS,
-					  FS_LB_END);
+			ret = fs_file_unmap(fs, ib, (size + BS - 1) / BS,
+					    FS_LB_END);
 		if (ret == 0 && size % BS != 0)
-			ret = zero_partial(fs, ib, size,
-					   (size / BS + 1) * BS);
+			ret = fs_file_zero_partial(fs, ib, size,
+						   (size / BS + 1) * BS);
 		return ret;
 	}
-	return set_size(fs, ib, size);
-}
-
-/* ---- fallocate ---- */
-
-#define PREALLOC_MAX 32768u /* blocks per allocation: 128 MiB */
-
-/* Allocate up to @nblk blocks for the hole at @lb as one unwritten
- * extent (merged into the previous one when it is unwritten and ends
- * where the new blocks start); no data is written. *got = blocks. */
-static int prealloc_hole(struct fs *fs, struct fs_buf *ib, uint64_t lb,
-			 uint64_t nblk, uint64_t *got)
-{
-	struct fs_ext prev = {0}, e;
-	uint64_t goal = ib->blkno, start, hole_end;
-	struct fs_btree bt;
-	struct fs_tx *tx;
-	uint32_t len;
-	int ret;
-
-	fs_ext_tree(fs, ib, &bt);
-	if (lb > 0 && fs_ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
-		goal = prev.phys + prev.len;
-	ret = fs_tx_begin(fs, alloc_credits(fs, &bt), &tx);
-	if (ret < 0)
-		return ret;
-	ret = fs_tx_write(tx, ib);
-	if (ret == 0)
-		ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
-				    (uint32_t)nblk, &start, &len);
-	if (ret < 0)
-		goto out_end;
-	e = (struct fs_ext){lb, start, len, FS_EXT_UNWRITTEN};
-	if (prev.len > 0 && prev.lb + prev.len == lb &&
-	    prev.phys + prev.len == start && (prev.flags & FS_EXT_UNWRITTEN) &&
-	    (uint64_t)prev.len + len <= FS_EXT_LEN_MAX) {
-		prev.len += len;
-		ret = fs_ext_put(tx, &bt, &prev, 0);
-	} else {
-		ret = fs_ext_put(tx, &bt, &e, 1);
-	}
-	if (ret < 0) {
-		fs_free(tx, start, len);
-		goto out_end;
-	}
-	fs_di(ib)->blocks += len;
-	FS_NS_STAT_ADD(fs, unwritten_allocated, len);
-	*got = len;
-out_end:
-	if (fs_tx_end(tx) < 0 && ret == 0)
-		ret = -EIO;
-	return ret;
-}
-
-/* Map every hole in [lb0, lb1) to unwritten extents. */
-static int alloc_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
-		       uint64_t lb1)
-{
-	uint64_t lb = lb0, hole_end, nblk, got;
-	struct fs_btree bt;
-	struct fs_ext e;
-	int ret = 0;
-
-	while (lb < lb1) {
-		fs_ext_tree(fs, ib, &bt);
-		ret = fs_ext_map(&bt, lb, &e, &hole_end);
-		if (ret == 0) {
-			lb = e.lb + e.len;
-			continue;
-		}
-		if (ret != -ENOENT)
-			break;
-		nblk = (hole_end < lb1 ? hole_end : lb1) - lb;
-		if (nblk > PREALLOC_MAX)
-			nblk = PREALLOC_MAX;
-		ret = prealloc_hole(fs, ib, lb, nblk, &got);
-		if (ret < 0)
-			break;
-		lb += got;
-	}
-	return ret < 0 ? ret : 0;
-}
-
-static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off,
-		 uint64_t end)
-{
-	struct fs_dinode *di = fs_di(ib);
-	uint64_t lb0 = (off + BS - 1) / BS, lb1 = end / BS;
-	struct fs_tx *tx;
-	int ret;
-
-	if (di->fmt == FS_FMT_INLINE) {
-		if (off >= di->size)
-			return 0;
-		if (end > di->size)
-			end = di->size;
-		ret = fs_tx_begin(fs, 1, &tx);
-		if (ret < 0)
-			return ret;
-		ret = fs_tx_write(tx, ib);
-		if (ret == 0) {
-			memset(di->inline_area + off, 0, end - off);
-			fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
-		}
-		return fs_tx_end(tx) < 0 && ret == 0 ? -EIO : ret;
-	}
-	if (lb0 > lb1) {	/* inside one block */
-		ret = zero_partial(fs, ib, off, end);
-	} else {
-		ret = zero_partial(fs, ib, off, lb0 * BS);
-		if (ret == 0)
-			ret = zero_partial(fs, ib, lb1 * BS, end);
-		if (ret == 0)
-			ret = unmap_range(fs, ib, lb0, lb1);
-	}
-	if (ret == 0)
-		ret = set_size(fs, ib, di->size);
-	return ret;
-}
-
-int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
-		      int mode, uint64_t off, uint64_t len)
-{
-	struct fs_dinode *di = fs_di(ib);
-	uint64_t end;
-	int ret;
-
-	fs_range_wait_all(fs, n);
-
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
-		return -EOPNOTSUPP;
-	if (len == 0 || off >= FS_FILE_MAX || len > FS_FILE_MAX - off)
-		return len == 0 ? -EINVAL : -EFBIG;
-	end = off + len;
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		if (!(mode & FALLOC_FL_KEEP_SIZE))
-			return -EOPNOTSUPP;
-		return punch(fs, ib, off, end);
-	}
-	if (di->fmt == FS_FMT_INLINE && end <= FS_INODE_INLINE_SIZE) {
-		/* the inline area is already reserved */
-		if (!(mode & FALLOC_FL_KEEP_SIZE) && end > di->size)
-			return truncate_inline(fs, ib, end);
-		return 0;
-	}
-	if (di->fmt == FS_FMT_INLINE) {
-		ret = inline_to_extents(fs, ib);
-		if (ret < 0)
-			return ret;
-	}
-	if (di->fmt != FS_FMT_EXTENTS)
-		return -EUCLEAN;
-	ret = alloc_range(fs, ib, off / BS, (end + BS - 1) / BS);
-	if (ret == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > di->size)
-		ret = set_size(fs, ib, end);
-	return ret;
-}
-
-/* ---- lseek ---- */
-
-int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
-		 uint64_t *out)
-{
-	struct fs_dinode *di = fs_di(ib);
-	struct fs_btree bt;
-	uint64_t lb, pos;
-	int ret;
-
-	if (off >= di->size)
-		return -ENXIO;
-	if (di->fmt == FS_FMT_INLINE) {
-		*out = data ? off : di->size;
-		return 0;
-	}
-	if (di->fmt != FS_FMT_EXTENTS)
-		return -EUCLEAN;
-	fs_ext_tree(fs, ib, &bt);
-	ret = fs_ext_seek(&bt, off / BS, data, &lb);
-	if (ret < 0)
-		return ret;
-	pos = lb * BS > off ? lb * BS : off;
-	if (data && pos >= di->size)
-		return -ENXIO;
-	*out = pos < di->size ? pos : di->size;
-	return 0;
+	return fs_file_set_size(fs, ib, size);
 }

@@ -245,6 +245,25 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 /* ns->lock excl; wait for @n's I/O first (@n may be NULL). */
 int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		     uint64_t size);
+/* Free all data blocks (destroy). */
+int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
+/* Helpers fs_falloc.c shares; ns->lock exclusive, no handle held. */
+/* Credits of one write piece: an allocation mapped, or a conversion. */
+unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt);
+/* INLINE -> EXTENTS (the data moves to a block). */
+int fs_file_to_extents(struct fs *fs, struct fs_buf *ib);
+/* Free every block mapped in [lb0, lb1) (own transactions). */
+int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1);
+/* Zero bytes [from, to) of one written block, if mapped. */
+int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
+			 uint64_t to);
+/* Set the size (no unmapping) and mtime/ctime in one transaction. */
+int fs_file_set_size(struct fs *fs, struct fs_buf *ib, uint64_t size);
+
+/* ---- fs_falloc.c ---- */
+
+/* fallocate(2) (fs.h fs_fallocate); ns->lock excl; waits for @n's I/O
+ * first (@n may be NULL). */
 int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		      int mode, uint64_t off, uint64_t len);
 /* SEEK_DATA (@data) / SEEK_HOLE from byte @off: *out = the offset of
@@ -253,8 +272,6 @@ int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
  * no data follows. ns->lock shared. */
 int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
 		 uint64_t *out);
-/* Free all data blocks (destroy). */
-int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
 
 /* ---- fs_xattr.c ---- */
 

@@ -363,6 +363,277 @@ static void test_seek(void)
 	tfs_close(&t);
 }
 
+static int64_t falloc(struct tfs *t, int64_t f, int mode, uint64_t off,
+		      uint64_t len)
+{
+	return fs_fallocate(t->fs, tfs_cred(t), (uint64_t)f, mode, off, len);
+}
+
+static int same(struct tfs *t, int64_t f, const char *want, size_t len)
+{
+	static char got[2 * MB];
+
+	return fs_read(t->fs, (uint64_t)f, got, sizeof(got), 0) ==
+		   (ssize_t)len &&
+	       memcmp(got, want, len) == 0;
+}
+
+/* ZERO_RANGE, COLLAPSE_RANGE and INSERT_RANGE with ext4's errnos */
+static void test_modes(void)
+{
+	static char m[2 * MB];
+	const int keep = FALLOC_FL_KEEP_SIZE, zero = FALLOC_FL_ZERO_RANGE;
+	const int col = FALLOC_FL_COLLAPSE_RANGE, ins = FALLOC_FL_INSERT_RANGE;
+	uint64_t w0, size = MB;
+	struct fs_ext e;
+	struct tfs t;
+	int64_t f, g;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	f = tfs_creat(&t, t.root, "m", 0644);
+	REQUIRE(f > 0);
+	for (size_t i = 0; i < MB; i++)
+		m[i] = (char)(i % 253 + 1);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)f, m, MB, 0), MB);
+	/* zero: partial edges written, block 1 unwritten, no data I/O for
+	 * it, still allocated */
+	w0 = t.fs->st.data_bytes;
+	CHECK_EQ(falloc(&t, f, zero | keep, 100, 10000), 0);
+	memset(m + 100, 0, 10000);
+	CHECK(same(&t, f, m, MB));
+	CHECK_EQ(t.fs->st.data_bytes - w0, 8192); /* blocks 0 and 2 */
+	CHECK_EQ(tfs_stat(&t, (uint64_t)f).blocks, MB / 512);
+	REQUIRE(nth_extent(&t, (uint64_t)f, 1, &e) == 0);
+	CHECK(e.lb == 1 && e.len == 1 && e.flags == FS_EXT_UNWRITTEN);
+	/* zero past EOF: extends; its whole blocks allocated (a partial
+	 * edge block in a hole stays a hole) */
+	CHECK_EQ(falloc(&t, f, zero, MB - 10, 3 * 4096), 0);
+	size = MB - 10 + 3 * 4096;
+	memset(m + MB - 10, 0, size - (MB - 10));
+	CHECK_EQ(tfs_stat(&t, (uint64_t)f).size, size);
+	CHECK_EQ(tfs_stat(&t, (uint64_t)f).blocks, (MB + 2 * 4096) / 512);
+	CHECK(same(&t, f, m, size));
+	/* collapse errnos */
+	CHECK_EQ(falloc(&t, f, col, 100, 4096), -EINVAL);
+	CHECK_EQ(falloc(&t, f, col, 4096, 100), -EINVAL);
+	CHECK_EQ(falloc(&t, f, col, 4096, size - 4096), -EINVAL);
+	CHECK_EQ(falloc(&t, f, col, 0, 2 * MB), -EINVAL);
+	CHECK_EQ(falloc(&t, f, col | keep, 0, 4096), -EINVAL);
+	/* collapse blocks 1..2 */
+	CHECK_EQ(falloc(&t, f, col, 4096, 8192), 0);
+	memmove(m + 4096, m + 12288, size - 12288);
+	size -= 8192;
+	memset(m + size, 0, 8192);
+	CHECK_EQ(tfs_stat(&t, (uint64_t)f).size, size);
+	CHECK_EQ(tfs_stat(&t, (uint64_t)f).blocks, MB / 512);
+	CHECK(same(&t, f, m, size));
+	/* insert errnos */
+	CHECK_EQ(falloc(&t, f, ins, 100, 4096), -EINVAL);
+	CHECK_EQ(falloc(&t, f, ins, 4096, 4095), -EINVAL);
+	CHECK_EQ(falloc(&t, f, ins, size / 4096 * 4096 + 4096, 4096), -EINVAL);
+	CHECK_EQ(falloc(&t, f, ins, 0, FS_FILE_MAX), -EFBIG);
+	CHECK_EQ(falloc(&t, f, ins | keep, 0, 4096), -EINVAL);
+	/* insert two blocks at block 2: a hole */
+	CHECK_EQ(falloc(&t, f, ins, 8192, 8192), 0);
+	memmove(m + 16384, m + 8192, size - 8192);
+	memset(m + 8192, 0, 8192);
+	size += 8192;
+	CHECK_EQ(tfs_stat(&t, (uint64_t)f).size, size);
+	CHECK(same(&t, f, m, size));
+	REQUIRE(fsck_remount(&t) == 0);
+	CHECK(same(&t, f, m, size));
+	/* insert at 0 of an inline file */
+	g = tfs_creat(&t, t.root, "inl", 0644);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)g, "abc", 3, 0), 3);
+	CHECK_EQ(falloc(&t, g, ins, 0, 4096), 0);
+	memset(m, 0, 4096);
+	memcpy(m + 4096, "abc", 3);
+	CHECK(same(&t, g, m, 4099));
+	CHECK_EQ(falloc(&t, g, col, 0, 4096), 0);
+	CHECK(same(&t, g, "abc", 3));
+	CHECK_EQ(falloc(&t, g, zero, 1, 1), 0);
+	CHECK(same(&t, g, "a\0c", 3));
+	tfs_close(&t);
+}
+
+/* ---- seeded random sequences against a model ---- */
+
+#define WIN (2u * MB) /* the model's window: the file stays in it */
+
+struct model {
+	struct tfs *t;
+	uint64_t rng;
+	int64_t f;
+	uint64_t size;
+	char *m; /* the file's bytes; zero from size on */
+	char *buf;
+	unsigned counts[10];
+};
+
+static void mdl_range(struct model *d, uint64_t *off, uint64_t *len,
+		      int aligned)
+{
+	*off = trand(&d->rng) % WIN;
+	*len = 1 + trand(&d->rng) % (trand(&d->rng) % 4 ? 40000 : 400000);
+	if (aligned || trand(&d->rng) % 3 == 0) {
+		*off &= ~4095ull;
+		*len = (*len + 4095) & ~4095ull;
+	}
+	if (*off + *len > WIN)
+		*len = WIN - *off;
+}
+
+static int mdl_write(struct model *d, uint64_t off, uint64_t len)
+{
+	for (uint64_t i = 0; i < len; i++)
+		d->buf[i] = (char)(trand(&d->rng) % 255 + 1);
+	if (fs_write(d->t->fs, tfs_cred(d->t), (uint64_t)d->f, d->buf, len,
+		     off) != (ssize_t)len)
+		return -EIO;
+	memcpy(d->m + off, d->buf, len);
+	if (off + len > d->size)
+		d->size = off + len;
+	return 0;
+}
+
+/* fallocate @mode on the file and the model; 0, or the failed call's
+ * errno (an expected refusal is 0 and changes nothing) */
+static int mdl_falloc(struct model *d, int mode, uint64_t off, uint64_t len)
+{
+	int want = 0, ret;
+
+	if (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE)) {
+		if (off % 4096 || len % 4096)
+			want = -EINVAL;
+		else if (mode & FALLOC_FL_COLLAPSE_RANGE)
+			want = off + len >= d->size ? -EINVAL : 0;
+		else if (off >= d->size)
+			want = -EINVAL;
+		else if (d->size + len > WIN)
+			return 0; /* would leave the window */
+	}
+	ret = falloc(d->t, d->f, mode, off, len);
+	if (ret != want)
+		return ret == 0 ? -EPROTO : ret;
+	if (ret < 0)
+		return 0;
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		memset(d->m + off, 0, len);
+	if (mode & FALLOC_FL_COLLAPSE_RANGE) {
+		memmove(d->m + off, d->m + off + len, d->size - off - len);
+		memset(d->m + d->size - len, 0, len);
+		d->size -= len;
+	} else if (mode & FALLOC_FL_INSERT_RANGE) {
+		memmove(d->m + off + len, d->m + off, d->size - off);
+		memset(d->m + off, 0, len);
+		d->size += len;
+	} else if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > d->size) {
+		d->size = off + len;
+	}
+	memset(d->m + d->size, 0, WIN - d->size);
+	return 0;
+}
+
+/* lseek's answers must agree with the bytes: SEEK_DATA skips only
+ * zeros, SEEK_HOLE stops in a zero block (or at the end). */
+static int mdl_seek(struct model *d, uint64_t off)
+{
+	int64_t dp = seek(d->t, d->f, off, SEEK_DATA);
+	int64_t hp = seek(d->t, d->f, off, SEEK_HOLE);
+	uint64_t bend;
+
+	if (off >= d->size)
+		return dp == -ENXIO && hp == -ENXIO ? 0 : -EPROTO;
+	if (dp == -ENXIO)
+		dp = (int64_t)d->size;
+	if (dp < (int64_t)off || hp < (int64_t)off || dp > (int64_t)d->size ||
+	    hp > (int64_t)d->size || !is_zero(d->m + off, (size_t)dp - off))
+		return -EPROTO;
+	bend = ((uint64_t)hp / 4096 + 1) * 4096;
+	if (bend > d->size)
+		bend = d->size;
+	return is_zero(d->m + hp, bend - (uint64_t)hp) ? 0 : -EPROTO;
+}
+
+static int mdl_truncate(struct model *d, uint64_t size)
+{
+	struct fs_attr in = {.size = size}, o;
+	int ret = fs_setattr(d->t->fs, tfs_cred(d->t), (uint64_t)d->f, &in,
+			     FS_SET_SIZE, &o);
+
+	if (ret == 0 && size < d->size)
+		memset(d->m + size, 0, d->size - size);
+	if (ret == 0)
+		d->size = size;
+	return ret;
+}
+
+static int mdl_op(struct model *d)
+{
+	static const int modes[] = {
+	    0,
+	    FALLOC_FL_KEEP_SIZE,
+	    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    FALLOC_FL_ZERO_RANGE,
+	    FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+	    FALLOC_FL_COLLAPSE_RANGE,
+	    FALLOC_FL_INSERT_RANGE,
+	};
+	unsigned op = (unsigned)(trand(&d->rng) % 10);
+	uint64_t off, len;
+
+	mdl_range(d, &off, &len, op >= 5 && op <= 6);
+	d->counts[op]++;
+	if (op < 2)
+		return mdl_write(d, off, len);
+	if (op < 7)
+		return mdl_falloc(d, modes[trand(&d->rng) % 7], off, len);
+	if (op == 7)
+		return mdl_truncate(d, off);
+	return mdl_seek(d, off);
+}
+
+static int mdl_verify(struct model *d)
+{
+	CHECK_EQ(tfs_stat(d->t, (uint64_t)d->f).size, d->size);
+	return same(d->t, d->f, d->m, d->size) ? 0 : -EPROTO;
+}
+
+static void test_random_model(void)
+{
+	struct tfs t;
+	struct model d = {.t = &t, .rng = t_seed() | 1};
+	int ret = 0, i;
+
+	d.m = calloc(1, WIN);
+	d.buf = malloc(WIN);
+	REQUIRE(d.m != NULL && d.buf != NULL);
+	REQUIRE(tfs_open(&t, 96) == 0);
+	d.f = tfs_creat(&t, t.root, "model", 0644);
+	REQUIRE(d.f > 0);
+	for (i = 0; i < 1500 && ret == 0; i++) {
+		ret = mdl_op(&d);
+		if (ret == 0 && i % 100 == 99)
+			ret = mdl_verify(&d);
+		if (ret == 0 && i % 500 == 499)
+			ret = fsck_remount(&t);
+	}
+	if (ret != 0)
+		fprintf(stderr, "  op %d failed: %d (seed %llu)\n", i - 1, ret,
+			(unsigned long long)t_seed());
+	CHECK_EQ(ret, 0);
+	CHECK_EQ(mdl_verify(&d), 0);
+	CHECK_EQ(fsck_remount(&t), 0);
+	printf("  writes %u, falloc %u, truncates %u, seeks %u\n",
+	       d.counts[0] + d.counts[1],
+	       d.counts[2] + d.counts[3] + d.counts[4] + d.counts[5] +
+		   d.counts[6],
+	       d.counts[7], d.counts[8] + d.counts[9]);
+	tfs_close(&t);
+	free(d.m);
+	free(d.buf);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -370,5 +641,7 @@ int main(int argc, char **argv)
 	T_RUN(test_unwritten_keep_size);
 	T_RUN(test_fsck_flags);
 	T_RUN(test_seek);
+	T_RUN(test_modes);
+	T_RUN(test_random_model);
 	return t_done();
 }
