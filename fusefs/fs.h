@@ -296,6 +296,16 @@ int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len);
 
+/* copy_file_range(2) from @ino_in to @ino_out (both in this
+ * filesystem) inside the daemon: the data goes device to device, holes
+ * of the source stay holes (fs_copy.c). @len is cut at the source's end
+ * of file. Returns the count copied (0 at or past the source's EOF).
+ * -EINVAL (@flags != 0, a non-regular file, overlapping ranges of one
+ * file), -EISDIR, -EFBIG, -ENOSPC, -EIO. */
+ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
+			   uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
+			   uint64_t off_out, size_t len, unsigned flags);
+
 /* lseek(2) SEEK_DATA / SEEK_HOLE (@whence; others -EINVAL) from byte
  * @off of regular file @ino: *out = where the next data / hole starts,
  * from the extent map (unwritten extents are holes, as on ext4; the end

@@ -126,7 +126,7 @@ static const unsigned char op_mode[FS_OP__COUNT] = {
 	[FS_OP_CREATE] = LK_EX,		[FS_OP_WRITE] = LK_EX,
 	[FS_OP_RELEASE] = LK_PR,	[FS_OP_FALLOCATE] = LK_EX,
 	[FS_OP_SETXATTR] = LK_EX,	[FS_OP_REMOVEXATTR] = LK_EX,
-	[FS_OP_LSEEK] = LK_PR,
+	[FS_OP_LSEEK] = LK_PR,		[FS_OP_COPY_FILE_RANGE] = LK_EX,
 };
 
 /* Every handler starts here: take the fs glock (dlm) in the op's mode.
@@ -821,6 +821,35 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	op_end(ff, FS_OP_LSEEK, t0, ret);
 }
 
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			       off_t off_out, struct fuse_file_info *fi_out,
+			       size_t len, int flags)
+{
+	struct fs_fuse *ff = ff_of(req);
+	struct fs_cred cred;
+	uint64_t t0;
+	ssize_t n;
+
+	if (op_begin(ff, req, FS_OP_COPY_FILE_RANGE, &t0) < 0)
+		return;
+
+	(void)fi_in;
+	(void)fi_out;
+	get_cred(req, &cred);
+	if (off_in < 0 || off_out < 0 || flags < 0)
+		n = -EINVAL;
+	else
+		n = fs_copy_file_range(ff->fs, &cred, to_ino(ff, ino_in),
+				       (uint64_t)off_in, to_ino(ff, ino_out),
+				       (uint64_t)off_out, len, (unsigned)flags);
+	if (n >= 0)
+		fuse_reply_write(req, (size_t)n);
+	else
+		reply_err(req, (int)n);
+	op_end(ff, FS_OP_COPY_FILE_RANGE, t0, n < 0 ? (int)n : 0);
+}
+
 /* ---- directories ---- */
 
 /*
@@ -1054,6 +1083,7 @@ static const struct fuse_lowlevel_ops ucfs_ops = {
 	.fsync = op_fsync,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.fsyncdir = op_fsyncdir,
@@ -1155,6 +1185,7 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(inline_to_extents);
 	NS_U64(unwritten_allocated);
 	NS_U64(unwritten_converted);
+	NS_U64(copy_bytes);
 #undef NS_U64
 }
 

@@ -69,6 +69,7 @@ struct fs_ns_stats {
 	uint64_t inline_to_extents;
 	uint64_t unwritten_allocated; /* blocks fallocated unwritten */
 	uint64_t unwritten_converted; /* unwritten blocks a write filled */
+	uint64_t copy_bytes;	      /* copied by fs_copy_file_range */
 };
 
 #define FS_NS_STAT_ADD(fs, field, n) \

@@ -371,7 +371,7 @@ static int64_t falloc(struct tfs *t, int64_t f, int mode, uint64_t off,
 
 static int same(struct tfs *t, int64_t f, const char *want, size_t len)
 {
-	static char got[2 * MB];
+	static char got[4 * MB];
 
 	return fs_read(t->fs, (uint64_t)f, got, sizeof(got), 0) ==
 		   (ssize_t)len &&
@@ -456,6 +456,71 @@ static void test_modes(void)
 	tfs_close(&t);
 }
 
+static ssize_t copy(struct tfs *t, int64_t in, uint64_t oi, int64_t out,
+		    uint64_t oo, size_t len)
+{
+	return fs_copy_file_range(t->fs, tfs_cred(t), (uint64_t)in, oi,
+				  (uint64_t)out, oo, len, 0);
+}
+
+/* copy_file_range: data device to device, holes kept, errnos */
+static void test_copy(void)
+{
+	static char m[3 * MB], d[3 * MB];
+	uint64_t r0, sz = 2 * MB + 300;
+	struct fs_attr in = {.size = sz}, o;
+	struct tfs t;
+	int64_t s, c, x;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	s = tfs_creat(&t, t.root, "src", 0644);
+	c = tfs_creat(&t, t.root, "dst", 0644);
+	x = tfs_creat(&t, t.root, "old", 0644);
+	REQUIRE(s > 0 && c > 0 && x > 0);
+	for (size_t i = 0; i < sizeof(m); i++)
+		m[i] = (char)(i % 241 + 1);
+	memset(m + 100000, 0, 2 * MB - 100000);
+	memset(m + sz, 0, sizeof(m) - sz);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)s, m, 100000, 0),
+		 100000);
+	CHECK_EQ(falloc(&t, s, 0, 512 * 1024, 512 * 1024), 0);
+	CHECK_EQ(
+	    fs_write(t.fs, tfs_cred(&t), (uint64_t)s, m + 2 * MB, 300, 2 * MB),
+	    300);
+	CHECK_EQ(
+	    fs_setattr(t.fs, tfs_cred(&t), (uint64_t)s, &in, FS_SET_SIZE, &o),
+	    0);
+	CHECK(fs_sync(t.fs) == 0);
+	r0 = dev_read_bytes(&t);
+	CHECK_EQ(copy(&t, s, 0, c, 0, 3 * MB), (ssize_t)sz); /* cut at EOF */
+	CHECK(same(&t, c, m, sz));
+	CHECK(dev_read_bytes(&t) - r0 <= 200 * 1024); /* the data only */
+	CHECK_EQ(tfs_stat(&t, (uint64_t)c).blocks, (25 + 1) * 8);
+	CHECK_EQ(t.fs->ns->st.copy_bytes, sz);
+	/* over existing data: the source's holes become zeros */
+	memset(d, 'o', sizeof(d));
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)x, d, 3 * MB, 0),
+		 3 * MB);
+	CHECK_EQ(copy(&t, s, 50000, x, 7, MB), MB);
+	memcpy(d + 7, m + 50000, MB);
+	CHECK(same(&t, x, d, 3 * MB));
+	/* within one file, not overlapping; errnos */
+	CHECK_EQ(copy(&t, x, 0, x, 2 * MB, 4096), 4096);
+	memcpy(d + 2 * MB, d, 4096);
+	CHECK(same(&t, x, d, 3 * MB));
+	CHECK_EQ(copy(&t, x, 0, x, 4095, 4096), -EINVAL);
+	CHECK_EQ(copy(&t, s, sz, c, 0, 10), 0);
+	CHECK_EQ(fs_copy_file_range(t.fs, tfs_cred(&t), (uint64_t)s, 0,
+				    (uint64_t)c, 0, 10, 1),
+		 -EINVAL);
+	CHECK_EQ(copy(&t, (int64_t)t.root, 0, c, 0, 10), -EISDIR);
+	CHECK_EQ(copy(&t, s, 0, c, FS_FILE_MAX - 5, 10), -EFBIG);
+	REQUIRE(fsck_remount(&t) == 0);
+	CHECK(same(&t, c, m, sz));
+	CHECK(same(&t, x, d, 3 * MB));
+	tfs_close(&t);
+}
+
 /* ---- seeded random sequences against a model ---- */
 
 #define WIN (2u * MB) /* the model's window: the file stays in it */
@@ -467,7 +532,7 @@ struct model {
 	uint64_t size;
 	char *m; /* the file's bytes; zero from size on */
 	char *buf;
-	unsigned counts[10];
+	unsigned counts[11];
 };
 
 static void mdl_range(struct model *d, uint64_t *off, uint64_t *len,
@@ -568,6 +633,31 @@ static int mdl_truncate(struct model *d, uint64_t size)
 	return ret;
 }
 
+/* copy_file_range within the file (-EINVAL when the ranges overlap) */
+static int mdl_copy(struct model *d, uint64_t off, uint64_t len)
+{
+	uint64_t dst = trand(&d->rng) % WIN;
+	ssize_t want, n;
+
+	if (dst + len > WIN)
+		len = WIN - dst;
+	want = off >= d->size
+		   ? 0
+		   : (ssize_t)(len < d->size - off ? len : d->size - off);
+	if (want > 0 && off < dst + (uint64_t)want &&
+	    dst < off + (uint64_t)want)
+		want = -EINVAL;
+	n = copy(d->t, d->f, off, d->f, dst, len);
+	if (n != want)
+		return -EPROTO;
+	if (n > 0) {
+		memcpy(d->m + dst, d->m + off, (size_t)n);
+		if (dst + (uint64_t)n > d->size)
+			d->size = dst + (uint64_t)n;
+	}
+	return 0;
+}
+
 static int mdl_op(struct model *d)
 {
 	static const int modes[] = {
@@ -579,7 +669,7 @@ static int mdl_op(struct model *d)
 	    FALLOC_FL_COLLAPSE_RANGE,
 	    FALLOC_FL_INSERT_RANGE,
 	};
-	unsigned op = (unsigned)(trand(&d->rng) % 10);
+	unsigned op = (unsigned)(trand(&d->rng) % 11);
 	uint64_t off, len;
 
 	mdl_range(d, &off, &len, op >= 5 && op <= 6);
@@ -590,6 +680,8 @@ static int mdl_op(struct model *d)
 		return mdl_falloc(d, modes[trand(&d->rng) % 7], off, len);
 	if (op == 7)
 		return mdl_truncate(d, off);
+	if (op == 10)
+		return mdl_copy(d, off, len);
 	return mdl_seek(d, off);
 }
 
@@ -624,11 +716,11 @@ static void test_random_model(void)
 	CHECK_EQ(ret, 0);
 	CHECK_EQ(mdl_verify(&d), 0);
 	CHECK_EQ(fsck_remount(&t), 0);
-	printf("  writes %u, falloc %u, truncates %u, seeks %u\n",
+	printf("  writes %u, falloc %u, truncates %u, seeks %u, copies %u\n",
 	       d.counts[0] + d.counts[1],
 	       d.counts[2] + d.counts[3] + d.counts[4] + d.counts[5] +
 		   d.counts[6],
-	       d.counts[7], d.counts[8] + d.counts[9]);
+	       d.counts[7], d.counts[8] + d.counts[9], d.counts[10]);
 	tfs_close(&t);
 	free(d.m);
 	free(d.buf);
@@ -642,6 +734,7 @@ int main(int argc, char **argv)
 	T_RUN(test_fsck_flags);
 	T_RUN(test_seek);
 	T_RUN(test_modes);
+	T_RUN(test_copy);
 	T_RUN(test_random_model);
 	return t_done();
 }

@@ -1,0 +1,56 @@
+#!/bin/sh
+# fs_copy: copy_file_range inside the daemon. `cp` of an 8 MiB file
+# (coreutils 9 copies a dense file with copy_file_range): identical, and
+# its data never crossed the kernel (no FUSE read or write of it:
+# namespace.copy_bytes counts it instead); a 20 MiB source with holes
+# copied with copy_file_range keeps its holes; a copy into the middle of
+# another file at unaligned offsets; remount; fsck.
+. "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/fslib.sh"
+fs_require_ucfs copy_stats
+
+IMG=$T/img MNT=$T/mnt
+MB=1048576
+fs_mkfs "$IMG" 256 || { fail copy_mkfs; exit 1; }
+fs_mount "$IMG" "$MNT" || { fail copy_mount; exit 1; }
+
+stat_of() { "$B/ucfs-stat" --json "$MNT" | jq -r "$1"; }
+
+head -c $((8 * MB)) /dev/urandom >"$T/data"
+cp "$T/data" "$MNT/dense"
+dd if="$T/data" of="$MNT/src" bs=1M count=2 status=none
+dd if="$T/data" of="$MNT/src" bs=1M skip=2 seek=12 count=2 status=none
+truncate -s $((20 * MB)) "$MNT/src"
+sync "$MNT/src"
+# cp (coreutils 9) copies a dense file with copy_file_range
+r0=$(stat_of .fuse.ops.read.count)
+w0=$(stat_of .fuse.ops.write.count)
+c0=$(stat_of .namespace.copy_bytes)
+check copy_cp cp "$MNT/dense" "$MNT/dense2"
+check copy_in_daemon test $(($(stat_of .namespace.copy_bytes) - c0)) \
+	-eq $((8 * MB))
+check copy_no_fuse_read test "$(stat_of .fuse.ops.read.count)" -eq "$r0"
+check copy_no_fuse_write test "$(stat_of .fuse.ops.write.count)" -eq "$w0"
+check copy_same cmp "$T/data" "$MNT/dense2"
+# a sparse source (cp reads those itself): holes stay holes
+got=$("$B/tests/fileop" copy_range "$MNT/src" 0 "$MNT/dst" 0 $((30 * MB)))
+check copy_sparse_count test "$got" = $((20 * MB))
+check copy_sparse_same cmp "$MNT/src" "$MNT/dst"
+check copy_keeps_holes test "$(du -k "$MNT/dst" | cut -f1)" -le 5000
+
+# into the middle of an existing file, at unaligned offsets
+head -c $((3 * MB)) /dev/urandom >"$T/other"
+cp "$T/other" "$MNT/other"
+got=$("$B/tests/fileop" copy_range "$MNT/src" 12345 "$MNT/other" 777 \
+	$((2 * MB)))
+check copy_range_count test "$got" = $((2 * MB))
+{ head -c 777 "$T/other"; tail -c +12346 "$MNT/src" | head -c $((2 * MB))
+  tail -c +$((777 + 2 * MB + 1)) "$T/other"; } >"$T/want"
+check copy_range_content cmp "$MNT/other" "$T/want"
+got=$("$B/tests/fileop" copy_range "$MNT/src" $((20 * MB)) "$MNT/other" 0 10)
+check copy_range_at_eof test "$got" = 0
+fs_umount "$MNT" && fs_mount "$IMG" "$MNT" || { fail copy_remount; exit 1; }
+check copy_same_after_remount cmp "$MNT/src" "$MNT/dst"
+check copy_range_after_remount cmp "$MNT/other" "$T/want"
+check copy_umount fs_umount "$MNT"
+check copy_fsck fs_fsck "$IMG"
