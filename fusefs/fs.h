@@ -297,14 +297,29 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len);
 
 /* copy_file_range(2) from @ino_in to @ino_out (both in this
- * filesystem) inside the daemon: the data goes device to device, holes
- * of the source stay holes (fs_copy.c). @len is cut at the source's end
+ * filesystem) inside the daemon: block-aligned ranges share the source's
+ * blocks (fs_clone_range), the rest goes device to device, holes of the
+ * source stay holes (fs_copy.c). @len is cut at the source's end
  * of file. Returns the count copied (0 at or past the source's EOF).
  * -EINVAL (@flags != 0, a non-regular file, overlapping ranges of one
  * file), -EISDIR, -EFBIG, -ENOSPC, -EIO. */
 ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
 			   uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
 			   uint64_t off_out, size_t len, unsigned flags);
+
+/* FICLONERANGE (reflink): make [off_in, off_in + len) of @ino_out's
+ * bytes at @off_out share @ino_in's blocks (copy on write later;
+ * fs_refcount.c); @len 0: to @ino_in's EOF. Linux's rules: offsets
+ * block-aligned, @len too unless it reaches @ino_in's EOF (and then the
+ * range must reach or pass @ino_out's EOF), inside @ino_in, no overlap
+ * within one file (-EINVAL). -EOPNOTSUPP: no reflink feature (older
+ * mkfs), inline (tiny) source, or the two files already share blocks
+ * with different groups of files. -EISDIR, -ENOSPC, -EFBIG. Linux's
+ * FUSE does not forward FICLONE/FICLONERANGE to a daemon: mounted, it
+ * is reached through copy_file_range (fs_copy_file_range). */
+int fs_clone_range(struct fs *fs, const struct fs_cred *cred, uint64_t ino_in,
+		   uint64_t off_in, uint64_t ino_out, uint64_t off_out,
+		   uint64_t len);
 
 /* lseek(2) SEEK_DATA / SEEK_HOLE (@whence; others -EINVAL) from byte
  * @off of regular file @ino: *out = where the next data / hole starts,

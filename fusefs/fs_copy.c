@@ -1,11 +1,15 @@
 /*
  * fs_copy.c — copy_file_range(2) inside one ucfs filesystem.
  *
- * The data never passes through the kernel: the daemon reads the source
- * blocks into a buffer of its own and writes them to the destination
- * (device to device), COPY_CHUNK bytes at a time, through the same calls
- * as reads and writes (fs_read, fs_write: their locks, their write path,
- * unwritten conversion included). Holes stay holes: the source is walked
+ * Block-aligned ranges are shared, not copied (fs_clone_range: the
+ * destination maps the source's blocks, copy on write later), when the
+ * filesystem has the reflink feature and the two files can share. Else
+ * the data is copied without passing through the kernel: the daemon
+ * reads the source blocks into a buffer of its own and writes them to
+ * the destination (device to device), COPY_CHUNK bytes at a time,
+ * through the same calls as reads and writes (fs_read, fs_write: their
+ * locks, their write path, unwritten conversion included). Holes stay
+ * holes: the source is walked
  * with SEEK_DATA / SEEK_HOLE (fs_lseek); a hole of the source becomes
  * ZERO_RANGE of the destination where the destination has bytes (no data
  * I/O for its whole blocks), and nothing past the destination's end of
@@ -76,6 +80,29 @@ static int copy_hole(struct copy *c, uint64_t pos, uint64_t end, uint64_t dst)
 			    len);
 }
 
+/* Share what can be shared: the block-aligned part of the range (all of
+ * it if it ends at the source's EOF and reaches the destination's).
+ * Returns the bytes shared (0: none, copy them all), or -errno. */
+static int64_t clone_part(struct copy *c, uint64_t off, uint64_t dst,
+			  uint64_t len, uint64_t in_size)
+{
+	uint64_t n = len / FS_BLOCK_SIZE * FS_BLOCK_SIZE;
+	int ret;
+
+	if (off % FS_BLOCK_SIZE != 0 || dst % FS_BLOCK_SIZE != 0)
+		return 0;
+	if (off + len == in_size && dst + len >= c->out_size)
+		n = len;
+	if (n == 0)
+		return 0;
+	ret = fs_clone_range(c->fs, c->cred, c->in, off, c->out, dst, n);
+	if (ret == -EOPNOTSUPP || ret == -EINVAL)
+		return 0; /* not shareable: copy the data */
+	if (ret == 0 && dst + n > c->out_size)
+		c->out_size = dst + n;
+	return ret < 0 ? ret : (int64_t)n;
+}
+
 /* Copy [off, off + len) of the source to @dst, region by region. */
 static int copy_regions(struct copy *c, uint64_t off, uint64_t len,
 			uint64_t dst)
@@ -117,6 +144,7 @@ ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
 {
 	struct copy c = {.fs = fs, .cred = cred, .in = ino_in, .out = ino_out};
 	struct fs_attr ai, ao;
+	int64_t shared;
 	int ret;
 
 	if (flags != 0)
@@ -136,10 +164,17 @@ ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
 	    off_out < off_in + len)
 		return -EINVAL; /* overlapping ranges of one file */
 	c.out_size = ao.size;
+	shared = clone_part(&c, off_in, off_out, len, ai.size);
+	if (shared < 0)
+		return (ssize_t)shared;
+	if ((uint64_t)shared == len) {
+		FS_NS_STAT_ADD(fs, copy_bytes, len);
+		return (ssize_t)len;
+	}
 	c.buf = malloc(COPY_CHUNK);
 	if (c.buf == NULL)
 		return -ENOMEM;
-	ret = copy_regions(&c, off_in, len, off_out);
+	ret = copy_regions(&c, off_in + shared, len - shared, off_out + shared);
 	if (ret == 0 && off_out + len > ao.size) {
 		/* a hole at the end of the source: the size covers it */
 		struct fs_attr sz = {.size = off_out + len}, out;

@@ -155,6 +155,30 @@ int fs_ext_set_flags(struct fs_tx *tx, struct fs_btree *bt,
 	return ret;
 }
 
+int fs_ext_remap(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+		 uint64_t a, uint64_t b, uint64_t phys, uint32_t flags)
+{
+	uint64_t end = e->lb + e->len;
+	struct fs_ext head = *e, mid = {a, phys, (uint32_t)(b - a), flags};
+	struct fs_ext tail = {b, e->phys + (b - e->lb), (uint32_t)(end - b),
+			      e->flags};
+	int ret;
+
+	if (a < e->lb || b > end || a >= b)
+		return -EINVAL;
+	if (a > e->lb) {
+		head.len = (uint32_t)(a - e->lb);
+		ret = fs_ext_put(tx, bt, &head, 0);
+		if (ret == 0)
+			ret = fs_ext_put(tx, bt, &mid, 1);
+	} else {
+		ret = fs_ext_put(tx, bt, &mid, 0);
+	}
+	if (ret == 0 && b < end)
+		ret = fs_ext_put(tx, bt, &tail, 1);
+	return ret;
+}
+
 unsigned fs_ext_convert_credits(struct fs_btree *bt)
 {
 	return 3 * fs_btree_credits(bt);

@@ -24,10 +24,11 @@
  * batch per transaction, the highest key first when shifting up: a crash
  * in the middle leaves a consistent file whose later part is moved only
  * partly, as ext4 can when its transaction restarts.
- * Linux's FUSE (6.1 and at least up to 6.18) forwards only KEEP_SIZE,
- * PUNCH_HOLE and ZERO_RANGE to a daemon (fuse_file_fallocate refuses the
- * other modes with EOPNOTSUPP itself): COLLAPSE_RANGE and INSERT_RANGE
- * are reachable through fs.h (library users, tests) only.
+ * Linux's FUSE forwards only KEEP_SIZE, PUNCH_HOLE and (since 5.14, so
+ * in 6.1) ZERO_RANGE to a daemon: fuse_file_fallocate refuses the other
+ * modes with EOPNOTSUPP itself (seen on this machine's 6.18: no request
+ * arrives). COLLAPSE_RANGE and INSERT_RANGE are reachable through fs.h
+ * (library users, tests) only.
  *
  * Locking: callers hold ns->lock exclusive (fs_file_fallocate) or shared
  * (fs_file_seek); no transaction handle is held on entry.

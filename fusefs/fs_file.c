@@ -97,10 +97,12 @@ static ssize_t read_inline(struct fs_dinode *di, void *buf, size_t len,
 /*
  * A planned piece of a read or write: file blocks [lb, lb + nblk) at
  * physical block phys (hole: no block; fresh: just allocated, so partial
- * edge blocks are zero-filled instead of read).
+ * edge blocks are zero-filled instead of read; src: copied on write, so
+ * partial edge blocks are read from the old blocks at src).
  */
 struct seg {
 	uint64_t lb, nblk, phys;
+	uint64_t src; /* copy on write: partial edges come from here */
 	int hole, fresh;
 };
 
@@ -230,25 +232,26 @@ ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 /* ---- write ---- */
 
 /*
- * Write the data [pos, pos + dlen) that falls in blocks [lb, lb + nblk)
- * at physical block @phys. Partial edge blocks are read first unless
- * @fresh (newly allocated: zero-filled). Whole blocks go straight from
+ * Write the data [pos, pos + dlen) that falls in the piece @sg. Partial
+ * edge blocks are read first (from sg->src when copied on write) unless
+ * fresh (newly allocated: zero-filled). Whole blocks go straight from
  * @data (fs_data_write copies them).
  */
-static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
-		     uint64_t nblk, uint64_t pos, const char *data,
-		     size_t dlen, int fresh)
+static int write_seg(struct fs *fs, char *bounce, const struct seg *sg,
+		     uint64_t pos, const char *data, size_t dlen)
 {
+	uint64_t lb = sg->lb, nblk = sg->nblk, phys = sg->phys;
+	uint64_t rphys = sg->src != 0 ? sg->src : phys;
 	uint64_t start = lb * BS, stop = (lb + nblk) * BS;
-	int ret;
+	int ret, fresh = sg->fresh;
 
 	if (pos == start && dlen == stop - start)	/* whole blocks */
 		return fs_data_write(fs, data, dlen, phys * BS);
 	if (pos > start) {
 		if (fresh)
 			memset(bounce, 0, BS);
-		else if ((ret = fs_data_read_rmw(fs, bounce, BS,
-						 phys * BS)) < 0)
+		else if ((ret = fs_data_read_rmw(fs, bounce, BS, rphys * BS)) <
+			 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -258,7 +261,7 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 		if (fresh)
 			memset(last, 0, BS);
 		else if ((ret = fs_data_read_rmw(fs, last, BS,
-						 (phys + nblk - 1) * BS)) < 0)
+						 (rphys + nblk - 1) * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -268,10 +271,12 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 }
 
 /* One piece of a write: an allocation mapped with up to two tree
- * operations, or the conversion of an unwritten extent (three). */
+ * operations, the conversion of an unwritten extent (three), or a copy
+ * on write (an allocation, three, and a refcount change). */
 unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt)
 {
-	return 2 + fs_ext_convert_credits(bt) + FS_ALLOC_CREDITS(fs);
+	return 2 + fs_ext_convert_credits(bt) + FS_ALLOC_CREDITS(fs) +
+	       fs_refc_credits(fs, bt->root_buf);
 }
 
 int fs_file_to_extents(struct fs *fs, struct fs_buf *ib)
@@ -412,6 +417,63 @@ static int convert_seg(struct fs_tx *tx, struct fs_btree *bt,
 	return 0;
 }
 
+/*
+ * Blocks from @lb (at most @nblk) of shared extent @e are about to be
+ * written: the first run of one count (fs_refcount.c). Count 1: the file
+ * is their only user, it writes them in place (the extent loses
+ * FS_EXT_SHARED there; an unwritten one is converted). Else copy on
+ * write: new blocks take the piece (edges read from the old ones, or
+ * zeros if unwritten), the old blocks' count goes down by one. The
+ * transaction commits as data=ordered (the old data stays until the new
+ * is on disk).
+ */
+static int cow_seg(struct fs_tx *tx, struct fs_buf *ib, const struct fs_ext *e,
+		   uint64_t lb, uint64_t nblk, struct seg *sg)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	uint64_t old = e->phys + (lb - e->lb), start;
+	uint32_t flags = e->flags & ~(FS_EXT_SHARED | FS_EXT_UNWRITTEN);
+	int fresh = (e->flags & FS_EXT_UNWRITTEN) != 0;
+	uint32_t count, run, len;
+	struct fs_btree bt;
+	struct fs_buf *rb;
+	int ret;
+
+	ret = fs_refc_root(fs, ib, &rb);
+	if (ret < 0)
+		return ret;
+	ret = fs_refc_count(fs, rb, old, (uint32_t)nblk, &count, &run);
+	fs_ext_tree(fs, ib, &bt);
+	fs_tx_set_ordered(tx);
+	if (ret == 0 && count == 1) {
+		ret = fs_ext_set_flags(tx, &bt, e, lb, lb + run, flags);
+		*sg = (struct seg){
+		    .lb = lb, .nblk = run, .phys = old, .fresh = fresh};
+		goto out_put;
+	}
+	if (ret == 0)
+		ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, old, 1,
+				    run, &start, &len);
+	if (ret < 0)
+		goto out_put;
+	ret = fs_ext_remap(tx, &bt, e, lb, lb + len, start, flags);
+	if (ret == 0)
+		ret = fs_refc_dec(tx, rb, old, len, count);
+	if (ret < 0) {
+		fs_free(tx, start, len);
+		goto out_put;
+	}
+	FS_NS_STAT_ADD(fs, cow_blocks, len);
+	*sg = (struct seg){.lb = lb,
+			   .nblk = len,
+			   .phys = start,
+			   .src = fresh ? 0 : old,
+			   .fresh = fresh};
+out_put:
+	fs_buf_put(rb);
+	return ret;
+}
+
 /* Map (allocating holes) up to @max pieces of [pos, end) in @tx;
  * *stop = where the plan ends. An allocation failure after the first
  * piece just ends the plan early. */
@@ -437,7 +499,11 @@ static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
 			nblk = last - lb;
 		if (nblk > CHUNK_BLOCKS)
 			nblk = CHUNK_BLOCKS;
-		if (ret == 0 && (e.flags & FS_EXT_UNWRITTEN)) {
+		if (ret == 0 && (e.flags & FS_EXT_SHARED)) {
+			ret = cow_seg(tx, ib, &e, lb, nblk, &sg[*ns]);
+			if (ret < 0)
+				break;
+		} else if (ret == 0 && (e.flags & FS_EXT_UNWRITTEN)) {
 			ret = convert_seg(tx, &bt, &e, lb, nblk, &sg[*ns]);
 			if (ret < 0)
 				break;
@@ -471,9 +537,8 @@ static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
 		uint64_t a = s > pos ? s : pos, z = e < stop ? e : stop;
 		int ret;
 
-		ret = write_seg(fs, bounce, sg[i].phys, sg[i].lb, sg[i].nblk,
-				a, src + (a - pos), (size_t)(z - a),
-				sg[i].fresh);
+		ret = write_seg(fs, bounce, &sg[i], a, src + (a - pos),
+				(size_t)(z - a));
 		if (ret < 0)
 			return ret;
 	}
@@ -579,6 +644,29 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 /* ---- unmapping (truncate, punch, destroy) ---- */
 
+/* File blocks [a, *b) at device block @phys of a shared extent are
+ * unmapped: the first run's count goes down (its blocks are freed if the
+ * file was their last user); *b = the run's end. */
+static int drop_shared(struct fs_tx *tx, struct fs_buf *ib, uint64_t phys,
+		       uint64_t *b, uint64_t a)
+{
+	uint32_t count, run;
+	struct fs_buf *rb;
+	int ret;
+
+	ret = fs_refc_root(fs_tx_fs(tx), ib, &rb);
+	if (ret < 0)
+		return ret;
+	ret = fs_refc_count(fs_tx_fs(tx), rb, phys, (uint32_t)(*b - a), &count,
+			    &run);
+	if (ret == 0)
+		ret = fs_refc_dec(tx, rb, phys, run, count);
+	if (ret == 0)
+		*b = a + run;
+	fs_buf_put(rb);
+	return ret;
+}
+
 /* Unmap one extent's intersection with [lb0, lb1) in @tx: 1 if done
  * (no extent left in the range), 0 if one was handled. */
 static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
@@ -606,7 +694,10 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 		return 1;
 	a = e.lb > lb0 ? e.lb : lb0;
 	b = eend < lb1 ? eend : lb1;
-	ret = fs_free(tx, e.phys + (a - e.lb), (uint32_t)(b - a));
+	if (e.flags & FS_EXT_SHARED) /* one run: b moves down to its end */
+		ret = drop_shared(tx, ib, e.phys + (a - e.lb), &b, a);
+	else
+		ret = fs_free(tx, e.phys + (a - e.lb), (uint32_t)(b - a));
 	if (ret < 0)
 		return ret;
 	if (a == e.lb) {
@@ -641,7 +732,8 @@ int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1)
 		return 0;
 	while (!done) {
 		fs_ext_tree(fs, ib, &bt);
-		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs);
+		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs) +
+		      fs_refc_credits(fs, ib);
 		batch = (fs_tx_max_credits(fs) - 1) / per;
 		if (batch > UNMAP_BATCH)
 			batch = UNMAP_BATCH;
@@ -669,6 +761,37 @@ int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1)
 
 /* Zero bytes [from, to) of the file's block containing them (one block),
  * if it is mapped. */
+/* Block @lb of shared extent @e becomes the file's own (copied unless
+ * it is its only user), to be modified in place. */
+static int unshare_block(struct fs *fs, struct fs_buf *ib,
+			 const struct fs_ext *e, uint64_t lb)
+{
+	char *blk = bd_buf_alloc(BS);
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	struct seg sg;
+	int ret;
+
+	if (blk == NULL)
+		return -ENOMEM;
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_tx_begin(fs, 1 + fs_file_map_credits(fs, &bt), &tx);
+	if (ret < 0)
+		goto out_free;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = cow_seg(tx, ib, e, lb, 1, &sg);
+	if (ret == 0 && sg.src != 0) /* copied: the old content */
+		ret = fs_data_read(fs, blk, BS, sg.src * BS);
+	if (ret == 0 && sg.src != 0)
+		ret = fs_data_write(fs, blk, BS, sg.phys * BS);
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+out_free:
+	free(blk);
+	return ret;
+}
+
 int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 			 uint64_t to)
 {
@@ -685,6 +808,10 @@ int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 	if (ret == -ENOENT)
 		return 0;
 	if (ret < 0 || (e.flags & FS_EXT_UNWRITTEN))
+		return ret;
+	if ((e.flags & FS_EXT_SHARED) &&
+	    ((ret = unshare_block(fs, ib, &e, lb)) < 0 ||
+	     (ret = fs_ext_map(&bt, lb, &e, &hole_end)) < 0))
 		return ret;
 	blk = malloc(BS);
 	if (blk == NULL)
@@ -713,10 +840,14 @@ int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
 	if (ret < 0)
 		return ret;
 	fs_ext_tree(fs, ib, &bt);
-	ret = fs_tx_begin(fs, 2 + 4 * fs_btree_credits(&bt), &tx);
+	ret = fs_tx_begin(
+	    fs, 2 + 4 * fs_btree_credits(&bt) + fs_refc_detach_credits(fs),
+	    &tx);
 	if (ret < 0)
 		return ret;
 	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = fs_refc_detach(tx, ib);
 	if (ret == 0)
 		ret = fs_btree_destroy(tx, &bt);
 	if (ret == 0) {

@@ -821,6 +821,14 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	op_end(ff, FS_OP_LSEEK, t0, ret);
 }
 
+/*
+ * copy_file_range: block-aligned ranges are shared (reflink), the rest
+ * copied device to device (fs_copy.c). This is the only way to reflink
+ * through a mount: FICLONE/FICLONERANGE never reach a FUSE daemon (the
+ * VFS handles them through ->remap_file_range, which FUSE does not
+ * implement in 6.1 or 6.18, and fails with EOPNOTSUPP: `cp
+ * --reflink=always` fails, plain `cp` shares through copy_file_range).
+ */
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
 			       off_t off_out, struct fuse_file_info *fi_out,
@@ -1186,6 +1194,8 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(unwritten_allocated);
 	NS_U64(unwritten_converted);
 	NS_U64(copy_bytes);
+	NS_U64(clone_bytes);
+	NS_U64(cow_blocks);
 #undef NS_U64
 }
 

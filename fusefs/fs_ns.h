@@ -70,6 +70,8 @@ struct fs_ns_stats {
 	uint64_t unwritten_allocated; /* blocks fallocated unwritten */
 	uint64_t unwritten_converted; /* unwritten blocks a write filled */
 	uint64_t copy_bytes;	      /* copied by fs_copy_file_range */
+	uint64_t clone_bytes;	      /* shared by fs_clone_range */
+	uint64_t cow_blocks;	      /* shared blocks copied on write */
 };
 
 #define FS_NS_STAT_ADD(fs, field, n) \
@@ -230,6 +232,45 @@ int fs_ext_move(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
  * >= @lb in a written extent / not in one (unwritten extents are holes).
  * -ENXIO: no data at or after @lb. */
 int fs_ext_seek(struct fs_btree *bt, uint64_t lb, int data, uint64_t *out);
+
+/* Blocks [a, b) of extent @e (as mapped now) move to device blocks from
+ * @phys with flags @flags (copy on write): up to three extents, no
+ * merge; fs_ext_convert_credits(). */
+int fs_ext_remap(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+		 uint64_t a, uint64_t b, uint64_t phys, uint32_t flags);
+
+/* ---- fs_refcount.c ---- */
+
+/* The filesystem has the reflink feature (mkfs default). */
+int fs_refc_enabled(struct fs *fs);
+/* The refcount tree root of @ib (referenced; fs_buf_put it). -EUCLEAN if
+ * it has none. */
+int fs_refc_root(struct fs *fs, struct fs_buf *ib, struct fs_buf **rb);
+/* The count of device block @phys (1: no record) and the run of blocks
+ * from it with the same count, at most @max. */
+int fs_refc_count(struct fs *fs, struct fs_buf *rb, uint64_t phys, uint32_t max,
+		  uint32_t *count, uint32_t *run);
+/* A file drops the run [phys, phys + len) of count @count: -1, the
+ * blocks are freed when @count is 1. fs_refc_credits(). */
+int fs_refc_dec(struct fs_tx *tx, struct fs_buf *rb, uint64_t phys,
+		uint32_t len, uint32_t count);
+/* Credits of one fs_refc_dec on @ib's tree (0 if it has none). */
+unsigned fs_refc_credits(struct fs *fs, struct fs_buf *ib);
+/* Make @a and @b use one tree (created if neither has one): -EOPNOTSUPP
+ * if they use different ones. fs_refc_attach_credits(). */
+int fs_refc_attach(struct fs_tx *tx, struct fs_buf *a, struct fs_buf *b);
+unsigned fs_refc_attach_credits(struct fs *fs);
+/* @ib (no shared extent left) stops using its tree; the last user frees
+ * it. fs_refc_detach_credits(). */
+int fs_refc_detach(struct fs_tx *tx, struct fs_buf *ib);
+unsigned fs_refc_detach_credits(struct fs *fs);
+/* FICLONERANGE: share [off_in, off_in + len) of @in with @out at
+ * @off_out (len 0: to the source's EOF), replacing what @out mapped
+ * there; Linux's checks and errnos (-EINVAL misaligned or overlapping,
+ * -EOPNOTSUPP no reflink feature, an inline source, or the files in two
+ * sharing groups). ns->lock excl, no I/O of either file in flight. */
+int fs_file_clone(struct fs *fs, struct fs_buf *in, struct fs_buf *out,
+		  uint64_t off_in, uint64_t off_out, uint64_t len);
 
 /* ---- fs_file.c ---- */
 

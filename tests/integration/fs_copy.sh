@@ -2,7 +2,9 @@
 # fs_copy: copy_file_range inside the daemon. `cp` of an 8 MiB file
 # (coreutils 9 copies a dense file with copy_file_range): identical, and
 # its data never crossed the kernel (no FUSE read or write of it:
-# namespace.copy_bytes counts it instead); a 20 MiB source with holes
+# namespace.copy_bytes counts it instead) and it shares the source's
+# blocks (reflink; a write copies on write); FICLONE is refused by the
+# kernel's FUSE (cp --reflink=always fails); a 20 MiB source with holes
 # copied with copy_file_range keeps its holes; a copy into the middle of
 # another file at unaligned offsets; remount; fsck.
 . "$UCFS_TOP/tests/lib.sh"
@@ -32,6 +34,18 @@ check copy_in_daemon test $(($(stat_of .namespace.copy_bytes) - c0)) \
 check copy_no_fuse_read test "$(stat_of .fuse.ops.read.count)" -eq "$r0"
 check copy_no_fuse_write test "$(stat_of .fuse.ops.write.count)" -eq "$w0"
 check copy_same cmp "$T/data" "$MNT/dense2"
+# the copy shares the blocks (reflink through copy_file_range): little
+# space used, and a write into it copies on write, the source unchanged
+check copy_shares test "$(stat_of .namespace.clone_bytes)" -eq $((8 * MB))
+printf 'cow!' | dd of="$MNT/dense2" bs=1 seek=5000 conv=notrunc status=none
+check copy_cow_source_intact cmp "$T/data" "$MNT/dense"
+check copy_cow_dest_changed sh -c "! cmp -s '$T/data' '$MNT/dense2'"
+check copy_cow_counted test "$(stat_of .namespace.cow_blocks)" -ge 1
+# FICLONE (cp --reflink=always): Linux's FUSE does not forward it
+r=$("$B/tests/fileop" clone "$MNT/dense" "$MNT/ficlone")
+echo "FICLONE through FUSE: $r"
+check ficlone_refused_or_right sh -c "test '$r' = EOPNOTSUPP ||
+	cmp '$MNT/dense' '$MNT/ficlone'"
 # a sparse source (cp reads those itself): holes stay holes
 got=$("$B/tests/fileop" copy_range "$MNT/src" 0 "$MNT/dst" 0 $((30 * MB)))
 check copy_sparse_count test "$got" = $((20 * MB))

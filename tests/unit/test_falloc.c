@@ -28,6 +28,12 @@ static int is_zero(const char *p, size_t n)
 	return 1;
 }
 
+static void fs_statvfs_or_zero(struct tfs *t, struct statvfs *sv)
+{
+	if (fs_statfs(t->fs, sv) < 0)
+		memset(sv, 0, sizeof(*sv));
+}
+
 static uint64_t dev_read_bytes(struct tfs *t)
 {
 	struct bd_stats s;
@@ -470,7 +476,7 @@ static void test_copy(void)
 	uint64_t r0, sz = 2 * MB + 300;
 	struct fs_attr in = {.size = sz}, o;
 	struct tfs t;
-	int64_t s, c, x;
+	int64_t s, c, x, g;
 
 	REQUIRE(tfs_open(&t, 64) == 0);
 	s = tfs_creat(&t, t.root, "src", 0644);
@@ -491,12 +497,29 @@ static void test_copy(void)
 	    fs_setattr(t.fs, tfs_cred(&t), (uint64_t)s, &in, FS_SET_SIZE, &o),
 	    0);
 	CHECK(fs_sync(t.fs) == 0);
+	/* aligned: shared, not read */
 	r0 = dev_read_bytes(&t);
 	CHECK_EQ(copy(&t, s, 0, c, 0, 3 * MB), (ssize_t)sz); /* cut at EOF */
+	CHECK(dev_read_bytes(&t) - r0 <= 64 * 1024);	     /* metadata only */
 	CHECK(same(&t, c, m, sz));
-	CHECK(dev_read_bytes(&t) - r0 <= 200 * 1024); /* the data only */
-	CHECK_EQ(tfs_stat(&t, (uint64_t)c).blocks, (25 + 1) * 8);
+	CHECK_EQ(tfs_stat(&t, (uint64_t)c).blocks,
+		 tfs_stat(&t, (uint64_t)s).blocks);
 	CHECK_EQ(t.fs->ns->st.copy_bytes, sz);
+	CHECK_EQ(t.fs->ns->st.clone_bytes, sz);
+	/* unaligned: the data, device to device, holes kept */
+	r0 = dev_read_bytes(&t);
+	g = tfs_creat(&t, t.root, "dst2", 0644);
+	REQUIRE(g > 0);
+	CHECK_EQ(copy(&t, s, 0, g, 512, 3 * MB), (ssize_t)sz);
+	memmove(m + 512, m, sz);
+	memset(m, 0, 512);
+	CHECK(same(&t, g, m, sz + 512));
+	CHECK(dev_read_bytes(&t) - r0 <= 200 * 1024); /* the data only */
+	/* source blocks 0..24 land on 0..25, the last one on block 512 */
+	CHECK_EQ(tfs_stat(&t, (uint64_t)g).blocks, (26 + 1) * 8);
+	CHECK_EQ(t.fs->ns->st.clone_bytes, sz);
+	memmove(m, m + 512, sz);
+	memset(m + sz, 0, 512);
 	/* over existing data: the source's holes become zeros */
 	memset(d, 'o', sizeof(d));
 	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)x, d, 3 * MB, 0),
@@ -518,6 +541,280 @@ static void test_copy(void)
 	REQUIRE(fsck_remount(&t) == 0);
 	CHECK(same(&t, c, m, sz));
 	CHECK(same(&t, x, d, 3 * MB));
+	tfs_close(&t);
+}
+
+/* ---- reflink ---- */
+
+static int do_clone(struct tfs *t, int64_t in, uint64_t oi, int64_t out,
+		    uint64_t oo, uint64_t len)
+{
+	return fs_clone_range(t->fs, tfs_cred(t), (uint64_t)in, oi,
+			      (uint64_t)out, oo, len);
+}
+
+static uint64_t free_blocks(struct tfs *t)
+{
+	struct statvfs sv;
+
+	fs_sync(t->fs); /* frees become free at commit */
+	fs_statvfs_or_zero(t, &sv);
+	return sv.f_bfree;
+}
+
+static uint64_t fsck_shared(struct tfs *t, uint64_t *errors)
+{
+	struct fs_fsck_opts o = {.out = NULL};
+	struct fs_fsck_result r;
+
+	fs_unmount(t->fs);
+	t->fs = NULL;
+	*errors = fs_fsck_run(t->bd, &o, &r) < 0 ? 1 : r.errors;
+	if (*errors != 0) {
+		o.out = stderr;
+		fs_fsck_run(t->bd, &o, &r);
+	}
+	if (tfs_mount(t) < 0)
+		*errors += 1;
+	return r.shared_blocks;
+}
+
+/* clone, copy on write from either side, truncate into a shared block,
+ * unlink both: every block comes back, fsck counts the sharing */
+static void test_clone(void)
+{
+	static char a[MB], b[MB];
+	uint64_t free0, free1, errs;
+	struct fs_attr in = {.size = MB - 1000}, o;
+	struct tfs t;
+	int64_t s, d;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	free0 = free_blocks(&t);
+	s = tfs_creat(&t, t.root, "s", 0644);
+	d = tfs_creat(&t, t.root, "d", 0644);
+	REQUIRE(s > 0 && d > 0);
+	free1 = free_blocks(&t);
+	for (size_t i = 0; i < MB; i++)
+		a[i] = (char)(i % 239 + 1);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)s, a, MB, 0), MB);
+	CHECK_EQ(do_clone(&t, s, 0, d, 0, 0), 0); /* 0: to EOF */
+	CHECK(same(&t, d, a, MB));
+	CHECK_EQ(tfs_stat(&t, (uint64_t)d).blocks, MB / 512);
+	/* 256 data blocks once, the refcount root */
+	CHECK_EQ(free1 - free_blocks(&t), 256 + 1);
+	CHECK_EQ(fsck_shared(&t, &errs), 256);
+	CHECK_EQ(errs, 0);
+	/* write into the clone: copied on write, the source unchanged */
+	memcpy(b, a, MB);
+	memset(b + 5000, 'w', 10000);
+	CHECK_EQ(
+	    fs_write(t.fs, tfs_cred(&t), (uint64_t)d, b + 5000, 10000, 5000),
+	    10000);
+	CHECK_EQ(t.fs->ns->st.cow_blocks, 3); /* blocks 1..3 */
+	CHECK(same(&t, s, a, MB) && same(&t, d, b, MB));
+	/* write into the source */
+	memset(a + MB - 4096, 's', 4096);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)s, a + MB - 4096, 4096,
+			  MB - 4096),
+		 4096);
+	CHECK(same(&t, s, a, MB) && same(&t, d, b, MB));
+	/* the old blocks stay in shared extents of the other file */
+	CHECK_EQ(fsck_shared(&t, &errs), 256);
+	CHECK_EQ(errs, 0);
+	/* truncate the clone inside a shared block: the source keeps it */
+	CHECK_EQ(
+	    fs_setattr(t.fs, tfs_cred(&t), (uint64_t)d, &in, FS_SET_SIZE, &o),
+	    0);
+	memset(b + MB - 1000, 0, 1000);
+	CHECK(same(&t, s, a, MB) && same(&t, d, b, MB - 1000));
+	/* errnos */
+	CHECK_EQ(do_clone(&t, s, 100, d, 0, 4096), -EINVAL);
+	CHECK_EQ(do_clone(&t, s, 0, d, 4096, 100), -EINVAL);
+	CHECK_EQ(do_clone(&t, s, 0, s, 4096, 8192), -EINVAL); /* overlap */
+	CHECK_EQ(do_clone(&t, s, MB - 4096, d, 0, 8192),
+		 -EINVAL); /* past EOF */
+	CHECK_EQ(do_clone(&t, (int64_t)t.root, 0, d, 0, 4096), -EISDIR);
+	{
+		int64_t i1 = tfs_creat(&t, t.root, "inl", 0644);
+		int64_t g1 = tfs_creat(&t, t.root, "g1", 0644);
+		int64_t g2 = tfs_creat(&t, t.root, "g2", 0644);
+
+		CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)i1, "x", 1, 0),
+			 1);
+		CHECK_EQ(do_clone(&t, i1, 0, g2, 0, 0), -EOPNOTSUPP);
+		CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)g1, a, 8192, 0),
+			 8192);
+		CHECK_EQ(do_clone(&t, g1, 0, g2, 0, 0), 0); /* own group */
+		CHECK_EQ(do_clone(&t, g1, 0, d, 0, 4096), -EOPNOTSUPP);
+		/* copy_file_range then copies the data */
+		CHECK_EQ(copy(&t, g1, 0, d, 0, 4096), 4096);
+		memcpy(b, a, 4096);
+		CHECK(same(&t, d, b, MB - 1000));
+		CHECK_EQ(fs_unlink(t.fs, tfs_cred(&t), t.root, "inl"), 0);
+		CHECK_EQ(fs_unlink(t.fs, tfs_cred(&t), t.root, "g1"), 0);
+		CHECK_EQ(fs_unlink(t.fs, tfs_cred(&t), t.root, "g2"), 0);
+	}
+	/* unlink the source: the clone keeps every byte */
+	CHECK_EQ(fs_unlink(t.fs, tfs_cred(&t), t.root, "s"), 0);
+	fs_forget(t.fs, (uint64_t)s, 1);
+	CHECK(same(&t, d, b, MB - 1000));
+	CHECK_EQ(fsck_shared(&t, &errs) > 0, 1);
+	CHECK_EQ(errs, 0);
+	CHECK(same(&t, d, b, MB - 1000));
+	CHECK_EQ(fs_unlink(t.fs, tfs_cred(&t), t.root, "d"), 0);
+	CHECK_EQ(free_blocks(&t), free0); /* the tree root too */
+	CHECK_EQ(fsck_shared(&t, &errs), 0);
+	CHECK_EQ(errs, 0);
+	tfs_close(&t);
+}
+
+/* Seeded random clones, copies, writes, punches, truncates and unlinks
+ * over a few files, each against its model; fsck (refcounts included)
+ * at every remount; everything deleted at the end gives every block
+ * back. */
+#define RF_FILES 4
+#define RF_WIN (512u * 1024)
+
+struct rfile {
+	int64_t ino;
+	uint64_t size;
+	char *m;
+};
+
+static void rf_create(struct tfs *t, struct rfile *f, int i)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "r%d", i);
+	f->ino = tfs_creat(t, t->root, name, 0644);
+	f->size = 0;
+	memset(f->m, 0, RF_WIN);
+}
+
+static unsigned rf_clones; /* clones made */
+
+static int rf_op(struct tfs *t, struct rfile *fl, uint64_t *rng, char *buf)
+{
+	unsigned op = (unsigned)(trand(rng) % 8), k = trand(rng) % RF_FILES;
+	struct rfile *f = &fl[k], *g = &fl[trand(rng) % RF_FILES];
+	uint64_t off = trand(rng) % RF_WIN, len = 1 + trand(rng) % 100000;
+	uint64_t dst = trand(rng) % RF_WIN;
+	int ret = 0;
+
+	if (op < 3) { /* clone whole blocks, or copy */
+		if (op < 2) {
+			off &= ~4095ull;
+			dst &= ~4095ull;
+			len = (len + 4095) & ~4095ull;
+		}
+		if (off >= g->size)
+			return 0;
+		if (len > g->size - off)
+			len = g->size - off;
+		if (dst + len > RF_WIN)
+			return 0;
+		if (g == f && off < dst + len && dst < off + len)
+			return 0;
+		if (op < 2)
+			ret = do_clone(t, g->ino, off, f->ino, dst, len);
+		else
+			ret = copy(t, g->ino, off, f->ino, dst, len) ==
+				      (ssize_t)len
+				  ? 0
+				  : -EIO;
+		if (ret == -EINVAL || ret == -EOPNOTSUPP)
+			return 0; /* unaligned EOF / other group */
+		rf_clones += op < 2 && ret == 0;
+		memmove(f->m + dst, g->m + off, len);
+		if (dst + len > f->size)
+			f->size = dst + len;
+		return ret;
+	}
+	if (off + len > RF_WIN)
+		len = RF_WIN - off;
+	if (op < 5) {
+		for (uint64_t i = 0; i < len; i++)
+			buf[i] = (char)(trand(rng) % 255 + 1);
+		if (fs_write(t->fs, tfs_cred(t), (uint64_t)f->ino, buf, len,
+			     off) != (ssize_t)len)
+			return -EIO;
+		memcpy(f->m + off, buf, len);
+		if (off + len > f->size)
+			f->size = off + len;
+	} else if (op == 5) {
+		ret = falloc(t, f->ino,
+			     FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+			     len);
+		memset(f->m + off, 0, len);
+		memset(f->m + f->size, 0, RF_WIN - f->size);
+	} else if (op == 6) {
+		struct fs_attr in = {.size = off}, o;
+
+		ret = fs_setattr(t->fs, tfs_cred(t), (uint64_t)f->ino, &in,
+				 FS_SET_SIZE, &o);
+		if (off < f->size)
+			memset(f->m + off, 0, f->size - off);
+		f->size = off;
+	} else {
+		char name[16];
+
+		snprintf(name, sizeof(name), "r%u", k);
+		ret = fs_unlink(t->fs, tfs_cred(t), t->root, name);
+		fs_release(t->fs, (uint64_t)f->ino);
+		fs_forget(t->fs, (uint64_t)f->ino, 1);
+		rf_create(t, f, (int)k);
+	}
+	return ret;
+}
+
+static void test_clone_random(void)
+{
+	static char buf[100000];
+	struct rfile fl[RF_FILES];
+	uint64_t rng = t_seed() | 1, free0, errs, shared = 0;
+	struct tfs t;
+	int ret = 0, i;
+
+	REQUIRE(tfs_open(&t, 96) == 0);
+	free0 = free_blocks(&t);
+	for (int k = 0; k < RF_FILES; k++) {
+		fl[k].m = calloc(1, RF_WIN);
+		REQUIRE(fl[k].m != NULL);
+		rf_create(&t, &fl[k], k);
+	}
+	for (i = 0; i < 1200 && ret == 0; i++) {
+		ret = rf_op(&t, fl, &rng, buf);
+		if (ret == 0 && i % 100 == 99) {
+			shared += fsck_shared(&t, &errs);
+			ret = errs == 0 ? 0 : -EUCLEAN;
+		}
+		for (int k = 0; ret == 0 && k < RF_FILES && i % 50 == 49; k++)
+			if (tfs_stat(&t, (uint64_t)fl[k].ino).size !=
+				fl[k].size ||
+			    !same(&t, fl[k].ino, fl[k].m, fl[k].size))
+				ret = -EPROTO;
+	}
+	if (ret != 0)
+		fprintf(stderr, "  op %d failed: %d (seed %llu)\n", i - 1, ret,
+			(unsigned long long)t_seed());
+	CHECK_EQ(ret, 0);
+	CHECK(rf_clones > 0); /* the test shared something */
+	for (int k = 0; k < RF_FILES; k++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "r%d", k);
+		CHECK(same(&t, fl[k].ino, fl[k].m, fl[k].size));
+		CHECK_EQ(fs_unlink(t.fs, tfs_cred(&t), t.root, name), 0);
+		fs_release(t.fs, (uint64_t)fl[k].ino);
+		fs_forget(t.fs, (uint64_t)fl[k].ino, 1);
+		free(fl[k].m);
+	}
+	CHECK_EQ(free_blocks(&t), free0);
+	CHECK_EQ(fsck_shared(&t, &errs), 0);
+	CHECK_EQ(errs, 0);
+	printf("  %u clones, %llu shared blocks seen by fsck over the run\n",
+	       rf_clones, (unsigned long long)shared);
 	tfs_close(&t);
 }
 
@@ -736,5 +1033,7 @@ int main(int argc, char **argv)
 	T_RUN(test_modes);
 	T_RUN(test_copy);
 	T_RUN(test_random_model);
+	T_RUN(test_clone);
+	T_RUN(test_clone_random);
 	return t_done();
 }
