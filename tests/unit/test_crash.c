@@ -25,6 +25,12 @@
  *  3. unmount cleanly and check clean with fsck again.
  * Both data=ordered and data=writeback mounts are tested. Failures print
  * the crash point and the seed.
+ *
+ * Then (test_unwritten_*, test_cow_writeback) power loss at EVERY write
+ * of a workload writing into a preallocated (unwritten) file, or into a
+ * clone (copy on write), laid over blocks full of stale bytes: each byte
+ * read back is the last fsync'ed one or a later write's, never stale,
+ * and the clone's source never changes.
  */
 #include "tests/unit/harness.h"
 #include "tests/unit/fs_testutil.h"
@@ -552,6 +558,7 @@ static void test_power_loss_writeback(void)
 #define UW_SIZE (1u << 20)
 #define UW_OPS 24
 #define UW_STALE 0xEE
+#define UW_SRC 0xAA /* the cloned source's bytes (copy on write) */
 
 struct uw {
 	uint8_t synced[UW_SIZE]; /* content at the last fsync */
@@ -564,8 +571,31 @@ static uint8_t uw_byte(unsigned k, uint64_t pos)
 	return (uint8_t)((pos % 199 + k) % 200 + 1);
 }
 
-/* Fill the free space with stale bytes, free it, preallocate "u". */
-static int uw_prepare(struct fs *fs, const struct fs_cred *cr, uint64_t *ino)
+/* "u" clones all of "src" (UW_SIZE bytes of UW_SRC): writes into it copy
+ * on write, onto blocks full of stale bytes. *src = its inode. */
+static int uw_clone(struct fs *fs, const struct fs_cred *cr, uint64_t ino,
+		    uint64_t *src)
+{
+	static uint8_t buf[UW_SIZE];
+	struct fs_attr a;
+	int ret;
+
+	memset(buf, UW_SRC, sizeof(buf));
+	ret = fs_create(fs, cr, fs_root(fs), "src", 0644, O_RDWR, &a);
+	if (ret == 0 && fs_write(fs, cr, a.ino, buf, UW_SIZE, 0) != UW_SIZE)
+		ret = -EIO;
+	if (ret == 0)
+		ret = fs_clone_range(fs, cr, a.ino, 0, ino, 0, 0);
+	if (ret == 0)
+		ret = fs_sync(fs);
+	*src = a.ino;
+	return ret;
+}
+
+/* Fill the free space with stale bytes, free it, preallocate "u" (or,
+ * with @src, make "u" a clone of "src"). */
+static int uw_prepare(struct fs *fs, const struct fs_cred *cr, uint64_t *ino,
+		      uint64_t *src)
 {
 	static uint8_t buf[1 << 20];
 	struct fs_attr a;
@@ -585,11 +615,13 @@ static int uw_prepare(struct fs *fs, const struct fs_cred *cr, uint64_t *ino)
 		ret = fs_sync(fs);
 	if (ret == 0)
 		ret = fs_create(fs, cr, fs_root(fs), "u", 0644, O_RDWR, &a);
+	*ino = a.ino;
+	if (ret == 0 && src != NULL)
+		return uw_clone(fs, cr, a.ino, src);
 	if (ret == 0)
 		ret = fs_fallocate(fs, cr, a.ino, 0, 0, UW_SIZE);
 	if (ret == 0)
 		ret = fs_sync(fs);
-	*ino = a.ino;
 	return ret;
 }
 
@@ -624,12 +656,13 @@ out:
 }
 
 static int uw_workload(struct fs *fs, const struct fs_cred *cr, uint64_t ino,
-		       uint64_t seed, struct uw *m, struct bd_fault *f)
+		       uint64_t seed, struct uw *m, struct bd_fault *f,
+		       uint8_t base)
 {
 	static uint8_t buf[40000];
 	uint64_t rng = seed | 1;
 
-	memset(m->synced, 0, UW_SIZE);
+	memset(m->synced, base, UW_SIZE);
 	memset(m->wrote, 0, sizeof(m->wrote));
 	for (unsigned k = 1; k <= UW_OPS && !bd_fault_crashed(f); k++) {
 		uint64_t off = trand(&rng) % UW_SIZE;
@@ -658,6 +691,22 @@ static int uw_workload(struct fs *fs, const struct fs_cred *cr, uint64_t ino,
 	return 0;
 }
 
+/* The clone's source is intact: every byte UW_SRC. */
+static int uw_src_intact(struct fs *fs, uint64_t src)
+{
+	static uint8_t got[UW_SIZE];
+
+	if (fs_read(fs, src, got, UW_SIZE, 0) != UW_SIZE)
+		return 0;
+	for (uint64_t p = 0; p < UW_SIZE; p++)
+		if (got[p] != UW_SRC) {
+			fprintf(stderr, "  source byte %llu is %#x\n",
+				(unsigned long long)p, got[p]);
+			return 0;
+		}
+	return 1;
+}
+
 /* Every byte: the fsync'ed one, or one a later write put there. */
 static int uw_check(struct fs *fs, uint64_t ino, const struct uw *m)
 {
@@ -684,9 +733,10 @@ static int uw_check(struct fs *fs, uint64_t ino, const struct uw *m)
 	return 1;
 }
 
-/* One run, crashing at write @n (0: none); *writes = writes issued. */
-static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t seed, uint64_t n,
-		  int tear, uint64_t *writes)
+/* One run, crashing at write @n (0: none); *writes = writes issued.
+ * @src: "u" is a clone of it (0: "u" was preallocated). */
+static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t src,
+		  uint64_t seed, uint64_t n, int tear, uint64_t *writes)
 {
 	static struct uw m;
 	struct fs_cred cr = {.flags = FS_CRED_FSETID};
@@ -706,7 +756,7 @@ static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t seed, uint64_t n,
 		bd_fault_tear_nth(f, n, (size_t)(n % 8) * 512);
 	else if (n > 0)
 		bd_fault_crash_nth(f, n);
-	if (uw_workload(fs, &cr, ino, seed, &m, f) < 0)
+	if (uw_workload(fs, &cr, ino, seed, &m, f, src ? UW_SRC : 0) < 0)
 		ok = 0;
 	if (writes != NULL)
 		*writes = bd_fault_writes(f);
@@ -722,6 +772,7 @@ static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t seed, uint64_t n,
 		ok = 0;
 	} else {
 		ok &= uw_check(fs, ino, &m);
+		ok &= src == 0 || uw_src_intact(fs, src);
 		ok &= fs_unmount(fs) == 0;
 		ok &= fsck_clean(after, "after recovery");
 	}
@@ -729,27 +780,27 @@ static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t seed, uint64_t n,
 	return ok;
 }
 
-static void unwritten_points(void)
+static void unwritten_points(int cow)
 {
 	struct fs_cred cr = {.flags = FS_CRED_FSETID};
 	struct bd_dev *tmpl = make_template();
-	uint64_t seed = t_seed(), total = 0, ino = 0;
+	uint64_t seed = t_seed(), total = 0, ino = 0, src = 0;
 	unsigned failures = 0, trials = 0;
 	struct fs *fs;
 
 	REQUIRE(tmpl != NULL);
 	REQUIRE(mount_on(tmpl, &fs) == 0);
-	CHECK_EQ(uw_prepare(fs, &cr, &ino), 0);
+	CHECK_EQ(uw_prepare(fs, &cr, &ino, cow ? &src : NULL), 0);
 	CHECK_EQ(fs_unmount(fs), 0);
 	/* the test means something only over stale blocks */
-	CHECK(uw_stale_blocks(tmpl, ino) > UW_SIZE / FS_BLOCK_SIZE / 2);
-	if (!uw_run(tmpl, ino, seed, 0, 0, &total)) {
+	CHECK(cow || uw_stale_blocks(tmpl, ino) > UW_SIZE / FS_BLOCK_SIZE / 2);
+	if (!uw_run(tmpl, ino, src, seed, 0, 0, &total)) {
 		CHECK(!"dry run failed");
 		bd_close(tmpl);
 		return;
 	}
 	for (uint64_t n = 1; n <= total + 1; n++, trials++) {
-		if (uw_run(tmpl, ino, seed, n, (int)(n % 2), NULL))
+		if (uw_run(tmpl, ino, src, seed, n, (int)(n % 2), NULL))
 			continue;
 		fprintf(stderr,
 			"  FAILED: %s at write %llu of %llu (seed "
@@ -767,14 +818,23 @@ static void unwritten_points(void)
 static void test_unwritten_ordered(void)
 {
 	data_mode = FS_DATA_ORDERED;
-	unwritten_points();
+	unwritten_points(0);
 }
 
 /* conversions commit as data=ordered in data=writeback too */
 static void test_unwritten_writeback(void)
 {
 	data_mode = FS_DATA_WRITEBACK;
-	unwritten_points();
+	unwritten_points(0);
+}
+
+/* copy on write of a clone: the source never changes, the clone shows
+ * its old bytes or new ones, never stale ones (data=writeback: COW
+ * transactions commit as data=ordered too) */
+static void test_cow_writeback(void)
+{
+	data_mode = FS_DATA_WRITEBACK;
+	unwritten_points(1);
 }
 
 int main(int argc, char **argv)
@@ -784,5 +844,6 @@ int main(int argc, char **argv)
 	T_RUN(test_power_loss_writeback);
 	T_RUN(test_unwritten_ordered);
 	T_RUN(test_unwritten_writeback);
+	T_RUN(test_cow_writeback);
 	return t_done();
 }

@@ -669,6 +669,64 @@ static void test_clone(void)
 	tfs_close(&t);
 }
 
+/* fsck catches a wrong count, a missing record and a wrong user count
+ * in a refcount tree (blocks resealed: the semantics are checked) */
+static void set_refcount(struct bd_dev *bd, uint64_t ino, int64_t dcount,
+			 int64_t dusers)
+{
+	struct fs_dinode *di = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_refcount_blk *rb = bd_buf_alloc(FS_BLOCK_SIZE);
+	const struct fs_btree_nhdr *nh;
+	const struct fs_btree_leaf_slot *sl;
+	struct fs_refcount_val v;
+	uint8_t *node;
+
+	REQUIRE(di != NULL && rb != NULL);
+	REQUIRE(bd_read(bd, di, FS_BLOCK_SIZE, ino * FS_BLOCK_SIZE) == 0);
+	REQUIRE(di->refcount_blk != 0);
+	REQUIRE(bd_read(bd, rb, FS_BLOCK_SIZE,
+			di->refcount_blk * FS_BLOCK_SIZE) == 0);
+	node = (uint8_t *)rb + FS_BTREE_NODE_OFF;
+	nh = (const void *)node;
+	sl = (const void *)(nh + 1);
+	REQUIRE(nh->level == 0 && nh->nkeys > 0);
+	memcpy(&v, node + sl[0].off, sizeof(v));
+	v.count = (uint32_t)((int64_t)v.count + dcount);
+	memcpy(node + sl[0].off, &v, sizeof(v));
+	rb->users = (uint64_t)((int64_t)rb->users + dusers);
+	fs_blk_seal(rb, FS_BT_REFCOUNT, di->refcount_blk, rb->hdr.seq);
+	CHECK(bd_write(bd, rb, FS_BLOCK_SIZE, di->refcount_blk * FS_BLOCK_SIZE,
+		       0) == 0);
+	free(di);
+	free(rb);
+}
+
+static void test_fsck_refcount(void)
+{
+	static char a[65536];
+	uint64_t unw;
+	struct tfs t;
+	int64_t s, d;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	s = tfs_creat(&t, t.root, "s", 0644);
+	d = tfs_creat(&t, t.root, "d", 0644);
+	memset(a, 'a', sizeof(a));
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)s, a, sizeof(a), 0),
+		 (ssize_t)sizeof(a));
+	CHECK_EQ(do_clone(&t, s, 0, d, 0, 0), 0);
+	REQUIRE(fs_unmount(t.fs) == 0);
+	t.fs = NULL;
+	CHECK_EQ(fsck_count(t.bd, &unw), 0);
+	set_refcount(t.bd, (uint64_t)s, 1, 0); /* count 3, 2 maps */
+	CHECK(fsck_count(t.bd, &unw) >= 16);
+	set_refcount(t.bd, (uint64_t)s, -1, 1); /* 3 users, 2 files */
+	CHECK_EQ(fsck_count(t.bd, &unw), 1);
+	set_refcount(t.bd, (uint64_t)s, 0, -1);
+	CHECK_EQ(fsck_count(t.bd, &unw), 0); /* restored */
+	tfs_close(&t);
+}
+
 /* Seeded random clones, copies, writes, punches, truncates and unlinks
  * over a few files, each against its model; fsck (refcounts included)
  * at every remount; everything deleted at the end gives every block
@@ -1034,6 +1092,7 @@ int main(int argc, char **argv)
 	T_RUN(test_copy);
 	T_RUN(test_random_model);
 	T_RUN(test_clone);
+	T_RUN(test_fsck_refcount);
 	T_RUN(test_clone_random);
 	return t_done();
 }
