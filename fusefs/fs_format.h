@@ -361,7 +361,7 @@ static_assert(sizeof(struct fs_btree_blk) == 48, "bt blk");
  * refcount_blk names it: a B+tree keyed by physical block. */
 struct fs_refcount_blk {
 	struct fs_blk_hdr hdr;
-	uint64_t users;		/* inodes whose refcount_blk is this block */
+	uint64_t users;		/* inodes naming this block */
 	uint64_t pad;
 	/* root node follows: FS_BTREE_NODE_SIZE bytes */
 };

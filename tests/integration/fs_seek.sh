@@ -46,7 +46,10 @@ expect seek_past_eof seek_hole $((100 * MB)) ENXIO
 copy_reads() {	# NAME COMMAND...
 	name=$1
 	shift
-	fs_umount "$MNT" && fs_mount "$IMG" "$MNT" || { fail "${name}_remount"; return; }
+	if ! fs_umount "$MNT" || ! fs_mount "$IMG" "$MNT"; then
+		fail "${name}_remount"
+		return
+	fi
 	l0=$(stat_of .namespace.data_read_bytes)
 	d0=$(stat_of .blockdev.read.bytes)
 	check "${name}_runs" "$@"
@@ -57,7 +60,8 @@ copy_reads() {	# NAME COMMAND...
 	# the kernel's readahead reads past each chunk into the hole (from
 	# the daemon, not the device): without SEEK_DATA all 100 MiB
 	check "${name}_skips_holes" test $((l1 - l0)) -le $((50 * MB))
-	check "${name}_device_reads_data_only" test $((d1 - d0)) -le $((12 * MB))
+	check "${name}_device_reads_data_only" \
+		test $((d1 - d0)) -le $((12 * MB))
 }
 copy_reads cp_sparse cp --sparse=always "$F" "$T/copy"
 check cp_sparse_same cmp "$F" "$T/copy"

@@ -500,7 +500,8 @@ static void test_copy(void)
 	/* aligned: shared, not read */
 	r0 = dev_read_bytes(&t);
 	CHECK_EQ(copy(&t, s, 0, c, 0, 3 * MB), (ssize_t)sz); /* cut at EOF */
-	CHECK(dev_read_bytes(&t) - r0 <= 64 * 1024);	     /* metadata only */
+	/* metadata only */
+	CHECK(dev_read_bytes(&t) - r0 <= 64 * 1024);
 	CHECK(same(&t, c, m, sz));
 	CHECK_EQ(tfs_stat(&t, (uint64_t)c).blocks,
 		 tfs_stat(&t, (uint64_t)s).blocks);
