@@ -1,10 +1,15 @@
 /*
  * test_falloc.c — unwritten extents and the fallocate modes, lseek
- * SEEK_DATA/SEEK_HOLE and copy_file_range through fs.h on a RAM device:
- * preallocation writes no data and reads zeros without device reads even
- * over blocks full of stale bytes, writes convert (and merge) what they
- * cover, every mode against ext4's errnos, and a seeded random sequence
- * of all of them against an in-memory model, fsck clean after it.
+ * SEEK_DATA/SEEK_HOLE, copy_file_range and reflink through fs.h on a RAM
+ * device: preallocation writes no data and reads zeros without device
+ * reads even over blocks full of stale bytes, writes convert (and merge)
+ * what they cover, every mode against ext4's errnos, a seeded random
+ * sequence of all of them against an in-memory model, fsck clean after
+ * it; clones share blocks (space, copy on write from either side, unlink
+ * gives every block back), fsck counts and checks the refcounts and
+ * catches wrong ones, seeded random clones/copies/writes/unlinks over
+ * several files with fsck all along, and a filesystem without the
+ * reflink feature copies instead.
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
@@ -728,6 +733,41 @@ static void test_fsck_refcount(void)
 	tfs_close(&t);
 }
 
+/* A filesystem made without the REFLINK feature (older mkfs): clones are
+ * refused, copy_file_range copies the data. */
+static void test_no_reflink_feature(void)
+{
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	static char a[16384], b[16384];
+	struct tfs t;
+	int64_t s, d;
+
+	REQUIRE(sb != NULL);
+	REQUIRE(tfs_format(&t, 64) == 0);
+	for (uint64_t blk = 0; blk < 2; blk++) { /* and the backup */
+		REQUIRE(bd_read(t.bd, sb, FS_BLOCK_SIZE, blk * FS_BLOCK_SIZE) ==
+			0);
+		sb->feature_incompat &= ~FS_FEATURE_INCOMPAT_REFLINK;
+		fs_blk_update_crc(sb);
+		REQUIRE(bd_write(t.bd, sb, FS_BLOCK_SIZE, blk * FS_BLOCK_SIZE,
+				 0) == 0);
+	}
+	free(sb);
+	REQUIRE(tfs_mount(&t) == 0);
+	s = tfs_creat(&t, t.root, "s", 0644);
+	d = tfs_creat(&t, t.root, "d", 0644);
+	memset(a, 'a', sizeof(a));
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), (uint64_t)s, a, sizeof(a), 0),
+		 (ssize_t)sizeof(a));
+	CHECK_EQ(do_clone(&t, s, 0, d, 0, 0), -EOPNOTSUPP);
+	CHECK_EQ(copy(&t, s, 0, d, 0, sizeof(a)), (ssize_t)sizeof(a));
+	CHECK_EQ(t.fs->ns->st.clone_bytes, 0);
+	CHECK(fs_read(t.fs, (uint64_t)d, b, sizeof(b), 0) ==
+		  (ssize_t)sizeof(b) &&
+	      memcmp(a, b, sizeof(a)) == 0);
+	tfs_close(&t);
+}
+
 /* Seeded random clones, copies, writes, punches, truncates and unlinks
  * over a few files, each against its model; fsck (refcounts included)
  * at every remount; everything deleted at the end gives every block
@@ -1094,6 +1134,7 @@ int main(int argc, char **argv)
 	T_RUN(test_random_model);
 	T_RUN(test_clone);
 	T_RUN(test_fsck_refcount);
+	T_RUN(test_no_reflink_feature);
 	T_RUN(test_clone_random);
 	return t_done();
 }
