@@ -282,10 +282,52 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
  * flush). */
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
 
-/* fallocate(2): mode 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE |
- * FALLOC_FL_KEEP_SIZE. Other modes -EOPNOTSUPP. */
+/* fallocate(2), as ext4 (fs_falloc.c): mode 0 and FALLOC_FL_KEEP_SIZE
+ * allocate unwritten extents (no data written; they read as zeros);
+ * FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE frees; FALLOC_FL_ZERO_RANGE
+ * [| KEEP_SIZE] zeroes (whole blocks become unwritten, no data I/O);
+ * FALLOC_FL_COLLAPSE_RANGE / FALLOC_FL_INSERT_RANGE remove / open a
+ * block-aligned range, shifting the rest of the file (-EINVAL if
+ * misaligned, or for collapse reaching EOF, or insert at or past EOF;
+ * -EFBIG past the maximum size). -EINVAL for len 0 and for collapse or
+ * insert combined with another flag; -EOPNOTSUPP for other modes
+ * (UNSHARE_RANGE, PUNCH_HOLE without KEEP_SIZE or with ZERO_RANGE).
+ * -ENODEV for a non-regular file, -EISDIR. */
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len);
+
+/* copy_file_range(2) from @ino_in to @ino_out (both in this
+ * filesystem) inside the daemon: block-aligned ranges share the source's
+ * blocks (fs_clone_range), the rest goes device to device, holes of the
+ * source stay holes (fs_copy.c). @len is cut at the source's end
+ * of file. Returns the count copied (0 at or past the source's EOF).
+ * -EINVAL (@flags != 0, a non-regular file, overlapping ranges of one
+ * file), -EISDIR, -EFBIG, -ENOSPC, -EIO. */
+ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
+			   uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
+			   uint64_t off_out, size_t len, unsigned flags);
+
+/* FICLONERANGE (reflink): make [off_in, off_in + len) of @ino_out's
+ * bytes at @off_out share @ino_in's blocks (copy on write later;
+ * fs_refcount.c); @len 0: to @ino_in's EOF. Linux's rules: offsets
+ * block-aligned, @len too unless it reaches @ino_in's EOF (and then the
+ * range must reach or pass @ino_out's EOF), inside @ino_in, no overlap
+ * within one file (-EINVAL). -EOPNOTSUPP: no reflink feature (older
+ * mkfs), inline (tiny) source, or the two files already share blocks
+ * with different groups of files. -EISDIR, -ENOSPC, -EFBIG. Linux's
+ * FUSE does not forward FICLONE/FICLONERANGE to a daemon: mounted, it
+ * is reached through copy_file_range (fs_copy_file_range). */
+int fs_clone_range(struct fs *fs, const struct fs_cred *cred, uint64_t ino_in,
+		   uint64_t off_in, uint64_t ino_out, uint64_t off_out,
+		   uint64_t len);
+
+/* lseek(2) SEEK_DATA / SEEK_HOLE (@whence; others -EINVAL) from byte
+ * @off of regular file @ino: *out = where the next data / hole starts,
+ * from the extent map (unwritten extents are holes, as on ext4; the end
+ * of the file is a hole). -ENXIO if @off >= size or (SEEK_DATA) no data
+ * follows; -EISDIR. */
+int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
+	     uint64_t *out);
 
 /* ---- directories ------------------------------------------------------ */
 

@@ -1,6 +1,6 @@
 /*
- * fs_file.c — file data: inline data, extents, read/write, truncate,
- * fallocate.
+ * fs_file.c — file data: inline data, extents, read/write, truncate
+ * (fallocate and lseek: fs_falloc.c, the extent map: fs_extent.c).
  *
  * Formats (dinode.fmt):
  *  - INLINE: the first `size` bytes of the inode's inline area (3840
@@ -22,16 +22,21 @@
  * (RMW: the block a previous write just covered is read back from the
  * open run, not the device), new blocks are written in full (zeros
  * around the data). A write that no transaction follows (truncate's
- * zeroing) submits the open run itself (fs_data_flush). A write maps (allocates) its
- * blocks in a transaction and ends the handle as soon as fs_data_write
- * returned: with data=ordered the commit that makes the new extents
- * visible waits for the data writes first (fs_journal.c), and a failed
- * data write is reported by the next fsync (-EIO). The device I/O itself
- * runs without ns->lock, under a per-inode I/O range (fs_ns.h).
+ * zeroing) submits the open run itself (fs_data_flush). A write maps
+ * (allocates) its blocks in a transaction and ends the handle as soon as
+ * fs_data_write returned: with data=ordered the commit that makes the
+ * new extents visible waits for the data writes first (fs_journal.c),
+ * and a failed data write is reported by the next fsync (-EIO). The device I/O
+ * itself runs without ns->lock, under a per-inode I/O range (fs_ns.h).
  *
  * Invariant: bytes of the file's last block beyond `size` are zero on
  * disk (truncate zeroes them), so growing a file exposes zeros.
- * fallocate allocates written, zeroed extents (no unwritten extents).
+ *
+ * Unwritten extents (fs_extent.c): fallocate maps holes to unwritten
+ * extents without writing data; reads treat them as holes (zeros, no
+ * device I/O); a write converts the blocks it covers in the transaction
+ * that maps it (convert_seg), writing whole zero-filled edge blocks
+ * around its data.
  *
  * Locking: callers hold ns->lock, shared for fs_file_read, exclusive for
  * everything else; no transaction handle is held on entry.
@@ -45,17 +50,8 @@
 #include <string.h>
 
 #define BS ((uint64_t)FS_BLOCK_SIZE)
-#define CHUNK_BLOCKS 256u	/* 1 MiB per device I/O */
-#define FILE_MAX (1ull << 52)	/* bytes */
-#define LB_END (FILE_MAX / BS)
+#define CHUNK_BLOCKS 256u /* 1 MiB per device I/O */
 #define UNMAP_BATCH 8u
-
-struct ext {
-	uint64_t lb;
-	uint64_t phys;
-	uint32_t len;
-	uint32_t flags;
-};
 
 /* One CHUNK_BLOCKS bounce buffer per thread, allocated on first use and
  * freed when the thread exits (FUSE workers come and go). */
@@ -83,51 +79,6 @@ static char *bounce_get(void)
 	return b;
 }
 
-static void ext_tree(struct fs *fs, struct fs_buf *ib, struct fs_btree *bt)
-{
-	fs_btree_init(bt, fs, ib, FS_INODE_INLINE_OFF, FS_INODE_INLINE_SIZE,
-		      ib->blkno);
-}
-
-/* The extent containing @lb (0), or -ENOENT with *hole_end = the next
- * extent's start (or LB_END). */
-static int ext_map(struct fs_btree *bt, uint64_t lb, struct ext *e,
-		   uint64_t *hole_end)
-{
-	struct fs_extent_val v;
-	size_t vlen;
-	uint64_t key;
-	int ret;
-
-	ret = fs_btree_lookup_le(bt, lb, &key, &v, sizeof(v), &vlen);
-	if (ret < 0 && ret != -ENOENT)
-		return ret;
-	if (ret == 0) {
-		if (vlen != sizeof(v) || v.len == 0)
-			return -EUCLEAN;
-		if (key + v.len > lb) {
-			*e = (struct ext){ key, v.phys, v.len, v.flags };
-			return 0;
-		}
-	}
-	ret = fs_btree_next(bt, lb, &key, NULL, 0, NULL);
-	if (ret < 0 && ret != -ENOENT)
-		return ret;
-	*hole_end = ret == 0 ? key : LB_END;
-	return -ENOENT;
-}
-
-static int ext_put(struct fs_tx *tx, struct fs_btree *bt, const struct ext *e,
-		   int insert)
-{
-	struct fs_extent_val v = { .phys = e->phys, .len = e->len,
-				   .flags = e->flags };
-
-	if (insert)
-		return fs_btree_insert(tx, bt, e->lb, &v, sizeof(v));
-	return fs_btree_update(tx, bt, e->lb, &v, sizeof(v));
-}
-
 /* ---- read ---- */
 
 static ssize_t read_inline(struct fs_dinode *di, void *buf, size_t len,
@@ -146,10 +97,12 @@ static ssize_t read_inline(struct fs_dinode *di, void *buf, size_t len,
 /*
  * A planned piece of a read or write: file blocks [lb, lb + nblk) at
  * physical block phys (hole: no block; fresh: just allocated, so partial
- * edge blocks are zero-filled instead of read).
+ * edge blocks are zero-filled instead of read; src: copied on write, so
+ * partial edge blocks are read from the old blocks at src).
  */
 struct seg {
 	uint64_t lb, nblk, phys;
+	uint64_t src; /* copy on write: partial edges come from here */
 	int hole, fresh;
 };
 
@@ -163,14 +116,14 @@ static int plan_read(struct fs *fs, struct fs_buf *ib, uint64_t pos,
 {
 	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
 	struct fs_btree bt;
-	struct ext e;
+	struct fs_ext e;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	*ns = 0;
 	while (pos < end && *ns < SEG_MAX) {
 		lb = pos / BS;
-		ret = ext_map(&bt, lb, &e, &hole_end);
+		ret = fs_ext_map(&bt, lb, &e, &hole_end);
 		if (ret < 0 && ret != -ENOENT)
 			return ret;
 		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
@@ -279,25 +232,26 @@ ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 /* ---- write ---- */
 
 /*
- * Write the data [pos, pos + dlen) that falls in blocks [lb, lb + nblk)
- * at physical block @phys. Partial edge blocks are read first unless
- * @fresh (newly allocated: zero-filled). Whole blocks go straight from
+ * Write the data [pos, pos + dlen) that falls in the piece @sg. Partial
+ * edge blocks are read first (from sg->src when copied on write) unless
+ * fresh (newly allocated: zero-filled). Whole blocks go straight from
  * @data (fs_data_write copies them).
  */
-static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
-		     uint64_t nblk, uint64_t pos, const char *data,
-		     size_t dlen, int fresh)
+static int write_seg(struct fs *fs, char *bounce, const struct seg *sg,
+		     uint64_t pos, const char *data, size_t dlen)
 {
+	uint64_t lb = sg->lb, nblk = sg->nblk, phys = sg->phys;
+	uint64_t rphys = sg->src != 0 ? sg->src : phys;
 	uint64_t start = lb * BS, stop = (lb + nblk) * BS;
-	int ret;
+	int ret, fresh = sg->fresh;
 
 	if (pos == start && dlen == stop - start)	/* whole blocks */
 		return fs_data_write(fs, data, dlen, phys * BS);
 	if (pos > start) {
 		if (fresh)
 			memset(bounce, 0, BS);
-		else if ((ret = fs_data_read_rmw(fs, bounce, BS,
-						 phys * BS)) < 0)
+		else if ((ret = fs_data_read_rmw(fs, bounce, BS, rphys * BS)) <
+			 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -307,7 +261,7 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 		if (fresh)
 			memset(last, 0, BS);
 		else if ((ret = fs_data_read_rmw(fs, last, BS,
-						 (phys + nblk - 1) * BS)) < 0)
+						 (rphys + nblk - 1) * BS)) < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, rmw_blocks, !fresh);
 	}
@@ -316,67 +270,16 @@ static int write_seg(struct fs *fs, char *bounce, uint64_t phys, uint64_t lb,
 	return fs_data_write(fs, bounce, nblk * BS, phys * BS);
 }
 
-static unsigned alloc_credits(struct fs *fs, struct fs_btree *bt)
+/* One piece of a write: an allocation mapped with up to two tree
+ * operations, the conversion of an unwritten extent (three), or a copy
+ * on write (an allocation, three, and a refcount change). */
+unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt)
 {
-	return 2 + 2 * fs_btree_credits(bt) + FS_ALLOC_CREDITS(fs);
+	return 2 + fs_ext_convert_credits(bt) + FS_ALLOC_CREDITS(fs) +
+	       fs_refc_credits(fs, bt->root_buf);
 }
 
-/* Allocate up to @nblk blocks for the hole at @lb, write the data there
- * (zero-filled around it), map them. *got = blocks mapped. */
-static int fill_hole(struct fs *fs, struct fs_buf *ib, char *bounce,
-		     uint64_t lb, uint64_t nblk, uint64_t pos,
-		     const char *data, size_t dlen, uint64_t *got)
-{
-	struct fs_btree bt;
-	struct fs_tx *tx;
-	struct ext prev = { 0 }, e;
-	uint64_t goal = ib->blkno, start, hole_end;
-	uint32_t len;
-	int ret, merge = 0;
-
-	ext_tree(fs, ib, &bt);
-	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
-		goal = prev.phys + prev.len;
-	ret = fs_tx_begin(fs, alloc_credits(fs, &bt), &tx);
-	if (ret < 0)
-		return ret;
-	ret = fs_tx_write(tx, ib);
-	if (ret < 0)
-		goto out_end;
-	ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
-			    (uint32_t)nblk, &start, &len);
-	if (ret < 0)
-		goto out_end;
-	if (dlen > (lb + len) * BS - pos)
-		dlen = (size_t)((lb + len) * BS - pos);
-	ret = write_seg(fs, bounce, start, lb, len, pos, data, dlen, 1);
-	if (ret < 0)
-		goto out_free;
-	if (lb > 0 && prev.len > 0 && prev.lb + prev.len == lb &&
-	    prev.phys + prev.len == start && !(prev.flags & FS_EXT_UNWRITTEN) &&
-	    (uint64_t)prev.len + len < (1u << 31))
-		merge = 1;
-	if (merge) {
-		prev.len += len;
-		ret = ext_put(tx, &bt, &prev, 0);
-	} else {
-		e = (struct ext){ lb, start, len, 0 };
-		ret = ext_put(tx, &bt, &e, 1);
-	}
-	if (ret < 0)
-		goto out_free;
-	fs_di(ib)->blocks += len;
-	*got = len;
-	return fs_tx_end(tx);
-
-out_free:
-	fs_free(tx, start, len);
-out_end:
-	fs_tx_end(tx);
-	return ret;
-}
-
-static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
+int fs_file_to_extents(struct fs *fs, struct fs_buf *ib)
 {
 	struct fs_dinode *di = fs_di(ib);
 	struct fs_btree bt;
@@ -384,13 +287,13 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 	uint64_t start = 0;
 	uint32_t len = 0;
 	char *blk = NULL;
-	struct ext e;
+	struct fs_ext e;
 	int ret;
 
 	if (di->size > 0 && (blk = calloc(1, BS)) == NULL)
 		return -ENOMEM;
-	ext_tree(fs, ib, &bt);
-	ret = fs_tx_begin(fs, alloc_credits(fs, &bt) + 2, &tx);
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_tx_begin(fs, fs_file_map_credits(fs, &bt) + 2, &tx);
 	if (ret < 0)
 		goto out_buf;
 	ret = fs_tx_write(tx, ib);
@@ -409,8 +312,8 @@ static int inline_to_extents(struct fs *fs, struct fs_buf *ib)
 	di->fmt = FS_FMT_EXTENTS;
 	ret = fs_btree_create(tx, &bt);
 	if (ret == 0 && len > 0) {
-		e = (struct ext){ 0, start, 1, 0 };
-		ret = ext_put(tx, &bt, &e, 1);
+		e = (struct fs_ext){0, start, 1, 0};
+		ret = fs_ext_put(tx, &bt, &e, 1);
 		di->blocks += 1;
 	}
 	if (ret == 0)
@@ -446,10 +349,10 @@ static int write_inline(struct fs *fs, struct fs_buf *ib, const void *buf,
 }
 
 /* Blocks a write round may allocate into, each a transaction credit
- * bill of alloc_credits(). */
+ * bill of fs_file_map_credits(). */
 static unsigned write_segmax(struct fs *fs, struct fs_btree *bt)
 {
-	unsigned per = alloc_credits(fs, bt), max = fs_tx_max_credits(fs);
+	unsigned per = fs_file_map_credits(fs, bt), max = fs_tx_max_credits(fs);
 	unsigned n = max > 2 ? (max - 2) / per : 1;
 
 	return n == 0 ? 1 : n > SEG_MAX ? SEG_MAX : n;
@@ -460,14 +363,14 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 		      uint64_t nblk, struct seg *sg)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	struct ext prev = { 0 }, e;
+	struct fs_ext prev = { 0 }, e;
 	uint64_t goal = ib->blkno, start, hole_end;
 	struct fs_btree bt;
 	uint32_t len;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
-	if (lb > 0 && ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
+	fs_ext_tree(fs, ib, &bt);
+	if (lb > 0 && fs_ext_map(&bt, lb - 1, &prev, &hole_end) == 0)
 		goal = prev.phys + prev.len;
 	ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, goal, 1,
 			    (uint32_t)nblk, &start, &len);
@@ -478,10 +381,10 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 	    !(prev.flags & FS_EXT_UNWRITTEN) &&
 	    (uint64_t)prev.len + len < (1u << 31)) {
 		prev.len += len;
-		ret = ext_put(tx, &bt, &prev, 0);
+		ret = fs_ext_put(tx, &bt, &prev, 0);
 	} else {
-		e = (struct ext){ lb, start, len, 0 };
-		ret = ext_put(tx, &bt, &e, 1);
+		e = (struct fs_ext){lb, start, len, 0};
+		ret = fs_ext_put(tx, &bt, &e, 1);
 	}
 	if (ret < 0) {
 		fs_free(tx, start, len);
@@ -490,6 +393,85 @@ static int alloc_hole(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb,
 	fs_di(ib)->blocks += len;
 	*sg = (struct seg){ .lb = lb, .nblk = len, .phys = start, .fresh = 1 };
 	return 0;
+}
+
+/* Blocks [lb, lb + nblk) of unwritten extent @e are about to be written:
+ * mark them written in @tx, the write's transaction, which commits after
+ * the data even with data=writeback (fs_tx_set_ordered): a crash shows
+ * zeros or the new data, never the blocks' stale contents. The piece is
+ * fresh: the bytes around the data in its edge blocks are zeros, not
+ * read. */
+static int convert_seg(struct fs_tx *tx, struct fs_btree *bt,
+		       const struct fs_ext *e, uint64_t lb, uint64_t nblk,
+		       struct seg *sg)
+{
+	int ret = fs_ext_set_flags(tx, bt, e, lb, lb + nblk,
+				   e->flags & ~FS_EXT_UNWRITTEN);
+
+	if (ret < 0)
+		return ret;
+	fs_tx_set_ordered(tx);
+	FS_NS_STAT_ADD(fs_tx_fs(tx), unwritten_converted, nblk);
+	*sg = (struct seg){
+	    .lb = lb, .nblk = nblk, .phys = e->phys + (lb - e->lb), .fresh = 1};
+	return 0;
+}
+
+/*
+ * Blocks from @lb (at most @nblk) of shared extent @e are about to be
+ * written: the first run of one count (fs_refcount.c). Count 1: the file
+ * is their only user, it writes them in place (the extent loses
+ * FS_EXT_SHARED there; an unwritten one is converted). Else copy on
+ * write: new blocks take the piece (edges read from the old ones, or
+ * zeros if unwritten), the old blocks' count goes down by one. The
+ * transaction commits as data=ordered (the old data stays until the new
+ * is on disk).
+ */
+static int cow_seg(struct fs_tx *tx, struct fs_buf *ib, const struct fs_ext *e,
+		   uint64_t lb, uint64_t nblk, struct seg *sg)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	uint64_t old = e->phys + (lb - e->lb), start;
+	uint32_t flags = e->flags & ~(FS_EXT_SHARED | FS_EXT_UNWRITTEN);
+	int fresh = (e->flags & FS_EXT_UNWRITTEN) != 0;
+	uint32_t count, run, len;
+	struct fs_btree bt;
+	struct fs_buf *rb;
+	int ret;
+
+	ret = fs_refc_root(fs, ib, &rb);
+	if (ret < 0)
+		return ret;
+	ret = fs_refc_count(fs, rb, old, (uint32_t)nblk, &count, &run);
+	fs_ext_tree(fs, ib, &bt);
+	fs_tx_set_ordered(tx);
+	if (ret == 0 && count == 1) {
+		ret = fs_ext_set_flags(tx, &bt, e, lb, lb + run, flags);
+		*sg = (struct seg){
+		    .lb = lb, .nblk = run, .phys = old, .fresh = fresh};
+		goto out_put;
+	}
+	if (ret == 0)
+		ret = fs_alloc_data(tx, ib->blkno, fs_di(ib)->blocks, old, 1,
+				    run, &start, &len);
+	if (ret < 0)
+		goto out_put;
+	ret = fs_ext_remap(tx, &bt, e, lb, lb + len, start, flags);
+	if (ret == 0)
+		ret = fs_refc_dec(tx, rb, old, len, count);
+	if (ret < 0) {
+		fs_free(tx, start, len);
+		goto out_put;
+	}
+	FS_NS_STAT_ADD(fs, cow_blocks, len);
+	*sg = (struct seg){.lb = lb,
+			   .nblk = len,
+			   .phys = start,
+			   .src = fresh ? 0 : old,
+			   .fresh = fresh};
+out_put:
+	fs_buf_put(rb);
+	return ret;
 }
 
 /* Map (allocating holes) up to @max pieces of [pos, end) in @tx;
@@ -502,14 +484,14 @@ static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
 	struct fs *fs = fs_tx_fs(tx);
 	uint64_t lb, nblk, hole_end, last = (end + BS - 1) / BS;
 	struct fs_btree bt;
-	struct ext e;
+	struct fs_ext e;
 	int ret = 0;
 
 	*ns = 0;
 	while (pos < end && *ns < max) {
 		lb = pos / BS;
-		ext_tree(fs, ib, &bt);
-		ret = ext_map(&bt, lb, &e, &hole_end);
+		fs_ext_tree(fs, ib, &bt);
+		ret = fs_ext_map(&bt, lb, &e, &hole_end);
 		if (ret < 0 && ret != -ENOENT)
 			break;
 		nblk = ret == 0 ? e.lb + e.len - lb : hole_end - lb;
@@ -517,7 +499,15 @@ static int plan_write(struct fs_tx *tx, struct fs_buf *ib, uint64_t pos,
 			nblk = last - lb;
 		if (nblk > CHUNK_BLOCKS)
 			nblk = CHUNK_BLOCKS;
-		if (ret == 0) {
+		if (ret == 0 && (e.flags & FS_EXT_SHARED)) {
+			ret = cow_seg(tx, ib, &e, lb, nblk, &sg[*ns]);
+			if (ret < 0)
+				break;
+		} else if (ret == 0 && (e.flags & FS_EXT_UNWRITTEN)) {
+			ret = convert_seg(tx, &bt, &e, lb, nblk, &sg[*ns]);
+			if (ret < 0)
+				break;
+		} else if (ret == 0) {
 			sg[*ns] = (struct seg){ .lb = lb, .nblk = nblk,
 				.phys = e.phys + (lb - e.lb) };
 		} else {
@@ -547,9 +537,8 @@ static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
 		uint64_t a = s > pos ? s : pos, z = e < stop ? e : stop;
 		int ret;
 
-		ret = write_seg(fs, bounce, sg[i].phys, sg[i].lb, sg[i].nblk,
-				a, src + (a - pos), (size_t)(z - a),
-				sg[i].fresh);
+		ret = write_seg(fs, bounce, &sg[i], a, src + (a - pos),
+				(size_t)(z - a));
 		if (ret < 0)
 			return ret;
 	}
@@ -580,11 +569,11 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	unsigned ns, max;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	max = write_segmax(fs, &bt);
 	if (n != NULL)
 		fs_range_add(fs, n, &r);
-	ret = fs_tx_begin(fs, 2 + max * alloc_credits(fs, &bt), &tx);
+	ret = fs_tx_begin(fs, 2 + max * fs_file_map_credits(fs, &bt), &tx);
 	if (ret < 0)
 		goto out_range;
 	ret = fs_tx_write(tx, ib);
@@ -626,7 +615,7 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	if (len == 0)
 		return 0;
-	if (off >= FILE_MAX || len > FILE_MAX - off)
+	if (off >= FS_FILE_MAX || len > FS_FILE_MAX - off)
 		return -EFBIG;
 	if (di->fmt == FS_FMT_INLINE) {
 		if (off + len <= FS_INODE_INLINE_SIZE) {
@@ -635,7 +624,7 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 				FS_NS_STAT_ADD(fs, data_write_bytes, len);
 			return ret < 0 ? ret : (ssize_t)len;
 		}
-		ret = inline_to_extents(fs, ib);
+		ret = fs_file_to_extents(fs, ib);
 		if (ret < 0)
 			return ret;
 	}
@@ -655,6 +644,29 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 /* ---- unmapping (truncate, punch, destroy) ---- */
 
+/* File blocks [a, *b) at device block @phys of a shared extent are
+ * unmapped: the first run's count goes down (its blocks are freed if the
+ * file was their last user); *b = the run's end. */
+static int drop_shared(struct fs_tx *tx, struct fs_buf *ib, uint64_t phys,
+		       uint64_t *b, uint64_t a)
+{
+	uint32_t count, run;
+	struct fs_buf *rb;
+	int ret;
+
+	ret = fs_refc_root(fs_tx_fs(tx), ib, &rb);
+	if (ret < 0)
+		return ret;
+	ret = fs_refc_count(fs_tx_fs(tx), rb, phys, (uint32_t)(*b - a), &count,
+			    &run);
+	if (ret == 0)
+		ret = fs_refc_dec(tx, rb, phys, run, count);
+	if (ret == 0)
+		*b = a + run;
+	fs_buf_put(rb);
+	return ret;
+}
+
 /* Unmap one extent's intersection with [lb0, lb1) in @tx: 1 if done
  * (no extent left in the range), 0 if one was handled. */
 static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
@@ -663,12 +675,12 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_extent_val v;
 	struct fs_btree bt;
-	struct ext e, tail;
+	struct fs_ext e, tail;
 	uint64_t key, a, b, eend;
 	size_t vlen;
 	int ret;
 
-	ext_tree(fs, ib, &bt);
+	fs_ext_tree(fs, ib, &bt);
 	ret = fs_btree_lookup_le(&bt, lb1 - 1, &key, &v, sizeof(v), &vlen);
 	if (ret == -ENOENT)
 		return 1;
@@ -676,25 +688,28 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 		return ret;
 	if (vlen != sizeof(v) || v.len == 0)
 		return -EUCLEAN;
-	e = (struct ext){ key, v.phys, v.len, v.flags };
+	e = (struct fs_ext){key, v.phys, v.len, v.flags};
 	eend = e.lb + e.len;
 	if (eend <= lb0)
 		return 1;
 	a = e.lb > lb0 ? e.lb : lb0;
 	b = eend < lb1 ? eend : lb1;
-	ret = fs_free(tx, e.phys + (a - e.lb), (uint32_t)(b - a));
+	if (e.flags & FS_EXT_SHARED) /* one run: b moves down to its end */
+		ret = drop_shared(tx, ib, e.phys + (a - e.lb), &b, a);
+	else
+		ret = fs_free(tx, e.phys + (a - e.lb), (uint32_t)(b - a));
 	if (ret < 0)
 		return ret;
 	if (a == e.lb) {
 		ret = fs_btree_delete(tx, &bt, e.lb);
 	} else {
 		e.len = (uint32_t)(a - e.lb);
-		ret = ext_put(tx, &bt, &e, 0);
+		ret = fs_ext_put(tx, &bt, &e, 0);
 	}
 	if (ret == 0 && b < eend) {
-		tail = (struct ext){ b, v.phys + (b - key),
-				     (uint32_t)(eend - b), v.flags };
-		ret = ext_put(tx, &bt, &tail, 1);
+		tail = (struct fs_ext){b, v.phys + (b - key),
+				       (uint32_t)(eend - b), v.flags};
+		ret = fs_ext_put(tx, &bt, &tail, 1);
 	}
 	if (ret == 0) {
 		uint64_t n = b - a;
@@ -706,8 +721,7 @@ static int unmap_one(struct fs_tx *tx, struct fs_buf *ib, uint64_t lb0,
 }
 
 /* Free every block mapped in [lb0, lb1), a few extents per transaction. */
-static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
-		       uint64_t lb1)
+int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1)
 {
 	struct fs_btree bt;
 	struct fs_tx *tx;
@@ -717,8 +731,9 @@ static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 	if (lb0 >= lb1)
 		return 0;
 	while (!done) {
-		ext_tree(fs, ib, &bt);
-		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs);
+		fs_ext_tree(fs, ib, &bt);
+		per = 2 * fs_btree_credits(&bt) + FS_ALLOC_CREDITS(fs) +
+		      fs_refc_credits(fs, ib);
 		batch = (fs_tx_max_credits(fs) - 1) / per;
 		if (batch > UNMAP_BATCH)
 			batch = UNMAP_BATCH;
@@ -746,22 +761,57 @@ static int unmap_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 
 /* Zero bytes [from, to) of the file's block containing them (one block),
  * if it is mapped. */
-static int zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
-			uint64_t to)
+/* Block @lb of shared extent @e becomes the file's own (copied unless
+ * it is its only user), to be modified in place. */
+static int unshare_block(struct fs *fs, struct fs_buf *ib,
+			 const struct fs_ext *e, uint64_t lb)
+{
+	char *blk = bd_buf_alloc(BS);
+	struct fs_btree bt;
+	struct fs_tx *tx;
+	struct seg sg;
+	int ret;
+
+	if (blk == NULL)
+		return -ENOMEM;
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_tx_begin(fs, 1 + fs_file_map_credits(fs, &bt), &tx);
+	if (ret < 0)
+		goto out_free;
+	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = cow_seg(tx, ib, e, lb, 1, &sg);
+	if (ret == 0 && sg.src != 0) /* copied: the old content */
+		ret = fs_data_read(fs, blk, BS, sg.src * BS);
+	if (ret == 0 && sg.src != 0)
+		ret = fs_data_write(fs, blk, BS, sg.phys * BS);
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+out_free:
+	free(blk);
+	return ret;
+}
+
+int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
+			 uint64_t to)
 {
 	struct fs_btree bt;
 	uint64_t lb = from / BS, hole_end, phys;
-	struct ext e;
+	struct fs_ext e;
 	char *blk;
 	int ret;
 
 	if (from >= to)
 		return 0;
-	ext_tree(fs, ib, &bt);
-	ret = ext_map(&bt, lb, &e, &hole_end);
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_ext_map(&bt, lb, &e, &hole_end);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret < 0 || (e.flags & FS_EXT_UNWRITTEN))
+		return ret;
+	if ((e.flags & FS_EXT_SHARED) &&
+	    ((ret = unshare_block(fs, ib, &e, lb)) < 0 ||
+	     (ret = fs_ext_map(&bt, lb, &e, &hole_end)) < 0))
 		return ret;
 	blk = malloc(BS);
 	if (blk == NULL)
@@ -786,14 +836,18 @@ int fs_file_free_all(struct fs *fs, struct fs_buf *ib)
 
 	if (fs_di(ib)->fmt != FS_FMT_EXTENTS)
 		return 0;
-	ret = unmap_range(fs, ib, 0, LB_END);
+	ret = fs_file_unmap(fs, ib, 0, FS_LB_END);
 	if (ret < 0)
 		return ret;
-	ext_tree(fs, ib, &bt);
-	ret = fs_tx_begin(fs, 2 + 4 * fs_btree_credits(&bt), &tx);
+	fs_ext_tree(fs, ib, &bt);
+	ret = fs_tx_begin(
+	    fs, 2 + 4 * fs_btree_credits(&bt) + fs_refc_detach_credits(fs),
+	    &tx);
 	if (ret < 0)
 		return ret;
 	ret = fs_tx_write(tx, ib);
+	if (ret == 0)
+		ret = fs_refc_detach(tx, ib);
 	if (ret == 0)
 		ret = fs_btree_destroy(tx, &bt);
 	if (ret == 0) {
@@ -830,7 +884,7 @@ static int truncate_inline(struct fs *fs, struct fs_buf *ib, uint64_t size)
 	return ret;
 }
 
-static int set_size(struct fs *fs, struct fs_buf *ib, uint64_t size)
+int fs_file_set_size(struct fs *fs, struct fs_buf *ib, uint64_t size)
 {
 	struct fs_tx *tx;
 	int ret;
@@ -856,13 +910,13 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	fs_range_wait_all(fs, n);
 
-	if (size > FILE_MAX)
+	if (size > FS_FILE_MAX)
 		return -EFBIG;
 	fs_alloc_resv_drop(fs, ib->blkno);
 	if (di->fmt == FS_FMT_INLINE) {
 		if (size <= FS_INODE_INLINE_SIZE)
 			return truncate_inline(fs, ib, size);
-		ret = inline_to_extents(fs, ib);
+		ret = fs_file_to_extents(fs, ib);
 		if (ret < 0)
 			return ret;
 	}
@@ -875,126 +929,14 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	if (size < di->size) {
 		/* the size first: a crash then leaves blocks past EOF, never
 		 * a size pointing at freed blocks */
-		ret = set_size(fs, ib, size);
+		ret = fs_file_set_size(fs, ib, size);
 		if (ret == 0)
-			ret = unmap_range(fs, ib, (size + BS - 1) / BS, LB_END);
+			ret = fs_file_unmap(fs, ib, (size + BS - 1) / BS,
+					    FS_LB_END);
 		if (ret == 0 && size % BS != 0)
-			ret = zero_partial(fs, ib, size,
-					   (size / BS + 1) * BS);
+			ret = fs_file_zero_partial(fs, ib, size,
+						   (size / BS + 1) * BS);
 		return ret;
 	}
-	return set_size(fs, ib, size);
-}
-
-/* ---- fallocate ---- */
-
-/* Map every hole in [lb0, lb1) to zeroed blocks. */
-static int alloc_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
-		       uint64_t lb1)
-{
-	uint64_t lb = lb0, hole_end, nblk, got;
-	struct fs_btree bt;
-	char *zero;
-	struct ext e;
-	int ret = 0;
-
-	zero = bd_buf_alloc(CHUNK_BLOCKS * BS);
-	if (zero == NULL)
-		return -ENOMEM;
-	while (lb < lb1) {
-		ext_tree(fs, ib, &bt);
-		ret = ext_map(&bt, lb, &e, &hole_end);
-		if (ret == 0) {
-			lb = e.lb + e.len;
-			continue;
-		}
-		if (ret != -ENOENT)
-			break;
-		nblk = (hole_end < lb1 ? hole_end : lb1) - lb;
-		if (nblk > CHUNK_BLOCKS)
-			nblk = CHUNK_BLOCKS;
-		memset(zero, 0, CHUNK_BLOCKS * BS);
-		ret = fill_hole(fs, ib, zero, lb, nblk, lb * BS, zero,
-				(size_t)(nblk * BS), &got);
-		if (ret < 0)
-			break;
-		lb += got;
-	}
-	free(zero);
-	return ret < 0 ? ret : 0;
-}
-
-static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off,
-		 uint64_t end)
-{
-	struct fs_dinode *di = fs_di(ib);
-	uint64_t lb0 = (off + BS - 1) / BS, lb1 = end / BS;
-	struct fs_tx *tx;
-	int ret;
-
-	if (di->fmt == FS_FMT_INLINE) {
-		if (off >= di->size)
-			return 0;
-		if (end > di->size)
-			end = di->size;
-		ret = fs_tx_begin(fs, 1, &tx);
-		if (ret < 0)
-			return ret;
-		ret = fs_tx_write(tx, ib);
-		if (ret == 0) {
-			memset(di->inline_area + off, 0, end - off);
-			fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
-		}
-		return fs_tx_end(tx) < 0 && ret == 0 ? -EIO : ret;
-	}
-	if (lb0 > lb1) {	/* inside one block */
-		ret = zero_partial(fs, ib, off, end);
-	} else {
-		ret = zero_partial(fs, ib, off, lb0 * BS);
-		if (ret == 0)
-			ret = zero_partial(fs, ib, lb1 * BS, end);
-		if (ret == 0)
-			ret = unmap_range(fs, ib, lb0, lb1);
-	}
-	if (ret == 0)
-		ret = set_size(fs, ib, di->size);
-	return ret;
-}
-
-int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
-		      int mode, uint64_t off, uint64_t len)
-{
-	struct fs_dinode *di = fs_di(ib);
-	uint64_t end;
-	int ret;
-
-	fs_range_wait_all(fs, n);
-
-	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
-		return -EOPNOTSUPP;
-	if (len == 0 || off >= FILE_MAX || len > FILE_MAX - off)
-		return len == 0 ? -EINVAL : -EFBIG;
-	end = off + len;
-	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		if (!(mode & FALLOC_FL_KEEP_SIZE))
-			return -EOPNOTSUPP;
-		return punch(fs, ib, off, end);
-	}
-	if (di->fmt == FS_FMT_INLINE && end <= FS_INODE_INLINE_SIZE) {
-		/* the inline area is already reserved */
-		if (!(mode & FALLOC_FL_KEEP_SIZE) && end > di->size)
-			return truncate_inline(fs, ib, end);
-		return 0;
-	}
-	if (di->fmt == FS_FMT_INLINE) {
-		ret = inline_to_extents(fs, ib);
-		if (ret < 0)
-			return ret;
-	}
-	if (di->fmt != FS_FMT_EXTENTS)
-		return -EUCLEAN;
-	ret = alloc_range(fs, ib, off / BS, (end + BS - 1) / BS);
-	if (ret == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > di->size)
-		ret = set_size(fs, ib, end);
-	return ret;
+	return fs_file_set_size(fs, ib, size);
 }

@@ -152,6 +152,7 @@ const char *fs_blk_type_name(unsigned type)
 		[FS_BT_INODE] = "inode",
 		[FS_BT_BTREE] = "btree node",
 		[FS_BT_XATTR] = "xattr block",
+		[FS_BT_REFCOUNT] = "refcount block",
 	};
 
 	if (type >= FS_BT_MAX || names[type] == NULL)

@@ -38,9 +38,11 @@
 
 /* Feature masks. A mount refuses any unknown incompat bit; a rw mount
  * refuses unknown ro_compat bits; unknown compat bits are ignored. */
+/* incompat: files may share blocks (refcount trees); mkfs sets it */
+#define FS_FEATURE_INCOMPAT_REFLINK 0x1ull
 #define FS_FEATURE_COMPAT_SUPP 0ull
 #define FS_FEATURE_RO_COMPAT_SUPP 0ull
-#define FS_FEATURE_INCOMPAT_SUPP 0ull
+#define FS_FEATURE_INCOMPAT_SUPP FS_FEATURE_INCOMPAT_REFLINK
 
 /* Fixed layout: blocks 0..2, then 2 blocks per slot, then journals, then
  * resource groups. */
@@ -64,7 +66,8 @@ enum fs_blk_type {
 	FS_BT_INODE = 10,
 	FS_BT_BTREE = 11,	/* B+tree node (not the inline root) */
 	FS_BT_XATTR = 12,	/* external xattr block of an inode */
-	FS_BT_MAX = 13
+	FS_BT_REFCOUNT = 13,	/* root of a refcount tree */
+	FS_BT_MAX = 14
 };
 
 /* ---- block header ----------------------------------------------------- */
@@ -290,7 +293,9 @@ struct fs_dinode {
 	uint16_t fmt;		/* enum fs_data_fmt */
 	uint16_t pad0;
 	uint64_t parent;	/* hint only (fsck); 0 if unknown */
-	uint8_t reserved[FS_INODE_INLINE_OFF - 160];
+	uint64_t refcount_blk;	/* refcount tree (FS_BT_REFCOUNT) of its
+				   shared extents, or 0 */
+	uint8_t reserved[FS_INODE_INLINE_OFF - 168];
 	uint8_t inline_area[FS_INODE_INLINE_SIZE];
 };
 static_assert(sizeof(struct fs_dinode) == FS_BLOCK_SIZE, "dinode");
@@ -352,8 +357,28 @@ static_assert(sizeof(struct fs_btree_blk) == 48, "bt blk");
 #define FS_BTREE_NODE_OFF 48u
 #define FS_BTREE_NODE_SIZE (FS_BLOCK_SIZE - FS_BTREE_NODE_OFF)	/* 4048 */
 
+/* The root block of a refcount tree, shared by every inode whose
+ * refcount_blk names it: a B+tree keyed by physical block. */
+struct fs_refcount_blk {
+	struct fs_blk_hdr hdr;
+	uint64_t users;		/* inodes naming this block */
+	uint64_t pad;
+	/* root node follows: FS_BTREE_NODE_SIZE bytes */
+};
+static_assert(sizeof(struct fs_refcount_blk) == FS_BTREE_NODE_OFF, "rc");
+
+/* Refcount tree value: blocks [key, key + len) are each mapped by
+ * `count` extents (>= 2); a shared extent's block without a record is
+ * mapped once. */
+struct fs_refcount_val {
+	uint32_t len;
+	uint32_t count;
+};
+static_assert(sizeof(struct fs_refcount_val) == 8, "refcount val");
+
 /* B+tree value formats used by the namespace layer. */
 #define FS_EXT_UNWRITTEN 0x1u
+#define FS_EXT_SHARED 0x2u	/* counted in the inode's refcount tree */
 struct fs_extent_val {
 	uint64_t phys;		/* first physical block */
 	uint32_t len;		/* blocks */

@@ -394,8 +394,25 @@ static int walk_tree(struct fsck *ck, const struct fs_dinode *di,
 
 /* ---- inodes ----------------------------------------------------------- */
 
+/* One more shared extent maps block @b: the first one marks it used. */
+static void shared_ref(struct fsck *ck, uint64_t b, uint64_t ino)
+{
+	struct fsck_shared *r = fsck_tab_get(&ck->shared, b);
+
+	if (r == NULL) {
+		fsck_err(ck, K_REFCOUNT,
+			 "out of memory counting shared "
+			 "blocks");
+		return;
+	}
+	if (r->refs++ == 0)
+		mark(ck, b, "shared file data", ino);
+}
+
 struct ext_ctx {
 	uint64_t ino;
+	int reg;		/* a regular file (else a symlink) */
+	int tree;		/* it names a refcount tree */
 	uint64_t blocks;	/* sum of extent lengths */
 	uint64_t next_lblk;	/* end of the previous extent */
 };
@@ -413,13 +430,27 @@ static int ext_cb(struct fsck *ck, void *arg, uint64_t key,
 	}
 	memcpy(&e, val, sizeof(e));
 	if (e.len == 0 || key < x->next_lblk || key + e.len < key ||
-	    e.flags & ~FS_EXT_UNWRITTEN) {
+	    e.flags & ~(FS_EXT_UNWRITTEN | FS_EXT_SHARED)) {
 		fsck_err(ck, K_INODE, "inode %llu: extent at file block %llu "
 			 "(len %u, flags %#x) is empty, overlaps the previous"
 			 " one or has unknown flags", ULL(x->ino), ULL(key),
 			 e.len, e.flags);
 		return 0;
 	}
+	/* only fallocate makes them, and only on regular files: a
+	 * symlink's target must be written (its blocks are still its own) */
+	if ((e.flags & FS_EXT_SHARED) && !x->tree)
+		fsck_err(ck, K_REFCOUNT,
+			 "inode %llu: shared extent at file "
+			 "block %llu but no refcount tree",
+			 ULL(x->ino), ULL(key));
+	if ((e.flags & FS_EXT_UNWRITTEN) && !x->reg)
+		fsck_err(ck, K_INODE,
+			 "inode %llu: unwritten extent at file "
+			 "block %llu in a symlink",
+			 ULL(x->ino), ULL(key));
+	else if (e.flags & FS_EXT_UNWRITTEN)
+		ck->res->unwritten_blocks += e.len;
 	x->next_lblk = key + e.len;
 	x->blocks += e.len;
 	for (uint32_t i = 0; i < e.len; i++) {
@@ -430,14 +461,30 @@ static int ext_cb(struct fsck *ck, void *arg, uint64_t key,
 				 ULL(e.phys + i));
 			return 0;
 		}
-		mark(ck, e.phys + i, "file data", x->ino);
+		if (e.flags & FS_EXT_SHARED)
+			shared_ref(ck, e.phys + i, x->ino);
+		else
+			mark(ck, e.phys + i, "file data", x->ino);
 	}
 	return 0;
 }
 
 static void check_extents(struct fsck *ck, const struct fs_dinode *di)
 {
-	struct ext_ctx x = { .ino = di->hdr.blkno };
+	struct ext_ctx x = {.ino = di->hdr.blkno,
+			    .reg = S_ISREG(di->mode),
+			    .tree = di->refcount_blk != 0};
+	struct fsck_rtree *t;
+	struct fsck_ino *r;
+
+	if (di->refcount_blk != 0) {
+		t = fsck_tab_get(&ck->rtrees, di->refcount_blk);
+		if (t != NULL)
+			t->users++;
+		r = ino_get(ck, di->hdr.blkno);
+		if (r != NULL)
+			r->shares = 1;
+	}
 	int bad;
 
 	if (walk_tree(ck, di, "extent tree", ext_cb, &x, &bad) < 0)
@@ -752,6 +799,103 @@ static int check_orphans(struct fsck *ck)
 	return 0;
 }
 
+/* ---- refcount trees --------------------------------------------------- */
+
+static int rc_cb(struct fsck *ck, void *arg, uint64_t key, const uint8_t *val,
+		 size_t len)
+{
+	uint64_t tree = *(const uint64_t *)arg;
+	struct fs_refcount_val v;
+
+	if (len != sizeof(v)) {
+		fsck_err(ck, K_REFCOUNT,
+			 "refcount tree %llu: record at block "
+			 "%llu has a %zu-byte value",
+			 ULL(tree), ULL(key), len);
+		return 0;
+	}
+	memcpy(&v, val, sizeof(v));
+	if (v.len == 0 || v.count < 2 || key + v.len < key) {
+		fsck_err(ck, K_REFCOUNT,
+			 "refcount tree %llu: record at block "
+			 "%llu (len %u, count %u) is invalid",
+			 ULL(tree), ULL(key), v.len, v.count);
+		return 0;
+	}
+	for (uint32_t i = 0; i < v.len; i++) {
+		struct fsck_shared *r = fsck_tab_find(&ck->shared, key + i);
+
+		if (r == NULL || r->counted != 0) {
+			fsck_err(ck, K_REFCOUNT,
+				 "refcount tree %llu: block "
+				 "%llu has count %u but %s",
+				 ULL(tree), ULL(key + i), v.count,
+				 r == NULL ? "no shared extent maps it"
+					   : "another record counts it too");
+			continue;
+		}
+		r->counted = v.count;
+	}
+	return 0;
+}
+
+/* The root block of refcount tree @t and its records. */
+static void check_rtree(struct fsck *ck, const struct fsck_rtree *t)
+{
+	const struct fs_refcount_blk *rb = ck->buf3;
+	uint64_t blk = t->blk;
+	struct tree_ctx c = {.ck = ck,
+			     .owner = blk,
+			     .what = "refcount tree",
+			     .cb = rc_cb,
+			     .arg = &blk};
+
+	if (!in_data_area(ck, blk) || mark(ck, blk, "refcount tree", blk) < 0 ||
+	    fsck_read(ck, blk, ck->buf3) < 0 ||
+	    fs_blk_verify(rb, FS_BT_REFCOUNT, blk) < 0) {
+		fsck_err(ck, K_REFCOUNT,
+			 "refcount tree %llu is bad (place, "
+			 "checksum, type or block number)",
+			 ULL(blk));
+		return;
+	}
+	if (rb->users != t->users)
+		fsck_err(ck, K_REFCOUNT,
+			 "refcount tree %llu: %llu users, but "
+			 "%llu inodes name it",
+			 ULL(blk), ULL(rb->users), ULL(t->users));
+	if (walk_node(&c, (const uint8_t *)ck->buf3 + FS_BTREE_NODE_OFF,
+		      FS_BTREE_NODE_SIZE, -1, 0, 0, 0, blk) < 0)
+		fsck_err(ck, K_REFCOUNT, "refcount tree %llu: walk failed",
+			 ULL(blk));
+}
+
+/* Every refcount tree, then every shared block: mapped by as many shared
+ * extents as its count says (1 without a record). */
+static void check_refcounts(struct fsck *ck)
+{
+	for (size_t i = 0; i < ck->rtrees.cap; i++) {
+		const struct fsck_rtree *t = fsck_tab_at(&ck->rtrees, i);
+
+		if (t != NULL)
+			check_rtree(ck, t);
+	}
+	for (size_t i = 0; i < ck->shared.cap; i++) {
+		const struct fsck_shared *r = fsck_tab_at(&ck->shared, i);
+		uint32_t want;
+
+		if (r == NULL)
+			continue;
+		want = r->counted != 0 ? r->counted : 1;
+		if (r->refs != want)
+			fsck_err(ck, K_REFCOUNT,
+				 "block %llu is mapped by %u "
+				 "shared extents, its refcount says %u",
+				 ULL(r->blk), r->refs, want);
+		ck->res->shared_blocks++;
+	}
+}
+
 /* ---- bitmaps against reachability ------------------------------------- */
 
 /* Block @b of group @g is marked in use but unreachable: leaked, or, if
@@ -910,6 +1054,7 @@ static int run(struct fsck *ck)
 	if (ret < 0)
 		return ret;
 	check_links(ck);
+	check_refcounts(ck);
 	if (count_inodes(ck) < 0)
 		return -ENOMEM;
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
@@ -923,12 +1068,14 @@ static void summary(struct fsck *ck)
 
 	if (ck->o->out == NULL)
 		return;
-	fprintf(ck->o->out, "%llu inodes (%llu dirs, %llu files, %llu "
+	fprintf(ck->o->out,
+		"%llu inodes (%llu dirs, %llu files, %llu "
 		"symlinks, %llu other), %llu orphans; %llu blocks reachable, "
-		"%llu free of %llu\n", ULL(r->inodes), ULL(r->dirs),
-		ULL(r->files), ULL(r->symlinks), ULL(r->others),
-		ULL(r->orphans), ULL(r->blocks_used), ULL(r->blocks_free),
-		ULL(ck->nblocks));
+		"%llu free of %llu (%llu unwritten, %llu shared)\n",
+		ULL(r->inodes), ULL(r->dirs), ULL(r->files), ULL(r->symlinks),
+		ULL(r->others), ULL(r->orphans), ULL(r->blocks_used),
+		ULL(r->blocks_free), ULL(ck->nblocks), ULL(r->unwritten_blocks),
+		ULL(r->shared_blocks));
 	if (r->leaked || r->doubly_used || r->used_but_free)
 		fprintf(ck->o->out, "%llu leaked, %llu doubly used, %llu used "
 			"but free blocks\n", ULL(r->leaked),
@@ -940,7 +1087,9 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 {
 	struct fsck ck = { .bd = bd, .o = o, .res = res,
 		.ovl.esize = sizeof(struct fsck_ovl_ent),
-		.inos.esize = sizeof(struct fsck_ino) };
+		.inos.esize = sizeof(struct fsck_ino),
+		.shared.esize = sizeof(struct fsck_shared),
+		.rtrees.esize = sizeof(struct fsck_rtree) };
 	int ret = -ENOMEM;
 
 	memset(res, 0, sizeof(*res));
@@ -958,6 +1107,8 @@ int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 	free(ck.dup);
 	free(ck.ginodes);
 	fsck_tab_free(&ck.inos);
+	fsck_tab_free(&ck.shared);
+	fsck_tab_free(&ck.rtrees);
 	free(ck.queue);
 	free(ck.buf);
 	free(ck.buf2);

@@ -69,6 +69,8 @@ struct fs_fsck_result {
 	uint64_t inodes, dirs, files, symlinks, others;
 	uint64_t blocks_used;	/* reachable blocks incl. fixed metadata */
 	uint64_t blocks_free;	/* per the bitmaps */
+	uint64_t unwritten_blocks; /* in unwritten extents (FORMAT.md) */
+	uint64_t shared_blocks;		/* in shared extents (reflink) */
 	uint64_t leaked, doubly_used, used_but_free;
 	uint64_t orphans;
 	unsigned journal_tx;	/* committed transactions in the overlay */

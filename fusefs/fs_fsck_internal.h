@@ -21,7 +21,7 @@ enum fsck_kind {
 	K_LINK, K_LEAK, K_FREE, K_COUNT, K_DSIZE, K_PARENT, K_BITMAP,
 	K_SBBACKUP, K_LAST_FIXABLE = K_SBBACKUP,
 	K_SB, K_META, K_RGRP, K_TREE, K_INODE, K_DIR, K_ORPHAN, K_DUP,
-	K_JOURNAL, K_LOST, K_NKINDS
+	K_JOURNAL, K_LOST, K_REFCOUNT, K_NKINDS
 };
 
 /* One block image in the overlay, by home block number: replayed from a
@@ -45,7 +45,21 @@ struct fsck_ino {
 	uint8_t orphan;		/* found on an orphan list */
 	uint8_t size_bad;	/* dirs: size field != entries */
 	uint8_t parent_bad;	/* dirs: parent field != naming dir */
+	uint8_t shares;		/* files: uses a refcount tree */
 	uint64_t entries;	/* dirs: entries found */
+};
+
+/* A device block mapped by shared extents (FS_EXT_SHARED). */
+struct fsck_shared {
+	uint64_t blk;
+	uint32_t refs;	  /* shared extents mapping it */
+	uint32_t counted; /* the refcount tree's count for it */
+};
+
+/* A refcount tree named by inodes. */
+struct fsck_rtree {
+	uint64_t blk;
+	uint64_t users; /* inodes whose refcount_blk names it */
 };
 
 /* fs_fsck_tab.c: records of @esize bytes keyed by their first field, a
@@ -81,6 +95,8 @@ struct fsck {
 	uint8_t *dup;		/* bit per block: reached more than once */
 	uint8_t *live;		/* repair: reach without the orphans */
 	struct fsck_tab inos;	/* fsck_ino by inode number */
+	struct fsck_tab shared; /* fsck_shared by device block */
+	struct fsck_tab rtrees; /* fsck_rtree by root block */
 	uint64_t *queue;	/* directories to walk */
 	size_t q_head, q_tail, q_cap;
 	uint32_t *ginodes;	/* per rgroup: inodes found in it */

@@ -128,6 +128,19 @@ static int fix_inodes(struct fsck *ck)
 
 /* ---- orphans ------------------------------------------------------------ */
 
+/* Does an orphan use a refcount tree? Releasing it here would not lower
+ * the counts of the blocks it shares. */
+static int orphans_share(const struct fsck *ck)
+{
+	for (size_t i = 0; i < ck->inos.cap; i++) {
+		const struct fsck_ino *r = fsck_tab_at(&ck->inos, i);
+
+		if (r != NULL && r->orphan && r->shares)
+			return 1;
+	}
+	return 0;
+}
+
 /* Empty every slot's orphan list: the inodes on it (and their blocks)
  * become unreachable, so the bitmaps are rebuilt from ck->live, and the
  * groups lose their inodes. */
@@ -266,7 +279,10 @@ int fsck_repair(struct fsck *ck)
 	ret = fix_backup_sb(ck);
 	if (ret == 0)
 		ret = fix_inodes(ck);
-	if (ret == 0 && ck->res->orphans > 0)
+	if (ret == 0 && ck->res->orphans > 0 && orphans_share(ck))
+		fsck_note(ck, "orphans sharing blocks (reflink) are left to "
+			      "the next mount, which lowers their counts");
+	else if (ret == 0 && ck->res->orphans > 0)
 		ret = free_orphans(ck);
 	if (ret == 0)
 		ret = fix_rgroups(ck);

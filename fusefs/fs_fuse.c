@@ -126,6 +126,7 @@ static const unsigned char op_mode[FS_OP__COUNT] = {
 	[FS_OP_CREATE] = LK_EX,		[FS_OP_WRITE] = LK_EX,
 	[FS_OP_RELEASE] = LK_PR,	[FS_OP_FALLOCATE] = LK_EX,
 	[FS_OP_SETXATTR] = LK_EX,	[FS_OP_REMOVEXATTR] = LK_EX,
+	[FS_OP_LSEEK] = LK_PR,		[FS_OP_COPY_FILE_RANGE] = LK_EX,
 };
 
 /* Every handler starts here: take the fs glock (dlm) in the op's mode.
@@ -799,6 +800,64 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 	op_end(ff, FS_OP_FALLOCATE, t0, ret);
 }
 
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0, pos = 0;
+	int ret;
+
+	if (op_begin(ff, req, FS_OP_LSEEK, &t0) < 0)
+		return;
+
+	(void)fi;
+	ret = off < 0 ? -ENXIO
+		      : fs_lseek(ff->fs, to_ino(ff, ino), (uint64_t)off, whence,
+				 &pos);
+	if (ret == 0)
+		fuse_reply_lseek(req, (off_t)pos);
+	else
+		reply_err(req, ret);
+	op_end(ff, FS_OP_LSEEK, t0, ret);
+}
+
+/*
+ * copy_file_range: block-aligned ranges are shared (reflink), the rest
+ * copied device to device (fs_copy.c). This is the only way to reflink
+ * through a mount: FICLONE/FICLONERANGE never reach a FUSE daemon (the
+ * VFS handles them through ->remap_file_range, which FUSE does not
+ * implement in 6.1 or 6.18, and fails with EOPNOTSUPP: `cp
+ * --reflink=always` fails, plain `cp` shares through copy_file_range).
+ */
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			       off_t off_out, struct fuse_file_info *fi_out,
+			       size_t len, int flags)
+{
+	struct fs_fuse *ff = ff_of(req);
+	struct fs_cred cred;
+	uint64_t t0;
+	ssize_t n;
+
+	if (op_begin(ff, req, FS_OP_COPY_FILE_RANGE, &t0) < 0)
+		return;
+
+	(void)fi_in;
+	(void)fi_out;
+	get_cred(req, &cred);
+	if (off_in < 0 || off_out < 0 || flags < 0)
+		n = -EINVAL;
+	else
+		n = fs_copy_file_range(ff->fs, &cred, to_ino(ff, ino_in),
+				       (uint64_t)off_in, to_ino(ff, ino_out),
+				       (uint64_t)off_out, len, (unsigned)flags);
+	if (n >= 0)
+		fuse_reply_write(req, (size_t)n);
+	else
+		reply_err(req, (int)n);
+	op_end(ff, FS_OP_COPY_FILE_RANGE, t0, n < 0 ? (int)n : 0);
+}
+
 /* ---- directories ---- */
 
 /*
@@ -1031,6 +1090,8 @@ static const struct fuse_lowlevel_ops ucfs_ops = {
 	.release = op_release,
 	.fsync = op_fsync,
 	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
 	.fsyncdir = op_fsyncdir,
@@ -1130,6 +1191,11 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(data_write_bytes);
 	NS_U64(rmw_blocks);
 	NS_U64(inline_to_extents);
+	NS_U64(unwritten_allocated);
+	NS_U64(unwritten_converted);
+	NS_U64(copy_bytes);
+	NS_U64(clone_bytes);
+	NS_U64(cow_blocks);
 #undef NS_U64
 }
 

@@ -351,6 +351,10 @@ int fs_tx_write(struct fs_tx *tx, struct fs_buf *b);
 
 /* Make fs_tx_end() commit and wait until durable (O_SYNC, dirsync). */
 void fs_tx_set_sync(struct fs_tx *tx);
+/* The transaction publishes data written under it (an unwritten
+ * extent converted by a write): commit it as data=ordered even with
+ * data=writeback, so a crash never shows the blocks' stale contents. */
+void fs_tx_set_ordered(struct fs_tx *tx);
 
 /* Sequence of the transaction the handle belongs to. */
 uint64_t fs_tx_seq(const struct fs_tx *tx);

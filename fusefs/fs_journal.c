@@ -17,7 +17,9 @@
  * wait for the file data writes issued so far (fs_data.c) and, if data
  * was written, flush) write descriptors + images + commit record in one
  * batch and flush (data=writeback waits for the data writes only after
- * that, before the transaction's frees become allocatable). The commit
+ * that, before the transaction's frees become allocatable, unless a
+ * handle of the transaction called fs_tx_set_ordered: then it commits as
+ * data=ordered). The commit
  * record's crc covers the whole transaction.
  * If the log lacks room, a checkpoint runs first (while handles are still
  * blocked, before the snapshot, so only committed copies are written).
@@ -91,6 +93,9 @@ struct fs_journal {
 	int aborted;		/* lock: -EIO after a failed write */
 	int data_dirty;		/* atomic */
 	int data_err;		/* atomic: data write error for next sync */
+	int run_ordered;	/* lock: the running tx converted unwritten
+				   extents: data=writeback commits it as
+				   data=ordered (fs_tx_set_ordered) */
 
 	pthread_t thread;	/* commit thread */
 	int thread_started;
@@ -594,7 +599,7 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 	struct commit_set cs = { 0 };
 	uint64_t t0 = now_ns(), dt;
 	unsigned need;
-	int ret = 0;
+	int ret = 0, ordered;
 
 	pthread_mutex_lock(&j->lock);
 	if (j->aborted) {
@@ -620,13 +625,15 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 	}
 	if (ret == 0)
 		ret = snapshot(fs, &cs);
+	ordered = !fs->opts.data_writeback || j->run_ordered;
+	j->run_ordered = 0;
 	j->blocked = 0;
 	pthread_cond_broadcast(&j->cond);
 	pthread_mutex_unlock(&j->lock);
 	if (ret < 0)
 		goto out_abort;
 
-	if (!fs->opts.data_writeback) {
+	if (ordered) {
 		/* data=ordered: data issued so far reaches the device first */
 		data_wait(fs);
 		if (__atomic_exchange_n(&j->data_dirty, 0, __ATOMIC_ACQ_REL)) {
@@ -639,7 +646,7 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 	ret = write_tx(fs, &cs);
 	if (ret < 0)
 		goto out_abort;
-	if (fs->opts.data_writeback)
+	if (!ordered)
 		data_wait(fs);	/* before our frees become allocatable */
 	pthread_mutex_lock(&j->lock);
 	j->committed_seq = cs.seq;
@@ -787,6 +794,15 @@ int fs_tx_write(struct fs_tx *tx, struct fs_buf *b)
 void fs_tx_set_sync(struct fs_tx *tx)
 {
 	tx->sync = 1;
+}
+
+void fs_tx_set_ordered(struct fs_tx *tx)
+{
+	struct fs_journal *j = tx->fs->j;
+
+	pthread_mutex_lock(&j->lock);
+	j->run_ordered = 1;
+	pthread_mutex_unlock(&j->lock);
 }
 
 uint64_t fs_tx_seq(const struct fs_tx *tx)

@@ -67,6 +67,11 @@ struct fs_ns_stats {
 	uint64_t orphans_reclaimed;	/* at mount */
 	uint64_t data_read_bytes, data_write_bytes, rmw_blocks;
 	uint64_t inline_to_extents;
+	uint64_t unwritten_allocated; /* blocks fallocated unwritten */
+	uint64_t unwritten_converted; /* unwritten blocks a write filled */
+	uint64_t copy_bytes;	      /* copied by fs_copy_file_range */
+	uint64_t clone_bytes;	      /* shared by fs_clone_range */
+	uint64_t cow_blocks;	      /* shared blocks copied on write */
 };
 
 #define FS_NS_STAT_ADD(fs, field, n) \
@@ -183,6 +188,90 @@ int fs_dir_iterate(struct fs *fs, struct fs_buf *dir, uint64_t cookie,
 		   int (*cb)(void *arg, const struct fs_dirent *de),
 		   void *arg);
 
+/* ---- fs_extent.c ---- */
+
+#define FS_FILE_MAX (1ull << 52)		/* bytes */
+#define FS_LB_END (FS_FILE_MAX / FS_BLOCK_SIZE) /* first block past it */
+/* blocks in one extent */
+#define FS_EXT_LEN_MAX ((1u << 31) - 1)
+
+/* One extent in memory: file blocks [lb, lb + len) at device blocks
+ * [phys, phys + len), flags FS_EXT_*. */
+struct fs_ext {
+	uint64_t lb;
+	uint64_t phys;
+	uint32_t len;
+	uint32_t flags;
+};
+
+/* The extent tree of regular file @ib (EXTENTS format). */
+void fs_ext_tree(struct fs *fs, struct fs_buf *ib, struct fs_btree *bt);
+/* The extent containing block @lb (0), or -ENOENT with *hole_end = the
+ * next extent's start (FS_LB_END if none); -EUCLEAN, -EIO. */
+int fs_ext_map(struct fs_btree *bt, uint64_t lb, struct fs_ext *e,
+	       uint64_t *hole_end);
+/* Insert @e (new key) or update the extent with key e->lb. */
+int fs_ext_put(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+	       int insert);
+/* Give blocks [a, b) of extent @e (as mapped now) the flags @flags,
+ * splitting @e and merging with a neighbour; fs_ext_convert_credits()
+ * credits. -EINVAL if [a, b) is not inside @e. */
+int fs_ext_set_flags(struct fs_tx *tx, struct fs_btree *bt,
+		     const struct fs_ext *e, uint64_t a, uint64_t b,
+		     uint32_t flags);
+unsigned fs_ext_convert_credits(struct fs_btree *bt);
+/* Split the extent containing @lb (if any, and not starting there) so
+ * that an extent starts at @lb: 2 * fs_btree_credits(). */
+int fs_ext_split(struct fs_tx *tx, struct fs_btree *bt, uint64_t lb);
+/* Re-key extent @e (as mapped now) to start at file block @lb; the
+ * caller makes sure no extent overlaps the new place: 2 *
+ * fs_btree_credits(). */
+int fs_ext_move(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+		uint64_t lb);
+/* SEEK_DATA (@data) / SEEK_HOLE from block @lb: *out = the first block
+ * >= @lb in a written extent / not in one (unwritten extents are holes).
+ * -ENXIO: no data at or after @lb. */
+int fs_ext_seek(struct fs_btree *bt, uint64_t lb, int data, uint64_t *out);
+
+/* Blocks [a, b) of extent @e (as mapped now) move to device blocks from
+ * @phys with flags @flags (copy on write): up to three extents, no
+ * merge; fs_ext_convert_credits(). */
+int fs_ext_remap(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
+		 uint64_t a, uint64_t b, uint64_t phys, uint32_t flags);
+
+/* ---- fs_refcount.c ---- */
+
+/* The filesystem has the reflink feature (mkfs default). */
+int fs_refc_enabled(struct fs *fs);
+/* The refcount tree root of @ib (referenced; fs_buf_put it). -EUCLEAN if
+ * it has none. */
+int fs_refc_root(struct fs *fs, struct fs_buf *ib, struct fs_buf **rb);
+/* The count of device block @phys (1: no record) and the run of blocks
+ * from it with the same count, at most @max. */
+int fs_refc_count(struct fs *fs, struct fs_buf *rb, uint64_t phys, uint32_t max,
+		  uint32_t *count, uint32_t *run);
+/* A file drops the run [phys, phys + len) of count @count: -1, the
+ * blocks are freed when @count is 1. fs_refc_credits(). */
+int fs_refc_dec(struct fs_tx *tx, struct fs_buf *rb, uint64_t phys,
+		uint32_t len, uint32_t count);
+/* Credits of one fs_refc_dec on @ib's tree (0 if it has none). */
+unsigned fs_refc_credits(struct fs *fs, struct fs_buf *ib);
+/* Make @a and @b use one tree (created if neither has one): -EOPNOTSUPP
+ * if they use different ones. fs_refc_attach_credits(). */
+int fs_refc_attach(struct fs_tx *tx, struct fs_buf *a, struct fs_buf *b);
+unsigned fs_refc_attach_credits(struct fs *fs);
+/* @ib (no shared extent left) stops using its tree; the last user frees
+ * it. fs_refc_detach_credits(). */
+int fs_refc_detach(struct fs_tx *tx, struct fs_buf *ib);
+unsigned fs_refc_detach_credits(struct fs *fs);
+/* FICLONERANGE: share [off_in, off_in + len) of @in with @out at
+ * @off_out (len 0: to the source's EOF), replacing what @out mapped
+ * there; Linux's checks and errnos (-EINVAL misaligned or overlapping,
+ * -EOPNOTSUPP no reflink feature, an inline source, or the files in two
+ * sharing groups). ns->lock excl, no I/O of either file in flight. */
+int fs_file_clone(struct fs *fs, struct fs_buf *in, struct fs_buf *out,
+		  uint64_t off_in, uint64_t off_out, uint64_t len);
+
 /* ---- fs_file.c ---- */
 
 /* Read; ns->lock shared. With a pinned record @n the device I/O runs
@@ -198,10 +287,33 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 /* ns->lock excl; wait for @n's I/O first (@n may be NULL). */
 int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		     uint64_t size);
-int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
-		      int mode, uint64_t off, uint64_t len);
 /* Free all data blocks (destroy). */
 int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
+/* Helpers fs_falloc.c shares; ns->lock exclusive, no handle held. */
+/* Credits of one write piece: an allocation mapped, or a conversion. */
+unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt);
+/* INLINE -> EXTENTS (the data moves to a block). */
+int fs_file_to_extents(struct fs *fs, struct fs_buf *ib);
+/* Free every block mapped in [lb0, lb1) (own transactions). */
+int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1);
+/* Zero bytes [from, to) of one written block, if mapped. */
+int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
+			 uint64_t to);
+/* Set the size (no unmapping) and mtime/ctime in one transaction. */
+int fs_file_set_size(struct fs *fs, struct fs_buf *ib, uint64_t size);
+
+/* ---- fs_falloc.c ---- */
+
+/* fallocate(2) (fs.h fs_fallocate); ns->lock excl; waits for @n's I/O
+ * first (@n may be NULL). */
+int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
+		      int mode, uint64_t off, uint64_t len);
+/* SEEK_DATA (@data) / SEEK_HOLE from byte @off: *out = the offset of
+ * the next data (written extent, or inline data) / hole (a hole, an
+ * unwritten extent, or the end of the file). -ENXIO if @off >= size or
+ * no data follows. ns->lock shared. */
+int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
+		 uint64_t *out);
 
 /* ---- fs_xattr.c ---- */
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define LINK_MAX_COUNT 65000u
 #define RELATIME_SECS (24 * 3600)
@@ -1268,6 +1269,88 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	}
 	unlock(fs);
 	unpin(fs, pin);
+	return ret;
+}
+
+/* Both inodes of a clone, checked: regular files (-EISDIR, -EINVAL). */
+static int clone_inodes(struct fs *fs, uint64_t in, uint64_t out,
+			struct fs_buf **bi, struct fs_buf **bo)
+{
+	int ret = fs_ino_read(fs, in, bi);
+
+	if (ret < 0)
+		return ret;
+	ret = fs_ino_read(fs, out, bo);
+	if (ret < 0) {
+		fs_buf_put(*bi);
+		return ret;
+	}
+	if (S_ISDIR(fs_di(*bi)->mode) || S_ISDIR(fs_di(*bo)->mode))
+		ret = -EISDIR;
+	else if (!S_ISREG(fs_di(*bi)->mode) || !S_ISREG(fs_di(*bo)->mode))
+		ret = -EINVAL;
+	if (ret < 0) {
+		fs_buf_put(*bi);
+		fs_buf_put(*bo);
+	}
+	return ret;
+}
+
+int fs_clone_range(struct fs *fs, const struct fs_cred *cred, uint64_t ino_in,
+		   uint64_t off_in, uint64_t ino_out, uint64_t off_out,
+		   uint64_t len)
+{
+	struct fs_inode *pin, *pout;
+	struct fs_buf *bi, *bo;
+	int ret;
+
+	pin = fs_ino_pin(fs, ino_in);
+	pout = fs_ino_pin(fs, ino_out);
+	if (pin == NULL || pout == NULL) {
+		ret = -ENOMEM;
+		goto out_unpin;
+	}
+	lock_wr(fs);
+	ret = clone_inodes(fs, ino_in, ino_out, &bi, &bo);
+	if (ret == 0) {
+		fs_range_wait_all(fs, pin);
+		fs_range_wait_all(fs, pout);
+		if (!(cred->flags & FS_CRED_FSETID) &&
+		    (fs_di(bo)->mode & (S_ISUID | S_ISGID)))
+			ret = kill_priv_tx(fs, bo);
+		if (ret == 0)
+			ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
+		if (need_nospc_retry(fs, ret))
+			ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
+		fs_buf_put(bi);
+		fs_buf_put(bo);
+	}
+	unlock(fs);
+out_unpin:
+	unpin(fs, pin);
+	unpin(fs, pout);
+	return ret;
+}
+
+int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
+	     uint64_t *out)
+{
+	struct fs_buf *b;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	lock_rd(fs);
+	ret = fs_ino_read(fs, ino, &b);
+	if (ret == 0) {
+		if (S_ISREG(fs_di(b)->mode))
+			ret =
+			    fs_file_seek(fs, b, off, whence == SEEK_DATA, out);
+		else
+			ret = S_ISDIR(fs_di(b)->mode) ? -EISDIR : -EINVAL;
+		fs_buf_put(b);
+	}
+	unlock(fs);
 	return ret;
 }
 

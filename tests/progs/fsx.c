@@ -4,18 +4,23 @@
  *
  * Usage: fsx [--seed N] [--ops N] [--maxlen BYTES] [--base BYTES]
  *            [--maxop BYTES] [--no-falloc] [--no-punch] [--no-zero]
- *            [--no-dwrite] [--direct-every N] [--quiet] FILE
+ *            [--no-shift] [--no-copy] [--no-dwrite] [--direct-every N]
+ *            [--quiet] FILE
  *
  * It performs --ops random operations on FILE (created, truncated to 0):
- * write, read, truncate (up and down), fallocate (plain and KEEP_SIZE),
- * punch hole, zero range, fsync/fdatasync, close+reopen, reads through
- * a second, independent descriptor, and block-aligned writes through an
- * O_DIRECT descriptor (mixed with buffered I/O; disabled where O_DIRECT
- * opens fail with EINVAL, e.g. tmpfs). Every result is compared with an
- * in-memory model of the file: every read's bytes, every fstat's size, and
- * the whole file every few hundred operations and at the end. On the first
- * mismatch it prints where, what was expected and what was read, the last
- * operations of the log (all of them with --log-all) and exits 1.
+ * write, read, truncate (up and down), fallocate (plain, KEEP_SIZE,
+ * punch hole, zero range with and without KEEP_SIZE, collapse range,
+ * insert range), lseek SEEK_DATA/SEEK_HOLE, copy_file_range and
+ * FICLONERANGE between two ranges of the file, fsync/fdatasync,
+ * close+reopen, reads through a second, independent descriptor, and
+ * block-aligned writes through an O_DIRECT descriptor (mixed with
+ * buffered I/O; disabled where O_DIRECT opens fail with EINVAL, e.g.
+ * tmpfs). Collapse/insert/clone ranges are block-aligned (4096) and
+ * their EINVAL cases (past EOF) are expected, not failures. Every result is
+ * compared with an in-memory model of the file: every read's bytes, every
+ * fstat's size, and the whole file every few hundred operations and at the end.
+ * On the first mismatch it prints where, what was expected and what was read,
+ * the last operations of the log (all of them with --log-all) and exits 1.
  *
  * Model: the file is size bytes; a byte at p < base is always zero (no op
  * writes there, --base puts every op at a large offset to exercise big
@@ -26,9 +31,14 @@
  * position), so a zero where data is expected points at a lost write or a
  * wrong hole, and a non-zero byte names the op that wrote it.
  *
- * An fallocate mode that returns EOPNOTSUPP is disabled for the rest of
- * the run (reported once): that is the allowed answer for unsupported
- * modes. Any other error fails the run.
+ * lseek answers are checked against the model's bytes: SEEK_DATA may
+ * skip only zeros, SEEK_HOLE must land on zeros (a hole may be reported
+ * late, never early).
+ *
+ * An fallocate mode, copy_file_range or clone that returns EOPNOTSUPP
+ * (clone also EXDEV, EINVAL or ENOTTY where the fs cannot clone) is
+ * disabled for the rest of the run (reported once): that is the allowed
+ * answer for unsupported operations. Any other error fails the run.
  *
  * Exit: 0 all operations matched, 1 mismatch or unexpected error,
  * 2 usage.
@@ -40,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,12 +67,20 @@ enum op_kind {
 	OP_REOPEN,
 	OP_READ2,
 	OP_DWRITE,
+	OP_ZERO_KEEP,
+	OP_COLLAPSE,
+	OP_INSERT,
+	OP_SEEK,
+	OP_COPY,
+	OP_CLONE,
 	OP_NKINDS
 };
 
 static const char *const op_names[OP_NKINDS] = {
-	"write", "read", "truncate", "falloc", "falloc_keep",
-	"punch", "zero_range", "fsync", "reopen", "read2", "dwrite",
+    "write",	  "read",	"truncate", "falloc", "falloc_keep",
+    "punch",	  "zero_range", "fsync",    "reopen", "read2",
+    "dwrite",	  "zero_keep",	"collapse", "insert", "seek",
+    "copy_range", "clone",
 };
 
 /* One logged operation. */
@@ -348,6 +368,8 @@ static int do_falloc(struct fsx *f, enum op_kind k, uint64_t off,
 		mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
 	else if (k == OP_ZERO)
 		mode = FALLOC_FL_ZERO_RANGE;
+	else if (k == OP_ZERO_KEEP)
+		mode = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
 	if (fallocate(f->fd, mode, (off_t)off, (off_t)len) != 0) {
 		int err = errno;
 
@@ -362,11 +384,154 @@ static int do_falloc(struct fsx *f, enum op_kind k, uint64_t off,
 	}
 	if (k == OP_PUNCH) {
 		model_zero(f, off, off + len < f->size ? off + len : f->size);
-	} else if (k == OP_ZERO) {
+	} else if (k == OP_ZERO || k == OP_ZERO_KEEP) {
 		model_zero(f, off, off + len);
 	}
 	if ((k == OP_FALLOC || k == OP_ZERO) && off + len > f->size)
 		f->size = off + len;
+	return 0;
+}
+
+/* An operation the fs may not support answered @err: disable it (0) or
+ * fail the run. */
+static int unsupported(struct fsx *f, enum op_kind k, int err, int clone)
+{
+	if (err != EOPNOTSUPP &&
+	    !(clone && (err == EXDEV || err == EINVAL || err == ENOTTY)))
+		die_errno(f, op_names[k], err);
+	if (!f->quiet)
+		printf("fsx: %s returns %s: disabled\n", op_names[k],
+		       strerror(err));
+	f->disabled[k] = 1;
+	return -err;
+}
+
+/* Block-aligned collapse / insert; EINVAL where the kernel must give it
+ * (collapse reaching EOF, insert at or past EOF). */
+static int do_shift(struct fsx *f, enum op_kind k, uint64_t off, uint64_t len)
+{
+	int mode = k == OP_COLLAPSE ? FALLOC_FL_COLLAPSE_RANGE
+				    : FALLOC_FL_INSERT_RANGE;
+	uint64_t lo = (off + 4095) & ~4095ull, n = len & ~4095ull;
+	int bad, err = 0;
+
+	if (n == 0 || lo < f->base ||
+	    (k == OP_INSERT && f->size + n > f->base + f->maxlen))
+		return 0;
+	f->log[f->opno].off = lo;
+	f->log[f->opno].len = n;
+	bad = k == OP_COLLAPSE ? lo + n >= f->size : lo >= f->size;
+	if (fallocate(f->fd, mode, (off_t)lo, (off_t)n) != 0)
+		err = errno;
+	if (err != 0 && err != EINVAL)
+		return unsupported(f, k, err, 0);
+	if ((err == EINVAL) != bad) {
+		fprintf(stderr,
+			"fsx: %s at %#" PRIx64 " len %#" PRIx64
+			" size %#" PRIx64 ": %s\n",
+			op_names[k], lo, n, f->size,
+			err ? "EINVAL" : "succeeded");
+		fail_at(f, op_names[k], "wrong result");
+	}
+	if (err != 0)
+		return -err;
+	if (k == OP_COLLAPSE) {
+		memmove(f->mbuf + (lo - f->base), f->mbuf + (lo + n - f->base),
+			f->size - lo - n);
+		model_zero(f, f->size - n, f->size);
+		f->size -= n;
+	} else {
+		memmove(f->mbuf + (lo + n - f->base), f->mbuf + (lo - f->base),
+			f->size - lo);
+		model_zero(f, lo, lo + n);
+		f->size += n;
+	}
+	return 0;
+}
+
+/* SEEK_DATA may skip only zeros; SEEK_HOLE must land on zeros (up to
+ * the end of its block). */
+static void do_seek(struct fsx *f, uint64_t off)
+{
+	off_t d = lseek(f->fd, (off_t)off, SEEK_DATA);
+	int derr = errno;
+	off_t h = lseek(f->fd, (off_t)off, SEEK_HOLE);
+	int herr = errno;
+	uint64_t end;
+
+	if (off >= f->size) {
+		if (d >= 0 || h >= 0 || derr != ENXIO || herr != ENXIO)
+			fail_at(f, "lseek", "no ENXIO at/past EOF");
+		return;
+	}
+	if (h < 0)
+		die_errno(f, "SEEK_HOLE", herr);
+	if (d < 0 && derr != ENXIO)
+		die_errno(f, "SEEK_DATA", derr);
+	end = d < 0 ? f->size : (uint64_t)d;
+	if (end < off || end > f->size || (uint64_t)h < off ||
+	    (uint64_t)h > f->size)
+		fail_at(f, "lseek", "offset out of range");
+	for (uint64_t p = off; p < end; p++)
+		if (model_byte(f, p) != 0)
+			fail_at(f, "SEEK_DATA", "skipped data");
+	end = ((uint64_t)h / 4096 + 1) * 4096;
+	for (uint64_t p = (uint64_t)h; p < end && p < f->size; p++)
+		if (model_byte(f, p) != 0)
+			fail_at(f, "SEEK_HOLE", "hole on data");
+}
+
+/* copy_file_range or FICLONERANGE from [off, off + len) to another
+ * place in the window (clone: block-aligned); overlapping ranges of one
+ * file are EINVAL for both. */
+static int do_copy(struct fsx *f, enum op_kind k, uint64_t off, uint64_t len)
+{
+	uint64_t dst = f->base + rnd_below(f, f->maxlen), n = 0, want;
+	int err = 0;
+
+	if (k == OP_CLONE) {
+		off = (off + 4095) & ~4095ull;
+		dst &= ~4095ull;
+		len &= ~4095ull;
+	}
+	if (off < f->base || dst < f->base || len == 0)
+		return 0;
+	if (dst + len > f->base + f->maxlen)
+		len = (f->base + f->maxlen - dst) &
+		      (k == OP_CLONE ? ~4095ull : ~0ull);
+	want = off >= f->size ? 0 : f->size - off < len ? f->size - off : len;
+	if (want == 0 || (off < dst + want && dst < off + want))
+		return 0; /* nothing to copy, or overlapping */
+	if (k == OP_CLONE && want != len)
+		return 0; /* clone to EOF only when EOF is aligned */
+	f->log[f->opno].off = off;
+	f->log[f->opno].len = want;
+	if (k == OP_CLONE) {
+		struct file_clone_range cr = {.src_fd = f->fd,
+					      .src_offset = off,
+					      .src_length = want,
+					      .dest_offset = dst};
+
+		if (ioctl(f->fd, FICLONERANGE, &cr) != 0)
+			err = errno;
+		n = err == 0 ? want : 0;
+	}
+	while (k == OP_COPY && n < want) {
+		loff_t oi = (loff_t)(off + n), oo = (loff_t)(dst + n);
+		ssize_t r =
+		    copy_file_range(f->fd, &oi, f->fd, &oo, want - n, 0);
+
+		if (r <= 0) {
+			err = r < 0 ? errno : EIO;
+			break;
+		}
+		n += (uint64_t)r;
+	}
+	if (err != 0)
+		return unsupported(f, k, err, k == OP_CLONE);
+	memmove(f->mbuf + (dst - f->base), f->mbuf + (off - f->base), want);
+	if (dst + want > f->size)
+		f->size = dst + want;
 	return 0;
 }
 
@@ -418,7 +583,7 @@ static enum op_kind pick_kind(struct fsx *f)
 {
 	/* weights: reads and writes dominate, like fsx */
 	static const unsigned weight[OP_NKINDS] = {
-		30, 20, 8, 4, 4, 6, 4, 4, 3, 6, 5,
+	    30, 20, 8, 4, 4, 6, 4, 4, 3, 6, 5, 3, 3, 3, 6, 5, 3,
 	};
 	unsigned total = 0, r;
 
@@ -498,7 +663,19 @@ static void run_op(struct fsx *f)
 	case OP_FALLOC_KEEP:
 	case OP_PUNCH:
 	case OP_ZERO:
+	case OP_ZERO_KEEP:
 		r->ret = do_falloc(f, k, off, len);
+		break;
+	case OP_COLLAPSE:
+	case OP_INSERT:
+		r->ret = do_shift(f, k, off, len);
+		break;
+	case OP_SEEK:
+		do_seek(f, off);
+		break;
+	case OP_COPY:
+	case OP_CLONE:
+		r->ret = do_copy(f, k, off, len);
 		break;
 	case OP_DWRITE:
 		do_dwrite(f, off, len);
@@ -523,8 +700,9 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: fsx [--seed N] [--ops N] [--maxlen B] [--base B]"
 		" [--maxop B]\n"
-		"           [--no-falloc] [--no-punch] [--no-zero] [--no-dwrite]"
-		" [--direct-every N]\n"
+		"           [--no-falloc] [--no-punch] [--no-zero] [--no-shift]"
+		" [--no-copy]\n"
+		"           [--no-dwrite] [--direct-every N]\n"
 		"           [--log-all] [--quiet] FILE\n");
 	return 2;
 }
@@ -553,7 +731,11 @@ static int parse_args(struct fsx *f, int argc, char **argv, uint64_t *seed)
 		else if (strcmp(a, "--no-punch") == 0)
 			f->disabled[OP_PUNCH] = 1;
 		else if (strcmp(a, "--no-zero") == 0)
-			f->disabled[OP_ZERO] = 1;
+			f->disabled[OP_ZERO] = f->disabled[OP_ZERO_KEEP] = 1;
+		else if (strcmp(a, "--no-shift") == 0)
+			f->disabled[OP_COLLAPSE] = f->disabled[OP_INSERT] = 1;
+		else if (strcmp(a, "--no-copy") == 0)
+			f->disabled[OP_COPY] = f->disabled[OP_CLONE] = 1;
 		else if (strcmp(a, "--no-dwrite") == 0)
 			f->disabled[OP_DWRITE] = 1;
 		else if (strcmp(a, "--log-all") == 0)

@@ -25,6 +25,12 @@
  *  3. unmount cleanly and check clean with fsck again.
  * Both data=ordered and data=writeback mounts are tested. Failures print
  * the crash point and the seed.
+ *
+ * Then (test_unwritten_*, test_cow_writeback) power loss at EVERY write
+ * of a workload writing into a preallocated (unwritten) file, or into a
+ * clone (copy on write), laid over blocks full of stale bytes: each byte
+ * read back is the last fsync'ed one or a later write's, never stale,
+ * and the clone's source never changes.
  */
 #include "tests/unit/harness.h"
 #include "tests/unit/fs_testutil.h"
@@ -539,10 +545,305 @@ static void test_power_loss_writeback(void)
 	power_loss_points();
 }
 
+/* ---- unwritten extent conversion ---- */
+
+/*
+ * A file preallocated (unwritten) over blocks full of stale bytes, then
+ * written at random places, fsync'ed now and then; power fails at every
+ * write index of that workload. After recovery each byte must be what
+ * the last fsync left if nothing was written there since, else that or
+ * a byte one of the later writes put there: never a stale byte, never a
+ * zero where fsync'ed data was.
+ */
+#define UW_SIZE (1u << 20)
+#define UW_OPS 24
+#define UW_STALE 0xEE
+#define UW_SRC 0xAA /* the cloned source's bytes (copy on write) */
+
+struct uw {
+	uint8_t synced[UW_SIZE]; /* content at the last fsync */
+	uint32_t wrote[UW_SIZE]; /* ops that wrote here since */
+};
+
+/* Never 0, never UW_STALE. */
+static uint8_t uw_byte(unsigned k, uint64_t pos)
+{
+	return (uint8_t)((pos % 199 + k) % 200 + 1);
+}
+
+/* "u" clones all of "src" (UW_SIZE bytes of UW_SRC): writes into it copy
+ * on write, onto blocks full of stale bytes. *src = its inode. */
+static int uw_clone(struct fs *fs, const struct fs_cred *cr, uint64_t ino,
+		    uint64_t *src)
+{
+	static uint8_t buf[UW_SIZE];
+	struct fs_attr a;
+	int ret;
+
+	memset(buf, UW_SRC, sizeof(buf));
+	ret = fs_create(fs, cr, fs_root(fs), "src", 0644, O_RDWR, &a);
+	if (ret == 0 && fs_write(fs, cr, a.ino, buf, UW_SIZE, 0) != UW_SIZE)
+		ret = -EIO;
+	if (ret == 0)
+		ret = fs_clone_range(fs, cr, a.ino, 0, ino, 0, 0);
+	if (ret == 0)
+		ret = fs_sync(fs);
+	*src = a.ino;
+	return ret;
+}
+
+/* Fill the free space with stale bytes, free it, preallocate "u" (or,
+ * with @src, make "u" a clone of "src"). */
+static int uw_prepare(struct fs *fs, const struct fs_cred *cr, uint64_t *ino,
+		      uint64_t *src)
+{
+	static uint8_t buf[1 << 20];
+	struct fs_attr a;
+	ssize_t n = sizeof(buf);
+	int ret;
+
+	memset(buf, UW_STALE, sizeof(buf));
+	ret = fs_create(fs, cr, fs_root(fs), "stale", 0644, O_RDWR, &a);
+	for (uint64_t off = 0; ret == 0 && n == sizeof(buf); off += n)
+		n = fs_write(fs, cr, a.ino, buf, sizeof(buf), off);
+	if (ret < 0 || (n < 0 && n != -ENOSPC))
+		return ret < 0 ? ret : (int)n;
+	fs_release(fs, a.ino);
+	fs_forget(fs, a.ino, 1);
+	ret = fs_unlink(fs, cr, fs_root(fs), "stale");
+	if (ret == 0)
+		ret = fs_sync(fs);
+	if (ret == 0)
+		ret = fs_create(fs, cr, fs_root(fs), "u", 0644, O_RDWR, &a);
+	*ino = a.ino;
+	if (ret == 0 && src != NULL)
+		return uw_clone(fs, cr, a.ino, src);
+	if (ret == 0)
+		ret = fs_fallocate(fs, cr, a.ino, 0, 0, UW_SIZE);
+	if (ret == 0)
+		ret = fs_sync(fs);
+	return ret;
+}
+
+/* Blocks of @ino's unwritten extents whose device bytes are stale. */
+static uint64_t uw_stale_blocks(struct bd_dev *bd, uint64_t ino)
+{
+	struct fs_dinode *di = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint8_t *b = bd_buf_alloc(FS_BLOCK_SIZE);
+	const struct fs_btree_nhdr *nh;
+	const struct fs_btree_leaf_slot *sl;
+	struct fs_extent_val v;
+	uint64_t n = 0;
+
+	if (di == NULL || b == NULL ||
+	    bd_read(bd, di, FS_BLOCK_SIZE, ino * FS_BLOCK_SIZE) < 0)
+		goto out;
+	nh = (const void *)di->inline_area;
+	sl = (const void *)(nh + 1);
+	for (unsigned i = 0; nh->level == 0 && i < nh->nkeys; i++) {
+		memcpy(&v, di->inline_area + sl[i].off, sizeof(v));
+		for (uint32_t k = 0; (v.flags & FS_EXT_UNWRITTEN) && k < v.len;
+		     k++)
+			if (bd_read(bd, b, FS_BLOCK_SIZE,
+				    (v.phys + k) * FS_BLOCK_SIZE) == 0 &&
+			    b[0] == UW_STALE)
+				n++;
+	}
+out:
+	free(di);
+	free(b);
+	return n;
+}
+
+static int uw_workload(struct fs *fs, const struct fs_cred *cr, uint64_t ino,
+		       uint64_t seed, struct uw *m, struct bd_fault *f,
+		       uint8_t base)
+{
+	static uint8_t buf[40000];
+	uint64_t rng = seed | 1;
+
+	memset(m->synced, base, UW_SIZE);
+	memset(m->wrote, 0, sizeof(m->wrote));
+	for (unsigned k = 1; k <= UW_OPS && !bd_fault_crashed(f); k++) {
+		uint64_t off = trand(&rng) % UW_SIZE;
+		size_t len = 1 + trand(&rng) % sizeof(buf);
+		ssize_t n;
+
+		if (off + len > UW_SIZE)
+			len = UW_SIZE - off;
+		for (size_t i = 0; i < len; i++) {
+			buf[i] = uw_byte(k, off + i);
+			m->wrote[off + i] |= 1u << k;
+		}
+		n = fs_write(fs, cr, ino, buf, len, off);
+		if (n != (ssize_t)len)
+			return bd_fault_crashed(f) ? 0 : -EIO;
+		if (k % 6 == 0 && fs_fsync(fs, ino, 0) == 0) {
+			for (uint64_t p = 0; p < UW_SIZE; p++)
+				if (m->wrote[p] != 0)
+					m->synced[p] = uw_byte(
+					    31 - (unsigned)__builtin_clz(
+						     m->wrote[p]),
+					    p);
+			memset(m->wrote, 0, sizeof(m->wrote));
+		}
+	}
+	return 0;
+}
+
+/* The clone's source is intact: every byte UW_SRC. */
+static int uw_src_intact(struct fs *fs, uint64_t src)
+{
+	static uint8_t got[UW_SIZE];
+
+	if (fs_read(fs, src, got, UW_SIZE, 0) != UW_SIZE)
+		return 0;
+	for (uint64_t p = 0; p < UW_SIZE; p++)
+		if (got[p] != UW_SRC) {
+			fprintf(stderr, "  source byte %llu is %#x\n",
+				(unsigned long long)p, got[p]);
+			return 0;
+		}
+	return 1;
+}
+
+/* Every byte: the fsync'ed one, or one a later write put there. */
+static int uw_check(struct fs *fs, uint64_t ino, const struct uw *m)
+{
+	static uint8_t got[UW_SIZE];
+	struct fs_attr a;
+
+	if (fs_getattr(fs, ino, &a) < 0 || a.size != UW_SIZE ||
+	    fs_read(fs, ino, got, UW_SIZE, 0) != UW_SIZE) {
+		fprintf(stderr, "  preallocated file lost or short\n");
+		return 0;
+	}
+	for (uint64_t p = 0; p < UW_SIZE; p++) {
+		int ok = got[p] == m->synced[p];
+
+		for (unsigned k = 1; !ok && k <= UW_OPS; k++)
+			ok = (m->wrote[p] >> k & 1) && got[p] == uw_byte(k, p);
+		if (!ok) {
+			fprintf(stderr, "  byte %llu is %#x (fsync'ed %#x)%s\n",
+				(unsigned long long)p, got[p], m->synced[p],
+				got[p] == UW_STALE ? ": STALE" : "");
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* One run, crashing at write @n (0: none); *writes = writes issued.
+ * @src: "u" is a clone of it (0: "u" was preallocated). */
+static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t src,
+		  uint64_t seed, uint64_t n, int tear, uint64_t *writes)
+{
+	static struct uw m;
+	struct fs_cred cr = {.flags = FS_CRED_FSETID};
+	struct bd_dev *lower, *bd, *after;
+	struct bd_fault *f;
+	struct fs *fs;
+	int ok = 1;
+
+	lower = ram_copy(tmpl);
+	if (lower == NULL || bd_fault_open(lower, &bd, &f) < 0)
+		return 0;
+	if (mount_on(bd, &fs) < 0) {
+		bd_close(bd);
+		return 0;
+	}
+	if (n > 0 && tear)
+		bd_fault_tear_nth(f, n, (size_t)(n % 8) * 512);
+	else if (n > 0)
+		bd_fault_crash_nth(f, n);
+	if (uw_workload(fs, &cr, ino, seed, &m, f, src ? UW_SRC : 0) < 0)
+		ok = 0;
+	if (writes != NULL)
+		*writes = bd_fault_writes(f);
+	if (!bd_fault_crashed(f))
+		bd_fault_crash(f, 0);
+	fs_abandon(fs);
+	after = ram_copy(lower);
+	bd_close(bd);
+	if (after == NULL)
+		return 0;
+	ok &= fsck_clean(after, "before mount");
+	if (mount_on(after, &fs) < 0) {
+		ok = 0;
+	} else {
+		ok &= uw_check(fs, ino, &m);
+		ok &= src == 0 || uw_src_intact(fs, src);
+		ok &= fs_unmount(fs) == 0;
+		ok &= fsck_clean(after, "after recovery");
+	}
+	bd_close(after);
+	return ok;
+}
+
+static void unwritten_points(int cow)
+{
+	struct fs_cred cr = {.flags = FS_CRED_FSETID};
+	struct bd_dev *tmpl = make_template();
+	uint64_t seed = t_seed(), total = 0, ino = 0, src = 0;
+	unsigned failures = 0, trials = 0;
+	struct fs *fs;
+
+	REQUIRE(tmpl != NULL);
+	REQUIRE(mount_on(tmpl, &fs) == 0);
+	CHECK_EQ(uw_prepare(fs, &cr, &ino, cow ? &src : NULL), 0);
+	CHECK_EQ(fs_unmount(fs), 0);
+	/* the test means something only over stale blocks */
+	CHECK(cow || uw_stale_blocks(tmpl, ino) > UW_SIZE / FS_BLOCK_SIZE / 2);
+	if (!uw_run(tmpl, ino, src, seed, 0, 0, &total)) {
+		CHECK(!"dry run failed");
+		bd_close(tmpl);
+		return;
+	}
+	for (uint64_t n = 1; n <= total + 1; n++, trials++) {
+		if (uw_run(tmpl, ino, src, seed, n, (int)(n % 2), NULL))
+			continue;
+		fprintf(stderr,
+			"  FAILED: %s at write %llu of %llu (seed "
+			"%llu)\n",
+			n % 2 ? "torn write" : "crash", (unsigned long long)n,
+			(unsigned long long)total, (unsigned long long)seed);
+		failures++;
+	}
+	printf("  %u crash points (every write of %llu), %u failed\n", trials,
+	       (unsigned long long)total, failures);
+	CHECK_EQ(failures, 0);
+	bd_close(tmpl);
+}
+
+static void test_unwritten_ordered(void)
+{
+	data_mode = FS_DATA_ORDERED;
+	unwritten_points(0);
+}
+
+/* conversions commit as data=ordered in data=writeback too */
+static void test_unwritten_writeback(void)
+{
+	data_mode = FS_DATA_WRITEBACK;
+	unwritten_points(0);
+}
+
+/* copy on write of a clone: the source never changes, the clone shows
+ * its old bytes or new ones, never stale ones (data=writeback: COW
+ * transactions commit as data=ordered too) */
+static void test_cow_writeback(void)
+{
+	data_mode = FS_DATA_WRITEBACK;
+	unwritten_points(1);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
 	T_RUN(test_power_loss_ordered);
 	T_RUN(test_power_loss_writeback);
+	T_RUN(test_unwritten_ordered);
+	T_RUN(test_unwritten_writeback);
+	T_RUN(test_cow_writeback);
 	return t_done();
 }

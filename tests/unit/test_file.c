@@ -180,11 +180,14 @@ static void test_fallocate(void)
 	CHECK_EQ(fs_fallocate(t.fs, tfs_cred(&t), (uint64_t)f,
 			      FALLOC_FL_PUNCH_HOLE, 0, 4096), -EOPNOTSUPP);
 	CHECK_EQ(fs_fallocate(t.fs, tfs_cred(&t), (uint64_t)f,
-			      FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EOPNOTSUPP);
+			      FALLOC_FL_UNSHARE_RANGE, 0, 4096),
+		 -EOPNOTSUPP);
 	CHECK_EQ(fs_fallocate(t.fs, tfs_cred(&t), (uint64_t)f,
-			      FALLOC_FL_ZERO_RANGE, 0, 4096), -EOPNOTSUPP);
-	CHECK_EQ(fs_fallocate(t.fs, tfs_cred(&t), (uint64_t)f,
-			      FALLOC_FL_INSERT_RANGE, 0, 4096), -EOPNOTSUPP);
+			      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE, 0,
+			      4096),
+		 -EOPNOTSUPP);
+	CHECK_EQ(fs_fallocate(t.fs, tfs_cred(&t), (uint64_t)f, 0x400, 0, 4096),
+		 -EOPNOTSUPP); /* unknown */
 	tfs_close(&t);
 }
 
