@@ -70,6 +70,10 @@ check pt_scale_mkdirs_counted test "$(d mkdir)" -eq "$DIRS"
 check pt_scale_create_errors test "$(jq .fuse.ops.create.errors "$T/s1.json")" -eq 0
 
 check pt_scale_rm rm -rf "$MNT"/d*
+# the descriptor cache turned over, and every handle reopened
+"$B/ucfs-stat" --json "$MNT" >"$T/s2.json"
+check pt_scale_cache_reused jq -e '.passthrough.fd_evictions > 0 and
+	.passthrough.fd_opens > 0 and .passthrough.stale == 0' "$T/s2.json"
 check pt_scale_lower_empty test -z "$(ls -A "$LOW" | grep -v lost+found)"
 check pt_scale_daemon_alive kill -0 $PID
 check pt_scale_no_emfile sh -c "! grep -qi 'too many open files' '$T/ucfs.log'"
