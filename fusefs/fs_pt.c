@@ -6,7 +6,9 @@
  * a one-line reason. The "passthrough" section (fusefs/STATS.md) splits
  * each op's handler time into the time inside the lower filesystem's
  * system calls (lower_ns), the time turning handles into descriptors
- * (resolve_ns) and the rest, the lens's own work (lens_ns).
+ * (resolve_ns), the time sending the reply (reply_ns: libfuse and the
+ * write to /dev/fuse, FUSE transit) and the rest, the lens's own work
+ * (lens_ns).
  */
 #include "fusefs/fs_pt_internal.h"
 
@@ -163,13 +165,13 @@ static uint64_t ld(_Atomic uint64_t *p)
 }
 
 /* One op's split; adds its figures to @tot ([0] lower, [1] resolve,
- * [2] lens, [3] calls). */
+ * [2] reply, [3] lens, [4] calls). */
 static void op_split(struct fs_json *ops, struct fs_pt *pt, enum fs_op op,
 		     uint64_t *tot)
 {
 	struct pt_op_acct *a = &pt->acct[op];
+	uint64_t lower, resolve, reply, lens, known;
 	struct fs_op_counts c;
-	uint64_t lower, resolve, lens;
 	struct fs_json *o;
 
 	fs_stats_op_get(pt->st, op, &c);
@@ -177,26 +179,30 @@ static void op_split(struct fs_json *ops, struct fs_pt *pt, enum fs_op op,
 		return;
 	lower = ld(&a->lower_ns);
 	resolve = ld(&a->resolve_ns);
+	reply = ld(&a->reply_ns);
 	/* read apart from the handler total: clamp ops in flight */
-	lens = c.total_ns > lower + resolve ? c.total_ns - lower - resolve : 0;
+	known = lower + resolve + reply;
+	lens = c.total_ns > known ? c.total_ns - known : 0;
 	o = fs_json_obj(ops, fs_op_name(op));
 	fs_json_u64(o, "count", c.count);
 	fs_json_u64(o, "lower_calls", ld(&a->calls));
 	fs_json_u64(o, "handler_ns", c.total_ns);
 	fs_json_u64(o, "lower_ns", lower);
 	fs_json_u64(o, "resolve_ns", resolve);
+	fs_json_u64(o, "reply_ns", reply);
 	fs_json_u64(o, "lens_ns", lens);
 	tot[0] += lower;
 	tot[1] += resolve;
-	tot[2] += lens;
-	tot[3] += ld(&a->calls);
+	tot[2] += reply;
+	tot[3] += lens;
+	tot[4] += ld(&a->calls);
 }
 
 static void pt_section(struct fs_json *o, void *arg)
 {
 	struct fs_pt *pt = arg;
 	struct fs_json *ops;
-	uint64_t tot[4] = {0, 0, 0, 0}, inodes;
+	uint64_t tot[5] = {0, 0, 0, 0, 0}, inodes;
 	unsigned fds;
 
 	pthread_mutex_lock(&pt->tbl_lock);
@@ -221,8 +227,9 @@ static void pt_section(struct fs_json *o, void *arg)
 		op_split(ops, pt, (enum fs_op)op, tot);
 	fs_json_u64(o, "lower_ns", tot[0]);
 	fs_json_u64(o, "resolve_ns", tot[1]);
-	fs_json_u64(o, "lens_ns", tot[2]);
-	fs_json_u64(o, "lower_calls", tot[3]);
+	fs_json_u64(o, "reply_ns", tot[2]);
+	fs_json_u64(o, "lens_ns", tot[3]);
+	fs_json_u64(o, "lower_calls", tot[4]);
 }
 
 int fs_pt_stats_add(struct fs_pt *pt, struct fs_stats *st)

@@ -79,6 +79,7 @@ struct pt_op_acct {
 	_Atomic uint64_t calls;	     /* system calls to the lower fs */
 	_Atomic uint64_t lower_ns;   /* time inside them */
 	_Atomic uint64_t resolve_ns; /* time turning handles into fds */
+	_Atomic uint64_t reply_ns;   /* time sending the reply */
 };
 
 struct fs_pt {
@@ -122,6 +123,7 @@ struct pt_req {
 	uint64_t t0;
 	uint64_t lower_ns;
 	uint64_t resolve_ns;
+	uint64_t t_reply; /* when the reply started (replying()) */
 	unsigned calls;
 };
 

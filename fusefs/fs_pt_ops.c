@@ -51,6 +51,7 @@ static void req_begin(struct pt_req *r, fuse_req_t req, enum fs_op op)
 	r->lower_ns = 0;
 	r->resolve_ns = 0;
 	r->calls = 0;
+	r->t_reply = 0;
 }
 
 static void req_end(struct pt_req *r, int err)
@@ -66,7 +67,18 @@ static void req_end(struct pt_req *r, int err)
 	if (r->resolve_ns > 0)
 		atomic_fetch_add_explicit(&a->resolve_ns, r->resolve_ns,
 					  memory_order_relaxed);
+	if (r->t_reply != 0)
+		atomic_fetch_add_explicit(&a->reply_ns, pt_now() - r->t_reply,
+					  memory_order_relaxed);
 	fs_stats_op_end(r->pt->st, r->op, r->t0, err);
+}
+
+/* Every reply goes out through this: from here on the time is the reply's
+ * (libfuse and the write to /dev/fuse that wakes the caller). */
+static fuse_req_t replying(struct pt_req *r)
+{
+	r->t_reply = pt_now();
+	return r->req;
 }
 
 static void reply_err(fuse_req_t req, int ret)
@@ -107,11 +119,11 @@ static void reply_entry(struct pt_req *r, int ret, struct pt_inode *pi,
 	struct fuse_entry_param e;
 
 	if (ret < 0) {
-		reply_err(r->req, ret);
+		reply_err(replying(r), ret);
 		return;
 	}
 	fill_entry(r->pt, pi, st, &e);
-	if (fuse_reply_entry(r->req, &e) == -ENOENT)
+	if (fuse_reply_entry(replying(r), &e) == -ENOENT)
 		pt_inode_forget(r->pt, pi, 1);
 }
 
@@ -169,7 +181,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ret = lookup_reply(&r, dfd, name);
 		inode_put(&r, dir, dfd);
 	} else {
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	}
 	req_end(&r, ret);
 }
@@ -214,9 +226,9 @@ static int do_fstat(struct pt_req *r, int fd, struct stat *st)
 static void reply_attr(struct pt_req *r, int ret, const struct stat *st)
 {
 	if (ret < 0)
-		reply_err(r->req, ret);
+		reply_err(replying(r), ret);
 	else
-		fuse_reply_attr(r->req, st, r->pt->timeout);
+		fuse_reply_attr(replying(r), st, r->pt->timeout);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -325,9 +337,9 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 	if (n >= 0) {
 		buf[n] = '\0';
-		fuse_reply_readlink(req, buf);
+		fuse_reply_readlink(replying(&r), buf);
 	} else {
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	}
 	req_end(&r, n < 0 ? (int)n : 0);
 }
@@ -362,7 +374,7 @@ static void do_make(fuse_req_t req, enum fs_op op, fuse_ino_t parent,
 	if (ret >= 0)
 		ret = lookup_reply(&r, dfd, name);
 	else
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	inode_put(&r, dir, dfd);
 	req_end(&r, ret);
 }
@@ -402,7 +414,7 @@ static void do_remove(fuse_req_t req, enum fs_op op, fuse_ino_t parent,
 		ret = (int)pt_done(&r, t, unlinkat(dfd, name, flags));
 	}
 	inode_put(&r, dir, dfd);
-	reply_err(req, ret);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -438,7 +450,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	inode_put(&r, ndir, nfd);
 	inode_put(&r, dir, dfd);
-	reply_err(req, ret);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -469,7 +481,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	if (ret >= 0)
 		ret = lookup_reply(&r, nfd, newname);
 	else
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	inode_put(&r, ndir, nfd);
 	inode_put(&r, pi, fd);
 	req_end(&r, ret);
@@ -511,11 +523,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	inode_put(&r, pi, fd);
 	if (ret >= 0) {
 		fi->fh = (uint64_t)ret;
-		if (fuse_reply_open(req, fi) == -ENOENT)
+		if (fuse_reply_open(replying(&r), fi) == -ENOENT)
 			close(ret);
 		ret = 0;
 	} else {
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	}
 	req_end(&r, ret);
 }
@@ -549,14 +561,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (ret >= 0) {
 		fi->fh = (uint64_t)fd;
 		fill_entry(r.pt, pi, &st, &e);
-		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		if (fuse_reply_create(replying(&r), &e, fi) == -ENOENT) {
 			close(fd);
 			pt_inode_forget(r.pt, pi, 1);
 		}
 	} else {
 		if (fd >= 0)
 			close(fd);
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	}
 	req_end(&r, ret);
 }
@@ -579,9 +591,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		n = pt_done(&r, t, pread((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
+		fuse_reply_buf(replying(&r), buf, (size_t)n);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
 
@@ -611,9 +623,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		n = pt_done(&r, t, pwrite((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_write(req, (size_t)n);
+		fuse_reply_write(replying(&r), (size_t)n);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
 
@@ -633,7 +645,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		t = pt_now();
 		ret = (int)pt_done(&r, t, close(fd));
 	}
-	reply_err(req, ret);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -647,7 +659,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	(void)ino;
 	t = pt_now();
 	pt_done(&r, t, close((int)fi->fh));
-	reply_err(req, 0);
+	reply_err(replying(&r), 0);
 	req_end(&r, 0);
 }
 
@@ -667,7 +679,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	req_begin(&r, req, FS_OP_FSYNC);
 	(void)ino;
 	ret = do_sync(&r, (int)fi->fh, datasync);
-	reply_err(req, ret);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -686,7 +698,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		ret =
 		    (int)pt_done(&r, t, fallocate((int)fi->fh, mode, off, len));
 	}
-	reply_err(req, ret);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -711,9 +723,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 					    (unsigned)flags));
 	}
 	if (n < 0)
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_write(req, (size_t)n);
+		fuse_reply_write(replying(&r), (size_t)n);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
 
@@ -729,9 +741,9 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	t = pt_now();
 	n = pt_done(&r, t, lseek((int)fi->fh, off, whence));
 	if (n < 0)
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_lseek(req, n);
+		fuse_reply_lseek(replying(&r), n);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
 
@@ -777,14 +789,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	if (ret >= 0) {
 		pthread_mutex_init(&d->lock, NULL);
 		fi->fh = (uintptr_t)d;
-		if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (fuse_reply_open(replying(&r), fi) == -ENOENT) {
 			close(d->fd);
 			free(d);
 		}
 		ret = 0;
 	} else {
 		free(d);
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	}
 	req_end(&r, ret);
 }
@@ -894,9 +906,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off,
 		pthread_mutex_unlock(&d->lock);
 	}
 	if (n < 0)
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
+		fuse_reply_buf(replying(&r), buf, (size_t)n);
 	free(buf);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
@@ -928,7 +940,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	pt_done(&r, t, close(d->fd));
 	pthread_mutex_destroy(&d->lock);
 	free(d);
-	reply_err(req, 0);
+	reply_err(replying(&r), 0);
 	req_end(&r, 0);
 }
 
@@ -942,7 +954,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	req_begin(&r, req, FS_OP_FSYNCDIR);
 	(void)ino;
 	ret = do_sync(&r, d->fd, datasync);
-	reply_err(req, ret);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -962,9 +974,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 		inode_put(&r, pi, fd);
 	}
 	if (ret < 0)
-		reply_err(req, ret);
+		reply_err(replying(&r), ret);
 	else
-		fuse_reply_statfs(req, &sv);
+		fuse_reply_statfs(replying(&r), &sv);
 	req_end(&r, ret);
 }
 
@@ -1018,13 +1030,13 @@ static void do_xattr(fuse_req_t req, enum fs_op op, fuse_ino_t ino,
 	}
 	inode_put(&r, pi, fd);
 	if (n < 0)
-		reply_err(req, (int)n);
+		reply_err(replying(&r), (int)n);
 	else if (a->kind == XA_SET || a->kind == XA_REMOVE)
-		reply_err(req, 0);
+		reply_err(replying(&r), 0);
 	else if (a->size == 0)
-		fuse_reply_xattr(req, (size_t)n);
+		fuse_reply_xattr(replying(&r), (size_t)n);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
+		fuse_reply_buf(replying(&r), buf, (size_t)n);
 	free(buf);
 	req_end(&r, n < 0 ? (int)n : 0);
 }

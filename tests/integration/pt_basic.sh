@@ -125,11 +125,12 @@ check pt_copy_file_range_1 test "$(delta fuse.ops.copy_file_range.count)" -eq 1
 check pt_direct_data cmp "$T/data" "$T/back"
 check pt_copy_data sh -c "head -c 1M '$T/data' | cmp - '$LOW/copy'"
 # every create made one openat(O_CREAT) and the lookup's three calls;
-# the split is consistent: lower + resolve + lens = handler
+# the split is consistent: lower + resolve + reply + lens = handler
 check pt_split_create jq -e '.passthrough.ops.create as $c |
 	$c.count == 102 and $c.lower_calls >= 4 * 102 and
 	$c.lower_ns > 0 and $c.lower_ns <= $c.handler_ns and
-	$c.lower_ns + $c.resolve_ns + $c.lens_ns == $c.handler_ns' \
+	$c.reply_ns > 0 and
+	$c.lower_ns + $c.resolve_ns + $c.reply_ns + $c.lens_ns == $c.handler_ns' \
 	"$T/s1.json"
 check pt_split_totals jq -e '.passthrough.lower_ns > 0 and
 	.passthrough.lens_ns > 0 and .passthrough.lower_calls > 0' \
