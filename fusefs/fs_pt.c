@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* The lower directory as the caller named it: exists, is a directory,
@@ -94,6 +95,7 @@ static void raise_nofile(void)
 int fs_pt_open(const char *dir, const struct fs_opts *o, struct fs_pt **out,
 	       char *err, size_t errlen)
 {
+	struct statfs sfs;
 	struct fs_pt *pt;
 	int fd, root, mnt_id, ret;
 
@@ -130,7 +132,9 @@ int fs_pt_open(const char *dir, const struct fs_opts *o, struct fs_pt **out,
 		pt_table_free(pt);
 		goto out_pt;
 	}
-	if (mnt_id >= 0) {
+	/* the root's mount: mount_index() registers a FUSE one as pinned */
+	if (mnt_id >= 0 && fstatfs(fd, &sfs) == 0 &&
+	    sfs.f_type != PT_FUSE_MAGIC) {
 		pt->mnts[0].id = mnt_id;
 		pt->mnts[0].fd = fd;
 		pt->nmnts = 1;

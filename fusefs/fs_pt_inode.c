@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* ---- hashing and the tables ---- */
@@ -158,14 +159,17 @@ void pt_fd_path(int fd, char *buf, size_t len)
 
 /*
  * The index of mount @id in pt->mnts, adding it with a directory fd
- * reopened from @fd (O_PATH, an object on that mount) if new; -1 if it
- * cannot have one (not a directory, table full): the object is pinned.
+ * reopened from @fd (O_PATH, an object on that mount) if new; -1 if its
+ * objects are pinned instead (not a directory, table full, a FUSE
+ * filesystem: it decodes a handle only while the inode is in its cache,
+ * unless it supports exports, which cannot be asked).
  */
 static int mount_index(struct pt_req *r, int id, int fd)
 {
 	struct fs_pt *pt = r->pt;
+	struct statfs sfs;
 	char path[32];
-	int i, mfd;
+	int i, mfd = -1;
 
 	pthread_mutex_lock(&pt->mnt_lock);
 	for (i = 0; i < pt->nmnts; i++)
@@ -174,14 +178,20 @@ static int mount_index(struct pt_req *r, int id, int fd)
 	i = -1;
 	if (pt->nmnts == PT_MOUNTS_MAX || pt_cred_root(pt) < 0)
 		goto out;
-	pt_fd_path(fd, path, sizeof(path));
-	mfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (mfd < 0)
+	if (fstatfs(fd, &sfs) != 0)
 		goto out;
+	if (sfs.f_type != PT_FUSE_MAGIC) {
+		pt_fd_path(fd, path, sizeof(path));
+		mfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (mfd < 0)
+			goto out;
+	}
 	i = pt->nmnts++;
 	pt->mnts[i].id = id;
 	pt->mnts[i].fd = mfd;
 out:
+	if (i >= 0 && pt->mnts[i].fd < 0)
+		i = -1;
 	pthread_mutex_unlock(&pt->mnt_lock);
 	return i;
 }
@@ -528,7 +538,8 @@ void pt_table_free(struct fs_pt *pt)
 		free(pt->root);
 	}
 	for (int i = 0; i < pt->nmnts; i++)
-		close(pt->mnts[i].fd);
+		if (pt->mnts[i].fd >= 0)
+			close(pt->mnts[i].fd);
 	pthread_mutex_destroy(&pt->tbl_lock);
 	pthread_mutex_destroy(&pt->fd_lock);
 	pthread_mutex_destroy(&pt->mnt_lock);

@@ -12,7 +12,7 @@
  * descriptor (open_by_handle_at), which stays in a bounded cache of
  * recently used descriptors (PT_FD_CACHE) so that a directory being
  * filled or a file being stat'ed again pays nothing. A filesystem that
- * has no file handles (some FUSE filesystems, /proc) gets the old scheme
+ * has no lasting file handles (FUSE, /proc) gets the old scheme
  * for its objects: an O_PATH descriptor held for the inode's life
  * ("pinned"), counted in the stats.
  *
@@ -49,6 +49,7 @@
 #define PT_FD_CACHE 4096  /* O_PATH descriptors kept open */
 #define PT_MOUNTS_MAX 64  /* lower mounts with their own mount fd */
 #define PT_HASH_MIN 1024
+#define PT_FUSE_MAGIC 0x65735546 /* FUSE_SUPER_MAGIC: handles not kept */
 
 struct pt_inode {
 	uint64_t nodeid;	 /* immutable */
@@ -71,7 +72,9 @@ struct pt_inode {
 
 struct pt_mount {
 	int id; /* mount id from name_to_handle_at */
-	int fd; /* a directory on it, O_RDONLY (open_by_handle_at's) */
+	int fd; /* a directory on it, O_RDONLY (open_by_handle_at's); -1:
+		   its handles are not kept (a FUSE filesystem forgets the
+		   inodes behind them unless it exports them): pin */
 };
 
 /* Per-op figures of the "passthrough" stats section. */

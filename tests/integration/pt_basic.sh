@@ -10,7 +10,9 @@
 #    time and the lens's own, the trace (trace=, trace_ops) has one line
 #    per op, ucfs-top and ucfs-trace read them;
 #  - what the lens does lands in the lower directory, with the caller's
-#    ownership.
+#    ownership;
+#  - a lower filesystem without lasting file handles (FUSE: the lens over
+#    the lens) works with a descriptor per inode.
 . "$UCFS_TOP/tests/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || { skip pt_basic "needs root (FUSE mount)"; exit 0; }
@@ -150,6 +152,24 @@ fs_sync_trace
 check pt_trace_creates test "$(grep -c '"op":"create"' "$T/trace")" -eq 103
 check pt_trace_mkdirs test "$(grep -c '"op":"mkdir"' "$T/trace")" -eq 10
 check pt_ucfs_trace sh -c "'$B/ucfs-trace' '$T/trace' | grep -q ."
+
+# a lower filesystem without lasting file handles (FUSE: here the lens
+# itself) is served by a descriptor per inode, and survives cache drops
+M2=$T/mnt2
+mkdir -p "$M2"
+if "$B/ucfs" -o passthrough "$MNT" "$M2" 2>"$T/m2.err"; then
+	on_exit "mountpoint -q '$M2' && umount '$M2'"
+	mkdir "$M2/pin"
+	for i in 1 2 3 4 5 6 7 8 9 10; do echo "$i" >"$M2/pin/f$i"; done
+	echo 3 >/proc/sys/vm/drop_caches
+	check pt_fuse_lower_data test "$(cat "$M2/pin/f7")" = 7
+	check pt_fuse_lower_pinned jq -e '.passthrough.pinned >= 11 and
+		.passthrough.stale == 0' "$("$B/ucfs-stat" --json "$M2" >"$T/m2.json" &&
+		echo "$T/m2.json")"
+	check pt_fuse_lower_umount umount "$M2"
+else
+	fail pt_fuse_lower_mount "$(cat "$T/m2.err")"
+fi
 
 cd /
 check pt_umount umount "$MNT"
