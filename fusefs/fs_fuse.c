@@ -1066,13 +1066,20 @@ static int add_fsname(char *s, size_t len, const char *device)
 	return 0;
 }
 
+/* The kernel checks permissions (default_permissions) on every mount
+ * but a pass-through one that only its root owner can reach: there the
+ * lower filesystem's own checks, made as the caller, are the only ones
+ * (fs_pt.h), and the kernel does not refetch a directory's attributes
+ * after each change in it to check them again. */
 static int build_fuse_opts(const struct fs_opts *o, const char *device,
 			   char *s, size_t len)
 {
 	int n;
 
-	n = snprintf(s, len, "%s%sdefault_permissions,subtype=ucfs%s%s%s",
-		     o->fuse, o->fuse[0] ? "," : "",
+	n = snprintf(s, len, "%s%s%ssubtype=ucfs%s%s%s", o->fuse,
+		     o->fuse[0] ? "," : "",
+		     o->passthrough && !o->allow_other ? "" :
+							  "default_permissions,",
 		     o->ro ? ",ro" : "",
 		     o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
 		     o->allow_other ? ",allow_other" : "");

@@ -16,7 +16,8 @@ struct fs_stats_opts;
 /*
  * Create the FUSE session for @fs and mount it on @mountpoint (the kernel
  * mount happens here). @device is shown as the fsname. Options: o->fuse
- * plus default_permissions, subtype=ucfs and what o asks for (ro,
+ * plus default_permissions (not for a pass-through mount without
+ * allow_other: fs_pt.h), subtype=ucfs and what o asks for (ro,
  * noatime, allow_other, debug). Also starts the stats socket and trace
  * as @so says (fs_stats.h; @optstr = the options as given, shown in the
  * stats). On failure writes a reason into @err. 0, -EINVAL (libfuse

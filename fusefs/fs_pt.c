@@ -120,6 +120,7 @@ int fs_pt_open(const char *dir, const struct fs_opts *o, struct fs_pt **out,
 		snprintf(pt->dir, sizeof(pt->dir), "%s", dir);
 	pt->timeout = 1.0;
 	pt->writeback = o->writeback_cache;
+	pt->kernel_perms = o->allow_other;
 	root = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0) {
 		ret = -errno;

@@ -89,6 +89,8 @@ struct fs_pt {
 	char dir[4096];	       /* immutable: the lower directory */
 	double timeout;	       /* immutable: entry/attr cache seconds */
 	int writeback;	       /* immutable: writeback_cache asked */
+	int kernel_perms;      /* immutable: allow_other: the kernel checks
+				  permissions and ACLs too (default_permissions) */
 	struct pt_inode *root; /* immutable: nodeid FUSE_ROOT_ID */
 	struct fs_stats *st;   /* set before the loop, then immutable */
 

@@ -146,15 +146,21 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	static const unsigned want[] = {
 	    FUSE_CAP_ASYNC_READ,       FUSE_CAP_READDIRPLUS,
 	    FUSE_CAP_READDIRPLUS_AUTO, FUSE_CAP_PARALLEL_DIROPS,
-	    FUSE_CAP_POSIX_ACL,	       FUSE_CAP_DONT_MASK,
-	    FUSE_CAP_ASYNC_DIO,	       FUSE_CAP_AUTO_INVAL_DATA,
-	    FUSE_CAP_ATOMIC_O_TRUNC,
+	    FUSE_CAP_DONT_MASK,	       FUSE_CAP_ASYNC_DIO,
+	    FUSE_CAP_AUTO_INVAL_DATA,  FUSE_CAP_ATOMIC_O_TRUNC,
 	};
 	struct fs_pt *pt = userdata;
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
 			conn->want |= want[i];
+	/* the kernel's ACL checks come with its permission checks (the
+	 * kernel turns default_permissions on with them); without them
+	 * ACLs are plain xattrs to the kernel, which the lower filesystem
+	 * applies */
+	conn->want &= ~FUSE_CAP_POSIX_ACL;
+	if (pt->kernel_perms && (conn->capable & FUSE_CAP_POSIX_ACL))
+		conn->want |= FUSE_CAP_POSIX_ACL;
 	if (pt->writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	/* every request passes through fs_fuse_io.c's read */
@@ -316,6 +322,29 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		ret = do_fstat(&r, fd, &st);
 	inode_put(&r, pi, fd);
 	reply_attr(&r, ret, &st);
+	req_end(&r, ret);
+}
+
+/* access(2), chdir: sent only without default_permissions (a mount only
+ * root reaches): the lower filesystem answers for the caller. */
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct pt_req r;
+	struct pt_inode *pi;
+	uint64_t t;
+	int fd, ret;
+
+	req_begin(&r, req, FS_OP_ACCESS);
+	ret = fd = inode_fd(&r, ino, &pi);
+	if (ret >= 0)
+		ret = pt_cred_caller(&r, 0);
+	if (ret >= 0) {
+		t = pt_now();
+		ret = (int)pt_done(
+		    &r, t, faccessat(fd, "", mask, AT_EMPTY_PATH | AT_EACCESS));
+	}
+	inode_put(&r, pi, fd);
+	reply_err(replying(&r), ret);
 	req_end(&r, ret);
 }
 
@@ -1079,6 +1108,7 @@ static const struct fuse_lowlevel_ops pt_ops = {
     .getattr = op_getattr,
     .setattr = op_setattr,
     .readlink = op_readlink,
+    .access = op_access,
     .mknod = op_mknod,
     .mkdir = op_mkdir,
     .unlink = op_unlink,
