@@ -264,10 +264,24 @@ static int cache_evict(struct fs_pt *pt, int *out, int max)
 	return n;
 }
 
-static void close_all(struct fs_pt *pt, const int *fds, int n)
+/* Close a descriptor of the lower filesystem: the last one of an unlinked
+ * file frees it there, so it is lower time (@r NULL: at unmount). */
+static void lower_close(struct pt_req *r, int fd)
 {
+	uint64_t t = pt_now();
+
+	if (r == NULL)
+		close(fd);
+	else
+		pt_done(r, t, close(fd));
+}
+
+static void close_all(struct pt_req *r, const int *fds, int n)
+{
+	struct fs_pt *pt = r->pt;
+
 	for (int i = 0; i < n; i++)
-		close(fds[i]);
+		lower_close(r, fds[i]);
 	if (n > 0)
 		atomic_fetch_add_explicit(&pt->fd_evictions, (uint64_t)n,
 					  memory_order_relaxed);
@@ -275,8 +289,9 @@ static void close_all(struct fs_pt *pt, const int *fds, int n)
 
 /* Keep @fd as @pi's cached fd (or close it if @pi has one); @use: the
  * caller uses it now (counted in fd_users). Returns the fd to use. */
-static int cache_adopt(struct fs_pt *pt, struct pt_inode *pi, int fd, int use)
+static int cache_adopt(struct pt_req *r, struct pt_inode *pi, int fd, int use)
 {
+	struct fs_pt *pt = r->pt;
 	int evict[8], n, mine = fd;
 
 	pthread_mutex_lock(&pt->fd_lock);
@@ -293,8 +308,8 @@ static int cache_adopt(struct fs_pt *pt, struct pt_inode *pi, int fd, int use)
 	n = cache_evict(pt, evict, 8);
 	pthread_mutex_unlock(&pt->fd_lock);
 	if (mine >= 0)
-		close(mine);
-	close_all(pt, evict, n);
+		lower_close(r, mine);
+	close_all(r, evict, n);
 	return fd;
 }
 
@@ -343,7 +358,7 @@ int pt_fd_get(struct pt_req *r, struct pt_inode *pi)
 		}
 		return fd;
 	}
-	return cache_adopt(pt, pi, fd, 1);
+	return cache_adopt(r, pi, fd, 1);
 }
 
 void pt_fd_put(struct fs_pt *pt, struct pt_inode *pi, int fd)
@@ -450,7 +465,7 @@ int pt_inode_lookup(struct pt_req *r, int dir, const char *name,
 					  memory_order_relaxed);
 	}
 	if (found->pinned_fd < 0) {
-		cache_adopt(r->pt, found, fd, 0);
+		cache_adopt(r, found, fd, 0);
 		taken = 1;
 	}
 	*out = found;
@@ -461,21 +476,26 @@ out_close:
 	return ret;
 }
 
-static void inode_free(struct fs_pt *pt, struct pt_inode *pi)
+/* @r: the forget that drops the last reference, NULL at unmount. */
+static void inode_free(struct pt_req *r, struct fs_pt *pt, struct pt_inode *pi)
 {
+	int fd = pi->pinned_fd;
+
 	pthread_mutex_lock(&pt->fd_lock);
 	if (pi->fd >= 0) {
 		ring_del(pt, pi);
-		close(pi->fd);
+		fd = pi->fd;
+		pi->fd = -1;
 	}
 	pthread_mutex_unlock(&pt->fd_lock);
-	if (pi->pinned_fd >= 0)
-		close(pi->pinned_fd);
+	if (fd >= 0)
+		lower_close(r, fd);
 	free(pi);
 }
 
-void pt_inode_forget(struct fs_pt *pt, struct pt_inode *pi, uint64_t n)
+void pt_inode_forget(struct pt_req *r, struct pt_inode *pi, uint64_t n)
 {
+	struct fs_pt *pt = r->pt;
 	int last = 0;
 
 	if (pi == pt->root)
@@ -488,7 +508,7 @@ void pt_inode_forget(struct fs_pt *pt, struct pt_inode *pi, uint64_t n)
 	}
 	pthread_mutex_unlock(&pt->tbl_lock);
 	if (last)
-		inode_free(pt, pi);
+		inode_free(r, pt, pi);
 }
 
 /* ---- setup ---- */
@@ -528,7 +548,7 @@ void pt_table_free(struct fs_pt *pt)
 
 		for (pi = pt->by_id[b]; pi != NULL; pi = next) {
 			next = pi->by_id;
-			inode_free(pt, pi);
+			inode_free(NULL, pt, pi);
 		}
 	}
 	free(pt->by_id);

@@ -162,7 +162,7 @@ int pt_inode_lookup(struct pt_req *r, int dir, const char *name,
 		    struct stat *st, struct pt_inode **out);
 
 /* Drop @n lookup references; frees the inode at 0 (not the root). */
-void pt_inode_forget(struct fs_pt *pt, struct pt_inode *pi, uint64_t n);
+void pt_inode_forget(struct pt_req *r, struct pt_inode *pi, uint64_t n);
 
 /* An O_PATH fd of @pi, for one request: release it with pt_fd_put.
  * Opened from the handle (as root) if not cached. -errno (-ESTALE: the

@@ -124,7 +124,7 @@ static void reply_entry(struct pt_req *r, int ret, struct pt_inode *pi,
 	}
 	fill_entry(r->pt, pi, st, &e);
 	if (fuse_reply_entry(replying(r), &e) == -ENOENT)
-		pt_inode_forget(r->pt, pi, 1);
+		pt_inode_forget(r, pi, 1);
 }
 
 /* Look @name up in the directory open as @dfd and reply with it. */
@@ -200,7 +200,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	req_begin(&r, req, FS_OP_FORGET);
 	pi = pt_inode_get(r.pt, ino);
 	if (pi != NULL)
-		pt_inode_forget(r.pt, pi, nlookup);
+		pt_inode_forget(&r, pi, nlookup);
 	fuse_reply_none(req);
 	req_end(&r, 0);
 }
@@ -215,7 +215,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 		struct pt_inode *pi = pt_inode_get(r.pt, forgets[i].ino);
 
 		if (pi != NULL)
-			pt_inode_forget(r.pt, pi, forgets[i].nlookup);
+			pt_inode_forget(&r, pi, forgets[i].nlookup);
 	}
 	fuse_reply_none(req);
 	req_end(&r, 0);
@@ -592,7 +592,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fill_entry(r.pt, pi, &st, &e);
 		if (fuse_reply_create(replying(&r), &e, fi) == -ENOENT) {
 			close(fd);
-			pt_inode_forget(r.pt, pi, 1);
+			pt_inode_forget(&r, pi, 1);
 		}
 	} else {
 		if (fd >= 0)
@@ -882,7 +882,7 @@ static long dir_add(struct pt_req *r, struct pt_dir *d, struct dirent64 *de,
 	need = fuse_add_direntry_plus(r->req, out, room, de->d_name, &e,
 				      de->d_off);
 	if (need > room && pi != NULL)
-		pt_inode_forget(r->pt, pi, 1);
+		pt_inode_forget(r, pi, 1);
 	return (long)need;
 }
 
