@@ -148,6 +148,14 @@ static inline long pt_done(struct pt_req *r, uint64_t t, long ret)
 	return ret < 0 ? -e : ret;
 }
 
+/* @lhs = @call, the call timed as lower time of @r (-1 becomes -errno):
+ *	PT_CALL(r, ret, unlinkat(dfd, name, 0)); */
+#define PT_CALL(r, lhs, call)                                                  \
+	do {                                                                   \
+		uint64_t t_ = pt_now();                                        \
+		lhs = pt_done((r), t_, (call));                                \
+	} while (0)
+
 /* ---- fs_pt_inode.c ---- */
 
 int pt_table_init(struct fs_pt *pt, int root_fd, char *err, size_t errlen);

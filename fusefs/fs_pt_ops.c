@@ -101,6 +101,23 @@ static void inode_put(struct pt_req *r, struct pt_inode *pi, int fd)
 		pt_fd_put(r->pt, pi, fd);
 }
 
+/* inode_fd(), then the caller's identity for the calls that follow
+ * (@create: and its umask). */
+static int inode_fd_as_caller(struct pt_req *r, fuse_ino_t nodeid,
+			      struct pt_inode **pi, int create)
+{
+	int fd = inode_fd(r, nodeid, pi), ret;
+
+	if (fd < 0)
+		return fd;
+	ret = pt_cred_caller(r, create);
+	if (ret < 0) {
+		inode_put(r, *pi, fd);
+		return ret;
+	}
+	return fd;
+}
+
 static void fill_entry(const struct fs_pt *pt, const struct pt_inode *pi,
 		       const struct stat *st, struct fuse_entry_param *e)
 {
@@ -224,9 +241,10 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 /* fstat of @fd into @st, timed. */
 static int do_fstat(struct pt_req *r, int fd, struct stat *st)
 {
-	uint64_t t = pt_now();
+	int ret;
 
-	return (int)pt_done(r, t, fstat(fd, st));
+	PT_CALL(r, ret, fstat(fd, st));
+	return ret;
 }
 
 static void reply_attr(struct pt_req *r, int ret, const struct stat *st)
@@ -313,9 +331,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	int fd, ret;
 
 	req_begin(&r, req, FS_OP_SETATTR);
-	ret = fd = inode_fd(&r, ino, &pi);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+	ret = fd = inode_fd_as_caller(&r, ino, &pi, 0);
 	if (ret >= 0)
 		ret = do_setattr(&r, fd, attr, to_set, fi);
 	if (ret >= 0)
@@ -331,17 +347,13 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct pt_req r;
 	struct pt_inode *pi;
-	uint64_t t;
 	int fd, ret;
 
 	req_begin(&r, req, FS_OP_ACCESS);
-	ret = fd = inode_fd(&r, ino, &pi);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+	ret = fd = inode_fd_as_caller(&r, ino, &pi, 0);
 	if (ret >= 0) {
-		t = pt_now();
-		ret = (int)pt_done(
-		    &r, t, faccessat(fd, "", mask, AT_EMPTY_PATH | AT_EACCESS));
+		PT_CALL(&r, ret,
+			faccessat(fd, "", mask, AT_EMPTY_PATH | AT_EACCESS));
 	}
 	inode_put(&r, pi, fd);
 	reply_err(replying(&r), ret);
@@ -353,15 +365,13 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct pt_req r;
 	struct pt_inode *pi;
 	char buf[PATH_MAX + 1];
-	uint64_t t;
 	long n;
 	int fd;
 
 	req_begin(&r, req, FS_OP_READLINK);
 	n = fd = inode_fd(&r, ino, &pi);
 	if (fd >= 0) {
-		t = pt_now();
-		n = pt_done(&r, t, readlinkat(fd, "", buf, sizeof(buf) - 1));
+		PT_CALL(&r, n, readlinkat(fd, "", buf, sizeof(buf) - 1));
 		inode_put(&r, pi, fd);
 	}
 	if (n >= 0) {
@@ -375,6 +385,16 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 enum mk_kind { MK_NOD, MK_DIR, MK_SYMLINK };
 
+static int make_one(int dfd, const char *name, enum mk_kind kind, mode_t mode,
+		    dev_t rdev, const char *target)
+{
+	if (kind == MK_DIR)
+		return mkdirat(dfd, name, mode);
+	if (kind == MK_SYMLINK)
+		return symlinkat(target, dfd, name);
+	return mknodat(dfd, name, mode, rdev);
+}
+
 /* mknod, mkdir, symlink: make @name in @parent as the caller, then look
  * it up for the entry reply. */
 static void do_make(fuse_req_t req, enum fs_op op, fuse_ino_t parent,
@@ -383,23 +403,12 @@ static void do_make(fuse_req_t req, enum fs_op op, fuse_ino_t parent,
 {
 	struct pt_req r;
 	struct pt_inode *dir;
-	uint64_t t;
 	int dfd, ret;
 
 	req_begin(&r, req, op);
-	ret = dfd = inode_fd(&r, parent, &dir);
+	ret = dfd = inode_fd_as_caller(&r, parent, &dir, 1);
 	if (ret >= 0)
-		ret = pt_cred_caller(&r, 1);
-	if (ret >= 0) {
-		t = pt_now();
-		if (kind == MK_DIR)
-			ret = mkdirat(dfd, name, mode);
-		else if (kind == MK_SYMLINK)
-			ret = symlinkat(target, dfd, name);
-		else
-			ret = mknodat(dfd, name, mode, rdev);
-		ret = (int)pt_done(&r, t, ret);
-	}
+		PT_CALL(&r, ret, make_one(dfd, name, kind, mode, rdev, target));
 	if (ret >= 0)
 		ret = lookup_reply(&r, dfd, name);
 	else
@@ -431,16 +440,12 @@ static void do_remove(fuse_req_t req, enum fs_op op, fuse_ino_t parent,
 {
 	struct pt_req r;
 	struct pt_inode *dir;
-	uint64_t t;
 	int dfd, ret;
 
 	req_begin(&r, req, op);
-	ret = dfd = inode_fd(&r, parent, &dir);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+	ret = dfd = inode_fd_as_caller(&r, parent, &dir, 0);
 	if (ret >= 0) {
-		t = pt_now();
-		ret = (int)pt_done(&r, t, unlinkat(dfd, name, flags));
+		PT_CALL(&r, ret, unlinkat(dfd, name, flags));
 	}
 	inode_put(&r, dir, dfd);
 	reply_err(replying(&r), ret);
@@ -463,19 +468,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct pt_req r;
 	struct pt_inode *dir, *ndir = NULL;
-	uint64_t t;
 	int dfd, nfd = -1, ret;
 
 	req_begin(&r, req, FS_OP_RENAME);
 	ret = dfd = inode_fd(&r, parent, &dir);
 	if (ret >= 0)
-		ret = nfd = inode_fd(&r, newparent, &ndir);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+		ret = nfd = inode_fd_as_caller(&r, newparent, &ndir, 0);
 	if (ret >= 0) {
-		t = pt_now();
-		ret = (int)pt_done(&r, t,
-				   renameat2(dfd, name, nfd, newname, flags));
+		PT_CALL(&r, ret, renameat2(dfd, name, nfd, newname, flags));
 	}
 	inode_put(&r, ndir, nfd);
 	inode_put(&r, dir, dfd);
@@ -489,22 +489,18 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct pt_req r;
 	struct pt_inode *pi, *ndir = NULL;
 	char path[32];
-	uint64_t t;
 	int fd, nfd = -1, ret;
 
 	req_begin(&r, req, FS_OP_LINK);
 	ret = fd = inode_fd(&r, ino, &pi);
 	if (ret >= 0)
-		ret = nfd = inode_fd(&r, newparent, &ndir);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+		ret = nfd = inode_fd_as_caller(&r, newparent, &ndir, 0);
 	if (ret >= 0) {
 		/* linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH: follow
 		 * the fd's magic link instead */
 		pt_fd_path(fd, path, sizeof(path));
-		t = pt_now();
-		ret = (int)pt_done(
-		    &r, t,
+		PT_CALL(
+		    &r, ret,
 		    linkat(AT_FDCWD, path, nfd, newname, AT_SYMLINK_FOLLOW));
 	}
 	if (ret >= 0)
@@ -536,18 +532,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pt_req r;
 	struct pt_inode *pi;
 	char path[32];
-	uint64_t t;
 	int fd, ret;
 
 	req_begin(&r, req, FS_OP_OPEN);
-	ret = fd = inode_fd(&r, ino, &pi);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+	ret = fd = inode_fd_as_caller(&r, ino, &pi, 0);
 	if (ret >= 0) {
 		pt_fd_path(fd, path, sizeof(path));
-		t = pt_now();
-		ret = (int)pt_done(&r, t,
-				   open(path, lower_flags(r.pt, fi->flags)));
+		PT_CALL(&r, ret, open(path, lower_flags(r.pt, fi->flags)));
 	}
 	inode_put(&r, pi, fd);
 	if (ret >= 0) {
@@ -568,21 +559,17 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct pt_inode *dir, *pi = NULL;
 	struct fuse_entry_param e;
 	struct stat st;
-	uint64_t t;
 	int dfd, fd = -1, ret;
 
 	req_begin(&r, req, FS_OP_CREATE);
-	ret = dfd = inode_fd(&r, parent, &dir);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 1);
+	ret = dfd = inode_fd_as_caller(&r, parent, &dir, 1);
 	if (ret >= 0) {
-		t = pt_now();
-		ret = fd =
-		    (int)pt_done(&r, t,
-				 openat(dfd, name,
-					lower_flags(r.pt, fi->flags) | O_CREAT |
-					    (fi->flags & O_EXCL),
-					mode));
+		PT_CALL(&r, fd,
+			openat(dfd, name,
+			       lower_flags(r.pt, fi->flags) | O_CREAT |
+				   (fi->flags & O_EXCL),
+			       mode));
+		ret = fd;
 	}
 	if (ret >= 0)
 		ret = pt_inode_lookup(&r, dfd, name, &st, &pi);
@@ -606,7 +593,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct pt_req r;
-	uint64_t t;
 	char *buf;
 	long n = -ENOMEM;
 
@@ -616,8 +602,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (buf == NULL)
 		buf = fs_fuse_rbuf(size > 0 ? size : 1);
 	if (buf != NULL) {
-		t = pt_now();
-		n = pt_done(&r, t, pread((int)fi->fh, buf, size, off));
+		PT_CALL(&r, n, pread((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
@@ -630,7 +615,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct pt_req r;
-	uint64_t t;
 	long n;
 
 	req_begin(&r, req, FS_OP_WRITE);
@@ -648,8 +632,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			buf = memcpy(b, buf, size);
 	}
 	if (n == 0) {
-		t = pt_now();
-		n = pt_done(&r, t, pwrite((int)fi->fh, buf, size, off));
+		PT_CALL(&r, n, pwrite((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
@@ -663,16 +646,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pt_req r;
-	uint64_t t;
 	int ret, fd;
 
 	req_begin(&r, req, FS_OP_FLUSH);
 	(void)ino;
-	t = pt_now();
-	ret = fd = (int)pt_done(&r, t, dup((int)fi->fh));
+	PT_CALL(&r, fd, dup((int)fi->fh));
+	ret = fd;
 	if (fd >= 0) {
-		t = pt_now();
-		ret = (int)pt_done(&r, t, close(fd));
+		PT_CALL(&r, ret, close(fd));
 	}
 	reply_err(replying(&r), ret);
 	req_end(&r, ret);
@@ -682,21 +663,23 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct pt_req r;
-	uint64_t t;
+	int ret;
 
 	req_begin(&r, req, FS_OP_RELEASE);
 	(void)ino;
-	t = pt_now();
-	pt_done(&r, t, close((int)fi->fh));
+	/* an error of close is not the caller's: it closed already */
+	PT_CALL(&r, ret, close((int)fi->fh));
+	(void)ret;
 	reply_err(replying(&r), 0);
 	req_end(&r, 0);
 }
 
 static int do_sync(struct pt_req *r, int fd, int datasync)
 {
-	uint64_t t = pt_now();
+	int ret;
 
-	return (int)pt_done(r, t, datasync ? fdatasync(fd) : fsync(fd));
+	PT_CALL(r, ret, datasync ? fdatasync(fd) : fsync(fd));
+	return ret;
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -716,16 +699,13 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
 	struct pt_req r;
-	uint64_t t;
 	int ret;
 
 	req_begin(&r, req, FS_OP_FALLOCATE);
 	(void)ino;
 	ret = pt_cred_caller(&r, 0);
 	if (ret == 0) {
-		t = pt_now();
-		ret =
-		    (int)pt_done(&r, t, fallocate((int)fi->fh, mode, off, len));
+		PT_CALL(&r, ret, fallocate((int)fi->fh, mode, off, len));
 	}
 	reply_err(replying(&r), ret);
 	req_end(&r, ret);
@@ -737,7 +717,6 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       size_t len, int flags)
 {
 	struct pt_req r;
-	uint64_t t;
 	long n;
 
 	req_begin(&r, req, FS_OP_COPY_FILE_RANGE);
@@ -745,11 +724,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	(void)ino_out;
 	n = pt_cred_caller(&r, 0);
 	if (n == 0) {
-		t = pt_now();
-		n = pt_done(&r, t,
-			    copy_file_range((int)fi_in->fh, &off_in,
-					    (int)fi_out->fh, &off_out, len,
-					    (unsigned)flags));
+		PT_CALL(&r, n,
+			copy_file_range((int)fi_in->fh, &off_in,
+					(int)fi_out->fh, &off_out, len,
+					(unsigned)flags));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
@@ -762,13 +740,11 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
 	struct pt_req r;
-	uint64_t t;
 	long n;
 
 	req_begin(&r, req, FS_OP_LSEEK);
 	(void)ino;
-	t = pt_now();
-	n = pt_done(&r, t, lseek((int)fi->fh, off, whence));
+	PT_CALL(&r, n, lseek((int)fi->fh, off, whence));
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
 	else
@@ -797,22 +773,19 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 	struct pt_inode *pi;
 	struct pt_dir *d = NULL;
 	char path[32];
-	uint64_t t;
 	int fd, ret;
 
 	req_begin(&r, req, FS_OP_OPENDIR);
-	ret = fd = inode_fd(&r, ino, &pi);
-	if (ret >= 0)
-		ret = pt_cred_caller(&r, 0);
+	ret = fd = inode_fd_as_caller(&r, ino, &pi, 0);
 	if (ret >= 0) {
 		d = calloc(1, sizeof(*d));
 		ret = d != NULL ? 0 : -ENOMEM;
 	}
 	if (ret >= 0) {
 		pt_fd_path(fd, path, sizeof(path));
-		t = pt_now();
-		ret = d->fd = (int)pt_done(
-		    &r, t, open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+		PT_CALL(&r, d->fd,
+			open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+		ret = d->fd;
 	}
 	inode_put(&r, pi, fd);
 	if (ret >= 0) {
@@ -834,13 +807,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
  * error, in *@err). */
 static struct dirent64 *dir_next(struct pt_req *r, struct pt_dir *d, int *err)
 {
-	uint64_t t;
 	long n;
 
 	*err = 0;
 	if (d->used >= d->len) {
-		t = pt_now();
-		n = pt_done(r, t, getdents64(d->fd, d->buf, sizeof(d->buf)));
+		PT_CALL(r, n, getdents64(d->fd, d->buf, sizeof(d->buf)));
 		if (n <= 0) {
 			*err = (int)(n < 0 ? n : 0);
 			return NULL;
@@ -961,12 +932,12 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 {
 	struct pt_dir *d = (struct pt_dir *)(uintptr_t)fi->fh;
 	struct pt_req r;
-	uint64_t t;
+	int ret;
 
 	req_begin(&r, req, FS_OP_RELEASEDIR);
 	(void)ino;
-	t = pt_now();
-	pt_done(&r, t, close(d->fd));
+	PT_CALL(&r, ret, close(d->fd));
+	(void)ret;
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	reply_err(replying(&r), 0);
@@ -992,14 +963,12 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct pt_req r;
 	struct pt_inode *pi;
 	struct statvfs sv;
-	uint64_t t;
 	int fd, ret;
 
 	req_begin(&r, req, FS_OP_STATFS);
 	ret = fd = inode_fd(&r, ino, &pi);
 	if (fd >= 0) {
-		t = pt_now();
-		ret = (int)pt_done(&r, t, fstatvfs(fd, &sv));
+		PT_CALL(&r, ret, fstatvfs(fd, &sv));
 		inode_put(&r, pi, fd);
 	}
 	if (ret < 0)
@@ -1041,21 +1010,17 @@ static void do_xattr(fuse_req_t req, enum fs_op op, fuse_ino_t ino,
 	struct pt_req r;
 	struct pt_inode *pi;
 	char path[32], *buf = NULL;
-	uint64_t t;
 	long n;
 	int fd;
 
 	req_begin(&r, req, op);
-	n = fd = inode_fd(&r, ino, &pi);
-	if (n >= 0)
-		n = pt_cred_caller(&r, 0);
+	n = fd = inode_fd_as_caller(&r, ino, &pi, 0);
 	if (n >= 0 && (a->kind == XA_GET || a->kind == XA_LIST) &&
 	    a->size > 0 && (buf = malloc(a->size)) == NULL)
 		n = -ENOMEM;
 	if (n >= 0) {
 		pt_fd_path(fd, path, sizeof(path));
-		t = pt_now();
-		n = pt_done(&r, t, xa_call(path, a, buf));
+		PT_CALL(&r, n, xa_call(path, a, buf));
 	}
 	inode_put(&r, pi, fd);
 	if (n < 0)

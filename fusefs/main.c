@@ -187,6 +187,22 @@ static int background(void)
 	return p[1];
 }
 
+/* Mounted: tell the parent, serve until unmounted, free the session.
+ * Returns the loop's result. */
+static int serve(struct args *a, struct fs_fuse *ff, int status_fd)
+{
+	int ret;
+
+	report(status_fd, 0);
+	if (!a->foreground)
+		detach_stdio();
+	if (chdir("/") != 0)
+		perror("ucfs: chdir /");
+	ret = fs_fuse_loop(ff, a->single_thread);
+	fs_fuse_free(ff);
+	return ret;
+}
+
 /* Options that only mean something for a ucfs device; 0 or prints why. */
 static int pt_check(const struct args *a)
 {
@@ -240,13 +256,7 @@ static int run_pt(struct args *a, int status_fd)
 		report(status_fd, 1);
 		return 1;
 	}
-	report(status_fd, 0);
-	if (!a->foreground)
-		detach_stdio();
-	if (chdir("/") != 0)
-		ret = -errno;
-	ret = fs_fuse_loop(ff, a->single_thread);
-	fs_fuse_free(ff);
+	ret = serve(a, ff, status_fd);
 	fs_pt_close(pt);
 	return ret < 0 ? 1 : 0;
 }
@@ -275,13 +285,7 @@ static int run(struct args *a, int status_fd)
 		report(status_fd, 1);
 		return 1;
 	}
-	report(status_fd, 0);
-	if (!a->foreground)
-		detach_stdio();
-	if (chdir("/") != 0)
-		ret = -errno;
-	ret = fs_fuse_loop(ff, a->single_thread);
-	fs_fuse_free(ff);
+	ret = serve(a, ff, status_fd);
 	if (fs_unmount(fs) < 0 && ret == 0)
 		ret = -EIO;
 	return ret < 0 ? 1 : 0;

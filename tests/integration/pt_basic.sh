@@ -14,6 +14,7 @@
 #  - a lower filesystem without lasting file handles (FUSE: the lens over
 #    the lens) works with a descriptor per inode.
 . "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/statlib.sh"
 
 [ "$(id -u)" -eq 0 ] || { skip pt_basic "needs root (FUSE mount)"; exit 0; }
 [ -c /dev/fuse ] || { skip pt_basic "no /dev/fuse"; exit 0; }
@@ -78,18 +79,6 @@ on_exit "mountpoint -q '$MNT' && umount '$MNT'"
 check pt_fstype sh -c "grep ' $MNT ' /proc/self/mounts | grep -q 'fuse.ucfs'"
 check pt_fsname sh -c "grep ' $MNT ' /proc/self/mounts | grep -q '^$LOW '"
 
-stat_json() { "$B/ucfs-stat" --json "$MNT"; }
-# snap_until OUT BASE FILTER: requests count when their handler returns,
-# just after the caller's answer; poll (5 s at most) until FILTER holds
-snap_until() {
-	_i=0
-	while stat_json >"$1" && ! jq -e -n --slurpfile a "$2" \
-		--slurpfile b "$1" "$3" >/dev/null 2>&1; do
-		_i=$((_i + 1))
-		[ "$_i" -ge 50 ] && return 1
-		sleep 0.1
-	done
-}
 delta() { # SECTION.PATH (of the two snapshots s0, s1)
 	jq -n --slurpfile a "$T/s0.json" --slurpfile b "$T/s1.json" \
 		"\$b[0].$1 - \$a[0].$1"

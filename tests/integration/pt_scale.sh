@@ -7,6 +7,7 @@
 # more inodes than that; the stats count exactly the creates and mkdirs.
 # PT_SCALE_FILES overrides the number of files (a multiple of 1000).
 . "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/statlib.sh"
 
 [ "$(id -u)" -eq 0 ] || { skip pt_scale "needs root (FUSE mount)"; exit 0; }
 [ -c /dev/fuse ] || { skip pt_scale "no /dev/fuse"; exit 0; }
@@ -30,7 +31,6 @@ on_exit "mountpoint -q '$MNT' && umount '$MNT'"
 wait_for 10 mountpoint -q "$MNT" || { fail pt_scale_mount "$(cat "$T/ucfs.log")"; exit 1; }
 check pt_scale_fd_limit sh -c "grep -q 'Max open files *$LIMIT *$LIMIT' /proc/$PID/limits"
 
-stat_json() { "$B/ucfs-stat" --json "$MNT"; }
 fds() { ls /proc/$PID/fd | wc -l; }
 stat_json >"$T/s0.json"
 MAXFD=$(jq .passthrough.max_fds_cached "$T/s0.json")
