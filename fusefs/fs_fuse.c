@@ -1071,18 +1071,16 @@ static int add_fsname(char *s, size_t len, const char *device)
  * lower filesystem's own checks, made as the caller, are the only ones
  * (fs_pt.h), and the kernel does not refetch a directory's attributes
  * after each change in it to check them again. */
-static int build_fuse_opts(const struct fs_opts *o, const char *device,
-			   char *s, size_t len)
+static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
+			   size_t len)
 {
 	int n;
 
-	n = snprintf(s, len, "%s%s%ssubtype=ucfs%s%s%s", o->fuse,
-		     o->fuse[0] ? "," : "",
-		     o->passthrough && !o->allow_other ? "" :
-							  "default_permissions,",
-		     o->ro ? ",ro" : "",
-		     o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
-		     o->allow_other ? ",allow_other" : "");
+	n = snprintf(
+	    s, len, "%s%s%ssubtype=ucfs%s%s%s", o->fuse, o->fuse[0] ? "," : "",
+	    o->passthrough && !o->allow_other ? "" : "default_permissions,",
+	    o->ro ? ",ro" : "", o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
+	    o->allow_other ? ",allow_other" : "");
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	if (strstr(o->fuse, "fsname=") == NULL)
@@ -1301,8 +1299,7 @@ static int session_start(struct fs_fuse *ff,
 	if (ret < 0)
 		goto out_session;
 	if (fuse_session_mount(ff->se, mountpoint) != 0) {
-		snprintf(err, errlen, "ucfs: cannot mount on '%s'",
-			 mountpoint);
+		snprintf(err, errlen, "ucfs: cannot mount on '%s'", mountpoint);
 		ret = -EIO;
 		goto out_session;
 	}
@@ -1340,8 +1337,8 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	ff->cl = fs->cl;
 	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
 	ff->root = fs_root(fs);
-	ret = session_start(ff, &ucfs_ops, sizeof(ucfs_ops), ff, o, so,
-			    optstr, device, mountpoint, err, errlen);
+	ret = session_start(ff, &ucfs_ops, sizeof(ucfs_ops), ff, o, so, optstr,
+			    device, mountpoint, err, errlen);
 	if (ret < 0) {
 		free(ff);
 		return ret;
@@ -1365,8 +1362,8 @@ int fs_fuse_new_pt(struct fs_pt *pt, const struct fs_opts *o,
 		return -ENOMEM;
 	ff->pt = pt;
 	ops = fs_pt_ops(&size);
-	ret = session_start(ff, ops, size, pt, o, so, optstr, dir,
-			    mountpoint, err, errlen);
+	ret = session_start(ff, ops, size, pt, o, so, optstr, dir, mountpoint,
+			    err, errlen);
 	if (ret < 0) {
 		free(ff);
 		return ret;

@@ -213,19 +213,22 @@ static int pt_check(const struct args *a)
 	if (o->lockproto != FS_LOCK_NOLOCK || o->cluster[0] != '\0' ||
 	    o->node_id != 0 || o->minhold_ms >= 0) {
 		fprintf(stderr, "ucfs: passthrough: lockproto=, cluster=, "
-			"node= and minhold= are for ucfs devices\n");
+				"node= and minhold= are for ucfs devices\n");
 		return -EINVAL;
 	}
 	/* a mountpoint below DIR would make the lens look at itself (and
 	 * deadlock on its own requests); DIR itself is fine: the view is
 	 * taken before the mount covers it */
 	if (realpath(a->device, dir) == NULL)
-		return 0;	/* fs_pt_open says why */
+		return 0; /* fs_pt_open says why */
 	n = strlen(dir);
-	if (strcmp(dir, "/") == 0 ? strcmp(a->mountpoint, "/") != 0 :
-	    strncmp(a->mountpoint, dir, n) == 0 && a->mountpoint[n] == '/') {
-		fprintf(stderr, "ucfs: passthrough: mountpoint '%s' is inside "
-			"'%s'\n", a->mountpoint, dir);
+	if (strcmp(dir, "/") == 0 ? strcmp(a->mountpoint, "/") != 0
+				  : strncmp(a->mountpoint, dir, n) == 0 &&
+					a->mountpoint[n] == '/') {
+		fprintf(stderr,
+			"ucfs: passthrough: mountpoint '%s' is inside "
+			"'%s'\n",
+			a->mountpoint, dir);
 		return -EINVAL;
 	}
 	return 0;
@@ -245,9 +248,8 @@ static int run_pt(struct args *a, int status_fd)
 			fprintf(stderr, "%s\n", err);
 	}
 	if (ret == 0) {
-		ret = fs_fuse_new_pt(pt, &a->opts, &a->so, a->optstr,
-				     a->device, a->mountpoint, &ff, err,
-				     sizeof(err));
+		ret = fs_fuse_new_pt(pt, &a->opts, &a->so, a->optstr, a->device,
+				     a->mountpoint, &ff, err, sizeof(err));
 		if (ret < 0)
 			fprintf(stderr, "%s\n", err);
 	}
