@@ -12,7 +12,8 @@
 #  - what the lens does lands in the lower directory, with the caller's
 #    ownership;
 #  - a lower filesystem without lasting file handles (FUSE: the lens over
-#    the lens) works with a descriptor per inode.
+#    the lens) works with a descriptor per inode; a directory mounted on
+#    itself (in place) keeps what it held.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 
@@ -158,6 +159,21 @@ if "$B/ucfs" -o passthrough "$MNT" "$M2" 2>"$T/m2.err"; then
 	check pt_fuse_lower_umount umount "$M2"
 else
 	fail pt_fuse_lower_mount "$(cat "$T/m2.err")"
+fi
+
+# in place: DIR mounted on itself, the lens sees what was there
+mkdir -p "$T/inplace"
+echo before >"$T/inplace/old"
+if "$B/ucfs" -o passthrough "$T/inplace" "$T/inplace" 2>"$T/ip.err"; then
+	on_exit "mountpoint -q '$T/inplace' && umount '$T/inplace'"
+	check pt_in_place_old test "$(cat "$T/inplace/old")" = before
+	echo after >"$T/inplace/new"
+	check pt_in_place_counted sh -c "'$B/ucfs-stat' --json '$T/inplace' |
+		jq -e '.fuse.ops.create.count == 1'"
+	check pt_in_place_umount umount "$T/inplace"
+	check pt_in_place_kept test "$(cat "$T/inplace/new")" = after
+else
+	fail pt_in_place_mount "$(cat "$T/ip.err")"
 fi
 
 cd /
