@@ -10,7 +10,7 @@
 #    time and the lens's own, the trace (trace=, trace_ops) has one line
 #    per op, ucfs-top and ucfs-trace read them;
 #  - what the lens does lands in the lower directory, with the caller's
-#    ownership;
+#    ownership and supplementary groups;
 #  - a lower filesystem without lasting file handles (FUSE: the lens over
 #    the lens) works with a descriptor per inode; a directory mounted on
 #    itself (in place) keeps what it held.
@@ -134,13 +134,24 @@ check pt_lower_files_gone sh -c "! ls '$LOW'/f* 2>/dev/null"
 chmod 777 "$MNT/d0"
 setpriv --reuid=65534 --regid=65534 --clear-groups touch "$MNT/d0/user"
 check pt_owner_in_lower test "$(stat -c %u:%g "$LOW/d0/user")" = 65534:65534
+# ... with its supplementary groups: a directory only group 4321 may
+# write to, the kernel's check and the lower filesystem's must both pass
+mkdir "$MNT/grp" && chgrp 4321 "$MNT/grp" && chmod 770 "$MNT/grp"
+check pt_supplementary_group setpriv --reuid=65534 --regid=65534 \
+	--groups=4321 touch "$MNT/grp/member"
+check pt_supplementary_group_owner test \
+	"$(stat -c %u:%g "$LOW/grp/member")" = 65534:65534
+check pt_no_group_refused sh -c "! setpriv --reuid=65534 --regid=65534 \
+	--clear-groups touch '$MNT/grp/other' 2>/dev/null"
 
 # ucfs-top draws the mount; the trace has the ops with their latency
 check pt_top sh -c "'$B/ucfs-top' --batch --iterations 1 '$MNT' | grep -q create"
 fs_sync_trace() { sleep 1.5; }	# flushed every second
 fs_sync_trace
-check pt_trace_creates test "$(grep -c '"op":"create"' "$T/trace")" -eq 103
-check pt_trace_mkdirs test "$(grep -c '"op":"mkdir"' "$T/trace")" -eq 10
+# every create and mkdir above, the refused one excepted (the kernel
+# refused it: default_permissions)
+check pt_trace_creates test "$(grep -c '"op":"create"' "$T/trace")" -eq 104
+check pt_trace_mkdirs test "$(grep -c '"op":"mkdir"' "$T/trace")" -eq 11
 check pt_ucfs_trace sh -c "'$B/ucfs-trace' '$T/trace' | grep -q ."
 
 # a lower filesystem without lasting file handles (FUSE: here the lens
