@@ -88,6 +88,8 @@ struct fs_opts {
 	unsigned node_id;		/* node=ID (dlm), 1..63; 0 none */
 	int minhold_ms;			/* minhold=MS (dlm): glock minimum
 					   hold time; -1 default */
+	int passthrough;		/* passthrough: DEVICE is a directory
+					   to forward to (fs_pt.h) */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags

@@ -31,6 +31,10 @@
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
  * turns the write's kill flag into FS_CRED_FSETID and fs_vfs.c drops them.
  *
+ * Backends: a ucfs mount (struct fs, the handlers below) or a pass-through
+ * view of a directory (fs_pt.h: its own handlers, fs_pt_ops.c); they
+ * share the session, the transport and the stats (fs_fuse_new_pt).
+ *
  * Locking: struct fs_fuse is immutable after fs_fuse_new() except ->se,
  * which only the main thread touches. Handlers run concurrently; struct fs
  * does its own locking.
@@ -42,6 +46,7 @@
 #include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
+#include "fusefs/fs_pt.h"
 #include "fusefs/fs_stats.h"
 #include "lockmgr/lk.h"
 
@@ -60,7 +65,8 @@
 #define MAX_WRITE (1u << 20)
 
 struct fs_fuse {
-	struct fs *fs;		/* immutable */
+	struct fs *fs;		/* immutable; NULL for a pass-through mount */
+	struct fs_pt *pt;	/* immutable: the pass-through backend or NULL */
 	struct fs_cluster *cl;	/* immutable: fs->cl (dlm) or NULL */
 	double timeout;		/* immutable: entry/attr cache seconds */
 	uint64_t root;		/* immutable: fs_root(fs) */
@@ -650,7 +656,7 @@ static void rbuf_key_init(void)
 	pthread_key_create(&rbuf_key, rbuf_free);
 }
 
-static char *rbuf_get(size_t size)
+char *fs_fuse_rbuf(size_t size)
 {
 	struct rbuf *rb;
 
@@ -690,7 +696,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	(void)fi;
 	buf = fs_fuse_uring_reply_buf(size);
 	if (buf == NULL)
-		buf = rbuf_get(size > 0 ? size : 1);
+		buf = fs_fuse_rbuf(size > 0 ? size : 1);
 	if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)
@@ -1121,16 +1127,21 @@ static int add_fsname(char *s, size_t len, const char *device)
 	return 0;
 }
 
-static int build_fuse_opts(const struct fs_opts *o, const char *device,
-			   char *s, size_t len)
+/* The kernel checks permissions (default_permissions) on every mount
+ * but a pass-through one that only its root owner can reach: there the
+ * lower filesystem's own checks, made as the caller, are the only ones
+ * (fs_pt.h), and the kernel does not refetch a directory's attributes
+ * after each change in it to check them again. */
+static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
+			   size_t len)
 {
 	int n;
 
-	n = snprintf(s, len, "%s%sdefault_permissions,subtype=ucfs%s%s%s",
-		     o->fuse, o->fuse[0] ? "," : "",
-		     o->ro ? ",ro" : "",
-		     o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
-		     o->allow_other ? ",allow_other" : "");
+	n = snprintf(
+	    s, len, "%s%s%ssubtype=ucfs%s%s%s", o->fuse, o->fuse[0] ? "," : "",
+	    o->passthrough && !o->allow_other ? "" : "default_permissions,",
+	    o->ro ? ",ro" : "", o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
+	    o->allow_other ? ",allow_other" : "");
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	if (strstr(o->fuse, "fsname=") == NULL)
@@ -1210,6 +1221,37 @@ static void transport_section(struct fs_json *o, void *arg)
 	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
 }
 
+/* The backend's own sections: a ucfs mount's, or the pass-through's. */
+static int add_sections(struct fs_fuse *ff)
+{
+	int ret;
+
+	if (ff->pt != NULL)
+		return fs_pt_stats_add(ff->pt, ff->st);
+	ret = 0;
+	if (ff->cl != NULL)
+		ret = fs_cluster_stats_add(ff->cl, ff->st);
+	if (ret == 0)
+		ret = fs_stats_add_fs(ff->st, ff->fs);
+	if (ret == 0)
+		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
+					   ff->fs);
+	return ret;
+}
+
+static void remove_sections(struct fs_fuse *ff)
+{
+	fs_stats_remove_section(ff->st, "transport");
+	if (ff->pt != NULL) {
+		fs_pt_stats_remove(ff->pt, ff->st);
+		return;
+	}
+	fs_stats_remove_section(ff->st, "namespace");
+	fs_stats_remove_fs(ff->st);
+	if (ff->cl != NULL)
+		fs_cluster_stats_remove(ff->cl, ff->st);
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
@@ -1225,24 +1267,15 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 	else
 		fs_stats_set_node(ff->st, 0, 0);
 	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
-	if (ret == 0 && ff->cl != NULL)
-		ret = fs_cluster_stats_add(ff->cl, ff->st);
 	if (ret == 0)
-		ret = fs_stats_add_fs(ff->st, ff->fs);
-	if (ret == 0)
-		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
-					   ff->fs);
+		ret = add_sections(ff);
 	if (ret == 0)
 		ret = fs_stats_add_section(ff->st, "transport",
 					   transport_section, NULL);
 	if (ret == 0)
 		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
 	if (ret < 0) {
-		fs_stats_remove_section(ff->st, "transport");
-		fs_stats_remove_section(ff->st, "namespace");
-		fs_stats_remove_fs(ff->st);
-		if (ff->cl != NULL)
-			fs_cluster_stats_remove(ff->cl, ff->st);
+		remove_sections(ff);
 		fs_stats_free(ff->st);
 		ff->st = NULL;
 	}
@@ -1254,11 +1287,7 @@ static void stop_stats(struct fs_fuse *ff)
 	if (ff->st == NULL)
 		return;
 	fs_stats_mount_stop(ff->st);
-	fs_stats_remove_section(ff->st, "transport");
-	fs_stats_remove_section(ff->st, "namespace");
-	fs_stats_remove_fs(ff->st);
-	if (ff->cl != NULL)
-		fs_cluster_stats_remove(ff->cl, ff->st);
+	remove_sections(ff);
 	fs_stats_free(ff->st);
 	ff->st = NULL;
 }
@@ -1299,15 +1328,17 @@ static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
 	return -EOPNOTSUPP;
 }
 
-int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
-		const struct fs_stats_opts *so, const char *optstr,
-		const char *device, const char *mountpoint,
-		struct fs_fuse **out, char *err, size_t errlen)
+/* Create the session of @ff (its backend set) with @ops and mount it. */
+static int session_start(struct fs_fuse *ff,
+			 const struct fuse_lowlevel_ops *ops, size_t ops_size,
+			 void *userdata, const struct fs_opts *o,
+			 const struct fs_stats_opts *so, const char *optstr,
+			 const char *device, const char *mountpoint, char *err,
+			 size_t errlen)
 {
 	char opts[FS_OPTS_FUSE_MAX + FS_PATH_MAX + 128];
 	char *argv[5];
 	struct fuse_args args;
-	struct fs_fuse *ff;
 	int argc = 0, ret;
 
 	ret = build_fuse_opts(o, device, opts, sizeof(opts));
@@ -1315,13 +1346,6 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		snprintf(err, errlen, "ucfs: mount options too long");
 		return ret;
 	}
-	ff = calloc(1, sizeof(*ff));
-	if (ff == NULL)
-		return -ENOMEM;
-	ff->fs = fs;
-	ff->cl = fs->cl;
-	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
-	ff->root = fs_root(fs);
 	argv[argc++] = (char *)"ucfs";
 	argv[argc++] = (char *)"-o";
 	argv[argc++] = opts;
@@ -1329,21 +1353,19 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		argv[argc++] = (char *)"-d";
 	argv[argc] = NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
-	ff->se = fuse_session_new(&args, &ucfs_ops, sizeof(ucfs_ops), ff);
+	ff->se = fuse_session_new(&args, ops, ops_size, userdata);
 	/* libfuse's option parser leaves @args pointing at its own copy */
 	fuse_opt_free_args(&args);
 	if (ff->se == NULL) {
 		snprintf(err, errlen, "ucfs: libfuse refused options '%s'",
 			 opts);
-		ret = -EINVAL;
-		goto out_free;
+		return -EINVAL;
 	}
 	ret = enable_kernel_uring(o->uring, err, errlen);
 	if (ret < 0)
 		goto out_session;
 	if (fuse_session_mount(ff->se, mountpoint) != 0) {
-		snprintf(err, errlen, "ucfs: cannot mount on '%s'",
-			 mountpoint);
+		snprintf(err, errlen, "ucfs: cannot mount on '%s'", mountpoint);
 		ret = -EIO;
 		goto out_session;
 	}
@@ -1357,16 +1379,63 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
 	if (ret < 0)
 		goto out_unmount;
-	*out = ff;
 	return 0;
 
 out_unmount:
 	fuse_session_unmount(ff->se);
 out_session:
 	fuse_session_destroy(ff->se);
-out_free:
-	free(ff);
 	return ret;
+}
+
+int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
+		const struct fs_stats_opts *so, const char *optstr,
+		const char *device, const char *mountpoint,
+		struct fs_fuse **out, char *err, size_t errlen)
+{
+	struct fs_fuse *ff;
+	int ret;
+
+	ff = calloc(1, sizeof(*ff));
+	if (ff == NULL)
+		return -ENOMEM;
+	ff->fs = fs;
+	ff->cl = fs->cl;
+	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
+	ff->root = fs_root(fs);
+	ret = session_start(ff, &ucfs_ops, sizeof(ucfs_ops), ff, o, so, optstr,
+			    device, mountpoint, err, errlen);
+	if (ret < 0) {
+		free(ff);
+		return ret;
+	}
+	*out = ff;
+	return 0;
+}
+
+int fs_fuse_new_pt(struct fs_pt *pt, const struct fs_opts *o,
+		   const struct fs_stats_opts *so, const char *optstr,
+		   const char *dir, const char *mountpoint,
+		   struct fs_fuse **out, char *err, size_t errlen)
+{
+	const struct fuse_lowlevel_ops *ops;
+	struct fs_fuse *ff;
+	size_t size;
+	int ret;
+
+	ff = calloc(1, sizeof(*ff));
+	if (ff == NULL)
+		return -ENOMEM;
+	ff->pt = pt;
+	ops = fs_pt_ops(&size);
+	ret = session_start(ff, ops, size, pt, o, so, optstr, dir, mountpoint,
+			    err, errlen);
+	if (ret < 0) {
+		free(ff);
+		return ret;
+	}
+	*out = ff;
+	return 0;
 }
 
 int fs_fuse_loop(struct fs_fuse *ff, int single_thread)

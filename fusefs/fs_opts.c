@@ -6,7 +6,7 @@
  *    node=, minhold=, data=, commit=,
  *    cache_mb=, readahead=, statahead=, noatime/relatime/strictatime,
  *    ro/rw, writeback_cache/nowriteback_cache, uring=, allow_other,
- *    debug);
+ *    debug, passthrough);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -178,6 +178,8 @@ static int parse_flag(struct fs_opts *o, const char *opt, int *ret)
 		o->allow_other = 1;
 	} else if (strcmp(opt, "debug") == 0) {
 		o->debug = 1;
+	} else if (strcmp(opt, "passthrough") == 0) {
+		o->passthrough = 1;
 	} else {
 		return 0;
 	}
