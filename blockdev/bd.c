@@ -108,6 +108,37 @@ static void inflight_sub(struct bd_dev *dev, unsigned n)
 				  memory_order_relaxed);
 }
 
+/* The write gate and the fence flag (bd.h): 0 or -errno. */
+static int check_gate(const struct bd_dev *dev)
+{
+	bd_gate_fn fn = __atomic_load_n(&dev->gate, __ATOMIC_ACQUIRE);
+
+	if (__atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE))
+		return -EIO;
+	return fn != NULL ? fn(__atomic_load_n(&dev->gate_arg,
+					       __ATOMIC_ACQUIRE)) : 0;
+}
+
+void bd_set_gate(struct bd_dev *dev, bd_gate_fn fn, void *arg)
+{
+	if (fn == NULL) {
+		__atomic_store_n(&dev->gate, NULL, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&dev->gate_arg, arg, __ATOMIC_RELEASE);
+	__atomic_store_n(&dev->gate, fn, __ATOMIC_RELEASE);
+}
+
+void bd_fence(struct bd_dev *dev)
+{
+	__atomic_store_n(&dev->fenced, 1, __ATOMIC_RELEASE);
+}
+
+int bd_fenced(const struct bd_dev *dev)
+{
+	return __atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE);
+}
+
 /* 0 or -errno for one request on @dev. */
 static int check_io(const struct bd_dev *dev, enum bd_op op, const void *buf,
 		    size_t len, uint64_t off, unsigned io_flags)
@@ -124,6 +155,8 @@ static int check_io(const struct bd_dev *dev, enum bd_op op, const void *buf,
 		return -EINVAL;
 	if (op == BD_WRITE && (dev->flags & BD_RDONLY))
 		return -EROFS;
+	if (op == BD_WRITE)
+		return check_gate(dev);
 	return 0;
 }
 

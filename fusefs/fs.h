@@ -88,6 +88,11 @@ struct fs_opts {
 	unsigned node_id;		/* node=ID (dlm), 1..63; 0 none */
 	int minhold_ms;			/* minhold=MS (dlm): glock minimum
 					   hold time; -1 default */
+	unsigned hb_interval_ms;	/* hb_interval=MS (dlm): disk
+					   heartbeat period; 0 default */
+	unsigned hb_timeout_ms;		/* hb_timeout=MS (dlm): a node
+					   silent on the disk this long is
+					   dead; 0 default */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags
