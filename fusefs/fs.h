@@ -169,6 +169,11 @@ struct fs_cred {
 /* The caller holds CAP_FSETID: a write or truncate leaves S_ISUID and
  * S_ISGID alone (without it they are cleared, as by the VFS). */
 #define FS_CRED_FSETID (1u << 0)
+/* fs_write: the file was opened with O_APPEND. A cluster mount then
+ * writes at the end of the file as this node sees it under the cluster
+ * lock, whatever offset the kernel computed from its (possibly stale)
+ * size; a nolock mount trusts the kernel (the only writer). */
+#define FS_CRED_APPEND (1u << 1)
 
 struct fs_attr {
 	uint64_t ino;

@@ -136,6 +136,7 @@ static int beat_locked(struct fs_hb *hb, uint32_t state)
 	if (ret < 0)
 		return ret;
 	b->counter++;
+	b->slot = (uint32_t)slot;
 	b->time = (int64_t)time(NULL);
 	b->state = state;
 	fs_blk_seal(b, FS_BT_HEARTBEAT, fs_heartbeat_blk((unsigned)slot),

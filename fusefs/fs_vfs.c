@@ -1229,6 +1229,8 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		n = kill_priv_tx(fs, b);
 	if (n == 0)
 		n = drop_caps(fs, b);
+	if (n == 0 && (cred->flags & FS_CRED_APPEND) && fs->cl != NULL)
+		off = fs_di(b)->size; /* other nodes may have appended */
 	if (n == 0) {
 		n = fs_file_write(fs, pin, b, buf, len, off);
 		if (need_nospc_retry(fs, (int)n))

@@ -245,8 +245,9 @@ static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now)
 	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
 		uint32_t n = m->cfg->node[i].id;
 
-		if ((up & (1ull << n)) || !present(ls, n, now))
-			continue;
+		if ((up & (1ull << n)) || (m->left & (1ull << n)) ||
+		    !present(ls, n, now))
+			continue; /* (one that left holds nothing) */
 		w |= 1ull << n;
 		if (!(m->waiting & (1ull << n)))
 			lk_log(ls, 1,

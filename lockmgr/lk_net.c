@@ -97,6 +97,8 @@ struct lk_net {
 	uint64_t kill_at, frames;
 	const char *cut_file;	 /* immutable: fault hook UCFS_LK_CUT */
 	int cut;		 /* the file exists: link cut */
+	uint64_t auth_fails[LK_MAX_NODES];  /* per peer (auth_fail) */
+	uint64_t auth_logged[LK_MAX_NODES]; /* ns: last logged */
 	uint64_t cut_checked;	 /* ns */
 	int no_dial;		 /* fenced or closing: stop dialing */
 	uint64_t incarnation;	 /* ours, random */
@@ -328,11 +330,24 @@ static void send_hello(struct lk_net *net, struct lk_conn *c)
 	conn_send_rec(net, c, LK_M_HELLO, &hello, sizeof(hello));
 }
 
+/* Logged once per peer per 10 s (a peer with another secret retries
+ * every 100 ms); every failure is counted. */
 static void auth_fail(struct lk_net *net, struct lk_conn *c, const char *why)
 {
+	uint64_t now = lk_now_ns();
+	uint32_t p = c->peer % LK_MAX_NODES;
+
 	net->ls->stats.auth_failures++;
-	lk_log(net->ls, 1, "authentication failed (%s connection, node %u): %s",
-	       c->outgoing ? "outgoing" : "incoming", c->peer, why);
+	net->auth_fails[p]++;
+	if (net->auth_logged[p] == 0 ||
+	    now - net->auth_logged[p] > 10000000000ull) {
+		lk_log(net->ls, 1,
+		       "authentication failed (%s connection, node %u): %s "
+		       "(%llu failures with this node)",
+		       c->outgoing ? "outgoing" : "incoming", c->peer, why,
+		       (unsigned long long)net->auth_fails[p]);
+		net->auth_logged[p] = now;
+	}
 	conn_drop(net, c, NULL);
 }
 
