@@ -115,8 +115,9 @@ static int check_gate(const struct bd_dev *dev)
 
 	if (__atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE))
 		return -EIO;
-	return fn != NULL ? fn(__atomic_load_n(&dev->gate_arg,
-					       __ATOMIC_ACQUIRE)) : 0;
+	return fn != NULL
+		   ? fn(__atomic_load_n(&dev->gate_arg, __ATOMIC_ACQUIRE))
+		   : 0;
 }
 
 void bd_set_gate(struct bd_dev *dev, bd_gate_fn fn, void *arg)

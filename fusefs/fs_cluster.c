@@ -800,8 +800,9 @@ static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
 			    age == UINT64_MAX ? -1 : (int64_t)age);
 		fs_json_str(p, "disk", disk[st]);
 		fs_json_i64(p, "disk_beat_age_ms",
-			    changed == 0 ? -1
-					 : (int64_t)((now - changed) / 1000000ull));
+			    changed == 0
+				? -1
+				: (int64_t)((now - changed) / 1000000ull));
 	}
 }
 

@@ -112,8 +112,8 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out);
 void fs_glock_stop(struct fs_glock *gl);
 
 /*
- * Stop the thread (fs_glock_stop) and give the lock up WITHOUT ops->sync (the caller has
- * written everything back, or is crashing on purpose): unlock (an EX
+ * Stop the thread (fs_glock_stop) and give the lock up WITHOUT ops->sync (the
+ * caller has written everything back, or is crashing on purpose): unlock (an EX
  * holder's generation is written back), free. There must be no holder.
  * NULL is a no-op.
  */

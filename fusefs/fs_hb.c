@@ -55,32 +55,32 @@ struct hb_slot {
 };
 
 struct fs_hb {
-	struct bd_dev *bd;    /* immutable, not owned */
-	struct fs_hb_opts o;  /* immutable */
-	uint64_t interval_ns; /* immutable */
-	uint64_t timeout_ns;  /* immutable */
-	uint64_t lease_ns;    /* immutable: timeout - 2 intervals */
-	unsigned nslots;      /* immutable */
-	uint64_t generation;  /* immutable: ours */
-	void *rbuf;	      /* thread: the slot area */
+	struct bd_dev *bd;	   /* immutable, not owned */
+	struct fs_hb_opts o;	   /* immutable */
+	uint64_t interval_ns;	   /* immutable */
+	uint64_t timeout_ns;	   /* immutable */
+	uint64_t lease_ns;	   /* immutable: timeout - 2 intervals */
+	unsigned nslots;	   /* immutable */
+	uint64_t generation;	   /* immutable: ours */
+	void *rbuf;		   /* thread: the slot area */
 	struct fs_heartbeat *wbuf; /* thread (and start/close): our block */
 	pthread_t thread;
 	pthread_mutex_t wmu; /* serialises beats (wbuf) */
 
 	/* atomics (__atomic) */
-	int slot;	     /* ours, -1 before fs_hb_start */
-	int fenced;	     /* the gate is shut for good */
-	uint64_t last_beat;  /* completion of our last beat (ns) */
+	int slot;	    /* ours, -1 before fs_hb_start */
+	int fenced;	    /* the gate is shut for good */
+	uint64_t last_beat; /* completion of our last beat (ns) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int stop;		       /* mu */
-	uint64_t watch_ns;	       /* mu: first pass started */
-	uint64_t pass_start;	       /* mu: of the last complete pass */
+	int stop;			/* mu */
+	uint64_t watch_ns;		/* mu: first pass started */
+	uint64_t pass_start;		/* mu: of the last complete pass */
 	struct hb_slot s[FS_MAX_SLOTS]; /* mu */
-	uint64_t beats, beat_errors;   /* mu */
-	uint64_t beat_max_ns;	       /* mu: slowest beat write */
-	uint64_t passes, read_errors;  /* mu */
+	uint64_t beats, beat_errors;	/* mu */
+	uint64_t beat_max_ns;		/* mu: slowest beat write */
+	uint64_t passes, read_errors;	/* mu */
 };
 
 static uint64_t now_ns(void)
@@ -179,9 +179,9 @@ static void see_slot(struct fs_hb *hb, unsigned s, const void *blk,
 {
 	const struct fs_heartbeat *b = blk;
 	struct hb_slot *x = &hb->s[s];
-	int live = fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(s)) ==
-			   0 &&
-		   b->state == FS_HB_LIVE && b->node_id != 0;
+	int live =
+	    fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(s)) == 0 &&
+	    b->state == FS_HB_LIVE && b->node_id != 0;
 
 	if (!live) {
 		x->live = 0;
@@ -240,8 +240,8 @@ int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 	else if (!seen || node == hb->o.node)
 		state = FS_HB_NONE;
 	else
-		state = now - changed > hb->timeout_ns ? FS_HB_DEAD
-						       : FS_HB_ALIVE;
+		state =
+		    now - changed > hb->timeout_ns ? FS_HB_DEAD : FS_HB_ALIVE;
 	pthread_mutex_unlock(&hb->mu);
 	if (changed_ns != NULL)
 		*changed_ns = changed;
@@ -317,8 +317,9 @@ static int read_slot_count(struct bd_dev *bd, unsigned *n, char *why,
 		}
 	}
 	free(sb);
-	snprintf(why, whylen, "not a ucfs filesystem (no good superblock "
-			      "for the disk heartbeat)");
+	snprintf(why, whylen,
+		 "not a ucfs filesystem (no good superblock "
+		 "for the disk heartbeat)");
 	return ret < 0 ? ret : -EINVAL;
 }
 

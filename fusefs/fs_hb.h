@@ -31,11 +31,11 @@ struct fs_hb;
 struct fs_json;
 
 struct fs_hb_opts {
-	uint32_t node;		/* this node's id */
-	uint32_t addr;		/* its IPv4 address (network order) */
-	uint16_t port;		/* its lock manager port */
-	unsigned interval_ms;	/* beat and read every ... */
-	unsigned timeout_ms;	/* a node silent this long is dead */
+	uint32_t node;	      /* this node's id */
+	uint32_t addr;	      /* its IPv4 address (network order) */
+	uint16_t port;	      /* its lock manager port */
+	unsigned interval_ms; /* beat and read every ... */
+	unsigned timeout_ms;  /* a node silent this long is dead */
 };
 
 /* A node's state on the disk (fs_hb_node). */

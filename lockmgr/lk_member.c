@@ -70,9 +70,9 @@ struct lk_member {
 	int seen_all; /* every configured node was up at once, once */
 	int alone_ok; /* two-node: the peer did not show up in time */
 	uint64_t start_ns;
-	lk_disk_fn disk;	  /* NULL: network only */
-	uint64_t disk_timeout;	  /* ns */
-	uint64_t waiting;	  /* nodes logged as waited for (disk) */
+	lk_disk_fn disk;       /* NULL: network only */
+	uint64_t disk_timeout; /* ns */
+	uint64_t waiting;      /* nodes logged as waited for (disk) */
 };
 
 static uint64_t ms(unsigned v)

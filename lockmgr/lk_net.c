@@ -95,11 +95,11 @@ struct lk_net {
 	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
 	uint64_t next_dial[LK_MAX_NODES];
 	uint64_t kill_at, frames;
-	const char *cut_file;	 /* immutable: fault hook UCFS_LK_CUT */
-	int cut;		 /* the file exists: link cut */
+	const char *cut_file; /* immutable: fault hook UCFS_LK_CUT */
+	int cut;	      /* the file exists: link cut */
 	uint64_t auth_fails[LK_MAX_NODES];  /* per peer (auth_fail) */
 	uint64_t auth_logged[LK_MAX_NODES]; /* ns: last logged */
-	uint64_t cut_checked;	 /* ns */
+	uint64_t cut_checked;		    /* ns */
 	int no_dial;		 /* fenced or closing: stop dialing */
 	uint64_t incarnation;	 /* ours, random */
 	uint64_t last_rx;	 /* ns, last lock or recovery frame read */

@@ -47,8 +47,7 @@ static void report(struct lk_ls *ls, uint64_t *last_gen, int *last_q)
 
 	if (gen == *last_gen && q == *last_q)
 		return;
-	fprintf(stderr,
-		"ucfs-witness: generation %llu, members %#llx, %s\n",
+	fprintf(stderr, "ucfs-witness: generation %llu, members %#llx, %s\n",
 		(unsigned long long)gen, (unsigned long long)members,
 		q ? "quorate" : "NOT quorate");
 	*last_gen = gen;

@@ -25,8 +25,8 @@
 #include "tests/unit/harness.h"
 #include "tests/unit/lk_local.h"
 
-static int disk_state[3];	/* per node: LK_DISK_* */
-static int disk_frozen[3];	/* the beat stopped changing */
+static int disk_state[3];  /* per node: LK_DISK_* */
+static int disk_frozen[3]; /* the beat stopped changing */
 static uint64_t disk_changed[3];
 static char cut_path[128];
 
@@ -47,17 +47,17 @@ static int fake_disk(uint32_t node, uint64_t *changed, void *arg)
 	if (node < 3 && !__atomic_load_n(&disk_frozen[node], __ATOMIC_ACQUIRE))
 		__atomic_store_n(&disk_changed[node], mono_ns(),
 				 __ATOMIC_RELEASE);
-	*changed = node < 3 ? __atomic_load_n(&disk_changed[node],
-					      __ATOMIC_ACQUIRE)
-			    : 0;
+	*changed = node < 3
+		       ? __atomic_load_n(&disk_changed[node], __ATOMIC_ACQUIRE)
+		       : 0;
 	return st;
 }
 
 /* Node 1 as usual; node 2 with the cut hook armed. */
 static int open_node(int i)
 {
-	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, NULL, lkl_quiet, NULL,
-				 fake_disk, 1000};
+	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, NULL, lkl_quiet,
+				 NULL,	  fake_disk,   1000};
 	int ret;
 
 	if (i == 2)
