@@ -751,9 +751,7 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 	if (!first)
 		return;
 	/* the device first: nothing written from here on */
-	fs_hb_fence(cl->hb);
-	if (cl->gate_bd != NULL)
-		bd_fence(cl->gate_bd);
+	fs_hb_fence_mark(cl->hb, cl->gate_bd);
 	lk_ls_fence(cl->ls, why);
 	if (fs != NULL)
 		fs_journal_abort(fs);

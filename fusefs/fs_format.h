@@ -148,6 +148,7 @@ static_assert(sizeof(struct fs_slotmap) == FS_BLOCK_SIZE, "slotmap");
 enum fs_hb_block_state {
 	FS_HB_STOPPED = 0, /* never beat, or unmounted cleanly */
 	FS_HB_LIVE = 1,	   /* node_id beats here (or crashed here) */
+	FS_HB_FENCED = 2,  /* node_id fenced itself: its last write */
 };
 
 struct fs_heartbeat {

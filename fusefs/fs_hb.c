@@ -29,6 +29,13 @@
  * mount writes anything. What no lease covers: writes already in flight
  * in the device or a hypervisor when the node froze (MOUNT.md).
  *
+ * Fencing with a last word (fs_hb_fence_mark): the gate is shut, the
+ * device's writes in flight are waited for, and if the lease still holds
+ * (so nobody can have declared us dead and taken our slot) the block is
+ * marked FENCED; a reader takes that for DEAD at once. bd.c counts a
+ * write in flight before it checks the gate (sequentially consistent),
+ * so none slips past a fencer that saw nothing in flight.
+ *
  * Locking: hb->mu protects the slot table, the counters and stop; the
  * lease (lease_ns, fenced, beating) is atomic, the gate reads it on
  * every device write without a lock.
@@ -50,6 +57,7 @@
 struct hb_slot {
 	uint32_t node;	     /* block's node_id; 0 none */
 	int live;	     /* state FS_HB_LIVE and verified */
+	int fenced;	     /* state FS_HB_FENCED: node stopped writing */
 	uint64_t gen, count; /* last seen */
 	uint64_t changed_ns; /* end of the pass that saw them change */
 };
@@ -95,10 +103,10 @@ static uint64_t now_ns(void)
 
 static int hb_is_fenced(const struct fs_hb *hb)
 {
-	return __atomic_load_n(&hb->fenced, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&hb->fenced, __ATOMIC_SEQ_CST);
 }
 
-void fs_hb_fence(struct fs_hb *hb)
+static void fs_hb_fence(struct fs_hb *hb)
 {
 	__atomic_store_n(&hb->fenced, 1, __ATOMIC_RELEASE);
 	bd_fence(hb->bd);
@@ -107,6 +115,51 @@ void fs_hb_fence(struct fs_hb *hb)
 int fs_hb_fenced(struct fs_hb *hb)
 {
 	return hb_is_fenced(hb);
+}
+
+/* The last word of a fenced node (fs_hb_fence_mark): its block says
+ * FENCED. wmu held; writes past the gate (we shut it ourselves). */
+static void mark_fenced(struct fs_hb *hb)
+{
+	struct fs_heartbeat *b = hb->wbuf;
+	unsigned slot = (unsigned)__atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE);
+
+	b->counter++;
+	b->time = (int64_t)time(NULL);
+	b->state = FS_HB_FENCED;
+	fs_blk_seal(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(slot), b->counter);
+	bd_write(hb->bd, b, FS_BLOCK_SIZE,
+		 fs_heartbeat_blk(slot) * FS_BLOCK_SIZE, BD_IO_FUA);
+}
+
+void fs_hb_fence_mark(struct fs_hb *hb, struct bd_dev *dev)
+{
+	struct timespec nap = {0, 1000000};
+	uint64_t last, end;
+	int ok;
+
+	pthread_mutex_lock(&hb->wmu); /* no beat now, none after */
+	last = __atomic_load_n(&hb->last_beat, __ATOMIC_ACQUIRE);
+	end = last + hb->lease_ns;
+	ok = !hb_is_fenced(hb) &&
+	     __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) >= 0 &&
+	     now_ns() < end;
+	__atomic_store_n(&hb->fenced, 1, __ATOMIC_SEQ_CST);
+	if (dev != NULL)
+		bd_fence(dev);
+	while (ok && dev != NULL) {
+		struct bd_stats st;
+
+		bd_stats_get(dev, &st);
+		if (st.inflight == 0)
+			break;
+		ok = now_ns() < end;
+		nanosleep(&nap, NULL);
+	}
+	if (ok && dev != hb->bd && now_ns() < end)
+		mark_fenced(hb);
+	bd_fence(hb->bd);
+	pthread_mutex_unlock(&hb->wmu);
 }
 
 int fs_hb_gate(void *arg)
@@ -186,8 +239,14 @@ static void see_slot(struct fs_hb *hb, unsigned s, const void *blk,
 	if (!live) {
 		x->live = 0;
 		x->node = 0;
+		x->fenced = fs_blk_verify(b, FS_BT_HEARTBEAT,
+					  fs_heartbeat_blk(s)) == 0 &&
+			    b->state == FS_HB_FENCED;
+		if (x->fenced)
+			x->node = b->node_id;
 		return;
 	}
+	x->fenced = 0;
 	if (!x->live || x->node != b->node_id || x->gen != b->generation ||
 	    x->count != b->counter)
 		x->changed_ns = end;
@@ -224,12 +283,15 @@ static void read_pass(struct fs_hb *hb)
 int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 {
 	uint64_t now = now_ns(), changed = 0;
-	int seen = 0, state;
+	int seen = 0, fenced = 0, state;
 
 	pthread_mutex_lock(&hb->mu);
 	for (unsigned s = 0; s < hb->nslots; s++) {
 		if ((int)s == __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) ||
-		    !hb->s[s].live || hb->s[s].node != node)
+		    hb->s[s].node != node)
+			continue;
+		fenced |= hb->s[s].fenced;
+		if (!hb->s[s].live)
 			continue;
 		seen = 1;
 		if (hb->s[s].changed_ns > changed)
@@ -237,6 +299,8 @@ int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 	}
 	if (hb->watch_ns == 0 || now - hb->pass_start > 2 * hb->interval_ns)
 		state = FS_HB_ALIVE; /* not read lately: cannot tell */
+	else if (!seen && fenced && node != hb->o.node)
+		state = FS_HB_DEAD; /* it said it stopped writing */
 	else if (!seen || node == hb->o.node)
 		state = FS_HB_NONE;
 	else
@@ -258,6 +322,8 @@ int fs_hb_slot(struct fs_hb *hb, unsigned slot)
 	pthread_mutex_lock(&hb->mu);
 	if (hb->watch_ns == 0 || now - hb->pass_start > 2 * hb->interval_ns)
 		state = FS_HB_ALIVE;
+	else if (hb->s[slot].fenced)
+		state = FS_HB_DEAD;
 	else if (!hb->s[slot].live)
 		state = FS_HB_NONE;
 	else

@@ -64,8 +64,16 @@ int fs_hb_start(struct fs_hb *hb, unsigned slot);
 /* The device write gate (bd_gate_fn): 0, or -EIO once fenced or when
  * the lease ran out (which fences: fs_hb_fenced). Never blocks. */
 int fs_hb_gate(void *hb);
-/* Stop beating and shut the gate for good (the node fenced itself). */
-void fs_hb_fence(struct fs_hb *hb);
+/*
+ * Fence: stop beating and shut the gate for good, with a last word:
+ * also fence @dev (the mount's device, may
+ * be NULL), wait until no I/O of it is in flight, and, if our lease
+ * still holds then (nobody can have declared us dead), mark our block
+ * FENCED: the others see us DEAD at their next read instead of
+ * hb_timeout later. May block up to the lease. A device shared with the
+ * heartbeat gets no mark (its gate is shut).
+ */
+void fs_hb_fence_mark(struct fs_hb *hb, struct bd_dev *dev);
 int fs_hb_fenced(struct fs_hb *hb);
 /*
  * @node's state on the disk (enum fs_hb_state) as this node's reads

@@ -131,6 +131,7 @@ fi
 tfence=$(echo "$(now) - $(jq .cluster.fenced_ms_ago "$T/st2.json") / 1000" |
 	bc -l)
 hb_off=$(( (3 + 2 * slot2) * 4096 + 48 ))
+sleep 1 # its last word (the FENCED mark) may follow the flag by a moment
 hb1=$(od -An -tu8 -j $hb_off -N8 "$IMG")
 w1=$(jq .blockdev.write.count "$T/st2.json")
 # node 1 goes on: a file fsync'ed after the cut
