@@ -88,7 +88,9 @@ struct fs_cluster {
 	struct fs_stats_lk *stlk; /* stats "locks" section */
 	struct fs_hb *hb;	  /* immutable after open */
 	struct bd_dev *hb_bd;	  /* immutable: owned, or NULL (shared) */
-	struct bd_dev *gate_bd;	  /* the mount's device (attach) */
+	struct bd_dev *gate_bd;	  /* the mount's device: set by attach
+				     before any request, cleared by detach
+				     or close (mount thread) */
 	uint64_t configured;	  /* immutable: node ids */
 	uint32_t node_addr;	  /* immutable: ours (network order) */
 	uint16_t node_port;	  /* immutable */

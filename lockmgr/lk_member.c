@@ -274,8 +274,8 @@ static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now)
 	for (uint32_t n = 1; n < ls->nodeid; n++) {
 		uint64_t changed, lost = lost_at(m, n);
 
-		if (!(m->cfg->configured & (1ull << n)) || (up & (1ull << n)) ||
-		    now - lost <= grace ||
+		if (!(m->cfg->configured & (1ull << n)) ||
+		    ((up | m->left) & (1ull << n)) || now - lost <= grace ||
 		    m->disk(n, &changed, ls->uarg) != LK_DISK_ALIVE ||
 		    changed <= lost + ms(m->cfg->timeout_ms) / 2)
 			continue;

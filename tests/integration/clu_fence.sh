@@ -1,6 +1,6 @@
 #!/bin/sh
-# clu_fence: fencing that ends, and a quorum witness. Nodes 1 and 2 mount
-# one image; node 3 is a quorum witness (ucfs-witness):
+# clu_fence: fencing that ends, and quorum witnesses. Nodes 1, 2 and 3
+# mount one image; nodes 4 and 5 are quorum witnesses (ucfs-witness):
 #  (1) mounting node 1 a second time is refused ("node 1 is already
 #      mounted"); a cluster file with a JSON syntax error is refused
 #      naming its line and column;
@@ -10,9 +10,11 @@
 #      are silent, replays its journal (the file is there) and goes on;
 #      node 2 resumes (SIGCONT): its disk lease ran out, so it fences
 #      itself without writing (its heartbeat counter in the image stands
-#      still), every request fails with EIO, its unmount completes and
-#      its daemon exits within seconds, and node 2 mounts again;
-#  (3) with the witness up, node 1 and then node 2 (the last filesystem
+#      still), every request fails with EIO; node 3 mounts while the
+#      fenced node 2 is still mounted (a fenced node blocks nobody); node
+#      2's unmount completes and its daemon exits within seconds, and
+#      node 2 mounts again;
+#  (3) with the witnesses up, nodes 3, 1 and then 2 (the last filesystem
 #      node) unmount cleanly (status 0); fsck.ucfs -n is clean.
 # Prints the times from SIGCONT to the fence and to the daemon's exit.
 . "$UCFS_TOP/tests/lib.sh"
@@ -21,10 +23,11 @@
 fs_require_ucfs clu_fence
 command -v jq >/dev/null 2>&1 || { skip clu_fence "needs jq"; exit 0; }
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
+IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2 M3=$T/m3
+clu_config "$CFG" 1 2 3 4 5
+clu_witness "$CFG" 4
+clu_witness "$CFG" 5
+fs_mkfs "$IMG" 256 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
 	fail clu_fence_mkfs; exit 1; }
 now() { date +%s.%N; }
 st() { "$B/ucfs-stat" --json "$1"; }
@@ -85,6 +88,8 @@ check clu_fence_resumed_eio sh -c "! ls '$M2' >/dev/null 2>&1"
 sleep 1
 hb_after=$(od -An -tu8 -j $hb_off -N8 "$IMG")
 check clu_fence_resumed_wrote_no_beat test "$hb_stop" -eq "$hb_after"
+check clu_fence_join_beside_fenced fs_mount "$IMG" "$M3" "$(clu_opts "$CFG" 3)"
+check clu_fence_joined_reads cmp "$T/ref" "$M3/frozen"
 fs_umount "$M2" 2>/dev/null
 texit=$(now)
 check clu_fence_daemon_exited test -f "$(fs_daemon_log "$M2" |
@@ -97,6 +102,7 @@ check clu_fence_remounted_reads cmp "$T/ref" "$M2/frozen"
 check clu_fence_remounted_sees test -e "$M2/after"
 
 # (3) both unmount cleanly in turn with the witness up
+check clu_fence_umount3_clean fs_umount "$M3"
 check clu_fence_umount1_clean fs_umount "$M1"
 check clu_fence_umount2_last_clean fs_umount "$M2"
 check clu_fence_fsck fs_fsck "$IMG"
