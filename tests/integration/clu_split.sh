@@ -4,7 +4,8 @@
 #  (1) node 2 started with a different secret while node 1 is mounted
 #      and writing is refused ("node 1 is alive on the disk but cannot
 #      be authenticated: different secret?"), mounts nothing; node 1
-#      keeps working and loses nothing;
+#      keeps working and loses nothing; and node 1 with another secret
+#      while node 2 is mounted alone is refused the same way;
 #  (2) the link between two mounted nodes is cut (fault hook UCFS_LK_CUT
 #      in node 2's lock manager) while both create and fsync files:
 #      node 2 (the higher id) fences itself, node 1 goes on writing; the
@@ -100,6 +101,21 @@ check clu_split_node1_no_error sh -c "! grep -q error '$T/a.log'"
 check clu_split_node1_files_intact all_there "$M1/d" a "$T/a.log"
 check clu_split_umount1 fs_umount "$M1"
 check clu_split_fsck1 fs_fsck "$IMG"
+
+# (1b) the same for the lower id: node 2 mounted alone (node 1 unmounted
+# cleanly: its block says stopped), node 1 with another secret refused
+fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_split_m2a; exit 1; }
+if timeout -k 5 60 "$B/ucfs" -f -o "$(clu_opts "$T/bad.json" 1)" "$IMG" \
+	"$T/bad" >"$T/bad1.log" 2>&1; then
+	fail clu_split_wrong_secret_lower_refused "mounted"
+	fusermount3 -u "$T/bad"
+else
+	pass clu_split_wrong_secret_lower_refused
+fi
+check clu_split_wrong_secret_lower_message grep -q \
+	"node 2 is alive on the disk but cannot be authenticated" "$T/bad1.log"
+check clu_split_node2_alone_works sh -c "echo x >'$M2/alone' && rm '$M2/alone'"
+check clu_split_umount2a fs_umount "$M2"
 
 # (2) the link is cut while both write
 fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_split_m1b; exit 1; }
