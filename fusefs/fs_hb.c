@@ -232,21 +232,15 @@ static void see_slot(struct fs_hb *hb, unsigned s, const void *blk,
 {
 	const struct fs_heartbeat *b = blk;
 	struct hb_slot *x = &hb->s[s];
-	int live =
-	    fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(s)) == 0 &&
-	    b->state == FS_HB_LIVE && b->node_id != 0;
+	int ok = fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(s)) == 0 &&
+		 b->node_id != 0;
 
-	if (!live) {
+	x->fenced = ok && b->state == FS_HB_FENCED;
+	if (!ok || b->state != FS_HB_LIVE) {
 		x->live = 0;
-		x->node = 0;
-		x->fenced = fs_blk_verify(b, FS_BT_HEARTBEAT,
-					  fs_heartbeat_blk(s)) == 0 &&
-			    b->state == FS_HB_FENCED;
-		if (x->fenced)
-			x->node = b->node_id;
+		x->node = x->fenced ? b->node_id : 0;
 		return;
 	}
-	x->fenced = 0;
 	if (!x->live || x->node != b->node_id || x->gen != b->generation ||
 	    x->count != b->counter)
 		x->changed_ns = end;
