@@ -8,7 +8,8 @@
  * - a crash (no clean stop) reads ALIVE until the timeout, then DEAD,
  *   and the slot too;
  * - a fence with a last word: the other reads DEAD at once (FENCED
- *   mark; timeout 20 s there), the fenced node's gate and device refuse every write;
+ *   mark; timeout 20 s there), the fenced node's gate and device refuse every
+ * write;
  * - a node whose beats fail (the device refuses its writes) loses its
  *   lease: the gate shuts and fs_hb_fenced says so.
  */
@@ -45,9 +46,8 @@ static struct bd_dev *ram_fs(void)
 static struct fs_hb *hb_open_t(struct bd_dev *bd, uint32_t node,
 			       unsigned timeout_ms)
 {
-	struct fs_hb_opts o = {.node = node,
-			       .interval_ms = 20,
-			       .timeout_ms = timeout_ms};
+	struct fs_hb_opts o = {
+	    .node = node, .interval_ms = 20, .timeout_ms = timeout_ms};
 	struct fs_hb *hb = NULL;
 	char why[200];
 
@@ -125,7 +125,8 @@ static void test_crash_then_dead(void)
 	CHECK_EQ(fs_hb_slot(a, 1), FS_HB_ALIVE);
 	CHECK(sees(a, 2, FS_HB_DEAD, 2000));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
 	CHECK(ms >= 150); /* not before the timeout (less a beat) */
 	CHECK_EQ(fs_hb_slot(a, 1), FS_HB_DEAD);
 	/* a fresh reader watches a stale block for the timeout first */
