@@ -717,8 +717,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (op_begin(ff, req, FS_OP_WRITE, &t0) < 0)
 		return;
 
-	(void)fi;
 	get_cred(req, &cred);
+	if (fi->flags & O_APPEND)
+		cred.flags |= FS_CRED_APPEND;
 	n = fs_write(ff->fs, &cred, to_ino(ff, ino), buf, size,
 		     (uint64_t)off);
 	if (n < 0)

@@ -133,12 +133,33 @@ typedef void (*lk_recover_fn)(struct lk_ls *ls, uint32_t nodeid, void *arg);
 /* Log callback: @level 0 error, 1 warning, 2 info, 3 debug. */
 typedef void (*lk_log_fn)(int level, const char *msg, void *arg);
 
+/*
+ * Disk liveness (a shared-disk heartbeat, fusefs/fs_hb.c): the state of
+ * node @nodeid on the disk, and in *@changed_ns the CLOCK_MONOTONIC time
+ * its disk beat was last seen to change (0: never). Called under the
+ * lockspace lock: must not block and must not call lk_*.
+ */
+enum {
+	LK_DISK_NONE = 0,  /* not on the disk (never beat, or left cleanly) */
+	LK_DISK_DEAD = 1,  /* its beat stopped a disk timeout ago */
+	LK_DISK_ALIVE = 2, /* beating (or not watched long enough) */
+};
+typedef int (*lk_disk_fn)(uint32_t nodeid, uint64_t *changed_ns, void *arg);
+
 struct lk_ls_config {
 	const char *cluster_file; /* JSON cluster configuration */
 	uint32_t nodeid;	  /* this node's id in it */
 	lk_recover_fn recover;	  /* may be NULL */
 	lk_log_fn log;		  /* may be NULL: errors to stderr */
-	void *arg;		  /* passed to recover and log */
+	void *arg;		  /* passed to recover, log and disk */
+	/* May be NULL (membership by the network alone). Set: a node that
+	 * the network lost is declared dead only once it is not ALIVE on
+	 * the disk either (and, NONE, once it has been silent for
+	 * disk_timeout_ms); no membership is formed without a configured
+	 * node that is; a node that sees a lower id beat on the disk while
+	 * it cannot reach it fences itself (PROTOCOL.md §9). */
+	lk_disk_fn disk;
+	unsigned disk_timeout_ms;
 };
 
 /*
@@ -167,6 +188,17 @@ void lk_ls_abandon(struct lk_ls *ls);
  * node n). Returns 1 if quorate. */
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
+/* Fence this node now (the user lost its disk lease, or gave up): every
+ * call fails with -ESHUTDOWN from now on, connections are dropped and
+ * nobody is dialed, so the others see it dead. @why is logged. */
+void lk_ls_fence(struct lk_ls *ls, const char *why);
+/* 1 once this node was fenced (by lk_ls_fence, by the others, or by the
+ * disk tie-break). */
+int lk_ls_fenced(struct lk_ls *ls);
+/* Node @node: 1 if its link is up (both connections authenticated),
+ * and in *@rx_age_ms the time since the last frame from it (UINT64_MAX:
+ * never). */
+int lk_ls_peer(struct lk_ls *ls, uint32_t node, uint64_t *rx_age_ms);
 
 /*
  * Request a lock on @name in @mode. On success *@out is the new handle,

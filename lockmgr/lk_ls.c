@@ -17,6 +17,7 @@ static int open_parts(struct lk_ls *ls, const struct lk_ls_config *c)
 
 	if (ret < 0)
 		return ret;
+	lk_member_set_disk(ls, c->disk, c->disk_timeout_ms);
 	ls->recover = c->recover;
 	ls->log = c->log;
 	ls->uarg = c->arg;
