@@ -270,6 +270,11 @@ void *fs_fuse_uring_reply_buf(size_t size)
 	return e->payload;
 }
 
+int fs_fuse_uring_in_request(void)
+{
+	return cur_ent != NULL;
+}
+
 /* Run libfuse on the request in @e on this thread; make sure it has a
  * reply (every request through the ring has one; a handler that made
  * none must not lose the entry). */
