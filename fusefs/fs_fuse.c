@@ -776,8 +776,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 
 /* ---- file locks (dlm mounts only: op_init asks for them there) ---- */
 
-static void op_getlk(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, struct flock *lock)
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0;
@@ -793,8 +793,8 @@ static void op_getlk(fuse_req_t req, fuse_ino_t ino,
 
 /* A lock that waits is answered later by fs_plock.c, from the lock
  * manager's callback thread: op_end counts the handler's own time. */
-static void op_setlk(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, struct flock *lock, int sleep)
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0;
@@ -808,8 +808,8 @@ static void op_setlk(fuse_req_t req, fuse_ino_t ino,
 	op_end(ff, FS_OP_SETLK, t0, 0);
 }
 
-static void op_flock(fuse_req_t req, fuse_ino_t ino,
-		     struct fuse_file_info *fi, int op)
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0;

@@ -51,7 +51,6 @@ struct fp_counts {
 	uint64_t flock_locks;	/* LOCK_SH / LOCK_EX requests */
 	uint64_t flock_unlocks; /* LOCK_UN, and releases at close */
 	uint64_t flock_granted;
-	uint64_t flock_waits;	    /* had to wait for another holder */
 	uint64_t flock_conflicts;   /* LOCK_NB refused: EWOULDBLOCK */
 	uint64_t flock_interrupted; /* waits ended by a signal */
 	uint64_t posix_interrupted; /* F_SETLKW ended by a signal */
@@ -106,21 +105,7 @@ static void reply_status(fuse_req_t req, int status)
 struct fp_sync {
 	struct lk_plock pl;
 	struct lk_ls *ls;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int done; /* under mu */
 };
-
-static void sync_done(struct lk_plock *pl, void *arg)
-{
-	struct fp_sync *s = arg;
-
-	(void)pl;
-	pthread_mutex_lock(&s->mu);
-	s->done = 1;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-}
 
 static void sync_intr(fuse_req_t req, void *arg)
 {
@@ -130,34 +115,24 @@ static void sync_intr(fuse_req_t req, void *arg)
 	lk_plock_cancel(s->ls, &s->pl);
 }
 
-/* Run s->pl (set up but for done/arg) until it completes; @req, if not
- * NULL, can cancel it by an INTERRUPT. Returns its status. */
+/* Run s->pl (set up but for done) until it completes; @req, if not NULL,
+ * can cancel it by an INTERRUPT. Returns its status. */
 static int sync_run(struct fs_plock *fp, struct fp_sync *s, fuse_req_t req)
 {
 	int ret;
 
 	s->ls = fp->ls;
-	s->pl.done = sync_done;
-	s->pl.arg = s;
-	s->done = 0;
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
+	s->pl.done = NULL; /* lk_plock_wait: this thread reads the answer */
 	ret = lk_plock(fp->ls, &s->pl);
 	if (ret == 0)
-		ret = s->pl.status;
-	else if (ret == 1) {
-		if (req != NULL)
-			fuse_req_interrupt_func(req, sync_intr, s);
-		pthread_mutex_lock(&s->mu);
-		while (!s->done)
-			pthread_cond_wait(&s->cv, &s->mu);
-		pthread_mutex_unlock(&s->mu);
-		if (req != NULL) /* waits for a sync_intr still running */
-			fuse_req_interrupt_func(req, NULL, NULL);
-		ret = s->pl.status;
-	}
-	pthread_cond_destroy(&s->cv);
-	pthread_mutex_destroy(&s->mu);
+		return s->pl.status;
+	if (ret < 0)
+		return ret;
+	if (req != NULL)
+		fuse_req_interrupt_func(req, sync_intr, s);
+	ret = lk_plock_wait(fp->ls, &s->pl);
+	if (req != NULL) /* waits for a sync_intr still running */
+		fuse_req_interrupt_func(req, NULL, NULL);
 	return ret;
 }
 
@@ -434,7 +409,6 @@ static int flk_request(struct fs_plock *fp, struct fp_flk *e, fuse_req_t req,
 	if (ret < 0)
 		return flk_settle(fp, e, ret);
 	e->lk = lk;
-	COUNT(fp, flock_waits);
 	if (inline_wait)
 		return flk_wait_inline(fp, e, req, !nb);
 	e->req = req;
@@ -565,7 +539,6 @@ static void section(struct fs_json *o, void *arg)
 	FP_U64(flock_locks);
 	FP_U64(flock_unlocks);
 	FP_U64(flock_granted);
-	FP_U64(flock_waits);
 	FP_U64(flock_conflicts);
 	FP_U64(flock_interrupted);
 	FP_U64(posix_interrupted);
@@ -574,6 +547,8 @@ static void section(struct fs_json *o, void *arg)
 	if (st == NULL)
 		return;
 	lk_ls_stats(fp->ls, st);
+	/* the lock manager's count of FS_LK_FLOCK requests that queued */
+	fs_json_u64(o, "flock_waits", st->type[FS_LK_FLOCK].c.waits);
 	p = &st->plock;
 	fs_json_u64(o, "posix_locks", p->locks);
 	fs_json_u64(o, "posix_unlocks", p->unlocks);

@@ -394,18 +394,27 @@ struct lk_plock {
 	/* the library's (under the lockspace lock) */
 	struct lk_list link;
 	uint64_t reqid;
-	uint8_t state, in_call;
+	uint8_t state, in_call, rx_polled;
+	void *wcv; /* lk_plock_wait's condvar */
 };
 
 /*
  * Submit @pl. Returns 0 when it completed inside the call (pl->status
  * set; @done is not called), 1 when it is pending (@done runs on the
- * callback thread when it completes; a LK_PL_WAIT lock may wait for a
- * long time, see lk_plock_cancel), -EINVAL (op, type, range), or
- * -ESHUTDOWN. Requests made while recovery runs or without quorum wait
- * for the next generation. Any thread, including callbacks. Never blocks.
+ * callback thread when it completes, or, with @done NULL, lk_plock_wait
+ * returns; a LK_PL_WAIT lock may wait for a long time, see
+ * lk_plock_cancel), -EINVAL (op, type, range), or -ESHUTDOWN. Requests
+ * made while recovery runs or without quorum wait for the next
+ * generation. Any thread, including callbacks. Never blocks.
  */
 int lk_plock(struct lk_ls *ls, struct lk_plock *pl);
+/*
+ * Wait until @pl, submitted with no @done, completes; returns its status.
+ * While it waits for the plock server's answer the calling thread may
+ * read the server's link itself (as lk_wait does): no thread hand-over.
+ * Blocks; not from a callback.
+ */
+int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl);
 /*
  * Cancel a pending @pl: it completes with -EINTR, or with the grant if
  * that crossed the cancel. 0, or -EALREADY if it is not pending. Never

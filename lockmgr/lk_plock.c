@@ -630,7 +630,14 @@ static void cli_complete(struct lk_ls *ls, struct lk_plock *pl, int status)
 	pl->state = PL_DONE;
 	count_outcome(ls, pl);
 	if (pl->in_call)
-		return; /* lk_plock returns 0: no callback */
+		return;		/* lk_plock returns 0: no callback */
+	if (pl->done == NULL) { /* lk_plock_wait */
+		if (pl->rx_polled && !ls->rx_in_poller)
+			ls->xp.wake_rx(ls->xp.ctx);
+		else if (pl->wcv != NULL)
+			pthread_cond_signal(pl->wcv);
+		return;
+	}
 	if (lk_cb_push_plock(ls, pl) != 0)
 		lk_log(ls, 0, "plock completion lost (no memory)");
 }
@@ -739,6 +746,8 @@ static int cli_submit(struct lk_ls *ls, struct lk_pl *p, struct lk_plock *pl)
 
 	pl->reqid = ++p->next_reqid;
 	pl->status = 0;
+	pl->wcv = NULL;
+	pl->rx_polled = 0;
 	pl->cf_type = LK_PL_UN;
 	if (pl->op == LK_PL_LOCK)
 		s->locks++;
@@ -763,7 +772,7 @@ static int cli_submit(struct lk_ls *ls, struct lk_pl *p, struct lk_plock *pl)
 
 static int plock_args_valid(const struct lk_plock *pl)
 {
-	if (pl->done == NULL || pl->start > pl->end)
+	if (pl->start > pl->end)
 		return 0;
 	switch (pl->op) {
 	case LK_PL_LOCK:
@@ -799,6 +808,46 @@ int lk_plock(struct lk_ls *ls, struct lk_plock *pl)
 out_unlock:
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
+}
+
+/* Read the server's link on this thread while @pl waits for its answer
+ * (see rx_wait in lk_core.c). 0 if it waited, -EAGAIN if it cannot. */
+static int plock_rx_wait(struct lk_ls *ls, struct lk_plock *pl)
+{
+	uint32_t srv = pl_server(ls);
+	int ret;
+
+	if (ls->xp.wait_rx == NULL || ls->rx_poller || pl->state != PL_SENT ||
+	    srv == 0 || srv == ls->nodeid)
+		return -EAGAIN;
+	ls->rx_poller = 1;
+	pl->rx_polled = 1;
+	ret = ls->xp.wait_rx(ls->xp.ctx, srv, ls->spin_ns);
+	pl->rx_polled = 0;
+	ls->rx_poller = 0;
+	return ret;
+}
+
+int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl)
+{
+	pthread_cond_t own;
+	int st;
+
+	lk_api_lock(ls);
+	if (pl->state != PL_DONE) {
+		pthread_cond_init(&own, NULL);
+		pl->wcv = &own;
+		while (pl->state != PL_DONE) {
+			if (plock_rx_wait(ls, pl) == 0)
+				continue;
+			pthread_cond_wait(&own, &ls->mu);
+		}
+		pl->wcv = NULL;
+		pthread_cond_destroy(&own);
+	}
+	st = pl->status;
+	pthread_mutex_unlock(&ls->mu);
+	return st;
 }
 
 int lk_plock_cancel(struct lk_ls *ls, struct lk_plock *pl)
