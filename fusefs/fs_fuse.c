@@ -25,7 +25,9 @@
  * Transport: requests come from /dev/fuse through libfuse's loop, or,
  * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
  * way they reach these handlers through libfuse, and every handler
- * replies before it returns (the io_uring path relies on it).
+ * replies before it returns (the io_uring path relies on it), except a
+ * file lock that waits over /dev/fuse: fs_plock.c answers it when the
+ * lock is granted (over io_uring it waits in the handler).
  *
  * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
@@ -566,9 +568,11 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /*
  * An open file keeps its pages between opens (nobody else writes the
  * device), and close(2) sends no FLUSH: every write has reached ucfs
- * before it returned, ucfs has no POSIX-lock owners to drop, and a failed
- * data write is reported by the next fsync (fs_data.c). With
- * writeback_cache the kernel still writes back and flushes at close.
+ * before it returned, a nolock mount has no POSIX-lock owners to drop
+ * (the kernel keeps its locks), and a failed data write is reported by
+ * the next fsync (fs_data.c). With writeback_cache the kernel still
+ * writes back and flushes at close. A dlm mount needs the FLUSH: it
+ * releases the closing process's POSIX locks (fs_plock.h).
  */
 static void set_open_flags(const struct fs_fuse *ff,
 			   struct fuse_file_info *fi)

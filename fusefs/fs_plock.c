@@ -53,7 +53,6 @@ struct fp_counts {
 	uint64_t flock_granted;
 	uint64_t flock_conflicts;   /* LOCK_NB refused: EWOULDBLOCK */
 	uint64_t flock_interrupted; /* waits ended by a signal */
-	uint64_t posix_interrupted; /* F_SETLKW ended by a signal */
 	uint64_t ofd_released;	    /* owners dropped at a description's
 				       release (OFD locks) */
 };
@@ -160,8 +159,6 @@ static void async_done(struct lk_plock *pl, void *arg)
 	pthread_mutex_lock(&a->mu); /* the handler is done with it */
 	pthread_mutex_unlock(&a->mu);
 	fuse_req_interrupt_func(a->req, NULL, NULL);
-	if (pl->status == -EINTR)
-		COUNT(a->fp, posix_interrupted);
 	reply_status(a->req, pl->status);
 	pthread_mutex_destroy(&a->mu);
 	free(a);
@@ -267,10 +264,7 @@ void fs_plock_setlk(struct fs_plock *fp, fuse_req_t req, uint64_t ino,
 		setlk_async(fp, req, &s.pl);
 		return;
 	}
-	ret = sync_run(fp, &s, sleep ? req : NULL);
-	if (ret == -EINTR)
-		COUNT(fp, posix_interrupted);
-	reply_status(req, ret);
+	reply_status(req, sync_run(fp, &s, sleep ? req : NULL));
 }
 
 int fs_plock_flush(struct fs_plock *fp, uint64_t ino, uint64_t owner)
@@ -541,7 +535,6 @@ static void section(struct fs_json *o, void *arg)
 	FP_U64(flock_granted);
 	FP_U64(flock_conflicts);
 	FP_U64(flock_interrupted);
-	FP_U64(posix_interrupted);
 	FP_U64(ofd_released);
 #undef FP_U64
 	if (st == NULL)

@@ -132,7 +132,8 @@ bg "$PC" -o "$M1/p" w:0:10 touch:"$T/o_in" wait:"$T/o_go"
 wait_for 20 test -e "$T/o_in"
 "$PC" -o "$M2/p" w:5:1 g:w:0:1 >"$T/ofd"
 check clu_ofd_refused grep -qx "w:5:1 EAGAIN" "$T/ofd"
-check clu_ofd_getlk grep -q "^g:w:0:1 w 0 10 " "$T/ofd"
+cat "$T/ofd"
+check clu_ofd_getlk grep -qx "g:w:0:1 w 0 10 -1" "$T/ofd"
 "$PC" -o "$M3/p" W:5:1 >"$T/ofd3" &
 w3=$!
 sleep 0.3
