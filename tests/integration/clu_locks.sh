@@ -189,4 +189,26 @@ check clu_locks_umount2 fs_umount "$M2"
 check clu_locks_umount3 fs_umount "$M3"
 check clu_locks_fsck fs_fsck "$IMG"
 rm -f "$IMG"
+
+# ---- a nolock mount keeps the kernel's own (local) locks ----
+fs_mkfs "$T/nolock.img" 128 -j 2 -p nolock || fail clu_locks_mkfs_nolock
+fs_mount "$T/nolock.img" "$M1" "" || { fail clu_locks_mount_nolock; exit 1; }
+bg "$PC" "$M1/l" w:0:0 touch:"$T/l_in" wait:"$T/l_end"
+wait_for 20 test -e "$T/l_in"
+check clu_nolock_fcntl_local sh -c "'$PC' '$M1/l' w:0:1 g:r:0:1 |
+	tr '\n' ' ' | grep -q 'w:0:1 EAGAIN g:r:0:1 w 0 0'"
+touch "$T/l_end"
+bg flock -x "$M1/l" -c "touch '$T/lf_in'; while [ ! -e '$T/lf_end' ]; do
+	sleep 0.05; done"
+wait_for 20 test -e "$T/lf_in"
+if flock -n -x "$M1/l" true; then fail clu_nolock_flock_local; else
+	pass clu_nolock_flock_local; fi
+touch "$T/lf_end"
+if command -v jq >/dev/null 2>&1; then
+	"$B/ucfs-stat" --json "$M1" >"$T/stn.json"
+	check clu_nolock_no_file_locks_section jq -e \
+		'.file_locks == null' "$T/stn.json"
+fi
+sleep 0.3
+check clu_locks_umount_nolock fs_umount "$M1"
 exit 0
