@@ -253,7 +253,7 @@ static void owner_put(struct pl_owner *o)
 		owner_free(o);
 }
 
-static void table_clear(struct lk_pl *p, struct pl_table *t)
+static void table_clear(struct pl_table *t)
 {
 	struct lk_list *l, *n;
 
@@ -275,7 +275,6 @@ static void table_clear(struct lk_pl *p, struct pl_table *t)
 			free(pi);
 		}
 	}
-	(void)p;
 }
 
 /*
@@ -962,12 +961,35 @@ void lk_plock_recover_stop(struct lk_ls *ls)
 
 	if (ls->pl == NULL)
 		return;
-	table_clear(ls->pl, &ls->pl->srv);
+	table_clear(&ls->pl->srv);
 	lk_list_each (l, n, &ls->pl->pending) {
 		struct lk_plock *pl = LK_CONTAINER(l, struct lk_plock, link);
 
 		if (pl->state == PL_SENT)
 			pl->state = PL_QUEUED;
+	}
+}
+
+/* Recovery: send the ranges of @o on @pi to the new server @srv. */
+static void send_owner(struct lk_ls *ls, uint32_t srv, const struct pl_ino *pi,
+		       const struct pl_owner *o)
+{
+	for (unsigned i = 0; i < o->n; i++) {
+		struct lk_rec_plock r = {.ino = pi->ino,
+					 .owner = o->owner,
+					 .start = o->r[i].start,
+					 .end = o->r[i].end,
+					 .pid = o->r[i].pid,
+					 .type = o->r[i].type};
+		struct lk_rec_plock *out;
+
+		if (srv == ls->nodeid) {
+			lk_plock_rx_rcom(ls, srv, &r);
+			continue;
+		}
+		out = lk_out_add(ls, srv, LK_M_PRCOM);
+		if (out != NULL)
+			*out = r;
 	}
 }
 
@@ -978,35 +1000,13 @@ void lk_plock_recover_send(struct lk_ls *ls)
 
 	if (ls->pl == NULL)
 		return;
-	for (unsigned h = 0; h < PL_HASH; h++) {
+	for (unsigned h = 0; h < PL_HASH; h++)
 		for (struct pl_ino *pi = ls->pl->cli.hash[h]; pi != NULL;
-		     pi = pi->hnext) {
-			lk_list_each (l, n, &pi->owners) {
-				struct pl_owner *o =
-				    LK_CONTAINER(l, struct pl_owner, link);
-
-				for (unsigned i = 0; i < o->n; i++) {
-					struct lk_rec_plock r = {
-					    .ino = pi->ino,
-					    .owner = o->owner,
-					    .start = o->r[i].start,
-					    .end = o->r[i].end,
-					    .pid = o->r[i].pid,
-					    .type = o->r[i].type,
-					};
-					struct lk_rec_plock *out;
-
-					if (srv == ls->nodeid) {
-						lk_plock_rx_rcom(ls, srv, &r);
-						continue;
-					}
-					out = lk_out_add(ls, srv, LK_M_PRCOM);
-					if (out != NULL)
-						*out = r;
-				}
-			}
-		}
-	}
+		     pi = pi->hnext)
+			lk_list_each (l, n, &pi->owners)
+				send_owner(
+				    ls, srv, pi,
+				    LK_CONTAINER(l, struct pl_owner, link));
 }
 
 void lk_plock_recover_resume(struct lk_ls *ls)
@@ -1038,8 +1038,8 @@ void lk_plock_free(struct lk_ls *ls)
 {
 	if (ls->pl == NULL)
 		return;
-	table_clear(ls->pl, &ls->pl->cli);
-	table_clear(ls->pl, &ls->pl->srv);
+	table_clear(&ls->pl->cli);
+	table_clear(&ls->pl->srv);
 	free(ls->pl);
 	ls->pl = NULL;
 }
