@@ -7,6 +7,7 @@
  *   lk_master.c   master side: requests from peers, grant outcomes
  *   lk_dir.c      the resource directory (name -> master)
  *   lk_recover.c  the recovery state machine (membership change)
+ *   lk_plock.c    POSIX record locks: plock server and client tables
  *   lk_cb.c       callback queue and callback thread
  *   lk_stats.c    counters and smoothed figures
  *   lk_wire.c     frame format and validation (lk_wire.h)
