@@ -412,13 +412,14 @@ int lk_plock(struct lk_ls *ls, struct lk_plock *pl);
  * Wait until @pl, submitted with no @done, completes; returns its status.
  * While it waits for the plock server's answer the calling thread may
  * read the server's link itself (as lk_wait does): no thread hand-over.
+ * -ESHUTDOWN if this node is fenced meanwhile (no answer will come).
  * Blocks; not from a callback.
  */
 int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl);
 /*
  * Cancel a pending @pl: it completes with -EINTR, or with the grant if
- * that crossed the cancel. 0, or -EALREADY if it is not pending. Never
- * blocks.
+ * that crossed the cancel (at once if it was not sent yet or this node
+ * is fenced). 0, or -EALREADY if it is not pending. Never blocks.
  */
 int lk_plock_cancel(struct lk_ls *ls, struct lk_plock *pl);
 /*

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lockmgr/lk_internal.h"
 
@@ -827,6 +828,20 @@ static int plock_rx_wait(struct lk_ls *ls, struct lk_plock *pl)
 	return ret;
 }
 
+/* Sleep on @cv for at most 100 ms (a fence is not signalled to it). */
+static void wait_a_while(pthread_cond_t *cv, pthread_mutex_t *mu)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
 int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl)
 {
 	pthread_cond_t own;
@@ -837,9 +852,13 @@ int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl)
 		pthread_cond_init(&own, NULL);
 		pl->wcv = &own;
 		while (pl->state != PL_DONE) {
+			if (ls->fenced) { /* no answer will come */
+				cli_complete(ls, pl, -ESHUTDOWN);
+				break;
+			}
 			if (plock_rx_wait(ls, pl) == 0)
 				continue;
-			pthread_cond_wait(&own, &ls->mu);
+			wait_a_while(&own, &ls->mu);
 		}
 		pl->wcv = NULL;
 		pthread_cond_destroy(&own);
@@ -854,8 +873,8 @@ int lk_plock_cancel(struct lk_ls *ls, struct lk_plock *pl)
 	int ret = 0;
 
 	lk_api_lock(ls);
-	if (pl->state == PL_QUEUED)
-		cli_complete(ls, pl, -EINTR);
+	if (pl->state == PL_QUEUED || (pl->state == PL_SENT && ls->fenced))
+		cli_complete(ls, pl, -EINTR); /* fenced: nobody will answer */
 	else if (pl->state == PL_SENT && pl->op == LK_PL_LOCK)
 		cli_send(ls, pl, PL_CANCEL);
 	else
