@@ -960,8 +960,10 @@ void lk_plock_rx_rcom(struct lk_ls *ls, uint32_t sender,
 
 	if (pl_get(ls) == NULL)
 		return;
-	if (pl_server(ls) != ls->nodeid || r->start > r->end ||
-	    (r->type != LK_PL_RD && r->type != LK_PL_WR)) {
+	/* only between the server's table drop (phase 1) and its use
+	 * (phase 5): the senders' phase 4 */
+	if (pl_server(ls) != ls->nodeid || ls->rphase < 3 || ls->rphase > 4 ||
+	    r->start > r->end || (r->type != LK_PL_RD && r->type != LK_PL_WR)) {
 		ls->stats.bad_frames++;
 		lk_log(ls, 1, "PRCOM from %u refused", sender);
 		return;
