@@ -388,9 +388,9 @@ struct lk_plock {
 	/* out: status 0, -EAGAIN (conflict), -EDEADLK (waiting would
 	 * deadlock), -EINTR (cancelled), -ESHUTDOWN, -ENOMEM */
 	int status;
-	uint8_t cf_type;	    /* GETLK: LK_PL_UN if nothing conflicts */
-	uint64_t cf_start, cf_end;  /* GETLK: the conflicting range */
-	uint32_t cf_pid, cf_node;   /* GETLK: its owner's pid and node */
+	uint8_t cf_type;	   /* GETLK: LK_PL_UN if nothing conflicts */
+	uint64_t cf_start, cf_end; /* GETLK: the conflicting range */
+	uint32_t cf_pid, cf_node;  /* GETLK: its owner's pid and node */
 	/* the library's (under the lockspace lock) */
 	struct lk_list link;
 	uint64_t reqid;
