@@ -10,7 +10,8 @@
 #  * fcntl: F_GETLK on node 2 reports node 1's lock with its pid;
 #    F_SETLKW waits across nodes and a signal interrupts it (EINTR); a
 #    cross-node deadlock returns EDEADLK to exactly one side; a holder
-#    killed with -9 releases its locks; OFD locks conflict across nodes
+#    killed with -9 releases its locks, a waiter killed gets none; OFD
+#    locks conflict across nodes
 #    and go with their open file description;
 #  * POSIX ranges (overlap, split, merge, upgrade, downgrade, close) on
 #    two nodes give exactly the outcomes of the same seeded sequence on
@@ -127,6 +128,22 @@ kf=$!
 wait_for 20 test -e "$T/kf_in"
 kill -9 $kf
 check clu_flock_killed_holder_released timeout 60 flock -x "$M2/f" true
+# a waiter killed with -9 (the kernel interrupts its wait, then waits
+# for the answer) is given nothing: the lock goes to the next one
+bg "$PC" "$M1/p" w:300:1 touch:"$T/kw_in" wait:"$T/kw_go"
+wait_for 20 test -e "$T/kw_in"
+"$PC" "$M2/p" W:300:1 hold >/dev/null &
+kw=$!
+sh -c "exec 9>>'$M2/f'; exec flock -x 9" &
+kwf=$!
+bg flock -x "$M1/f" -c "touch '$T/kwf_in'; while [ ! -e '$T/kw_go' ]; do
+	sleep 0.05; done"
+sleep 0.5
+kill -9 $kw $kwf
+wait $kw $kwf 2>/dev/null
+touch "$T/kw_go"
+check clu_fcntl_killed_waiter_gets_nothing timeout 60 "$PC" "$M3/p" W:300:1
+check clu_flock_killed_waiter_gets_nothing timeout 60 flock -x "$M3/f" true
 # OFD locks: conflict across nodes, go with their description
 bg "$PC" -o "$M1/p" w:0:10 touch:"$T/o_in" wait:"$T/o_go"
 wait_for 20 test -e "$T/o_in"
@@ -167,7 +184,7 @@ fi
 # ---- the holders' node dies (it is the plock server: lowest id) ----
 touch "$M1/n"
 bg "$PC" "$M1/n" w:0:0 touch:"$T/n_in" hold
-bg flock -x "$M1/n" -c "touch '$T/nf_in'; exec sleep 1000"
+bg sh -c "exec 9>>'$M1/n'; flock -x 9; touch '$T/nf_in'; exec sleep 1000"
 wait_for 20 test -e "$T/n_in" && wait_for 20 test -e "$T/nf_in"
 "$PC" "$M2/n" W:0:0 hold >"$T/node" &
 w2=$!
