@@ -10,9 +10,10 @@
  * Each handler answers its FUSE request itself, now or, for a lock that
  * waits (F_SETLKW, flock without LOCK_NB), later from the lock manager's
  * callback thread, so a waiting lock holds no FUSE worker; a signal to
- * the waiting process (FUSE INTERRUPT) cancels the wait (EINTR). With
- * @inline_waits (io_uring transport, whose replies must come from the
- * thread that took the request) the handler waits itself.
+ * the waiting process (FUSE INTERRUPT) cancels the wait (EINTR). A
+ * request that came through an io_uring queue must be answered by the
+ * thread running it, so there the handler waits itself (fs_fuse_uring.c
+ * runs SETLKW on its worker threads, not on the queue's).
  *
  * Locking: struct fs_plock's table of flock locks is under its own mutex
  * (taken after nothing else of fusefs; never held across a lock manager

@@ -18,7 +18,11 @@
 #    the local filesystem (tests/progs/plock_model, UCFS_SEED);
 #  * kill -9 of the node that holds locks (and is the plock server):
 #    the waiters on the survivors get them;
-#  * stats count waits, conflicts and deadlocks; every node unmounts.
+#  * stats count waits, conflicts and deadlocks; every node unmounts;
+#  * over io_uring (uring=on, when the kernel has it; the parameter is put
+#    back): F_SETLKW waits and is interrupted, flock -w is interrupted,
+#    other requests go on;
+#  * a nolock mount keeps the kernel's local locks.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -206,6 +210,48 @@ check clu_locks_umount2 fs_umount "$M2"
 check clu_locks_umount3 fs_umount "$M3"
 check clu_locks_fsck fs_fsck "$IMG"
 rm -f "$IMG"
+
+# ---- over io_uring (the handler waits itself), if the kernel has it ----
+PARAM=/sys/module/fuse/parameters/enable_uring
+ur_old=$(cat "$PARAM" 2>/dev/null)
+fs_mkfs "$IMG" 256 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || fail clu_locks_mkfs2
+if [ -n "$ur_old" ] && fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2 uring=on)" &&
+	fs_mount "$IMG" "$M3" "$(clu_opts "$CFG" 3 uring=on)"; then
+	echo "$ur_old" >"$PARAM"	# only these two mounts use it
+	if "$B/ucfs-stat" --json "$M3" | grep -q '"io_uring"'; then
+		touch "$M2/u"
+		bg "$PC" "$M2/u" w:0:1 touch:"$T/u_in" wait:"$T/u_go"
+		wait_for 20 test -e "$T/u_in"
+		"$PC" "$M3/u" W:0:1 >"$T/uw" &
+		uw=$!
+		"$PC" "$M3/u" W:0:1 >"$T/ui" &
+		ui=$!
+		sleep 0.5
+		kill -USR1 $ui
+		wait $ui
+		check clu_uring_setlkw_interrupted grep -qx "W:0:1 EINTR" \
+			"$T/ui"
+		check clu_uring_other_requests ls "$M3"
+		touch "$T/u_go"
+		wait $uw
+		check clu_uring_setlkw_granted grep -qx "W:0:1 ok" "$T/uw"
+		bg sh -c "exec 9>>'$M2/u'; flock -x 9; touch '$T/uf_in';
+			exec sleep 1000"
+		ufp=$!
+		wait_for 20 test -e "$T/uf_in"
+		timeout 30 flock -w 0.5 -x "$M3/u" true
+		check clu_uring_flock_wait_interrupted test $? -eq 1
+		kill $ufp
+		check clu_uring_flock_after timeout 60 flock -x "$M3/u" true
+	else
+		skip clu_uring "the kernel offers no FUSE over io_uring"
+	fi
+	check clu_uring_umount2 fs_umount "$M2"
+	check clu_uring_umount3 fs_umount "$M3"
+else
+	[ -n "$ur_old" ] && echo "$ur_old" >"$PARAM"
+	skip clu_uring "no FUSE io_uring parameter or no mount"
+fi
 
 # ---- a nolock mount keeps the kernel's own (local) locks ----
 fs_mkfs "$T/nolock.img" 128 -j 2 -p nolock || fail clu_locks_mkfs_nolock
