@@ -27,7 +27,8 @@
  * way they reach these handlers through libfuse, and every handler
  * replies before it returns (the io_uring path relies on it), except a
  * file lock that waits over /dev/fuse: fs_plock.c answers it when the
- * lock is granted (over io_uring it waits in the handler).
+ * lock is granted (over io_uring its handler waits, on one of the
+ * transport's workers).
  *
  * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
