@@ -523,6 +523,11 @@ uint32_t fs_cluster_node(const struct fs_cluster *cl)
 	return cl->node;
 }
 
+struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
+{
+	return cl->ls;
+}
+
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 {
 	struct lk_name n;

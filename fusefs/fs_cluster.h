@@ -26,6 +26,7 @@
 
 struct fs;
 struct fs_cluster;
+struct lk_ls;
 struct fs_stats;
 
 enum { FS_LK_FS = 1, FS_LK_SLOT = 2 }; /* lk_name.type */
@@ -59,6 +60,8 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 /* The configuration's cluster name. */
 const char *fs_cluster_name(const struct fs_cluster *cl);
 uint32_t fs_cluster_node(const struct fs_cluster *cl);
+/* The mount's lockspace (file locks, fs_plock.h use it too). */
+struct lk_ls *fs_cluster_ls(struct fs_cluster *cl);
 
 /* Bind @fs (superblock read) and create the fs glock. 0 or -errno. */
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);

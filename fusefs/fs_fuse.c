@@ -25,7 +25,10 @@
  * Transport: requests come from /dev/fuse through libfuse's loop, or,
  * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
  * way they reach these handlers through libfuse, and every handler
- * replies before it returns (the io_uring path relies on it).
+ * replies before it returns (the io_uring path relies on it), except a
+ * file lock that waits over /dev/fuse: fs_plock.c answers it when the
+ * lock is granted (over io_uring its handler waits, on one of the
+ * transport's workers).
  *
  * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
@@ -47,6 +50,7 @@
 #include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_pt.h"
+#include "fusefs/fs_plock.h"
 #include "fusefs/fs_stats.h"
 #include "lockmgr/lk.h"
 
@@ -71,6 +75,7 @@ struct fs_fuse {
 	double timeout;		/* immutable: entry/attr cache seconds */
 	uint64_t root;		/* immutable: fs_root(fs) */
 	struct fs_stats *st;	/* immutable; may be NULL */
+	struct fs_plock *pk;	/* immutable: file locks (dlm) or NULL */
 	struct fuse_session *se; /* main thread only */
 	int mounted;		/* main thread only */
 };
@@ -245,6 +250,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
 			conn->want |= want[i];
+	/* file locks: cluster-wide on a dlm mount (fs_plock.h); a nolock
+	 * mount leaves them to the kernel, local as on any filesystem */
+	if (ff->pk != NULL)
+		conn->want |= conn->capable &
+			      (FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	else
+		conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	/* dlm: the kernel must not cache directory pages or symlinks
 	 * either (opendir is then answered by libfuse without
 	 * FOPEN_CACHE_DIR) */
@@ -564,18 +576,29 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /*
  * An open file keeps its pages between opens (nobody else writes the
  * device), and close(2) sends no FLUSH: every write has reached ucfs
- * before it returned, ucfs has no POSIX-lock owners to drop, and a failed
- * data write is reported by the next fsync (fs_data.c). With
- * writeback_cache the kernel still writes back and flushes at close.
+ * before it returned, a nolock mount has no POSIX-lock owners to drop
+ * (the kernel keeps its locks), and a failed data write is reported by
+ * the next fsync (fs_data.c). With writeback_cache the kernel still
+ * writes back and flushes at close. A dlm mount needs the FLUSH: it
+ * releases the closing process's POSIX locks (fs_plock.h).
  */
 static void set_open_flags(const struct fs_fuse *ff,
 			   struct fuse_file_info *fi)
 {
+	static uint64_t next_fh;
+
 	fi->noflush = 1;
 	if (ff->cl != NULL)
 		fi->direct_io = 1;	/* dlm: no page cache (fs_cluster.h) */
 	else
 		fi->keep_cache = 1;
+	if (ff->pk != NULL) {
+		/* file locks: a close must drop the closing process's POSIX
+		 * locks (FLUSH), and fh names the open file description
+		 * whose release drops its OFD locks (fs_plock.h) */
+		fi->noflush = 0;
+		fi->fh = __atomic_add_fetch(&next_fh, 1, __ATOMIC_RELAXED);
+	}
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino,
@@ -734,16 +757,18 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0;
+	int ret = 0;
 
 	if (op_begin(ff, req, FS_OP_FLUSH, &t0) < 0)
 		return;
 
-	/* only with writeback_cache (set_open_flags): the kernel wrote the
-	 * dirty pages back before this; nothing is buffered here */
-	(void)ino;
-	(void)fi;
-	reply_err(req, 0);
-	op_end(ff, FS_OP_FLUSH, t0, 0);
+	/* with writeback_cache the kernel wrote the dirty pages back before
+	 * this, nothing is buffered here; with file locks (set_open_flags)
+	 * the closing process's POSIX locks go */
+	if (ff->pk != NULL)
+		ret = fs_plock_flush(ff->pk, to_ino(ff, ino), fi->lock_owner);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_FLUSH, t0, ret);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
@@ -755,10 +780,60 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (op_begin(ff, req, FS_OP_RELEASE, &t0) < 0)
 		return;
 
-	(void)fi;
+	if (ff->pk != NULL)
+		fs_plock_release(ff->pk, to_ino(ff, ino), fi);
 	fs_release(ff->fs, to_ino(ff, ino));
 	reply_err(req, 0);
 	op_end(ff, FS_OP_RELEASE, t0, 0);
+}
+
+/* ---- file locks (dlm mounts only: op_init asks for them there) ---- */
+
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_GETLK, &t0) < 0)
+		return;
+	if (ff->pk != NULL)
+		fs_plock_getlk(ff->pk, req, to_ino(ff, ino), fi, lock);
+	else
+		reply_err(req, -ENOSYS);
+	op_end(ff, FS_OP_GETLK, t0, 0);
+}
+
+/* A lock that waits is answered later by fs_plock.c, from the lock
+ * manager's callback thread: op_end counts the handler's own time. */
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_SETLK, &t0) < 0)
+		return;
+	if (ff->pk != NULL)
+		fs_plock_setlk(ff->pk, req, to_ino(ff, ino), fi, lock, sleep);
+	else
+		reply_err(req, -ENOSYS);
+	op_end(ff, FS_OP_SETLK, t0, 0);
+}
+
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_FLOCK, &t0) < 0)
+		return;
+	if (ff->pk != NULL)
+		fs_plock_flock(ff->pk, req, to_ino(ff, ino), fi, op);
+	else
+		reply_err(req, -ENOSYS);
+	op_end(ff, FS_OP_FLOCK, t0, 0);
 }
 
 /* fsync and fsyncdir: both commit the journal (and with it every data
@@ -1107,6 +1182,9 @@ static const struct fuse_lowlevel_ops ucfs_ops = {
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.removexattr = op_removexattr,
+	.getlk = op_getlk,
+	.setlk = op_setlk,
+	.flock = op_flock,
 };
 
 /* ---- session ---- */
@@ -1247,6 +1325,8 @@ static void remove_sections(struct fs_fuse *ff)
 		fs_pt_stats_remove(ff->pt, ff->st);
 		return;
 	}
+	if (ff->pk != NULL)
+		fs_plock_stats_remove(ff->pk, ff->st);
 	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
 	if (ff->cl != NULL)
@@ -1273,6 +1353,8 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 	if (ret == 0)
 		ret = fs_stats_add_section(ff->st, "transport",
 					   transport_section, NULL);
+	if (ret == 0 && ff->pk != NULL)
+		ret = fs_plock_stats_add(ff->pk, ff->st);
 	if (ret == 0)
 		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
 	if (ret < 0) {
@@ -1404,14 +1486,22 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	ff->cl = fs->cl;
 	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
 	ff->root = fs_root(fs);
+	if (fs->cl != NULL) {
+		ret = fs_plock_new(fs_cluster_ls(fs->cl), &ff->pk);
+		if (ret < 0)
+			goto out_free;
+	}
 	ret = session_start(ff, &ucfs_ops, sizeof(ucfs_ops), ff, o, so, optstr,
 			    device, mountpoint, err, errlen);
-	if (ret < 0) {
-		free(ff);
-		return ret;
-	}
+	if (ret < 0)
+		goto out_free;
 	*out = ff;
 	return 0;
+
+out_free:
+	fs_plock_free(ff->pk);
+	free(ff);
+	return ret;
 }
 
 int fs_fuse_new_pt(struct fs_pt *pt, const struct fs_opts *o,
@@ -1477,5 +1567,6 @@ void fs_fuse_free(struct fs_fuse *ff)
 	fs_fuse_io_detach();
 	stop_stats(ff);
 	fuse_session_destroy(ff->se);
+	fs_plock_free(ff->pk);
 	free(ff);
 }

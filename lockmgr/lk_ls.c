@@ -146,6 +146,7 @@ void lk_ls_close(struct lk_ls *ls)
 	lk_api_lock(ls);
 	ls->closing = 1;
 	release_all(ls);
+	lk_plock_shutdown(ls);
 	lk_recover_handoff(ls); /* before LEAVE on every link */
 	lk_out_flush(ls);
 	lk_member_leave(ls);
