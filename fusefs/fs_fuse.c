@@ -640,6 +640,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	get_cred(req, &cred);
 	ret = fs_create(ff->fs, &cred, to_ino(ff, parent), name, mode,
 			fi->flags, &a);
+	/*
+	 * The kernel sends CREATE only after a LOOKUP found no such name;
+	 * on a cluster mount another node may create it in between. An
+	 * open(O_CREAT) without O_EXCL must then open that file: -ESTALE
+	 * makes the VFS redo the whole open once with LOOKUP_REVAL (as for
+	 * NFS), which finds the name, checks permissions, applies O_TRUNC.
+	 */
+	if (ret == -EEXIST && !(fi->flags & O_EXCL))
+		ret = -ESTALE;
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
 		set_open_flags(ff, fi);

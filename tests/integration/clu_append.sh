@@ -10,7 +10,12 @@
 #  (2) two shell loops appending at once (">>" from both nodes): every
 #      line present exactly once;
 #  (3) a write at an explicit offset (pwrite, no O_APPEND) still lands
-#      there; fsck.ucfs -n is clean after both unmount.
+#      there;
+#  (4) both nodes open(O_CREAT|O_APPEND) the same 300 new names at once:
+#      a name the other node created between this kernel's LOOKUP and its
+#      CREATE is opened, never "File exists" (op_create's -ESTALE retry),
+#      and every file ends with both lines; fsck.ucfs -n is clean after
+#      both unmount.
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -74,6 +79,17 @@ check clu_append_loops_order_b sh -c "grep '^b ' '$M1/sh' |
 # (3) an explicit offset is kept without O_APPEND
 printf 'XXXX' | dd of="$M2/alt" bs=1 seek=6 conv=notrunc status=none
 check clu_append_pwrite_in_place test "$(head -c 10 "$M1/alt")" = "node1 XXXX"
+
+# (4) racing creates of the same names from both nodes
+(i=0; while [ $i -lt 300 ]; do echo a >>"$M1/c.$i"; i=$((i + 1)); done) \
+	2>"$T/race1.err" &
+p1=$!
+(i=0; while [ $i -lt 300 ]; do echo b >>"$M2/c.$i"; i=$((i + 1)); done) \
+	2>"$T/race2.err" &
+p2=$!
+wait $p1 $p2
+check clu_append_race_no_error test ! -s "$T/race1.err" -a ! -s "$T/race2.err"
+check clu_append_race_both_lines test "$(cat "$M1"/c.* | wc -l)" -eq 600
 
 check clu_append_umount2 fs_umount "$M2"
 check clu_append_umount1 fs_umount "$M1"
