@@ -290,15 +290,18 @@ static int fz_fill(void *arg, const struct fs_dirent *de,
 		   const struct fs_attr *attr)
 {
 	struct fz_walk *w = arg;
+	int dots =
+	    (de->namelen == 1 && de->name[0] == '.') ||
+	    (de->namelen == 2 && de->name[0] == '.' && de->name[1] == '.');
 
-	(void)attr;
 	if (w->nents == sizeof(w->ents) / sizeof(w->ents[0]))
 		return 1;
 	w->cookie = de->next;
-	if (!(de->namelen == 1 && de->name[0] == '.') &&
-	    !(de->namelen == 2 && de->name[0] == '.' && de->name[1] == '.'))
-		w->ents[w->nents] = de->ino,
-		w->eplus[w->nents++] = attr != NULL;
+	if (!dots) {
+		/* with FS_READDIR_PLUS it took a lookup reference */
+		w->eplus[w->nents] = attr != NULL;
+		w->ents[w->nents++] = de->ino;
+	}
 	return 0;
 }
 
