@@ -19,7 +19,9 @@
  *                and xattr, a few namespace operations, unmount;
  *   fz_fsck:     reload the same bytes; fsck -n, fsck -y, fsck -n again:
  *                the last must be clean unless fsck -y said it made no
- *                repair (and why).
+ *                repair (and why);
+ *   fz_run:      all of it, and an image fsck found clean must still be
+ *                clean after fz_exercise.
  * Nothing here may crash, hang or leak; fz_fsck returns -1 when the repair
  * invariant fails (the harness aborts so the fuzzer keeps the input).
  */
@@ -290,15 +292,18 @@ static int fz_fill(void *arg, const struct fs_dirent *de,
 		   const struct fs_attr *attr)
 {
 	struct fz_walk *w = arg;
+	int dots =
+	    (de->namelen == 1 && de->name[0] == '.') ||
+	    (de->namelen == 2 && de->name[0] == '.' && de->name[1] == '.');
 
-	(void)attr;
 	if (w->nents == sizeof(w->ents) / sizeof(w->ents[0]))
 		return 1;
 	w->cookie = de->next;
-	if (!(de->namelen == 1 && de->name[0] == '.') &&
-	    !(de->namelen == 2 && de->name[0] == '.' && de->name[1] == '.'))
-		w->ents[w->nents] = de->ino,
-		w->eplus[w->nents++] = attr != NULL;
+	if (!dots) {
+		/* with FS_READDIR_PLUS it took a lookup reference */
+		w->eplus[w->nents] = attr != NULL;
+		w->ents[w->nents++] = de->ino;
+	}
 	return 0;
 }
 
@@ -469,14 +474,22 @@ static int fz_fsck(struct fz_img *im)
 }
 
 /* One input, start to end. */
+/* One input, start to end. An image fsck finds clean must still be clean
+ * after the mount, the walk and the namespace operations. */
 static void fz_run(struct fz_img *im, uint8_t *dev, const uint8_t *data,
 		   size_t size)
 {
 	unsigned flags = size > 0 ? data[0] : 0;
+	struct fs_fsck_result r;
+	int clean;
 
 	if (fz_load(im, dev, data, size) < 0)
 		fz_fail("cannot load the image");
+	clean = fz_fsck1(im->bd, 0, &r, NULL) == 0 && r.errors == 0;
 	fz_exercise(im, flags);
+	if (clean && (fz_fsck1(im->bd, 0, &r, NULL) < 0 || r.errors != 0))
+		fz_fail("a clean image has %llu problem(s) after use",
+			(unsigned long long)r.errors);
 	if (fz_load(im, dev, data, size) < 0)
 		fz_fail("cannot reload the image");
 	if (fz_fsck(im) < 0)
