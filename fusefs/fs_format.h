@@ -330,8 +330,8 @@ static_assert(offsetof(struct fs_dinode, inline_area) ==
  * growing down; free_end is the lowest heap offset in use (node size when
  * empty). Deleting compacts the heap.
  * Internal (level > 0): after the header an array of nkeys {key, child}
- * sorted by key; child i holds keys >= key i (key 0 is the low bound of
- * the node and is treated as -infinity on lookup).
+ * sorted by key from key 1 on; child i holds keys >= key i (key 0 is
+ * -infinity: its stored value is no bound and may exceed key 1).
  */
 struct fs_btree_nhdr {
 	uint16_t level;		/* 0 = leaf */

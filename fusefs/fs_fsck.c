@@ -294,7 +294,7 @@ static int walk_leaf(struct tree_ctx *t, const uint8_t *node, size_t size,
 				 t->what, ULL(t->owner), ULL(where), i, ULL(k),
 				 ULL(lo), ULL(hi), off, len);
 			t->bad = 1;
-			return -1;
+			return 0; /* reported: not an operational error */
 		}
 		prev = k;
 		ret = t->cb(t->ck, t->arg, k, node + off, len);
@@ -361,8 +361,10 @@ static int walk_node(struct tree_ctx *t, const uint8_t *node, size_t size,
 		int khas = i + 1 < nh->nkeys ? 1 : has_hi;
 		int ret;
 
-		if ((i > 0 && (p[i].key <= p[i - 1].key || p[i].key < lo ||
-			       (has_hi && p[i].key >= hi)))) {
+		/* key 0 is minus infinity (FORMAT.md): its stored value is
+		 * no bound and may exceed keys in child 0 and key 1 */
+		if ((i > 1 && p[i].key <= p[i - 1].key) ||
+		    (i > 0 && (p[i].key < lo || (has_hi && p[i].key >= hi)))) {
 			fsck_err(t->ck, K_TREE, "%s of inode %llu: block "
 				 "%llu: internal keys out of order", t->what,
 				 ULL(t->owner), ULL(where));

@@ -1,7 +1,7 @@
 #!/bin/sh
 # fs_bigdir: one directory with 100,000 entries (UCFS_BIGDIR_N to change):
 # create them, stat a sample, readdir count (no duplicates, none missing),
-# the same after a remount, delete every entry, fsck clean.
+# fsck clean, the same after a remount, delete every entry, fsck clean.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 
@@ -29,6 +29,8 @@ check bigdir_readdir_exact count_check
 check bigdir_nlink test "$(stat -c %h "$D")" = 2
 
 check bigdir_umount fs_umount "$MNT"
+# the full tree (interior nodes, key 0 above child 0's keys) checks clean
+check bigdir_fsck_full fs_fsck "$IMG"
 fs_mount "$IMG" "$MNT" || { fail bigdir_remount; exit 1; }
 check bigdir_readdir_after_remount count_check
 

@@ -17,6 +17,9 @@
  *    primary superblock, a lost file) are refused with nothing written;
  *    an orphan left by a crash is released with its space; and the same
  *    seeded corruptions as the fuzz are each fixed or left untouched;
+ *  - a directory whose internal node's key 0 (minus infinity) is above
+ *    the keys of its first child checks clean (a grown root's stale low
+ *    key); keys out of order after key 0 are still found;
  *  - seeded random byte flips in metadata blocks (--seed) never crash it
  *    (run under `make check` for ASan/UBSan).
  * Corruptions that keep a block's checksum valid reseal it with
@@ -29,6 +32,7 @@
 #include "fusefs/fs_fsck.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #define IMG_MB 64
@@ -644,6 +648,95 @@ static void test_repair_fuzz(void)
 	CHECK(n[1] > 0);
 }
 
+/* ---- a stale low key ---------------------------------------------------
+ * Key 0 of an internal node is minus infinity (FORMAT.md): a root grown
+ * over a leaf keeps that leaf's first key there, and a smaller key that
+ * arrives later lands in child 0, so child 0 splits at a separator below
+ * key 0. That tree is well formed; fsck must check it clean (it reported
+ * "internal keys out of order" and every entry a lost file).
+ */
+
+#define LOWKEY_SPLIT (1ull << 61) /* dirkey hashes are below 2^62 */
+
+/* Make @n names of directory @dir whose key is >= LOWKEY_SPLIT (@high) or
+ * below it; *seq numbers the candidate names. */
+static int lowkey_names(struct tfs *t, uint64_t dir, int high, int n,
+			unsigned *seq)
+{
+	struct fs_attr a;
+	char name[32];
+
+	while (n > 0) {
+		int len = snprintf(name, sizeof(name), "name-%06u", (*seq)++);
+		uint64_t h = fs_dirkey_hash(name, (size_t)len);
+		int ret;
+
+		if ((h >= LOWKEY_SPLIT) != high)
+			continue;
+		ret = fs_mknod(t->fs, &t->root_cred, dir, name, S_IFREG | 0644,
+			       0, &a);
+		if (ret < 0)
+			return ret;
+		n--;
+	}
+	return 0;
+}
+
+/* Keys 0 and 1 of @dir's inline root, from the device. */
+static int lowkey_root(struct bd_dev *bd, uint64_t dir, uint64_t *k0,
+		       uint64_t *k1, unsigned *level)
+{
+	const struct fs_dinode *di = blk;
+	const struct fs_btree_nhdr *nh = (const void *)di->inline_area;
+	const struct fs_btree_ptr *p = (const void *)(nh + 1);
+
+	if (bd_read(bd, blk, FS_BLOCK_SIZE, dir << FS_BLOCK_SHIFT) < 0)
+		return -EIO;
+	*level = nh->level;
+	if (nh->level == 0 || nh->nkeys < 2)
+		return -ENOENT;
+	*k0 = p[0].key;
+	*k1 = p[1].key;
+	return 0;
+}
+
+static void test_stale_low_key(void)
+{
+	unsigned seq = 0, level = 0;
+	uint64_t dir, k0 = 0, k1 = 0;
+	struct fs_attr a;
+	struct tfs t;
+
+	REQUIRE(tfs_open(&t, IMG_MB) == 0);
+	REQUIRE(fs_mkdir(t.fs, &t.root_cred, t.root, "d", 0755, &a) == 0);
+	dir = a.ino;
+	/* high keys first: the root grows, key 0 >= LOWKEY_SPLIT ... */
+	REQUIRE(lowkey_names(&t, dir, 1, 300, &seq) == 0);
+	/* ... then low keys: child 0 splits below key 0 */
+	REQUIRE(lowkey_names(&t, dir, 0, 600, &seq) == 0);
+	REQUIRE(fs_unmount(t.fs) == 0);
+	REQUIRE(lowkey_root(t.bd, dir, &k0, &k1, &level) == 0);
+	CHECK(level >= 1);
+	CHECK(k1 < k0); /* the case this test is about */
+	CHECK_EQ(fsck_errors(t.bd, 0), 0);
+	/* a real disorder (keys 1 and 2 swapped) is still found */
+	{
+		struct fs_dinode *di = blk;
+		struct fs_btree_nhdr *nh = (void *)di->inline_area;
+		struct fs_btree_ptr *p = (void *)(nh + 1), x;
+
+		REQUIRE(nh->nkeys >= 3);
+		x = p[1];
+		p[1] = p[2];
+		p[2] = x;
+		fs_blk_seal(blk, FS_BT_INODE, dir, di->hdr.seq);
+		REQUIRE(bd_write(t.bd, blk, FS_BLOCK_SIZE,
+				 dir << FS_BLOCK_SHIFT, 0) == 0);
+		CHECK(fsck_errors(t.bd, 1) > 0);
+	}
+	bd_close(t.bd);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -659,6 +752,7 @@ int main(int argc, char **argv)
 	T_RUN(test_repair_lost_file);
 	T_RUN(test_repair_orphans);
 	T_RUN(test_repair_fuzz);
+	T_RUN(test_stale_low_key);
 	bd_close(img);
 	if (work != NULL)
 		bd_close(work);
