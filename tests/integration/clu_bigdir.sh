@@ -88,7 +88,6 @@ os.close(fd)
 PY
 }
 NA=$((N / 20))
-: >"$M1/big"	# O_CREAT from both nodes at once may fail EEXIST (FUSE)
 appender "$M1/big" x "$NA" &
 P1=$!
 appender "$M2/big" y "$NA" &
