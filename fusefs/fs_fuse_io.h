@@ -35,4 +35,20 @@ void fs_fuse_io_note(const void *buf, size_t len);
  * cleared (the writer lacks CAP_FSETID). */
 int fs_fuse_io_write_kill(void);
 
+/* In the init handler: let fs_fuse_io_pread() splice read replies (the
+ * kernel's FUSE_SPLICE_WRITE). Returns the largest reply it can splice,
+ * what a pipe of this process holds (0: none); larger reads copy. */
+size_t fs_fuse_io_splice_reads(void);
+
+/* pread(2) of @size bytes of @fd at @off for a read reply: after
+ * fs_fuse_io_splice_reads(), for a request that came through /dev/fuse,
+ * the bytes may stay in this thread's pipe (spliced from @fd's page
+ * cache, not copied) instead of landing in @buf; then
+ * fs_fuse_io_reply_read() must be the next reply this thread makes. */
+ssize_t fs_fuse_io_pread(int fd, void *buf, size_t size, off_t off);
+
+/* Reply to a read with the @n bytes fs_fuse_io_pread() just returned
+ * (from its pipe by splice, or from @buf): fuse_reply_buf()'s result. */
+int fs_fuse_io_reply_read(fuse_req_t req, const void *buf, size_t n);
+
 #endif

@@ -23,6 +23,7 @@
  * directories; xattrs; the ops table.
  */
 #include "fusefs/fs_fuse.h"
+#include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_pt_internal.h"
 
@@ -167,6 +168,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	    FUSE_CAP_AUTO_INVAL_DATA,  FUSE_CAP_ATOMIC_O_TRUNC,
 	};
 	struct fs_pt *pt = userdata;
+	size_t splice;
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
@@ -184,7 +186,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = PT_MAX_WRITE;
-	conn->max_readahead = PT_MAX_WRITE;
+	/* read replies spliced from the lower file (fs_fuse_io_pread):
+	 * read-ahead no larger than a reply the pipe holds (1 MiB less a
+	 * page: the lens lacks CAP_SYS_RESOURCE past pipe-max-size) */
+	splice = fs_fuse_io_splice_reads();
+	conn->max_readahead = splice > 0 && splice < PT_MAX_WRITE ?
+			      (unsigned)splice : PT_MAX_WRITE;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
@@ -602,12 +609,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (buf == NULL)
 		buf = fs_fuse_rbuf(size > 0 ? size : 1);
 	if (buf != NULL) {
-		PT_CALL(&r, n, pread((int)fi->fh, buf, size, off));
+		PT_CALL(&r, n,
+			fs_fuse_io_pread((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_buf(replying(&r), buf, (size_t)n);
+		fs_fuse_io_reply_read(replying(&r), buf, (size_t)n);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
 
