@@ -1223,6 +1223,7 @@ static int add_fsname(char *s, size_t len, const char *device)
 static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 			   size_t len)
 {
+	size_t m, k;
 	int n;
 
 	n = snprintf(
@@ -1232,6 +1233,14 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 	    o->allow_other ? ",allow_other" : "");
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
+	/* the lens splices read replies: no larger than its pipes hold */
+	if (o->passthrough && strstr(o->fuse, "max_read=") == NULL &&
+	    (m = fs_fuse_io_max_read(MAX_WRITE)) > 0) {
+		k = strlen(s);
+		n = snprintf(s + k, len - k, ",max_read=%zu", m);
+		if (n < 0 || (size_t)n >= len - k)
+			return -E2BIG;
+	}
 	if (strstr(o->fuse, "fsname=") == NULL)
 		return add_fsname(s, len, device);
 	return 0;

@@ -76,6 +76,7 @@ static _Atomic uint64_t init_unique;	/* 0: INIT not seen yet */
 static _Atomic uint64_t init_flags;	/* what the kernel offered */
 static atomic_int killpriv_v2;		/* negotiated */
 static _Atomic size_t splice_max;	/* fs_fuse_io_splice_reads() */
+static _Atomic size_t max_read_opt;	/* fs_fuse_io_max_read() */
 static struct fs_uring *_Atomic uring;	/* started after INIT */
 
 static _Thread_local struct {
@@ -250,14 +251,14 @@ static void pipe_close(int fd[2])
 /* A pipe as large as this process may have one: a max_write reply and
  * its header; pipe-max-size (1 MiB) binds a daemon without
  * CAP_SYS_RESOURCE, like the lens. 0 or -errno. */
-static int pipe_open(int fd[2])
+static int pipe_open(int fd[2], size_t max_write)
 {
 	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
 		fd[0] = fd[1] = -1;
 		return -errno;
 	}
-	if (fcntl(fd[1], F_SETPIPE_SZ, 2 * (int)uring_max_write) < 0)
-		(void)fcntl(fd[1], F_SETPIPE_SZ, (int)uring_max_write);
+	if (fcntl(fd[1], F_SETPIPE_SZ, 2 * (int)max_write) < 0)
+		(void)fcntl(fd[1], F_SETPIPE_SZ, (int)max_write);
 	return 0;
 }
 
@@ -299,29 +300,51 @@ static struct rpipe *rpipe_get(void)
 	}
 	if (p->held != 0)	/* a read whose reply was never made */
 		rpipe_close(p);
-	if (p->data[0] < 0 && (pipe_open(p->data) < 0 ||
-			       pipe_open(p->msg) < 0)) {
+	if (p->data[0] < 0 && (pipe_open(p->data, uring_max_write) < 0 ||
+			       pipe_open(p->msg, uring_max_write) < 0)) {
 		rpipe_close(p);
 		return NULL;
 	}
 	return p;
 }
 
-size_t fs_fuse_io_splice_reads(void)
+/* The largest read reply (header aside) a pipe of this process holds,
+ * one page per slot; 0 if under 2 pages. */
+static size_t pipe_reply_max(size_t max_write)
 {
 	int fd[2];
 	long cap, page = sysconf(_SC_PAGESIZE);
 
-	if (!(atomic_load(&init_flags) & FUSE_SPLICE_WRITE) ||
-	    pipe_open(fd) < 0)
+	if (pipe_open(fd, max_write) < 0)
 		return 0;
 	cap = fcntl(fd[0], F_GETPIPE_SZ);
 	pipe_close(fd);
-	/* a pipe holds one page per slot: the header takes one */
-	if (cap < 3 * page)
+	return cap < 3 * page ? 0 : (size_t)(cap - page);
+}
+
+size_t fs_fuse_io_max_read(size_t max_write)
+{
+	size_t m = pipe_reply_max(max_write);
+
+	m = m > 0 && m < max_write ? m : 0;
+	atomic_store(&max_read_opt, m);
+	return m;
+}
+
+size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn)
+{
+	size_t m;
+
+	if (!(atomic_load(&init_flags) & FUSE_SPLICE_WRITE))
 		return 0;
-	atomic_store(&splice_max, (size_t)(cap - page));
-	return (size_t)(cap - page);
+	m = pipe_reply_max(uring_max_write);
+	if (atomic_load(&max_read_opt) != 0) {
+		/* libfuse insists on the mount option's value */
+		conn->max_read = (unsigned)atomic_load(&max_read_opt);
+		m = m < conn->max_read ? m : conn->max_read;
+	}
+	atomic_store(&splice_max, m);
+	return m;
 }
 
 /* Splice up to @size bytes of @fd at @off into @p's data pipe: the

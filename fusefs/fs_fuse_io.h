@@ -35,10 +35,18 @@ void fs_fuse_io_note(const void *buf, size_t len);
  * cleared (the writer lacks CAP_FSETID). */
 int fs_fuse_io_write_kill(void);
 
+/* Before the session is made, for a filesystem that will splice read
+ * replies: the max_read= mount option it needs (0: none), when a pipe
+ * of this process cannot hold a reply of @max_write bytes and its
+ * header (pipe-max-size, 1 MiB, binds a daemon without
+ * CAP_SYS_RESOURCE). Remembered for fs_fuse_io_splice_reads(). */
+size_t fs_fuse_io_max_read(size_t max_write);
+
 /* In the init handler: let fs_fuse_io_pread() splice read replies (the
- * kernel's FUSE_SPLICE_WRITE). Returns the largest reply it can splice,
- * what a pipe of this process holds (0: none); larger reads copy. */
-size_t fs_fuse_io_splice_reads(void);
+ * kernel's FUSE_SPLICE_WRITE), and set conn->max_read to what
+ * fs_fuse_io_max_read() asked for. Returns the largest reply it can
+ * splice (0: none); larger reads copy. */
+size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn);
 
 /* pread(2) of @size bytes of @fd at @off for a read reply: after
  * fs_fuse_io_splice_reads(), for a request that came through /dev/fuse,

@@ -168,7 +168,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	    FUSE_CAP_AUTO_INVAL_DATA,  FUSE_CAP_ATOMIC_O_TRUNC,
 	};
 	struct fs_pt *pt = userdata;
-	size_t splice;
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
@@ -186,12 +185,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = PT_MAX_WRITE;
-	/* read replies spliced from the lower file (fs_fuse_io_pread):
-	 * read-ahead no larger than a reply the pipe holds (1 MiB less a
-	 * page: the lens lacks CAP_SYS_RESOURCE past pipe-max-size) */
-	splice = fs_fuse_io_splice_reads();
-	conn->max_readahead = splice > 0 && splice < PT_MAX_WRITE ?
-			      (unsigned)splice : PT_MAX_WRITE;
+	conn->max_readahead = PT_MAX_WRITE;
+	/* read replies spliced from the lower file (fs_fuse_io_pread) */
+	fs_fuse_io_splice_reads(conn);
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
