@@ -1316,6 +1316,7 @@ static void transport_section(struct fs_json *o, void *arg)
 	fs_json_str(o, "name", fs_fuse_io_transport(&ring));
 	fs_json_u64(o, "ring_requests", ring);
 	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
+	fs_json_u64(o, "spliced_reads", fs_fuse_io_spliced_reads());
 }
 
 /* The backend's own sections: a ucfs mount's, or the pass-through's. */

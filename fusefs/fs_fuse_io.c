@@ -77,6 +77,7 @@ static _Atomic uint64_t init_flags;	/* what the kernel offered */
 static atomic_int killpriv_v2;		/* negotiated */
 static _Atomic size_t splice_max;	/* fs_fuse_io_splice_reads() */
 static _Atomic size_t max_read_opt;	/* fs_fuse_io_max_read() */
+static _Atomic uint64_t spliced_reads;	/* read replies sent by splice */
 static struct fs_uring *_Atomic uring;	/* started after INIT */
 
 static _Thread_local struct {
@@ -469,8 +470,15 @@ static int rpipe_send(int fd, const struct iovec *iov, int count,
 		moved += (size_t)n;
 	}
 	n = splice(p->msg[0], NULL, fd, NULL, len, 0);
-	if (n == (ssize_t)len)
+	if (n == (ssize_t)len) {
 		p->held = 0;	/* sent: both pipes are empty */
+		atomic_fetch_add(&spliced_reads, 1);
+	}
 	*res = n;
 	return 1;
+}
+
+uint64_t fs_fuse_io_spliced_reads(void)
+{
+	return atomic_load(&spliced_reads);
 }

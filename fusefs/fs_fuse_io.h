@@ -59,4 +59,7 @@ ssize_t fs_fuse_io_pread(int fd, void *buf, size_t size, off_t off);
  * (from its pipe by splice, or from @buf): fuse_reply_buf()'s result. */
 int fs_fuse_io_reply_read(fuse_req_t req, const void *buf, size_t n);
 
+/* Read replies sent to /dev/fuse by splice so far. */
+uint64_t fs_fuse_io_spliced_reads(void);
+
 #endif
