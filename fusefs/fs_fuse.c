@@ -1223,6 +1223,7 @@ static int add_fsname(char *s, size_t len, const char *device)
 static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 			   size_t len)
 {
+	const char *given;
 	size_t m, k;
 	int n;
 
@@ -1234,8 +1235,10 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	/* the lens splices read replies: no larger than its pipes hold */
-	if (o->passthrough && strstr(o->fuse, "max_read=") == NULL &&
-	    (m = fs_fuse_io_max_read(MAX_WRITE)) > 0) {
+	given = strstr(o->fuse, "max_read=");
+	if (o->passthrough &&
+	    (m = fs_fuse_io_max_read(MAX_WRITE, given == NULL ? 0 :
+				     strtoul(given + 9, NULL, 10))) > 0) {
 		k = strlen(s);
 		n = snprintf(s + k, len - k, ",max_read=%zu", m);
 		if (n < 0 || (size_t)n >= len - k)

@@ -323,13 +323,16 @@ static size_t pipe_reply_max(size_t max_write)
 	return cap < 3 * page ? 0 : (size_t)(cap - page);
 }
 
-size_t fs_fuse_io_max_read(size_t max_write)
+size_t fs_fuse_io_max_read(size_t max_write, size_t given)
 {
-	size_t m = pipe_reply_max(max_write);
+	size_t m = given;
 
-	m = m > 0 && m < max_write ? m : 0;
+	if (m == 0) {
+		m = pipe_reply_max(max_write);
+		m = m > 0 && m < max_write ? m : 0;
+	}
 	atomic_store(&max_read_opt, m);
-	return m;
+	return given != 0 ? 0 : m;
 }
 
 size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn)

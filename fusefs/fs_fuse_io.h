@@ -36,15 +36,16 @@ void fs_fuse_io_note(const void *buf, size_t len);
 int fs_fuse_io_write_kill(void);
 
 /* Before the session is made, for a filesystem that will splice read
- * replies: the max_read= mount option it needs (0: none), when a pipe
- * of this process cannot hold a reply of @max_write bytes and its
- * header (pipe-max-size, 1 MiB, binds a daemon without
- * CAP_SYS_RESOURCE). Remembered for fs_fuse_io_splice_reads(). */
-size_t fs_fuse_io_max_read(size_t max_write);
+ * replies: the max_read= mount option to add (0: none), when a pipe of
+ * this process cannot hold a reply of @max_write bytes and its header
+ * (pipe-max-size, 1 MiB, binds a daemon without CAP_SYS_RESOURCE).
+ * @given: the max_read= the user gave (0: none; then nothing is added).
+ * Remembered for fs_fuse_io_splice_reads(). */
+size_t fs_fuse_io_max_read(size_t max_write, size_t given);
 
 /* In the init handler: let fs_fuse_io_pread() splice read replies (the
- * kernel's FUSE_SPLICE_WRITE), and set conn->max_read to what
- * fs_fuse_io_max_read() asked for. Returns the largest reply it can
+ * kernel's FUSE_SPLICE_WRITE), and set conn->max_read to the mount's
+ * (fs_fuse_io_max_read(): libfuse refuses INIT unless they agree). Returns the largest reply it can
  * splice (0: none); larger reads copy. */
 size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn);
 

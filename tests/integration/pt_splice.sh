@@ -5,7 +5,8 @@
 #    largest reply (max_read) and larger, read cold, whole and at random
 #    offsets and lengths (UCFS_SEED), and with O_DIRECT;
 #  - the replies went by splice (transport.spliced_reads grew) and the
-#    mount's max_read lets a reply and its header fit one pipe.
+#    mount's max_read lets a reply and its header fit one pipe;
+#  - a max_read= given by the user mounts and reads right.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 
@@ -73,4 +74,16 @@ check pt_splice_max_read sh -c "
 		cut -d= -f2)
 	[ -z \"\$m\" ] || [ \"\$m\" -le 1044480 ]"
 umount "$MNT" && pass pt_splice_umount || fail pt_splice_umount
+
+# a max_read= of the user's is the mount's (libfuse 3.14 refuses INIT
+# unless the filesystem's init says the same)
+if "$B/ucfs" -o passthrough,max_read=524288 "$LOW" "$MNT"; then
+	echo 3 >/proc/sys/vm/drop_caches
+	check pt_splice_user_max_read cmp -s "$LOW/big" "$MNT/big"
+	check pt_splice_user_max_read_mounted sh -c \
+		"grep ' $MNT ' /proc/self/mounts | grep -q 'max_read=524288'"
+	umount "$MNT"
+else
+	fail pt_splice_user_max_read "mount -o max_read=524288 failed"
+fi
 exit 0
