@@ -44,10 +44,12 @@
  * requests; its replies come back through io_writev too.
  *
  * Locking: session, uring_mode and uring_max_write are set by attach
- * before the loop starts; init_unique, init_flags, killpriv_v2 and uring
- * are written once, by the thread that reads/answers INIT, before any
- * other request can arrive, and read afterwards (atomics); `cur` is per
- * thread.
+ * before the loop starts; max_read_opt before the session is made;
+ * init_unique, init_flags, killpriv_v2, splice_max and uring are written
+ * once, by the thread that reads/answers INIT, before any
+ * other request can arrive, and read afterwards (atomics);
+ * spliced_reads is an atomic counter; `cur`, `rpipe_sending` and the
+ * reply pipes are per thread.
  */
 #include "fusefs/fs_fuse_io.h"
 
@@ -148,8 +150,7 @@ static void patch_init(struct fuse_init_out *out, size_t len, int fd,
 	out->flags2 |= (uint32_t)(UCFS_FUSE_OVER_IO_URING >> 32);
 }
 
-static int rpipe_send(int fd, const struct iovec *iov, int count,
-		      ssize_t *res);
+static int rpipe_send(int fd, const struct iovec *iov, int count, ssize_t *res);
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count,
 			 void *userdata)
@@ -229,7 +230,8 @@ int fs_fuse_io_write_kill(void)
 
 /* This thread's reply pipes: the data of one read reply, referring to
  * the file's page-cache pages (not copied), and the message (header,
- * then that data) as it is spliced to /dev/fuse. */
+ * then that data) as it is spliced to /dev/fuse. Per thread (a key's
+ * value): only its thread touches it, no lock. */
 struct rpipe {
 	int data[2];	/* -1: not open */
 	int msg[2];
@@ -446,8 +448,7 @@ int fs_fuse_io_reply_read(fuse_req_t req, const void *buf, size_t n)
 /* io_writev() of the reply fs_fuse_io_reply_read() is making: header
  * into the message pipe, the data behind it, all of it to /dev/fuse.
  * 1 with *res set (writev's result), or 0: not such a reply. */
-static int rpipe_send(int fd, const struct iovec *iov, int count,
-		      ssize_t *res)
+static int rpipe_send(int fd, const struct iovec *iov, int count, ssize_t *res)
 {
 	struct rpipe *p = rpipe_sending;
 	size_t len, moved = 0;

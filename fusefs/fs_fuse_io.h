@@ -45,8 +45,8 @@ size_t fs_fuse_io_max_read(size_t max_write, size_t given);
 
 /* In the init handler: let fs_fuse_io_pread() splice read replies (the
  * kernel's FUSE_SPLICE_WRITE), and set conn->max_read to the mount's
- * (fs_fuse_io_max_read(): libfuse refuses INIT unless they agree). Returns the largest reply it can
- * splice (0: none); larger reads copy. */
+ * (fs_fuse_io_max_read(): libfuse refuses INIT unless they agree).
+ * Returns the largest reply it can splice (0: none); larger reads copy. */
 size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn);
 
 /* pread(2) of @size bytes of @fd at @off for a read reply: after

@@ -605,8 +605,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (buf == NULL)
 		buf = fs_fuse_rbuf(size > 0 ? size : 1);
 	if (buf != NULL) {
-		PT_CALL(&r, n,
-			fs_fuse_io_pread((int)fi->fh, buf, size, off));
+		PT_CALL(&r, n, fs_fuse_io_pread((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
