@@ -1223,6 +1223,8 @@ static int add_fsname(char *s, size_t len, const char *device)
 static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 			   size_t len)
 {
+	const char *given;
+	size_t m, k;
 	int n;
 
 	n = snprintf(
@@ -1232,6 +1234,16 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 	    o->allow_other ? ",allow_other" : "");
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
+	/* the lens splices read replies: no larger than its pipes hold */
+	given = strstr(o->fuse, "max_read=");
+	if (o->passthrough &&
+	    (m = fs_fuse_io_max_read(MAX_WRITE, given == NULL ? 0 :
+				     strtoul(given + 9, NULL, 10))) > 0) {
+		k = strlen(s);
+		n = snprintf(s + k, len - k, ",max_read=%zu", m);
+		if (n < 0 || (size_t)n >= len - k)
+			return -E2BIG;
+	}
 	if (strstr(o->fuse, "fsname=") == NULL)
 		return add_fsname(s, len, device);
 	return 0;
@@ -1307,6 +1319,7 @@ static void transport_section(struct fs_json *o, void *arg)
 	fs_json_str(o, "name", fs_fuse_io_transport(&ring));
 	fs_json_u64(o, "ring_requests", ring);
 	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
+	fs_json_u64(o, "spliced_reads", fs_fuse_io_spliced_reads());
 }
 
 /* The backend's own sections: a ucfs mount's, or the pass-through's. */

@@ -18,8 +18,17 @@
  *    its handler in the same thread, before reading the next);
  *  - io_writev() adds FUSE_HANDLE_KILLPRIV_V2 to the INIT reply when the
  *    kernel offered it. Nothing else is changed.
- * Splice is not used (ucfs does not ask for FUSE_CAP_SPLICE_*), so every
- * request passes through io_read().
+ * Requests are never spliced (no FUSE_CAP_SPLICE_READ), so every one
+ * passes through io_read(). Read replies may be, without libfuse's
+ * splice (its pipe for a 1 MiB reply wants 2 MiB, past pipe-max-size
+ * for a daemon without CAP_SYS_RESOURCE, and it then copies for good):
+ * a filesystem that called fs_fuse_io_splice_reads() reads file data
+ * with fs_fuse_io_pread(), which splices it into this thread's pipe
+ * from the file's page cache (no copy); fs_fuse_io_reply_read() makes
+ * the reply with libfuse as usual, and io_writev() sends the header and
+ * that pipe to /dev/fuse by splice instead of the memory. A read reply
+ * then costs one copy (in the kernel, pipe to the FUSE page) where
+ * pread + writev cost two.
  *
  * The contract ucfs then keeps (fs_vfs.c): a write whose request carries
  * FUSE_WRITE_KILL_SUIDGID clears S_ISUID, and S_ISGID if group-executable;
@@ -35,10 +44,12 @@
  * requests; its replies come back through io_writev too.
  *
  * Locking: session, uring_mode and uring_max_write are set by attach
- * before the loop starts; init_unique, init_flags, killpriv_v2 and uring
- * are written once, by the thread that reads/answers INIT, before any
- * other request can arrive, and read afterwards (atomics); `cur` is per
- * thread.
+ * before the loop starts; max_read_opt before the session is made;
+ * init_unique, init_flags, killpriv_v2, splice_max and uring are written
+ * once, by the thread that reads/answers INIT, before any
+ * other request can arrive, and read afterwards (atomics);
+ * spliced_reads is an atomic counter; `cur`, `rpipe_sending` and the
+ * reply pipes are per thread.
  */
 #include "fusefs/fs_fuse_io.h"
 
@@ -46,10 +57,14 @@
 #include "fusefs/fs_fuse_uring.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -62,6 +77,9 @@ static size_t uring_max_write;		/* set by attach */
 static _Atomic uint64_t init_unique;	/* 0: INIT not seen yet */
 static _Atomic uint64_t init_flags;	/* what the kernel offered */
 static atomic_int killpriv_v2;		/* negotiated */
+static _Atomic size_t splice_max;	/* fs_fuse_io_splice_reads() */
+static _Atomic size_t max_read_opt;	/* fs_fuse_io_max_read() */
+static _Atomic uint64_t spliced_reads;	/* read replies sent by splice */
 static struct fs_uring *_Atomic uring;	/* started after INIT */
 
 static _Thread_local struct {
@@ -132,6 +150,8 @@ static void patch_init(struct fuse_init_out *out, size_t len, int fd,
 	out->flags2 |= (uint32_t)(UCFS_FUSE_OVER_IO_URING >> 32);
 }
 
+static int rpipe_send(int fd, const struct iovec *iov, int count, ssize_t *res);
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count,
 			 void *userdata)
 {
@@ -143,6 +163,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 
 	(void)userdata;
 	if (u != NULL && fs_fuse_uring_reply(u, iov, count, &n))
+		return n;
+	if (rpipe_send(fd, iov, count, &n))
 		return n;
 	/* libfuse sends a reply as {header, argument}: the INIT reply is
 	 * the only one patched, on a copy of its argument */
@@ -202,4 +224,265 @@ int fs_fuse_io_killpriv_v2(void)
 int fs_fuse_io_write_kill(void)
 {
 	return cur.opcode == FUSE_WRITE && cur.write_kill;
+}
+
+/* ---- read replies spliced from a file ---- */
+
+/* This thread's reply pipes: the data of one read reply, referring to
+ * the file's page-cache pages (not copied), and the message (header,
+ * then that data) as it is spliced to /dev/fuse. Per thread (a key's
+ * value): only its thread touches it, no lock. */
+struct rpipe {
+	int data[2];	/* -1: not open */
+	int msg[2];
+	size_t held;	/* bytes of a reply in data (0: none) */
+};
+
+static pthread_key_t rpipe_key;
+static pthread_once_t rpipe_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct rpipe *rpipe_sending; /* reply_read -> writev */
+
+static void pipe_close(int fd[2])
+{
+	if (fd[0] >= 0) {
+		close(fd[0]);
+		close(fd[1]);
+	}
+	fd[0] = fd[1] = -1;
+}
+
+/* A pipe as large as this process may have one: a max_write reply and
+ * its header; pipe-max-size (1 MiB) binds a daemon without
+ * CAP_SYS_RESOURCE, like the lens. 0 or -errno. */
+static int pipe_open(int fd[2], size_t max_write)
+{
+	if (pipe2(fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		fd[0] = fd[1] = -1;
+		return -errno;
+	}
+	if (fcntl(fd[1], F_SETPIPE_SZ, 2 * (int)max_write) < 0)
+		(void)fcntl(fd[1], F_SETPIPE_SZ, (int)max_write);
+	return 0;
+}
+
+static void rpipe_close(struct rpipe *p)
+{
+	pipe_close(p->data);
+	pipe_close(p->msg);
+	p->held = 0;
+}
+
+static void rpipe_free(void *arg)
+{
+	rpipe_close(arg);
+	free(arg);
+}
+
+static void rpipe_key_init(void)
+{
+	pthread_key_create(&rpipe_key, rpipe_free);
+}
+
+/* This thread's pipes, open and empty; NULL. */
+static struct rpipe *rpipe_get(void)
+{
+	struct rpipe *p;
+
+	pthread_once(&rpipe_once, rpipe_key_init);
+	p = pthread_getspecific(rpipe_key);
+	if (p == NULL) {
+		p = malloc(sizeof(*p));
+		if (p == NULL)
+			return NULL;
+		p->data[0] = p->data[1] = p->msg[0] = p->msg[1] = -1;
+		p->held = 0;
+		if (pthread_setspecific(rpipe_key, p) != 0) {
+			free(p);
+			return NULL;
+		}
+	}
+	if (p->held != 0)	/* a read whose reply was never made */
+		rpipe_close(p);
+	if (p->data[0] < 0 && (pipe_open(p->data, uring_max_write) < 0 ||
+			       pipe_open(p->msg, uring_max_write) < 0)) {
+		rpipe_close(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* The largest read reply (header aside) a pipe of this process holds,
+ * one page per slot; 0 if under 2 pages. */
+static size_t pipe_reply_max(size_t max_write)
+{
+	int fd[2];
+	long cap, page = sysconf(_SC_PAGESIZE);
+
+	if (pipe_open(fd, max_write) < 0)
+		return 0;
+	cap = fcntl(fd[0], F_GETPIPE_SZ);
+	pipe_close(fd);
+	return cap < 3 * page ? 0 : (size_t)(cap - page);
+}
+
+size_t fs_fuse_io_max_read(size_t max_write, size_t given)
+{
+	size_t m = given;
+
+	if (m == 0) {
+		m = pipe_reply_max(max_write);
+		m = m > 0 && m < max_write ? m : 0;
+	}
+	atomic_store(&max_read_opt, m);
+	return given != 0 ? 0 : m;
+}
+
+size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn)
+{
+	size_t m;
+
+	if (!(atomic_load(&init_flags) & FUSE_SPLICE_WRITE))
+		return 0;
+	m = pipe_reply_max(uring_max_write);
+	if (atomic_load(&max_read_opt) != 0) {
+		/* libfuse insists on the mount option's value */
+		conn->max_read = (unsigned)atomic_load(&max_read_opt);
+		m = m < conn->max_read ? m : conn->max_read;
+	}
+	atomic_store(&splice_max, m);
+	return m;
+}
+
+/* Splice up to @size bytes of @fd at @off into @p's data pipe: the
+ * count (short at EOF, after an error, or with *full set when the pipe
+ * is full), or -errno if nothing could be. */
+static ssize_t rpipe_fill(struct rpipe *p, int fd, off_t off, size_t size,
+			  int *full)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	*full = 0;
+	while (got < size) {
+		n = splice(fd, &off, p->data[1], NULL, size - got,
+			   SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			got += (size_t)n;
+		} else if (n == 0) {
+			break;
+		} else if (errno == EAGAIN && got > 0) {
+			*full = 1;
+			break;
+		} else if (errno != EINTR) {
+			if (got == 0)
+				return -errno;
+			break;
+		}
+	}
+	return (ssize_t)got;
+}
+
+/* Read the @n bytes in @p's data pipe into @buf. 0 or -errno. */
+static int rpipe_drain(struct rpipe *p, char *buf, size_t n)
+{
+	size_t done = 0;
+	ssize_t r;
+
+	while (done < n) {
+		r = read(p->data[0], buf + done, n - done);
+		if (r > 0) {
+			done += (size_t)r;
+		} else if (r == 0 || errno != EINTR) {
+			rpipe_close(p);
+			return r < 0 ? -errno : -EIO;
+		}
+	}
+	return 0;
+}
+
+ssize_t fs_fuse_io_pread(int fd, void *buf, size_t size, off_t off)
+{
+	struct rpipe *p = NULL;
+	ssize_t n, m;
+	int full, err;
+
+	if (size >= 2 * (size_t)sysconf(_SC_PAGESIZE) &&
+	    size <= atomic_load(&splice_max) && !fs_fuse_uring_in_request())
+		p = rpipe_get();
+	if (p == NULL)
+		return pread(fd, buf, size, off);
+	n = rpipe_fill(p, fd, off, size, &full);
+	if (n < 0)	/* a file splice cannot read, or an error: its own */
+		return pread(fd, buf, size, off);
+	if (!full) {
+		p->held = (size_t)n;
+		return n;
+	}
+	/* an unaligned read past the pipe: the reply goes from memory */
+	err = rpipe_drain(p, buf, (size_t)n);
+	if (err < 0) {
+		errno = -err;
+		return -1;
+	}
+	m = pread(fd, (char *)buf + n, size - (size_t)n, off + n);
+	return m < 0 ? n : n + m;
+}
+
+int fs_fuse_io_reply_read(fuse_req_t req, const void *buf, size_t n)
+{
+	struct rpipe *p;
+	int ret;
+
+	pthread_once(&rpipe_once, rpipe_key_init);
+	p = pthread_getspecific(rpipe_key);
+	if (p == NULL || p->held == 0 || p->held != n)
+		return fuse_reply_buf(req, buf, n);
+	rpipe_sending = p;
+	ret = fuse_reply_buf(req, buf, n);	/* @buf is not read */
+	if (rpipe_sending != NULL || p->held != 0)
+		rpipe_close(p);
+	rpipe_sending = NULL;
+	return ret;
+}
+
+/* io_writev() of the reply fs_fuse_io_reply_read() is making: header
+ * into the message pipe, the data behind it, all of it to /dev/fuse.
+ * 1 with *res set (writev's result), or 0: not such a reply. */
+static int rpipe_send(int fd, const struct iovec *iov, int count, ssize_t *res)
+{
+	struct rpipe *p = rpipe_sending;
+	size_t len, moved = 0;
+	ssize_t n;
+
+	if (p == NULL)
+		return 0;
+	rpipe_sending = NULL;
+	*res = -1;
+	if (count != 2 || iov[1].iov_len != p->held) {
+		errno = EIO;	/* never the memory: it holds nothing */
+		return 1;
+	}
+	len = iov[0].iov_len + p->held;
+	if (write(p->msg[1], iov[0].iov_base, iov[0].iov_len) !=
+	    (ssize_t)iov[0].iov_len)
+		return 1;
+	while (moved < p->held) {
+		n = splice(p->data[0], NULL, p->msg[1], NULL,
+			   p->held - moved, SPLICE_F_NONBLOCK);
+		if (n <= 0)
+			return 1;
+		moved += (size_t)n;
+	}
+	n = splice(p->msg[0], NULL, fd, NULL, len, 0);
+	if (n == (ssize_t)len) {
+		p->held = 0;	/* sent: both pipes are empty */
+		atomic_fetch_add(&spliced_reads, 1);
+	}
+	*res = n;
+	return 1;
+}
+
+uint64_t fs_fuse_io_spliced_reads(void)
+{
+	return atomic_load(&spliced_reads);
 }

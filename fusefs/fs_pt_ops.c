@@ -23,6 +23,7 @@
  * directories; xattrs; the ops table.
  */
 #include "fusefs/fs_fuse.h"
+#include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_pt_internal.h"
 
@@ -185,6 +186,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = PT_MAX_WRITE;
 	conn->max_readahead = PT_MAX_WRITE;
+	/* read replies spliced from the lower file (fs_fuse_io_pread) */
+	fs_fuse_io_splice_reads(conn);
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
@@ -602,12 +605,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (buf == NULL)
 		buf = fs_fuse_rbuf(size > 0 ? size : 1);
 	if (buf != NULL) {
-		PT_CALL(&r, n, pread((int)fi->fh, buf, size, off));
+		PT_CALL(&r, n, fs_fuse_io_pread((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
 	else
-		fuse_reply_buf(replying(&r), buf, (size_t)n);
+		fs_fuse_io_reply_read(replying(&r), buf, (size_t)n);
 	req_end(&r, n < 0 ? (int)n : 0);
 }
 
