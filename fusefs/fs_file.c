@@ -566,6 +566,10 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	fs_ext_tree(fs, ib, &bt);
 	max = write_segmax(fs, &bt);
+	/* a piece is at least a block: a small write reserves for what it
+	 * spans, so that concurrent writers share a transaction */
+	if ((r.end - r.start) / BS < max)
+		max = (unsigned)((r.end - r.start) / BS);
 	if (n != NULL)
 		fs_range_add(fs, n, &r);
 	ret = fs_tx_begin(fs, 2 + max * fs_file_map_credits(fs, &bt), &tx);
