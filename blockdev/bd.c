@@ -87,11 +87,14 @@ static struct bd_op_counters *op_counters(struct bd_dev *dev, enum bd_op op)
 	return op == BD_READ ? &dev->stats.read : &dev->stats.write;
 }
 
+/* Sequentially consistent: bd_fence's caller reads inflight after it set
+ * the fence flag, a writer reads the flag after it counted itself here
+ * (check_gate), so no write slips past a fencer that saw none in flight. */
 static void inflight_add(struct bd_dev *dev, unsigned n)
 {
 	struct bd_counters *s = &dev->stats;
 	uint64_t now = atomic_fetch_add_explicit(&s->inflight, n,
-						 memory_order_relaxed) + n;
+						 memory_order_seq_cst) + n;
 	uint64_t max = atomic_load_explicit(&s->max_inflight,
 					    memory_order_relaxed);
 
@@ -106,6 +109,38 @@ static void inflight_sub(struct bd_dev *dev, unsigned n)
 {
 	atomic_fetch_sub_explicit(&dev->stats.inflight, n,
 				  memory_order_relaxed);
+}
+
+/* The write gate and the fence flag (bd.h): 0 or -errno. */
+static int check_gate(const struct bd_dev *dev)
+{
+	bd_gate_fn fn = __atomic_load_n(&dev->gate, __ATOMIC_ACQUIRE);
+
+	if (__atomic_load_n(&dev->fenced, __ATOMIC_SEQ_CST))
+		return -EIO;
+	return fn != NULL
+		   ? fn(__atomic_load_n(&dev->gate_arg, __ATOMIC_ACQUIRE))
+		   : 0;
+}
+
+void bd_set_gate(struct bd_dev *dev, bd_gate_fn fn, void *arg)
+{
+	if (fn == NULL) {
+		__atomic_store_n(&dev->gate, NULL, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&dev->gate_arg, arg, __ATOMIC_RELEASE);
+	__atomic_store_n(&dev->gate, fn, __ATOMIC_RELEASE);
+}
+
+void bd_fence(struct bd_dev *dev)
+{
+	__atomic_store_n(&dev->fenced, 1, __ATOMIC_SEQ_CST);
+}
+
+int bd_fenced(const struct bd_dev *dev)
+{
+	return __atomic_load_n(&dev->fenced, __ATOMIC_ACQUIRE);
 }
 
 /* 0 or -errno for one request on @dev. */
@@ -124,6 +159,8 @@ static int check_io(const struct bd_dev *dev, enum bd_op op, const void *buf,
 		return -EINVAL;
 	if (op == BD_WRITE && (dev->flags & BD_RDONLY))
 		return -EROFS;
+	if (op == BD_WRITE)
+		return check_gate(dev);
 	return 0;
 }
 
@@ -181,11 +218,13 @@ int bd_write(struct bd_dev *dev, const void *buf, size_t len, uint64_t off,
 	uint64_t start;
 	int ret;
 
+	inflight_add(dev, 1); /* before the gate: see inflight_add */
 	ret = check_io(dev, BD_WRITE, buf, len, off, io_flags);
-	if (ret != 0)
+	if (ret != 0) {
+		inflight_sub(dev, 1);
 		return ret;
+	}
 	start = bd_now_ns();
-	inflight_add(dev, 1);
 	ret = dev->ops->write(dev, buf, len, off, io_flags);
 	inflight_sub(dev, 1);
 	count_op(&dev->stats.write, len, ret, bd_now_ns() - start);
@@ -199,13 +238,15 @@ int bd_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 
 	if (n == 0)
 		return 0;
+	inflight_add(dev, n); /* before the gate: see inflight_add */
 	ret = check_batch(dev, ios, n);
-	if (ret != 0)
+	if (ret != 0) {
+		inflight_sub(dev, n);
 		return ret;
+	}
 	atomic_fetch_add_explicit(&dev->stats.batches, 1,
 				  memory_order_relaxed);
 	start = bd_now_ns();
-	inflight_add(dev, n);
 	ret = dev->ops->submit(dev, ios, n);
 	inflight_sub(dev, n);
 	count_batch(dev, ios, n, start);
@@ -238,19 +279,22 @@ int bd_submit_async(struct bd_dev *dev, struct bd_io *ios, unsigned n,
 
 	if (n == 0 || done == NULL)
 		return -EINVAL;
+	inflight_add(dev, n); /* before the gate: see inflight_add */
 	ret = check_batch(dev, ios, n);
-	if (ret != 0)
+	if (ret == 0) {
+		ctx = malloc(sizeof(*ctx));
+		ret = ctx == NULL ? -ENOMEM : 0;
+	}
+	if (ret != 0) {
+		inflight_sub(dev, n);
 		return ret;
-	ctx = malloc(sizeof(*ctx));
-	if (ctx == NULL)
-		return -ENOMEM;
+	}
 	ctx->dev = dev;
 	ctx->done = done;
 	ctx->arg = arg;
 	ctx->start = bd_now_ns();
 	atomic_fetch_add_explicit(&dev->stats.batches, 1,
 				  memory_order_relaxed);
-	inflight_add(dev, n);
 	ret = dev->ops->submit_async(dev, ios, n, async_done, ctx);
 	if (ret != 0) {
 		inflight_sub(dev, n);

@@ -189,6 +189,20 @@ int bd_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n);
 int bd_submit_async(struct bd_dev *dev, struct bd_io *ios, unsigned n,
 		    bd_done_fn done, void *arg);
 
+/*
+ * Write gate (cluster fencing, fusefs/fs_hb.c): @fn is called before
+ * every write is started (bd_write, and each write of a batch); a
+ * non-zero -errno refuses the write with that error (a batch: that I/O,
+ * the others -ECANCELED, nothing done). NULL removes the gate. @fn runs
+ * on the writer's thread, must not block and must not do I/O on @dev.
+ */
+typedef int (*bd_gate_fn)(void *arg);
+void bd_set_gate(struct bd_dev *dev, bd_gate_fn fn, void *arg);
+/* From now on every write fails with -EIO (a fenced cluster node): for
+ * good, whatever the gate says. Any thread. */
+void bd_fence(struct bd_dev *dev);
+int bd_fenced(const struct bd_dev *dev);
+
 /* Make every completed write durable (fdatasync). 0 or -errno. */
 int bd_flush(struct bd_dev *dev);
 

@@ -81,6 +81,9 @@ struct bd_dev {
 	uint64_t size;            /* immutable; a multiple of BD_ALIGN */
 	unsigned flags;           /* immutable; BD_RDONLY, BD_BUFFERED ... */
 	struct bd_counters stats; /* atomics */
+	bd_gate_fn gate;	  /* atomic (__atomic): bd_set_gate */
+	void *gate_arg;		  /* atomic: set before gate */
+	int fenced;		  /* atomic: bd_fence, never cleared */
 };
 
 /* Fill the common header; @name is copied. 0 or -ENOMEM. */

@@ -92,6 +92,13 @@ struct fs_opts {
 	unsigned node_id;		/* node=ID (dlm), 1..63; 0 none */
 	int minhold_ms;			/* minhold=MS (dlm): glock minimum
 					   hold time; -1 default */
+	int passthrough;		/* passthrough: DEVICE is a directory
+					   to forward to (fs_pt.h) */
+	unsigned hb_interval_ms;	/* hb_interval=MS (dlm): disk
+					   heartbeat period; 0 default */
+	unsigned hb_timeout_ms;		/* hb_timeout=MS (dlm): a node
+					   silent on the disk this long is
+					   dead; 0 default */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags
@@ -168,6 +175,11 @@ struct fs_cred {
 /* The caller holds CAP_FSETID: a write or truncate leaves S_ISUID and
  * S_ISGID alone (without it they are cleared, as by the VFS). */
 #define FS_CRED_FSETID (1u << 0)
+/* fs_write: the file was opened with O_APPEND. A cluster mount then
+ * writes at the end of the file as this node sees it under the cluster
+ * lock, whatever offset the kernel computed from its (possibly stale)
+ * size; a nolock mount trusts the kernel (the only writer). */
+#define FS_CRED_APPEND (1u << 1)
 
 struct fs_attr {
 	uint64_t ino;

@@ -32,12 +32,24 @@
  * node-down callback itself only counts (it runs on the DLM's callback
  * thread, which must not block: our lock requests complete through it).
  *
+ * Disk heartbeat (fs_hb.c): started before the lockspace, so that the
+ * lock manager's disk hook (cl_disk) knows from the first tick which
+ * nodes beat on the disk; this node beats from its slot claim on, and
+ * the device's write gate (bd_set_gate: fs_hb_gate) lets a write through
+ * only under a fresh disk lease. A slot whose owner still beats is
+ * never recovered (fs_cluster_slot_try waits for its beat to stop).
+ *
  * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
- * us dead), a demote that could not write back, or quorum lost for longer
- * than the cluster's timeout_ms (checked every 100 ms by the thread)
- * fences the node: the journal is aborted (no commit or checkpoint writes
- * any more) and every request fails with EIO. Unmount then leaves the
- * lockspace as if crashed so that a survivor replays our journal.
+ * us dead), the lock manager fencing us (disk tie-break, lk_ls_fenced),
+ * the disk lease running out (fs_hb_fenced), a demote that could not
+ * write back, or quorum lost for longer than the cluster's timeout_ms
+ * (all checked every 100 ms by the thread) fences the node: the device
+ * refuses every write from then on (bd_fence), the journal is aborted,
+ * the disk heartbeat stops, the lockspace drops its connections (the
+ * others see us dead once our beat is old), and every request fails
+ * with EIO. No wait on the unmount path is unbounded then (fs_glock.c):
+ * unmount leaves the lockspace as if crashed so that a survivor replays
+ * our journal, and the daemon exits.
  *
  * Locking: cl->mu protects fs, the job fields, fenced and the counters;
  * it is never held across a DLM call, and never taken by the glock
@@ -45,6 +57,7 @@
  */
 #include "fusefs/fs_cluster.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,8 +65,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "blockdev/bd.h"
 #include "fusefs/fs_core_priv.h"
 #include "fusefs/fs_glock.h"
+#include "fusefs/fs_hb.h"
 #include "fusefs/fs_stats.h"
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_config.h"
@@ -71,6 +86,15 @@ struct fs_cluster {
 				     that took them) */
 	unsigned nslots;	  /* immutable after attach */
 	struct fs_stats_lk *stlk; /* stats "locks" section */
+	struct fs_hb *hb;	  /* immutable after open */
+	struct bd_dev *hb_bd;	  /* immutable: owned, or NULL (shared) */
+	struct bd_dev *gate_bd;	  /* the mount's device: set by attach
+				     before any request, cleared by detach
+				     or close (mount thread) */
+	uint64_t configured;	  /* immutable: node ids */
+	uint32_t node_addr;	  /* immutable: ours (network order) */
+	uint16_t node_port;	  /* immutable */
+	uint64_t fence_ms;	  /* mu: when we fenced (now_ms), 0 */
 
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -91,6 +115,20 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* pthread_cond_timedwait for @ms at most (CLOCK_REALTIME condvars). */
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	while (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
 }
 
 static void log_msg(int level, const char *msg, void *arg)
@@ -201,18 +239,17 @@ static void *cl_thread(void *arg)
 
 	pthread_mutex_lock(&cl->mu);
 	while (!cl->stop) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&cl->cv, &cl->mu, &ts);
+		timed_wait(&cl->cv, &cl->mu, 100);
 		if (cl->fs != NULL && !cl->fenced && !cl->stop) {
 			pthread_mutex_unlock(&cl->mu);
 			check_quorum(cl, &lost_since);
+			if (fs_hb_fenced(cl->hb))
+				fs_cluster_fence(cl, "disk lease ran out (the "
+						     "node was held up past "
+						     "hb_timeout)");
+			else if (lk_ls_fenced(cl->ls))
+				fs_cluster_fence(cl, "the lock manager fenced "
+						     "us");
 			pthread_mutex_lock(&cl->mu);
 		}
 	}
@@ -232,6 +269,22 @@ static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
 	pthread_mutex_lock(&cl->mu);
 	cl->deaths++;
 	pthread_mutex_unlock(&cl->mu);
+}
+
+/* The lock manager's disk hook (lk_disk_fn): under its lock, so only
+ * fs_hb_node (its own leaf lock). */
+static int cl_disk(uint32_t node, uint64_t *changed_ns, void *arg)
+{
+	struct fs_cluster *cl = arg;
+
+	switch (fs_hb_node(cl->hb, node, changed_ns)) {
+	case FS_HB_ALIVE:
+		return LK_DISK_ALIVE;
+	case FS_HB_DEAD:
+		return LK_DISK_DEAD;
+	default:
+		return LK_DISK_NONE;
+	}
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -256,10 +309,157 @@ static int load_config(struct fs_cluster *cl, const struct fs_cluster_opts *o,
 			 o->node_id, o->cluster_file);
 		ret = fs_why(why, whylen, -EINVAL, msg);
 	} else {
+		const struct lk_node_cfg *nc = lk_config_node(cfg, o->node_id);
+
 		snprintf(cl->name, sizeof(cl->name), "%s", cfg->cluster);
 		cl->timeout_ms = cfg->timeout_ms;
+		cl->configured = cfg->configured;
+		cl->node_addr = nc->addr.sin_addr.s_addr;
+		cl->node_port = ntohs(nc->addr.sin_port);
 	}
 	free(cfg);
+	return ret;
+}
+
+/* Start the disk heartbeat's reader on the device (fs_hb_open). */
+static int hb_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
+		   char *why, size_t whylen)
+{
+	struct fs_hb_opts ho = {
+	    .node = o->node_id,
+	    .addr = cl->node_addr,
+	    .port = cl->node_port,
+	    .timeout_ms = o->hb_timeout_ms ? o->hb_timeout_ms : cl->timeout_ms,
+	};
+	struct bd_dev *bd = o->bd;
+	char msg[300];
+	int ret;
+
+	ho.interval_ms =
+	    o->hb_interval_ms ? o->hb_interval_ms : ho.timeout_ms / 8;
+	if (ho.interval_ms == 0 || ho.interval_ms > ho.timeout_ms / 4)
+		return fs_why(why, whylen, -EINVAL,
+			      "hb_interval must be at most hb_timeout / 4");
+	if (bd == NULL) {
+		ret = bd_open_any(o->device, 0, &cl->hb_bd);
+		if (ret == -EINVAL) /* O_DIRECT refused (tmpfs) */
+			ret = bd_open_any(o->device, BD_BUFFERED, &cl->hb_bd);
+		if (ret < 0) {
+			snprintf(msg, sizeof(msg),
+				 "cannot open %s for the disk heartbeat: %s",
+				 o->device, strerror(-ret));
+			return fs_why(why, whylen, ret, msg);
+		}
+		bd = cl->hb_bd;
+	}
+	ret = fs_hb_open(bd, &ho, &cl->hb, why, whylen);
+	if (ret < 0) {
+		bd_close(cl->hb_bd);
+		cl->hb_bd = NULL;
+	}
+	return ret;
+}
+
+/* A configured node alive on the disk that the network cannot reach,
+ * or 0. */
+static uint32_t alive_unreachable(struct fs_cluster *cl)
+{
+	for (uint32_t n = 1; n < 64; n++) {
+		uint64_t age;
+
+		if (!(cl->configured & (1ull << n)) || n == cl->node)
+			continue;
+		if (fs_hb_node(cl->hb, n, NULL) == FS_HB_ALIVE &&
+		    !lk_ls_peer(cl->ls, n, &age))
+			return n;
+	}
+	return 0;
+}
+
+/* Joining failed while node @n beats on the disk: say why. */
+static int refuse_join(struct fs_cluster *cl, uint32_t n, char *why,
+		       size_t whylen)
+{
+	struct lk_stats *st = calloc(1, sizeof(*st));
+	char msg[300];
+	int auth = 0;
+
+	if (st != NULL) {
+		lk_ls_stats(cl->ls, st);
+		auth = st->auth_failures > 0;
+		free(st);
+	}
+	snprintf(msg, sizeof(msg),
+		 "node %u is alive on the disk but cannot be %s: not "
+		 "joining cluster %s as node %u (no split brain)",
+		 n,
+		 auth ? "authenticated: different secret?"
+		      : "reached over the network (address, port, firewall?)",
+		 cl->name, cl->node);
+	return fs_why(why, whylen, -ECONNREFUSED, msg);
+}
+
+/* Wait for quorum; refuse at once when the lock manager fenced us (the
+ * disk tie-break) or, after timeout_ms plus hb_timeout, when a node that
+ * beats on the disk is still unreachable. */
+static int join(struct fs_cluster *cl, unsigned quorum_ms, char *why,
+		size_t whylen)
+{
+	uint64_t t0 = now_ms();
+	uint64_t check = t0 + cl->timeout_ms + fs_hb_timeout_ms(cl->hb);
+	char msg[300];
+
+	for (;;) {
+		int ret = lk_ls_wait_quorum(cl->ls, 200);
+		uint32_t n;
+
+		if (ret == 0)
+			return 0;
+		n = ret == -ESHUTDOWN || now_ms() >= check
+			? alive_unreachable(cl)
+			: 0;
+		if (n != 0)
+			return refuse_join(cl, n, why, whylen);
+		if (ret == -ESHUTDOWN)
+			return fs_why(why, whylen, -EIO,
+				      "the lock manager fenced this node "
+				      "while it joined");
+		if (now_ms() - t0 >= quorum_ms) {
+			snprintf(msg, sizeof(msg),
+				 "cluster %s: no quorum after %u ms "
+				 "(are enough nodes up?)",
+				 cl->name, quorum_ms);
+			return fs_why(why, whylen, -ETIMEDOUT, msg);
+		}
+	}
+}
+
+static int ls_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
+		   char *why, size_t whylen)
+{
+	struct lk_ls_config lc = {0};
+	char msg[300];
+	int ret;
+
+	lc.cluster_file = o->cluster_file;
+	lc.nodeid = o->node_id;
+	lc.recover = cl_recover;
+	lc.log = log_msg;
+	lc.arg = cl;
+	lc.disk = cl_disk;
+	lc.disk_timeout_ms = fs_hb_timeout_ms(cl->hb);
+	ret = lk_ls_open(&lc, &cl->ls);
+	if (ret == -EADDRINUSE)
+		snprintf(msg, sizeof(msg),
+			 "node %u is already mounted on cluster %s (its "
+			 "address is in use on this machine)",
+			 o->node_id, cl->name);
+	else if (ret < 0)
+		snprintf(msg, sizeof(msg),
+			 "cannot join cluster %s as node %u: %s", cl->name,
+			 o->node_id, strerror(-ret));
+	if (ret < 0)
+		fs_why(why, whylen, ret, msg);
 	return ret;
 }
 
@@ -267,8 +467,6 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 		    char *why, size_t whylen)
 {
 	struct fs_cluster *cl = calloc(1, sizeof(*cl));
-	struct lk_ls_config lc = {0};
-	char msg[300];
 	int ret;
 
 	if (cl == NULL)
@@ -281,34 +479,19 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 	ret = load_config(cl, o, why, whylen);
 	if (ret < 0)
 		goto out_free;
-	lc.cluster_file = o->cluster_file;
-	lc.nodeid = o->node_id;
-	lc.recover = cl_recover;
-	lc.log = log_msg;
-	lc.arg = cl;
-	ret = lk_ls_open(&lc, &cl->ls);
-	if (ret < 0) {
-		snprintf(msg, sizeof(msg),
-			 "cannot join cluster %s as node %u: "
-			 "%s",
-			 cl->name, o->node_id, strerror(-ret));
-		fs_why(why, whylen, ret, msg);
+	ret = hb_open(cl, o, why, whylen);
+	if (ret < 0)
 		goto out_free;
-	}
+	ret = ls_open(cl, o, why, whylen);
+	if (ret < 0)
+		goto out_hb;
 	ret = -pthread_create(&cl->thread, NULL, cl_thread, cl);
 	if (ret < 0)
 		goto out_close;
-	ret = lk_ls_wait_quorum(cl->ls, o->quorum_ms ? (int)o->quorum_ms
-						     : FS_CLUSTER_QUORUM_MS);
-	if (ret < 0) {
-		snprintf(msg, sizeof(msg),
-			 "cluster %s: no quorum after %u ms "
-			 "(are enough nodes up?)",
-			 cl->name,
-			 o->quorum_ms ? o->quorum_ms : FS_CLUSTER_QUORUM_MS);
-		fs_why(why, whylen, ret, msg);
+	ret = join(cl, o->quorum_ms ? o->quorum_ms : FS_CLUSTER_QUORUM_MS, why,
+		   whylen);
+	if (ret < 0)
 		goto out_thread;
-	}
 	*out = cl;
 	return 0;
 
@@ -320,6 +503,9 @@ out_thread:
 	pthread_join(cl->thread, NULL);
 out_close:
 	lk_ls_close(cl->ls);
+out_hb:
+	fs_hb_close(cl->hb, 0);
+	bd_close(cl->hb_bd);
 out_free:
 	pthread_cond_destroy(&cl->cv);
 	pthread_mutex_destroy(&cl->mu);
@@ -335,6 +521,11 @@ const char *fs_cluster_name(const struct fs_cluster *cl)
 uint32_t fs_cluster_node(const struct fs_cluster *cl)
 {
 	return cl->node;
+}
+
+struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
+{
+	return cl->ls;
 }
 
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
@@ -353,11 +544,16 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 	pthread_mutex_lock(&cl->mu);
 	cl->fs = fs;
 	pthread_mutex_unlock(&cl->mu);
+	cl->gate_bd = fs->bd;
+	bd_set_gate(fs->bd, fs_hb_gate, cl->hb);
 	return 0;
 }
 
 void fs_cluster_detach(struct fs_cluster *cl, int held)
 {
+	if (cl->gate_bd != NULL)
+		bd_set_gate(cl->gate_bd, NULL, NULL); /* it is closed next */
+	cl->gate_bd = NULL;
 	if (held)
 		fs_glock_release(cl->gl, LK_EX);
 	pthread_mutex_lock(&cl->mu);
@@ -372,18 +568,30 @@ struct slot_wait {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int done, status;
+	int gone; /* the waiter left (fenced): the callback frees it */
 };
+
+static void slot_wait_free(struct slot_wait *w)
+{
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
 
 static void slot_done(struct lk_lock *lk, int status, void *arg)
 {
 	struct slot_wait *w = arg;
+	int gone;
 
 	(void)lk;
 	pthread_mutex_lock(&w->mu);
 	w->done = 1;
 	w->status = status;
+	gone = w->gone;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
+	if (gone)
+		slot_wait_free(w);
 }
 
 static const struct lk_lock_ops slot_ops = {.completion = slot_done};
@@ -393,27 +601,29 @@ static const struct lk_lock_ops slot_ops = {.completion = slot_done};
 static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 		     struct lk_lock **out)
 {
-	struct slot_wait w = {.done = 0};
+	struct slot_wait *w = calloc(1, sizeof(*w));
 	struct lk_name n;
 	struct lk_lock *lk = NULL;
-	int ret;
+	int ret, gone = 0;
 
-	pthread_mutex_init(&w.mu, NULL);
-	pthread_cond_init(&w.cv, NULL);
+	if (w == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
 	lk_name_make(&n, FS_LK_SLOT, s, NULL);
-	ret =
-	    lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, &w, &lk);
+	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, w, &lk);
 	if (ret == 0) {
-		pthread_mutex_lock(&w.mu);
-		while (!w.done)
-			pthread_cond_wait(&w.cv, &w.mu);
-		ret = w.status;
-		pthread_mutex_unlock(&w.mu);
+		pthread_mutex_lock(&w->mu);
+		while (!w->done && !fs_cluster_fenced(cl))
+			timed_wait(&w->cv, &w->mu, 100);
+		ret = w->done ? w->status : -EIO;
+		gone = w->gone = !w->done; /* fenced: never answered */
+		pthread_mutex_unlock(&w->mu);
 	} else if (ret == LK_GRANTED_NOW) {
 		ret = 0;
 	}
-	pthread_cond_destroy(&w.cv);
-	pthread_mutex_destroy(&w.mu);
+	if (!gone)
+		slot_wait_free(w);
 	if (ret == -EAGAIN)
 		return 0;
 	if (ret < 0)
@@ -437,6 +647,10 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 		if (r == 1) {
 			cl->slot = (int)s;
 			*slot = s;
+			if (fs_hb_start(cl->hb, s) < 0)
+				return fs_why(why, whylen, -EIO,
+					      "fenced before the first disk "
+					      "heartbeat was written");
 			return 0;
 		}
 	}
@@ -449,9 +663,24 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
 {
+	struct timespec nap = {0, 50 * 1000 * 1000};
+	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+	int ret;
+
 	if (slot >= cl->nslots || (int)slot == cl->slot)
 		return 0;
-	return slot_lock(cl, slot, LK_NOEXP, &cl->try_lk[slot]);
+	ret = slot_lock(cl, slot, LK_NOEXP, &cl->try_lk[slot]);
+	/* its owner was declared dead: recover only once it stopped
+	 * writing (the lock manager waited for that already, unless the
+	 * coordinator had no disk: a witness) */
+	while (ret == 1 && fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
+		if (now_ms() > end || fs_cluster_fenced(cl)) {
+			fs_cluster_slot_drop(cl, slot);
+			return 0; /* still beating: not ours to recover */
+		}
+		nanosleep(&nap, NULL);
+	}
+	return ret;
 }
 
 void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot)
@@ -523,9 +752,14 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 	first = !cl->fenced;
 	cl->fenced = 1;
 	fs = cl->fs;
+	if (first)
+		cl->fence_ms = now_ms();
 	pthread_mutex_unlock(&cl->mu);
 	if (!first)
 		return;
+	/* the device first: nothing written from here on */
+	fs_hb_fence_mark(cl->hb, cl->gate_bd);
+	lk_ls_fence(cl->ls, why);
 	if (fs != NULL)
 		fs_journal_abort(fs);
 	if (cl->gl != NULL)
@@ -548,6 +782,34 @@ int fs_cluster_fenced(struct fs_cluster *cl)
 }
 
 /* ---- stats ------------------------------------------------------------ */
+
+/* Per configured node but us: what the network and the disk say. */
+static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
+{
+	static const char *const disk[] = {"none", "dead", "alive"};
+	uint64_t now = now_ms() * 1000000ull;
+
+	for (uint32_t n = 1; n < 64; n++) {
+		struct fs_json *p;
+		uint64_t age, changed;
+		int up, st;
+
+		if (!(cl->configured & (1ull << n)) || n == cl->node)
+			continue;
+		up = lk_ls_peer(cl->ls, n, &age);
+		st = fs_hb_node(cl->hb, n, &changed);
+		p = fs_json_obj(arr, NULL);
+		fs_json_u64(p, "node", n);
+		fs_json_bool(p, "net_up", up);
+		fs_json_i64(p, "net_beat_age_ms",
+			    age == UINT64_MAX ? -1 : (int64_t)age);
+		fs_json_str(p, "disk", disk[st]);
+		fs_json_i64(p, "disk_beat_age_ms",
+			    changed == 0
+				? -1
+				: (int64_t)((now - changed) / 1000000ull));
+	}
+}
 
 static void cluster_section(struct fs_json *o, void *arg)
 {
@@ -579,7 +841,11 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_u64(o, "recovered_tx", cl->recovered_tx);
 	fs_json_u64(o, "sync_errors", cl->sync_errors);
 	fs_json_bool(o, "fenced", cl->fenced);
+	fs_json_i64(o, "fenced_ms_ago",
+		    cl->fence_ms ? (int64_t)(now_ms() - cl->fence_ms) : -1);
 	pthread_mutex_unlock(&cl->mu);
+	fs_hb_stats(cl->hb, o);
+	peers_section(cl, fs_json_arr(o, "peers"));
 }
 
 static const char *type_name(unsigned type)
@@ -618,6 +884,16 @@ static void stop_thread(struct fs_cluster *cl)
 	pthread_join(cl->thread, NULL);
 }
 
+/* Ungate the device and stop the heartbeat (@clean: mark our block
+ * stopped, nobody has to wait for it). */
+static void hb_close(struct fs_cluster *cl, int clean)
+{
+	if (cl->gate_bd != NULL)
+		bd_set_gate(cl->gate_bd, NULL, NULL);
+	fs_hb_close(cl->hb, clean);
+	bd_close(cl->hb_bd);
+}
+
 static void cl_free(struct fs_cluster *cl)
 {
 	free(cl->try_lk);
@@ -641,6 +917,7 @@ void fs_cluster_close(struct fs_cluster *cl)
 	for (unsigned s = 0; s < cl->nslots; s++)
 		fs_cluster_slot_drop(cl, s);
 	lk_ls_close(cl->ls);
+	hb_close(cl, 1);
 	cl_free(cl);
 }
 
@@ -651,7 +928,9 @@ void fs_cluster_abandon(struct fs_cluster *cl)
 	stop_thread(cl);
 	if (cl->gl != NULL)
 		fs_glock_fence(cl->gl);
+	fs_glock_stop(cl->gl); /* no DLM call after this */
+	lk_ls_abandon(cl->ls); /* no callback after this */
 	fs_glock_free(cl->gl);
-	lk_ls_abandon(cl->ls);
+	hb_close(cl, 0);
 	cl_free(cl);
 }

@@ -26,6 +26,7 @@
 
 struct fs;
 struct fs_cluster;
+struct lk_ls;
 struct fs_stats;
 
 enum { FS_LK_FS = 1, FS_LK_SLOT = 2 }; /* lk_name.type */
@@ -33,21 +34,34 @@ enum { FS_LK_FS = 1, FS_LK_SLOT = 2 }; /* lk_name.type */
 #define FS_DEFAULT_MINHOLD_MS 5
 #define FS_CLUSTER_QUORUM_MS 30000
 
+struct bd_dev;
+
 struct fs_cluster_opts {
 	const char *cluster_file; /* lk JSON configuration */
 	uint32_t node_id;	  /* 1..63 */
 	unsigned minhold_ms;	  /* glock minimum hold time */
 	unsigned quorum_ms;	  /* wait for quorum at most (0: 30 s) */
+	const char *device;	  /* the device: the disk heartbeat opens
+				     it a second time (or NULL and: */
+	struct bd_dev *bd;	  /* ... the caller's, shared) */
+	unsigned hb_interval_ms;  /* 0: hb_timeout / 8 */
+	unsigned hb_timeout_ms;	  /* 0: the configuration's timeout_ms */
 };
 
-/* Load the configuration, open the lockspace and wait for quorum.
- * -EINVAL (configuration, node id; reason in @why), -ENOENT/-EACCES,
- * -EADDRINUSE, -ETIMEDOUT (no quorum), -ENOMEM. May block. */
+/* Load the configuration, start the disk heartbeat's reader (fs_hb.h),
+ * open the lockspace and wait for quorum. -EINVAL (configuration, node
+ * id, not a ucfs device; reason in @why), -ENOENT/-EACCES, -EADDRINUSE
+ * ("node N is already mounted"), -ETIMEDOUT (no quorum), -ECONNREFUSED
+ * (a node alive on the disk cannot be reached or authenticated: "node 1
+ * is alive on the disk but cannot be authenticated: different
+ * secret?"), -ENOMEM. May block. */
 int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 		    char *why, size_t whylen);
 /* The configuration's cluster name. */
 const char *fs_cluster_name(const struct fs_cluster *cl);
 uint32_t fs_cluster_node(const struct fs_cluster *cl);
+/* The mount's lockspace (file locks, fs_plock.h use it too). */
+struct lk_ls *fs_cluster_ls(struct fs_cluster *cl);
 
 /* Bind @fs (superblock read) and create the fs glock. 0 or -errno. */
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);

@@ -148,14 +148,28 @@ struct fs_slotmap {
 };
 static_assert(sizeof(struct fs_slotmap) == FS_BLOCK_SIZE, "slotmap");
 
+enum fs_hb_block_state {
+	FS_HB_STOPPED = 0, /* never beat, or unmounted cleanly */
+	FS_HB_LIVE = 1,	   /* node_id beats here (or crashed here) */
+	FS_HB_FENCED = 2,  /* node_id fenced itself: its last write */
+};
+
 struct fs_heartbeat {
 	struct fs_blk_hdr hdr;
 	uint32_t node_id;
 	uint32_t slot;
 	uint64_t counter;	/* incremented on every beat */
 	int64_t time;		/* seconds since epoch of the last beat */
-	uint8_t reserved[FS_BLOCK_SIZE - 56];
+	uint64_t generation;	/* random, chosen at each mount */
+	uint32_t state;		/* enum fs_hb_block_state */
+	uint32_t interval_ms;	/* the writer's hb_interval */
+	uint32_t timeout_ms;	/* the writer's hb_timeout */
+	uint32_t addr;		/* the writer's IPv4 address (network order) */
+	uint16_t port;		/* ... and lock manager port */
+	uint16_t pad;
+	uint8_t reserved[FS_BLOCK_SIZE - 84];
 };
+static_assert(offsetof(struct fs_heartbeat, generation) == 56, "hb gen");
 static_assert(sizeof(struct fs_heartbeat) == FS_BLOCK_SIZE, "hb");
 
 /* Per-slot state that is journaled (written through transactions). */

@@ -25,11 +25,18 @@
  * Transport: requests come from /dev/fuse through libfuse's loop, or,
  * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
  * way they reach these handlers through libfuse, and every handler
- * replies before it returns (the io_uring path relies on it).
+ * replies before it returns (the io_uring path relies on it), except a
+ * file lock that waits over /dev/fuse: fs_plock.c answers it when the
+ * lock is granted (over io_uring its handler waits, on one of the
+ * transport's workers).
  *
  * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
  * turns the write's kill flag into FS_CRED_FSETID and fs_vfs.c drops them.
+ *
+ * Backends: a ucfs mount (struct fs, the handlers below) or a pass-through
+ * view of a directory (fs_pt.h: its own handlers, fs_pt_ops.c); they
+ * share the session, the transport and the stats (fs_fuse_new_pt).
  *
  * Locking: struct fs_fuse is immutable after fs_fuse_new() except ->se,
  * which only the main thread touches. Handlers run concurrently; struct fs
@@ -42,6 +49,8 @@
 #include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_fuse_uring.h"
 #include "fusefs/fs_ns.h"
+#include "fusefs/fs_pt.h"
+#include "fusefs/fs_plock.h"
 #include "fusefs/fs_stats.h"
 #include "lockmgr/lk.h"
 
@@ -60,11 +69,13 @@
 #define MAX_WRITE (1u << 20)
 
 struct fs_fuse {
-	struct fs *fs;		/* immutable */
+	struct fs *fs;		/* immutable; NULL for a pass-through mount */
+	struct fs_pt *pt;	/* immutable: the pass-through backend or NULL */
 	struct fs_cluster *cl;	/* immutable: fs->cl (dlm) or NULL */
 	double timeout;		/* immutable: entry/attr cache seconds */
 	uint64_t root;		/* immutable: fs_root(fs) */
 	struct fs_stats *st;	/* immutable; may be NULL */
+	struct fs_plock *pk;	/* immutable: file locks (dlm) or NULL */
 	struct fuse_session *se; /* main thread only */
 	int mounted;		/* main thread only */
 };
@@ -201,6 +212,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (conn->capable & want[i])
 			conn->want |= want[i];
+	/* file locks: cluster-wide on a dlm mount (fs_plock.h); a nolock
+	 * mount leaves them to the kernel, local as on any filesystem */
+	if (ff->pk != NULL)
+		conn->want |= conn->capable &
+			      (FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	else
+		conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	/* dlm: the kernel must not cache directory pages or symlinks
 	 * either (opendir is then answered by libfuse without
 	 * FOPEN_CACHE_DIR) */
@@ -520,18 +538,29 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /*
  * An open file keeps its pages between opens (nobody else writes the
  * device), and close(2) sends no FLUSH: every write has reached ucfs
- * before it returned, ucfs has no POSIX-lock owners to drop, and a failed
- * data write is reported by the next fsync (fs_data.c). With
- * writeback_cache the kernel still writes back and flushes at close.
+ * before it returned, a nolock mount has no POSIX-lock owners to drop
+ * (the kernel keeps its locks), and a failed data write is reported by
+ * the next fsync (fs_data.c). With writeback_cache the kernel still
+ * writes back and flushes at close. A dlm mount needs the FLUSH: it
+ * releases the closing process's POSIX locks (fs_plock.h).
  */
 static void set_open_flags(const struct fs_fuse *ff,
 			   struct fuse_file_info *fi)
 {
+	static uint64_t next_fh;
+
 	fi->noflush = 1;
 	if (ff->cl != NULL)
 		fi->direct_io = 1;	/* dlm: no page cache (fs_cluster.h) */
 	else
 		fi->keep_cache = 1;
+	if (ff->pk != NULL) {
+		/* file locks: a close must drop the closing process's POSIX
+		 * locks (FLUSH), and fh names the open file description
+		 * whose release drops its OFD locks (fs_plock.h) */
+		fi->noflush = 0;
+		fi->fh = __atomic_add_fetch(&next_fh, 1, __ATOMIC_RELAXED);
+	}
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino,
@@ -573,6 +602,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	get_cred(req, &cred);
 	ret = fs_create(ff->fs, &cred, to_ino(ff, parent), name, mode,
 			fi->flags, &a);
+	/*
+	 * The kernel sends CREATE only after a LOOKUP found no such name;
+	 * on a cluster mount another node may create it in between. An
+	 * open(O_CREAT) without O_EXCL must then open that file: -ESTALE
+	 * makes the VFS redo the whole open once with LOOKUP_REVAL (as for
+	 * NFS), which finds the name, checks permissions, applies O_TRUNC.
+	 */
+	if (ret == -EEXIST && !(fi->flags & O_EXCL))
+		ret = -ESTALE;
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
 		set_open_flags(ff, fi);
@@ -612,7 +650,7 @@ static void rbuf_key_init(void)
 	pthread_key_create(&rbuf_key, rbuf_free);
 }
 
-static char *rbuf_get(size_t size)
+char *fs_fuse_rbuf(size_t size)
 {
 	struct rbuf *rb;
 
@@ -652,7 +690,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	(void)fi;
 	buf = fs_fuse_uring_reply_buf(size);
 	if (buf == NULL)
-		buf = rbuf_get(size > 0 ? size : 1);
+		buf = fs_fuse_rbuf(size > 0 ? size : 1);
 	if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)
@@ -673,8 +711,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (op_begin(ff, req, FS_OP_WRITE, &t0) < 0)
 		return;
 
-	(void)fi;
 	get_cred(req, &cred);
+	if (fi->flags & O_APPEND)
+		cred.flags |= FS_CRED_APPEND;
 	n = fs_write(ff->fs, &cred, to_ino(ff, ino), buf, size,
 		     (uint64_t)off);
 	if (n < 0)
@@ -689,16 +728,18 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0;
+	int ret = 0;
 
 	if (op_begin(ff, req, FS_OP_FLUSH, &t0) < 0)
 		return;
 
-	/* only with writeback_cache (set_open_flags): the kernel wrote the
-	 * dirty pages back before this; nothing is buffered here */
-	(void)ino;
-	(void)fi;
-	reply_err(req, 0);
-	op_end(ff, FS_OP_FLUSH, t0, 0);
+	/* with writeback_cache the kernel wrote the dirty pages back before
+	 * this, nothing is buffered here; with file locks (set_open_flags)
+	 * the closing process's POSIX locks go */
+	if (ff->pk != NULL)
+		ret = fs_plock_flush(ff->pk, to_ino(ff, ino), fi->lock_owner);
+	reply_err(req, ret);
+	op_end(ff, FS_OP_FLUSH, t0, ret);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino,
@@ -710,10 +751,60 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	if (op_begin(ff, req, FS_OP_RELEASE, &t0) < 0)
 		return;
 
-	(void)fi;
+	if (ff->pk != NULL)
+		fs_plock_release(ff->pk, to_ino(ff, ino), fi);
 	fs_release(ff->fs, to_ino(ff, ino));
 	reply_err(req, 0);
 	op_end(ff, FS_OP_RELEASE, t0, 0);
+}
+
+/* ---- file locks (dlm mounts only: op_init asks for them there) ---- */
+
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_GETLK, &t0) < 0)
+		return;
+	if (ff->pk != NULL)
+		fs_plock_getlk(ff->pk, req, to_ino(ff, ino), fi, lock);
+	else
+		reply_err(req, -ENOSYS);
+	op_end(ff, FS_OP_GETLK, t0, 0);
+}
+
+/* A lock that waits is answered later by fs_plock.c, from the lock
+ * manager's callback thread: op_end counts the handler's own time. */
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lock, int sleep)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_SETLK, &t0) < 0)
+		return;
+	if (ff->pk != NULL)
+		fs_plock_setlk(ff->pk, req, to_ino(ff, ino), fi, lock, sleep);
+	else
+		reply_err(req, -ENOSYS);
+	op_end(ff, FS_OP_SETLK, t0, 0);
+}
+
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     int op)
+{
+	struct fs_fuse *ff = ff_of(req);
+	uint64_t t0;
+
+	if (op_begin(ff, req, FS_OP_FLOCK, &t0) < 0)
+		return;
+	if (ff->pk != NULL)
+		fs_plock_flock(ff->pk, req, to_ino(ff, ino), fi, op);
+	else
+		reply_err(req, -ENOSYS);
+	op_end(ff, FS_OP_FLOCK, t0, 0);
 }
 
 /* fsync and fsyncdir: both commit the journal (and with it every data
@@ -1062,6 +1153,9 @@ static const struct fuse_lowlevel_ops ucfs_ops = {
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.removexattr = op_removexattr,
+	.getlk = op_getlk,
+	.setlk = op_setlk,
+	.flock = op_flock,
 };
 
 /* ---- session ---- */
@@ -1083,16 +1177,21 @@ static int add_fsname(char *s, size_t len, const char *device)
 	return 0;
 }
 
-static int build_fuse_opts(const struct fs_opts *o, const char *device,
-			   char *s, size_t len)
+/* The kernel checks permissions (default_permissions) on every mount
+ * but a pass-through one that only its root owner can reach: there the
+ * lower filesystem's own checks, made as the caller, are the only ones
+ * (fs_pt.h), and the kernel does not refetch a directory's attributes
+ * after each change in it to check them again. */
+static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
+			   size_t len)
 {
 	int n;
 
-	n = snprintf(s, len, "%s%sdefault_permissions,subtype=ucfs%s%s%s",
-		     o->fuse, o->fuse[0] ? "," : "",
-		     o->ro ? ",ro" : "",
-		     o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
-		     o->allow_other ? ",allow_other" : "");
+	n = snprintf(
+	    s, len, "%s%s%ssubtype=ucfs%s%s%s", o->fuse, o->fuse[0] ? "," : "",
+	    o->passthrough && !o->allow_other ? "" : "default_permissions,",
+	    o->ro ? ",ro" : "", o->atime == FS_ATIME_NOATIME ? ",noatime" : "",
+	    o->allow_other ? ",allow_other" : "");
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	if (strstr(o->fuse, "fsname=") == NULL)
@@ -1172,6 +1271,39 @@ static void transport_section(struct fs_json *o, void *arg)
 	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
 }
 
+/* The backend's own sections: a ucfs mount's, or the pass-through's. */
+static int add_sections(struct fs_fuse *ff)
+{
+	int ret;
+
+	if (ff->pt != NULL)
+		return fs_pt_stats_add(ff->pt, ff->st);
+	ret = 0;
+	if (ff->cl != NULL)
+		ret = fs_cluster_stats_add(ff->cl, ff->st);
+	if (ret == 0)
+		ret = fs_stats_add_fs(ff->st, ff->fs);
+	if (ret == 0)
+		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
+					   ff->fs);
+	return ret;
+}
+
+static void remove_sections(struct fs_fuse *ff)
+{
+	fs_stats_remove_section(ff->st, "transport");
+	if (ff->pt != NULL) {
+		fs_pt_stats_remove(ff->pt, ff->st);
+		return;
+	}
+	if (ff->pk != NULL)
+		fs_plock_stats_remove(ff->pk, ff->st);
+	fs_stats_remove_section(ff->st, "namespace");
+	fs_stats_remove_fs(ff->st);
+	if (ff->cl != NULL)
+		fs_cluster_stats_remove(ff->cl, ff->st);
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
@@ -1187,24 +1319,17 @@ static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 	else
 		fs_stats_set_node(ff->st, 0, 0);
 	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
-	if (ret == 0 && ff->cl != NULL)
-		ret = fs_cluster_stats_add(ff->cl, ff->st);
 	if (ret == 0)
-		ret = fs_stats_add_fs(ff->st, ff->fs);
-	if (ret == 0)
-		ret = fs_stats_add_section(ff->st, "namespace", ns_section,
-					   ff->fs);
+		ret = add_sections(ff);
 	if (ret == 0)
 		ret = fs_stats_add_section(ff->st, "transport",
 					   transport_section, NULL);
+	if (ret == 0 && ff->pk != NULL)
+		ret = fs_plock_stats_add(ff->pk, ff->st);
 	if (ret == 0)
 		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
 	if (ret < 0) {
-		fs_stats_remove_section(ff->st, "transport");
-		fs_stats_remove_section(ff->st, "namespace");
-		fs_stats_remove_fs(ff->st);
-		if (ff->cl != NULL)
-			fs_cluster_stats_remove(ff->cl, ff->st);
+		remove_sections(ff);
 		fs_stats_free(ff->st);
 		ff->st = NULL;
 	}
@@ -1216,11 +1341,7 @@ static void stop_stats(struct fs_fuse *ff)
 	if (ff->st == NULL)
 		return;
 	fs_stats_mount_stop(ff->st);
-	fs_stats_remove_section(ff->st, "transport");
-	fs_stats_remove_section(ff->st, "namespace");
-	fs_stats_remove_fs(ff->st);
-	if (ff->cl != NULL)
-		fs_cluster_stats_remove(ff->cl, ff->st);
+	remove_sections(ff);
 	fs_stats_free(ff->st);
 	ff->st = NULL;
 }
@@ -1261,15 +1382,17 @@ static int enable_kernel_uring(enum fs_uring_mode mode, char *err,
 	return -EOPNOTSUPP;
 }
 
-int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
-		const struct fs_stats_opts *so, const char *optstr,
-		const char *device, const char *mountpoint,
-		struct fs_fuse **out, char *err, size_t errlen)
+/* Create the session of @ff (its backend set) with @ops and mount it. */
+static int session_start(struct fs_fuse *ff,
+			 const struct fuse_lowlevel_ops *ops, size_t ops_size,
+			 void *userdata, const struct fs_opts *o,
+			 const struct fs_stats_opts *so, const char *optstr,
+			 const char *device, const char *mountpoint, char *err,
+			 size_t errlen)
 {
 	char opts[FS_OPTS_FUSE_MAX + FS_PATH_MAX + 128];
 	char *argv[5];
 	struct fuse_args args;
-	struct fs_fuse *ff;
 	int argc = 0, ret;
 
 	ret = build_fuse_opts(o, device, opts, sizeof(opts));
@@ -1277,13 +1400,6 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		snprintf(err, errlen, "ucfs: mount options too long");
 		return ret;
 	}
-	ff = calloc(1, sizeof(*ff));
-	if (ff == NULL)
-		return -ENOMEM;
-	ff->fs = fs;
-	ff->cl = fs->cl;
-	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
-	ff->root = fs_root(fs);
 	argv[argc++] = (char *)"ucfs";
 	argv[argc++] = (char *)"-o";
 	argv[argc++] = opts;
@@ -1291,21 +1407,19 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		argv[argc++] = (char *)"-d";
 	argv[argc] = NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
-	ff->se = fuse_session_new(&args, &ucfs_ops, sizeof(ucfs_ops), ff);
+	ff->se = fuse_session_new(&args, ops, ops_size, userdata);
 	/* libfuse's option parser leaves @args pointing at its own copy */
 	fuse_opt_free_args(&args);
 	if (ff->se == NULL) {
 		snprintf(err, errlen, "ucfs: libfuse refused options '%s'",
 			 opts);
-		ret = -EINVAL;
-		goto out_free;
+		return -EINVAL;
 	}
 	ret = enable_kernel_uring(o->uring, err, errlen);
 	if (ret < 0)
 		goto out_session;
 	if (fuse_session_mount(ff->se, mountpoint) != 0) {
-		snprintf(err, errlen, "ucfs: cannot mount on '%s'",
-			 mountpoint);
+		snprintf(err, errlen, "ucfs: cannot mount on '%s'", mountpoint);
 		ret = -EIO;
 		goto out_session;
 	}
@@ -1319,16 +1433,71 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	ret = start_stats(ff, so, device, mountpoint, optstr, err, errlen);
 	if (ret < 0)
 		goto out_unmount;
-	*out = ff;
 	return 0;
 
 out_unmount:
 	fuse_session_unmount(ff->se);
 out_session:
 	fuse_session_destroy(ff->se);
+	return ret;
+}
+
+int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
+		const struct fs_stats_opts *so, const char *optstr,
+		const char *device, const char *mountpoint,
+		struct fs_fuse **out, char *err, size_t errlen)
+{
+	struct fs_fuse *ff;
+	int ret;
+
+	ff = calloc(1, sizeof(*ff));
+	if (ff == NULL)
+		return -ENOMEM;
+	ff->fs = fs;
+	ff->cl = fs->cl;
+	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
+	ff->root = fs_root(fs);
+	if (fs->cl != NULL) {
+		ret = fs_plock_new(fs_cluster_ls(fs->cl), &ff->pk);
+		if (ret < 0)
+			goto out_free;
+	}
+	ret = session_start(ff, &ucfs_ops, sizeof(ucfs_ops), ff, o, so, optstr,
+			    device, mountpoint, err, errlen);
+	if (ret < 0)
+		goto out_free;
+	*out = ff;
+	return 0;
+
 out_free:
+	fs_plock_free(ff->pk);
 	free(ff);
 	return ret;
+}
+
+int fs_fuse_new_pt(struct fs_pt *pt, const struct fs_opts *o,
+		   const struct fs_stats_opts *so, const char *optstr,
+		   const char *dir, const char *mountpoint,
+		   struct fs_fuse **out, char *err, size_t errlen)
+{
+	const struct fuse_lowlevel_ops *ops;
+	struct fs_fuse *ff;
+	size_t size;
+	int ret;
+
+	ff = calloc(1, sizeof(*ff));
+	if (ff == NULL)
+		return -ENOMEM;
+	ff->pt = pt;
+	ops = fs_pt_ops(&size);
+	ret = session_start(ff, ops, size, pt, o, so, optstr, dir, mountpoint,
+			    err, errlen);
+	if (ret < 0) {
+		free(ff);
+		return ret;
+	}
+	*out = ff;
+	return 0;
 }
 
 int fs_fuse_loop(struct fs_fuse *ff, int single_thread)
@@ -1369,5 +1538,6 @@ void fs_fuse_free(struct fs_fuse *ff)
 	fs_fuse_io_detach();
 	stop_stats(ff);
 	fuse_session_destroy(ff->se);
+	fs_plock_free(ff->pk);
 	free(ff);
 }

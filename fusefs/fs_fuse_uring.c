@@ -36,9 +36,11 @@
  * over and everything keeps flowing through /dev/fuse.
  *
  * Requests that wait for the device (READ, FSYNC, FSYNCDIR, FALLOCATE,
- * COPY_FILE_RANGE) are handed to a small pool of worker threads, so that
- * they neither hold up the other requests of their CPU nor run one at a
- * time (the kernel's readahead sends several READs at once). A worker
+ * COPY_FILE_RANGE) or for another holder of a file lock (SETLKW: the
+ * handler waits, fs_plock.h) are handed to a small pool of worker
+ * threads, so that they neither hold up the other requests of their CPU
+ * nor run one at a time (the kernel's readahead sends several READs at
+ * once). A worker
  * fills the entry's reply and puts the entry on its queue's done list;
  * the queue thread, woken through an eventfd it polls on its ring,
  * commits it. Everything else is answered inline, on the caller's CPU.
@@ -270,6 +272,11 @@ void *fs_fuse_uring_reply_buf(size_t size)
 	return e->payload;
 }
 
+int fs_fuse_uring_in_request(void)
+{
+	return cur_ent != NULL;
+}
+
 /* Run libfuse on the request in @e on this thread; make sure it has a
  * reply (every request through the ring has one; a handler that made
  * none must not lose the entry). */
@@ -291,6 +298,7 @@ static int may_block(uint32_t opcode)
 	case FUSE_FSYNCDIR:
 	case FUSE_FALLOCATE:
 	case FUSE_COPY_FILE_RANGE:
+	case FUSE_SETLKW: /* a file lock that may wait long (fs_plock.h) */
 		return 1;
 	default:
 		return 0;

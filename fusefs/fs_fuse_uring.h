@@ -37,6 +37,9 @@ int fs_fuse_uring_reply(struct fs_uring *u, const struct iovec *iov,
  * copy (its bytes are the reply only if passed to fuse_reply_buf as is);
  * NULL otherwise. */
 void *fs_fuse_uring_reply_buf(size_t size);
+/* 1 if this thread is running a request that came through a ring (its
+ * reply must be made before the handler returns, on this thread). */
+int fs_fuse_uring_in_request(void);
 
 /* 1 once every queue thread is submitting its registrations. */
 int fs_fuse_uring_active(const struct fs_uring *u);

@@ -59,10 +59,19 @@ struct fs_glock {
 	uint64_t gen;		     /* mu: last generation seen */
 	int fenced;		     /* mu */
 	int stop;		     /* mu */
+	int joined;		     /* mu: fs_glock_stop joined the thread */
 	int comp_done;		     /* mu: the pending DLM call ended */
 	int comp_status;	     /* mu: ... with this status */
 	struct fs_glock_stats st;    /* mu */
 };
+
+/* Longest sleep of a wait that must notice a fence (fs_glock_fence
+ * broadcasts, so this only bounds a missed wake-up). */
+#define GL_NAP_NS 100000000ull
+/* fs_glock_stop waits this long for a DLM call in progress, then fences
+ * the glock (so that unmount never hangs on a lockspace that stopped
+ * answering). */
+#define GL_STOP_NS 10000000000ull
 
 static uint64_t now_ns(void)
 {
@@ -147,16 +156,19 @@ static const struct lk_lock_ops gl_lk_ops = {
 };
 
 /* The result of lk_lock/lk_convert @ret: granted at once, failed at once,
- * or queued (wait for gl_completion). mu held; busy set. */
+ * or queued (wait for gl_completion). Fenced meanwhile: -EIO at once (a
+ * fenced node's lockspace may never answer; the request stays pending
+ * until the lockspace is abandoned, and gl outlives that). mu held; busy
+ * set. */
 static int gl_done(struct fs_glock *gl, int ret)
 {
 	if (ret == LK_GRANTED_NOW)
 		return 0;
 	if (ret < 0)
 		return ret;
-	while (!gl->comp_done)
-		gl_wait(gl, 0);
-	return gl->comp_status;
+	while (!gl->comp_done && !gl->fenced)
+		gl_wait(gl, now_ns() + GL_NAP_NS);
+	return gl->comp_done ? gl->comp_status : -EIO;
 }
 
 /* lk_convert @gl->lk to @mode and wait. mu held on entry and return. */
@@ -189,8 +201,10 @@ static int run_op(struct fs_glock *gl, int recover)
 {
 	int ret = 0;
 
-	while (gl->nholders > 0) /* nobody may look meanwhile */
-		gl_wait(gl, 0);
+	while (gl->nholders > 0 && !gl->fenced) /* nobody may look */
+		gl_wait(gl, now_ns() + GL_NAP_NS);
+	if (gl->fenced)
+		return -EIO;
 	pthread_mutex_unlock(&gl->mu);
 	if (recover)
 		ret = gl->ops->recover(gl, gl->arg);
@@ -493,17 +507,36 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	pthread_mutex_unlock(&gl->mu);
 }
 
+void fs_glock_stop(struct fs_glock *gl)
+{
+	uint64_t deadline = now_ns() + GL_STOP_NS;
+
+	if (gl == NULL)
+		return;
+	pthread_mutex_lock(&gl->mu);
+	if (gl->joined) {
+		pthread_mutex_unlock(&gl->mu);
+		return;
+	}
+	gl->stop = 1;
+	pthread_cond_broadcast(&gl->cv);
+	while (gl->busy) {
+		if (now_ns() > deadline && !gl->fenced) {
+			gl->fenced = 1; /* the DLM stopped answering */
+			pthread_cond_broadcast(&gl->cv);
+		}
+		gl_wait(gl, now_ns() + GL_NAP_NS);
+	}
+	gl->joined = 1;
+	pthread_mutex_unlock(&gl->mu);
+	pthread_join(gl->thread, NULL);
+}
+
 void fs_glock_free(struct fs_glock *gl)
 {
 	if (gl == NULL)
 		return;
-	pthread_mutex_lock(&gl->mu);
-	gl->stop = 1;
-	pthread_cond_broadcast(&gl->cv);
-	while (gl->busy)
-		gl_wait(gl, 0);
-	pthread_mutex_unlock(&gl->mu);
-	pthread_join(gl->thread, NULL);
+	fs_glock_stop(gl);
 	if (gl->lk != NULL && !gl->fenced)
 		lk_unlock(gl->lk, 0);
 	pthread_cond_destroy(&gl->cv);

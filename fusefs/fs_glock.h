@@ -27,7 +27,8 @@
  * any holder runs: what this node cached under the lock may be stale.
  *
  * Fencing: fs_glock_fence() (or a DLM call failing with -ESHUTDOWN) makes
- * every acquire fail with -EIO from then on.
+ * every acquire fail with -EIO from then on, and every wait for the DLM
+ * end at once: no wait of a fenced glock is unbounded.
  *
  * Locking: gl->mu protects every field of struct fs_glock (fs_glock.c);
  * ops->sync and ops->inval run without it, while the glock is "busy" (no
@@ -102,8 +103,17 @@ int fs_glock_fenced(struct fs_glock *gl);
 void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out);
 
 /*
- * Stop the thread and give the lock up WITHOUT ops->sync (the caller has
- * written everything back, or is crashing on purpose): unlock (an EX
+ * Stop the thread: no DLM call is made for @gl after this returns. Waits
+ * for a DLM call in progress, at most 10 s (then the glock is fenced:
+ * no unmount hangs on a lockspace that stopped answering); a fenced
+ * glock does not wait for the DLM at all. Then lk_ls_abandon may run
+ * before fs_glock_free (no callback can then reach a freed glock).
+ */
+void fs_glock_stop(struct fs_glock *gl);
+
+/*
+ * Stop the thread (fs_glock_stop) and give the lock up WITHOUT ops->sync (the
+ * caller has written everything back, or is crashing on purpose): unlock (an EX
  * holder's generation is written back), free. There must be no holder.
  * NULL is a no-op.
  */

@@ -3,10 +3,10 @@
  *
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, cluster=,
- *    node=, minhold=, data=, commit=,
+ *    node=, minhold=, hb_interval=, hb_timeout=, data=, commit=,
  *    cache_mb=, readahead=, statahead=, noatime/relatime/strictatime,
  *    ro/rw, writeback_cache/nowriteback_cache, uring=, allow_other,
- *    debug);
+ *    debug, passthrough);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -146,6 +146,10 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 		*ret = parse_uint(val, 0, 10000, &ms);
 		if (*ret == 0)
 			o->minhold_ms = (int)ms;
+	} else if (strcmp(key, "hb_interval") == 0) {
+		*ret = parse_uint(val, 10, 60000, &o->hb_interval_ms);
+	} else if (strcmp(key, "hb_timeout") == 0) {
+		*ret = parse_uint(val, 100, 600000, &o->hb_timeout_ms);
 	} else if (strcmp(key, "readahead") == 0) {
 		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
 	} else if (strcmp(key, "statahead") == 0) {
@@ -178,6 +182,8 @@ static int parse_flag(struct fs_opts *o, const char *opt, int *ret)
 		o->allow_other = 1;
 	} else if (strcmp(opt, "debug") == 0) {
 		o->debug = 1;
+	} else if (strcmp(opt, "passthrough") == 0) {
+		o->passthrough = 1;
 	} else {
 		return 0;
 	}

@@ -245,9 +245,11 @@ static int mount_common(struct fs *fs, const struct fs_opts *o,
 static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
 {
 	if (o->lockproto == FS_LOCK_NOLOCK) {
-		if (o->cluster[0] == '\0' && o->node_id == 0)
+		if (o->cluster[0] == '\0' && o->node_id == 0 &&
+		    o->hb_interval_ms == 0 && o->hb_timeout_ms == 0)
 			return 0;
-		snprintf(err, errlen, "cluster= and node= need lockproto=dlm");
+		snprintf(err, errlen, "cluster=, node=, hb_interval= and "
+			 "hb_timeout= need lockproto=dlm");
 		return -EINVAL;
 	}
 	if (o->cluster[0] == '\0' || o->node_id == 0) {
@@ -268,14 +270,19 @@ static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
-static int cluster_open(const struct fs_opts *o, struct fs_core_opts *co,
-			char *err, size_t errlen)
+static int cluster_open(const struct fs_opts *o, const char *path,
+			struct bd_dev *bd, struct fs_core_opts *co, char *err,
+			size_t errlen)
 {
 	struct fs_cluster_opts cop = {
 		.cluster_file = o->cluster,
 		.node_id = o->node_id,
 		.minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS :
 			      (unsigned)o->minhold_ms,
+		.device = path,
+		.bd = bd,
+		.hb_interval_ms = o->hb_interval_ms,
+		.hb_timeout_ms = o->hb_timeout_ms,
 	};
 
 	return fs_cluster_open(&cop, &co->cl, err, errlen);
@@ -308,7 +315,7 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		lo.atime = FS_ATIME_NOATIME;
 		o = &lo;
 		co.node_id = o->node_id;
-		ret = cluster_open(o, &co, err, errlen);
+		ret = cluster_open(o, path, bd, &co, err, errlen);
 		if (ret < 0)
 			return ret;
 	}
@@ -1327,6 +1334,8 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		n = kill_priv_tx(fs, b);
 	if (n == 0)
 		n = drop_caps(fs, b);
+	if (n == 0 && (cred->flags & FS_CRED_APPEND) && fs->cl != NULL)
+		off = fs_di(b)->size; /* other nodes may have appended */
 	if (n == 0)
 		n = write_data(fs, fs_ilock_rec(&il, ino), b, buf, len, off);
 	fs_buf_put(b);

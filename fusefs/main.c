@@ -2,6 +2,10 @@
  * main.c — the `ucfs` mount daemon.
  *
  *	ucfs [-f] [-d] [-s] [-o opts] DEVICE MOUNTPOINT
+ *	ucfs [-f] [-d] [-s] -o passthrough[,opts] DIR MOUNTPOINT
+ *
+ * The second form mounts a view of the directory DIR of any filesystem,
+ * instrumented like ucfs itself (fs_pt.h).
  *
  * Also what fuse3's mount helper runs for `mount -t fuse.ucfs DEVICE MNT
  * -o opts` and fstab entries (it calls "ucfs DEVICE MNT -o opts"; options
@@ -15,6 +19,7 @@
  */
 #include "fusefs/fs.h"
 #include "fusefs/fs_fuse.h"
+#include "fusefs/fs_pt.h"
 #include "fusefs/fs_stats.h"
 
 #include <errno.h>
@@ -41,6 +46,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ucfs [-f] [-d] [-s] [-o opt[,opt...]] DEVICE "
+		"MOUNTPOINT\n"
+		"       ucfs [-f] [-d] [-s] -o passthrough[,opt...] DIR "
 		"MOUNTPOINT\n"
 		"  -f  stay in the foreground   -d  FUSE debug (implies -f)\n"
 		"  -s  single-threaded          -o  mount options "
@@ -180,6 +187,82 @@ static int background(void)
 	return p[1];
 }
 
+/* Mounted: tell the parent, serve until unmounted, free the session.
+ * Returns the loop's result. */
+static int serve(struct args *a, struct fs_fuse *ff, int status_fd)
+{
+	int ret;
+
+	report(status_fd, 0);
+	if (!a->foreground)
+		detach_stdio();
+	if (chdir("/") != 0)
+		perror("ucfs: chdir /");
+	ret = fs_fuse_loop(ff, a->single_thread);
+	fs_fuse_free(ff);
+	return ret;
+}
+
+/* Options that only mean something for a ucfs device; 0 or prints why. */
+static int pt_check(const struct args *a)
+{
+	const struct fs_opts *o = &a->opts;
+	char dir[PATH_MAX];
+	size_t n;
+
+	if (o->lockproto != FS_LOCK_NOLOCK || o->cluster[0] != '\0' ||
+	    o->node_id != 0 || o->minhold_ms >= 0) {
+		fprintf(stderr, "ucfs: passthrough: lockproto=, cluster=, "
+				"node= and minhold= are for ucfs devices\n");
+		return -EINVAL;
+	}
+	/* a mountpoint below DIR would make the lens look at itself (and
+	 * deadlock on its own requests); DIR itself is fine: the view is
+	 * taken before the mount covers it */
+	if (realpath(a->device, dir) == NULL)
+		return 0; /* fs_pt_open says why */
+	n = strlen(dir);
+	if (strcmp(dir, "/") == 0 ? strcmp(a->mountpoint, "/") != 0
+				  : strncmp(a->mountpoint, dir, n) == 0 &&
+					a->mountpoint[n] == '/') {
+		fprintf(stderr,
+			"ucfs: passthrough: mountpoint '%s' is inside "
+			"'%s'\n",
+			a->mountpoint, dir);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int run_pt(struct args *a, int status_fd)
+{
+	struct fs_fuse *ff = NULL;
+	struct fs_pt *pt = NULL;
+	char err[512] = "";
+	int ret;
+
+	ret = pt_check(a);
+	if (ret == 0) {
+		ret = fs_pt_open(a->device, &a->opts, &pt, err, sizeof(err));
+		if (ret < 0)
+			fprintf(stderr, "%s\n", err);
+	}
+	if (ret == 0) {
+		ret = fs_fuse_new_pt(pt, &a->opts, &a->so, a->optstr, a->device,
+				     a->mountpoint, &ff, err, sizeof(err));
+		if (ret < 0)
+			fprintf(stderr, "%s\n", err);
+	}
+	if (ret < 0) {
+		fs_pt_close(pt);
+		report(status_fd, 1);
+		return 1;
+	}
+	ret = serve(a, ff, status_fd);
+	fs_pt_close(pt);
+	return ret < 0 ? 1 : 0;
+}
+
 static int run(struct args *a, int status_fd)
 {
 	struct fs_fuse *ff = NULL;
@@ -204,13 +287,7 @@ static int run(struct args *a, int status_fd)
 		report(status_fd, 1);
 		return 1;
 	}
-	report(status_fd, 0);
-	if (!a->foreground)
-		detach_stdio();
-	if (chdir("/") != 0)
-		ret = -errno;
-	ret = fs_fuse_loop(ff, a->single_thread);
-	fs_fuse_free(ff);
+	ret = serve(a, ff, status_fd);
 	if (fs_unmount(fs) < 0 && ret == 0)
 		ret = -EIO;
 	return ret < 0 ? 1 : 0;
@@ -228,7 +305,10 @@ int main(int argc, char **argv)
 	if (ret == 0) {
 		if (!a->foreground)
 			status_fd = background();
-		ret = run(a, status_fd);
+		if (a->opts.passthrough)
+			ret = run_pt(a, status_fd);
+		else
+			ret = run(a, status_fd);
 	}
 	fs_stats_opts_free(&a->so);
 	free(a);

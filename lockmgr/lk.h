@@ -45,6 +45,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lockmgr/lk_list.h"
+
 struct lk_ls;
 struct lk_lock;
 
@@ -133,12 +135,33 @@ typedef void (*lk_recover_fn)(struct lk_ls *ls, uint32_t nodeid, void *arg);
 /* Log callback: @level 0 error, 1 warning, 2 info, 3 debug. */
 typedef void (*lk_log_fn)(int level, const char *msg, void *arg);
 
+/*
+ * Disk liveness (a shared-disk heartbeat, fusefs/fs_hb.c): the state of
+ * node @nodeid on the disk, and in *@changed_ns the CLOCK_MONOTONIC time
+ * its disk beat was last seen to change (0: never). Called under the
+ * lockspace lock: must not block and must not call lk_*.
+ */
+enum {
+	LK_DISK_NONE = 0,  /* not on the disk (never beat, or left cleanly) */
+	LK_DISK_DEAD = 1,  /* its beat stopped a disk timeout ago */
+	LK_DISK_ALIVE = 2, /* beating (or not watched long enough) */
+};
+typedef int (*lk_disk_fn)(uint32_t nodeid, uint64_t *changed_ns, void *arg);
+
 struct lk_ls_config {
 	const char *cluster_file; /* JSON cluster configuration */
 	uint32_t nodeid;	  /* this node's id in it */
 	lk_recover_fn recover;	  /* may be NULL */
 	lk_log_fn log;		  /* may be NULL: errors to stderr */
-	void *arg;		  /* passed to recover and log */
+	void *arg;		  /* passed to recover, log and disk */
+	/* May be NULL (membership by the network alone). Set: a node that
+	 * the network lost is declared dead only once it is not ALIVE on
+	 * the disk either (and, NONE, once it has been silent for
+	 * disk_timeout_ms); no membership is formed without a configured
+	 * node that is; a node that sees a lower id beat on the disk while
+	 * it cannot reach it fences itself (PROTOCOL.md §9). */
+	lk_disk_fn disk;
+	unsigned disk_timeout_ms;
 };
 
 /*
@@ -167,6 +190,17 @@ void lk_ls_abandon(struct lk_ls *ls);
  * node n). Returns 1 if quorate. */
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
+/* Fence this node now (the user lost its disk lease, or gave up): every
+ * call fails with -ESHUTDOWN from now on, connections are dropped and
+ * nobody is dialed, so the others see it dead. @why is logged. */
+void lk_ls_fence(struct lk_ls *ls, const char *why);
+/* 1 once this node was fenced (by lk_ls_fence, by the others, or by the
+ * disk tie-break). */
+int lk_ls_fenced(struct lk_ls *ls);
+/* Node @node: 1 if its link is up (both connections authenticated),
+ * and in *@rx_age_ms the time since the last frame from it (UINT64_MAX:
+ * never). */
+int lk_ls_peer(struct lk_ls *ls, uint32_t node, uint64_t *rx_age_ms);
 
 /*
  * Request a lock on @name in @mode. On success *@out is the new handle,
@@ -323,6 +357,20 @@ struct lk_stats {
 				   yield found the CPU busy with others */
 	uint64_t runs_answered_first; /* batch runs granted before their
 					 master copies were made */
+	struct lk_plock_stats {	      /* POSIX record locks (lk_plock) */
+		uint64_t locks;	      /* LK_PL_LOCK requests */
+		uint64_t unlocks;     /* LK_PL_UNLOCK and LK_PL_DROP */
+		uint64_t getlks;      /* LK_PL_GETLK */
+		uint64_t granted;     /* LK_PL_LOCK granted */
+		uint64_t waits;	      /* ... of which had to wait */
+		uint64_t conflicts;   /* refused: -EAGAIN (no LK_PL_WAIT) */
+		uint64_t deadlocks;   /* refused: -EDEADLK */
+		uint64_t cancels;     /* waits ended by lk_plock_cancel */
+		uint64_t local_only;  /* unlocks answered with no message */
+		uint64_t served;      /* as the plock server: requests */
+		uint64_t rebuilt;     /* as the plock server: ranges
+					 received in recovery */
+	} plock;
 };
 
 /* Copy the lockspace statistics. Any thread. */
@@ -330,5 +378,88 @@ void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out);
 /* Counters of one resource known on this node; -ENOENT if none. */
 int lk_res_stats(struct lk_ls *ls, const struct lk_name *name,
 		 struct lk_counts *out);
+
+/*
+ * POSIX record locks (lk_plock.c; PROTOCOL.md §14): byte-range locks with
+ * Linux fcntl semantics, enforced across the lockspace. One member, the
+ * plock server (the lowest node id of the membership), keeps every range
+ * of every node; the others ask it over the lockspace's links. A node that
+ * dies loses its ranges in the next recovery (the survivors rebuild the
+ * server's table from their own), after which its waiters are granted.
+ *
+ * An owner is the caller's 64-bit id (FUSE's lock_owner), scoped to this
+ * node. Ranges are inclusive, end UINT64_MAX meaning "to the end". A
+ * range held by one owner is split, merged and converted exactly as
+ * fcntl(F_SETLK) does on one machine.
+ */
+enum lk_plock_op {
+	LK_PL_LOCK = 1,	  /* take [start, end] as @type for @owner */
+	LK_PL_UNLOCK = 2, /* release [start, end] of @owner */
+	LK_PL_GETLK = 3,  /* the first lock another owner holds that
+			     conflicts with @type on [start, end] */
+	LK_PL_DROP = 4,	  /* release every range of @owner on @ino */
+};
+enum { LK_PL_UN = 0, LK_PL_RD = 1, LK_PL_WR = 2 }; /* lock types */
+enum { LK_PL_WAIT = 1 << 0 }; /* LK_PL_LOCK: wait for the conflicts to go */
+
+/*
+ * One request, owned by the caller from lk_plock() until it completes
+ * (lk_plock returned 0, or @done was called). Set the fields marked "in".
+ */
+struct lk_plock {
+	/* in */
+	uint64_t ino;
+	uint64_t owner;
+	uint64_t start, end; /* inclusive */
+	uint64_t tag;	     /* the caller's (e.g. the open file): see
+				lk_plock_drop_tag */
+	uint32_t pid;	     /* of the owner, reported by GETLK */
+	uint8_t op, type, flags;
+	void (*done)(struct lk_plock *pl, void *arg);
+	void *arg;
+	/* out: status 0, -EAGAIN (conflict), -EDEADLK (waiting would
+	 * deadlock), -EINTR (cancelled), -ESHUTDOWN, -ENOMEM */
+	int status;
+	uint8_t cf_type;	   /* GETLK: LK_PL_UN if nothing conflicts */
+	uint64_t cf_start, cf_end; /* GETLK: the conflicting range */
+	uint32_t cf_pid, cf_node;  /* GETLK: its owner's pid and node */
+	/* the library's (under the lockspace lock) */
+	struct lk_list link;
+	uint64_t reqid;
+	uint8_t state, in_call, rx_polled;
+	void *wcv; /* lk_plock_wait's condvar */
+};
+
+/*
+ * Submit @pl. Returns 0 when it completed inside the call (pl->status
+ * set; @done is not called), 1 when it is pending (@done runs on the
+ * callback thread when it completes, or, with @done NULL, lk_plock_wait
+ * returns; a LK_PL_WAIT lock may wait for a long time, see
+ * lk_plock_cancel), -EINVAL (op, type, range), or -ESHUTDOWN. Requests
+ * made while recovery runs or without quorum wait for the next
+ * generation. Any thread, including callbacks. Never blocks.
+ */
+int lk_plock(struct lk_ls *ls, struct lk_plock *pl);
+/*
+ * Wait until @pl, submitted with no @done, completes; returns its status.
+ * While it waits for the plock server's answer the calling thread may
+ * read the server's link itself (as lk_wait does): no thread hand-over.
+ * -ESHUTDOWN if this node is fenced meanwhile (no answer will come).
+ * Blocks; not from a callback.
+ */
+int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl);
+/*
+ * Cancel a pending @pl: it completes with -EINTR, or with the grant if
+ * that crossed the cancel (at once if it was not sent yet or this node
+ * is fenced). 0, or -EALREADY if it is not pending. Never blocks.
+ */
+int lk_plock_cancel(struct lk_ls *ls, struct lk_plock *pl);
+/*
+ * Release every range on @ino of the owners whose latest request carried
+ * @tag (open file description locks, released when the description is;
+ * see MOUNT.md). Returns the number of owners released; their unlock
+ * goes out asynchronously. Never blocks.
+ */
+int lk_plock_drop_tag(struct lk_ls *ls, uint64_t ino, uint64_t tag);
 
 #endif /* UCFS_LK_H */

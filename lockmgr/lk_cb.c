@@ -32,11 +32,21 @@ int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val)
 	ev->val = val;
 	ev->gen = ls->rgen;
 	ev->lk = lk;
+	ev->pl = NULL;
 	if (lk != NULL)
 		lk->refs++;
 	ls->cbq_len++;
 	pthread_cond_signal(&ls->cbcv);
 	return 0;
+}
+
+int lk_cb_push_plock(struct lk_ls *ls, struct lk_plock *pl)
+{
+	int ret = lk_cb_push(ls, LK_CB_PLOCK, NULL, 0);
+
+	if (ret == 0)
+		ls->cbq[(ls->cbq_head + ls->cbq_len - 1) % ls->cbq_cap].pl = pl;
+	return ret;
 }
 
 static void run_one(struct lk_ls *ls, struct lk_cbev *ev)
@@ -62,12 +72,15 @@ static void run_one(struct lk_ls *ls, struct lk_cbev *ev)
 		if (ls->recover != NULL)
 			ls->recover(ls, (uint32_t)ev->val, ls->uarg);
 		break;
+	case LK_CB_PLOCK: /* the request may be freed by done() */
+		ev->pl->done(ev->pl, ev->pl->arg);
+		break;
 	}
 	pthread_mutex_lock(&ls->mu);
 	ls->cb_running = 0;
 	if (lk != NULL)
 		lk_lkb_put(lk);
-	else
+	else if (ev->kind == LK_CB_RECOVER)
 		lk_recover_user_done(ls, ev->gen);
 }
 

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -171,7 +172,14 @@ int lk_config_load(const char *path, struct lk_config *cfg, const char **why)
 	root = json_load_file(path, 0, &err);
 	if (root == NULL) {
 		ret = access(path, R_OK) != 0 ? -errno : -EINVAL;
-		*why = "not a readable JSON file";
+		if (ret == -EINVAL) {
+			snprintf(cfg->why, sizeof(cfg->why),
+				 "JSON syntax error at line %d, column %d: %s",
+				 err.line, err.column, err.text);
+			*why = cfg->why;
+		} else {
+			*why = "not a readable JSON file";
+		}
 		return ret;
 	}
 	if (!json_is_object(root)) {

@@ -37,6 +37,7 @@ struct lk_config {
 	unsigned nnodes;
 	struct lk_node_cfg node[LK_MAX_NODES]; /* indexed by position */
 	uint64_t configured;		       /* bitmap of ids */
+	char why[200]; /* a syntax error's message (*why points here) */
 };
 
 /* Parse @path. 0, or -ENOENT/-EACCES (files), -EINVAL with *why set. */

@@ -121,6 +121,7 @@ void lk_core_destroy(struct lk_ls *ls)
 		return;
 	lk_dir_clear(ls);
 	lk_recover_free(ls);
+	lk_plock_free(ls);
 	lk_pool_destroy(&ls->lkb_pool);
 	lk_pool_destroy(&ls->mst_pool);
 	lk_pool_destroy(&ls->res_pool);
@@ -909,7 +910,8 @@ static int lock_traffic(unsigned type)
 {
 	return (type >= LK_M_LOOKUP && type <= LK_M_BAST) ||
 	       type == LK_M_SREPLY || type == LK_M_RUNREQ ||
-	       type == LK_M_GRANTS || type == LK_M_UNLOCKS;
+	       type == LK_M_GRANTS || type == LK_M_UNLOCKS ||
+	       type == LK_M_PLOCK;
 }
 
 /* Recovery records that are only valid in the generation that sent them
@@ -917,7 +919,8 @@ static int lock_traffic(unsigned type)
 static int rebuild_traffic(unsigned type)
 {
 	return type == LK_M_DIR_ADD || type == LK_M_RLOOKUP ||
-	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM;
+	       type == LK_M_RLOOKUP_REPLY || type == LK_M_RCOM ||
+	       type == LK_M_PRCOM;
 }
 
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
@@ -957,6 +960,16 @@ void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 	if (h->type == LK_M_UNLOCKS) {
 		for (unsigned i = 0; i < h->count; i++, p += rs)
 			lk_master_rx_unlocks(ls, sender, (const void *)p);
+		return;
+	}
+	/* POSIX record locks (lk_plock.c) */
+	if (h->type == LK_M_PLOCK) {
+		lk_plock_rx(ls, sender, (const void *)p, h->count);
+		return;
+	}
+	if (h->type == LK_M_PRCOM) {
+		for (unsigned i = 0; i < h->count; i++, p += rs)
+			lk_plock_rx_rcom(ls, sender, (const void *)p);
 		return;
 	}
 	if (h->type >= LK_M_LOOKUP && h->type <= LK_M_REMOVE) {

@@ -7,6 +7,7 @@
  *   lk_master.c   master side: requests from peers, grant outcomes
  *   lk_dir.c      the resource directory (name -> master)
  *   lk_recover.c  the recovery state machine (membership change)
+ *   lk_plock.c    POSIX record locks: plock server and client tables
  *   lk_cb.c       callback queue and callback thread
  *   lk_stats.c    counters and smoothed figures
  *   lk_wire.c     frame format and validation (lk_wire.h)
@@ -209,12 +210,13 @@ struct lk_dirent {
 	uint32_t master;
 };
 
-enum lk_cb_kind { LK_CB_COMP = 1, LK_CB_BAST, LK_CB_RECOVER };
+enum lk_cb_kind { LK_CB_COMP = 1, LK_CB_BAST, LK_CB_RECOVER, LK_CB_PLOCK };
 struct lk_cbev {
 	uint8_t kind;
 	int val;	    /* status, mode or node id */
 	uint64_t gen;	    /* RECOVER: generation it belongs to */
 	struct lk_lock *lk; /* holds a reference; NULL for RECOVER */
+	struct lk_plock *pl; /* PLOCK: the completed request */
 };
 
 /* Recovery states (lk_recover.c): RUNNING, then phases 1..5 of a
@@ -320,6 +322,9 @@ struct lk_ls {
 	int cb_running;	     /* callback thread is in a user callback */
 
 	struct lk_stats stats;
+
+	struct lk_pl *pl; /* POSIX record locks (lk_plock.c), NULL until
+			     first used */
 
 	/* user */
 	lk_recover_fn recover;
@@ -502,6 +507,25 @@ int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val);
 int lk_cb_run(struct lk_ls *ls);
 int lk_cb_thread_start(struct lk_ls *ls);
 void lk_cb_thread_stop(struct lk_ls *ls);
+
+/* lk_cb.c: queue the completion of a plock request */
+int lk_cb_push_plock(struct lk_ls *ls, struct lk_plock *pl);
+
+/* lk_plock.c (ls->mu held for all) */
+/* The @n records of a PLOCK frame, or one PRCOM record (recovery). */
+void lk_plock_rx(struct lk_ls *ls, uint32_t sender,
+		 const struct lk_rec_plock *r, unsigned n);
+void lk_plock_rx_rcom(struct lk_ls *ls, uint32_t sender,
+		      const struct lk_rec_plock *r);
+/* Recovery phase 1: the server drops its table, sent requests will be
+ * sent again. Phase 4: send our granted ranges to the new server. Phase
+ * 5: send the requests again. */
+void lk_plock_recover_stop(struct lk_ls *ls);
+void lk_plock_recover_send(struct lk_ls *ls);
+void lk_plock_recover_resume(struct lk_ls *ls);
+/* Closing: pending requests complete with -ESHUTDOWN. */
+void lk_plock_shutdown(struct lk_ls *ls);
+void lk_plock_free(struct lk_ls *ls);
 
 /* lk_stats.c */
 struct lk_type_stats *lk_stats_type(struct lk_ls *ls, uint16_t type);

@@ -17,6 +17,7 @@ static int open_parts(struct lk_ls *ls, const struct lk_ls_config *c)
 
 	if (ret < 0)
 		return ret;
+	lk_member_set_disk(ls, c->disk, c->disk_timeout_ms);
 	ls->recover = c->recover;
 	ls->log = c->log;
 	ls->uarg = c->arg;
@@ -145,6 +146,7 @@ void lk_ls_close(struct lk_ls *ls)
 	lk_api_lock(ls);
 	ls->closing = 1;
 	release_all(ls);
+	lk_plock_shutdown(ls);
 	lk_recover_handoff(ls); /* before LEAVE on every link */
 	lk_out_flush(ls);
 	lk_member_leave(ls);

@@ -21,6 +21,22 @@
  * quorate membership takes it back. A recovery that does not finish in
  * four timeouts is restarted by its coordinator with a new generation.
  *
+ * Disk liveness (lk_ls_config.disk, set by a filesystem that has a disk
+ * heartbeat): the network alone cannot tell a dead node from one cut off
+ * that still writes to the shared disk. With the hook, (1) no generation
+ * is started without a configured node that is still present on the
+ * disk (ALIVE, or NONE and heard from within the disk timeout): it waits
+ * until the node stopped beating, i.e. fenced itself or died; (2) a node
+ * that cannot reach a LOWER id whose disk beat went on changing after
+ * the network lost it (it is alive on the other side of a cut) fences
+ * itself: at once (after timeout_ms) in two-node mode, where each side
+ * would be quorate alone; otherwise only after 2 * (timeout_ms + disk
+ * timeout), so that a minority fences itself for lack of quorum first
+ * and only a cut that left two quorate views (a witness that sees both
+ * sides) is broken by the id. So one side of any cut keeps running, the
+ * lowest id's, and it recovers the other's journal only after the other
+ * stopped writing.
+ *
  * Incarnations (HELLO): a member back as a new process without having
  * said LEAVE restarted: it stays out of the up set until a generation
  * without it purged the old one as dead. After a LEAVE it held nothing:
@@ -30,6 +46,7 @@
  * All under ls->mu.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "lockmgr/lk_config.h"
@@ -53,6 +70,9 @@ struct lk_member {
 	int seen_all; /* every configured node was up at once, once */
 	int alone_ok; /* two-node: the peer did not show up in time */
 	uint64_t start_ns;
+	lk_disk_fn disk;       /* NULL: network only */
+	uint64_t disk_timeout; /* ns */
+	uint64_t waiting;      /* nodes logged as waited for (disk) */
 };
 
 static uint64_t ms(unsigned v)
@@ -92,6 +112,12 @@ int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg)
 	ls->memb = m;
 	update_quorum(ls);
 	return 0;
+}
+
+void lk_member_set_disk(struct lk_ls *ls, lk_disk_fn fn, unsigned timeout_ms)
+{
+	ls->memb->disk = fn;
+	ls->memb->disk_timeout = ms(timeout_ms);
 }
 
 void lk_member_destroy(struct lk_ls *ls)
@@ -186,6 +212,87 @@ static uint64_t up_set(struct lk_ls *ls, uint64_t now)
 	return up;
 }
 
+/* When the network lost node @n (its last frame, or our start). */
+static uint64_t lost_at(const struct lk_member *m, uint32_t n)
+{
+	return m->last_rx[n] > m->start_ns ? m->last_rx[n] : m->start_ns;
+}
+
+/* Is node @n (not up) possibly still running and writing to the disk?
+ * Always 0 without the disk hook. */
+static int present(struct lk_ls *ls, uint32_t n, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t changed;
+	int st;
+
+	if (m->disk == NULL)
+		return 0;
+	st = m->disk(n, &changed, ls->uarg);
+	if (st == LK_DISK_ALIVE)
+		return 1;
+	return st == LK_DISK_NONE && m->last_rx[n] != 0 &&
+	       now - m->last_rx[n] < m->disk_timeout;
+}
+
+/* Configured nodes outside @up that are still present (above); logs the
+ * first time each is waited for. */
+static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t w = 0;
+
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+
+		if ((up & (1ull << n)) || (m->left & (1ull << n)) ||
+		    !present(ls, n, now))
+			continue; /* (one that left holds nothing) */
+		w |= 1ull << n;
+		if (!(m->waiting & (1ull << n)))
+			lk_log(ls, 1,
+			       "node %u is unreachable but alive on the disk: "
+			       "waiting for it to stop before going on "
+			       "without it",
+			       n);
+	}
+	m->waiting = w;
+	return w;
+}
+
+/* The disk tie-break (header): fence ourselves if a lower id that we
+ * cannot reach beats on the disk after we lost it. */
+static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t grace = ms(m->cfg->timeout_ms);
+
+	if (m->disk == NULL)
+		return;
+	if (!m->cfg->two_node)
+		grace = 2 * (grace + m->disk_timeout);
+	for (uint32_t n = 1; n < ls->nodeid; n++) {
+		uint64_t changed, lost = lost_at(m, n);
+
+		if (!(m->cfg->configured & (1ull << n)) ||
+		    ((up | m->left) & (1ull << n)) || now - lost <= grace ||
+		    m->disk(n, &changed, ls->uarg) != LK_DISK_ALIVE ||
+		    changed <= lost + ms(m->cfg->timeout_ms) / 2)
+			continue;
+		lk_log(ls, 0,
+		       "node %u is alive on the disk but %s: the lower id "
+		       "goes on, node %u fences itself",
+		       n,
+		       m->last_rx[n] == 0 ? "cannot be reached or "
+					    "authenticated (different secret?)"
+					  : "unreachable (link cut?)",
+		       ls->nodeid);
+		ls->fenced = 1;
+		pthread_cond_broadcast(&ls->cv);
+		return;
+	}
+}
+
 static void heartbeat(struct lk_ls *ls, uint64_t now)
 {
 	struct lk_member *m = ls->memb;
@@ -236,6 +343,8 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 		return;
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
 		return;
+	if (waited_for(ls, up, now) != 0)
+		return; /* not without a node still writing to the disk */
 	/* unique per coordinator: two coordinators with different views
 	 * never issue the same number, and the higher one wins */
 	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen);
@@ -258,6 +367,9 @@ void lk_member_tick(struct lk_ls *ls, uint64_t now)
 		return;
 	heartbeat(ls, now);
 	up = up_set(ls, now);
+	tie_break(ls, up, now);
+	if (ls->fenced)
+		return;
 	if (!m->seen_all && (up & m->cfg->configured) == m->cfg->configured) {
 		m->seen_all = 1;
 		update_quorum(ls);
@@ -306,4 +418,41 @@ void lk_member_leave(struct lk_ls *ls)
 		if (c != NULL)
 			c->nodeid = ls->nodeid;
 	}
+}
+
+void lk_ls_fence(struct lk_ls *ls, const char *why)
+{
+	lk_api_lock(ls);
+	if (!ls->fenced)
+		lk_log(ls, 0, "fenced: %s", why);
+	ls->fenced = 1;
+	pthread_cond_broadcast(&ls->cv);
+	pthread_mutex_unlock(&ls->mu);
+}
+
+int lk_ls_fenced(struct lk_ls *ls)
+{
+	int f;
+
+	lk_api_lock(ls);
+	f = ls->fenced;
+	pthread_mutex_unlock(&ls->mu);
+	return f;
+}
+
+int lk_ls_peer(struct lk_ls *ls, uint32_t node, uint64_t *rx_age_ms)
+{
+	struct lk_member *m;
+	int up = 0;
+
+	*rx_age_ms = UINT64_MAX;
+	if (node == 0 || node >= LK_MAX_NODES)
+		return 0;
+	lk_api_lock(ls);
+	m = ls->memb;
+	if (m != NULL && m->last_rx[node] != 0)
+		*rx_age_ms = (lk_now_ns() - m->last_rx[node]) / 1000000ull;
+	up = lk_net_peer_ok(ls->net, node);
+	pthread_mutex_unlock(&ls->mu);
+	return up;
 }

@@ -95,6 +95,11 @@ struct lk_net {
 	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
 	uint64_t next_dial[LK_MAX_NODES];
 	uint64_t kill_at, frames;
+	const char *cut_file; /* immutable: fault hook UCFS_LK_CUT */
+	int cut;	      /* the file exists: link cut */
+	uint64_t auth_fails[LK_MAX_NODES];  /* per peer (auth_fail) */
+	uint64_t auth_logged[LK_MAX_NODES]; /* ns: last logged */
+	uint64_t cut_checked;		    /* ns */
 	int no_dial;		 /* fenced or closing: stop dialing */
 	uint64_t incarnation;	 /* ours, random */
 	uint64_t last_rx;	 /* ns, last lock or recovery frame read */
@@ -325,11 +330,24 @@ static void send_hello(struct lk_net *net, struct lk_conn *c)
 	conn_send_rec(net, c, LK_M_HELLO, &hello, sizeof(hello));
 }
 
+/* Logged once per peer per 10 s (a peer with another secret retries
+ * every 100 ms); every failure is counted. */
 static void auth_fail(struct lk_net *net, struct lk_conn *c, const char *why)
 {
+	uint64_t now = lk_now_ns();
+	uint32_t p = c->peer % LK_MAX_NODES;
+
 	net->ls->stats.auth_failures++;
-	lk_log(net->ls, 1, "authentication failed (%s connection, node %u): %s",
-	       c->outgoing ? "outgoing" : "incoming", c->peer, why);
+	net->auth_fails[p]++;
+	if (net->auth_logged[p] == 0 ||
+	    now - net->auth_logged[p] > 10000000000ull) {
+		lk_log(net->ls, 1,
+		       "authentication failed (%s connection, node %u): %s "
+		       "(%llu failures with this node)",
+		       c->outgoing ? "outgoing" : "incoming", c->peer, why,
+		       (unsigned long long)net->auth_fails[p]);
+		net->auth_logged[p] = now;
+	}
 	conn_drop(net, c, NULL);
 }
 
@@ -602,6 +620,10 @@ static void do_accept(struct lk_net *net)
 
 		if (fd < 0)
 			return;
+		if (net->cut) {
+			close(fd);
+			continue;
+		}
 		c = conn_new(net, fd, 0, 0);
 		if (c == NULL) {
 			close(fd);
@@ -653,9 +675,33 @@ static void connect_done(struct lk_net *net, struct lk_conn *c)
 	send_hello(net, c);
 }
 
+/*
+ * Fault hook for tests (tests/integration/clu_split.sh): while the file
+ * named by UCFS_LK_CUT exists, this node's links are cut: every
+ * connection is dropped, none is accepted or dialed (checked every
+ * 100 ms). ls->mu held.
+ */
+static void cut_hook(struct lk_net *net, uint64_t now)
+{
+	int cut;
+
+	if (net->cut_file == NULL || now - net->cut_checked < 100000000ull)
+		return;
+	net->cut_checked = now;
+	cut = access(net->cut_file, F_OK) == 0;
+	if (cut && !net->cut) {
+		lk_log(net->ls, 1, "fault hook: links cut (%s exists)",
+		       net->cut_file);
+		for (struct lk_conn *c = net->conns; c != NULL; c = c->next)
+			conn_drop(net, c, NULL);
+	}
+	net->cut = cut;
+}
+
 static void dial_missing(struct lk_net *net, uint64_t now)
 {
-	if (net->no_dial || net->ls->fenced)
+	cut_hook(net, now);
+	if (net->no_dial || net->ls->fenced || net->cut)
 		return;
 	for (unsigned i = 0; i < net->cfg->nnodes; i++) {
 		const struct lk_node_cfg *n = &net->cfg->node[i];
@@ -1010,6 +1056,7 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	lk_auth_nonce(buf_inc); /* random bytes */
 	memcpy(&net->incarnation, buf_inc, sizeof(net->incarnation));
 	net->kill_at = kill_at != NULL ? strtoull(kill_at, NULL, 10) : 0;
+	net->cut_file = getenv("UCFS_LK_CUT");
 	net->epfd = epoll_create1(EPOLL_CLOEXEC);
 	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	net->rxfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

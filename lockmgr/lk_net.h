@@ -29,6 +29,8 @@ void lk_net_disconnect(struct lk_net *net, uint32_t node);
 /* lk_member.c; all with ls->mu held. */
 int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg);
 void lk_member_destroy(struct lk_ls *ls);
+/* The disk liveness hook (lk_ls_config.disk); before the net starts. */
+void lk_member_set_disk(struct lk_ls *ls, lk_disk_fn fn, unsigned timeout_ms);
 void lk_member_tick(struct lk_ls *ls, uint64_t now);
 void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 		  const struct lk_rec_ctl *c);

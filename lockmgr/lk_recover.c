@@ -132,6 +132,7 @@ static void phase1(struct lk_ls *ls, uint64_t dead)
 	}
 	lk_dir_clear(ls);
 	free_saved(ls);
+	lk_plock_recover_stop(ls); /* POSIX locks: rebuilt in phase 4 */
 }
 
 static void phase2(struct lk_ls *ls)
@@ -346,6 +347,7 @@ static void phase4(struct lk_ls *ls)
 			send_lock(ls, r, lk);
 		}
 	}
+	lk_plock_recover_send(ls); /* POSIX locks: ours to the server */
 	bcast_done(ls, 4);
 }
 
@@ -443,6 +445,7 @@ static void phase5(struct lk_ls *ls)
 	ls->done_members = ls->rmembers;
 	replay_saved(ls);
 	lk_core_kick_deferred(ls);
+	lk_plock_recover_resume(ls); /* POSIX locks: requests again */
 	ls->ruser_pending = 0;
 	for (uint32_t n = 1; n < LK_MAX_NODES; n++) {
 		if (!(ls->rdead & bit(n)))

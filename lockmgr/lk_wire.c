@@ -14,6 +14,7 @@ _Static_assert(sizeof(struct lk_name) == 32, "lk_name");
 _Static_assert(sizeof(struct lk_hdr) == 32, "lk_hdr");
 _Static_assert(sizeof(struct lk_rec_lock) == 80, "rec_lock");
 _Static_assert(sizeof(struct lk_rec_req) == 48, "rec_req");
+_Static_assert(sizeof(struct lk_rec_plock) == 56, "rec_plock");
 _Static_assert(offsetof(struct lk_rec_req, mode) ==
 		       offsetof(struct lk_rec_lock, mode) &&
 		   offsetof(struct lk_rec_req, has_lvb) ==
@@ -64,6 +65,8 @@ static const struct {
     [LK_M_GRANTS] = {"GRANTS", sizeof(struct lk_rec_grants)},
     [LK_M_RUNREQ] = {"RUNREQ", sizeof(struct lk_rec_slot)},
     [LK_M_UNLOCKS] = {"UNLOCKS", sizeof(struct lk_rec_unlocks)},
+    [LK_M_PLOCK] = {"PLOCK", sizeof(struct lk_rec_plock)},
+    [LK_M_PRCOM] = {"PRCOM", sizeof(struct lk_rec_plock)},
 };
 
 size_t lk_wire_recsize(unsigned type)

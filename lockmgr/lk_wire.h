@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 5
+#define LK_VERSION 6
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -46,6 +46,9 @@ enum lk_msg {
 	LK_M_GRANTS,   /* grants: consecutive lkids granted (to holder) */
 	LK_M_RUNREQ,   /* slot: runs of REQUESTs on names with no string */
 	LK_M_UNLOCKS,  /* unlocks: consecutive lkids released (to master) */
+	/* POSIX record locks (lk_plock.c, PROTOCOL.md §14) */
+	LK_M_PLOCK, /* plock: request (to the plock server) or its reply */
+	LK_M_PRCOM, /* plock: recovery, one of my granted ranges */
 	LK_M_NTYPES
 };
 
@@ -191,6 +194,23 @@ struct lk_rec_ctl {
 	uint64_t prev_gen; /* and number (0: none yet) */
 	uint32_t phase;
 	uint32_t nodeid;
+};
+
+/* PLOCK, PRCOM: one POSIX record-lock operation, reply or granted range
+ * (lk_plock.c). Ranges are inclusive: [start, end]. */
+struct lk_rec_plock {
+	uint64_t ino;
+	uint64_t owner; /* the lock owner on the sender's node */
+	uint64_t start;
+	uint64_t end;
+	uint64_t reqid; /* the requester's id of the request */
+	uint32_t pid;	/* the owner's process (GETLK reply: holder's) */
+	int32_t status; /* reply: 0 or -errno */
+	uint32_t node;	/* GETLK reply: the holder's node */
+	uint8_t op;	/* enum lk_plock_op, or LK_PL_CANCEL / LK_PL_REPLY */
+	uint8_t type;	/* LK_PL_RD, LK_PL_WR, LK_PL_UN */
+	uint8_t flags;	/* LK_PL_WAIT */
+	uint8_t pad;
 };
 
 struct lk_rec_hello {

@@ -5,9 +5,11 @@
 #                              $T/clu.secret) listing node ids NODES on
 #                              127.0.0.<id>, one fresh TCP port (from the
 #                              shell's PID, like the lk tests)
-#   clu_witness FILE ID        start a lockspace-only member (lk_node
-#                              hold 0) that only adds its vote to the
-#                              quorum; killed by PID on exit
+#                              ($CLU_EXTRA: more JSON fields, e.g.
+#                              '"two_node": true,')
+#   clu_witness FILE ID        start a quorum witness (ucfs-witness: a
+#                              lockspace-only member that only adds its
+#                              vote); stopped by PID on exit
 #   clu_opts FILE ID [MORE]    prints the mount options of node ID
 #
 # Quorum: the lock manager counts a strict majority of the CONFIGURED
@@ -26,7 +28,8 @@ clu_config() {
 	{
 		printf '{ "cluster": "clu", "secret_file": "%s",\n' \
 			"$T/clu.secret"
-		printf '  "heartbeat_ms": 100, "timeout_ms": 2500,\n'
+		printf '  "heartbeat_ms": 100, "timeout_ms": 2500, %s\n' \
+			"${CLU_EXTRA:-}"
 		printf '  "nodes": ['
 		_sep=""
 		for _id in "$@"; do
@@ -39,8 +42,9 @@ clu_config() {
 }
 
 clu_witness() {
-	"$B/tests/lk_node" "$1" "$2" hold 0 >"$T/witness$2.log" 2>&1 &
-	on_exit "kill -9 $! 2>/dev/null"
+	"$B/ucfs-witness" "$1" "$2" >"$T/witness$2.log" 2>&1 &
+	CLU_WITNESS_PID=$!
+	on_exit "kill $! 2>/dev/null"
 }
 
 clu_opts() {

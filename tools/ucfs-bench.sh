@@ -55,8 +55,11 @@ usage: $ME SCENARIO [options]
   -o OPTS             extra ucfs mount options (comma list, appended)
   --lockproto LIST    ucfs lock protocols to run: nolock,dlm (default both)
   --variant NAME=OPTS one more ucfs system mounted with OPTS (repeatable)
-  --dir [NAME=]PATH   a directory to measure as one more baseline (repeatable)
-  --systems LIST      run only these systems (ucfs,ucfs_dlm,ext4,pt,raw,dir...)
+  --dir [NAME=]PATH   a directory to measure as one more baseline, and the
+                      same through the ucfs lens (system NAME_lens;
+                      repeatable)
+  --systems LIST      run only these systems (ucfs,ucfs_dlm,ext4,pt,lens,
+                      raw,dir,dir_lens...)
   --size MB           image size (default: 1024 quick, 12288 full)
   --file-mb MB        large-file size of iozone and dd, bonnie++ -s
                       (default 2048, 2 x RAM for bonnie++; capped at 40%
@@ -264,8 +267,9 @@ pt_build() {
 # ---- systems ----------------------------------------------------------------
 #
 # A system is a name with attributes in variables K_<name> (kind: ucfs ext4
-# pt raw dir), D_<name> (description), O_<name> (ucfs mount options), P_<name>
-# (ucfs lock protocol), X_<name> (path of a dir system). sys_up formats the
+# pt lens raw dir), D_<name> (description), O_<name> (ucfs mount options), P_<name>
+# (ucfs lock protocol), X_<name> (path of a dir system; of a lens system's
+# lower directory, empty for the lens over the ext4 image). sys_up formats the
 # one image for it and mounts NODES nodes; node_dir gives where client N
 # works; sys_cold remounts with cold caches; sys_down undoes sys_up.
 # Baselines have a single node: clients 1 and 2 share it.
@@ -412,6 +416,36 @@ pt_umount() {
 	MOUNTED=$(printf '%s\n' $MOUNTED | grep -vx pt.1 | tr '\n' ' ')
 }
 
+# The ucfs pass-through lens (fusefs/MOUNT.md) over the ext4 of the image,
+# or over a --dir (in a directory of its own there).
+lens_lower() {
+	if [ -z "$(attr X "$1")" ]; then mp "$1" lower
+	else printf '%s/ucfs-bench.%s.lens' "$(attr X "$1")" "$$"; fi
+}
+lens_mount() {
+	_low=$(lens_lower "$1")
+	mkdir -p "$_low" "$(mp "$1" 1)" || return 1
+	if [ -z "$(attr X "$1")" ]; then mount "$LOOP" "$_low" || return 1; fi
+	"$UCFS" -f -o "passthrough${UOPTS:+,$UOPTS}" "$_low" "$(mp "$1" 1)" \
+		>"$WORK/log/ucfs.$1.1.log" 2>&1 &
+	_pid=$!
+	PIDS="$PIDS $_pid"
+	eval "PID_$1_1=$_pid"
+	if ! wait_mount "$(mp "$1" 1)" "$_pid"; then
+		stop_fuse "$(mp "$1" 1)" "$_pid"
+		warn "the lens did not mount: $(tail -n 3 \
+			"$WORK/log/ucfs.$1.1.log")"
+		[ -z "$(attr X "$1")" ] && umount "$_low"
+		return 1
+	fi
+	MOUNTED="$MOUNTED $1.1"
+	stats_snap "$1" 1 before
+}
+lens_umount() {
+	ucfs_umount_node "$1" 1
+	[ -z "$(attr X "$1")" ] && umount "$(lens_lower "$1")"
+}
+
 # mount_all SYS NODES / umount_all SYS — (re)mount without formatting.
 mount_all() {
 	case $(attr K "$1") in
@@ -429,6 +463,7 @@ mount_all() {
 		mount "$LOOP" "$(mp ext4 1)" || return 1
 		MOUNTED="$MOUNTED ext4.1" ;;
 	pt) pt_mount || return 1 ;;
+	lens) lens_mount "$1" || return 1 ;;
 	dir)
 		mkdir -p "$(attr X "$1")/ucfs-bench.$$" || return 1 ;;
 	esac
@@ -448,6 +483,7 @@ umount_all() {
 		MOUNTED=$(printf '%s\n' $MOUNTED | grep -vx ext4.1 |
 			tr '\n' ' ') ;;
 	pt) pt_umount ;;
+	lens) lens_umount "$1" ;;
 	esac
 }
 
@@ -457,7 +493,9 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 sys_up() {
 	case $(attr K "$1") in
 	ucfs) ucfs_mkfs "$1" || return 1 ;;
-	ext4|pt)
+	ext4|pt|lens)
+		[ -n "$(attr X "$1")" ] && { rm -rf "$(lens_lower "$1")"
+			mount_all "$1" "$2"; return; }
 		loop_up
 		mkfs.ext4 -q -F "$LOOP" >"$WORK/log/mkfs.ext4.log" 2>&1 ||
 			{ warn "mkfs.ext4 failed"; return 1; } ;;
@@ -469,6 +507,8 @@ sys_down() {
 	umount_all "$1"
 	case $(attr K "$1") in
 	ext4|pt) loop_down ;;
+	lens) if [ -z "$(attr X "$1")" ]; then loop_down
+	      else rm -rf "$(lens_lower "$1")"; fi ;;
 	dir) rm -rf "$(attr X "$1")/ucfs-bench.$$" ;;
 	esac
 }
@@ -477,7 +517,7 @@ sys_down() {
 # ucfs system, taken before a timed unmount so that the time does not
 # include ucfs-stat and jq.
 stats_close() {
-	[ "$(attr K "$1")" = ucfs ] || return 0
+	case $(attr K "$1") in ucfs|lens) ;; *) return 0 ;; esac
 	_sn=$(attr NODES "$1")
 	while [ "${_sn:-0}" -ge 1 ]; do
 		stats_snap "$1" "$_sn" after
@@ -679,8 +719,66 @@ rec_time() {
 timed() {	# (sh has no locals: _t* names are used by nothing else)
 	_ts=$1 _tc=$2 _tp=$3; shift 3
 	_tf=$WORK/time.$_ts.$_tc.$_tp
+	lens_begin "$_ts"
 	"$OPS" time -o "$_tf" "$@" >>"$WORK/log/cmd.log" 2>&1
+	lens_end "$_ts" "$_tp"
 	rec_time "$_ts" "$_tc" "$_tp" "$_tf"
+}
+
+# lens.tsv: scenario system phase wall_s fuse_ops handler_s lower_s
+# resolve_s reply_s lens_s outside_s lower_calls top_ops rep — what one
+# step asked of the filesystem under a lens system, from its stats before
+# and after the step (1 node, one client: two at once would mix their
+# requests). handler = lower (inside the lower fs's system calls) +
+# resolve (file handles reopened) + reply (to /dev/fuse) + lens (its own
+# work); outside = wall - handler: the way into the daemon, the kernel and
+# the program itself (the daemon cannot split it).
+lens_on() {
+	[ "$(attr K "$1")" = lens ] && [ "$SETUP" = 1node ] &&
+		[ -n "$STAT" ] && [ "$STATS_OK" != no ]
+}
+lens_begin() {	# SYS
+	lens_on "$1" || return 0
+	"$STAT" --json "$(mp "$1" 1)" >"$WORK/lens.before.json" 2>/dev/null
+	LENS_T0=$(now)
+}
+lens_end() {	# SYS PHASE
+	lens_on "$1" || return 0
+	_lw=$(fsub "$(now)" "$LENS_T0")
+	"$STAT" --json "$(mp "$1" 1)" >"$WORK/lens.after.json" 2>/dev/null ||
+		return 0
+	jq -r -n --slurpfile a "$WORK/lens.before.json" \
+		--slurpfile b "$WORK/lens.after.json" --arg scen "$SCEN" \
+		--arg sys "$1" --arg ph "$2" --argjson w "$_lw" --arg rep "$REP" '
+	$a[0] as $x | $b[0] as $y |
+	def d(p): ($y | getpath(p) // 0) - ($x | getpath(p) // 0);
+	def s(p): d(p) / 1e9 * 1000 | round / 1000;
+	[$y.fuse.ops | to_entries[] | {k: .key, n: (.value.count -
+		($x.fuse.ops[.key].count // 0))} | select(.n > 0)] |
+		sort_by(-.n) | .[:6] | map("\(.k) \(.n)") | join(", ") as $top |
+	[$scen, $sys, $ph, $w, d(["fuse", "count"]), s(["fuse", "total_ns"]),
+	 s(["passthrough", "lower_ns"]), s(["passthrough", "resolve_ns"]),
+	 s(["passthrough", "reply_ns"]), s(["passthrough", "lens_ns"]),
+	 (($w - d(["fuse", "total_ns"]) / 1e9) * 1000 | round / 1000),
+	 d(["passthrough", "lower_calls"]), $top, $rep] | @tsv' \
+		>>"$OUT/lens.tsv" 2>>"$WORK/log/stat.err"
+}
+
+# table_lens SCEN — lens.tsv of SCEN, repetitions as they ran.
+table_lens() {
+	awk -F'\t' -v scen="$1" '$1 == scen {
+		if (!n++) { print ""
+			print "through the ucfs lens (1 node), seconds: " \
+				"handler = lower fs + handle reopen + reply + " \
+				"lens own; outside = wall - handler (the way " \
+				"in, kernel, program)"
+			printf "%-10s %-8s %8s %9s %8s %8s %7s %7s %7s %8s  %s\n",
+				"system", "step", "wall", "fuse ops",
+				"handler", "lower", "reopen", "reply", "lens",
+				"outside", "most frequent ops" }
+		printf "%-10s %-8s %8.3f %9d %8.3f %8.3f %7.3f %7.3f %7.3f %8.3f  %s\n",
+			$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13 }' \
+		"$OUT/lens.tsv" 2>/dev/null
 }
 
 # clients SYS N FUNC [ARG...] — run "FUNC SYS CLIENT ARG..." for clients
@@ -972,7 +1070,9 @@ dd_run() {	# SYS NCLIENTS
 			if [ "$(attr K "$1")" = raw ]; then drop_caches
 			else sys_cold "$1"; fi
 		fi
+		[ "$2" = 1 ] && lens_begin "$1"
 		PAIR_PHASE="" clients "$1" "$2" dd_one "$_ph"
+		[ "$2" = 1 ] && lens_end "$1" "dd_$_ph"
 		# Two at once: aggregate MB/s = bytes of both / their wall time.
 		if [ "$2" = 2 ]; then
 			rec "$1" all "$_ph" MBps "$(awk -v t="$PAIR_SECS" \
@@ -1111,6 +1211,8 @@ aged_sys() {
 	raw) return 0 ;;
 	dir) skipped "$1" aged "skipped: ucfs-age never fills a --dir"
 	     return 0 ;;
+	lens) [ -n "$(attr X "$1")" ] && { skipped "$1" aged \
+		"skipped: ucfs-age never fills a --dir"; return 0; } ;;
 	esac
 	[ "$(attr P "$1")" = dlm ] && [ "$CLUSTER" != yes ] && return 0
 	if [ -z "$AGE" ]; then
@@ -1330,6 +1432,7 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			age:fill_pct:full% fresh_write:alloc_calls:allocs_f
 			aged_write:alloc_calls:allocs_a"; } ;;
 	esac
+	table_lens "$1"
 	table_rss "$1"
 	report_failures "$1"
 }
@@ -1417,6 +1520,35 @@ make_targets() {
 	} } }' "$OUT/ratios.tsv" "$OUT/results.tsv" >"$OUT/targets.tsv"
 }
 
+# The lens's targets (issue: faster than passthrough_ll on the untar steps,
+# at least 70% of ext4 on sequential I/O), for the lens over the ext4 of
+# the image when it ran; appended to targets.tsv.
+make_lens_targets() {
+	case " $RUN_SYSTEMS " in *" lens "*) ;; *) return 0 ;; esac
+	awk -F'\t' -v OFS='\t' -v dd="${DD_MB:-?} MiB file" '
+	$2 == "lens" { r[$1, $3, $4, $5, $6, $7] = $8; ran[$1] = 1 }
+	function out(t, x, lim, le, note) {
+		if (x == "") { print t, "lens", "-", lim, "not measured", note
+			return }
+		ok = le ? x + 0 <= lim : x + 0 >= lim
+		print t, "lens", x, lim, (ok ? "met" : "NOT met"), note }
+	END {
+	if ("untar" in ran) {
+	out("lens untar + sync + unmount: x passthrough_ll",
+		r["untar", "1node", "all", "untar+sync+umount", "real", "pt"],
+		1, 1, "below 1 = faster")
+	out("lens du -s on a fresh mount: x passthrough_ll",
+		r["untar", "1node", "all", "du_cold", "real", "pt"], 1, 1, "")
+	out("lens rm -rf: x passthrough_ll",
+		r["untar", "1node", "all", "rm", "real", "pt"], 1, 1, "") }
+	if ("dd" in ran) {
+	out("lens dd write: share of ext4",
+		r["dd", "1node", "1", "write", "MBps", "ext4"], 0.7, 0, dd)
+	out("lens dd read: share of ext4",
+		r["dd", "1node", "1", "read", "MBps", "ext4"], 0.7, 0, dd) } }' \
+		"$OUT/ratios.tsv" >>"$OUT/targets.tsv"
+}
+
 report_targets() {
 	[ -s "$OUT/targets.tsv" ] || return 0
 	say ""
@@ -1456,6 +1588,9 @@ write_json() {
 		note >"$WORK/j.targets"
 	tsv_json "$OUT/skipped.tsv" scenario system what reason \
 		>"$WORK/j.skipped"
+	tsv_json "$OUT/lens.tsv" scenario system phase wall_s fuse_ops \
+		handler_s lower_s resolve_s reply_s lens_s outside_s \
+		lower_calls top_ops rep >"$WORK/j.lens"
 	ls "$OUT"/plots/*.svg "$OUT"/plots/*.png 2>/dev/null | jq -R . |
 		jq -s . >"$WORK/j.plots"
 	jq -n --arg scen "$SCEN_ARG" --argjson quick "$QUICK" \
@@ -1470,6 +1605,7 @@ write_json() {
 		--slurpfile ratios "$WORK/j.ratios" \
 		--slurpfile targets "$WORK/j.targets" \
 		--slurpfile skipped "$WORK/j.skipped" \
+		--slurpfile lens "$WORK/j.lens" \
 		--slurpfile plots "$WORK/j.plots" \
 		'
 	{tool: "ucfs-bench", version: 1, scenario: $scen, quick: ($quick == 1),
@@ -1481,6 +1617,7 @@ write_json() {
 		  repeat: $repeat},
 	 systems: $systems[0], results: $results[0], runs: $runs[0],
 	 ratios: $ratios[0], targets: $targets[0], skipped: $skipped[0],
+	 lens_steps: $lens[0],
 	 ucfs_stats: [], plots: $plots[0]}' >"$OUT/results.json.part" ||
 		die "writing JSON failed"
 	# Stats deltas are files of their own; gather them in a second pass.
@@ -1608,7 +1745,9 @@ cleanup() {
 		pt) stop_fuse "$(mp pt 1)" "${PID_pt:-0}"
 		    umount "$(mp pt lower)" 2>/dev/null ;;
 		ext4) umount "$(mp ext4 1)" 2>/dev/null ;;
-		*) stop_fuse "$(mp "$_s" "$_n")" "$(attr PID "${_s}_$_n")" ;;
+		*) stop_fuse "$(mp "$_s" "$_n")" "$(attr PID "${_s}_$_n")"
+		   [ "$(attr K "$_s")" = lens ] && [ -z "$(attr X "$_s")" ] &&
+			umount "$(mp "$_s" lower)" 2>/dev/null ;;
 		esac
 	done
 	for _p in $PIDS; do kill "$_p" 2>/dev/null; done
@@ -1616,6 +1755,8 @@ cleanup() {
 	for _s in $SYSTEMS; do
 		[ "$(attr K "$_s")" = dir ] &&
 			rm -rf "$(attr X "$_s")/ucfs-bench.$$"
+		[ "$(attr K "$_s")" = lens ] && [ -n "$(attr X "$_s")" ] &&
+			rm -rf "$(lens_lower "$_s")"
 	done
 	if [ "$KEEP" = 1 ]; then warn "scratch kept in $WORK"
 	else rm -rf "$WORK"; fi
@@ -1643,13 +1784,21 @@ define_systems() {
 	add_system raw raw "the image file, dd with O_DIRECT"
 	add_system ext4 ext4 "ext4 on a loop device of the image"
 	add_system pt pt "libfuse passthrough_ll over that ext4"
+	LENS_SYSTEMS=""
+	if [ -n "$UCFS" ]; then
+		add_system lens lens "the ucfs lens (-o passthrough) over that ext4"
+		LENS_SYSTEMS=lens
+	fi
 	_i=0
 	for _d in $DIRS; do
 		_i=$((_i + 1))
 		_n=dir; [ "$_i" -gt 1 ] && _n=dir$_i
 		case $_d in *=*) _n=${_d%%=*}; _d=${_d#*=} ;; esac
 		[ -d "$_d" ] || die "--dir $_d: not a directory"
+		_d=$(cd "$_d" && pwd)
 		add_system "$_n" dir "directory $_d" "$_d"
+		[ -n "$UCFS" ] && add_system "${_n}_lens" lens \
+			"the ucfs lens over directory $_d" "$_d"
 	done
 	BASELINES="raw ext4 pt"
 	for _s in $SYSTEMS; do
@@ -1755,7 +1904,7 @@ main() {
 	mkdir -p "$OUT" || die "cannot create $OUT"
 	OUT=$(cd "$OUT" && pwd)
 	: >"$OUT/results.tsv"; : >"$OUT/runs.tsv"; : >"$OUT/skipped.tsv"
-	: >"$OUT/tables.txt"; : >"$OUT/stats.txt"
+	: >"$OUT/tables.txt"; : >"$OUT/stats.txt"; : >"$OUT/lens.tsv"
 	# Our own directory even under --work: cleanup removes only it.
 	[ -n "$WORK" ] && { mkdir -p "$WORK" || die "cannot create $WORK"; }
 	WORK=$(mktemp -d "${WORK:-/tmp}/ucfs-bench.XXXXXX") ||
@@ -1770,6 +1919,7 @@ main() {
 		"$(nproc) CPUs; results in $OUT"
 	for _sc in $SCENS; do run_scenario "$_sc"; done
 	make_targets
+	make_lens_targets
 	report_targets | tee -a "$OUT/tables.txt"
 	write_json
 	say ""

@@ -218,7 +218,7 @@ static void open_nodes(const char *path)
 		write_config(path, port);
 		for (i = 1; i <= nnodes && ret == 0; i++) {
 			struct lk_ls_config c = {path, (uint32_t)i, NULL, quiet,
-						 NULL};
+						 NULL, NULL, 0};
 
 			bind_to_node(i); /* its threads start here */
 			ret = lk_ls_open(&c, &ls[i]);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench_quick — the CI smoke test of ucfs-bench: "ucfs-bench all --quick"
 # runs every scenario on every system available (ucfs 1 node once it
-# mounts; ext4 on loop, passthrough_ll, the raw image always), then the
+# mounts; ext4 on loop, passthrough_ll, the ucfs lens over ext4, the raw
+# image always), then the
 # JSON must be valid and carry the keys tools/BENCH.md documents, every
 # scenario must have measured values, the plots must exist, and nothing
 # may stay mounted. About 2 minutes on 2 shared cores.
@@ -57,6 +58,12 @@ check bench_ratio_keys jq -e '.ratios | length > 0 and all(.[];
 	(.ratio | type) == "number" and (.baseline | type) == "string")' "$J"
 check bench_ext4_vs_pt_ratio jq -e '[.ratios[] | select(.system == "pt"
 	and .baseline == "ext4" and .scenario == "untar")] | length > 0' "$J"
+# the lens: ratios like any system, and its steps seen op by op
+check bench_lens_vs_pt_ratio jq -e '[.ratios[] | select(.system == "lens"
+	and .baseline == "pt" and .scenario == "untar")] | length > 0' "$J"
+check bench_lens_steps jq -e '[.lens_steps[] | select(.scenario ==
+	"untar" and .phase == "du_cold" and .fuse_ops > 0 and
+	(.top_ops | test("readdirplus")))] | length > 0' "$J"
 check bench_untar_files jq -e '.params.untar_files > 1000' "$J"
 check bench_tables grep -q 'x ext4\|xext4' "$OUT/tables.txt"
 check bench_plots_exist sh -c "jq -r '.plots[]' '$J' | grep -q svg &&

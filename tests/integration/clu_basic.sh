@@ -49,6 +49,9 @@ refused clu_refuse_unknown_node "node=9 is not a node of" "$IMG" \
 	"$(clu_opts "$CFG" 9)"
 refused clu_refuse_cluster_without_dlm "need lockproto=dlm" "$IMG" \
 	"cluster=$CFG,node=1"
+refused clu_refuse_hb_interval "hb_interval must be at most hb_timeout / 4" \
+	"$IMG" "$(clu_opts "$CFG" 1 hb_interval=1000,hb_timeout=2000)"
+refused clu_refuse_hb_without_dlm "need lockproto=dlm" "$IMG" hb_timeout=3000
 refused clu_refuse_writeback_cache "writeback_cache" "$IMG" \
 	"$(clu_opts "$CFG" 1 writeback_cache)"
 fs_mkfs "$T/nolock.img" 128 -j 2 -p nolock ||

@@ -13,7 +13,7 @@
 IMG=$T/img MNT=$T/mnt OP=$B/tests/fsop
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 opts=
-[ "$UCFS_TEST_TARGET" = ucfs ] && opts=allow_other
+fs_daemon_target && opts=allow_other
 fs_mkfs "$IMG" 256 || { fail perm_mkfs; exit 1; }
 fs_mount "$IMG" "$MNT" "$opts" || { fail perm_mount; exit 1; }
 chmod 755 "$MNT"
@@ -73,7 +73,7 @@ capped shared/cap
 check perm_truncate_drops_caps drops_caps truncate -s 1 shared/cap
 capped shared/cap
 check perm_chown_drops_caps drops_caps chown 0:0 shared/cap
-if [ "$UCFS_TEST_TARGET" = ucfs ]; then
+if fs_daemon_target; then
 	# the kernel asks for security.capability once per inode, not once
 	# per write (FUSE_HANDLE_KILLPRIV_V2 negotiated)
 	getx() { "$B/ucfs-stat" --json "$MNT" | jq '.fuse.ops.getxattr.count'; }

@@ -4,6 +4,7 @@
 # users, ucfs-top shows the mount, and the socket goes away on unmount.
 # (The 2-node ping-pong counters need cluster mode: not tested here.)
 . "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/statlib.sh"
 
 [ "$(id -u)" -eq 0 ] || { skip all "needs root (FUSE mount)"; exit 0; }
 [ -c /dev/fuse ] || { skip all "no /dev/fuse"; exit 0; }
@@ -30,20 +31,6 @@ check socket_at_derived_path wait_for 5 test -S "$SOCK"
 check socket_mode sh -c "stat -c %a '$SOCK' | grep -qx 600 &&
 	stat -c %a /run/ucfs | grep -qx 700"
 
-stat_json() { "$B/ucfs-stat" --json "$MNT"; }
-# snap_until OUT BASE FILTER — a request is counted when its handler
-# returns, just after the answer the client waited for: take snapshots
-# into OUT until FILTER ($a = BASE, $b = OUT) holds (5 s at most; the
-# checks that follow then fail on their own).
-snap_until() {
-	_i=0
-	while stat_json >"$1" && ! jq -e -n --slurpfile a "$2" \
-		--slurpfile b "$1" "$3" >/dev/null 2>&1; do
-		_i=$((_i + 1))
-		[ "$_i" -ge 50 ] && return 1
-		sleep 0.1
-	done
-}
 stat_json >"$T/s0.json" || fail ucfs_stat_mountpoint
 check json_keys jq -e '.version == 1 and .node.mountpoint != null and
 	(.node.uptime_s | type) == "number" and (.fuse.ops | length) >= 40 and

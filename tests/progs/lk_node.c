@@ -77,7 +77,7 @@ static void sleep_ms(long ms)
 
 static struct lk_ls *open_ls(const char *cfg, int want)
 {
-	struct lk_ls_config c = {cfg, me, on_recover, logcb, NULL};
+	struct lk_ls_config c = {cfg, me, on_recover, logcb, NULL, NULL, 0};
 	struct lk_ls *ls;
 	uint64_t gen, members;
 	int ret = lk_ls_open(&c, &ls);

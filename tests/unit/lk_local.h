@@ -69,7 +69,8 @@ static char lkl_cfg[128]; /* the configuration file */
 
 static inline int lkl_open_quiet(int i)
 {
-	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, NULL, lkl_quiet, NULL};
+	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, NULL, lkl_quiet, NULL,
+				 NULL, 0};
 
 	return lk_ls_open(&c, &lkl_ls[i]);
 }

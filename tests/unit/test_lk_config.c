@@ -126,9 +126,11 @@ static void test_bad_files(void)
 
 	snprintf(path, sizeof(path), "%s/none.json", dir);
 	CHECK_EQ(lk_config_load(path, &cfg, &why), -ENOENT);
-	write_file("bad.json", "{ not json");
+	write_file("bad.json", "{ \"cluster\": \"x\",\n  \"nodes\": [ }\n");
 	snprintf(path, sizeof(path), "%s/bad.json", dir);
 	CHECK_EQ(lk_config_load(path, &cfg, &why), -EINVAL);
+	/* a syntax error names its line and column (jansson's) */
+	CHECK(strstr(why, "line 2, column 14") != NULL);
 	write_file("secret", "short\n");
 	CHECK_EQ(load(NODES3, &cfg, &why), -EINVAL);
 	CHECK(strstr(why, "16 bytes") != NULL);

@@ -282,8 +282,8 @@ static int remote_lock_works(struct lk_ls *n1, struct lk_ls *n2, uint64_t num)
 
 static void test_tampered_and_replayed_frames_dropped(void)
 {
-	struct lk_ls_config c1 = {NULL, 1, NULL, log_cb, (void *)1};
-	struct lk_ls_config c2 = {NULL, 2, NULL, log_cb, (void *)2};
+	struct lk_ls_config c1 = {NULL, 1, NULL, log_cb, (void *)1, NULL, 0};
+	struct lk_ls_config c2 = {NULL, 2, NULL, log_cb, (void *)2, NULL, 0};
 	char p1[128], p2[128], sp[128];
 	struct lk_ls *n1 = NULL, *n2 = NULL;
 	struct lk_stats st0, st1;
@@ -458,8 +458,8 @@ static int send_mutated(int fd, const uint8_t fkey[32], uint64_t seq)
  */
 static void test_tagged_garbage_from_a_key_holder(void)
 {
-	struct lk_ls_config c1 = {NULL, 1, NULL, log_cb, (void *)1};
-	struct lk_ls_config c2 = {NULL, 2, NULL, log_cb, (void *)2};
+	struct lk_ls_config c1 = {NULL, 1, NULL, log_cb, (void *)1, NULL, 0};
+	struct lk_ls_config c2 = {NULL, 2, NULL, log_cb, (void *)2, NULL, 0};
 	static struct lk_config cfg;
 	char path[128], sp[128];
 	struct lk_ls *n1 = NULL, *n2 = NULL;

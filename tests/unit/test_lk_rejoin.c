@@ -82,7 +82,7 @@ static void on_down(struct lk_ls *ls, uint32_t dead, void *arg)
 static int open_node(int i)
 {
 	struct lk_ls_config c = {lkl_cfg, (uint32_t)i, on_down, on_log,
-				 &obs[i]};
+				 &obs[i], NULL, 0};
 
 	return lk_ls_open(&c, &lkl_ls[i]);
 }

@@ -60,6 +60,11 @@ static void test_ucfs_options(void)
 			       sizeof(err)), 0);
 	CHECK_EQ(o.atime, FS_ATIME_STRICT);
 	CHECK_EQ(o.lockproto, FS_LOCK_DLM);
+	/* the pass-through lens: a flag, off by default */
+	CHECK_EQ(o.passthrough, 0);
+	CHECK_EQ(fs_opts_parse(&o, "passthrough", err, sizeof(err)), 0);
+	CHECK_EQ(o.passthrough, 1);
+	CHECK(fs_opts_parse(&o, "passthrough=1", err, sizeof(err)) < 0);
 }
 
 static void test_fstab_noise_and_fuse(void)

@@ -1,0 +1,110 @@
+#!/bin/sh
+# clu_fence: fencing that ends, and quorum witnesses. Nodes 1, 2 and 3
+# mount one image; nodes 4 and 5 are quorum witnesses (ucfs-witness):
+#  (1) mounting node 1 a second time is refused ("node 1 is already
+#      mounted"); a cluster file with a JSON syntax error is refused
+#      naming its line and column;
+#  (2) node 2's daemon is stopped (SIGSTOP) past hb_timeout while it
+#      holds the fs lock in EX with an fsync'ed file in its journal: node
+#      1 declares it dead once both its network and its disk heartbeats
+#      are silent, replays its journal (the file is there) and goes on;
+#      node 2 resumes (SIGCONT): its disk lease ran out, so it fences
+#      itself without writing (its heartbeat counter in the image stands
+#      still), every request fails with EIO; node 3 mounts while the
+#      fenced node 2 is still mounted (a fenced node blocks nobody); node
+#      2's unmount completes and its daemon exits within seconds, and
+#      node 2 mounts again;
+#  (3) with the witnesses up, nodes 3, 1 and then 2 (the last filesystem
+#      node) unmount cleanly (status 0); fsck.ucfs -n is clean.
+# Prints the times from SIGCONT to the fence and to the daemon's exit.
+. "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/fslib.sh"
+. "$UCFS_TOP/tests/clulib.sh"
+fs_require_ucfs clu_fence
+command -v jq >/dev/null 2>&1 || { skip clu_fence "needs jq"; exit 0; }
+
+IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2 M3=$T/m3
+clu_config "$CFG" 1 2 3 4 5
+clu_witness "$CFG" 4
+clu_witness "$CFG" 5
+fs_mkfs "$IMG" 256 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
+	fail clu_fence_mkfs; exit 1; }
+now() { date +%s.%N; }
+st() { "$B/ucfs-stat" --json "$1"; }
+
+# (1) refused: node 1 twice; a JSON syntax error
+refused() {	# NAME PATTERN OPTS
+	mkdir -p "$T/bad"
+	if timeout -k 5 60 "$B/ucfs" -f -o "$3" "$IMG" "$T/bad" \
+		>"$T/bad.log" 2>&1; then
+		fail "$1" "mounted"
+		fusermount3 -u "$T/bad"
+	elif ! grep -q "$2" "$T/bad.log"; then
+		fail "$1" "message: $(cat "$T/bad.log")"
+	else
+		pass "$1"
+	fi
+}
+fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_fence_m1; exit 1; }
+refused clu_fence_node_twice "node 1 is already mounted" "$(clu_opts "$CFG" 1)"
+sed 's/"nodes": \[/"nodes": [ ,/' "$CFG" >"$T/syntax.json"
+refused clu_fence_json_line_column "JSON syntax error at line 3, column" \
+	"$(clu_opts "$T/syntax.json" 2)"
+
+# (2) node 2 frozen past hb_timeout while it holds EX
+fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2 minhold=10000)" || {
+	fail clu_fence_m2; exit 1; }
+slot2=$(st "$M2" | jq .cluster.slot)
+hb_off=$(( (3 + 2 * slot2) * 4096 + 48 ))
+head -c 300000 /dev/urandom >"$T/ref"
+cp "$T/ref" "$M2/frozen"
+python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); \
+os.fsync(fd)" "$M2/frozen"
+pid2=$(cat "$(fs_daemon_log "$M2" | sed 's|/log$|/pid|')")
+kill -STOP "$pid2"
+tstop=$(now)
+hb_stop=$(od -An -tu8 -j $hb_off -N8 "$IMG")
+# node 1 needs the fs lock node 2 holds: granted once node 2 is dead
+if timeout 60 cmp "$T/ref" "$M1/frozen"; then
+	pass clu_fence_survivor_replayed_frozen_node
+else
+	fail clu_fence_survivor_replayed_frozen_node
+fi
+echo "node 1 read node 2's fsync'ed file $(echo "$(now) - $tstop" | bc -l) s" \
+	"after node 2 was stopped"
+check clu_fence_survivor_writes sh -c "echo after >'$M1/after'"
+check clu_fence_survivor_counted sh -c "'$B/ucfs-stat' --json '$M1' |
+	jq -e '.cluster.recoveries >= 1 and .cluster.node_deaths >= 1'"
+tcont=$(now)
+kill -CONT "$pid2"
+if wait_for 30 sh -c "'$B/ucfs-stat' --json '$M2' |
+	jq -e .cluster.fenced >/dev/null"; then
+	pass clu_fence_resumed_node_fenced
+else
+	fail clu_fence_resumed_node_fenced
+fi
+tfenced=$(now)
+check clu_fence_resumed_eio sh -c "! ls '$M2' >/dev/null 2>&1"
+sleep 1
+hb_after=$(od -An -tu8 -j $hb_off -N8 "$IMG")
+check clu_fence_resumed_wrote_no_beat test "$hb_stop" -eq "$hb_after"
+check clu_fence_join_beside_fenced fs_mount "$IMG" "$M3" "$(clu_opts "$CFG" 3)"
+check clu_fence_joined_reads cmp "$T/ref" "$M3/frozen"
+fs_umount "$M2" 2>/dev/null
+texit=$(now)
+check clu_fence_daemon_exited test -f "$(fs_daemon_log "$M2" |
+	sed 's|/log$|/rc|')"
+echo "SIGCONT to fenced: $(echo "$tfenced - $tcont" | bc -l) s (polled);" \
+	"to the daemon's exit after unmount: $(echo "$texit - $tcont" |
+	bc -l) s"
+check clu_fence_node2_remounts fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)"
+check clu_fence_remounted_reads cmp "$T/ref" "$M2/frozen"
+check clu_fence_remounted_sees test -e "$M2/after"
+
+# (3) both unmount cleanly in turn with the witness up
+check clu_fence_umount3_clean fs_umount "$M3"
+check clu_fence_umount1_clean fs_umount "$M1"
+check clu_fence_umount2_last_clean fs_umount "$M2"
+check clu_fence_fsck fs_fsck "$IMG"
+rm -f "$IMG"
+exit 0
