@@ -35,7 +35,11 @@
  *
  * Threads: every function may be called from any thread concurrently once
  * fs_mount() returned, except fs_unmount(), which must be the last call.
- * All functions may block (device I/O, journal commit).
+ * All functions may block (device I/O, journal commit, locks). Each takes
+ * its own locks (fs_ilock.h): with lockproto=dlm the cluster lock first,
+ * then the locks of the inodes it touches, so calls on different inodes
+ * run in parallel and every caller gets the same coherence; a fenced
+ * node's calls fail with -EIO.
  */
 #ifndef UCFS_FS_H
 #define UCFS_FS_H
@@ -275,9 +279,9 @@ void fs_release(struct fs *fs, uint64_t ino);
 
 /* lockproto=dlm: fs_forget, fs_release and the end of a read run under
  * the fs glock in PR and cannot write, so they leave this node's orphans
- * whose last reference they dropped on the orphan list; this frees them.
- * Call holding the fs glock in EX (the FUSE adapter does at the end of
- * every EX request); cheap when nothing is pending. */
+ * whose last reference they dropped on the orphan list; this frees them
+ * (taking the fs glock in EX). Every call that holds the glock in EX runs
+ * it as it ends; cheap when nothing is pending. */
 void fs_reap_orphans(struct fs *fs);
 
 /* Read up to @len bytes at @off; short at EOF, holes read as zeros.

@@ -15,11 +15,14 @@
  * I/O for its whole blocks), and nothing past the destination's end of
  * file (the final size covers it).
  *
- * Not atomic (neither is Linux's): each chunk takes the namespace lock on
- * its own, so a concurrent writer may interleave. An error ends the copy
- * and is returned; what was copied before it stays.
+ * Not atomic (neither is Linux's): each chunk takes the inodes' locks on
+ * its own, so a concurrent writer may interleave. The cluster glock
+ * (dlm) is held in EX around the whole copy (fs_op_begin; the calls
+ * inside find it held). An error ends the copy and is returned; what was
+ * copied before it stays.
  */
 #include "fusefs/fs_ns.h"
+#include "lockmgr/lk.h"
 
 #include <errno.h>
 #include <linux/falloc.h>
@@ -138,9 +141,9 @@ static int copy_regions(struct copy *c, uint64_t off, uint64_t len,
 	return ret;
 }
 
-ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
-			   uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
-			   uint64_t off_out, size_t len, unsigned flags)
+static ssize_t copy_range(struct fs *fs, const struct fs_cred *cred,
+			  uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
+			  uint64_t off_out, size_t len, unsigned flags)
 {
 	struct copy c = {.fs = fs, .cred = cred, .in = ino_in, .out = ino_out};
 	struct fs_attr ai, ao;
@@ -188,4 +191,18 @@ ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
 		return ret;
 	FS_NS_STAT_ADD(fs, copy_bytes, len);
 	return (ssize_t)len;
+}
+
+ssize_t fs_copy_file_range(struct fs *fs, const struct fs_cred *cred,
+			   uint64_t ino_in, uint64_t off_in, uint64_t ino_out,
+			   uint64_t off_out, size_t len, unsigned flags)
+{
+	struct fs_ilock il;
+	ssize_t n;
+
+	if (fs_op_begin(&il, fs, LK_EX) < 0)
+		return -EIO;
+	n = copy_range(fs, cred, ino_in, off_in, ino_out, off_out, len, flags);
+	fs_op_end(&il);
+	return n;
 }

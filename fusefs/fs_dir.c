@@ -15,7 +15,8 @@
  * test), its parent field names the parent directory ("..").
  * Small directories are simply a root-only tree inside the inode block.
  *
- * Locking: callers hold ns->lock (shared to read, exclusive to modify).
+ * Locking: callers hold the directory's inode lock (fs_ilock.h), shared
+ * to read, exclusive to modify (asserted in debug builds).
  */
 #include "fusefs/fs_ns.h"
 
@@ -102,6 +103,7 @@ int fs_dir_lookup(struct fs *fs, struct fs_buf *dir, const char *name,
 			   .len = len };
 	int ret;
 
+	FS_ASSERT_HELD(fs, dir->blkno, FS_IL_SH);
 	ret = probe_range(fs, dir, &p);
 	if (ret < 0)
 		return ret;
@@ -138,6 +140,7 @@ int fs_dir_add(struct fs_tx *tx, struct fs_buf *dir, const char *name,
 	unsigned i;
 	int ret;
 
+	FS_ASSERT_HELD(fs_tx_fs(tx), dir->blkno, FS_IL_EX);
 	ret = probe_range(fs, dir, &p);
 	if (ret < 0)
 		return ret;
@@ -162,6 +165,7 @@ int fs_dir_remove(struct fs_tx *tx, struct fs_buf *dir, uint64_t key)
 	struct fs_btree bt;
 	int ret;
 
+	FS_ASSERT_HELD(fs_tx_fs(tx), dir->blkno, FS_IL_EX);
 	fs_dir_tree(fs_tx_fs(tx), dir, &bt);
 	ret = fs_btree_delete(tx, &bt, key);
 	if (ret == 0 && fs_di(dir)->size > 0)
@@ -175,6 +179,7 @@ int fs_dir_set(struct fs_tx *tx, struct fs_buf *dir, uint64_t key,
 	struct dirent_buf d;
 	struct fs_btree bt;
 
+	FS_ASSERT_HELD(fs_tx_fs(tx), dir->blkno, FS_IL_EX);
 	fs_dir_tree(fs_tx_fs(tx), dir, &bt);
 	return fs_btree_update(tx, &bt, key, &d,
 			       fill_val(&d, name, len, ino, type));
@@ -210,6 +215,7 @@ int fs_dir_iterate(struct fs *fs, struct fs_buf *dir, uint64_t cookie,
 	struct fs_btree bt;
 	int ret;
 
+	FS_ASSERT_HELD(fs, dir->blkno, FS_IL_SH);
 	if (cookie == 0) {
 		de = (struct fs_dirent){ .ino = dir->blkno, .next = 1,
 					 .type = DT_DIR, .namelen = 1,

@@ -22,8 +22,9 @@
  * same flags): fs_ext_set_flags merges what it creates, nothing else
  * relies on extents being merged.
  *
- * Locking: ns->lock, shared for lookups and fs_ext_seek, exclusive for
- * changes (always inside a transaction handle on the inode buffer).
+ * Locking: the file's inode lock (fs_ilock.h), shared for lookups and
+ * fs_ext_seek, exclusive for changes (always inside a transaction handle
+ * on the inode buffer).
  */
 #include "fusefs/fs_ns.h"
 

@@ -30,8 +30,9 @@
  * arrives). COLLAPSE_RANGE and INSERT_RANGE are reachable through fs.h
  * (library users, tests) only.
  *
- * Locking: callers hold ns->lock exclusive (fs_file_fallocate) or shared
- * (fs_file_seek); no transaction handle is held on entry.
+ * Locking: callers hold the inode's lock (fs_ilock.h) exclusive
+ * (fs_file_fallocate, with ns->refc_lock if the file shares extents) or
+ * shared (fs_file_seek); no transaction handle is held on entry.
  */
 #include "fusefs/fs_ns.h"
 
@@ -432,6 +433,7 @@ int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	const int keep = FALLOC_FL_KEEP_SIZE;
 	uint64_t end;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_EX);
 	fs_range_wait_all(fs, n);
 
 	if (len == 0)
@@ -466,6 +468,7 @@ int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
 	uint64_t lb, pos;
 	int ret;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_SH);
 	if (off >= di->size)
 		return -ENXIO;
 	if (di->fmt == FS_FMT_INLINE) {

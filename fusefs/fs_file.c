@@ -27,7 +27,8 @@
  * fs_data_write returned: with data=ordered the commit that makes the
  * new extents visible waits for the data writes first (fs_journal.c),
  * and a failed data write is reported by the next fsync (-EIO). The device I/O
- * itself runs without ns->lock, under a per-inode I/O range (fs_ns.h).
+ * itself runs under the inode's lock, with a per-inode I/O range
+ * (fs_ns.h) recorded.
  *
  * Invariant: bytes of the file's last block beyond `size` are zero on
  * disk (truncate zeroes them), so growing a file exposes zeros.
@@ -38,8 +39,10 @@
  * that maps it (convert_seg), writing whole zero-filled edge blocks
  * around its data.
  *
- * Locking: callers hold ns->lock, shared for fs_file_read, exclusive for
- * everything else; no transaction handle is held on entry.
+ * Locking: callers hold the inode's lock (fs_ilock.h), shared for
+ * fs_file_read, exclusive for everything else (asserted in debug
+ * builds), and ns->refc_lock when the file shares extents; no
+ * transaction handle is held on entry.
  */
 #include "fusefs/fs_ns.h"
 
@@ -109,7 +112,7 @@ struct seg {
 #define SEG_MAX 16u
 
 /* Map up to SEG_MAX pieces of [pos, end) for reading; *stop = where the
- * plan ends. ns->lock held. */
+ * plan ends. The inode's lock held. */
 static int plan_read(struct fs *fs, struct fs_buf *ib, uint64_t pos,
 		     uint64_t end, struct seg *sg, unsigned *ns,
 		     uint64_t *stop)
@@ -195,6 +198,7 @@ ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	unsigned ns;
 	int ret = 0;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_SH);
 	if (di->fmt == FS_FMT_INLINE)
 		return read_inline(di, buf, len, off);
 	if (di->fmt != FS_FMT_EXTENTS)
@@ -215,13 +219,8 @@ ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		}
 		r.end = stop;
 		fs_range_add(fs, n, &r);
-		fs_ns_unlock(fs);
 		ret = read_io(fs, sg, ns, pos, stop, (char *)buf + (pos - off));
 		fs_range_del(fs, n, &r);
-		fs_ns_rdlock(fs);
-		/* the file may have shrunk meanwhile: stop at its end */
-		if (end > di->size)
-			end = di->size > stop ? di->size : stop;
 	}
 	if (ret < 0 && pos == off)
 		return ret;
@@ -545,15 +544,11 @@ static int write_io(struct fs *fs, const struct seg *sg, unsigned ns,
 	return 0;
 }
 
-#define WRITE_LOCKED_MAX (64u << 10)	/* bytes */
-
 /*
- * One round of an extents write: plan (allocate) under ns->lock in a
- * transaction that also sets size and times, hand the data to
+ * One round of an extents write: plan (allocate) under the inode's lock
+ * in a transaction that also sets size and times, hand the data to
  * fs_data_write (the handle still open, so the commit publishing the new
- * extents waits for it), end the handle. With @n the lock is dropped for
- * the I/O of a large write; a small one (fs_data_write only copies it,
- * at most two blocks are read first) keeps the lock.
+ * extents waits for it), end the handle.
  */
 static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		       const char *src, uint64_t pos, uint64_t end,
@@ -571,6 +566,10 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 
 	fs_ext_tree(fs, ib, &bt);
 	max = write_segmax(fs, &bt);
+	/* a piece is at least a block: a small write reserves for what it
+	 * spans, so that concurrent writers share a transaction */
+	if ((r.end - r.start) / BS < max)
+		max = (unsigned)((r.end - r.start) / BS);
 	if (n != NULL)
 		fs_range_add(fs, n, &r);
 	ret = fs_tx_begin(fs, 2 + max * fs_file_map_credits(fs, &bt), &tx);
@@ -586,20 +585,8 @@ static int write_round(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	if (*stop > fs_di(ib)->size)
 		fs_di(ib)->size = *stop;
 	fs_ino_touch(fs_di(ib), FS_T_MTIME | FS_T_CTIME);
-	if (n == NULL || *stop - pos <= WRITE_LOCKED_MAX) {
-		ret = write_io(fs, sg, ns, pos, *stop, src);
-		fs_tx_end(tx);
-		goto out_range;
-	}
-	fs_ns_unlock(fs);
 	ret = write_io(fs, sg, ns, pos, *stop, src);
 	fs_tx_end(tx);
-	/* the range goes before the lock is taken again: a truncate may
-	 * hold the lock while it waits for our range */
-	fs_range_del(fs, n, &r);
-	fs_ns_wrlock(fs);
-	return ret;
-
 out_range:
 	if (n != NULL)
 		fs_range_del(fs, n, &r);
@@ -613,6 +600,7 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	uint64_t pos, stop, end = off + len;
 	int ret = 0;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_EX);
 	if (len == 0)
 		return 0;
 	if (off >= FS_FILE_MAX || len > FS_FILE_MAX - off)
@@ -908,6 +896,7 @@ int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 	struct fs_dinode *di = fs_di(ib);
 	int ret;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_EX);
 	fs_range_wait_all(fs, n);
 
 	if (size > FS_FILE_MAX)

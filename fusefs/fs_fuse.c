@@ -19,8 +19,8 @@
  * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
  * large writes (MAX_WRITE) and, if asked, writeback_cache. A dlm node
  * (fs_cluster.h) lets the kernel cache nothing: timeouts 0, direct_io,
- * no cached directories or symlinks; and every handler runs holding the
- * fs glock in the mode op_mode[] gives its op (op_begin / op_end).
+ * no cached directories or symlinks. Locks, the cluster's glock
+ * included, are taken by the fs.h calls themselves (fs_ilock.h).
  *
  * Transport: requests come from /dev/fuse through libfuse's loop, or,
  * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
@@ -110,61 +110,23 @@ static void get_cred(fuse_req_t req, struct fs_cred *c)
 		c->flags |= FS_CRED_FSETID;
 }
 
-/* ---- the fs glock and the stats hook ---- */
+/* ---- the stats hook ---- */
 
-/*
- * lockproto=dlm: the mode of the fs glock each request holds while its
- * handler runs (fs_cluster.h). PR for requests that only read (atime is
- * never updated in dlm mode, like noatime) and for forget and release
- * (they only drop in-memory references; an orphan whose last reference
- * they drop is freed by the next EX request: fs_reap_orphans), EX for
- * every request that may write. 0: no lock (flush does nothing;
- * init/destroy are not handled here). Ops not listed are not
- * implemented by ucfs.
- */
-static const unsigned char op_mode[FS_OP__COUNT] = {
-	[FS_OP_LOOKUP] = LK_PR,		[FS_OP_GETATTR] = LK_PR,
-	[FS_OP_READLINK] = LK_PR,	[FS_OP_OPEN] = LK_PR,
-	[FS_OP_READ] = LK_PR,		[FS_OP_FSYNC] = LK_PR,
-	[FS_OP_READDIR] = LK_PR,	[FS_OP_READDIRPLUS] = LK_PR,
-	[FS_OP_FSYNCDIR] = LK_PR,	[FS_OP_STATFS] = LK_PR,
-	[FS_OP_GETXATTR] = LK_PR,	[FS_OP_LISTXATTR] = LK_PR,
-	[FS_OP_FORGET] = LK_PR,		[FS_OP_FORGET_MULTI] = LK_PR,
-	[FS_OP_SETATTR] = LK_EX,	[FS_OP_MKNOD] = LK_EX,
-	[FS_OP_MKDIR] = LK_EX,		[FS_OP_UNLINK] = LK_EX,
-	[FS_OP_RMDIR] = LK_EX,		[FS_OP_SYMLINK] = LK_EX,
-	[FS_OP_RENAME] = LK_EX,		[FS_OP_LINK] = LK_EX,
-	[FS_OP_CREATE] = LK_EX,		[FS_OP_WRITE] = LK_EX,
-	[FS_OP_RELEASE] = LK_PR,	[FS_OP_FALLOCATE] = LK_EX,
-	[FS_OP_SETXATTR] = LK_EX,	[FS_OP_REMOVEXATTR] = LK_EX,
-	[FS_OP_LSEEK] = LK_PR,		[FS_OP_COPY_FILE_RANGE] = LK_EX,
-};
-
-/* Every handler starts here: take the fs glock (dlm) in the op's mode.
- * On failure (fenced) the request is answered here (EIO) and the
- * handler returns at once. */
+/* Every handler starts here. The locks, the cluster's included, are the
+ * filesystem's business: every fs.h call takes its own (fs_ilock.h); a
+ * fenced node's calls fail with -EIO. Always 0. */
 static int op_begin(struct fs_fuse *ff, fuse_req_t req, enum fs_op op,
 		    uint64_t *t0)
 {
+	(void)ff;
+	(void)req;
+	(void)op;
 	*t0 = fs_stats_op_begin();
-	if (ff->cl == NULL || op_mode[op] == 0)
-		return 0;
-	if (fs_cluster_lock(ff->cl, op_mode[op]) == 0)
-		return 0;
-	if (op == FS_OP_FORGET || op == FS_OP_FORGET_MULTI)
-		fuse_reply_none(req);
-	else
-		fuse_reply_err(req, EIO);
-	fs_stats_op_end(ff->st, op, *t0, -EIO);
-	return -EIO;
+	return 0;
 }
 
 static void op_end(struct fs_fuse *ff, enum fs_op op, uint64_t t0, int err)
 {
-	if (ff->cl != NULL && op_mode[op] == LK_EX)
-		fs_reap_orphans(ff->fs);	/* left by PR requests */
-	if (ff->cl != NULL && op_mode[op] != 0)
-		fs_cluster_unlock(ff->cl, op_mode[op]);
 	fs_stats_op_end(ff->st, op, t0, err);
 }
 

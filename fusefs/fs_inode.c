@@ -84,6 +84,7 @@ static struct fs_inode *tbl_get(struct fs_ns *ns, uint64_t ino)
 	if (n == NULL)
 		return NULL;
 	n->ino = ino;
+	pthread_rwlock_init(&n->lock, &ns->rwattr);
 	h = tbl_hash(ns, ino);
 	n->hnext = ns->hash[h];
 	ns->hash[h] = n;
@@ -105,6 +106,7 @@ static void tbl_maybe_drop(struct fs_ns *ns, struct fs_inode *n)
 		;
 	*pp = n->hnext;
 	ns->count--;
+	pthread_rwlock_destroy(&n->lock);
 	free(n);
 }
 
@@ -246,7 +248,6 @@ static int tbl_known(struct fs_ns *ns, uint64_t ino)
 
 int fs_ns_init(struct fs *fs, const struct fs_opts *o)
 {
-	pthread_rwlockattr_t attr;
 	struct fs_ns *ns;
 
 	ns = calloc(1, sizeof(*ns));
@@ -260,12 +261,13 @@ int fs_ns_init(struct fs *fs, const struct fs_opts *o)
 	ns->nbuckets = TBL_MIN_BUCKETS;
 	ns->opts = *o;
 	ns->root = fs->sb.root_ino;
-	pthread_rwlockattr_init(&attr);
-	/* writers (every change) must not starve behind a stream of reads */
-	pthread_rwlockattr_setkind_np(&attr,
-			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&ns->lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
+	pthread_rwlockattr_init(&ns->rwattr);
+	/* writers of an inode must not starve behind a stream of reads */
+	pthread_rwlockattr_setkind_np(
+	    &ns->rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_mutex_init(&ns->rename_mu, NULL);
+	pthread_mutex_init(&ns->refc_lock, NULL);
+	pthread_mutex_init(&ns->orphan_lock, NULL);
 	pthread_mutex_init(&ns->tbl_lock, NULL);
 	pthread_cond_init(&ns->range_cond, NULL);
 	fs->ns = ns;
@@ -282,10 +284,14 @@ void fs_ns_free(struct fs *fs)
 	for (size_t i = 0; i < ns->nbuckets; i++)
 		for (n = ns->hash[i]; n != NULL; n = next) {
 			next = n->hnext;
+			pthread_rwlock_destroy(&n->lock);
 			free(n);
 		}
 	free(ns->hash);
-	pthread_rwlock_destroy(&ns->lock);
+	pthread_rwlockattr_destroy(&ns->rwattr);
+	pthread_mutex_destroy(&ns->rename_mu);
+	pthread_mutex_destroy(&ns->refc_lock);
+	pthread_mutex_destroy(&ns->orphan_lock);
 	pthread_mutex_destroy(&ns->tbl_lock);
 	pthread_cond_destroy(&ns->range_cond);
 	free(ns);
@@ -437,23 +443,22 @@ static int slotinfo_read(struct fs *fs, struct fs_buf **out)
 	return fs_buf_read(fs, fs_slotinfo_blk(fs->slot), FS_BT_SLOTINFO, out);
 }
 
-/* ns->lock excl, in @tx with @b joined */
-int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b)
+static void set_orphan(struct fs_ns *ns, struct fs_inode *n, uint32_t v)
+{
+	pthread_mutex_lock(&ns->tbl_lock);
+	n->orphan = v;
+	pthread_mutex_unlock(&ns->tbl_lock);
+}
+
+/* orphan_lock held: @n becomes the list's head */
+static int orphan_push(struct fs_tx *tx, struct fs_inode *n, struct fs_buf *b)
 {
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_ns *ns = fs->ns;
 	struct fs_slotinfo *si;
 	struct fs_buf *sb;
-	struct fs_inode *n;
 	int ret;
 
-	pthread_mutex_lock(&ns->tbl_lock);
-	n = tbl_get(ns, b->blkno);
-	pthread_mutex_unlock(&ns->tbl_lock);
-	if (n == NULL)
-		return -ENOMEM;
-	if (n->orphan)
-		return 0;
 	ret = slotinfo_read(fs, &sb);
 	if (ret < 0)
 		goto out_drop;
@@ -468,7 +473,7 @@ int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b)
 	fs_di(b)->orphan_next = si->orphan_head;
 	si->orphan_head = b->blkno;
 	fs_buf_put(sb);
-	n->orphan = 1;
+	set_orphan(ns, n, 1);
 	n->oprev = NULL;
 	n->onext = ns->orphans;
 	if (ns->orphans != NULL)
@@ -484,9 +489,29 @@ out_drop:
 	return ret;
 }
 
+/* @b's lock exclusive, in @tx with @b joined; takes orphan_lock */
+int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int ret;
+
+	FS_ASSERT_HELD(fs, b->blkno, FS_IL_EX);
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_get(ns, b->blkno);
+	pthread_mutex_unlock(&ns->tbl_lock);
+	if (n == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&ns->orphan_lock);
+	ret = n->orphan ? 0 : orphan_push(tx, n, b);
+	pthread_mutex_unlock(&ns->orphan_lock);
+	return ret;
+}
+
 /* Unlink @n (inode block @b) from the list, on disk in @tx and in
- * memory. ns->lock excl. */
-static int orphan_del(struct fs_tx *tx, struct fs_inode *n, struct fs_buf *b)
+ * memory. orphan_lock held. */
+static int orphan_unlink(struct fs_tx *tx, struct fs_inode *n, struct fs_buf *b)
 {
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_ns *ns = fs->ns;
@@ -519,8 +544,19 @@ static int orphan_del(struct fs_tx *tx, struct fs_inode *n, struct fs_buf *b)
 	if (n->onext != NULL)
 		n->onext->oprev = n->oprev;
 	n->oprev = n->onext = NULL;
-	n->orphan = 0;
+	set_orphan(ns, n, 0);
 	return 0;
+}
+
+static int orphan_del(struct fs_tx *tx, struct fs_inode *n, struct fs_buf *b)
+{
+	struct fs_ns *ns = fs_tx_fs(tx)->ns;
+	int ret;
+
+	pthread_mutex_lock(&ns->orphan_lock);
+	ret = orphan_unlink(tx, n, b);
+	pthread_mutex_unlock(&ns->orphan_lock);
+	return ret;
 }
 
 /* The final transaction of a destroy: off the list, xattrs and the inode
@@ -566,8 +602,15 @@ int fs_ino_destroy(struct fs *fs, uint64_t ino)
 	ret = fs_buf_read(fs, ino, FS_BT_INODE, &b);
 	if (ret < 0)
 		return ret;
-	if (fs_di(b)->fmt == FS_FMT_EXTENTS)
+	if (fs_di(b)->fmt == FS_FMT_EXTENTS) {
+		int shared = fs_di(b)->refcount_blk != 0;
+
+		if (shared)
+			pthread_mutex_lock(&ns->refc_lock);
 		ret = fs_file_free_all(fs, b);
+		if (shared)
+			pthread_mutex_unlock(&ns->refc_lock);
+	}
 	if (ret == 0)
 		ret = destroy_final(fs, n, b);
 	fs_buf_put(b);
@@ -586,10 +629,12 @@ int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino)
 	struct fs_inode *n;
 	int doit;
 
+	FS_ASSERT_HELD(fs, ino, FS_IL_EX);
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_find(ns, ino);
+	/* the one pin is the caller's lock */
 	doit = n != NULL && n->orphan && n->nlookup == 0 && n->nopen == 0 &&
-	       n->pins == 0;
+	       n->pins == 1;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return doit ? fs_ino_destroy(fs, ino) : 0;
 }
@@ -621,7 +666,7 @@ int fs_ino_reclaim_orphans(struct fs *fs)
 			fs_buf_put(b);
 			return n == NULL ? -ENOMEM : -EUCLEAN;
 		}
-		n->orphan = 1;
+		set_orphan(ns, n, 1);
 		n->oprev = tail;
 		if (tail != NULL)
 			tail->onext = n;

@@ -13,10 +13,12 @@
  *
  * Locking (numbered order: take a lower number before a higher one, never
  * the reverse):
- *   1. the namespace's locks (fs_ns.h: ns->lock, one rwlock over the
- *      namespace, then the leaf ns->tbl_lock)
- *   2. transaction handle (fs_tx_begin .. fs_tx_end). Take it AFTER
- *      ns->lock; a thread holding a handle must never wait for ns->lock
+ *   1. the namespace's locks (fs_ilock.h: the cluster glock, the rename
+ *      mutex, per-inode locks, the refcount lock; the orphan lock inside
+ *      a handle; the leaf ns->tbl_lock)
+ *   2. transaction handle (fs_tx_begin .. fs_tx_end). Take it AFTER the
+ *      inode locks; a thread holding a handle must never wait for an
+ *      inode lock
  *      (a commit waits for every handle to end). Handles do not nest:
  *      one handle per thread at a time.
  *   3. rgroup lock (fs_alloc.c, internal)
@@ -27,7 +29,8 @@
  * only when no handle is held by the caller, i.e. between 1 and 2.
  *
  * Buffer contents are protected by the lock of the object that owns the
- * block: an inode's block and its B+tree nodes by ns->lock (fs_ns.h),
+ * block: an inode's block, its B+tree nodes and xattr block by that
+ * inode's lock (fs_ilock.h), a refcount tree by ns->refc_lock,
  * bitmaps and rgroup headers by the rgroup lock. A block is modified only
  * inside a handle, after fs_tx_write() on its buffer.
  */

@@ -6,30 +6,37 @@
  * State: struct fs_ns hangs off struct fs (fs->ns). Inode contents live
  * in the inode's block in the core buffer cache (bounded by cache_mb);
  * the namespace layer keeps in memory only a small record (struct
- * fs_inode, ~64 bytes) per inode the kernel (or a library caller) holds a
- * reference to — lookup count, open count, orphan links — so memory is
- * cache_mb plus 64 bytes per referenced inode, however many files exist.
+ * fs_inode, 120 bytes with its lock) per inode the kernel (or a library
+ * caller) holds a reference to — lookup count, open count, orphan links,
+ * the inode lock — so memory is cache_mb plus 120 bytes per referenced
+ * inode, however many files exist.
  *
- * Locking (extends the order in fs_internal.h; level 1 = "inode locks"):
- *   1a. ns->lock, a rwlock over the whole namespace and all file data
- *       maps: shared for lookups, getattr, reads and readdir; exclusive
- *       for anything that modifies an inode block, a directory, an extent
- *       tree, an xattr block or the orphan list. Taken before any
- *       transaction handle, never while holding one.
- *   1b. ns->tbl_lock, a mutex over the reference table (hash, nlookup,
- *       nopen, pins, I/O ranges). A leaf: nothing is taken while it is
- *       held (waiting on range_cond releases it).
- * File data I/O runs WITHOUT ns->lock: under the lock a read or write
- * maps (allocates) its blocks and registers its byte range on the inode
- * record, then drops the lock for the device I/O (a write hands its data
- * to fs_data_write with its transaction handle open, so with data=ordered
- * the commit that makes new extents visible waits for the data).
- * Overlapping writes, reads overlapping a write, and truncate / punch /
- * fallocate (which wait for every range) wait on range_cond. Waiting
- * there while holding ns->lock is safe: a range holder never needs
- * ns->lock to finish.
- * Buffer contents of inode, B+tree and xattr blocks are protected by
- * ns->lock (the "owner's lock" of fs_internal.h).
+ * Locking: the holders and the full order are in fs_ilock.h (every
+ * fs.h operation takes its locks there). In short:
+ *   - the cluster glock (dlm) first, then ns->rename_mu (a rename
+ *     between two directories), then inode locks: the rwlock in each
+ *     referenced inode's record (struct fs_inode.lock), shared to read
+ *     that inode's block, directory entries, extent tree, file data and
+ *     xattr block, exclusive to change any of them. The buffers of those
+ *     blocks (inode, B+tree, xattr: the "owner's lock" of fs_internal.h)
+ *     are protected by their inode's lock. Parent before child; others
+ *     by inode number.
+ *   - ns->refc_lock: a reflink sharing group's refcount tree (shared by
+ *     several inodes), after the inode locks, before the handle.
+ *   - inode locks are taken before any transaction handle, never while
+ *     holding one.
+ *   - ns->orphan_lock: the orphan list (ns->orphans, the records'
+ *     orphan/oprev/onext, slotinfo.orphan_head, dinode.orphan_next),
+ *     taken inside a handle.
+ *   - ns->tbl_lock, a mutex over the reference table (hash, nlookup,
+ *     nopen, pins, I/O ranges). A leaf: nothing is taken while it is
+ *     held (waiting on range_cond releases it).
+ * File data I/O runs under the inode's lock (shared for reads, exclusive
+ * for writes); a write hands its data to fs_data_write with its
+ * transaction handle open, so with data=ordered the commit that makes
+ * new extents visible waits for the data. The per-inode byte ranges
+ * (fs_range_*) remain as the record of I/O in flight that a destroy
+ * waits for.
  */
 #ifndef UCFS_FS_NS_H
 #define UCFS_FS_NS_H
@@ -38,11 +45,12 @@
 #include <stdint.h>
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_ilock.h"
 #include "fusefs/fs_internal.h"
 
 /*
- * A byte range of a file with data I/O in flight outside ns->lock (see
- * fs_file.c). Lives on the I/O issuer's stack while linked.
+ * A byte range of a file with data I/O in flight (see fs_file.c). Lives on the
+ * I/O issuer's stack while linked.
  */
 struct fs_range {
 	uint64_t start, end;		/* [start, end) bytes */
@@ -52,14 +60,19 @@ struct fs_range {
 
 struct fs_inode {
 	uint64_t ino;			/* immutable */
+	pthread_rwlock_t lock;		/* the inode lock (fs_ilock.h); the
+					   record is pinned while it is held
+					   or waited for */
 	uint64_t nlookup;		/* tbl_lock */
 	uint32_t nopen;			/* tbl_lock */
-	uint32_t orphan;		/* on the orphan list: ns->lock excl */
+	uint32_t orphan;		/* on the orphan list: written under
+					   orphan_lock and tbl_lock, read
+					   under either */
 	uint32_t pins;			/* ops using the record: tbl_lock */
 	struct fs_range *ranges;	/* I/O in flight: tbl_lock */
 	struct fs_inode *hnext;		/* tbl_lock */
-	struct fs_inode *oprev, *onext;	/* orphan list mirror: ns->lock
-					   excl */
+	struct fs_inode *oprev, *onext; /* orphan list mirror:
+					   orphan_lock */
 };
 
 struct fs_ns_stats {
@@ -80,34 +93,22 @@ struct fs_ns_stats {
 struct fs_ns {
 	struct fs_opts opts;		/* immutable */
 	uint64_t root;			/* immutable */
-	pthread_rwlock_t lock;		/* 1a above */
-	pthread_mutex_t tbl_lock;	/* 1b above */
+	pthread_rwlockattr_t rwattr;	/* immutable: inode locks' kind */
+	pthread_mutex_t rename_mu;	/* fs_ilock.h 1a */
+	pthread_mutex_t refc_lock;	/* fs_ilock.h 1c */
+	pthread_mutex_t orphan_lock;	/* fs_ilock.h 2a */
+	pthread_mutex_t tbl_lock;	/* a leaf */
 	pthread_cond_t range_cond;	/* a range ended (with tbl_lock) */
 	struct fs_inode **hash;		/* tbl_lock */
 	size_t nbuckets;		/* tbl_lock */
 	size_t count;			/* tbl_lock */
 	struct fs_inode *orphans;	/* list head, mirrors the slot's
-					   orphan_head: ns->lock excl */
+					   orphan_head: orphan_lock */
 	int reap_pending;		/* atomic: dlm: an orphan became
 					   unreferenced in a request that may
 					   not write (fs_reap_orphans) */
 	struct fs_ns_stats st;		/* atomics */
 };
-
-static inline void fs_ns_rdlock(struct fs *fs)
-{
-	pthread_rwlock_rdlock(&fs->ns->lock);
-}
-
-static inline void fs_ns_wrlock(struct fs *fs)
-{
-	pthread_rwlock_wrlock(&fs->ns->lock);
-}
-
-static inline void fs_ns_unlock(struct fs *fs)
-{
-	pthread_rwlock_unlock(&fs->ns->lock);
-}
 
 static inline struct fs_dinode *fs_di(struct fs_buf *b)
 {
@@ -122,7 +123,8 @@ int fs_ns_init(struct fs *fs, const struct fs_opts *o);
 void fs_ns_free(struct fs *fs);
 
 /* The inode block of @ino (referenced; fs_buf_put it). -ESTALE if it is
- * not a live inode. Shared or exclusive ns->lock. */
+ * not a live inode. Its lock held (either mode), or nothing but the
+ * `parent` field read (rename_mu held: fs_vfs.c is_ancestor). */
 int fs_ino_read(struct fs *fs, uint64_t ino, struct fs_buf **out);
 void fs_ino_attr(const struct fs_dinode *di, struct fs_attr *a);
 
@@ -144,7 +146,7 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	       uint32_t nopen);
 /* Pin the record of @ino for the duration of an operation (NULL on
  * ENOMEM). Unpin returns 1 if the inode is now an unreferenced orphan
- * (the caller then destroys it under ns->lock exclusive). */
+ * (the caller then destroys it under its lock, exclusive). */
 struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino);
 int fs_ino_unpin(struct fs *fs, struct fs_inode *n);
 /* I/O ranges of a pinned record. add: wait until no conflicting range
@@ -158,9 +160,11 @@ void fs_range_wait_all(struct fs *fs, struct fs_inode *n);
 int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b);
 unsigned fs_ino_orphan_credits(void);
 /* Free every block of orphan @ino and the inode itself, removing it from
- * the orphan list. Own transactions; ns->lock exclusive. */
+ * the orphan list. Own transactions; its lock exclusive, or no other
+ * operation running (mount, unmount). */
 int fs_ino_destroy(struct fs *fs, uint64_t ino);
-/* If @ino has nlink 0 and no reference: destroy it. ns->lock excl. */
+/* If @ino has nlink 0 and no reference but the caller's lock (held
+ * exclusive): destroy it. */
 int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino);
 /* Mount: free every inode on the slot's orphan list. */
 int fs_ino_reclaim_orphans(struct fs *fs);
@@ -268,28 +272,28 @@ unsigned fs_refc_detach_credits(struct fs *fs);
  * @off_out (len 0: to the source's EOF), replacing what @out mapped
  * there; Linux's checks and errnos (-EINVAL misaligned or overlapping,
  * -EOPNOTSUPP no reflink feature, an inline source, or the files in two
- * sharing groups). ns->lock excl, no I/O of either file in flight. */
+ * sharing groups). Both inodes exclusive and ns->refc_lock. */
 int fs_file_clone(struct fs *fs, struct fs_buf *in, struct fs_buf *out,
 		  uint64_t off_in, uint64_t off_out, uint64_t len);
 
 /* ---- fs_file.c ---- */
 
-/* Read; ns->lock shared. With a pinned record @n the device I/O runs
- * with ns->lock dropped (re-taken shared before returning); with
- * @n == NULL it runs under the lock. */
+/* Read; the inode's lock shared (held through the device I/O). @n (may
+ * be NULL) records the range in flight. */
 ssize_t fs_file_read(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		     void *buf, size_t len, uint64_t off);
-/* Write, allocating as needed; updates size and times. ns->lock excl
- * (dropped for the I/O when @n != NULL, re-taken before returning); @ib
+/* Write, allocating as needed; updates size and times. The inode's lock
+ * exclusive (held through the I/O), ns->refc_lock if it shares extents; @ib
  * referenced by the caller; no handle held. */
 ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		      const void *buf, size_t len, uint64_t off);
-/* ns->lock excl; wait for @n's I/O first (@n may be NULL). */
+/* The inode's lock exclusive (and ns->refc_lock if it shares extents);
+ * wait for @n's I/O first (@n may be NULL). */
 int fs_file_truncate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		     uint64_t size);
 /* Free all data blocks (destroy). */
 int fs_file_free_all(struct fs *fs, struct fs_buf *ib);
-/* Helpers fs_falloc.c shares; ns->lock exclusive, no handle held. */
+/* Helpers fs_falloc.c shares; the inode's lock exclusive, no handle. */
 /* Credits of one write piece: an allocation mapped, or a conversion. */
 unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt);
 /* INLINE -> EXTENTS (the data moves to a block). */
@@ -304,14 +308,15 @@ int fs_file_set_size(struct fs *fs, struct fs_buf *ib, uint64_t size);
 
 /* ---- fs_falloc.c ---- */
 
-/* fallocate(2) (fs.h fs_fallocate); ns->lock excl; waits for @n's I/O
+/* fallocate(2) (fs.h fs_fallocate); the inode's lock exclusive (and
+ * ns->refc_lock if it shares extents); waits for @n's I/O
  * first (@n may be NULL). */
 int fs_file_fallocate(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		      int mode, uint64_t off, uint64_t len);
 /* SEEK_DATA (@data) / SEEK_HOLE from byte @off: *out = the offset of
  * the next data (written extent, or inline data) / hole (a hole, an
  * unwritten extent, or the end of the file). -ENXIO if @off >= size or
- * no data follows. ns->lock shared. */
+ * no data follows. The inode's lock shared. */
 int fs_file_seek(struct fs *fs, struct fs_buf *ib, uint64_t off, int data,
 		 uint64_t *out);
 

@@ -29,8 +29,10 @@
  * ZERO_RANGE may turn one file's shared extent unwritten without
  * touching the other's view.
  *
- * Locking: ns->lock exclusive for every change, shared for lookups; the
- * root block's contents are protected by ns->lock like inode blocks.
+ * Locking: a tree is shared by every file of its sharing group, so
+ * ns->refc_lock (fs_ilock.h 1c) protects every tree's blocks: held with
+ * the files' inode locks exclusive for every change, from before the
+ * transaction (a count read and the change made from it stay atomic).
  */
 #include "fusefs/fs_ns.h"
 
@@ -410,6 +412,8 @@ int fs_file_clone(struct fs *fs, struct fs_buf *in, struct fs_buf *out,
 	uint64_t lb = off_in / BS, n;
 	int ret;
 
+	FS_ASSERT_HELD(fs, in->blkno, FS_IL_EX);
+	FS_ASSERT_HELD(fs, out->blkno, FS_IL_EX);
 	if (!fs_refc_enabled(fs))
 		return -EOPNOTSUPP;
 	ret = clone_check(fs_di(in), fs_di(out), in == out, off_in, off_out,

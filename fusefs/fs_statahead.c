@@ -12,7 +12,9 @@
  * that is not cached (fs_buf_read_cached) and prefetches at most N
  * blocks per call.
  *
- * Locking: ns->lock held by the caller throughout (fs_statahead.h).
+ * Locking: the directory's inode lock held by the caller throughout
+ * (fs_statahead.h); the descend takes each subdirectory's lock shared
+ * (a child after its parent) while it reads it.
  */
 #include "fusefs/fs_statahead.h"
 
@@ -174,10 +176,15 @@ void fs_sa_pass(struct fs_sa *sa, const struct fs_dirent *de)
  * tree nodes (large one). No I/O. */
 static void descend_one(struct coll *c, uint64_t ino)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 
-	if (fs_buf_read_cached(c->fs, ino, FS_BT_INODE, &b) < 0)
+	fs_op_begin(&il, c->fs, 0);
+	if (fs_ilock_one(&il, ino, FS_IL_SH) < 0 ||
+	    fs_buf_read_cached(c->fs, ino, FS_BT_INODE, &b) < 0) {
+		fs_op_end(&il);
 		return;
+	}
 	if (is_live_dir(b)) {
 		struct fs_btree_nhdr h;
 
@@ -189,6 +196,7 @@ static void descend_one(struct coll *c, uint64_t ino)
 			coll_root_children(c, b);
 	}
 	fs_buf_put(b);
+	fs_op_end(&il);
 }
 
 /* One prefetch per subdirectory, in the reader's order: a tree walk

@@ -23,11 +23,12 @@
  * Nothing here changes the filesystem: blocks are only read into the
  * cache, whose rules keep a cached (possibly dirty) copy over the
  * device's. Entries are taken from the directory while the caller holds
- * ns->lock, so they are exactly what the reader sees in the same call.
+ * its lock, so they are exactly what the reader sees in the same call.
  *
- * Locking: every function is called with ns->lock held (shared or
- * exclusive) by the thread running the readdir; struct fs_sa is that
- * thread's (on its stack).
+ * Locking: every function is called with the directory's inode lock held
+ * (shared or exclusive) by the thread running the readdir; the descend
+ * takes each subdirectory's lock shared while it reads it; struct fs_sa
+ * is that thread's (on its stack).
  */
 #ifndef UCFS_FS_STATAHEAD_H
 #define UCFS_FS_STATAHEAD_H

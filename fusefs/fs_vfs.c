@@ -3,17 +3,21 @@
  * as locking + checks + one transaction over the inode, directory, file
  * and xattr modules.
  *
- * Each operation takes ns->lock (shared for reads, exclusive for
- * changes: see fs_ns.h), reads the inode blocks it needs from the core
- * cache, checks everything that can fail before it starts a transaction
- * where possible, and puts the buffers back. Inodes whose last link goes
+ * Each operation takes its own locks through a holder (fs_ilock.h): the
+ * cluster glock (dlm) in the mode it needs, then the locks of the inodes
+ * it touches (shared to read, exclusive to change; parent before child,
+ * others by number), all before any transaction. It reads the inode
+ * blocks it needs from the core cache, checks everything that can fail
+ * before it starts a transaction where possible, and puts the buffers
+ * back. Inodes whose last link goes
  * are put on the orphan list in the same transaction and destroyed once
  * unreferenced (fs_inode.c).
  *
  * ENOSPC: blocks freed by a transaction become allocatable only after it
  * commits, so an operation that hits ENOSPC while frees are pending
- * commits the journal and tries once more (safe: under ns->lock
- * exclusive, no other thread holds a handle).
+ * commits the journal and tries once more (safe: the operation holds
+ * inode locks but no handle, and no thread that holds a handle waits
+ * for an inode lock).
  */
 #include "fusefs/fs_cluster.h"
 #include "fusefs/fs_ns.h"
@@ -32,19 +36,27 @@
 #define LINK_MAX_COUNT 65000u
 #define RELATIME_SECS (24 * 3600)
 
-static void lock_rd(struct fs *fs)
+/* Start an operation with the glock in @mode; -EIO once fenced. */
+#define OP_BEGIN(il, fs, mode)                                                 \
+	do {                                                                   \
+		if (fs_op_begin((il), (fs), (mode)) < 0)                       \
+			return -EIO;                                           \
+	} while (0)
+
+/* A file sharing extents (reflink) changes a refcount tree that other
+ * inodes use: ns->refc_lock around the change (fs_ilock.h 1c). */
+static int refc_guard(struct fs *fs, struct fs_buf *b)
 {
-	pthread_rwlock_rdlock(&fs->ns->lock);
+	if (fs_di(b)->refcount_blk == 0)
+		return 0;
+	pthread_mutex_lock(&fs->ns->refc_lock);
+	return 1;
 }
 
-static void lock_wr(struct fs *fs)
+static void refc_unguard(struct fs *fs, int held)
 {
-	pthread_rwlock_wrlock(&fs->ns->lock);
-}
-
-static void unlock(struct fs *fs)
-{
-	pthread_rwlock_unlock(&fs->ns->lock);
+	if (held)
+		pthread_mutex_unlock(&fs->ns->refc_lock);
 }
 
 static int check_name(const char *name)
@@ -133,53 +145,39 @@ static int need_nospc_retry(struct fs *fs, int ret)
 	return fs_journal_sync(fs) == 0;
 }
 
-/* dlm: the last reference to one of this node's orphans went in a
- * request that may hold the fs glock only in PR (forget, release, read):
- * leave the inode on the orphan list for fs_reap_orphans(). 1 if
- * deferred. */
-static int defer_destroy(struct fs *fs)
-{
-	if (fs->ns->opts.lockproto != FS_LOCK_DLM)
-		return 0;
-	__atomic_store_n(&fs->ns->reap_pending, 1, __ATOMIC_RELEASE);
-	return 1;
-}
-
-/* Drop an operation's pin; destroy the inode if that was the last use
- * of an unlinked one. Call without ns->lock. */
-static void unpin(struct fs *fs, struct fs_inode *n)
-{
-	if (n != NULL && fs_ino_unpin(fs, n) && !defer_destroy(fs)) {
-		lock_wr(fs);
-		fs_ino_maybe_destroy(fs, n->ino);
-		unlock(fs);
-	}
-}
-
+/* dlm: orphans whose last reference went in a request that held the
+ * glock only in PR (forget, release, read) are freed here, by the next
+ * request that holds it in EX (fs_op_end). */
 void fs_reap_orphans(struct fs *fs)
 {
+	struct fs_ilock il;
 	uint64_t *ino;
 	size_t n = 0, cap = 0;
 
 	if (fs->ro || !__atomic_exchange_n(&fs->ns->reap_pending, 0,
 					  __ATOMIC_ACQ_REL))
 		return;
-	lock_wr(fs);
+	if (fs_op_begin(&il, fs, LK_EX) < 0)
+		return;
+	pthread_mutex_lock(&fs->ns->orphan_lock);
 	for (struct fs_inode *o = fs->ns->orphans; o != NULL; o = o->onext)
 		cap++;
-	/* maybe_destroy unlinks from the list: collect first */
+	/* a destroy unlinks from the list: collect first */
 	ino = malloc((cap + 1) * sizeof(*ino));
-	if (ino == NULL) {
-		__atomic_store_n(&fs->ns->reap_pending, 1, __ATOMIC_RELEASE);
-		goto out_unlock;
-	}
-	for (struct fs_inode *o = fs->ns->orphans; o != NULL; o = o->onext)
+	for (struct fs_inode *o = fs->ns->orphans; ino != NULL && o != NULL;
+	     o = o->onext)
 		ino[n++] = o->ino;
-	for (size_t i = 0; i < n; i++)
+	pthread_mutex_unlock(&fs->ns->orphan_lock);
+	if (ino == NULL)
+		__atomic_store_n(&fs->ns->reap_pending, 1, __ATOMIC_RELEASE);
+	for (size_t i = 0; i < n; i++) {
+		if (fs_ilock_one(&il, ino[i], FS_IL_EX) < 0)
+			continue;
 		fs_ino_maybe_destroy(fs, ino[i]);
+		fs_iunlock_one(&il, ino[i]);
+	}
 	free(ino);
-out_unlock:
-	unlock(fs);
+	fs_op_end(&il);
 }
 
 /* ---- mount ---- */
@@ -354,11 +352,9 @@ int fs_unmount(struct fs *fs)
 	 * fenced: fails, and fs_core_unmount then writes nothing */
 	if (fs->cl != NULL)
 		ret = fs_cluster_lock(fs->cl, LK_EX);
-	if (!fs->ro && ret == 0) {
-		lock_wr(fs);
+	/* no operation runs any more: no inode locks */
+	if (!fs->ro && ret == 0)
 		ret = fs_ino_release_all(fs);
-		unlock(fs);
-	}
 	fs_ns_free(fs);
 	r2 = fs_core_unmount(fs);
 	return ret < 0 ? ret : r2;
@@ -379,9 +375,25 @@ uint64_t fs_root(const struct fs *fs)
 
 /* ---- lookup, getattr, setattr ---- */
 
+/* In held directory @d: the inode @name names. */
+static int lookup_in(struct fs *fs, struct fs_buf *d, const char *name,
+		     uint64_t *ino)
+{
+	if (strcmp(name, ".") == 0) {
+		*ino = d->blkno;
+		return 0;
+	}
+	if (strcmp(name, "..") == 0) {
+		*ino = fs_di(d)->parent ? fs_di(d)->parent : d->blkno;
+		return 0;
+	}
+	return fs_dir_lookup(fs, d, name, strlen(name), ino, NULL, NULL);
+}
+
 int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	      struct fs_attr *out)
 {
+	struct fs_ilock il;
 	struct fs_buf *d, *b;
 	uint64_t ino;
 	int ret;
@@ -389,52 +401,57 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	ret = check_name(name);
 	if (ret < 0)
 		return ret;
-	lock_rd(fs);
-	ret = dir_read(fs, parent, &d);
+	OP_BEGIN(&il, fs, LK_PR);
+	ret = fs_ilock_one(&il, parent, FS_IL_SH);
+	if (ret == 0)
+		ret = dir_read(fs, parent, &d);
 	if (ret < 0)
 		goto out;
-	if (strcmp(name, ".") == 0)
-		ino = parent;
-	else if (strcmp(name, "..") == 0)
-		ino = fs_di(d)->parent ? fs_di(d)->parent : parent;
-	else
-		ret = fs_dir_lookup(fs, d, name, strlen(name), &ino, NULL,
-				    NULL);
+	ret = lookup_in(fs, d, name, &ino);
 	fs_buf_put(d);
-	if (ret < 0)
-		goto out;
-	ret = fs_ino_read(fs, ino, &b);
+	/* "..": never a child's lock before its parent's */
+	if (ret == 0 && ino != parent && strcmp(name, "..") == 0)
+		fs_iunlock_one(&il, parent);
+	if (ret == 0)
+		ret = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret < 0)
 		goto out;
 	fs_ino_attr(fs_di(b), out);
 	fs_buf_put(b);
 	fs_ino_get_lookup(fs, ino);
 out:
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }
 
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 {
-	if (fs_ino_put(fs, ino, n, 0) && !defer_destroy(fs)) {
-		lock_wr(fs);
-		fs_ino_maybe_destroy(fs, ino);
-		unlock(fs);
-	}
+	struct fs_ilock il;
+
+	if (fs_op_begin(&il, fs, LK_PR) < 0)
+		return;
+	if (fs_ino_put(fs, ino, n, 0))
+		fs_ilock_reap(&il, ino);
+	fs_op_end(&il);
 }
 
 int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret;
 
-	lock_rd(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	ret = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		fs_ino_attr(fs_di(b), out);
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -491,30 +508,40 @@ out:
 	return ret;
 }
 
+/* Truncate regular file @b to @size (its lock exclusive). */
+static int setattr_size(struct fs *fs, struct fs_inode *n, struct fs_buf *b,
+			uint64_t size)
+{
+	int ret, g;
+
+	if (S_ISDIR(fs_di(b)->mode))
+		return -EISDIR;
+	if (!S_ISREG(fs_di(b)->mode))
+		return -EINVAL;
+	g = refc_guard(fs, b);
+	ret = fs_file_truncate(fs, n, b, size);
+	if (need_nospc_retry(fs, ret))
+		ret = fs_file_truncate(fs, n, b, size);
+	refc_unguard(fs, g);
+	return ret;
+}
+
 int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	       const struct fs_attr *attr, unsigned valid,
 	       struct fs_attr *out)
 {
-	struct fs_inode *n = NULL;
+	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret;
 
-	if ((valid & FS_SET_SIZE) && (n = fs_ino_pin(fs, ino)) == NULL)
-		return -ENOMEM;
-	lock_wr(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret < 0)
 		goto out;
-	if (valid & FS_SET_SIZE) {
-		if (S_ISDIR(fs_di(b)->mode))
-			ret = -EISDIR;
-		else if (!S_ISREG(fs_di(b)->mode))
-			ret = -EINVAL;
-		else
-			ret = fs_file_truncate(fs, n, b, attr->size);
-		if (need_nospc_retry(fs, ret))
-			ret = fs_file_truncate(fs, n, b, attr->size);
-	}
+	if (valid & FS_SET_SIZE)
+		ret = setattr_size(fs, fs_ilock_rec(&il, ino), b, attr->size);
 	if (ret == 0 && (valid & ~(unsigned)FS_SET_SIZE))
 		ret = setattr_tx(fs, cred, b, attr, valid);
 	if (ret == 0 && (valid & (FS_SET_SIZE | FS_SET_UID | FS_SET_GID)))
@@ -525,8 +552,7 @@ int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		fs_ino_attr(fs_di(b), out);
 	fs_buf_put(b);
 out:
-	unlock(fs);
-	unpin(fs, n);
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -606,6 +632,7 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 {
 	struct fs_acl_inherit *acl;
 	struct fs_buf *d, *b = NULL;
+	struct fs_ilock il;
 	size_t tlen;
 	gid_t gid;
 	int ret;
@@ -613,8 +640,13 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 	acl = malloc(sizeof(*acl));
 	if (acl == NULL)
 		return -ENOMEM;
-	lock_wr(fs);
-	ret = dir_read(fs, parent, &d);
+	if (fs_op_begin(&il, fs, LK_EX) < 0) {
+		free(acl);
+		return -EIO;
+	}
+	ret = fs_ilock_one(&il, parent, FS_IL_EX);
+	if (ret == 0)
+		ret = dir_read(fs, parent, &d);
 	if (ret < 0)
 		goto out;
 	ret = create_check(fs, d, nn->name);
@@ -635,8 +667,10 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 	fs_buf_put(d);
 	if (ret < 0)
 		goto out;
+	/* a child after its parent; new, so nobody waits for it */
+	ret = fs_ilock_one(&il, b->blkno, FS_IL_EX);
 	tlen = nn->target != NULL ? strlen(nn->target) : 0;
-	if (tlen > FS_INODE_INLINE_SIZE) {
+	if (ret == 0 && tlen > FS_INODE_INLINE_SIZE) {
 		ssize_t n = fs_file_write(fs, NULL, b, nn->target, tlen, 0);
 
 		ret = n < 0 ? (int)n : 0;
@@ -648,7 +682,7 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 	fs_ino_get_lookup(fs, b->blkno);
 	fs_buf_put(b);
 out:
-	unlock(fs);
+	fs_op_end(&il);
 	free(acl);
 	return ret;
 }
@@ -707,11 +741,14 @@ int fs_symlink(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 
 ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 
-	lock_rd(fs);
-	n = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	n = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (n == 0)
+		n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
 		if (!S_ISLNK(fs_di(b)->mode))
 			n = -EINVAL;
@@ -719,7 +756,7 @@ ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size)
 			n = fs_file_read(fs, NULL, b, buf, size, 0);
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return n;
 }
 
@@ -764,6 +801,7 @@ out:
 static int remove_entry(struct fs *fs, const struct fs_cred *cred,
 			uint64_t parent, const char *name, int dir)
 {
+	struct fs_ilock il;
 	struct fs_buf *d, *b;
 	uint64_t ino, key;
 	int ret;
@@ -773,11 +811,15 @@ static int remove_entry(struct fs *fs, const struct fs_cred *cred,
 		return ret;
 	if (is_dot(name))
 		return strcmp(name, ".") == 0 ? -EINVAL : -ENOTEMPTY;
-	lock_wr(fs);
-	ret = dir_read(fs, parent, &d);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_one(&il, parent, FS_IL_EX);
+	if (ret == 0)
+		ret = dir_read(fs, parent, &d);
 	if (ret < 0)
 		goto out;
 	ret = fs_dir_lookup(fs, d, name, strlen(name), &ino, NULL, &key);
+	if (ret == 0)
+		ret = fs_ilock_one(&il, ino, FS_IL_EX);
 	if (ret == 0)
 		ret = fs_ino_read(fs, ino, &b);
 	if (ret < 0)
@@ -793,12 +835,11 @@ static int remove_entry(struct fs *fs, const struct fs_cred *cred,
 	if (ret == 0)
 		ret = unlink_tx(fs, d, key, b);
 	fs_buf_put(b);
-	if (ret == 0)
-		fs_ino_maybe_destroy(fs, ino);
 out_dir:
 	fs_buf_put(d);
 out:
-	unlock(fs);
+	/* an unreferenced orphan now is destroyed as its lock goes */
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -816,16 +857,40 @@ int fs_rmdir(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 
 /* ---- link ---- */
 
+static int link_not_dir(struct fs_ilock *il, uint64_t ino)
+{
+	struct fs_buf *b;
+	int ret;
+
+	ret = fs_ilock_one(il, ino, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(il->fs, ino, &b);
+	if (ret == 0) {
+		if (S_ISDIR(fs_di(b)->mode))
+			ret = -EPERM;
+		fs_buf_put(b);
+	}
+	fs_iunlock_one(il, ino);
+	return ret;
+}
+
 int fs_link(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	    uint64_t newparent, const char *newname, struct fs_attr *out)
 {
+	struct fs_ilock il;
 	struct fs_buf *d, *b;
 	struct fs_tx *tx;
 	int ret;
 
 	(void)cred;
-	lock_wr(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_EX);
+	/* a directory is refused before its lock could follow a
+	 * descendant's (newparent); others are leaves */
+	ret = link_not_dir(&il, ino);
+	if (ret == 0)
+		ret = fs_ilock_pair(&il, newparent, FS_IL_EX, ino, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret < 0)
 		goto out;
 	if (S_ISDIR(fs_di(b)->mode))
@@ -867,7 +932,7 @@ out_d:
 out_b:
 	fs_buf_put(b);
 out:
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -881,7 +946,10 @@ struct rn {
 	unsigned flags;
 };
 
-/* Is directory @anc an ancestor of (or equal to) directory @ino? */
+/* Is directory @anc an ancestor of (or equal to) directory @ino? Reads
+ * directories' parent fields without their inode locks: those change
+ * only under ns->rename_mu (a rename between directories), which the
+ * caller holds. */
 static int is_ancestor(struct fs *fs, uint64_t anc, uint64_t ino)
 {
 	uint64_t root = fs->ns->root;
@@ -1024,28 +1092,44 @@ static int rename_tx(struct fs *fs, struct rn *r)
 	return ret;
 }
 
-/* Look up source and target, load their inodes. */
-static int rename_load(struct fs *fs, uint64_t parent, uint64_t newparent,
+/*
+ * Look up source and target in the locked directories, refuse the traps
+ * (a directory moved under itself, a target directory containing the
+ * source's: the walk under the rename mutex, before their locks, as
+ * Linux's lock_rename does), then lock and load both inodes.
+ */
+static int rename_load(struct fs_ilock *il, uint64_t parent, uint64_t newparent,
 		       struct rn *r)
 {
-	uint64_t sino, tino;
+	struct fs *fs = il->fs;
+	uint64_t sino, tino = 0;
+	unsigned stype, ttype = 0;
 	int ret;
 
 	ret = dir_read(fs, parent, &r->sd);
 	if (ret == 0)
 		ret = dir_read(fs, newparent, &r->dd);
 	if (ret == 0)
-		ret = fs_dir_lookup(fs, r->sd, r->name, strlen(r->name),
-				    &sino, NULL, &r->skey);
-	if (ret == 0)
-		ret = fs_ino_read(fs, sino, &r->s);
+		ret = fs_dir_lookup(fs, r->sd, r->name, strlen(r->name), &sino,
+				    &stype, &r->skey);
 	if (ret < 0)
 		return ret;
 	ret = fs_dir_lookup(fs, r->dd, r->newname, strlen(r->newname), &tino,
-			    NULL, &r->tkey);
+			    &ttype, &r->tkey);
 	if (ret == -ENOENT)
-		return 0;
+		tino = 0;
+	else if (ret < 0)
+		return ret;
+	if (parent != newparent && stype == DT_DIR &&
+	    is_ancestor(fs, sino, newparent))
+		return -EINVAL;
+	if (parent != newparent && tino != 0 && ttype == DT_DIR &&
+	    is_ancestor(fs, tino, parent))
+		return (r->flags & FS_RENAME_EXCHANGE) ? -EINVAL : -ENOTEMPTY;
+	ret = fs_ilock_peers(il, sino, tino, FS_IL_EX);
 	if (ret == 0)
+		ret = fs_ino_read(fs, sino, &r->s);
+	if (ret == 0 && tino != 0)
 		ret = fs_ino_read(fs, tino, &r->t);
 	return ret;
 }
@@ -1055,7 +1139,7 @@ int fs_rename(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 	      unsigned flags)
 {
 	struct rn r = { .name = name, .newname = newname, .flags = flags };
-	uint64_t victim = 0;
+	struct fs_ilock il;
 	int ret;
 
 	if ((flags & ~(unsigned)(FS_RENAME_NOREPLACE | FS_RENAME_EXCHANGE)) ||
@@ -1068,8 +1152,10 @@ int fs_rename(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 		return ret;
 	if (is_dot(name) || is_dot(newname))
 		return -EINVAL;
-	lock_wr(fs);
-	ret = rename_load(fs, parent, newparent, &r);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_rename(&il, parent, newparent, is_ancestor);
+	if (ret == 0)
+		ret = rename_load(&il, parent, newparent, &r);
 	if (ret < 0)
 		goto out;
 	if (r.t != NULL && r.t->blkno == r.s->blkno)
@@ -1082,16 +1168,13 @@ int fs_rename(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 	ret = rename_check(fs, cred, &r);
 	if (ret == 0)
 		ret = rename_tx(fs, &r);
-	if (ret == 0 && r.t != NULL && !(flags & FS_RENAME_EXCHANGE))
-		victim = r.t->blkno;
 out:
 	fs_buf_put(r.t);
 	fs_buf_put(r.s);
 	fs_buf_put(r.dd);
 	fs_buf_put(r.sd);
-	if (victim != 0)
-		fs_ino_maybe_destroy(fs, victim);
-	unlock(fs);
+	/* a replaced target now unreferenced goes as its lock does */
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -1100,12 +1183,15 @@ out:
 int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	    int flags)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret;
 
 	(void)cred;
-	lock_rd(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	ret = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		if (S_ISDIR(fs_di(b)->mode) &&
 		    (flags & O_ACCMODE) != O_RDONLY)
@@ -1114,19 +1200,21 @@ int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	}
 	if (ret == 0)
 		fs_ino_get_open(fs, ino);
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }
 
 void fs_release(struct fs *fs, uint64_t ino)
 {
+	struct fs_ilock il;
+
+	if (fs_op_begin(&il, fs, LK_PR) < 0)
+		return;
 	/* a stream that goes on (another open) simply reserves again */
 	fs_alloc_resv_drop(fs, ino);
-	if (fs_ino_put(fs, ino, 0, 1) && !defer_destroy(fs)) {
-		lock_wr(fs);
-		fs_ino_maybe_destroy(fs, ino);
-		unlock(fs);
-	}
+	if (fs_ino_put(fs, ino, 0, 1))
+		fs_ilock_reap(&il, ino);
+	fs_op_end(&il);
 }
 
 /* relatime: update when atime <= mtime/ctime or older than a day. */
@@ -1144,12 +1232,17 @@ static int atime_due(struct fs *fs, const struct fs_dinode *di)
 	return now.tv_sec - di->atime >= RELATIME_SECS;
 }
 
-static void atime_update(struct fs *fs, uint64_t ino)
+/* The read's shared lock becomes exclusive for the atime update (never
+ * in dlm mounts: noatime). */
+static void atime_update(struct fs_ilock *il, uint64_t ino)
 {
+	struct fs *fs = il->fs;
 	struct fs_buf *b;
 	struct fs_tx *tx;
 
-	lock_wr(fs);
+	fs_iunlock_one(il, ino);
+	if (fs_ilock_one(il, ino, FS_IL_EX) < 0)
+		return;
 	if (fs_ino_read(fs, ino, &b) == 0) {
 		if (atime_due(fs, fs_di(b)) && fs_tx_begin(fs, 1, &tx) == 0) {
 			if (fs_tx_write(tx, b) == 0)
@@ -1158,36 +1251,34 @@ static void atime_update(struct fs *fs, uint64_t ino)
 		}
 		fs_buf_put(b);
 	}
-	unlock(fs);
 }
 
 ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		uint64_t off)
 {
-	struct fs_inode *pin;
+	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 	int due = 0;
 
-	pin = fs_ino_pin(fs, ino);
-	if (pin == NULL)
-		return -ENOMEM;
-	lock_rd(fs);
-	n = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	n = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (n == 0)
+		n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
 		if (S_ISDIR(fs_di(b)->mode))
 			n = -EISDIR;
 		else if (!S_ISREG(fs_di(b)->mode))
 			n = -EINVAL;
 		else
-			n = fs_file_read(fs, pin, b, buf, len, off);
+			n = fs_file_read(fs, fs_ilock_rec(&il, ino), b, buf,
+					 len, off);
 		due = n >= 0 && atime_due(fs, fs_di(b));
 		fs_buf_put(b);
 	}
-	unlock(fs);
 	if (due)
-		atime_update(fs, ino);
-	unpin(fs, pin);
+		atime_update(&il, ino);
+	fs_op_end(&il);
 	return n;
 }
 
@@ -1207,18 +1298,31 @@ static int kill_priv_tx(struct fs *fs, struct fs_buf *b)
 	return ret;
 }
 
+/* The data part of a write (its lock exclusive). */
+static ssize_t write_data(struct fs *fs, struct fs_inode *n, struct fs_buf *b,
+			  const void *buf, size_t len, uint64_t off)
+{
+	int g = refc_guard(fs, b);
+	ssize_t ret;
+
+	ret = fs_file_write(fs, n, b, buf, len, off);
+	if (need_nospc_retry(fs, (int)ret))
+		ret = fs_file_write(fs, n, b, buf, len, off);
+	refc_unguard(fs, g);
+	return ret;
+}
+
 ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 const void *buf, size_t len, uint64_t off)
 {
-	struct fs_inode *pin;
+	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 
-	pin = fs_ino_pin(fs, ino);
-	if (pin == NULL)
-		return -ENOMEM;
-	lock_wr(fs);
-	n = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_EX);
+	n = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (n == 0)
+		n = fs_ino_read(fs, ino, &b);
 	if (n < 0)
 		goto out;
 	if (S_ISDIR(fs_di(b)->mode))
@@ -1232,52 +1336,56 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		n = drop_caps(fs, b);
 	if (n == 0 && (cred->flags & FS_CRED_APPEND) && fs->cl != NULL)
 		off = fs_di(b)->size; /* other nodes may have appended */
-	if (n == 0) {
-		n = fs_file_write(fs, pin, b, buf, len, off);
-		if (need_nospc_retry(fs, (int)n))
-			n = fs_file_write(fs, pin, b, buf, len, off);
-	}
+	if (n == 0)
+		n = write_data(fs, fs_ilock_rec(&il, ino), b, buf, len, off);
 	fs_buf_put(b);
 out:
-	unlock(fs);
-	unpin(fs, pin);
+	fs_op_end(&il);
 	return n;
 }
 
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync)
 {
+	struct fs_ilock il;
+	int ret;
+
 	(void)ino;
 	(void)datasync;
+	OP_BEGIN(&il, fs, LK_PR);
 	/* waits for the data writes behind too; a failed one: -EIO */
-	return fs_journal_sync(fs);
+	ret = fs_journal_sync(fs);
+	fs_op_end(&il);
+	return ret;
 }
 
 int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len)
 {
-	struct fs_inode *pin;
+	struct fs_inode *n;
+	struct fs_ilock il;
 	struct fs_buf *b;
-	int ret;
+	int ret, g;
 
 	(void)cred;
-	pin = fs_ino_pin(fs, ino);
-	if (pin == NULL)
-		return -ENOMEM;
-	lock_wr(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
+		n = fs_ilock_rec(&il, ino);
+		g = refc_guard(fs, b);
 		if (S_ISDIR(fs_di(b)->mode))
 			ret = -EISDIR;
 		else if (!S_ISREG(fs_di(b)->mode))
 			ret = -ENODEV;
 		else
-			ret = fs_file_fallocate(fs, pin, b, mode, off, len);
+			ret = fs_file_fallocate(fs, n, b, mode, off, len);
 		if (need_nospc_retry(fs, ret))
-			ret = fs_file_fallocate(fs, pin, b, mode, off, len);
+			ret = fs_file_fallocate(fs, n, b, mode, off, len);
+		refc_unguard(fs, g);
 		fs_buf_put(b);
 	}
-	unlock(fs);
-	unpin(fs, pin);
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -1305,52 +1413,60 @@ static int clone_inodes(struct fs *fs, uint64_t in, uint64_t out,
 	return ret;
 }
 
+/* Both files exclusive; a clone may join or change sharing groups, so
+ * it always holds ns->refc_lock. */
+static int clone_locked(struct fs *fs, const struct fs_cred *cred,
+			struct fs_buf *bi, struct fs_buf *bo, uint64_t off_in,
+			uint64_t off_out, uint64_t len)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->ns->refc_lock);
+	if (!(cred->flags & FS_CRED_FSETID) &&
+	    (fs_di(bo)->mode & (S_ISUID | S_ISGID)))
+		ret = kill_priv_tx(fs, bo);
+	if (ret == 0)
+		ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
+	if (need_nospc_retry(fs, ret))
+		ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
+	pthread_mutex_unlock(&fs->ns->refc_lock);
+	return ret;
+}
+
 int fs_clone_range(struct fs *fs, const struct fs_cred *cred, uint64_t ino_in,
 		   uint64_t off_in, uint64_t ino_out, uint64_t off_out,
 		   uint64_t len)
 {
-	struct fs_inode *pin, *pout;
+	struct fs_ilock il;
 	struct fs_buf *bi, *bo;
 	int ret;
 
-	pin = fs_ino_pin(fs, ino_in);
-	pout = fs_ino_pin(fs, ino_out);
-	if (pin == NULL || pout == NULL) {
-		ret = -ENOMEM;
-		goto out_unpin;
-	}
-	lock_wr(fs);
-	ret = clone_inodes(fs, ino_in, ino_out, &bi, &bo);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_peers(&il, ino_in, ino_out, FS_IL_EX);
+	if (ret == 0)
+		ret = clone_inodes(fs, ino_in, ino_out, &bi, &bo);
 	if (ret == 0) {
-		fs_range_wait_all(fs, pin);
-		fs_range_wait_all(fs, pout);
-		if (!(cred->flags & FS_CRED_FSETID) &&
-		    (fs_di(bo)->mode & (S_ISUID | S_ISGID)))
-			ret = kill_priv_tx(fs, bo);
-		if (ret == 0)
-			ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
-		if (need_nospc_retry(fs, ret))
-			ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
+		ret = clone_locked(fs, cred, bi, bo, off_in, off_out, len);
 		fs_buf_put(bi);
 		fs_buf_put(bo);
 	}
-	unlock(fs);
-out_unpin:
-	unpin(fs, pin);
-	unpin(fs, pout);
+	fs_op_end(&il);
 	return ret;
 }
 
 int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
 	     uint64_t *out)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret;
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
-	lock_rd(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	ret = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		if (S_ISREG(fs_di(b)->mode))
 			ret =
@@ -1359,7 +1475,7 @@ int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
 			ret = S_ISDIR(fs_di(b)->mode) ? -EISDIR : -EINVAL;
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }
 
@@ -1367,6 +1483,8 @@ int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
 
 struct rd {
 	struct fs *fs;
+	struct fs_ilock *il;
+	uint64_t dir;
 	unsigned flags;
 	fs_filldir_fn fill;
 	void *arg;
@@ -1374,20 +1492,37 @@ struct rd {
 	int err;
 };
 
+/* readdirplus: the attributes of one child, under its lock (shared, a
+ * child after its parent), released before the next. */
+static int child_attr(struct rd *r, uint64_t ino, struct fs_attr *a)
+{
+	struct fs_buf *b;
+	int ret;
+
+	if (ino == r->dir) /* a damaged entry naming the directory */
+		return -EUCLEAN;
+	ret = fs_ilock_one(r->il, ino, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(r->fs, ino, &b);
+	if (ret == 0) {
+		fs_ino_attr(fs_di(b), a);
+		fs_buf_put(b);
+	}
+	fs_iunlock_one(r->il, ino);
+	return ret;
+}
+
 static int readdir_cb(void *arg, const struct fs_dirent *de)
 {
 	struct rd *r = arg;
 	struct fs_attr a;
-	struct fs_buf *b;
 
 	fs_sa_pass(r->sa, de);
 	if (!(r->flags & FS_READDIR_PLUS) || is_dot_ent(de))
 		return r->fill(r->arg, de, NULL);
-	r->err = fs_ino_read(r->fs, de->ino, &b);
+	r->err = child_attr(r, de->ino, &a);
 	if (r->err < 0)
 		return 1;
-	fs_ino_attr(fs_di(b), &a);
-	fs_buf_put(b);
 	if (r->fill(r->arg, de, &a))
 		return 1;
 	fs_ino_get_lookup(r->fs, de->ino);
@@ -1403,13 +1538,21 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 	       fs_filldir_fn fill, void *arg)
 {
 	struct fs_sa sa;
-	struct rd r = { .fs = fs, .flags = flags, .fill = fill, .arg = arg,
-			.sa = &sa };
+	struct fs_ilock il;
+	struct rd r = {.fs = fs,
+		       .il = &il,
+		       .dir = dir,
+		       .flags = flags,
+		       .fill = fill,
+		       .arg = arg,
+		       .sa = &sa};
 	struct fs_buf *d;
 	int ret;
 
-	lock_rd(fs);
-	ret = fs_ino_read(fs, dir, &d);
+	OP_BEGIN(&il, fs, LK_PR);
+	ret = fs_ilock_one(&il, dir, FS_IL_SH);
+	if (ret == 0)
+		ret = fs_ino_read(fs, dir, &d);
 	if (ret == 0) {
 		if (!S_ISDIR(fs_di(d)->mode)) {
 			ret = -ENOTDIR;
@@ -1421,7 +1564,7 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 		}
 		fs_buf_put(d);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return ret < 0 ? ret : r.err;
 }
 
@@ -1430,8 +1573,11 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 int fs_statfs(struct fs *fs, struct statvfs *out)
 {
 	struct fs_space sp;
+	struct fs_ilock il;
 
+	OP_BEGIN(&il, fs, LK_PR);
 	fs_space_get(fs, &sp);
+	fs_op_end(&il);
 	memset(out, 0, sizeof(*out));
 	out->f_bsize = FS_BLOCK_SIZE;
 	out->f_frsize = FS_BLOCK_SIZE;
@@ -1455,66 +1601,78 @@ int fs_sync(struct fs *fs)
 int fs_setxattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		const char *name, const void *value, size_t size, int flags)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret;
 
 	(void)cred;
-	lock_wr(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		ret = fs_xattr_set(fs, b, name, value, size, flags);
 		if (need_nospc_retry(fs, ret))
 			ret = fs_xattr_set(fs, b, name, value, size, flags);
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }
 
 ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
 		    void *buf, size_t size)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 
-	lock_rd(fs);
-	n = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	n = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (n == 0)
+		n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
 		n = fs_xattr_get(fs, b, name, buf, size);
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return n;
 }
 
 ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 
-	lock_rd(fs);
-	n = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_PR);
+	n = fs_ilock_one(&il, ino, FS_IL_SH);
+	if (n == 0)
+		n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
 		n = fs_xattr_list(fs, b, buf, size);
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return n;
 }
 
 int fs_removexattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		   const char *name)
 {
+	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret;
 
 	(void)cred;
-	lock_wr(fs);
-	ret = fs_ino_read(fs, ino, &b);
+	OP_BEGIN(&il, fs, LK_EX);
+	ret = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		ret = fs_xattr_remove(fs, b, name);
 		fs_buf_put(b);
 	}
-	unlock(fs);
+	fs_op_end(&il);
 	return ret;
 }

@@ -20,8 +20,9 @@
  *    ACL masked by the create mode; directories also get the default);
  *    without one, the caller's umask applies.
  *
- * Locking: ns->lock exclusive for changes, shared for reads; each change
- * is one transaction of its own.
+ * Locking: the inode's lock (fs_ilock.h) exclusive for changes, shared
+ * for reads (asserted in debug builds); each change is one transaction
+ * of its own.
  */
 #include "fusefs/fs_ns.h"
 
@@ -145,6 +146,7 @@ ssize_t fs_xattr_get(struct fs *fs, struct fs_buf *ib, const char *name,
 	struct xname x;
 	int ret;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_SH);
 	ret = parse_name(name, &x);
 	if (ret < 0)
 		return ret == -EINVAL ? -ENODATA : ret;
@@ -159,6 +161,7 @@ ssize_t fs_xattr_list(struct fs *fs, struct fs_buf *ib, char *buf,
 	size_t o = 0, total = 0;
 	int ret;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_SH);
 	ret = xblk_read(fs, ib, &b);
 	if (ret == -ENODATA)
 		return 0;
@@ -429,6 +432,7 @@ int fs_xattr_set(struct fs *fs, struct fs_buf *ib, const char *name,
 	unsigned mode;
 	int ret;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_EX);
 	ret = parse_name(name, &x);
 	if (ret < 0)
 		return ret;
@@ -465,6 +469,7 @@ int fs_xattr_remove(struct fs *fs, struct fs_buf *ib, const char *name)
 	struct xname x;
 	int ret;
 
+	FS_ASSERT_HELD(fs, ib->blkno, FS_IL_EX);
 	ret = parse_name(name, &x);
 	if (ret < 0)
 		return ret == -EINVAL ? -ENODATA : ret;

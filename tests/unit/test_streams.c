@@ -133,8 +133,8 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-/* Two threads, one file each: 64 KiB requests (the write keeps
- * ns->lock) and 256 KiB requests (it drops it for the copy). */
+/* Two threads, one file each (each under its own inode lock, so they
+ * allocate at the same time): 64 KiB and 256 KiB requests. */
 static void test_threads(void)
 {
 	struct writer w[2];
