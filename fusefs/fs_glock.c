@@ -361,7 +361,14 @@ void fs_glock_release(struct fs_glock *gl, int mode)
 	pthread_mutex_lock(&gl->mu);
 	gl->holders[mode]--;
 	gl->nholders--;
-	if (gl->demote_to >= 0 || gl->nholders == 0)
+	/*
+	 * Only a pending demote (it waits for blockers) and a busy run_op
+	 * (it waits for no holder) care. Holds are per request since the
+	 * namespace layer took the locks over (fs_ilock.c), so the holder
+	 * count reaches 0 at almost every request: waking the glock's
+	 * thread each time made a 1-node dlm untar 1.8x slower.
+	 */
+	if (gl->demote_to >= 0 || (gl->nholders == 0 && gl->busy))
 		pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);
 }
