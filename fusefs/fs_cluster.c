@@ -37,7 +37,11 @@
  * nodes beat on the disk; this node beats from its slot claim on, and
  * the device's write gate (bd_set_gate: fs_hb_gate) lets a write through
  * only under a fresh disk lease. A slot whose owner still beats is
- * never recovered (fs_cluster_slot_try waits for its beat to stop).
+ * never recovered (fs_cluster_slot_try waits for its beat to stop). A
+ * slot just claimed is watched before the mount writes to it
+ * (fs_hb_start; a full hb_timeout when our membership is no majority,
+ * watch_ms): another node granted the same slot by its own lockspace
+ * behind a cut link refuses or fences one of the two.
  *
  * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
  * us dead), the lock manager fencing us (disk tie-break, lk_ls_fenced),

@@ -25,9 +25,23 @@
  * T - timeout + lease + ... < S: a contradiction. So our writes end
  * before T - timeout + lease < T. The first beat has no predecessor: the
  * lease starts at fs_hb_start (the slot lock's grant), and fs_hb_start
- * waits two intervals after it, so that the readers saw it before the
- * mount writes anything. What no lease covers: writes already in flight
+ * watches at least two intervals after it, so that the readers saw it
+ * before the mount writes anything. What no lease covers: writes already in flight
  * in the device or a hypervisor when the node froze (MOUNT.md).
+ *
+ * One slot, two writers. Two nodes that cannot reach each other may be
+ * granted the same slot by their own lockspaces (two-node mode, both
+ * started with the link cut). Each beat is therefore preceded, under
+ * wmu, by a read pass that must still find our last beat (node,
+ * generation, counter) in our block (check_own); a node that finds
+ * another's is fenced and never beats again. Of two writers, the one
+ * overwritten sees it before its next beat; the other wrote only after
+ * a read that still showed its own beat, so the last writer keeps the
+ * block. fs_hb_start reads just before the first beat (a live block of
+ * another node refuses the slot) and then watches: a node alone watches
+ * a full timeout, longer than the loser's lease after its last beat, so
+ * the loser's writes have ended before the winner writes anything but
+ * its beat.
  *
  * Fencing with a last word (fs_hb_fence_mark): the gate is shut, the
  * device's writes in flight are waited for, and if the lease still holds
