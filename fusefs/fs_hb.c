@@ -26,8 +26,8 @@
  * before T - timeout + lease < T. The first beat has no predecessor: the
  * lease starts at fs_hb_start (the slot lock's grant), and fs_hb_start
  * watches at least two intervals after it, so that the readers saw it
- * before the mount writes anything. What no lease covers: writes already in flight
- * in the device or a hypervisor when the node froze (MOUNT.md).
+ * before the mount writes anything. What no lease covers: writes already
+ * in flight in the device or a hypervisor when the node froze (MOUNT.md).
  *
  * One slot, two writers. Two nodes that cannot reach each other may be
  * granted the same slot by their own lockspaces (two-node mode, both
