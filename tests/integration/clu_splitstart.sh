@@ -96,7 +96,7 @@ for d in 0 2.1 2.3 2.5 2.7 2.9; do
 	done
 	if [ "$winner" = 0 ] || [ "$loser" = 0 ]; then
 		echo "round $rounds (offset $d s): winner $winner, loser $loser"
-		tail -3 "$T/log1" "$T/log2"
+		tail -n 3 "$T/log1" "$T/log2"
 	fi
 	if [ "$winner" != 0 ]; then
 		mkdir -p "$T/m$winner/r$rounds" &&
@@ -110,12 +110,12 @@ for d in 0 2.1 2.3 2.5 2.7 2.9; do
 		if grep -q "no split brain\|alive on the disk but cannot be" \
 			"$T/log$loser"; then :; else
 			fail clu_splitstart_refusal_message_$rounds \
-				"$(tail -3 "$T/log$loser")"
+				"$(tail -n 3 "$T/log$loser")"
 			bad=1
 		fi
 		if [ -f "$T/mnt$loser" ]; then
 			echo "round $rounds: node $loser mounted, then was fenced"
-			tail -3 "$T/log$loser"
+			tail -n 3 "$T/log$loser"
 		fi
 		t_ref=$(echo "$(cat "$T/end$loser") - $(cat "$T/start$loser")" | bc -l)
 	fi

@@ -269,9 +269,19 @@ static void *race(void *arg)
 	return NULL;
 }
 
+/* Once node 1's first beat is in slot 0 (within its watch): node 2's. */
 static void *forge_later(void *arg)
 {
-	ms_sleep(30); /* after a's first beat, within its watch */
+	struct fs_heartbeat *b = bd_buf_alloc(FS_BLOCK_SIZE);
+
+	for (int i = 0; b != NULL && i < 2000; i++) {
+		if (bd_read(arg, b, FS_BLOCK_SIZE,
+			    fs_heartbeat_blk(0) * FS_BLOCK_SIZE) == 0 &&
+		    b->node_id == 1 && b->state == FS_HB_LIVE)
+			break;
+		usleep(1000);
+	}
+	free(b);
 	forge_beat(arg, 0, 2);
 	return NULL;
 }
