@@ -37,7 +37,11 @@
  * nodes beat on the disk; this node beats from its slot claim on, and
  * the device's write gate (bd_set_gate: fs_hb_gate) lets a write through
  * only under a fresh disk lease. A slot whose owner still beats is
- * never recovered (fs_cluster_slot_try waits for its beat to stop).
+ * never recovered (fs_cluster_slot_try waits for its beat to stop). A
+ * slot just claimed is watched before the mount writes to it
+ * (fs_hb_start; a full hb_timeout when our membership is no majority,
+ * watch_ms): another node granted the same slot by its own lockspace
+ * behind a cut link refuses or fences one of the two.
  *
  * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
  * us dead), the lock manager fencing us (disk tie-break, lk_ls_fenced),
@@ -243,7 +247,12 @@ static void *cl_thread(void *arg)
 		if (cl->fs != NULL && !cl->fenced && !cl->stop) {
 			pthread_mutex_unlock(&cl->mu);
 			check_quorum(cl, &lost_since);
-			if (fs_hb_fenced(cl->hb))
+			if (fs_hb_thief(cl->hb) != 0)
+				fs_cluster_fence(cl, "another node that this "
+						     "node cannot reach "
+						     "wrote our heartbeat "
+						     "slot");
+			else if (fs_hb_fenced(cl->hb))
 				fs_cluster_fence(cl, "disk lease ran out (the "
 						     "node was held up past "
 						     "hb_timeout)");
@@ -632,6 +641,51 @@ static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 	return 1;
 }
 
+/*
+ * How long a node that just got slot @s watches it before it writes
+ * anything but its beat (fs_hb_start): a full hb_timeout when our
+ * membership is no majority of the configured nodes (two-node mode
+ * alone: a node on the other side of a cut may hold the same slot in its
+ * own lockspace; MOUNT.md "Cluster mounts"), else the minimum (two
+ * majorities share a member, so the slot lock is never granted twice).
+ */
+static unsigned watch_ms(struct fs_cluster *cl)
+{
+	uint64_t gen, members = 0;
+	unsigned n = (unsigned)__builtin_popcountll(cl->configured);
+
+	lk_ls_members(cl->ls, &gen, &members);
+	if ((unsigned)__builtin_popcountll(members & cl->configured) > n / 2)
+		return 0;
+	return fs_hb_timeout_ms(cl->hb);
+}
+
+/* fs_hb_start failed: say why. */
+static int start_failed(struct fs_cluster *cl, unsigned s, int ret,
+			uint32_t other, char *why, size_t whylen)
+{
+	char msg[300];
+
+	if (ret == -EBUSY || (other != 0 && other != ~0u))
+		snprintf(msg, sizeof(msg),
+			 "journal slot %u %s node %u, which this node cannot "
+			 "reach (link down, or started at the same time "
+			 "without one?): not mounting as node %u (no split "
+			 "brain)",
+			 s,
+			 ret == -EBUSY ? "is in use on the disk by"
+				       : "was taken over on the disk by",
+			 other, cl->node);
+	else
+		snprintf(msg, sizeof(msg),
+			 "fenced before the first disk heartbeat was "
+			 "written%s",
+			 other == ~0u ? " (our heartbeat block became "
+					"unreadable)"
+				      : "");
+	return fs_why(why, whylen, ret == -EBUSY ? -EBUSY : -EIO, msg);
+}
+
 int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 			  char *why, size_t whylen)
 {
@@ -639,6 +693,7 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 
 	for (unsigned s = 0; s < count; s++) {
 		int r = slot_lock(cl, s, 0, &cl->slot_lk);
+		uint32_t other;
 
 		if (r < 0)
 			return fs_why(why, whylen, r,
@@ -647,10 +702,10 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 		if (r == 1) {
 			cl->slot = (int)s;
 			*slot = s;
-			if (fs_hb_start(cl->hb, s) < 0)
-				return fs_why(why, whylen, -EIO,
-					      "fenced before the first disk "
-					      "heartbeat was written");
+			r = fs_hb_start(cl->hb, s, watch_ms(cl), &other);
+			if (r < 0)
+				return start_failed(cl, s, r, other, why,
+						    whylen);
 			return 0;
 		}
 	}

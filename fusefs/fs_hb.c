@@ -25,9 +25,23 @@
  * T - timeout + lease + ... < S: a contradiction. So our writes end
  * before T - timeout + lease < T. The first beat has no predecessor: the
  * lease starts at fs_hb_start (the slot lock's grant), and fs_hb_start
- * waits two intervals after it, so that the readers saw it before the
- * mount writes anything. What no lease covers: writes already in flight
- * in the device or a hypervisor when the node froze (MOUNT.md).
+ * watches at least two intervals after it, so that the readers saw it
+ * before the mount writes anything. What no lease covers: writes already
+ * in flight in the device or a hypervisor when the node froze (MOUNT.md).
+ *
+ * One slot, two writers. Two nodes that cannot reach each other may be
+ * granted the same slot by their own lockspaces (two-node mode, both
+ * started with the link cut). Each beat is therefore preceded, under
+ * wmu, by a read pass that must still find our last beat (node,
+ * generation, counter) in our block (check_own); a node that finds
+ * another's is fenced and never beats again. Of two writers, the one
+ * overwritten sees it before its next beat; the other wrote only after
+ * a read that still showed its own beat, so the last writer keeps the
+ * block. fs_hb_start reads just before the first beat (a live block of
+ * another node refuses the slot) and then watches: a node alone watches
+ * a full timeout, longer than the loser's lease after its last beat, so
+ * the loser's writes have ended before the winner writes anything but
+ * its beat.
  *
  * Fencing with a last word (fs_hb_fence_mark): the gate is shut, the
  * device's writes in flight are waited for, and if the lease still holds
@@ -79,6 +93,8 @@ struct fs_hb {
 	int slot;	    /* ours, -1 before fs_hb_start */
 	int fenced;	    /* the gate is shut for good */
 	uint64_t last_beat; /* completion of our last beat (ns) */
+	uint32_t thief;	    /* a node found writing our slot's block (or
+			       ~0u: unreadable); 0 none. Set once. */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -250,13 +266,46 @@ static void see_slot(struct fs_hb *hb, unsigned s, const void *blk,
 	x->count = b->counter;
 }
 
+/*
+ * Is our slot's block, as the pass read it, still our last beat? Two
+ * nodes that cannot reach each other may each be granted the same slot
+ * by their own lockspace (two-node mode, started with the link down):
+ * both then write the same block, and neither would see the other, as a
+ * node skips its own slot. Every pass (which precedes each beat) checks
+ * it: the node whose beat was overwritten stops (fenced, hb->thief),
+ * without beating again. wmu held (no beat of ours is in flight).
+ */
+static void check_own(struct fs_hb *hb, const void *blk)
+{
+	const struct fs_heartbeat *b = blk;
+	const struct fs_heartbeat *w = hb->wbuf;
+	unsigned slot = (unsigned)__atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE);
+	uint32_t thief;
+
+	if (w->counter == 0 || hb_is_fenced(hb))
+		return; /* not beating yet, or stopped */
+	if (fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(slot)) == 0 &&
+	    b->node_id == w->node_id && b->generation == w->generation &&
+	    b->counter == w->counter)
+		return;
+	thief = fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(slot)) == 0
+		    ? b->node_id
+		    : ~0u;
+	__atomic_store_n(&hb->thief, thief, __ATOMIC_RELEASE);
+	fs_hb_fence(hb);
+}
+
 static void read_pass(struct fs_hb *hb)
 {
 	uint64_t start = now_ns(), end;
+	int slot = __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE);
 	int ret = bd_read(hb->bd, hb->rbuf, 2ull * hb->nslots * FS_BLOCK_SIZE,
 			  FS_SLOTAREA_BLK * FS_BLOCK_SIZE);
 
 	end = now_ns();
+	if (ret == 0 && slot >= 0)
+		check_own(hb, (const char *)hb->rbuf +
+				  2ull * (unsigned)slot * FS_BLOCK_SIZE);
 	pthread_mutex_lock(&hb->mu);
 	if (ret < 0) {
 		hb->read_errors++;
@@ -347,10 +396,13 @@ static void *hb_thread(void *arg)
 		}
 		next = now_ns() + hb->interval_ns;
 		pthread_mutex_unlock(&hb->mu);
-		if (__atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) >= 0 &&
-		    !hb_is_fenced(hb) && beat(hb, FS_HB_LIVE) < 0)
-			fs_hb_fence(hb);
+		/* read, then beat: never over a beat we could have seen */
+		pthread_mutex_lock(&hb->wmu);
 		read_pass(hb);
+		if (__atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) >= 0 &&
+		    !hb_is_fenced(hb) && beat_locked(hb, FS_HB_LIVE) < 0)
+			fs_hb_fence(hb);
+		pthread_mutex_unlock(&hb->wmu);
 		pthread_mutex_lock(&hb->mu);
 	}
 	pthread_mutex_unlock(&hb->mu);
@@ -446,27 +498,95 @@ out_free:
 	return ret;
 }
 
-int fs_hb_start(struct fs_hb *hb, unsigned slot)
+/* Sleep until a read pass that started after @t has completed; -EIO
+ * when fenced, or when none came by @t + timeout (reads failing). */
+static int wait_pass(struct fs_hb *hb, uint64_t t)
 {
-	struct timespec nap;
-	uint64_t wait = 2 * hb->interval_ns;
+	struct timespec nap = {0, 10 * 1000 * 1000};
+
+	for (;;) {
+		uint64_t seen;
+
+		pthread_mutex_lock(&hb->mu);
+		seen = hb->pass_start;
+		pthread_mutex_unlock(&hb->mu);
+		if (hb_is_fenced(hb) || now_ns() > t + hb->timeout_ns)
+			return -EIO;
+		if (seen > t)
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+}
+
+/* Before our first beat: slot @slot's block must not be another node's
+ * live beat. A crashed owner's block is dead after timeout_ms; a block
+ * still changing then belongs to a node that beats in our slot although
+ * our lockspace granted it to us: one we cannot reach. 0, or -EBUSY
+ * (its node in *@other). */
+static int slot_free(struct fs_hb *hb, unsigned slot, uint32_t *other)
+{
+	struct timespec nap = {0, 20 * 1000 * 1000};
+	uint64_t t0 = now_ns();
+	int ret = wait_pass(hb, t0);
+
+	while (ret == 0 && fs_hb_slot(hb, slot) == FS_HB_ALIVE) {
+		if (now_ns() > t0 + hb->timeout_ns + 2 * hb->interval_ns) {
+			pthread_mutex_lock(&hb->mu);
+			*other = hb->s[slot].node;
+			pthread_mutex_unlock(&hb->mu);
+			return -EBUSY;
+		}
+		nanosleep(&nap, NULL);
+	}
+	return ret;
+}
+
+int fs_hb_start(struct fs_hb *hb, unsigned slot, unsigned watch_ms,
+		uint32_t *other)
+{
+	uint64_t watch = (uint64_t)watch_ms * 1000000ull, first;
 	int ret;
 
+	*other = 0;
 	if (slot >= hb->nslots)
 		return -EINVAL;
+	ret = slot_free(hb, slot, other);
+	if (ret < 0)
+		return ret;
+	if (watch < 2 * hb->interval_ns)
+		watch = 2 * hb->interval_ns;
 	pthread_mutex_lock(&hb->wmu);
+	read_pass(hb); /* the latest view, just before we write */
+	if (fs_hb_slot(hb, slot) == FS_HB_ALIVE) { /* began meanwhile */
+		pthread_mutex_lock(&hb->mu);
+		*other = hb->s[slot].node;
+		pthread_mutex_unlock(&hb->mu);
+		pthread_mutex_unlock(&hb->wmu);
+		return -EBUSY;
+	}
 	__atomic_store_n(&hb->last_beat, now_ns(), __ATOMIC_RELEASE);
 	__atomic_store_n(&hb->slot, (int)slot, __ATOMIC_RELEASE);
 	ret = beat_locked(hb, FS_HB_LIVE);
+	first = __atomic_load_n(&hb->last_beat, __ATOMIC_ACQUIRE);
 	pthread_mutex_unlock(&hb->wmu);
 	if (ret < 0) {
 		fs_hb_fence(hb);
 		return -EIO;
 	}
-	nap.tv_sec = (time_t)(wait / 1000000000ull);
-	nap.tv_nsec = (long)(wait % 1000000000ull);
-	nanosleep(&nap, NULL);
-	return hb_is_fenced(hb) ? -EIO : 0;
+	/* the watch: every pass until one that started after it ended
+	 * found our beat in place (check_own) */
+	while (now_ns() < first + watch)
+		if (wait_pass(hb, now_ns()) < 0)
+			break;
+	ret = hb_is_fenced(hb) ? -EIO : wait_pass(hb, first + watch);
+	if (ret < 0)
+		*other = __atomic_load_n(&hb->thief, __ATOMIC_ACQUIRE);
+	return ret;
+}
+
+uint32_t fs_hb_thief(struct fs_hb *hb)
+{
+	return __atomic_load_n(&hb->thief, __ATOMIC_ACQUIRE);
 }
 
 uint64_t fs_hb_lease_ms(const struct fs_hb *hb)

@@ -55,12 +55,22 @@ enum fs_hb_state {
 int fs_hb_open(struct bd_dev *bd, const struct fs_hb_opts *o,
 	       struct fs_hb **out, char *why, size_t whylen);
 /*
- * Start beating in slot @slot (this node's, just claimed): the lease
- * runs from now, the first beat is written before this returns, then
- * this waits two intervals so that every reader has seen it before the
- * node writes anything else. 0 or -EIO (fenced meanwhile).
+ * Start beating in slot @slot (this node's, just claimed). First the
+ * slot's block must not be another node's live beat (a crashed owner's
+ * is waited for until dead): -EBUSY with that node in *@other. Then,
+ * right after a fresh read, the first beat (the lease runs from it), and
+ * the watch: this returns only once a read pass that started
+ * max(@watch_ms, 2 intervals) after the first beat found it still in
+ * place, so that every reader has seen it and no other node writes the
+ * slot, before the node writes anything else. -EIO when fenced
+ * meanwhile; *@other then names the node that overwrote our beat
+ * (~0u: an unreadable block), 0 if none did.
  */
-int fs_hb_start(struct fs_hb *hb, unsigned slot);
+int fs_hb_start(struct fs_hb *hb, unsigned slot, unsigned watch_ms,
+		uint32_t *other);
+/* The node found writing our slot's block (fencing us), ~0u if the block
+ * was unreadable, 0 none. */
+uint32_t fs_hb_thief(struct fs_hb *hb);
 /* The device write gate (bd_gate_fn): 0, or -EIO once fenced or when
  * the lease ran out (which fences: fs_hb_fenced). Never blocks. */
 int fs_hb_gate(void *hb);

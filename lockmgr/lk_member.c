@@ -35,7 +35,10 @@
  * and only a cut that left two quorate views (a witness that sees both
  * sides) is broken by the id. So one side of any cut keeps running, the
  * lowest id's, and it recovers the other's journal only after the other
- * stopped writing.
+ * stopped writing. Two nodes started at once behind a cut see each other
+ * absent from the disk (a node beats only once it holds a slot) and may
+ * both be quorate alone in two-node mode; the same journal slot they
+ * then claim is arbitrated on its heartbeat block (fusefs/fs_hb.c).
  *
  * Incarnations (HELLO): a member back as a new process without having
  * said LEAVE restarted: it stays out of the up set until a generation

@@ -13,6 +13,12 @@
  * whenever it changes; -v also the lock manager's informational
  * messages. Exit 1 on a bad configuration or when the address is in use
  * ("node N is already running").
+ *
+ * A witness never reads the shared disk, so it must never be the
+ * coordinator whose view decides that a filesystem node is dead (the
+ * coordinator is the lowest id up; the disk rules of PROTOCOL.md §9 run
+ * there): it refuses to run with the lowest id of the configuration.
+ * Give witnesses the highest ids (MOUNT.md "Cluster mounts").
  */
 #include <errno.h>
 #include <signal.h>
@@ -23,6 +29,7 @@
 #include <unistd.h>
 
 #include "lockmgr/lk.h"
+#include "lockmgr/lk_config.h"
 
 static int verbose;
 
@@ -54,6 +61,37 @@ static void report(struct lk_ls *ls, uint64_t *last_gen, int *last_q)
 	*last_q = q;
 }
 
+/* 0 if @id may be a witness in @path's cluster, else 1 (said why). */
+static int check_id(const char *path, unsigned long id)
+{
+	struct lk_config *cfg = calloc(1, sizeof(*cfg));
+	const char *why = NULL;
+	unsigned lowest;
+	int ret;
+
+	if (cfg == NULL)
+		return 1;
+	ret = lk_config_load(path, cfg, &why);
+	if (ret < 0) {
+		fprintf(stderr, "ucfs-witness: %s: %s\n", path,
+			why != NULL ? why : strerror(-ret));
+		free(cfg);
+		return 1;
+	}
+	lowest = (unsigned)__builtin_ctzll(cfg->configured);
+	ret = id == lowest && cfg->nnodes > 1;
+	if (ret)
+		fprintf(stderr,
+			"ucfs-witness: node %lu has the lowest id of cluster "
+			"%s: a witness never reads the disk, so it must not "
+			"be the coordinator that declares filesystem nodes "
+			"dead; give the witness an id above every "
+			"filesystem node's\n",
+			id, cfg->cluster);
+	free(cfg);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	struct lk_ls_config c = {0};
@@ -75,6 +113,8 @@ int main(int argc, char **argv)
 	id = strtoul(argv[optind + 1], &end, 10);
 	if (*end != '\0' || id == 0 || id > 63)
 		usage();
+	if (check_id(argv[optind], id))
+		return 1;
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
