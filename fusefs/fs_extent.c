@@ -99,6 +99,28 @@ static int neighbour(struct fs_btree *bt, uint64_t lb, int next,
 	return next ? out->lb == lb : out->lb + out->len == lb;
 }
 
+/* Write @e split at [a, b): its head (if @a is past its start) keeps
+ * @e's key, then @mid, then @tail (if @b is before its end). */
+static int put_split(struct fs_tx *tx, struct fs_btree *bt,
+		     const struct fs_ext *e, uint64_t a, uint64_t b,
+		     const struct fs_ext *mid, const struct fs_ext *tail)
+{
+	struct fs_ext head = *e;
+	int ret;
+
+	if (a > e->lb) {
+		head.len = (uint32_t)(a - e->lb);
+		ret = fs_ext_put(tx, bt, &head, 0);
+		if (ret == 0)
+			ret = fs_ext_put(tx, bt, mid, 1);
+	} else {
+		ret = fs_ext_put(tx, bt, mid, 0);
+	}
+	if (ret == 0 && b < e->lb + e->len)
+		ret = fs_ext_put(tx, bt, tail, 1);
+	return ret;
+}
+
 /*
  * Blocks [a, b) of extent @e take @flags: the extent is split in up to
  * three (head, middle, tail) and the middle merges with the previous
@@ -115,7 +137,7 @@ int fs_ext_set_flags(struct fs_tx *tx, struct fs_btree *bt,
 			     flags};
 	struct fs_ext tail = {b, e->phys + (b - e->lb), (uint32_t)(end - b),
 			      e->flags};
-	struct fs_ext head = *e, nb;
+	struct fs_ext nb;
 	int ret;
 
 	if (a < e->lb || b > end || a >= b)
@@ -143,41 +165,20 @@ int fs_ext_set_flags(struct fs_tx *tx, struct fs_btree *bt,
 		if (ret < 0)
 			return ret;
 	}
-	if (a > e->lb) {
-		head.len = (uint32_t)(a - e->lb);
-		ret = fs_ext_put(tx, bt, &head, 0);
-		if (ret == 0)
-			ret = fs_ext_put(tx, bt, &mid, 1);
-	} else {
-		ret = fs_ext_put(tx, bt, &mid, 0);
-	}
-	if (ret == 0 && b < end)
-		ret = fs_ext_put(tx, bt, &tail, 1);
-	return ret;
+	return put_split(tx, bt, e, a, b, &mid, &tail);
 }
 
 int fs_ext_remap(struct fs_tx *tx, struct fs_btree *bt, const struct fs_ext *e,
 		 uint64_t a, uint64_t b, uint64_t phys, uint32_t flags)
 {
 	uint64_t end = e->lb + e->len;
-	struct fs_ext head = *e, mid = {a, phys, (uint32_t)(b - a), flags};
+	struct fs_ext mid = {a, phys, (uint32_t)(b - a), flags};
 	struct fs_ext tail = {b, e->phys + (b - e->lb), (uint32_t)(end - b),
 			      e->flags};
-	int ret;
 
 	if (a < e->lb || b > end || a >= b)
 		return -EINVAL;
-	if (a > e->lb) {
-		head.len = (uint32_t)(a - e->lb);
-		ret = fs_ext_put(tx, bt, &head, 0);
-		if (ret == 0)
-			ret = fs_ext_put(tx, bt, &mid, 1);
-	} else {
-		ret = fs_ext_put(tx, bt, &mid, 0);
-	}
-	if (ret == 0 && b < end)
-		ret = fs_ext_put(tx, bt, &tail, 1);
-	return ret;
+	return put_split(tx, bt, e, a, b, &mid, &tail);
 }
 
 unsigned fs_ext_convert_credits(struct fs_btree *bt)
