@@ -158,6 +158,22 @@ static int zero_inline(struct fs *fs, struct fs_buf *ib, uint64_t off,
 	return fs_tx_end(tx) < 0 && ret == 0 ? -EIO : ret;
 }
 
+/* Zero the partial blocks at the edges of [off, end) (all of it when it
+ * lies inside one block); the whole blocks between are the caller's. */
+static int zero_edges(struct fs *fs, struct fs_buf *ib, uint64_t off,
+		      uint64_t end)
+{
+	uint64_t lb0 = (off + BS - 1) / BS, lb1 = end / BS;
+	int ret;
+
+	if (lb0 > lb1)
+		return fs_file_zero_partial(fs, ib, off, end);
+	ret = fs_file_zero_partial(fs, ib, off, lb0 * BS);
+	if (ret == 0)
+		ret = fs_file_zero_partial(fs, ib, lb1 * BS, end);
+	return ret;
+}
+
 static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off, uint64_t end)
 {
 	struct fs_dinode *di = fs_di(ib);
@@ -166,15 +182,9 @@ static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off, uint64_t end)
 
 	if (di->fmt == FS_FMT_INLINE)
 		return zero_inline(fs, ib, off, end, 0);
-	if (lb0 > lb1) { /* inside one block */
-		ret = fs_file_zero_partial(fs, ib, off, end);
-	} else {
-		ret = fs_file_zero_partial(fs, ib, off, lb0 * BS);
-		if (ret == 0)
-			ret = fs_file_zero_partial(fs, ib, lb1 * BS, end);
-		if (ret == 0)
-			ret = fs_file_unmap(fs, ib, lb0, lb1);
-	}
+	ret = zero_edges(fs, ib, off, end);
+	if (ret == 0 && lb0 <= lb1)
+		ret = fs_file_unmap(fs, ib, lb0, lb1);
 	if (ret == 0)
 		ret = fs_file_set_size(fs, ib, di->size);
 	return ret;
@@ -249,17 +259,11 @@ static int zero_range(struct fs *fs, struct fs_buf *ib, uint64_t off,
 		return ret;
 	if (di->fmt != FS_FMT_EXTENTS)
 		return -EUCLEAN;
-	if (lb0 > lb1) { /* inside one block */
-		ret = fs_file_zero_partial(fs, ib, off, end);
-	} else {
-		ret = fs_file_zero_partial(fs, ib, off, lb0 * BS);
-		if (ret == 0)
-			ret = fs_file_zero_partial(fs, ib, lb1 * BS, end);
-		if (ret == 0)
-			ret = unwrite_range(fs, ib, lb0, lb1);
-		if (ret == 0)
-			ret = alloc_range(fs, ib, lb0, lb1);
-	}
+	ret = zero_edges(fs, ib, off, end);
+	if (ret == 0 && lb0 <= lb1)
+		ret = unwrite_range(fs, ib, lb0, lb1);
+	if (ret == 0 && lb0 <= lb1)
+		ret = alloc_range(fs, ib, lb0, lb1);
 	if (ret == 0)
 		ret = fs_file_set_size(
 		    fs, ib, !keep && end > di->size ? end : di->size);
