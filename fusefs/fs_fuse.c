@@ -243,6 +243,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = MAX_WRITE;
 	conn->max_readahead = MAX_WRITE;
+	fs_fuse_io_conn_max_read(conn); /* a max_read= given */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
@@ -1198,9 +1199,10 @@ static int build_fuse_opts(const struct fs_opts *o, const char *device, char *s,
 		return -E2BIG;
 	/* the lens splices read replies: no larger than its pipes hold */
 	given = strstr(o->fuse, "max_read=");
-	if (o->passthrough &&
-	    (m = fs_fuse_io_max_read(MAX_WRITE, given == NULL ? 0 :
-				     strtoul(given + 9, NULL, 10))) > 0) {
+	m = fs_fuse_io_max_read(
+	    MAX_WRITE, given == NULL ? 0 : strtoul(given + 9, NULL, 10),
+	    o->passthrough);
+	if (m > 0) {
 		k = strlen(s);
 		n = snprintf(s + k, len - k, ",max_read=%zu", m);
 		if (n < 0 || (size_t)n >= len - k)
@@ -1276,12 +1278,17 @@ static void ns_section(struct fs_json *o, void *arg)
 static void transport_section(struct fs_json *o, void *arg)
 {
 	uint64_t ring;
+	uint32_t mw, mp;
 
 	(void)arg;
+	fs_fuse_io_limits(&mw, &mp);
 	fs_json_str(o, "name", fs_fuse_io_transport(&ring));
+	fs_json_u64(o, "max_write", mw);
+	fs_json_u64(o, "max_pages", mp);
 	fs_json_u64(o, "ring_requests", ring);
 	fs_json_bool(o, "killpriv_v2", fs_fuse_io_killpriv_v2());
 	fs_json_u64(o, "spliced_reads", fs_fuse_io_spliced_reads());
+	fs_json_u64(o, "spliced_writes", fs_fuse_io_spliced_writes());
 }
 
 /* The backend's own sections: a ucfs mount's, or the pass-through's. */

@@ -18,8 +18,8 @@
  *    its handler in the same thread, before reading the next);
  *  - io_writev() adds FUSE_HANDLE_KILLPRIV_V2 to the INIT reply when the
  *    kernel offered it. Nothing else is changed.
- * Requests are never spliced (no FUSE_CAP_SPLICE_READ), so every one
- * passes through io_read(). Read replies may be, without libfuse's
+ * libfuse never splices (no FUSE_CAP_SPLICE_READ), so every request
+ * passes through io_read(). Read replies may be spliced, without libfuse's
  * splice (its pipe for a 1 MiB reply wants 2 MiB, past pipe-max-size
  * for a daemon without CAP_SYS_RESOURCE, and it then copies for good):
  * a filesystem that called fs_fuse_io_splice_reads() reads file data
@@ -28,7 +28,10 @@
  * the reply with libfuse as usual, and io_writev() sends the header and
  * that pipe to /dev/fuse by splice instead of the memory. A read reply
  * then costs one copy (in the kernel, pipe to the FUSE page) where
- * pread + writev cost two.
+ * pread + writev cost two. Write payloads may be too, the other way
+ * (fs_fuse_io_splice_writes(): io_read() splices a request from
+ * /dev/fuse into a pipe and leaves a large write's payload there;
+ * fs_fuse_io_pwrite() splices it into the file).
  *
  * The contract ucfs then keeps (fs_vfs.c): a write whose request carries
  * FUSE_WRITE_KILL_SUIDGID clears S_ISUID, and S_ISGID if group-executable;
@@ -45,15 +48,20 @@
  *
  * Locking: session, uring_mode and uring_max_write are set by attach
  * before the loop starts; max_read_opt before the session is made;
- * init_unique, init_flags, killpriv_v2, splice_max and uring are written
- * once, by the thread that reads/answers INIT, before any
- * other request can arrive, and read afterwards (atomics);
- * spliced_reads is an atomic counter; `cur`, `rpipe_sending` and the
- * reply pipes are per thread.
+ * init_unique, init_flags, killpriv_v2, init_max_write, init_max_pages,
+ * splice_max and uring are written once, by the thread that reads or
+ * answers INIT, before any other request can arrive, and read afterwards
+ * (atomics);
+ * wsplice_on is set by the init handler before any other request;
+ * wsplice_next is a hint any reader sets (atomic, relaxed: a stale value
+ * only costs a copy or a system call); spliced_reads and spliced_writes
+ * are atomic counters; `cur`, `rpipe_sending`, `wpipe_held` and the
+ * pipes are per thread.
  */
 #include "fusefs/fs_fuse_io.h"
 
 #include "fusefs/fs.h"
+#include "fusefs/fs_fuse.h"
 #include "fusefs/fs_fuse_uring.h"
 
 #include <errno.h>
@@ -77,9 +85,14 @@ static size_t uring_max_write;		/* set by attach */
 static _Atomic uint64_t init_unique;	/* 0: INIT not seen yet */
 static _Atomic uint64_t init_flags;	/* what the kernel offered */
 static atomic_int killpriv_v2;		/* negotiated */
+static _Atomic uint32_t init_max_write; /* as the INIT reply said */
+static _Atomic uint32_t init_max_pages;
 static _Atomic size_t splice_max;	/* fs_fuse_io_splice_reads() */
 static _Atomic size_t max_read_opt;	/* fs_fuse_io_max_read() */
 static _Atomic uint64_t spliced_reads;	/* read replies sent by splice */
+static atomic_int wsplice_on;		/* fs_fuse_io_splice_writes() */
+static atomic_int wsplice_next;		/* last request: a large write */
+static _Atomic uint64_t spliced_writes; /* payloads spliced to a file */
 static struct fs_uring *_Atomic uring;	/* started after INIT */
 
 static _Thread_local struct {
@@ -115,14 +128,22 @@ void fs_fuse_io_note(const void *buf, size_t len)
 	}
 }
 
+static ssize_t wpipe_recv(int fd, void *buf, size_t len);
+static void wpipe_note(const void *buf, size_t len);
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t n;
 
 	(void)userdata;
-	n = read(fd, buf, len);
-	if (n > 0)
+	if (atomic_load_explicit(&wsplice_next, memory_order_relaxed))
+		n = wpipe_recv(fd, buf, len);
+	else
+		n = read(fd, buf, len);
+	if (n > 0) {
 		fs_fuse_io_note(buf, (size_t)n);
+		wpipe_note(buf, (size_t)n);
+	}
 	return n;
 }
 
@@ -134,6 +155,8 @@ static void patch_init(struct fuse_init_out *out, size_t len, int fd,
 	uint64_t offered = atomic_load(&init_flags);
 
 	*u = NULL;
+	atomic_store(&init_max_write, out->max_write);
+	atomic_store(&init_max_pages, out->max_pages);
 	if (offered & FUSE_HANDLE_KILLPRIV_V2) {
 		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
 		atomic_store(&killpriv_v2, 1);
@@ -216,6 +239,12 @@ const char *fs_fuse_io_transport(uint64_t *ring_requests)
 	return fs_fuse_uring_active(u) ? "io_uring" : "dev";
 }
 
+void fs_fuse_io_limits(uint32_t *max_write, uint32_t *max_pages)
+{
+	*max_write = atomic_load(&init_max_write);
+	*max_pages = atomic_load(&init_max_pages);
+}
+
 int fs_fuse_io_killpriv_v2(void)
 {
 	return atomic_load(&killpriv_v2);
@@ -228,19 +257,24 @@ int fs_fuse_io_write_kill(void)
 
 /* ---- read replies spliced from a file ---- */
 
-/* This thread's reply pipes: the data of one read reply, referring to
- * the file's page-cache pages (not copied), and the message (header,
- * then that data) as it is spliced to /dev/fuse. Per thread (a key's
- * value): only its thread touches it, no lock. */
+/* This thread's pipes. For read replies: the data of one reply,
+ * referring to the file's page-cache pages (not copied), and the message
+ * (header, then that data) as it is spliced to /dev/fuse. For requests
+ * (fs_fuse_io_splice_writes): a request spliced from /dev/fuse, a
+ * write's payload left in it. Per thread (a key's value): only its
+ * thread touches it, no lock. */
 struct rpipe {
 	int data[2];	/* -1: not open */
 	int msg[2];
 	size_t held;	/* bytes of a reply in data (0: none) */
+	int req[2];	/* -1: not open */
+	size_t wheld;	/* payload bytes of this thread's write in req */
 };
 
 static pthread_key_t rpipe_key;
 static pthread_once_t rpipe_once = PTHREAD_ONCE_INIT;
 static _Thread_local struct rpipe *rpipe_sending; /* reply_read -> writev */
+static _Thread_local struct rpipe *wpipe_held;	  /* recv -> pwrite */
 
 static void pipe_close(int fd[2])
 {
@@ -274,8 +308,11 @@ static void rpipe_close(struct rpipe *p)
 
 static void rpipe_free(void *arg)
 {
-	rpipe_close(arg);
-	free(arg);
+	struct rpipe *p = arg;
+
+	rpipe_close(p);
+	pipe_close(p->req);
+	free(p);
 }
 
 static void rpipe_key_init(void)
@@ -283,24 +320,35 @@ static void rpipe_key_init(void)
 	pthread_key_create(&rpipe_key, rpipe_free);
 }
 
-/* This thread's pipes, open and empty; NULL. */
-static struct rpipe *rpipe_get(void)
+/* This thread's pipes (none open at first); NULL. */
+static struct rpipe *pipes_get(void)
 {
 	struct rpipe *p;
 
 	pthread_once(&rpipe_once, rpipe_key_init);
 	p = pthread_getspecific(rpipe_key);
-	if (p == NULL) {
-		p = malloc(sizeof(*p));
-		if (p == NULL)
-			return NULL;
-		p->data[0] = p->data[1] = p->msg[0] = p->msg[1] = -1;
-		p->held = 0;
-		if (pthread_setspecific(rpipe_key, p) != 0) {
-			free(p);
-			return NULL;
-		}
+	if (p != NULL)
+		return p;
+	p = malloc(sizeof(*p));
+	if (p == NULL)
+		return NULL;
+	p->data[0] = p->data[1] = p->msg[0] = p->msg[1] = -1;
+	p->req[0] = p->req[1] = -1;
+	p->held = p->wheld = 0;
+	if (pthread_setspecific(rpipe_key, p) != 0) {
+		free(p);
+		return NULL;
 	}
+	return p;
+}
+
+/* This thread's reply pipes, open and empty; NULL. */
+static struct rpipe *rpipe_get(void)
+{
+	struct rpipe *p = pipes_get();
+
+	if (p == NULL)
+		return NULL;
 	if (p->held != 0)	/* a read whose reply was never made */
 		rpipe_close(p);
 	if (p->data[0] < 0 && (pipe_open(p->data, uring_max_write) < 0 ||
@@ -325,11 +373,11 @@ static size_t pipe_reply_max(size_t max_write)
 	return cap < 3 * page ? 0 : (size_t)(cap - page);
 }
 
-size_t fs_fuse_io_max_read(size_t max_write, size_t given)
+size_t fs_fuse_io_max_read(size_t max_write, size_t given, int splices)
 {
 	size_t m = given;
 
-	if (m == 0) {
+	if (m == 0 && splices) {
 		m = pipe_reply_max(max_write);
 		m = m > 0 && m < max_write ? m : 0;
 	}
@@ -337,18 +385,22 @@ size_t fs_fuse_io_max_read(size_t max_write, size_t given)
 	return given != 0 ? 0 : m;
 }
 
+void fs_fuse_io_conn_max_read(struct fuse_conn_info *conn)
+{
+	if (atomic_load(&max_read_opt) != 0)
+		conn->max_read = (unsigned)atomic_load(&max_read_opt);
+}
+
 size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn)
 {
 	size_t m;
 
+	fs_fuse_io_conn_max_read(conn);
 	if (!(atomic_load(&init_flags) & FUSE_SPLICE_WRITE))
 		return 0;
 	m = pipe_reply_max(uring_max_write);
-	if (atomic_load(&max_read_opt) != 0) {
-		/* libfuse insists on the mount option's value */
-		conn->max_read = (unsigned)atomic_load(&max_read_opt);
-		m = m < conn->max_read ? m : conn->max_read;
-	}
+	if (conn->max_read != 0 && m > conn->max_read)
+		m = conn->max_read;
 	atomic_store(&splice_max, m);
 	return m;
 }
@@ -382,22 +434,30 @@ static ssize_t rpipe_fill(struct rpipe *p, int fd, off_t off, size_t size,
 	return (ssize_t)got;
 }
 
-/* Read the @n bytes in @p's data pipe into @buf. 0 or -errno. */
-static int rpipe_drain(struct rpipe *p, char *buf, size_t n)
+/* Read @n bytes (all there) from the pipe @fd into @buf. 0 or -errno. */
+static int pipe_read_all(int fd, char *buf, size_t n)
 {
 	size_t done = 0;
 	ssize_t r;
 
 	while (done < n) {
-		r = read(p->data[0], buf + done, n - done);
-		if (r > 0) {
+		r = read(fd, buf + done, n - done);
+		if (r > 0)
 			done += (size_t)r;
-		} else if (r == 0 || errno != EINTR) {
-			rpipe_close(p);
+		else if (r == 0 || errno != EINTR)
 			return r < 0 ? -errno : -EIO;
-		}
 	}
 	return 0;
+}
+
+/* Read the @n bytes in @p's data pipe into @buf. 0 or -errno. */
+static int rpipe_drain(struct rpipe *p, char *buf, size_t n)
+{
+	int err = pipe_read_all(p->data[0], buf, n);
+
+	if (err < 0)
+		rpipe_close(p);
+	return err;
 }
 
 ssize_t fs_fuse_io_pread(int fd, void *buf, size_t size, off_t off)
@@ -485,4 +545,187 @@ static int rpipe_send(int fd, const struct iovec *iov, int count, ssize_t *res)
 uint64_t fs_fuse_io_spliced_reads(void)
 {
 	return atomic_load(&spliced_reads);
+}
+
+/* ---- write payloads spliced to a file ---- */
+
+/*
+ * After a WRITE of at least WSPLICE_MIN bytes, the next request is
+ * spliced from /dev/fuse into this thread's request pipe instead of read:
+ * the kernel puts references to the writer's page-cache pages in the
+ * pipe (no copy). wpipe_recv() reads the header and fuse_write_in out of
+ * it and leaves a large write's payload there; fs_fuse_io_pwrite()
+ * splices it into the file (one copy, into the file's page cache, where
+ * read + pwrite make two). Any other request turns reading back to
+ * read(2): splice + read are two system calls where read is one, which
+ * a small request does not earn back.
+ */
+#define WSPLICE_MIN (64u << 10)
+
+size_t fs_fuse_io_splice_writes(struct fuse_conn_info *conn, int not_ring)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), m;
+
+	if (!(atomic_load(&init_flags) & FUSE_SPLICE_READ) ||
+	    (not_ring && uring_mode != FS_URING_OFF &&
+	     (atomic_load(&init_flags) & UCFS_FUSE_OVER_IO_URING)))
+		return conn->max_write;
+	/* the header takes a pipe slot and an unaligned payload one more
+	 * page than its size: a request that does not fit is failed with
+	 * EIO by the kernel */
+	m = pipe_reply_max(uring_max_write);
+	m = m > page ? m - page : 0;
+	if (m < WSPLICE_MIN)
+		return conn->max_write;
+	if (conn->max_write > m)
+		conn->max_write = (unsigned)m;
+	atomic_store(&wsplice_on, 1);
+	return conn->max_write;
+}
+
+/* Drop what is left of this thread's spliced payload (never written). */
+static void wpipe_discard(void)
+{
+	struct rpipe *p = wpipe_held;
+
+	wpipe_held = NULL;
+	if (p != NULL && p->wheld != 0) {
+		pipe_close(p->req);
+		p->wheld = 0;
+	}
+}
+
+/* io_read() by splice: the request into this thread's pipe, then all of
+ * it into @buf but a large write's payload. read(2)'s result (a held
+ * payload counts, as if read). */
+static ssize_t wpipe_recv(int fd, void *buf, size_t len)
+{
+	const struct fuse_in_header *h = buf;
+	size_t head = sizeof(*h) + sizeof(struct fuse_write_in);
+	struct rpipe *p;
+	ssize_t n;
+	int err;
+
+	wpipe_discard();
+	p = pipes_get();
+	if (p == NULL ||
+	    (p->req[0] < 0 && pipe_open(p->req, uring_max_write) < 0))
+		return read(fd, buf, len);
+	n = splice(fd, NULL, p->req[1], NULL, len, 0);
+	if (n <= 0)
+		return n;
+	head = head < (size_t)n ? head : (size_t)n;
+	err = pipe_read_all(p->req[0], buf, head);
+	if (err == 0 && h->opcode == FUSE_WRITE &&
+	    (size_t)n - head >= WSPLICE_MIN) {
+		p->wheld = (size_t)n - head;
+		wpipe_held = p;
+		return n;
+	}
+	if (err == 0)
+		err = pipe_read_all(p->req[0], (char *)buf + head,
+				    (size_t)n - head);
+	if (err < 0) { /* the request is lost: as a device error */
+		pipe_close(p->req);
+		errno = -err;
+		return -1;
+	}
+	return n;
+}
+
+/* After a request was read: whether the next one is spliced. */
+static void wpipe_note(const void *buf, size_t len)
+{
+	const struct fuse_in_header *h = buf;
+	int large;
+
+	if (!atomic_load_explicit(&wsplice_on, memory_order_relaxed) ||
+	    len < sizeof(*h))
+		return;
+	large =
+	    h->opcode == FUSE_WRITE &&
+	    h->len >= sizeof(*h) + sizeof(struct fuse_write_in) + WSPLICE_MIN;
+	/* small writes leave it (a max_write split's tail) */
+	if (large || h->opcode != FUSE_WRITE)
+		atomic_store_explicit(&wsplice_next, large,
+				      memory_order_relaxed);
+}
+
+int fs_fuse_io_write_held(void)
+{
+	return wpipe_held != NULL;
+}
+
+int fs_fuse_io_write_copy(const void *buf, void *dst, size_t size)
+{
+	struct rpipe *p = wpipe_held;
+	int err;
+
+	if (p == NULL) {
+		memcpy(dst, buf, size);
+		return 0;
+	}
+	err = p->wheld == size ? pipe_read_all(p->req[0], dst, size) : -EIO;
+	if (err == 0)
+		p->wheld = 0;
+	wpipe_discard();
+	return err;
+}
+
+/* The held payload into this thread's buffer, then pwrite(2). */
+static ssize_t wpipe_pwrite_mem(struct rpipe *p, int fd, size_t size, off_t off)
+{
+	char *b = fs_fuse_rbuf(size);
+	int err;
+
+	err = b == NULL ? -ENOMEM : pipe_read_all(p->req[0], b, size);
+	if (err == 0)
+		p->wheld = 0;
+	wpipe_discard();
+	if (err < 0) {
+		errno = -err;
+		return -1;
+	}
+	return pwrite(fd, b, size, off);
+}
+
+ssize_t fs_fuse_io_pwrite(int fd, const void *buf, size_t size, off_t off)
+{
+	struct rpipe *p = wpipe_held;
+	size_t done = 0;
+	ssize_t n = 0;
+	int err = 0;
+
+	if (p == NULL)
+		return pwrite(fd, buf, size, off);
+	if (p->wheld != size) {
+		wpipe_discard();
+		errno = EIO;
+		return -1;
+	}
+	while (done < size) {
+		n = splice(p->req[0], NULL, fd, &off, size - done, 0);
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0 || errno != EINTR)
+			break;
+	}
+	if (n < 0)
+		err = errno;
+	if (done == 0 && err == EINVAL) /* O_APPEND, O_DIRECT, no splice */
+		return wpipe_pwrite_mem(p, fd, size, off);
+	if (done == size) {
+		p->wheld = 0;
+		atomic_fetch_add(&spliced_writes, 1);
+	}
+	wpipe_discard(); /* a short write: the rest is not written */
+	if (done > 0 || err == 0)
+		return (ssize_t)done;
+	errno = err;
+	return -1;
+}
+
+uint64_t fs_fuse_io_spliced_writes(void)
+{
+	return atomic_load(&spliced_writes);
 }

@@ -7,6 +7,7 @@
 
 #include <fuse_lowlevel.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Route the mounted session's requests and replies through ucfs's
  * read/writev. Call after fuse_session_mount(), before the loop. @mode
@@ -22,6 +23,10 @@ void fs_fuse_io_detach(void);
  * served through the rings so far into *ring_requests. */
 const char *fs_fuse_io_transport(uint64_t *ring_requests);
 
+/* The largest write request and its pages as the INIT reply told the
+ * kernel (0 before INIT). */
+void fs_fuse_io_limits(uint32_t *max_write, uint32_t *max_pages);
+
 /* 1 once the kernel accepted FUSE_HANDLE_KILLPRIV_V2: it no longer drops
  * privileges on write/truncate/chown itself; ucfs must. */
 int fs_fuse_io_killpriv_v2(void);
@@ -35,18 +40,22 @@ void fs_fuse_io_note(const void *buf, size_t len);
  * cleared (the writer lacks CAP_FSETID). */
 int fs_fuse_io_write_kill(void);
 
-/* Before the session is made, for a filesystem that will splice read
- * replies: the max_read= mount option to add (0: none), when a pipe of
- * this process cannot hold a reply of @max_write bytes and its header
- * (pipe-max-size, 1 MiB, binds a daemon without CAP_SYS_RESOURCE).
- * @given: the max_read= the user gave (0: none; then nothing is added).
- * Remembered for fs_fuse_io_splice_reads(). */
-size_t fs_fuse_io_max_read(size_t max_write, size_t given);
+/* Before the session is made: the max_read= mount option to add (0:
+ * none). @given: the max_read= the user gave (0: none); then nothing is
+ * added, but init must tell libfuse the same (fs_fuse_io_conn_max_read).
+ * Otherwise, for a filesystem that will splice read replies (@splices),
+ * the largest reply a pipe of this process holds with its header, when
+ * that is under @max_write (pipe-max-size, 1 MiB, binds a daemon
+ * without CAP_SYS_RESOURCE). Remembered for the init handler. */
+size_t fs_fuse_io_max_read(size_t max_write, size_t given, int splices);
+
+/* In the init handler: conn->max_read = the mount's max_read= (libfuse
+ * 3.14 refuses INIT with EPROTO unless they agree), if it has one. */
+void fs_fuse_io_conn_max_read(struct fuse_conn_info *conn);
 
 /* In the init handler: let fs_fuse_io_pread() splice read replies (the
- * kernel's FUSE_SPLICE_WRITE), and set conn->max_read to the mount's
- * (fs_fuse_io_max_read(): libfuse refuses INIT unless they agree).
- * Returns the largest reply it can splice (0: none); larger reads copy. */
+ * kernel's FUSE_SPLICE_WRITE), and fs_fuse_io_conn_max_read(). Returns
+ * the largest reply it can splice (0: none); larger reads copy. */
 size_t fs_fuse_io_splice_reads(struct fuse_conn_info *conn);
 
 /* pread(2) of @size bytes of @fd at @off for a read reply: after
@@ -62,5 +71,32 @@ int fs_fuse_io_reply_read(fuse_req_t req, const void *buf, size_t n);
 
 /* Read replies sent to /dev/fuse by splice so far. */
 uint64_t fs_fuse_io_spliced_reads(void);
+
+/* In the init handler: receive large writes by splice (the kernel's
+ * splice read of /dev/fuse), so that fs_fuse_io_pwrite() can splice a
+ * payload into a file from the writer's page-cache pages instead of
+ * copying it through this process. Lowers conn->max_write to what one
+ * pipe of this process holds (a request that does not fit is failed by
+ * the kernel). With @not_ring set, nothing when the io_uring transport is to be
+ * used (its requests are not spliced, and max_write stays). Returns the
+ * max_write. Then a write handler must take its payload only through
+ * fs_fuse_io_pwrite() or fs_fuse_io_write_copy(). */
+size_t fs_fuse_io_splice_writes(struct fuse_conn_info *conn, int not_ring);
+
+/* In a write handler: 1 if the payload stayed in this thread's pipe
+ * (libfuse's buffer then does not hold it). */
+int fs_fuse_io_write_held(void);
+
+/* In a write handler: the @size bytes of the payload (at @buf as libfuse
+ * passed it, or held in the pipe) into @dst. 0 or -errno. */
+int fs_fuse_io_write_copy(const void *buf, void *dst, size_t size);
+
+/* In a write handler: pwrite(2) of the request's payload to @fd at @off,
+ * spliced from the pipe when held there, else from @buf. pwrite's
+ * result (a short count when the file took part of it). */
+ssize_t fs_fuse_io_pwrite(int fd, const void *buf, size_t size, off_t off);
+
+/* Write payloads spliced into a file so far. */
+uint64_t fs_fuse_io_spliced_writes(void);
 
 #endif

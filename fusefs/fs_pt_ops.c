@@ -186,8 +186,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 			FUSE_CAP_SPLICE_MOVE);
 	conn->max_write = PT_MAX_WRITE;
 	conn->max_readahead = PT_MAX_WRITE;
-	/* read replies spliced from the lower file (fs_fuse_io_pread) */
+	/* read replies spliced from the lower file (fs_fuse_io_pread),
+	 * write payloads spliced into it (fs_fuse_io_pwrite) */
 	fs_fuse_io_splice_reads(conn);
+	fs_fuse_io_splice_writes(conn, 1);
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
@@ -625,17 +627,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	/* as the caller: a write by a non-root user clears setuid bits in
 	 * the lower filesystem (KILLPRIV_V2 leaves that to us) */
 	n = pt_cred_caller(&r, 0);
-	if (n == 0 && (fi->flags & O_DIRECT) && ((uintptr_t)buf & 4095) != 0) {
-		/* O_DIRECT wants an aligned buffer: libfuse's is not */
+	if (n == 0 && (fi->flags & O_DIRECT) &&
+	    (fs_fuse_io_write_held() || ((uintptr_t)buf & 4095) != 0)) {
+		/* O_DIRECT wants an aligned buffer: libfuse's is not, and
+		 * a payload spliced from a direct write is not either */
 		char *b = fs_fuse_rbuf(size > 0 ? size : 1);
 
-		if (b == NULL)
-			n = -ENOMEM;
-		else
-			buf = memcpy(b, buf, size);
+		n = b == NULL ? -ENOMEM : fs_fuse_io_write_copy(buf, b, size);
+		buf = b;
 	}
+	/* the payload may still be in /dev/fuse's pipe: spliced in */
 	if (n == 0) {
-		PT_CALL(&r, n, pwrite((int)fi->fh, buf, size, off));
+		PT_CALL(&r, n, fs_fuse_io_pwrite((int)fi->fh, buf, size, off));
 	}
 	if (n < 0)
 		reply_err(replying(&r), (int)n);

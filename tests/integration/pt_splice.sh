@@ -1,12 +1,23 @@
 #!/bin/sh
 # pt_splice: the lens's read replies spliced from the lower file's page
-# cache to /dev/fuse (fs_fuse_io.c) return the lower bytes exactly:
+# cache to /dev/fuse, and its write payloads spliced from /dev/fuse into
+# the lower file (fs_fuse_io.c), carry the bytes exactly:
 #  - files of sizes around the splice threshold (2 pages), around the
 #    largest reply (max_read) and larger, read cold, whole and at random
 #    offsets and lengths (UCFS_SEED), and with O_DIRECT;
 #  - the replies went by splice (transport.spliced_reads grew) and the
 #    mount's max_read lets a reply and its header fit one pipe;
-#  - a max_read= given by the user mounts and reads right.
+#  - large writes, received by splice and spliced from the writer's
+#    pages into the lower file (fs_fuse_io.c), land exactly: sequential
+#    1 MiB writes, then writes at random offsets and lengths (unaligned,
+#    up to 3 MiB: several requests each) against a model and the lower
+#    file; O_DIRECT writes (copied to an aligned buffer) and O_APPEND
+#    writes (a file splice refuses: copied too); fsx with operations up
+#    to 3 MiB; errors of the lower filesystem come back with its errno
+#    through the spliced path (EFBIG past ext4's largest file, ENOSPC
+#    when it is full); transport.spliced_writes counts them;
+#  - a max_read= given by the user mounts and reads right, on the lens
+#    and on a ucfs device mount.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 
@@ -73,6 +84,117 @@ check pt_splice_max_read sh -c "
 	m=\$(grep ' $MNT ' /proc/self/mounts | grep -o 'max_read=[0-9]*' |
 		cut -d= -f2)
 	[ -z \"\$m\" ] || [ \"\$m\" -le 1044480 ]"
+# ---- writes ----
+# spliced_writes grew by at least $1 since the snapshot $2
+grew() {
+	stat_json >"$T/now.json" &&
+		jq -n -e --slurpfile a "$2" --slurpfile b "$T/now.json" \
+			"\$b[0].transport.spliced_writes -
+			 \$a[0].transport.spliced_writes >= $1" >/dev/null
+}
+
+head -c 41943040 /dev/urandom >"$T/wsrc"
+stat_json >"$T/w0.json" || { fail pt_splice_write_stat; exit 1; }
+check pt_splice_write_dd dd if="$T/wsrc" of="$MNT/seq" bs=1M conv=fsync \
+	status=none
+check pt_splice_write_dd_lower cmp "$T/wsrc" "$LOW/seq"
+# 40 writes of 1 MiB: the first is read (it turns splicing on), and so
+# is the first after any other request (a late RELEASE of the reads)
+check pt_splice_write_counted grew 35 "$T/w0.json"
+
+stat_json >"$T/w1.json"
+check pt_splice_write_random python3 - "$MNT/rnd" "$LOW/rnd" "$SEED" <<'PY'
+import os, random, sys
+lens, low, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rnd = random.Random(seed)
+size = 24 << 20
+model = bytearray(size)
+fd = os.open(lens, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+end = 0
+for i in range(200):
+    n = rnd.choice([rnd.randrange(1, 4096), rnd.randrange(64 << 10, 3 << 20),
+                    1 << 20, 1040384, 1044480, (1 << 20) + 1])
+    off = rnd.randrange(size - n)
+    data = rnd.randbytes(n)
+    if os.pwrite(fd, data, off) != n:
+        sys.exit("short write %d+%d" % (off, n))
+    model[off:off + n] = data
+    end = max(end, off + n)
+    if i % 25 == 0:
+        k = rnd.randrange(end)
+        m = min(rnd.randrange(1, 2 << 20), end - k)
+        if os.pread(fd, m, k) != bytes(model[k:k + m]):
+            sys.exit("read back %d+%d differs after op %d" % (k, m, i))
+os.fsync(fd)
+os.close(fd)
+for path in (lens, low):
+    with open(path, "rb") as f:
+        if f.read() != bytes(model[:end]):
+            sys.exit("%s differs from the model" % path)
+PY
+check pt_splice_write_random_spliced grew 20 "$T/w1.json"
+
+# O_DIRECT: aligned buffers of the caller, the lower file opened O_DIRECT
+check pt_splice_write_direct python3 - "$MNT/dio" "$LOW/dio" "$SEED" <<'PY'
+import mmap, os, random, sys
+lens, low, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rnd = random.Random(seed + 1)
+model = bytearray(16 << 20)
+fd = os.open(lens, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+buf = mmap.mmap(-1, 4 << 20)
+for _ in range(40):
+    n = rnd.randrange(1, 1024) * 4096
+    off = rnd.randrange((len(model) - n) // 4096) * 4096
+    data = rnd.randbytes(n)
+    buf[:n] = data
+    if os.pwritev(fd, [memoryview(buf)[:n]], off) != n:
+        sys.exit("short O_DIRECT write %d+%d" % (off, n))
+    model[off:off + n] = data
+os.close(fd)
+with open(low, "rb") as f:
+    got = f.read()
+if got != bytes(model[:len(got)]) or any(model[len(got):]):
+    sys.exit("O_DIRECT writes differ in the lower file")
+PY
+
+# O_APPEND: splice(2) refuses an O_APPEND file; the payload is copied
+check pt_splice_write_append python3 - "$MNT/app" "$LOW/app" <<'PY'
+import os, sys
+lens, low = sys.argv[1], sys.argv[2]
+a, b = os.urandom(3 << 20), os.urandom(1 << 20)
+fd = os.open(lens, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for d in (a, b, a):
+    os.write(fd, d)
+os.close(fd)
+with open(low, "rb") as f:
+    if f.read() != a + b + a:
+        sys.exit("O_APPEND writes differ")
+PY
+
+check pt_splice_write_fsx "$B/tests/fsx" --seed "$SEED" --ops 1500 \
+	--maxlen $((8 << 20)) --maxop $((3 << 20)) --direct-every 40 \
+	--quiet "$MNT/fsx"
+
+# a lower error through the spliced path: a large write first (the next
+# request is spliced), then one past ext4's largest file (16 TiB - 4 KiB)
+check pt_splice_write_efbig python3 - "$MNT/efbig" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.pwrite(fd, os.urandom(1 << 20), 0)
+try:
+    os.pwrite(fd, os.urandom(1 << 20), 1 << 44)
+    sys.exit("a write past 16 TiB succeeded")
+except OSError as e:
+    if e.errno != errno.EFBIG:
+        sys.exit("errno %d, not EFBIG" % e.errno)
+os.close(fd)
+PY
+
+rm -f "$MNT/seq" "$MNT/rnd" "$MNT/dio" "$MNT/app" "$MNT/fsx" "$MNT/efbig"
+dd if=/dev/zero of="$MNT/full" bs=1M count=400 conv=fsync \
+	2>"$T/dd.err" >/dev/null
+check pt_splice_write_enospc grep -q "No space left on device" "$T/dd.err"
+rm -f "$MNT/full"
 umount "$MNT" && pass pt_splice_umount || fail pt_splice_umount
 
 # a max_read= of the user's is the mount's (libfuse 3.14 refuses INIT
@@ -86,4 +208,24 @@ if "$B/ucfs" -o passthrough,max_read=524288 "$LOW" "$MNT"; then
 else
 	fail pt_splice_user_max_read "mount -o max_read=524288 failed"
 fi
+
+# the same option on a ucfs device mount (the same libfuse rule: its
+# init used to leave max_read 0, and INIT failed with EPROTO after the
+# mount command had returned)
+dev_ok() {
+	ls "$MNT" >/dev/null 2>&1 &&
+		grep -q " $MNT fuse.ucfs .*max_read=131072" /proc/self/mounts
+}
+truncate -s 128M "$T/dev.img"
+"$B/mkfs.ucfs" -q -J 8 "$T/dev.img" || fail pt_splice_device_mkfs
+head -c 3000000 /dev/urandom >"$T/devsrc"
+"$B/ucfs" -o max_read=131072 "$T/dev.img" "$MNT"
+check pt_splice_device_max_read dev_ok
+cp "$T/devsrc" "$MNT/f"
+umount "$MNT"
+"$B/ucfs" -o max_read=131072 "$T/dev.img" "$MNT"
+echo 3 >/proc/sys/vm/drop_caches
+check pt_splice_device_max_read_remount dev_ok
+check pt_splice_device_max_read_data cmp "$T/devsrc" "$MNT/f"
+umount "$MNT"
 exit 0
