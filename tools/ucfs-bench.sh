@@ -30,6 +30,7 @@ QUICKSET="kernel ipc init block mm crypto security"
 
 QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
+SETUPFILTER=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
 
@@ -60,6 +61,8 @@ usage: $ME SCENARIO [options]
                       repeatable)
   --systems LIST      run only these systems (ucfs,ucfs_dlm,ext4,pt,lens,
                       raw,dir,dir_lens...)
+  --setups LIST       run only these setups of each scenario (1node,2way,
+                      mounted2,aged)
   --size MB           image size (default: 1024 quick, 12288 full)
   --file-mb MB        large-file size of iozone and dd, bonnie++ -s
                       (default 2048, 2 x RAM for bonnie++; capped at 40%
@@ -808,6 +811,7 @@ for_setups() {
 		[ "$CLUSTER" = yes ] || { skipped "$1" all "$SKIP2"; return; }
 	fi
 	for SETUP in $SETUPS; do
+		case " ${SETUPFILTER:-$SETUP} " in *" $SETUP "*) ;; *) continue ;; esac
 		_nodes=1 _ncl=1
 		case $SETUP in
 		2way|mounted2)
@@ -1876,6 +1880,7 @@ main() {
 		--variant) VARIANTS="$VARIANTS ${2:?}"; shift ;;
 		--dir) DIRS="$DIRS ${2:?}"; shift ;;
 		--systems) SYSFILTER=${2:?}; shift ;;
+		--setups) SETUPFILTER=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--size) SIZE_MB=${2:?}; shift ;;
 		--file-mb) FILE_MB=${2:?}; shift ;;
 		--records) RECS=$(echo "${2:?}" | tr ',' ' '); shift ;;
