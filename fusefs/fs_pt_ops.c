@@ -520,14 +520,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /* ---- files ---- */
 
 /* Open flags for the lower file. With the writeback cache the kernel
- * reads pages of write-only files and does O_APPEND itself. */
+ * reads pages of write-only files and does O_APPEND itself, and it
+ * writes any file's cached pages back through any open of it, a partial
+ * page at the end of the file too: no O_DIRECT below (EINVAL). */
 static int lower_flags(const struct fs_pt *pt, int flags)
 {
 	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
 	if (pt->writeback) {
 		if ((flags & O_ACCMODE) == O_WRONLY)
 			flags = (flags & ~O_ACCMODE) | O_RDWR;
-		flags &= ~O_APPEND;
+		flags &= ~(O_APPEND | O_DIRECT);
 	}
 	return flags | O_CLOEXEC;
 }
@@ -750,7 +752,14 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 	req_begin(&r, req, FS_OP_LSEEK);
 	(void)ino;
-	PT_CALL(&r, n, lseek((int)fi->fh, off, whence));
+	/* with the writeback cache the kernel may hold data the lower file
+	 * has not got yet, and its FUSE sends SEEK_DATA/SEEK_HOLE without
+	 * writing it back: ENOSYS makes it answer from the size itself (all
+	 * data, a hole at the end), as for a filesystem without lseek */
+	if (r.pt->writeback)
+		n = -ENOSYS;
+	else
+		PT_CALL(&r, n, lseek((int)fi->fh, off, whence));
 	if (n < 0)
 		reply_err(replying(&r), (int)n);
 	else

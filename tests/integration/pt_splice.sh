@@ -15,7 +15,9 @@
 #    writes (a file splice refuses: copied too); fsx with operations up
 #    to 3 MiB; errors of the lower filesystem come back with its errno
 #    through the spliced path (EFBIG past ext4's largest file, ENOSPC
-#    when it is full); transport.spliced_writes counts them;
+#    when it is full); transport.spliced_writes counts them; fsx with
+#    the kernel's writeback cache (its writeback goes through any open,
+#    O_DIRECT ones too);
 #  - a max_read= given by the user mounts and reads right, on the lens
 #    and on a ucfs device mount.
 . "$UCFS_TOP/tests/lib.sh"
@@ -41,7 +43,18 @@ for n in 0 5 4096 8191 8192 8193 12345 1044480 1048576 1048577 3000000; do
 done
 head -c 40000000 /dev/urandom >"$LOW/big"
 
-"$B/ucfs" -o passthrough "$LOW" "$MNT" || { fail pt_splice_mount; exit 1; }
+# ucfs ARGS: mount; umount returns before the last daemon has let its
+# stats socket go, and a mount on the same mountpoint waits for that
+ucfs() {
+	_i=0
+	until "$B/ucfs" "$@" 2>"$T/mount.err"; do
+		_i=$((_i + 1))
+		grep -q "another ucfs serves there" "$T/mount.err" &&
+			[ "$_i" -lt 100 ] || { cat "$T/mount.err"; return 1; }
+		sleep 0.1
+	done
+}
+ucfs -o passthrough "$LOW" "$MNT" || { fail pt_splice_mount; exit 1; }
 on_exit "mountpoint -q '$MNT' && umount '$MNT'"
 stat_json >"$T/s0.json" || { fail pt_splice_stat; exit 1; }
 sync
@@ -190,6 +203,19 @@ except OSError as e:
 os.close(fd)
 PY
 
+# with the kernel's writeback cache the payloads are its writeback of
+# any file's pages, through any open of it, O_DIRECT ones too
+umount "$MNT" && ucfs -o passthrough,writeback_cache "$LOW" "$MNT" ||
+	{ fail pt_splice_write_wb_mount; exit 1; }
+stat_json >"$T/w2.json"
+check pt_splice_write_wb_fsx "$B/tests/fsx" --seed "$SEED" --ops 1500 \
+	--maxlen $((8 << 20)) --maxop $((3 << 20)) --direct-every 40 \
+	--quiet "$MNT/fsxwb"
+check pt_splice_write_wb_spliced grew 1 "$T/w2.json"
+rm -f "$MNT/fsxwb"
+umount "$MNT" && ucfs -o passthrough "$LOW" "$MNT" ||
+	{ fail pt_splice_write_remount; exit 1; }
+
 rm -f "$MNT/seq" "$MNT/rnd" "$MNT/dio" "$MNT/app" "$MNT/fsx" "$MNT/efbig"
 dd if=/dev/zero of="$MNT/full" bs=1M count=400 conv=fsync \
 	2>"$T/dd.err" >/dev/null
@@ -199,7 +225,7 @@ umount "$MNT" && pass pt_splice_umount || fail pt_splice_umount
 
 # a max_read= of the user's is the mount's (libfuse 3.14 refuses INIT
 # unless the filesystem's init says the same)
-if "$B/ucfs" -o passthrough,max_read=524288 "$LOW" "$MNT"; then
+if ucfs -o passthrough,max_read=524288 "$LOW" "$MNT"; then
 	echo 3 >/proc/sys/vm/drop_caches
 	check pt_splice_user_max_read cmp -s "$LOW/big" "$MNT/big"
 	check pt_splice_user_max_read_mounted sh -c \
@@ -219,11 +245,11 @@ dev_ok() {
 truncate -s 128M "$T/dev.img"
 "$B/mkfs.ucfs" -q -J 8 "$T/dev.img" || fail pt_splice_device_mkfs
 head -c 3000000 /dev/urandom >"$T/devsrc"
-"$B/ucfs" -o max_read=131072 "$T/dev.img" "$MNT"
+ucfs -o max_read=131072 "$T/dev.img" "$MNT"
 check pt_splice_device_max_read dev_ok
 cp "$T/devsrc" "$MNT/f"
 umount "$MNT"
-"$B/ucfs" -o max_read=131072 "$T/dev.img" "$MNT"
+ucfs -o max_read=131072 "$T/dev.img" "$MNT"
 echo 3 >/proc/sys/vm/drop_caches
 check pt_splice_device_max_read_remount dev_ok
 check pt_splice_device_max_read_data cmp "$T/devsrc" "$MNT/f"
