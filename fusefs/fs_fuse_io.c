@@ -562,12 +562,12 @@ uint64_t fs_fuse_io_spliced_reads(void)
  */
 #define WSPLICE_MIN (64u << 10)
 
-size_t fs_fuse_io_splice_writes(struct fuse_conn_info *conn, int not_ring)
+size_t fs_fuse_io_splice_writes(struct fuse_conn_info *conn, int unless_ring)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), m;
 
 	if (!(atomic_load(&init_flags) & FUSE_SPLICE_READ) ||
-	    (not_ring && uring_mode != FS_URING_OFF &&
+	    (unless_ring && uring_mode != FS_URING_OFF &&
 	     (atomic_load(&init_flags) & UCFS_FUSE_OVER_IO_URING)))
 		return conn->max_write;
 	/* the header takes a pipe slot and an unaligned payload one more

@@ -1,6 +1,7 @@
 /*
  * fs_fuse_io.h — ucfs's /dev/fuse transport under libfuse (fs_fuse_io.c):
- * negotiates FUSE_HANDLE_KILLPRIV_V2 and exposes a write's kill flag.
+ * negotiates FUSE_HANDLE_KILLPRIV_V2, exposes a write's kill flag, and
+ * splices read replies from files and write payloads into them.
  */
 #ifndef UCFS_FS_FUSE_IO_H
 #define UCFS_FS_FUSE_IO_H
@@ -77,11 +78,11 @@ uint64_t fs_fuse_io_spliced_reads(void);
  * payload into a file from the writer's page-cache pages instead of
  * copying it through this process. Lowers conn->max_write to what one
  * pipe of this process holds (a request that does not fit is failed by
- * the kernel). With @not_ring set, nothing when the io_uring transport is to be
- * used (its requests are not spliced, and max_write stays). Returns the
- * max_write. Then a write handler must take its payload only through
- * fs_fuse_io_pwrite() or fs_fuse_io_write_copy(). */
-size_t fs_fuse_io_splice_writes(struct fuse_conn_info *conn, int not_ring);
+ * the kernel). With @unless_ring set, does nothing when the io_uring
+ * transport is to be used (its requests are not spliced, and max_write
+ * stays). Returns the max_write. Then a write handler must take its
+ * payload only through fs_fuse_io_pwrite() or fs_fuse_io_write_copy(). */
+size_t fs_fuse_io_splice_writes(struct fuse_conn_info *conn, int unless_ring);
 
 /* In a write handler: 1 if the payload stayed in this thread's pipe
  * (libfuse's buffer then does not hold it). */
