@@ -15,6 +15,7 @@
 #  - a lower filesystem without lasting file handles (FUSE: the lens over
 #    the lens) works with a descriptor per inode; a directory mounted on
 #    itself (in place) keeps what it held.
+# run.sh: alone (it drops the caches of the machine)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 

@@ -7,6 +7,7 @@
 #  - the replies went by splice (transport.spliced_reads grew) and the
 #    mount's max_read lets a reply and its header fit one pipe;
 #  - a max_read= given by the user mounts and reads right.
+# run.sh: alone (it drops the caches of the machine)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 
