@@ -1,12 +1,10 @@
 #!/bin/sh
-# pt_scale: a 20,000-file tree created, walked and removed through the
-# pass-through lens with the daemon's descriptor limit at 6,144 (its
-# descriptor cache holds 4,096, PT_FD_CACHE): inodes are held by file
-# handles, not descriptors (libfuse's passthrough_ll holds one per inode
-# and fails with EMFILE past its limit). The descriptors the daemon holds
-# stay within its cache bound while the kernel references more than three
-# times as many inodes as the limit allows descriptors; the stats count
-# exactly the creates and mkdirs.
+# pt_scale: a 200,000-file tree created, walked and removed through the
+# pass-through lens with the daemon's descriptor limit at 8,192: inodes are
+# held by file handles, not descriptors (libfuse's passthrough_ll holds one
+# per inode and fails with EMFILE past its limit). The descriptors the
+# daemon holds stay within its cache bound while the kernel references far
+# more inodes than that; the stats count exactly the creates and mkdirs.
 # PT_SCALE_FILES overrides the number of files (a multiple of 1000).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
@@ -15,12 +13,12 @@
 [ -c /dev/fuse ] || { skip pt_scale "no /dev/fuse"; exit 0; }
 command -v jq >/dev/null || { skip pt_scale "jq not installed"; exit 0; }
 
-N=${PT_SCALE_FILES:-20000}
+N=${PT_SCALE_FILES:-200000}
 DIRS=$((N / 1000))
-LIMIT=6144
+LIMIT=8192
 IMG=$T/img LOW=$T/low MNT=$T/mnt
 mkdir -p "$LOW" "$MNT"
-truncate -s 512M "$IMG"
+truncate -s 2G "$IMG"
 mkfs.ext4 -q -F -b 4096 -N $((N + 10000)) "$IMG" || { fail pt_scale_mkfs; exit 1; }
 mount -o loop "$IMG" "$LOW" || { fail pt_scale_lower; exit 1; }
 on_exit "umount -l '$LOW'"
