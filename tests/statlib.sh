@@ -7,6 +7,9 @@
 #                              request is counted when its handler returns,
 #                              just after the answer the caller waited for
 #                              (the checks that follow fail on their own)
+#   ns_churn                   100 creates (f0..f99), 10 mkdirs (d0..d9)
+#                              and 100 unlinks in $MNT: the requests whose
+#                              counts the tests then check
 
 stat_json() { "$B/ucfs-stat" --json "$MNT"; }
 
@@ -18,4 +21,13 @@ snap_until() {
 		[ "$_i" -ge 50 ] && return 1
 		sleep 0.1
 	done
+}
+
+ns_churn() {
+	_i=0
+	while [ $_i -lt 100 ]; do : >"$MNT/f$_i"; _i=$((_i + 1)); done
+	_i=0
+	while [ $_i -lt 10 ]; do mkdir "$MNT/d$_i"; _i=$((_i + 1)); done
+	_i=0
+	while [ $_i -lt 100 ]; do rm "$MNT/f$_i"; _i=$((_i + 1)); done
 }

@@ -10,28 +10,19 @@
 #include "tests/fuzz/fz_common.h"
 #include "tests/fuzz/fz_image.h"
 
-static struct fz_img im;
-static uint8_t *dev;
-
-static void setup(void)
+/* The metadata blocks outside the journals, and each journal's header. */
+static void map(struct fz_img *im)
 {
-	const struct fs_sb *sb;
+	const struct fs_sb *sb = (const void *)im->base;
 
-	if (fz_build(&im, 0) < 0 || (dev = bd_buf_alloc(FZ_DEV_BYTES)) == NULL)
-		fz_fail("cannot build the base image");
-	sb = (void *)im.base;
-	fz_map_meta(&im, 0, im.jstart);
+	fz_map_meta(im, 0, im->jstart);
 	for (uint32_t s = 0; s < sb->slot_count; s++)
-		fz_map_meta(&im, im.jstart + (uint64_t)s * im.jblocks,
-			    im.jstart + (uint64_t)s * im.jblocks + 1);
-	fz_map_meta(&im, im.jend, FZ_DEV_BLOCKS);
-	fz_seed_map(&im);
+		fz_map_meta(im, im->jstart + (uint64_t)s * im->jblocks,
+			    im->jstart + (uint64_t)s * im->jblocks + 1);
+	fz_map_meta(im, im->jend, FZ_DEV_BLOCKS);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (dev == NULL)
-		setup();
-	fz_run(&im, dev, data, size);
-	return 0;
+	return fz_image_input(data, size, 0, map);
 }

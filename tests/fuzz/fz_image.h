@@ -21,7 +21,9 @@
  *                the last must be clean unless fsck -y said it made no
  *                repair (and why);
  *   fz_run:      all of it, and an image fsck found clean must still be
- *                clean after fz_exercise.
+ *                clean after fz_exercise;
+ *   fz_image_input: a harness's whole LLVMFuzzerTestOneInput but for its
+ *                choice of base image and blocks.
  * Nothing here may crash, hang or leak; fz_fsck returns -1 when the repair
  * invariant fails (the harness aborts so the fuzzer keeps the input).
  */
@@ -473,7 +475,6 @@ static int fz_fsck(struct fz_img *im)
 	return 0;
 }
 
-/* One input, start to end. */
 /* One input, start to end. An image fsck finds clean must still be clean
  * after the mount, the walk and the namespace operations. */
 static void fz_run(struct fz_img *im, uint8_t *dev, const uint8_t *data,
@@ -494,6 +495,29 @@ static void fz_run(struct fz_img *im, uint8_t *dev, const uint8_t *data,
 		fz_fail("cannot reload the image");
 	if (fz_fsck(im) < 0)
 		fz_fail("fsck -y then fsck -n is not clean");
+}
+
+/* ---- a harness ---------------------------------------------------------- */
+
+static struct fz_img fz_im; /* built at the harness's first input */
+static uint8_t *fz_dev;	    /* the work device's bytes */
+
+/* The body of LLVMFuzzerTestOneInput of an image harness: at the first
+ * input build the base image (@crash as fz_build), let @map pick the
+ * blocks the input covers and write the seed (FZ_WRITE_SEED); then
+ * fz_run every input. */
+static int fz_image_input(const uint8_t *data, size_t size, int crash,
+			  void (*map)(struct fz_img *im))
+{
+	if (fz_dev == NULL) {
+		if (fz_build(&fz_im, crash) < 0 ||
+		    (fz_dev = bd_buf_alloc(FZ_DEV_BYTES)) == NULL)
+			fz_fail("cannot build the base image");
+		map(&fz_im);
+		fz_seed_map(&fz_im);
+	}
+	fz_run(&fz_im, fz_dev, data, size);
+	return 0;
 }
 
 #endif /* UCFS_FZ_IMAGE_H */

@@ -4,6 +4,7 @@
 # fill ucfs-age reached, the DESIGN.md target "aged fs write / fresh" has a
 # value and a verdict, the aged table is printed, and nothing stays
 # mounted. About 15 s.
+# run.sh: alone (ucfs-bench drops the caches of the machine)
 . "$UCFS_TOP/tests/lib.sh"
 
 if [ "$(id -u)" != 0 ]; then

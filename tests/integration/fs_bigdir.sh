@@ -1,12 +1,15 @@
 #!/bin/sh
-# fs_bigdir: one directory with 100,000 entries (UCFS_BIGDIR_N to change):
+# fs_bigdir: one directory with 20,000 entries (UCFS_BIGDIR_N to change):
 # create them, stat a sample, readdir count (no duplicates, none missing),
 # fsck clean, the same after a remount, delete every entry, fsck clean.
+# 20,000 names fill about 320 leaves of the directory's B+tree: more than
+# its root in the inode can point to, so the root is two levels above the
+# leaves (checked: the full tree fsck walks has interior nodes).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 
 IMG=$T/img MNT=$T/mnt
-N=${UCFS_BIGDIR_N:-100000}
+N=${UCFS_BIGDIR_N:-20000}
 fs_mkfs "$IMG" 1024 || { fail bigdir_mkfs; exit 1; }
 fs_mount "$IMG" "$MNT" || { fail bigdir_mount; exit 1; }
 D=$MNT/big
@@ -28,7 +31,14 @@ count_check() {	# readdir must return each name exactly once
 check bigdir_readdir_exact count_check
 check bigdir_nlink test "$(stat -c %h "$D")" = 2
 
+INO=$(stat -c %i "$D")
 check bigdir_umount fs_umount "$MNT"
+# the root node's level (fusefs/FORMAT.md: inode block = ino, the root
+# node at byte 256, its header's first u16)
+if [ "$(fs_target)" = ucfs ]; then
+	check bigdir_tree_interior test "$(od -An -tu2 -j $((INO * 4096 + 256)) \
+		-N2 "$IMG")" -ge 2
+fi
 # the full tree (interior nodes, key 0 above child 0's keys) checks clean
 check bigdir_fsck_full fs_fsck "$IMG"
 fs_mount "$IMG" "$MNT" || { fail bigdir_remount; exit 1; }

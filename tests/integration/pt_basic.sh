@@ -15,6 +15,7 @@
 #  - a lower filesystem without lasting file handles (FUSE: the lens over
 #    the lens) works with a descriptor per inode; a directory mounted on
 #    itself (in place) keeps what it held.
+# run.sh: alone (it drops the caches of the machine)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 
@@ -89,12 +90,7 @@ stat_json >"$T/s0.json" || { fail pt_ucfs_stat; exit 1; }
 check pt_stats_section jq -e '.passthrough.dir != null and
 	.transport.name != null' "$T/s0.json"
 
-i=0
-while [ $i -lt 100 ]; do : >"$MNT/f$i"; i=$((i + 1)); done
-i=0
-while [ $i -lt 10 ]; do mkdir "$MNT/d$i"; i=$((i + 1)); done
-i=0
-while [ $i -lt 100 ]; do rm "$MNT/f$i"; i=$((i + 1)); done
+ns_churn
 head -c 8M /dev/urandom >"$T/data"
 dd if="$T/data" of="$MNT/direct" bs=1M oflag=direct status=none
 dd if="$MNT/direct" of="$T/back" bs=1M iflag=direct status=none

@@ -20,6 +20,7 @@
 #    O_DIRECT ones too);
 #  - a max_read= given by the user mounts and reads right, on the lens
 #    and on a ucfs device mount.
+# run.sh: alone (it drops the caches of the machine)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/statlib.sh"
 

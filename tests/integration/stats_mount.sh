@@ -41,12 +41,7 @@ check node_rss jq -e '.node.rss_kb_now > 0 and
 	.node.max_rss_kb >= .node.rss_kb_now' "$T/s0.json"
 
 # 100 creates, 10 mkdirs, 100 unlinks: each counts exactly once
-i=0
-while [ $i -lt 100 ]; do : >"$MNT/f$i"; i=$((i + 1)); done
-i=0
-while [ $i -lt 10 ]; do mkdir "$MNT/d$i"; i=$((i + 1)); done
-i=0
-while [ $i -lt 100 ]; do rm "$MNT/f$i"; i=$((i + 1)); done
+ns_churn
 snap_until "$T/s1.json" "$T/s0.json" \
 	'$b[0].fuse.ops.unlink.count - $a[0].fuse.ops.unlink.count >= 100'
 delta() { # OP FIELD

@@ -24,29 +24,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-static const char *errname(int e)
-{
-	static const struct {
-		int e;
-		const char *n;
-	} t[] = {
-	    {0, "OK"},		{ENOENT, "ENOENT"},
-	    {EISDIR, "EISDIR"}, {EINVAL, "EINVAL"},
-	    {EXDEV, "EXDEV"},	{ENOSPC, "ENOSPC"},
-	    {EIO, "EIO"},	{EFBIG, "EFBIG"},
-	    {ENXIO, "ENXIO"},	{EOPNOTSUPP, "EOPNOTSUPP"},
-	    {ENOTTY, "ENOTTY"}, {EBADF, "EBADF"},
-	    {ENOSYS, "ENOSYS"}, {EPERM, "EPERM"},
-	    {ENODEV, "ENODEV"}, {ETXTBSY, "ETXTBSY"},
-	};
-	static char buf[32];
-
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		if (t[i].e == e)
-			return t[i].n;
-	snprintf(buf, sizeof(buf), "E%d", e);
-	return buf;
-}
+#include "tests/progs/prog.h"
 
 static int parse_mode(const char *s)
 {
@@ -192,18 +170,5 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int e;
-
-	if (argc < 3)
-		goto usage;
-	e = run(argc, argv);
-	if (e == -1)
-		goto usage;
-	if (e >= 0)
-		printf("%s\n", errname(e));
-	return 0;
-usage:
-	fprintf(stderr,
-		"usage: fileop OP ARGS... (see tests/progs/fileop.c)\n");
-	return 2;
+	return prog_main(argc, argv, "fileop", run);
 }

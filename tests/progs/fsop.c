@@ -19,30 +19,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static const char *errname(int e)
-{
-	static const struct {
-		int e;
-		const char *n;
-	} t[] = {
-		{ 0, "OK" }, { ENOENT, "ENOENT" }, { ENOTDIR, "ENOTDIR" },
-		{ EISDIR, "EISDIR" }, { EEXIST, "EEXIST" },
-		{ ENOTEMPTY, "ENOTEMPTY" }, { EINVAL, "EINVAL" },
-		{ EPERM, "EPERM" }, { EACCES, "EACCES" }, { EXDEV, "EXDEV" },
-		{ ENOSPC, "ENOSPC" }, { EIO, "EIO" }, { EMLINK, "EMLINK" },
-		{ ENAMETOOLONG, "ENAMETOOLONG" }, { EBUSY, "EBUSY" },
-		{ ENODATA, "ENODATA" }, { ERANGE, "ERANGE" }, { E2BIG, "E2BIG" },
-		{ EFBIG, "EFBIG" }, { EROFS, "EROFS" }, { ELOOP, "ELOOP" },
-		{ EOPNOTSUPP, "EOPNOTSUPP" }, { EUCLEAN, "EUCLEAN" },
-	};
-	static char buf[32];
-
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		if (t[i].e == e)
-			return t[i].n;
-	snprintf(buf, sizeof(buf), "E%d", e);
-	return buf;
-}
+#include "tests/progs/prog.h"
 
 static int rc(int r)
 {
@@ -104,16 +81,5 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int e;
-
-	if (argc < 3)
-		goto usage;
-	e = run(argc, argv);
-	if (e < 0)
-		goto usage;
-	printf("%s\n", errname(e));
-	return 0;
-usage:
-	fprintf(stderr, "usage: fsop OP ARGS... (see tests/progs/fsop.c)\n");
-	return 2;
+	return prog_main(argc, argv, "fsop", run);
 }

@@ -12,8 +12,9 @@
 #include "blockdev/bd.h"
 #include "fusefs/fs_internal.h"
 
-static inline struct bd_dev *cf_ram_fs(unsigned mb, unsigned journal_mb,
-				       unsigned rgrp_mb)
+/* @slots journals (0: mkfs's default). */
+static inline struct bd_dev *cf_ram_fs_slots(unsigned mb, unsigned journal_mb,
+					     unsigned rgrp_mb, unsigned slots)
 {
 	struct fs_mkfs_params p;
 	struct bd_dev *bd;
@@ -22,6 +23,8 @@ static inline struct bd_dev *cf_ram_fs(unsigned mb, unsigned journal_mb,
 	fs_mkfs_defaults(&p);
 	p.journal_mb = journal_mb;
 	p.rgrp_mb = rgrp_mb;
+	if (slots != 0)
+		p.slots = slots;
 	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
 		return NULL;
 	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
@@ -30,6 +33,12 @@ static inline struct bd_dev *cf_ram_fs(unsigned mb, unsigned journal_mb,
 		return NULL;
 	}
 	return bd;
+}
+
+static inline struct bd_dev *cf_ram_fs(unsigned mb, unsigned journal_mb,
+				       unsigned rgrp_mb)
+{
+	return cf_ram_fs_slots(mb, journal_mb, rgrp_mb, 0);
 }
 
 /* Mount with a journal that never commits on its own (commit=3600). */

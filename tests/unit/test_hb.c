@@ -33,25 +33,13 @@
 #include "blockdev/bd.h"
 #include "fusefs/fs_hb.h"
 #include "fusefs/fs_internal.h"
+#include "core_fixture.h"
 #include "harness.h"
 
+/* 64 MiB formatted with 2 slots (4 MiB journals, 16 MiB rgroups). */
 static struct bd_dev *ram_fs(void)
 {
-	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
-
-	fs_mkfs_defaults(&p);
-	p.journal_mb = 4;
-	p.rgrp_mb = 16;
-	p.slots = 2;
-	if (bd_ram_open(64ull << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
+	return cf_ram_fs_slots(64, 4, 16, 2);
 }
 
 static struct fs_hb *hb_open_t(struct bd_dev *bd, uint32_t node,

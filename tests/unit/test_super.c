@@ -14,24 +14,13 @@
 #include <unistd.h>
 
 #include "fusefs/fs_internal.h"
+#include "core_fixture.h"
 #include "harness.h"
 
+/* 32 MiB formatted with 4 MiB journals and 8 MiB rgroups. */
 static struct bd_dev *ram_fs(void)
 {
-	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
-
-	fs_mkfs_defaults(&p);
-	p.journal_mb = 4;
-	p.rgrp_mb = 8;
-	if (bd_ram_open(32 << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
+	return cf_ram_fs(32, 4, 8);
 }
 
 static int mount_opts(struct bd_dev *bd, int ro, int backup, struct fs **fs,
