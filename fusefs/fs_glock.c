@@ -1,6 +1,11 @@
 /*
- * fs_glock.c — a cluster lock cached on this node with local holders
- * (fs_glock.h explains the model).
+ * fs_glock.c — the glock engine: cluster locks cached on this node with
+ * local holders (fs_glock.h explains the model).
+ *
+ * The engine: a hash table of glocks keyed by (type, num) under e->mu,
+ * with reference counts. For now every glock still has its own demote
+ * thread and idle glocks are never dropped (conf.max, conf.workers and
+ * the lock events are not used yet).
  *
  * States of a glock (fields under gl->mu):
  *   mode      -1 (never granted), LK_NL, LK_PR or LK_EX: granted now
@@ -19,13 +24,19 @@
  *            NL; wakes the glock thread
  *   glock thread: demote_to set, minhold passed since the grant, no
  *            holder of a mode the target does not cover -> busy, ops->sync
- *            (from EX), lk_convert down, -> mode = target, not busy
+ *            (from EX), ops->drop (to NL), lk_convert down, -> mode =
+ *            target, not busy
+ *   try:     as acquire, but a hit or one LK_NOQUEUE request made only
+ *            when not busy, no demote pending and no holder; an invalid
+ *            LVB (recovery needed) gives the grant back (NL), -EAGAIN
  * A holder is admitted while a demote is pending only if the target
  * covers its mode or the minimum hold time has not passed yet.
  *
- * Locking: gl->mu protects everything below; it is released around every
- * DLM call that may wait and around ops->sync / ops->inval (busy keeps
- * the state stable meanwhile). Lock order: gl->mu before the DLM's own
+ * Locking: e->mu protects the table, the reference counts and the
+ * engine's flags; gl->mu protects the glock's state below. Order: e->mu
+ * before gl->mu (fence, stop, drop_all, stats walk the table). gl->mu is
+ * released around every DLM call that may wait and around the ops (busy
+ * keeps the state stable meanwhile). Lock order: gl->mu before the DLM's own
  * lock (lk_lvb_get/lk_lvb_set are called with gl->mu held; the DLM never
  * calls back with its lock held).
  */
@@ -38,13 +49,31 @@
 #include <sys/random.h>
 #include <time.h>
 
+struct fs_glocks {
+	struct lk_ls *ls;	    /* immutable */
+	struct fs_glocks_conf conf; /* immutable */
+	struct {
+		const struct fs_glock_ops *ops;
+		void *arg;
+	} type[FS_GLOCK_TYPES]; /* set before the first get of the type */
+	pthread_mutex_t mu;
+	struct fs_glock **bucket; /* mu: hash chains */
+	size_t nbucket;		  /* mu */
+	size_t count;		  /* mu: glocks in the table */
+	int fenced;		  /* mu */
+	int stopped;		  /* mu */
+};
+
 struct fs_glock {
+	struct fs_glocks *e;		/* immutable */
 	struct lk_ls *ls;		/* immutable */
 	struct lk_name name;		/* immutable */
 	uint64_t minhold_ns;		/* immutable */
 	const struct fs_glock_ops *ops; /* immutable */
 	void *arg;			/* immutable */
 	pthread_t thread;		/* immutable after new */
+	struct fs_glock *hnext;		/* e->mu: hash chain */
+	unsigned ref;			/* e->mu: references */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	     /* any state change (broadcast) */
@@ -269,9 +298,24 @@ static int upgrade_for_recovery(struct fs_glock *gl, int *mode)
 	return ret;
 }
 
-/* One DLM request (first lock or up-conversion) for @mode. mu held on
- * entry and return; busy is set meanwhile. */
-static int request(struct fs_glock *gl, int mode)
+/* A NOQUEUE grant (fs_glock_try) found the LVB invalid and recovery
+ * needs a blocking EX: give the mode back (NL: never waits). mu held,
+ * busy set. */
+static int try_needs_recovery(struct fs_glock *gl)
+{
+	uint8_t lvb[LK_LVB_LEN];
+
+	if (gl->ops->recover == NULL || lk_lvb_get(gl->lk, lvb) == 0)
+		return 0;
+	if (gl_convert(gl, LK_NL) == 0)
+		gl->mode = LK_NL;
+	return -EAGAIN;
+}
+
+/* One DLM request (first lock or up-conversion) for @mode with @flags
+ * (0 or LK_NOQUEUE). mu held on entry and return; busy is set
+ * meanwhile. */
+static int request(struct fs_glock *gl, int mode, unsigned flags)
 {
 	struct lk_lock *lk = gl->lk;
 	int ret;
@@ -280,17 +324,20 @@ static int request(struct fs_glock *gl, int mode)
 	gl->comp_done = 0;
 	pthread_mutex_unlock(&gl->mu);
 	if (lk == NULL)
-		ret = lk_lock(gl->ls, &gl->name, mode, LK_VALBLK, &gl_lk_ops,
-			      gl, &lk);
+		ret = lk_lock(gl->ls, &gl->name, mode, LK_VALBLK | flags,
+			      &gl_lk_ops, gl, &lk);
 	else
-		ret = lk_convert(lk, mode, 0);
+		ret = lk_convert(lk, mode, flags);
 	pthread_mutex_lock(&gl->mu);
 	ret = gl_done(gl, ret);
 	gl->st.requests++;
 	if (ret == 0) {
 		gl->lk = lk;
 		gl->mode = mode;
-		ret = upgrade_for_recovery(gl, &mode);
+		if (flags & LK_NOQUEUE)
+			ret = try_needs_recovery(gl);
+		else
+			ret = upgrade_for_recovery(gl, &mode);
 	}
 	if (ret == 0) {
 		gl->grant_ns = now_ns();
@@ -301,6 +348,14 @@ static int request(struct fs_glock *gl, int mode)
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
 	return ret;
+}
+
+/* Become a holder in @mode. mu held. */
+static void hold(struct fs_glock *gl, int mode)
+{
+	gl->holders[mode]++;
+	gl->nholders++;
+	gl->st.acquires++;
 }
 
 int fs_glock_acquire(struct fs_glock *gl, int mode)
@@ -319,13 +374,15 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 			break;
 		}
 		if (admit(gl, mode, now)) {
-			gl->holders[mode]++;
-			gl->nholders++;
-			gl->st.acquires++;
-			if (t0 == 0)
+			hold(gl, mode);
+			if (t0 == 0) {
 				gl->st.hits++;
-			else
+			} else {
+				gl->st.waits++;
 				gl->st.wait_ns += now - t0;
+				if (now - t0 > gl->st.max_wait_ns)
+					gl->st.max_wait_ns = now - t0;
+			}
 			ret = 0;
 			break;
 		}
@@ -335,7 +392,7 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 			gl_wait(gl, 0); /* let the demote (or request) end */
 			continue;
 		}
-		ret = request(gl, mode);
+		ret = request(gl, mode, 0);
 		if (ret == -EDEADLK || ret == -EAGAIN) {
 			/* conversion deadlock victim: we keep our mode and
 			 * the other side waits for it: give it up (as if
@@ -352,6 +409,34 @@ int fs_glock_acquire(struct fs_glock *gl, int mode)
 			pthread_cond_broadcast(&gl->cv);
 		}
 	}
+	pthread_mutex_unlock(&gl->mu);
+	return ret;
+}
+
+int fs_glock_try(struct fs_glock *gl, int mode)
+{
+	int ret = -EAGAIN;
+
+	if (mode != LK_PR && mode != LK_EX)
+		return -EINVAL;
+	pthread_mutex_lock(&gl->mu);
+	if (gl->fenced) {
+		ret = -EIO;
+	} else if (admit(gl, mode, now_ns())) {
+		hold(gl, mode);
+		gl->st.hits++;
+		ret = 0;
+	} else if (!gl->busy && gl->demote_to < 0 && gl->nholders == 0) {
+		ret = request(gl, mode, LK_NOQUEUE);
+		if (ret == -EDEADLK)
+			ret = -EAGAIN;
+		else if (ret < 0 && ret != -EAGAIN)
+			gl->fenced = 1; /* -ESHUTDOWN: fenced out */
+		if (ret == 0)
+			hold(gl, mode);
+	}
+	if (ret == -EAGAIN)
+		gl->st.try_fails++;
 	pthread_mutex_unlock(&gl->mu);
 	return ret;
 }
@@ -396,7 +481,13 @@ static void demote(struct fs_glock *gl)
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
+	if (ret == 0 && to == LK_NL && gl->ops->drop != NULL)
+		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
+	if (from == LK_EX && gl->ops->sync != NULL)
+		gl->st.syncs++;
+	if (ret == 0 && to == LK_NL && gl->ops->drop != NULL)
+		gl->st.drops++;
 	if (ret == 0)
 		ret = gl_convert(gl, to);
 	if (ret == 0) {
@@ -450,24 +541,28 @@ static void *gl_thread(void *arg)
 	return NULL;
 }
 
-/* ---- life cycle ------------------------------------------------------- */
+/* ---- one glock: life cycle --------------------------------------------- */
 
-int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
-		 unsigned minhold_ms, const struct fs_glock_ops *ops, void *arg,
-		 struct fs_glock **out)
+static const struct fs_glock_ops no_ops;
+
+/* A new glock on @name (not in the table yet), its thread started. */
+static int gl_new(struct fs_glocks *e, const struct lk_name *name,
+		  struct fs_glock **out)
 {
-	static const struct fs_glock_ops none;
 	struct fs_glock *gl = calloc(1, sizeof(*gl));
 	pthread_condattr_t ca;
 	int ret;
 
 	if (gl == NULL)
 		return -ENOMEM;
-	gl->ls = ls;
+	gl->e = e;
+	gl->ls = e->ls;
 	gl->name = *name;
-	gl->minhold_ns = (uint64_t)minhold_ms * 1000000ull;
-	gl->ops = ops != NULL ? ops : &none;
-	gl->arg = arg;
+	gl->minhold_ns = (uint64_t)e->conf.minhold_ms * 1000000ull;
+	gl->ops = e->type[name->type].ops;
+	gl->arg = e->type[name->type].arg;
+	if (gl->ops == NULL)
+		gl->ops = &no_ops;
 	gl->mode = -1;
 	gl->demote_to = -1;
 	pthread_mutex_init(&gl->mu, NULL);
@@ -486,7 +581,7 @@ int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
 	return 0;
 }
 
-void fs_glock_fence(struct fs_glock *gl)
+static void gl_fence(struct fs_glock *gl)
 {
 	pthread_mutex_lock(&gl->mu);
 	gl->fenced = 1;
@@ -494,32 +589,11 @@ void fs_glock_fence(struct fs_glock *gl)
 	pthread_mutex_unlock(&gl->mu);
 }
 
-int fs_glock_fenced(struct fs_glock *gl)
-{
-	int f;
-
-	pthread_mutex_lock(&gl->mu);
-	f = gl->fenced;
-	pthread_mutex_unlock(&gl->mu);
-	return f;
-}
-
-void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
-{
-	pthread_mutex_lock(&gl->mu);
-	*out = gl->st;
-	out->mode = gl->mode;
-	out->holders = gl->nholders;
-	out->fenced = gl->fenced;
-	pthread_mutex_unlock(&gl->mu);
-}
-
-void fs_glock_stop(struct fs_glock *gl)
+/* Stop the glock's thread (fs_glocks_stop). */
+static void gl_stop(struct fs_glock *gl)
 {
 	uint64_t deadline = now_ns() + GL_STOP_NS;
 
-	if (gl == NULL)
-		return;
 	pthread_mutex_lock(&gl->mu);
 	if (gl->joined) {
 		pthread_mutex_unlock(&gl->mu);
@@ -539,14 +613,375 @@ void fs_glock_stop(struct fs_glock *gl)
 	pthread_join(gl->thread, NULL);
 }
 
-void fs_glock_free(struct fs_glock *gl)
+/* Unlock without sync and free (fs_glocks_free: stopped). */
+static void gl_free(struct fs_glock *gl)
 {
-	if (gl == NULL)
-		return;
-	fs_glock_stop(gl);
 	if (gl->lk != NULL && !gl->fenced)
 		lk_unlock(gl->lk, 0);
 	pthread_cond_destroy(&gl->cv);
 	pthread_mutex_destroy(&gl->mu);
 	free(gl);
+}
+
+/* Sync (from EX), drop and unlock: no holder, not busy (drop_all). */
+static int gl_unlock(struct fs_glock *gl)
+{
+	int from, ret = 0;
+
+	pthread_mutex_lock(&gl->mu);
+	while (gl->busy && !gl->fenced)
+		gl_wait(gl, now_ns() + GL_NAP_NS);
+	from = gl->mode;
+	if (gl->fenced || gl->nholders > 0 || gl->lk == NULL) {
+		ret = gl->fenced ? -EIO : gl->nholders > 0 ? -EBUSY : 0;
+		pthread_mutex_unlock(&gl->mu);
+		return ret;
+	}
+	gl->busy = 1;
+	pthread_mutex_unlock(&gl->mu);
+	if (from == LK_EX && gl->ops->sync != NULL)
+		ret = gl->ops->sync(gl, from, -1, gl->arg);
+	if (ret == 0 && from > LK_NL && gl->ops->drop != NULL)
+		gl->ops->drop(gl, from, gl->arg);
+	pthread_mutex_lock(&gl->mu);
+	if (ret == 0) {
+		lk_unlock(gl->lk, 0);
+		gl->lk = NULL;
+		gl->mode = -1;
+		gl->demote_to = -1;
+	} else {
+		gl->fenced = 1;
+	}
+	gl->busy = 0;
+	pthread_cond_broadcast(&gl->cv);
+	pthread_mutex_unlock(&gl->mu);
+	return ret;
+}
+
+uint16_t fs_glock_type(const struct fs_glock *gl)
+{
+	return gl->name.type;
+}
+
+uint64_t fs_glock_num(const struct fs_glock *gl)
+{
+	return gl->name.num;
+}
+
+int fs_glock_mode(struct fs_glock *gl)
+{
+	int m;
+
+	pthread_mutex_lock(&gl->mu);
+	m = gl->mode;
+	pthread_mutex_unlock(&gl->mu);
+	return m;
+}
+
+void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
+{
+	pthread_mutex_lock(&gl->mu);
+	*out = gl->st;
+	out->mode = gl->mode;
+	out->holders = gl->nholders;
+	out->fenced = gl->fenced;
+	out->minhold_ms = gl->minhold_ns / 1000000ull;
+	pthread_mutex_unlock(&gl->mu);
+}
+
+/* ---- the engine -------------------------------------------------------- */
+
+#define GL_NBUCKET 4096
+
+int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
+		  struct fs_glocks **out)
+{
+	struct fs_glocks *e = calloc(1, sizeof(*e));
+
+	if (e == NULL)
+		return -ENOMEM;
+	e->ls = ls;
+	if (c != NULL)
+		e->conf = *c;
+	if (e->conf.workers == 0)
+		e->conf.workers = 2;
+	e->nbucket = GL_NBUCKET;
+	e->bucket = calloc(e->nbucket, sizeof(*e->bucket));
+	if (e->bucket == NULL) {
+		free(e);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&e->mu, NULL);
+	*out = e;
+	return 0;
+}
+
+void fs_glocks_set_ops(struct fs_glocks *e, uint16_t type,
+		       const struct fs_glock_ops *ops, void *arg)
+{
+	if (type >= FS_GLOCK_TYPES)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->type[type].ops = ops;
+	e->type[type].arg = arg;
+	pthread_mutex_unlock(&e->mu);
+}
+
+void fs_glocks_set_trace(struct fs_glocks *e, struct fs_trace *tr,
+			 const char *(*type_name)(unsigned type),
+			 struct fs_stats_lk *lk)
+{
+	/* lock events: the scaled engine (next step) */
+	(void)e;
+	(void)tr;
+	(void)type_name;
+	(void)lk;
+}
+
+static size_t hash_of(const struct fs_glocks *e, uint16_t type, uint64_t num)
+{
+	uint64_t h = (num ^ ((uint64_t)type << 56)) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32) % e->nbucket;
+}
+
+static struct fs_glock *lookup(struct fs_glocks *e, uint16_t type, uint64_t num)
+{
+	struct fs_glock *gl = e->bucket[hash_of(e, type, num)];
+
+	while (gl != NULL && (gl->name.type != type || gl->name.num != num))
+		gl = gl->hnext;
+	return gl;
+}
+
+int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
+		 struct fs_glock **out)
+{
+	struct fs_glock *gl;
+	struct lk_name n;
+	size_t h;
+	int ret = 0;
+
+	if (type >= FS_GLOCK_TYPES)
+		return -EINVAL;
+	lk_name_make(&n, type, num, NULL);
+	pthread_mutex_lock(&e->mu);
+	gl = lookup(e, type, num);
+	if (e->fenced) {
+		ret = -EIO;
+	} else if (gl == NULL) {
+		ret = gl_new(e, &n, &gl);
+		if (ret == 0) {
+			h = hash_of(e, type, num);
+			gl->hnext = e->bucket[h];
+			e->bucket[h] = gl;
+			e->count++;
+		}
+	}
+	if (ret == 0) {
+		gl->ref++;
+		*out = gl;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return ret;
+}
+
+void fs_glock_put(struct fs_glock *gl)
+{
+	if (gl == NULL)
+		return;
+	pthread_mutex_lock(&gl->e->mu);
+	gl->ref--;
+	pthread_mutex_unlock(&gl->e->mu);
+}
+
+/* Call @fn on every glock in the table (e->mu held). */
+static void for_each(struct fs_glocks *e, void (*fn)(struct fs_glock *gl))
+{
+	for (size_t b = 0; b < e->nbucket; b++)
+		for (struct fs_glock *gl = e->bucket[b]; gl != NULL;
+		     gl = gl->hnext)
+			fn(gl);
+}
+
+void fs_glocks_fence(struct fs_glocks *e)
+{
+	pthread_mutex_lock(&e->mu);
+	e->fenced = 1;
+	for_each(e, gl_fence);
+	pthread_mutex_unlock(&e->mu);
+}
+
+int fs_glocks_fenced(struct fs_glocks *e)
+{
+	int f;
+
+	pthread_mutex_lock(&e->mu);
+	f = e->fenced;
+	pthread_mutex_unlock(&e->mu);
+	return f;
+}
+
+int fs_glocks_drop_all(struct fs_glocks *e)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&e->mu);
+	for (size_t b = 0; b < e->nbucket; b++) {
+		for (struct fs_glock *gl = e->bucket[b]; gl != NULL;
+		     gl = gl->hnext) {
+			int r = gl_unlock(gl);
+
+			if (r < 0 && ret == 0)
+				ret = r;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return ret;
+}
+
+void fs_glocks_stop(struct fs_glocks *e)
+{
+	if (e == NULL)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stopped = 1;
+	for_each(e, gl_stop);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void fs_glocks_free(struct fs_glocks *e)
+{
+	if (e == NULL)
+		return;
+	fs_glocks_stop(e);
+	for (size_t b = 0; b < e->nbucket; b++) {
+		while (e->bucket[b] != NULL) {
+			struct fs_glock *gl = e->bucket[b];
+
+			e->bucket[b] = gl->hnext;
+			gl_free(gl);
+		}
+	}
+	pthread_mutex_destroy(&e->mu);
+	free(e->bucket);
+	free(e);
+}
+
+/* Add @s into @t (counters only). */
+static void stats_add(struct fs_glock_stats *t, const struct fs_glock_stats *s)
+{
+	t->acquires += s->acquires;
+	t->hits += s->hits;
+	t->requests += s->requests;
+	t->retries += s->retries;
+	t->try_fails += s->try_fails;
+	t->waits += s->waits;
+	t->demote_pr += s->demote_pr;
+	t->demote_nl += s->demote_nl;
+	t->demote_ns += s->demote_ns;
+	t->wait_ns += s->wait_ns;
+	if (s->max_wait_ns > t->max_wait_ns)
+		t->max_wait_ns = s->max_wait_ns;
+	t->invals += s->invals;
+	t->recovers += s->recovers;
+	t->drops += s->drops;
+	t->syncs += s->syncs;
+	t->bounces += s->bounces;
+	t->hold_refusals += s->hold_refusals;
+	t->minhold_grows += s->minhold_grows;
+	t->minhold_shrinks += s->minhold_shrinks;
+	t->evictions += s->evictions;
+	t->evict_syncs += s->evict_syncs;
+}
+
+void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&e->mu);
+	for (size_t b = 0; b < e->nbucket; b++) {
+		for (struct fs_glock *gl = e->bucket[b]; gl != NULL;
+		     gl = gl->hnext) {
+			struct fs_glock_stats s;
+
+			fs_glock_stats_get(gl, &s);
+			stats_add(&out->type[gl->name.type], &s);
+			stats_add(&out->total, &s);
+			out->glocks_now++;
+			out->idle_now += gl->ref == 0;
+			out->held_now += s.mode > LK_NL;
+		}
+	}
+	out->max = e->conf.max;
+	out->workers = e->conf.workers;
+	pthread_mutex_unlock(&e->mu);
+}
+
+unsigned fs_glocks_top(struct fs_glocks *e, struct fs_glock_top *top,
+		       unsigned n)
+{
+	(void)e;
+	(void)top;
+	(void)n;
+	return 0; /* the scaled engine (next step) */
+}
+
+void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
+			    const char *(*type_name)(unsigned type),
+			    unsigned ntop)
+{
+	(void)e;
+	(void)o;
+	(void)type_name;
+	(void)ntop; /* the scaled engine (next step) */
+}
+
+/* ---- one glock on its own ---------------------------------------------- */
+
+int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
+		 unsigned minhold_ms, const struct fs_glock_ops *ops, void *arg,
+		 struct fs_glock **out)
+{
+	struct fs_glocks_conf c = {
+	    .max = 0, .workers = 1, .minhold_ms = minhold_ms};
+	struct fs_glocks *e;
+	int ret;
+
+	if (name->type >= FS_GLOCK_TYPES || name->slen != 0)
+		return -EINVAL;
+	ret = fs_glocks_new(ls, &c, &e);
+	if (ret < 0)
+		return ret;
+	fs_glocks_set_ops(e, name->type, ops, arg);
+	ret = fs_glock_get(e, name->type, name->num, out);
+	if (ret < 0)
+		fs_glocks_free(e);
+	return ret;
+}
+
+void fs_glock_fence(struct fs_glock *gl)
+{
+	fs_glocks_fence(gl->e);
+}
+
+int fs_glock_fenced(struct fs_glock *gl)
+{
+	return fs_glocks_fenced(gl->e);
+}
+
+void fs_glock_stop(struct fs_glock *gl)
+{
+	if (gl != NULL)
+		fs_glocks_stop(gl->e);
+}
+
+void fs_glock_free(struct fs_glock *gl)
+{
+	struct fs_glocks *e;
+
+	if (gl == NULL)
+		return;
+	e = gl->e;
+	fs_glock_put(gl);
+	fs_glocks_free(e);
 }
