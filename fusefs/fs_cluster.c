@@ -83,7 +83,8 @@ struct fs_cluster {
 	uint32_t node;		  /* immutable */
 	unsigned minhold_ms;	  /* immutable */
 	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
-	struct fs_glock *gl;	  /* immutable after attach */
+	struct fs_glocks *e;	  /* immutable after attach: the engine */
+	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
 	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
 	int slot;		  /* immutable after claim; -1 */
 	struct lk_lock **try_lk;  /* per slot: recovery locks (thread
@@ -144,21 +145,68 @@ static void log_msg(int level, const char *msg, void *arg)
 
 /* ---- glock ops (run by fs_glock.c, without its lock) ----------------- */
 
-static int fs_gl_sync(struct fs_glock *gl, int from, int to, void *arg)
+static struct fs *cl_fs(struct fs_cluster *cl)
 {
-	struct fs_cluster *cl = arg;
 	struct fs *fs;
-	int ret;
 
-	(void)gl;
-	(void)from;
-	(void)to;
 	pthread_mutex_lock(&cl->mu);
 	fs = cl->fs;
 	pthread_mutex_unlock(&cl->mu);
+	return fs;
+}
+
+/* The storage layer's owner of what glock @gl covers (fs_core_priv.h:
+ * the lock type and number are the owner's). */
+static struct fs_owner owner_of(struct fs_glock *gl)
+{
+	struct fs_owner o = {fs_glock_type(gl), fs_glock_num(gl)};
+
+	return o;
+}
+
+/*
+ * What glock @gl covers, made durable in place before it leaves EX
+ * (V2-PLAN "Owners"): nothing when it wrote nothing since the last
+ * checkpoint, else commit + checkpoint (after it no journal block of
+ * ours carries an image of it: recovery never replays over another
+ * node's newer block) and its file data written. The fs lock (mount,
+ * unmount): everything.
+ */
+static int owner_sync(struct fs *fs, struct fs_glock *gl)
+{
+	if (fs_glock_type(gl) == FS_LK_FS)
+		return fs_journal_writeback(fs);
+	return fs_journal_sync_owner(fs, owner_of(gl));
+}
+
+/* Forget the cached blocks @gl covers (another node changed them). */
+static unsigned owner_drop(struct fs *fs, struct fs_glock *gl)
+{
+	unsigned busy = 0;
+
+	return fs_cache_drop_owner(fs, owner_of(gl), &busy);
+}
+
+static void count_drop(struct fs_cluster *cl, unsigned n)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->drops++;
+	cl->dropped_bufs += n;
+	pthread_mutex_unlock(&cl->mu);
+}
+
+/* Leaving EX (any lock type that covers metadata). */
+static int gl_sync(struct fs_glock *gl, int from, int to, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret;
+
+	(void)from;
+	(void)to;
 	if (fs == NULL || fs->j == NULL)
-		return 0;
-	ret = fs_journal_writeback(fs);
+		return 0; /* mounting, or unmounted: written back already */
+	ret = owner_sync(fs, gl);
 	if (ret < 0) {
 		pthread_mutex_lock(&cl->mu);
 		cl->sync_errors++;
@@ -168,44 +216,36 @@ static int fs_gl_sync(struct fs_glock *gl, int from, int to, void *arg)
 	return ret;
 }
 
+/* The fs lock (mount, unmount): v1's whole-cache drop. Nothing else runs
+ * under it that could hold a block. */
 static void fs_gl_inval(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	unsigned n = 0, busy = 0;
-	struct fs *fs;
+	struct fs *fs = cl_fs(cl);
+	unsigned n, busy = 0;
 	int ret = 0;
 
 	(void)gl;
-	pthread_mutex_lock(&cl->mu);
-	fs = cl->fs;
-	pthread_mutex_unlock(&cl->mu);
 	if (fs == NULL || fs->cache == NULL)
 		return; /* mounting: nothing cached yet */
 	n = fs_cache_drop_all(fs, &busy);
 	if (fs->alloc != NULL)
 		ret = fs_alloc_reload(fs);
-	pthread_mutex_lock(&cl->mu);
-	cl->drops++;
-	cl->dropped_bufs += n;
-	pthread_mutex_unlock(&cl->mu);
-	if (busy > 0 || ret < 0)
-		fs_cluster_fence(cl, busy > 0
-					 ? "dirty blocks at a cache drop"
-					 : "cannot reload the resource groups");
+	count_drop(cl, n);
+	if (ret < 0)
+		fs_cluster_fence(cl, "cannot reload the resource groups");
 }
 
-/* The LVB is invalid: a node died holding EX (or nobody set it yet).
- * In EX: replay and free every slot whose owner is gone. */
+/* The LVB of the fs lock is invalid: a node died holding it in EX (while
+ * it mounted or unmounted), or the whole cluster restarted. In EX:
+ * replay and free every slot whose owner is gone. */
 static int fs_gl_recover(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs;
+	struct fs *fs = cl_fs(cl);
 	int ret;
 
 	(void)gl;
-	pthread_mutex_lock(&cl->mu);
-	fs = cl->fs;
-	pthread_mutex_unlock(&cl->mu);
 	if (fs == NULL || cl->slot < 0)
 		return 0;
 	ret = fs_core_recover_slots(fs, 1);
@@ -215,9 +255,57 @@ static int fs_gl_recover(struct fs_glock *gl, void *arg)
 }
 
 static const struct fs_glock_ops fs_gl_ops = {
-    .sync = fs_gl_sync,
+    .sync = gl_sync,
     .inval = fs_gl_inval,
     .recover = fs_gl_recover,
+};
+
+/* An inode's lock came back after another node changed the inode. */
+static void inode_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+
+	if (fs != NULL && fs->cache != NULL)
+		count_drop(cl, owner_drop(fs, gl));
+}
+
+/*
+ * The dead node's journal was replayed before any grant (cl_recover):
+ * an invalid LVB on an inode or rgroup lock only means that what we
+ * cached is stale (inval follows).
+ */
+static int nothing_to_recover(struct fs_glock *gl, void *arg)
+{
+	(void)gl;
+	(void)arg;
+	return 0;
+}
+
+static const struct fs_glock_ops inode_ops = {
+    .sync = gl_sync,
+    .inval = inode_inval,
+    .recover = nothing_to_recover,
+};
+
+/* A resource group came back: its header and bitmaps are re-read, its
+ * reservations forgotten (fs_alloc.c). */
+static void rgrp_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+
+	if (fs == NULL || fs->alloc == NULL)
+		return;
+	if (fs_alloc_rgrp_inval(fs, (uint32_t)fs_glock_num(gl)) < 0)
+		fs_cluster_fence(cl, "cannot reload a resource group");
+	count_drop(cl, 0);
+}
+
+static const struct fs_glock_ops rgrp_ops = {
+    .sync = gl_sync,
+    .inval = rgrp_inval,
+    .recover = nothing_to_recover,
 };
 
 /* ---- watchdog thread and node-down callback --------------------------- */
@@ -266,18 +354,32 @@ static void *cl_thread(void *arg)
 	return NULL;
 }
 
-/* Node @nodeid died. Nothing to do here (fs_cluster.c header: the next
- * grant of the fs glock finds its LVB invalid if the dead node could
- * have left anything unwritten, and recovers in EX first); counted. */
+/*
+ * Node @nodeid died (lockmgr/PROTOCOL.md "User recovery"): the lock
+ * manager grants no other lock anywhere until every node's callback
+ * returned, so the dead node's journal is replayed here, before anyone
+ * can be granted a lock it held in EX. Every mounted survivor replays it
+ * (they write the same images; idempotent when a newer recovery calls us
+ * again). Runs on the DLM's callback thread: device I/O only, no lk_wait
+ * (the slot map keeps the slot mounted: the next mount or unmount, under
+ * the fs lock, frees it).
+ */
 static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
 {
 	struct fs_cluster *cl = arg;
+	struct fs *fs;
+	int fenced;
 
 	(void)ls;
-	(void)nodeid;
 	pthread_mutex_lock(&cl->mu);
 	cl->deaths++;
+	fs = cl->fs;
+	fenced = cl->fenced;
 	pthread_mutex_unlock(&cl->mu);
+	if (fs == NULL || cl->slot < 0 || fenced)
+		return; /* mounting: the mount recovers under the fs lock */
+	if (fs_core_recover_node(fs, nodeid) < 0)
+		fs_cluster_fence(cl, "cannot replay a dead node's journal");
 }
 
 /* The lock manager's disk hook (lk_disk_fn): under its lock, so only
@@ -537,17 +639,39 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
 	return cl->ls;
 }
 
+/* The engine, its ops per lock type, and the fs lock. */
+static int engine_start(struct fs_cluster *cl)
+{
+	struct fs_glocks_conf conf = {
+	    .max = FS_GLOCK_MAX_DEFAULT,
+	    .workers = 0,
+	    .minhold_ms = cl->minhold_ms,
+	};
+	int ret = fs_glocks_new(cl->ls, &conf, &cl->e);
+
+	if (ret < 0)
+		return ret;
+	fs_glocks_set_ops(cl->e, FS_LK_FS, &fs_gl_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
+	/* FS_LK_RENAME protects nothing cached: no ops */
+	ret = fs_glock_get(cl->e, FS_LK_FS, 0, &cl->gl);
+	if (ret < 0) {
+		fs_glocks_free(cl->e);
+		cl->e = NULL;
+	}
+	return ret;
+}
+
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 {
-	struct lk_name n;
 	int ret;
 
 	cl->nslots = fs->sb.slot_count;
 	cl->try_lk = calloc(cl->nslots, sizeof(*cl->try_lk));
 	if (cl->try_lk == NULL)
 		return -ENOMEM;
-	lk_name_make(&n, FS_LK_FS, 0, NULL);
-	ret = fs_glock_new(cl->ls, &n, cl->minhold_ms, &fs_gl_ops, cl, &cl->gl);
+	ret = engine_start(cl);
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&cl->mu);
@@ -556,6 +680,11 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 	cl->gate_bd = fs->bd;
 	bd_set_gate(fs->bd, fs_hb_gate, cl->hb);
 	return 0;
+}
+
+struct fs_glocks *fs_cluster_glocks(struct fs_cluster *cl)
+{
+	return cl->e;
 }
 
 void fs_cluster_detach(struct fs_cluster *cl, int held)
@@ -767,7 +896,7 @@ void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
 /* Self-fencing, part 1: no request runs (even under a cached grant)
  * while this node is not in a quorate membership; after timeout_ms of
  * that the watchdog fences us and this returns -EIO. */
-static int wait_quorum(struct fs_cluster *cl)
+int fs_cluster_wait_quorum(struct fs_cluster *cl)
 {
 	struct timespec nap = {0, 10 * 1000 * 1000};
 	uint64_t gen, members;
@@ -782,7 +911,7 @@ static int wait_quorum(struct fs_cluster *cl)
 
 int fs_cluster_lock(struct fs_cluster *cl, int mode)
 {
-	int ret = wait_quorum(cl);
+	int ret = fs_cluster_wait_quorum(cl);
 
 	if (ret == 0)
 		ret = fs_glock_acquire(cl->gl, mode);
@@ -795,6 +924,45 @@ int fs_cluster_lock(struct fs_cluster *cl, int mode)
 void fs_cluster_unlock(struct fs_cluster *cl, int mode)
 {
 	fs_glock_release(cl->gl, mode);
+}
+
+int fs_cluster_glock(struct fs_cluster *cl, uint16_t type, uint64_t num,
+		     int mode, int wait, struct fs_glock **out)
+{
+	struct fs_glock *gl;
+	int ret = fs_glock_get(cl->e, type, num, &gl);
+
+	if (ret < 0)
+		return ret;
+	ret = wait ? fs_glock_acquire(gl, mode) : fs_glock_try(gl, mode);
+	if (ret == 0) {
+		*out = gl;
+		return 0;
+	}
+	fs_glock_put(gl);
+	if (ret == -EAGAIN || ret == -ENOMEM)
+		return ret;
+	fs_cluster_fence(cl, "lock manager refused a lock");
+	return -EIO;
+}
+
+void fs_cluster_gunlock(struct fs_glock *gl, int mode)
+{
+	fs_glock_release(gl, mode);
+	fs_glock_put(gl);
+}
+
+int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot)
+{
+	struct timespec nap = {0, 50 * 1000 * 1000};
+	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+
+	while (fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
+		if (now_ms() > end || fs_cluster_fenced(cl))
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+	return 1;
 }
 
 void fs_cluster_fence(struct fs_cluster *cl, const char *why)
@@ -817,8 +985,8 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 	lk_ls_fence(cl->ls, why);
 	if (fs != NULL)
 		fs_journal_abort(fs);
-	if (cl->gl != NULL)
-		fs_glock_fence(cl->gl);
+	if (cl->e != NULL)
+		fs_glocks_fence(cl->e);
 	snprintf(msg, sizeof(msg),
 		 "node %u fenced itself (%s): no more "
 		 "device writes, every request fails with EIO; unmount it",
@@ -869,25 +1037,32 @@ static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
 static void cluster_section(struct fs_json *o, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs_glock_stats g;
+	struct fs_glocks_stats *es = malloc(sizeof(*es));
+	struct fs_glock_stats g, t = {0};
 
 	fs_glock_stats_get(cl->gl, &g);
+	if (es != NULL) {
+		fs_glocks_stats(cl->e, es);
+		t = es->total;
+		free(es);
+	}
 	fs_json_str(o, "cluster", cl->name);
 	fs_json_u64(o, "node_id", cl->node);
 	fs_json_i64(o, "slot", cl->slot);
 	fs_json_str(o, "glock_mode",
 		    g.mode < 0 ? "none" : lk_mode_name(g.mode));
 	fs_json_u64(o, "glock_holders", g.holders);
-	fs_json_u64(o, "glock_acquires", g.acquires);
-	fs_json_u64(o, "glock_hits", g.hits);
-	fs_json_u64(o, "glock_requests", g.requests);
-	fs_json_u64(o, "glock_retries", g.retries);
-	fs_json_u64(o, "glock_wait_ns", g.wait_ns);
-	fs_json_u64(o, "demotes_to_pr", g.demote_pr);
-	fs_json_u64(o, "demotes_to_nl", g.demote_nl);
-	fs_json_u64(o, "demote_ns", g.demote_ns);
+	/* every glock of the engine (per type: the "glocks" section) */
+	fs_json_u64(o, "glock_acquires", t.acquires);
+	fs_json_u64(o, "glock_hits", t.hits);
+	fs_json_u64(o, "glock_requests", t.requests);
+	fs_json_u64(o, "glock_retries", t.retries);
+	fs_json_u64(o, "glock_wait_ns", t.wait_ns);
+	fs_json_u64(o, "demotes_to_pr", t.demote_pr);
+	fs_json_u64(o, "demotes_to_nl", t.demote_nl);
+	fs_json_u64(o, "demote_ns", t.demote_ns);
 	fs_json_u64(o, "lvb_generation", g.generation);
-	fs_json_u64(o, "lvb_invalid_recoveries", g.recovers);
+	fs_json_u64(o, "lvb_invalid_recoveries", t.recovers);
 	pthread_mutex_lock(&cl->mu);
 	fs_json_u64(o, "cache_drops", cl->drops);
 	fs_json_u64(o, "cache_dropped_blocks", cl->dropped_bufs);
@@ -905,7 +1080,20 @@ static void cluster_section(struct fs_json *o, void *arg)
 
 static const char *type_name(unsigned type)
 {
-	return type == FS_LK_FS ? "fs" : type == FS_LK_SLOT ? "slot" : NULL;
+	static const char *const names[] = {
+	    [FS_LK_FS] = "fs",	       [FS_LK_SLOT] = "slot",
+	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
+	    [FS_LK_RENAME] = "rename",
+	};
+
+	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;
+}
+
+static void glocks_section(struct fs_json *o, void *arg)
+{
+	struct fs_cluster *cl = arg;
+
+	fs_glocks_stats_render(cl->e, o, type_name, 10);
 }
 
 int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st)
@@ -914,13 +1102,26 @@ int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st)
 
 	if (ret == 0)
 		ret = fs_stats_add_locks(st, cl->ls, type_name, &cl->stlk);
-	if (ret < 0)
+	if (ret == 0 && cl->e != NULL) {
+		ret = fs_stats_add_section(st, "glocks", glocks_section, cl);
+		if (ret == 0)
+			fs_glocks_set_trace(cl->e, fs_stats_trace(st),
+					    type_name, cl->stlk);
+	}
+	if (ret < 0) {
+		if (cl->stlk != NULL)
+			fs_stats_remove_locks(st, cl->stlk);
+		cl->stlk = NULL;
 		fs_stats_remove_section(st, "cluster");
+	}
 	return ret;
 }
 
 void fs_cluster_stats_remove(struct fs_cluster *cl, struct fs_stats *st)
 {
+	if (cl->e != NULL)
+		fs_glocks_set_trace(cl->e, NULL, type_name, NULL);
+	fs_stats_remove_section(st, "glocks");
 	if (cl->stlk != NULL)
 		fs_stats_remove_locks(st, cl->stlk);
 	cl->stlk = NULL;
@@ -957,6 +1158,21 @@ static void cl_free(struct fs_cluster *cl)
 	free(cl);
 }
 
+/* Give every glock up (@clean: the storage layer wrote everything back:
+ * cl->fs is NULL, so no sync writes anything more) and free the
+ * engine. */
+static void engine_free(struct fs_cluster *cl, int clean)
+{
+	if (cl->e == NULL)
+		return;
+	fs_glock_put(cl->gl);
+	cl->gl = NULL;
+	if (clean && fs_glocks_drop_all(cl->e) < 0)
+		fs_glocks_fence(cl->e);
+	fs_glocks_free(cl->e);
+	cl->e = NULL;
+}
+
 void fs_cluster_close(struct fs_cluster *cl)
 {
 	if (cl == NULL)
@@ -966,7 +1182,7 @@ void fs_cluster_close(struct fs_cluster *cl)
 		return;
 	}
 	stop_thread(cl);
-	fs_glock_free(cl->gl);
+	engine_free(cl, 1);
 	if (cl->slot_lk != NULL)
 		lk_unlock(cl->slot_lk, 0);
 	for (unsigned s = 0; s < cl->nslots; s++)
@@ -981,11 +1197,12 @@ void fs_cluster_abandon(struct fs_cluster *cl)
 	if (cl == NULL)
 		return;
 	stop_thread(cl);
-	if (cl->gl != NULL)
-		fs_glock_fence(cl->gl);
-	fs_glock_stop(cl->gl); /* no DLM call after this */
+	if (cl->e != NULL) {
+		fs_glocks_fence(cl->e);
+		fs_glocks_stop(cl->e); /* no DLM call after this */
+	}
 	lk_ls_abandon(cl->ls); /* no callback after this */
-	fs_glock_free(cl->gl);
+	engine_free(cl, 0);
 	hb_close(cl, 0);
 	cl_free(cl);
 }
