@@ -125,11 +125,18 @@ struct fs_glock_stats {
 	uint64_t minhold_shrinks; /* ... halved */
 	uint64_t evictions;	  /* glocks dropped from the LRU */
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
+	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
+	 * waits (total, longest) and failed tries */
+	uint64_t mode_acquires[LK_NMODES];
+	uint64_t mode_wait_ns[LK_NMODES];
+	uint64_t mode_max_ns[LK_NMODES];
+	uint64_t mode_failed[LK_NMODES];
 	/* one glock only (fs_glock_stats_get): */
 	uint64_t generation; /* last generation seen */
 	uint64_t minhold_ms; /* its minimum hold time now */
 	int mode;	     /* granted now (-1 none) */
 	unsigned holders;    /* local holders now */
+	unsigned waiters;    /* acquires waiting now */
 	int fenced;
 };
 
