@@ -216,9 +216,10 @@ int fs_glock_mode(struct fs_glock *gl);
 void fs_glocks_fence(struct fs_glocks *e);
 int fs_glocks_fenced(struct fs_glocks *e);
 
-/* Unmount: sync (from EX) and unlock every glock; no holder may be left
- * (-EBUSY, nothing done, when one is). 0 or the first error (a sync that
- * failed: that glock stays locked and the engine is fenced). May block. */
+/* Unmount: sync (from EX), drop (from PR/EX) and unlock every glock.
+ * A glock with holders is left as it is (-EBUSY). 0 or the first error
+ * (-EBUSY; -EIO: fenced, or a sync failed: that glock stays locked and
+ * the engine is fenced). May block (ops, a demote in progress). */
 int fs_glocks_drop_all(struct fs_glocks *e);
 /* Stop the workers: no DLM call is made after this returns. Waits for a
  * DLM call in progress at most 10 s (then fences: no unmount hangs on a
