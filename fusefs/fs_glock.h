@@ -159,6 +159,7 @@ struct fs_glocks_stats {
 	uint64_t glocks_now; /* in the table */
 	uint64_t idle_now;   /* ... on the LRU (no reference) */
 	uint64_t held_now;   /* ... holding PR or EX */
+	uint64_t bytes_now;  /* memory of the engine's glocks and table */
 	uint64_t max;	     /* conf.max */
 	uint64_t queued_now; /* jobs waiting for a worker */
 	uint64_t workers;

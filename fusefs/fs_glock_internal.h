@@ -52,18 +52,19 @@ struct fs_glocks {
 	struct fs_stats_lk *lkst;
 
 	pthread_mutex_t mu;
-	pthread_cond_t wcv;	       /* workers: a job came, stop */
-	pthread_cond_t idle_cv;	       /* a worker ended */
-	struct fs_glock **bucket;      /* mu: hash chains */
-	size_t nbucket;		       /* mu */
-	size_t count;		       /* mu: glocks in the table */
-	size_t nevict;		       /* mu: ... of them picked for dropping */
-	struct lk_list lru;	       /* mu: idle glocks, oldest first */
-	size_t nidle;		       /* mu: on the LRU */
-	struct fs_glock *free;	       /* mu: dropped structs, for reuse */
-	struct fs_glock *ready;	       /* mu: jobs to run now (FIFO) */
-	struct fs_glock **ready_tail;  /* mu */
-	size_t nready;		       /* mu */
+	pthread_cond_t wcv;	      /* workers: a job came, stop */
+	pthread_cond_t idle_cv;	      /* a worker ended */
+	struct fs_glock **bucket;     /* mu: hash chains */
+	size_t nbucket;		      /* mu */
+	size_t count;		      /* mu: glocks in the table */
+	size_t nevict;		      /* mu: ... of them picked for dropping */
+	struct lk_list lru;	      /* mu: idle glocks, oldest first */
+	size_t nidle;		      /* mu: on the LRU */
+	struct fs_glock *free;	      /* mu: dropped structs, for reuse */
+	size_t nalloc;		      /* mu: structs allocated (table + free) */
+	struct fs_glock *ready;	      /* mu: jobs to run now (FIFO) */
+	struct fs_glock **ready_tail; /* mu */
+	size_t nready;		      /* mu */
 	struct fs_glocks_job *delayed; /* mu: min-heap by due */
 	size_t ndelayed, delayed_cap;  /* mu */
 	pthread_t *workers;	       /* immutable after new */

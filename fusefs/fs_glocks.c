@@ -135,6 +135,7 @@ static struct fs_glock *gl_alloc(struct fs_glocks *e)
 	gl = calloc(1, sizeof(*gl));
 	if (gl == NULL)
 		return NULL;
+	e->nalloc++;
 	gl->e = e;
 	pthread_mutex_init(&gl->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -729,6 +730,9 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 		}
 	}
 	out->glocks_now = e->count;
+	out->bytes_now = e->nalloc * sizeof(struct fs_glock) +
+			 e->nbucket * sizeof(*e->bucket) +
+			 e->delayed_cap * sizeof(*e->delayed);
 	out->idle_now = e->nidle;
 	out->max = e->conf.max;
 	out->queued_now = e->nready + e->ndelayed;
@@ -895,6 +899,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "glocks_now", s->glocks_now);
 	fs_json_u64(o, "idle_now", s->idle_now);
 	fs_json_u64(o, "held_now", s->held_now);
+	fs_json_u64(o, "bytes_now", s->bytes_now);
 	fs_json_u64(o, "glock_max", s->max);
 	fs_json_u64(o, "workers", s->workers);
 	fs_json_u64(o, "queued_now", s->queued_now);
