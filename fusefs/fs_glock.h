@@ -185,8 +185,8 @@ void fs_glocks_set_trace(struct fs_glocks *e, struct fs_trace *tr,
 			 struct fs_stats_lk *lk);
 
 /* Find or create the glock (@type, @num): a reference, no DLM request
- * yet. 0, -EINVAL (type >= FS_GLOCK_TYPES), -ENOMEM, -EIO (fenced). Never
- * waits for the DLM. */
+ * yet. 0, -EINVAL (type >= FS_GLOCK_TYPES), -ENOMEM, -EIO (fenced or
+ * stopped). Never waits for the DLM or a demote. */
 int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 		 struct fs_glock **out);
 /* Give a reference back (after its holds). NULL is a no-op. */

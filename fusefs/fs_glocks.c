@@ -527,7 +527,7 @@ int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 	if (type >= FS_GLOCK_TYPES)
 		return -EINVAL;
 	pthread_mutex_lock(&e->mu);
-	if (e->fenced) {
+	if (e->fenced || e->stopping) {
 		ret = -EIO;
 		goto out;
 	}

@@ -38,6 +38,8 @@ struct ops_count {
 };
 
 static struct lk_ls *ls[3];
+/* test_fence_ends_wait's engine: freed once the lockspaces are closed */
+static struct fs_glocks *fenced_engine;
 static struct ops_count cnt[2];
 static char dir[64];
 
@@ -617,10 +619,11 @@ static void test_fence_ends_wait(void)
 	fs_glocks_free(eb);
 	/* A's request stays queued in the lock manager (a fenced node's
 	 * lockspace is abandoned before its engine is freed: fs_glocks_stop);
-	 * this lockspace lives on, so A's engine is left allocated for its
-	 * completion to land in. */
+	 * this lockspace lives on, so A's engine is freed after it closed:
+	 * its completion lands in a live glock. */
 	fs_glock_put(a);
 	fs_glocks_stop(ea);
+	fenced_engine = ea;
 }
 
 static void test_drop_all(void)
@@ -717,6 +720,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 2; i >= 0; i--)
 		lk_ls_close(ls[i]);
+	fs_glocks_free(fenced_engine);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		ok = 0;
