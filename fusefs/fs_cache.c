@@ -25,8 +25,8 @@
  * a bounce buffer (struct ra_run), and the runs of one call go to the
  * device as asynchronous batches of at most RA_BATCH reads (struct
  * ra_batch). The completion (a bd thread) copies the blocks out, sets
- * UPTODATE and drops the references. A prefetch never replaces a cached buffer, so a
- * dirty or newer copy always wins over the device's; a prefetched block
+ * UPTODATE and drops the references. A prefetch never replaces a cached buffer,
+ * so a dirty or newer copy always wins over the device's; a prefetched block
  * freed meanwhile is unhashed as usual and its buffer freed when the I/O
  * ends. fs_cache_destroy waits for runs in flight.
  *
@@ -60,9 +60,9 @@
 
 /* A cached buffer with the fields only this file uses. */
 struct cbuf {
-	struct fs_buf b;		/* first: fs_buf pointers are cbufs */
-	struct fs_owner owner;		/* lock */
-	struct cbuf *onext, **opprev;	/* owner hash chain: lock */
+	struct fs_buf b;	      /* first: fs_buf pointers are cbufs */
+	struct fs_owner owner;	      /* lock */
+	struct cbuf *onext, **opprev; /* owner hash chain: lock */
 };
 
 static inline struct cbuf *CB(struct fs_buf *b)
@@ -438,18 +438,18 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 				     unsigned type, uint64_t field)
 {
 	const struct fs_sb *sb = &fs->sb;
-	struct fs_owner o = { FS_OWNER_NONE, 0 };
+	struct fs_owner o = {FS_OWNER_NONE, 0};
 	uint64_t g;
 
 	switch (type) {
 	case FS_BT_INODE:
 	case FS_BT_REFCOUNT:
-		o = (struct fs_owner){ FS_OWNER_INODE, blkno };
+		o = (struct fs_owner){FS_OWNER_INODE, blkno};
 		break;
 	case FS_BT_BTREE:
 	case FS_BT_XATTR:
 		if (field != 0)
-			o = (struct fs_owner){ FS_OWNER_INODE, field };
+			o = (struct fs_owner){FS_OWNER_INODE, field};
 		break;
 	case FS_BT_RGRP:
 	case FS_BT_BITMAP:
@@ -457,7 +457,7 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 			break;
 		g = (blkno - sb->rgrp_start) / sb->rgrp_blocks;
 		if (g < sb->rgrp_count)
-			o = (struct fs_owner){ FS_OWNER_RGRP, g };
+			o = (struct fs_owner){FS_OWNER_RGRP, g};
 		break;
 	}
 	return o;
@@ -470,15 +470,17 @@ struct fs_owner fs_owner_of(const struct fs *fs, uint64_t blkno,
 	uint64_t field = 0;
 
 	if (h->magic != FS_MAGIC || h->blkno != blkno)
-		return (struct fs_owner){ FS_OWNER_NONE, 0 };
+		return (struct fs_owner){FS_OWNER_NONE, 0};
 	/* the field may be written by the block's creator right now (the
 	 * journal resolves PENDING owners while handles run): one load */
 	if (h->type == FS_BT_BTREE)
-		field = __atomic_load_n(&((const struct fs_btree_blk *)data)
-					 ->owner, __ATOMIC_RELAXED);
+		field =
+		    __atomic_load_n(&((const struct fs_btree_blk *)data)->owner,
+				    __ATOMIC_RELAXED);
 	else if (h->type == FS_BT_XATTR)
-		field = __atomic_load_n(&((const struct fs_xattr_blk *)data)
-					 ->owner, __ATOMIC_RELAXED);
+		field =
+		    __atomic_load_n(&((const struct fs_xattr_blk *)data)->owner,
+				    __ATOMIC_RELAXED);
 	return owner_by_type(fs, blkno, h->type, field);
 }
 
@@ -906,7 +908,7 @@ int fs_buf_new(struct fs_tx *tx, uint64_t blkno, unsigned type,
 	/* BTREE/XATTR: the caller fills the owner field after this returns
 	 * and the journal reads it (fs_journal.c) */
 	if (type == FS_BT_BTREE || type == FS_BT_XATTR)
-		owner_set(c, CB(b), (struct fs_owner){ FS_OWNER_PENDING, 0 });
+		owner_set(c, CB(b), (struct fs_owner){FS_OWNER_PENDING, 0});
 	else
 		owner_set(c, CB(b), owner_by_type(fs, blkno, type, 0));
 	pthread_mutex_unlock(&c->lock);

@@ -32,12 +32,12 @@ enum {
  */
 enum {
 	FS_OWNER_NONE = 0,
-	FS_OWNER_INODE = 3,	/* = FS_LK_INODE */
-	FS_OWNER_RGRP = 4,	/* = FS_LK_RGRP */
+	FS_OWNER_INODE = 3, /* = FS_LK_INODE */
+	FS_OWNER_RGRP = 4,  /* = FS_LK_RGRP */
 };
 struct fs_owner {
-	uint16_t type;		/* FS_OWNER_* */
-	uint64_t num;		/* inode/refcount root block, or group */
+	uint16_t type; /* FS_OWNER_* */
+	uint64_t num;  /* inode/refcount root block, or group */
 };
 
 static inline int fs_owner_eq(struct fs_owner a, struct fs_owner b)
@@ -73,8 +73,7 @@ unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy);
  * caller synced @o first (fs_journal_sync_owner). Returns the number
  * dropped. Costs O(buffers of @o), not O(cache). Any thread, no cache
  * or journal lock held. */
-unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o,
-			     unsigned *busy);
+unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o, unsigned *busy);
 /* The owner the cache recorded for @b: FS_OWNER_NONE until known; a new
  * BTREE/XATTR block (fs_buf_new) is FS_OWNER_PENDING until the journal
  * reads its owner field (fs_cache_set_owner). Takes the cache lock. */
