@@ -787,7 +787,9 @@ uint64_t fs_cache_pinned(struct fs *fs)
 
 /*
  * Make @b uptodate: the first thread to get here reads, the others wait.
- * Returns 0 with UPTODATE set, or the read error (then nothing is set).
+ * Returns 1 if this call read the device, 0 if the copy was there (or
+ * read by another thread or a prefetch) with UPTODATE set, or the read
+ * error (then nothing is set).
  */
 static int buf_fill(struct fs *fs, struct fs_buf *b)
 {
@@ -827,12 +829,14 @@ static int buf_fill(struct fs *fs, struct fs_buf *b)
 		b->flags |= FS_BUF_UPTODATE;
 	pthread_cond_broadcast(&c->io_cond);
 	pthread_mutex_unlock(&c->lock);
-	return ret;
+	return ret < 0 ? ret : 1;
 }
 
 /* Verify @b (uptodate) once as a block of @type; on failure drop the
- * reference and forget the bad copy. */
-static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type)
+ * reference and forget the bad copy. With @quiet, a copy that fails its
+ * first check is not counted and -EAGAIN is returned: the caller reads
+ * it again. */
+static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type, int quiet)
 {
 	unsigned f = fs_cache_flags(b);
 	int ret;
@@ -840,7 +844,10 @@ static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type)
 	if (!(f & FS_BUF_VERIFIED)) {
 		ret = fs_blk_verify(b->data, type, b->blkno);
 		if (ret < 0) {
-			FS_STAT_ADD(fs, bad_blocks, 1);
+			if (quiet)
+				ret = -EAGAIN;
+			else
+				FS_STAT_ADD(fs, bad_blocks, 1);
 			/* drop the bad copy so a later read retries */
 			fs_cache_set_flags(b, 0, FS_BUF_UPTODATE);
 			goto out_put;
@@ -865,19 +872,24 @@ int fs_buf_read(struct fs *fs, uint64_t blkno, unsigned type,
 		struct fs_buf **out)
 {
 	struct fs_buf *b;
-	int ret;
+	int ret, again = 1;
 
 	if (blkno >= fs->sb.total_blocks)
 		return -EINVAL;
-	ret = fs_cache_get(fs, blkno, &b);
-	if (ret < 0)
-		return ret;
-	ret = buf_fill(fs, b);
-	if (ret < 0) {
-		fs_buf_put(b);
-		return ret;
-	}
-	ret = buf_check(fs, b, type);
+	do {
+		ret = fs_cache_get(fs, blkno, &b);
+		if (ret < 0)
+			return ret;
+		ret = buf_fill(fs, b);
+		if (ret < 0) {
+			fs_buf_put(b);
+			return ret;
+		}
+		/* a copy we did not read (a prefetch's, perhaps of a block
+		 * another node has written since, in a cluster) that fails
+		 * its check is read once more before it counts as bad */
+		ret = buf_check(fs, b, type, again && ret == 0);
+	} while (ret == -EAGAIN && again--);
 	if (ret == 0)
 		*out = b;
 	return ret;
@@ -1293,7 +1305,7 @@ int fs_buf_read_cached(struct fs *fs, uint64_t blkno, unsigned type,
 	FS_STAT_ADD(fs, cache_hits, 1);
 	if (ra)
 		FS_STAT_ADD(fs, ra_hits, 1);
-	ret = buf_check(fs, b, type);
+	ret = buf_check(fs, b, type, 0);
 	if (ret == 0)
 		*out = b;
 	return ret;
