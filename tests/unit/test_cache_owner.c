@@ -331,6 +331,43 @@ static void test_sync_control(void)
 	sync_case(0);
 }
 
+/* Data written after an inode's last transaction (truncate's zeroing):
+ * the sync of a clean INODE owner still completes and flushes it; an
+ * RGRP owner's sync does not touch data. */
+static void test_sync_owner_data(void)
+{
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
+	uint8_t *buf = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint8_t *raw = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint64_t off, w0, f0, f1;
+	struct fs *fs;
+
+	REQUIRE(buf != NULL && raw != NULL && bd != NULL);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
+	off = (fs->sb.total_blocks - 1) << FS_BLOCK_SHIFT;
+	memset(buf, 0xc3, FS_BLOCK_SIZE);
+	REQUIRE(fs_data_write(fs, buf, FS_BLOCK_SIZE, off) == 0);
+	w0 = dev_writes(bd, &f0);
+	CHECK_EQ(fs_journal_sync_owner(fs, (struct fs_owner){FS_OWNER_RGRP, 0}),
+		 0);
+	CHECK_EQ(dev_writes(bd, &f1), w0); /* still in its open run */
+	CHECK_EQ(f1, f0);
+	CHECK_EQ(fs_journal_owner_dirty(fs, OI(12345)), 0);
+	CHECK_EQ(fs_journal_sync_owner(fs, OI(12345)), 0);
+	CHECK_EQ(dev_writes(bd, &f1), w0 + 1);
+	CHECK_EQ(f1, f0 + 1);
+	CHECK(bd_read(bd, raw, FS_BLOCK_SIZE, off) == 0 &&
+	      memcmp(raw, buf, FS_BLOCK_SIZE) == 0);
+	/* nothing in flight, nothing unflushed: no I/O */
+	CHECK_EQ(fs_journal_sync_owner(fs, OI(12345)), 0);
+	CHECK_EQ(dev_writes(bd, &f0), w0 + 1);
+	CHECK_EQ(f0, f1);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	free(buf);
+	free(raw);
+	bd_close(bd);
+}
+
 /* 100,000 owners, ten per transaction, each committed: the table holds
  * only the owners since the last checkpoint (the journal's own ones when
  * the log is half full, ours every 1,000 transactions), never the
@@ -520,6 +557,7 @@ int main(int argc, char **argv)
 	T_RUN(test_drop_owner);
 	T_RUN(test_sync_owner);
 	T_RUN(test_sync_control);
+	T_RUN(test_sync_owner_data);
 	T_RUN(test_table_bounded);
 	T_RUN(test_stale_prefetch);
 	T_RUN(test_bench);
