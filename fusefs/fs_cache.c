@@ -25,8 +25,8 @@
  * a bounce buffer (struct ra_run), and the runs of one call go to the
  * device as asynchronous batches of at most RA_BATCH reads (struct
  * ra_batch). The completion (a bd thread) copies the blocks out, sets
- * UPTODATE and drops the references. A prefetch never replaces a cached buffer, so a
- * dirty or newer copy always wins over the device's; a prefetched block
+ * UPTODATE and drops the references. A prefetch never replaces a cached buffer,
+ * so a dirty or newer copy always wins over the device's; a prefetched block
  * freed meanwhile is unhashed as usual and its buffer freed when the I/O
  * ends. fs_cache_destroy waits for runs in flight.
  *
@@ -60,9 +60,9 @@
 
 /* A cached buffer with the fields only this file uses. */
 struct cbuf {
-	struct fs_buf b;		/* first: fs_buf pointers are cbufs */
-	struct fs_owner owner;		/* lock */
-	struct cbuf *onext, **opprev;	/* owner hash chain: lock */
+	struct fs_buf b;	      /* first: fs_buf pointers are cbufs */
+	struct fs_owner owner;	      /* lock */
+	struct cbuf *onext, **opprev; /* owner hash chain: lock */
 };
 
 static inline struct cbuf *CB(struct fs_buf *b)
@@ -438,18 +438,18 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 				     unsigned type, uint64_t field)
 {
 	const struct fs_sb *sb = &fs->sb;
-	struct fs_owner o = { FS_OWNER_NONE, 0 };
+	struct fs_owner o = {FS_OWNER_NONE, 0};
 	uint64_t g;
 
 	switch (type) {
 	case FS_BT_INODE:
 	case FS_BT_REFCOUNT:
-		o = (struct fs_owner){ FS_OWNER_INODE, blkno };
+		o = (struct fs_owner){FS_OWNER_INODE, blkno};
 		break;
 	case FS_BT_BTREE:
 	case FS_BT_XATTR:
 		if (field != 0)
-			o = (struct fs_owner){ FS_OWNER_INODE, field };
+			o = (struct fs_owner){FS_OWNER_INODE, field};
 		break;
 	case FS_BT_RGRP:
 	case FS_BT_BITMAP:
@@ -457,7 +457,7 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 			break;
 		g = (blkno - sb->rgrp_start) / sb->rgrp_blocks;
 		if (g < sb->rgrp_count)
-			o = (struct fs_owner){ FS_OWNER_RGRP, g };
+			o = (struct fs_owner){FS_OWNER_RGRP, g};
 		break;
 	}
 	return o;
@@ -470,15 +470,17 @@ struct fs_owner fs_owner_of(const struct fs *fs, uint64_t blkno,
 	uint64_t field = 0;
 
 	if (h->magic != FS_MAGIC || h->blkno != blkno)
-		return (struct fs_owner){ FS_OWNER_NONE, 0 };
+		return (struct fs_owner){FS_OWNER_NONE, 0};
 	/* the field may be written by the block's creator right now (the
 	 * journal resolves PENDING owners while handles run): one load */
 	if (h->type == FS_BT_BTREE)
-		field = __atomic_load_n(&((const struct fs_btree_blk *)data)
-					 ->owner, __ATOMIC_RELAXED);
+		field =
+		    __atomic_load_n(&((const struct fs_btree_blk *)data)->owner,
+				    __ATOMIC_RELAXED);
 	else if (h->type == FS_BT_XATTR)
-		field = __atomic_load_n(&((const struct fs_xattr_blk *)data)
-					 ->owner, __ATOMIC_RELAXED);
+		field =
+		    __atomic_load_n(&((const struct fs_xattr_blk *)data)->owner,
+				    __ATOMIC_RELAXED);
 	return owner_by_type(fs, blkno, h->type, field);
 }
 
@@ -785,7 +787,9 @@ uint64_t fs_cache_pinned(struct fs *fs)
 
 /*
  * Make @b uptodate: the first thread to get here reads, the others wait.
- * Returns 0 with UPTODATE set, or the read error (then nothing is set).
+ * Returns 1 if this call read the device, 0 if the copy was there (or
+ * read by another thread or a prefetch) with UPTODATE set, or the read
+ * error (then nothing is set).
  */
 static int buf_fill(struct fs *fs, struct fs_buf *b)
 {
@@ -825,12 +829,14 @@ static int buf_fill(struct fs *fs, struct fs_buf *b)
 		b->flags |= FS_BUF_UPTODATE;
 	pthread_cond_broadcast(&c->io_cond);
 	pthread_mutex_unlock(&c->lock);
-	return ret;
+	return ret < 0 ? ret : 1;
 }
 
 /* Verify @b (uptodate) once as a block of @type; on failure drop the
- * reference and forget the bad copy. */
-static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type)
+ * reference and forget the bad copy. With @quiet, a copy that fails its
+ * first check is not counted and -EAGAIN is returned: the caller reads
+ * it again. */
+static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type, int quiet)
 {
 	unsigned f = fs_cache_flags(b);
 	int ret;
@@ -838,7 +844,10 @@ static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type)
 	if (!(f & FS_BUF_VERIFIED)) {
 		ret = fs_blk_verify(b->data, type, b->blkno);
 		if (ret < 0) {
-			FS_STAT_ADD(fs, bad_blocks, 1);
+			if (quiet)
+				ret = -EAGAIN;
+			else
+				FS_STAT_ADD(fs, bad_blocks, 1);
 			/* drop the bad copy so a later read retries */
 			fs_cache_set_flags(b, 0, FS_BUF_UPTODATE);
 			goto out_put;
@@ -863,19 +872,24 @@ int fs_buf_read(struct fs *fs, uint64_t blkno, unsigned type,
 		struct fs_buf **out)
 {
 	struct fs_buf *b;
-	int ret;
+	int ret, again = 1;
 
 	if (blkno >= fs->sb.total_blocks)
 		return -EINVAL;
-	ret = fs_cache_get(fs, blkno, &b);
-	if (ret < 0)
-		return ret;
-	ret = buf_fill(fs, b);
-	if (ret < 0) {
-		fs_buf_put(b);
-		return ret;
-	}
-	ret = buf_check(fs, b, type);
+	do {
+		ret = fs_cache_get(fs, blkno, &b);
+		if (ret < 0)
+			return ret;
+		ret = buf_fill(fs, b);
+		if (ret < 0) {
+			fs_buf_put(b);
+			return ret;
+		}
+		/* a copy we did not read (a prefetch's, perhaps of a block
+		 * another node has written since, in a cluster) that fails
+		 * its check is read once more before it counts as bad */
+		ret = buf_check(fs, b, type, again && ret == 0);
+	} while (ret == -EAGAIN && again--);
 	if (ret == 0)
 		*out = b;
 	return ret;
@@ -906,7 +920,7 @@ int fs_buf_new(struct fs_tx *tx, uint64_t blkno, unsigned type,
 	/* BTREE/XATTR: the caller fills the owner field after this returns
 	 * and the journal reads it (fs_journal.c) */
 	if (type == FS_BT_BTREE || type == FS_BT_XATTR)
-		owner_set(c, CB(b), (struct fs_owner){ FS_OWNER_PENDING, 0 });
+		owner_set(c, CB(b), (struct fs_owner){FS_OWNER_PENDING, 0});
 	else
 		owner_set(c, CB(b), owner_by_type(fs, blkno, type, 0));
 	pthread_mutex_unlock(&c->lock);
@@ -1291,7 +1305,7 @@ int fs_buf_read_cached(struct fs *fs, uint64_t blkno, unsigned type,
 	FS_STAT_ADD(fs, cache_hits, 1);
 	if (ra)
 		FS_STAT_ADD(fs, ra_hits, 1);
-	ret = buf_check(fs, b, type);
+	ret = buf_check(fs, b, type, 0);
 	if (ret == 0)
 		*out = b;
 	return ret;

@@ -32,12 +32,12 @@ enum {
  */
 enum {
 	FS_OWNER_NONE = 0,
-	FS_OWNER_INODE = 3,	/* = FS_LK_INODE */
-	FS_OWNER_RGRP = 4,	/* = FS_LK_RGRP */
+	FS_OWNER_INODE = 3, /* = FS_LK_INODE */
+	FS_OWNER_RGRP = 4,  /* = FS_LK_RGRP */
 };
 struct fs_owner {
-	uint16_t type;		/* FS_OWNER_* */
-	uint64_t num;		/* inode/refcount root block, or group */
+	uint16_t type; /* FS_OWNER_* */
+	uint64_t num;  /* inode/refcount root block, or group */
 };
 
 static inline int fs_owner_eq(struct fs_owner a, struct fs_owner b)
@@ -73,8 +73,7 @@ unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy);
  * caller synced @o first (fs_journal_sync_owner). Returns the number
  * dropped. Costs O(buffers of @o), not O(cache). Any thread, no cache
  * or journal lock held. */
-unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o,
-			     unsigned *busy);
+unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o, unsigned *busy);
 /* The owner the cache recorded for @b: FS_OWNER_NONE until known; a new
  * BTREE/XATTR block (fs_buf_new) is FS_OWNER_PENDING until the journal
  * reads its owner field (fs_cache_set_owner). Takes the cache lock. */
@@ -126,15 +125,15 @@ void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno);
  * else 0. Takes j->lock.
  *
  * fs_journal_sync_owner: make everything of @o durable in place and
- * replay-safe before its glock leaves this node: 0 at once (no I/O) when
- * @o is clean; else commit + checkpoint of the whole journal (after it
- * no journal block of ours carries an image of @o: V2-PLAN "why a full
- * checkpoint") and the device flushed. For an INODE owner that includes
- * the file's data: every data write of a file is issued inside or before
- * a transaction that writes its inode (fs_file.c), and every commit waits
- * for the data issued before it (fs_data_wait); the checkpoint flushes.
- * A data write error stays for the next fsync. 0, -EIO (journal aborted).
- * No handle held by the caller; may block (I/O).
+ * replay-safe before its glock leaves this node: 0 at once (no journal
+ * I/O) when @o is clean; else commit + checkpoint of the whole journal
+ * (after it no journal block of ours carries an image of @o: V2-PLAN
+ * "why a full checkpoint") and the device flushed. For an INODE owner
+ * also the file's data, written and flushed: data runs carry no inode,
+ * so every data write in flight is waited for (none in flight and none
+ * unflushed: no wait, no flush). A data write error stays for the next
+ * fsync. 0, -EIO (journal aborted or flush failed). No handle held by
+ * the caller; may block (I/O).
  */
 int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o);
 int fs_journal_sync_owner(struct fs *fs, struct fs_owner o);

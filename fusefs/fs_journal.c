@@ -83,7 +83,7 @@ struct fs_tx {
 /* Owner table entry; type FS_OWNER_NONE: empty slot. */
 struct oseq {
 	uint64_t num;
-	uint64_t seq;		/* newest transaction with a block of it */
+	uint64_t seq; /* newest transaction with a block of it */
 	uint16_t type;
 };
 
@@ -127,14 +127,14 @@ struct fs_journal {
 	uint64_t timer_ns;	/* immutable */
 
 	/* owners (lock) */
-	struct oseq *otab;	/* ocap slots, a power of 2 (or NULL) */
+	struct oseq *otab; /* ocap slots, a power of 2 (or NULL) */
 	size_t ocap, ocount;
-	struct fs_buf **pend;	/* running tx members, owner PENDING */
+	struct fs_buf **pend; /* running tx members, owner PENDING */
 	unsigned npend, cappend;
 	int pend_lost;		/* pend[] lacked memory: resolve from the
 				   running list at the snapshot */
 	uint64_t ckpt_seq;	/* transactions <= it are written home */
-	uint64_t all_dirty_seq;	/* every owner dirty up to it (ENOMEM) */
+	uint64_t all_dirty_seq; /* every owner dirty up to it (ENOMEM) */
 };
 
 static uint64_t now_ns(void)
@@ -278,20 +278,18 @@ out_free:
 
 /* ---- owners ----------------------------------------------------------- */
 
-#define OTAB_MIN 64u		/* slots of the smallest owner table */
+#define OTAB_MIN 64u /* slots of the smallest owner table */
 
 static size_t otab_slot(struct fs_owner o, size_t cap)
 {
-	uint64_t k = (o.num ^ ((uint64_t)o.type << 56)) *
-		     0x9e3779b97f4a7c15ull;
+	uint64_t k = (o.num ^ ((uint64_t)o.type << 56)) * 0x9e3779b97f4a7c15ull;
 
 	return (size_t)(k >> 29) & (cap - 1);
 }
 
 /* The entry of @o in @tab (@cap slots, one empty at least), or the
  * empty slot where it belongs. */
-static struct oseq *otab_find(struct oseq *tab, size_t cap,
-			      struct fs_owner o)
+static struct oseq *otab_find(struct oseq *tab, size_t cap, struct fs_owner o)
 {
 	size_t i = otab_slot(o, cap);
 
@@ -315,7 +313,7 @@ static int otab_rebuild(struct fs_journal *j, size_t cap, uint64_t keep)
 
 		if (e->type == FS_OWNER_NONE || e->seq <= keep)
 			continue;
-		*otab_find(tab, cap, (struct fs_owner){ e->type, e->num }) = *e;
+		*otab_find(tab, cap, (struct fs_owner){e->type, e->num}) = *e;
 		n++;
 	}
 	free(j->otab);
@@ -333,10 +331,11 @@ static void owner_note(struct fs_journal *j, struct fs_owner o, uint64_t seq)
 	if (o.type == FS_OWNER_NONE)
 		return;
 	if ((j->ocount + 1) * 4 > j->ocap * 3 &&
-	    otab_rebuild(j, j->ocap ? j->ocap * 2 : OTAB_MIN, j->ckpt_seq) < 0 &&
+	    otab_rebuild(j, j->ocap ? j->ocap * 2 : OTAB_MIN, j->ckpt_seq) &&
 	    j->ocount + 1 >= j->ocap) {
+		/* no memory and no room: every owner dirty up to @seq */
 		if (seq > j->all_dirty_seq)
-			j->all_dirty_seq = seq;	/* no memory: all dirty */
+			j->all_dirty_seq = seq;
 		return;
 	}
 	e = otab_find(j->otab, j->ocap, o);
@@ -420,8 +419,8 @@ static void pend_resolve(struct fs *fs, int final)
 	if (final && j->pend_lost) {
 		for (struct fs_buf *b = j->run_list; b != NULL; b = b->tx_next)
 			if (fs_cache_owner(b).type == FS_OWNER_PENDING)
-				fs_cache_set_owner(b, fs_owner_of(fs, b->blkno,
-								  b->data));
+				fs_cache_set_owner(
+				    b, fs_owner_of(fs, b->blkno, b->data));
 		j->pend_lost = 0;
 	}
 }
@@ -619,7 +618,7 @@ static int snapshot(struct fs *fs, struct commit_set *cs)
 	struct fs_buf *b, *next;
 	unsigned i = 0;
 
-	pend_resolve(fs, 1);	/* owner fields are final now */
+	pend_resolve(fs, 1); /* owner fields are final now */
 	cs->bufs = malloc((j->run_count + 1) * sizeof(*cs->bufs));
 	if (cs->bufs == NULL)
 		return -ENOMEM;
@@ -1077,8 +1076,7 @@ void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno)
 		b->tx_seq = 0;
 		j->run_count--;
 		unpin = 1;
-		if (j->npend > 0 &&
-		    fs_cache_owner(b).type == FS_OWNER_PENDING)
+		if (j->npend > 0 && fs_cache_owner(b).type == FS_OWNER_PENDING)
 			pend_del(j, b);
 	}
 	if (j->nrev == j->caprev) {
@@ -1146,6 +1144,33 @@ int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o)
 	return fs->ro ? 0 : owner_dirty(fs, o, &err);
 }
 
+/*
+ * The data half of an INODE owner's sync: its data writes complete and
+ * flushed. Data runs carry no inode, so this waits for every run in
+ * flight and flushes if data was written since the last flush; with no
+ * run in flight and nothing unflushed it costs one d->lock round trip.
+ * Most writes are covered by the checkpoint already (a file write issues
+ * its data inside the handle that writes its inode, and commits wait for
+ * the data issued before them), but truncate's zeroing of the last block
+ * comes after the inode's transactions. data_dirty is cleared before the
+ * wait, so a write issued meanwhile stays flagged for the next flusher.
+ * A write error stays for the next fsync (data_wait).
+ */
+static int owner_data_sync(struct fs *fs)
+{
+	int dirty =
+	    __atomic_exchange_n(&fs->j->data_dirty, 0, __ATOMIC_ACQ_REL);
+	uint64_t runs, bytes;
+
+	fs_data_inflight(fs, &runs, &bytes);
+	if (runs > 0)
+		data_wait(fs);
+	if (!dirty)
+		return 0;
+	FS_STAT_ADD(fs, flushes, 1);
+	return bd_flush(fs->bd);
+}
+
 int fs_journal_sync_owner(struct fs *fs, struct fs_owner o)
 {
 	struct fs_journal *j = fs->j;
@@ -1153,17 +1178,21 @@ int fs_journal_sync_owner(struct fs *fs, struct fs_owner o)
 
 	if (fs->ro)
 		return 0;
-	if (!owner_dirty(fs, o, &err))
-		return err;
-	pthread_mutex_lock(&j->commit_mutex);
-	/* a checkpoint may have written it home while we waited */
 	if (owner_dirty(fs, o, &err)) {
-		ret = commit_locked(fs, FS_CR_LOCK);
-		if (ret == 0)
-			ret = checkpoint_locked(fs);
+		pthread_mutex_lock(&j->commit_mutex);
+		/* a checkpoint may have written it home while we waited */
+		if (owner_dirty(fs, o, &err)) {
+			ret = commit_locked(fs, FS_CR_LOCK);
+			if (ret == 0)
+				ret = checkpoint_locked(fs);
+		}
+		pthread_mutex_unlock(&j->commit_mutex);
 	}
-	pthread_mutex_unlock(&j->commit_mutex);
-	return ret < 0 ? ret : err;
+	if (ret == 0)
+		ret = err;
+	if (ret == 0 && o.type == FS_OWNER_INODE)
+		ret = owner_data_sync(fs);
+	return ret;
 }
 
 size_t fs_journal_owner_count(struct fs *fs)
@@ -1304,7 +1333,7 @@ int fs_journal_init(struct fs *fs)
 	j->head_pos = j->tail_pos = h->tail_pos;
 	j->run_seq = h->tail_seq;
 	j->committed_seq = h->tail_seq - 1;
-	j->ckpt_seq = j->committed_seq;	/* replayed at mount */
+	j->ckpt_seq = j->committed_seq; /* replayed at mount */
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
 	if (lim > fs_cache_capacity(fs) / 4)
