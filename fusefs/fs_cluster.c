@@ -1,36 +1,48 @@
 /*
  * fs_cluster.c — a lockproto=dlm mount in the cluster (fs_cluster.h):
- * lockspace, journal slot lock, the fs-wide glock and what it protects,
- * recovery of dead nodes, self-fencing.
+ * lockspace, journal slot lock, the glock engine and the ops of each
+ * lock type, recovery of dead nodes, self-fencing.
  *
- * The fs glock (fs_glock.c) protects everything this node caches from
- * the device: metadata blocks (fs_cache.c), allocator state (fs_alloc.c:
- * free counts, reservations, inode chunks, hints; statfs reads them).
- * Nothing else mirrors shared disk state: in-memory inodes (fs_inode.c)
- * hold only this node's kernel references, opens and its own slot's
- * orphan list; directory readahead (fs_statahead.c) only prefetches into
- * the block cache; file data is read from the device (fs_data.c keeps
- * only unwritten runs, flushed before a demote); the superblock never
- * changes; this node's journal is its own. So:
- *  - sync (leaving EX): fs_journal_writeback: commit, checkpoint (every
- *    block in place, journal empty), data written, device flushed;
- *  - inval (a grant with a new generation): fs_cache_drop_all, then
- *    fs_alloc_reload. Nothing is dirty then (we did not hold EX).
+ * What each glock protects (FORMAT.md "Cluster locks"): an inode's lock
+ * its blocks (inode, B+tree, xattr: the storage layer's "owner" of those
+ * cached blocks, fs_core_priv.h) and its file data; a refcount tree's
+ * lock (the same type, numbered by its root block) that tree; an
+ * rgroup's lock its header, bitmaps and the allocator's memory of it
+ * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
+ * the slot map. Nothing else mirrors shared disk state: in-memory inodes
+ * (fs_inode.c) hold only this node's kernel references, opens and its
+ * own slot's orphan list; directory readahead (fs_statahead.c) only
+ * prefetches into the block cache (a later grant with a new generation
+ * drops what it fetched); file data is read from the device (fs_data.c
+ * keeps only unwritten runs, written before a demote); the superblock
+ * never changes; this node's journal and slotinfo are its own. So, per
+ * lock (ops run on a demote worker or a holder's thread, never on the
+ * DLM's callback thread):
+ *  - sync (leaving EX): fs_journal_sync_owner: nothing if the owner was
+ *    not written since the last checkpoint, else commit + checkpoint
+ *    (the whole journal: afterwards no journal block of ours carries an
+ *    image of it) and, for an inode, its file data written and flushed;
+ *    the mount lock: fs_journal_writeback;
+ *  - inval (a grant with a new generation): fs_cache_drop_owner of that
+ *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
+ *    the mount lock: everything (v1's fs_cache_drop_all + reload).
  *
- * Recovery (GFS2's "first to get the lock recovers"): a demote from EX
- * writes everything in place and empties the journal, so only a node
- * that died holding the fs glock in EX (or PW) can leave committed
- * transactions unwritten in place, and the DLM then marks the glock's
- * LVB invalid. Every grant that finds the LVB invalid therefore recovers
- * before any holder runs (fs_glock.c: a PR grant steps down to NL and
- * queues for EX first): under EX it takes the lock of every other slot
+ * Recovery: a demote from EX checkpoints what the lock covered, so a
+ * node's journal only holds images of blocks whose locks it holds in EX;
+ * when it dies, nobody else was granted those. The lock manager grants
+ * no lock (but NOEXP ones) anywhere until every node's node-down
+ * callback returned, and in that callback (cl_recover) each mounted
+ * survivor replays the dead node's slot (fs_core_recover_node: device
+ * I/O only; the callback runs on the DLM's callback thread, which also
+ * delivers our lock completions, so it never waits for a lock). The dead
+ * node's EX locks then come back with an invalid LVB: the next holder
+ * drops its cached copies (recover op: nothing more to do). The mount
+ * lock keeps v1's "first to get it recovers" for the first mount after
+ * a whole-cluster crash: under EX it takes the lock of every other slot
  * it can get (EX, NOQUEUE, NOEXP: a live owner holds its slot's lock for
- * its whole mount, so a granted lock means a dead owner), replays that
- * slot's journal if the slot map says mounted, marks the slot free, and
- * lets the lock go (fs_core_recover_slots); then it writes a fresh
- * generation, so every node drops its caches at its next grant. The
- * node-down callback itself only counts (it runs on the DLM's callback
- * thread, which must not block: our lock requests complete through it).
+ * its whole mount), replays that slot's journal if the slot map says
+ * mounted, marks the slot free (fs_core_recover_slots; also at every
+ * mount and unmount, which frees the slots the callback replayed).
  *
  * Disk heartbeat (fs_hb.c): started before the lockspace, so that the
  * lock manager's disk hook (cl_disk) knows from the first tick which
