@@ -36,7 +36,7 @@
  * I/O only; the callback runs on the DLM's callback thread, which also
  * delivers our lock completions, so it never waits for a lock). The dead
  * node's EX locks then come back with an invalid LVB: the next holder
- * drops its cached copies (recover op: nothing more to do). The mount
+ * drops its cached copies (no recover op: nothing more to do). The mount
  * lock keeps v1's "first to get it recovers" for the first mount after
  * a whole-cluster crash: under EX it takes the lock of every other slot
  * it can get (EX, NOQUEUE, NOEXP: a live owner holds its slot's lock for
@@ -282,22 +282,13 @@ static void inode_inval(struct fs_glock *gl, void *arg)
 		count_drop(cl, owner_drop(fs, gl));
 }
 
-/*
- * The dead node's journal was replayed before any grant (cl_recover):
- * an invalid LVB on an inode or rgroup lock only means that what we
- * cached is stale (inval follows).
- */
-static int nothing_to_recover(struct fs_glock *gl, void *arg)
-{
-	(void)gl;
-	(void)arg;
-	return 0;
-}
-
+/* No recover op for inodes and rgroups: the dead node's journal was
+ * replayed before any grant (cl_recover), so an invalid LVB only means
+ * that what we cached is stale (inval), and a PR grant or a try need not
+ * go through EX. */
 static const struct fs_glock_ops inode_ops = {
     .sync = gl_sync,
     .inval = inode_inval,
-    .recover = nothing_to_recover,
 };
 
 /* A resource group came back: its header and bitmaps are re-read, its
@@ -317,7 +308,6 @@ static void rgrp_inval(struct fs_glock *gl, void *arg)
 static const struct fs_glock_ops rgrp_ops = {
     .sync = gl_sync,
     .inval = rgrp_inval,
-    .recover = nothing_to_recover,
 };
 
 /* ---- watchdog thread and node-down callback --------------------------- */
@@ -1074,7 +1064,7 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_u64(o, "demotes_to_nl", t.demote_nl);
 	fs_json_u64(o, "demote_ns", t.demote_ns);
 	fs_json_u64(o, "lvb_generation", g.generation);
-	fs_json_u64(o, "lvb_invalid_recoveries", t.recovers);
+	fs_json_u64(o, "lvb_invalid_recoveries", g.recovers);
 	pthread_mutex_lock(&cl->mu);
 	fs_json_u64(o, "cache_drops", cl->drops);
 	fs_json_u64(o, "cache_dropped_blocks", cl->dropped_bufs);
