@@ -14,6 +14,9 @@
  * changes; this node's journal is its own. So:
  *  - sync (leaving EX): fs_journal_writeback: commit, checkpoint (every
  *    block in place, journal empty), data written, device flushed;
+ *  - drop (going to NL, from EX after sync, or from PR): fs_kinval_all,
+ *    the kernel drops the names, attributes and pages it cached (MOUNT.md
+ *    "Kernel caches in cluster mounts");
  *  - inval (a grant with a new generation): fs_cache_drop_all, then
  *    fs_alloc_reload. Nothing is dirty then (we did not hold EX).
  *
@@ -70,6 +73,7 @@
 #include <time.h>
 
 #include "blockdev/bd.h"
+#include "fusefs/fs.h"
 #include "fusefs/fs_core_priv.h"
 #include "fusefs/fs_glock.h"
 #include "fusefs/fs_hb.h"
@@ -194,6 +198,22 @@ static void fs_gl_inval(struct fs_glock *gl, void *arg)
 					 : "cannot reload the resource groups");
 }
 
+/* Another node may change anything once we are at NL: the kernel's
+ * caches go first (fs_kinval.c). */
+static void fs_gl_drop(struct fs_glock *gl, int from, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs;
+
+	(void)gl;
+	(void)from;
+	pthread_mutex_lock(&cl->mu);
+	fs = cl->fs;
+	pthread_mutex_unlock(&cl->mu);
+	if (fs != NULL)
+		fs_kinval_all(fs);
+}
+
 /* The LVB is invalid: a node died holding EX (or nobody set it yet).
  * In EX: replay and free every slot whose owner is gone. */
 static int fs_gl_recover(struct fs_glock *gl, void *arg)
@@ -218,6 +238,7 @@ static const struct fs_glock_ops fs_gl_ops = {
     .sync = fs_gl_sync,
     .inval = fs_gl_inval,
     .recover = fs_gl_recover,
+    .drop = fs_gl_drop,
 };
 
 /* ---- watchdog thread and node-down callback --------------------------- */
