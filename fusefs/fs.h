@@ -414,7 +414,10 @@ struct fs_inval_ops {
 	/* every name (dentry) the kernel cached, positive or negative */
 	void (*all)(void *arg);
 	/* @n inodes the kernel may forget now if nothing uses them (their
-	 * names, attributes and pages go; no promise: a hint) */
+	 * names, attributes and pages go; no promise: a hint). The kernel
+	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster
+	 * lock: fs_kinval_* do not use it (it would pull the lock back
+	 * right after it left) */
 	void (*forget)(void *arg, const uint64_t *inos, size_t n);
 	/* wait until what was queued so far and can never wait on a
 	 * request in flight (attributes, every name at once) was told to

@@ -73,7 +73,7 @@ struct iv_queue {
 };
 
 struct iv_stats {
-	uint64_t attrs, pages, entries, epochs, prunes, pruned;
+	uint64_t attrs, pages, entries, epochs;
 	uint64_t errors, syncs, sync_ns;
 };
 
@@ -191,10 +191,6 @@ static int send_prune(struct fs_inval *iv, const uint64_t *ids, size_t n)
 		ret = -errno;
 	if (ret == -EINVAL)
 		__atomic_store_n(&iv->prune, 0, __ATOMIC_RELEASE);
-	if (ret == 0) {
-		IV_ADD(iv, prunes, 1);
-		IV_ADD(iv, pruned, n);
-	}
 	return ret;
 }
 
@@ -407,8 +403,6 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	IV_U64(pages);
 	IV_U64(entries);
 	IV_U64(epochs);
-	IV_U64(prunes);
-	IV_U64(pruned);
 	IV_U64(errors);
 	IV_U64(syncs);
 	IV_U64(sync_ns);
