@@ -411,7 +411,11 @@ struct fs_inval_ops {
 	/* the name @name (@namelen bytes) in directory @parent */
 	void (*entry)(void *arg, uint64_t parent, const char *name,
 		      size_t namelen);
-	/* every name (dentry) the kernel cached, positive or negative */
+	/* every name (dentry) the kernel cached, positive or negative,
+	 * and the attributes of every inode it may reach without looking a
+	 * name up again other than the open files (directories: a working
+	 * directory; the sink tracks them from its replies); a regular
+	 * file's are refreshed by the lookup its next path walk makes */
 	void (*all)(void *arg);
 	/* @n inodes the kernel may forget now if nothing uses them (their
 	 * names, attributes and pages go; no promise: a hint). The kernel
@@ -439,8 +443,9 @@ void fs_kinval_inode(struct fs *fs, uint64_t ino);
 /* Every name under directory @dir, and @dir's attributes and pages
  * (readdir cache). */
 void fs_kinval_dir(struct fs *fs, uint64_t dir);
-/* Everything: every name, the attributes of every inode the kernel
- * holds a reference to, the pages of the open ones. */
+/* Everything: every name, the attributes of every inode the kernel may
+ * use without a lookup (the sink's all), of the root and of the open
+ * files, and the open files' pages. */
 void fs_kinval_all(struct fs *fs);
 
 #endif /* UCFS_FS_H */

@@ -177,6 +177,8 @@ static void fill_entry(const struct fs_fuse *ff, const struct fs_attr *a,
 	attr_to_stat(ff, a, &e->attr);
 	e->attr_timeout = ff->timeout;
 	e->entry_timeout = entry_timeout(ff);
+	if (ff->iv != NULL)
+		fs_inval_note(ff->iv, a->ino, a->mode);
 }
 
 /* The one place the sign flips. */

@@ -14,7 +14,10 @@
  *                  dentry, positive or negative, made before it fails
  *                  its next revalidation; the kernel reads the epoch
  *                  before it sends a LOOKUP, so a reply that crosses it
- *                  is stale too ........................... attr thread
+ *                  is stale too; then the attributes of every
+ *                  non-regular inode handed out (fs_inval_note: "dirs"),
+ *                  which a working directory reaches without a
+ *                  lookup ..................................... attr thread
  *   forget         NOTIFY_PRUNE (6.18+, 7.45), 256 nodeids a message:
  *                  unused dentries and inodes go (FORGET follows) ... attr
  * libfuse 3.14 has no call for the last two: they are written to the
@@ -23,14 +26,17 @@
  * does not know a code answers EINVAL; fs_inval_init tries the epoch once
  * (its first use is harmless) before names may be cached, and a refused
  * prune is not sent again. Without the epoch, names are not cached at
- * all (fs_inval_names: entry timeout 0), so "all" has nothing to do.
+ * all (fs_inval_names: entry timeout 0), and "all" only drops the
+ * attributes of "dirs".
  *
  * The page thread may block for as long as a request in flight waits
  * for a cluster lock, so nothing waits for it; the attr thread only ever
  * waits for the kernel's own spinlocks, and ops->sync waits for it.
  *
- * Locking: iv->mu protects the queues, their counters, stop; a leaf,
- * never held while writing to the kernel. names and prune are atomics
+ * Locking: iv->mu protects the queues, their counters, stop; set_mu the
+ * set "dirs" (request handlers add to it, the attr thread copies it and
+ * removes what the kernel forgot); both leaves, never held while
+ * writing to the kernel. names and prune are atomics
  * (written by the attr thread and the INIT handler); st are atomics.
  */
 #include "fusefs/fs_inval.h"
@@ -40,6 +46,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +60,7 @@
 #define IV_MINOR_PRUNE 45
 #define IV_PRUNE_BATCH 256
 
-enum iv_kind { IV_ATTR, IV_PAGES, IV_ENTRY, IV_EPOCH, IV_PRUNE };
+enum iv_kind { IV_ATTR, IV_PAGES, IV_ENTRY, IV_EPOCH, IV_ALL, IV_PRUNE };
 enum { Q_ATTR, Q_PAGE, Q_N };
 
 struct iv_item {
@@ -72,6 +79,13 @@ struct iv_queue {
 	int started;		     /* immutable after new */
 };
 
+/* Nodeids of the non-regular inodes handed to the kernel (open
+ * addressing, 0 empty, never more than half full). */
+struct iv_set {
+	uint64_t *v;
+	size_t cap, n;
+};
+
 struct iv_stats {
 	uint64_t attrs, pages, entries, epochs;
 	uint64_t errors, syncs, sync_ns;
@@ -87,6 +101,8 @@ struct fs_inval {
 	int minor;		/* atomic: kernel's protocol minor; 0 unknown */
 	int names;		/* atomic: -1 unknown, 0 no epoch, 1 epoch */
 	int prune;		/* atomic: 1 while PRUNE may be sent */
+	pthread_mutex_t set_mu; /* a leaf: protects dirs */
+	struct iv_set dirs;	/* set_mu: what "all" drops attributes of */
 	struct iv_stats st;	/* atomics */
 };
 
@@ -137,6 +153,82 @@ static struct iv_item *item_new(enum iv_kind kind, uint64_t ino, size_t extra)
 		it->ino = ino;
 	}
 	return it;
+}
+
+/* ---- the non-regular inodes handed out (set_mu) ---- */
+
+static size_t set_slot(const struct iv_set *st, uint64_t id)
+{
+	size_t i = (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (st->cap - 1);
+
+	while (st->v[i] != 0 && st->v[i] != id)
+		i = (i + 1) & (st->cap - 1);
+	return i;
+}
+
+static int set_grow(struct iv_set *st)
+{
+	struct iv_set g = {.cap = st->cap > 0 ? st->cap * 2 : 1024};
+
+	g.v = calloc(g.cap, sizeof(*g.v));
+	if (g.v == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->cap; i++)
+		if (st->v[i] != 0) {
+			g.v[set_slot(&g, st->v[i])] = st->v[i];
+			g.n++;
+		}
+	free(st->v);
+	*st = g;
+	return 0;
+}
+
+static int set_add(struct iv_set *st, uint64_t id)
+{
+	size_t i;
+
+	if ((st->n + 1) * 2 > st->cap && set_grow(st) < 0)
+		return -ENOMEM;
+	i = set_slot(st, id);
+	if (st->v[i] == 0) {
+		st->v[i] = id;
+		st->n++;
+	}
+	return 0;
+}
+
+/* Linear probing: the entries after a hole move back into place. */
+static void set_del(struct iv_set *st, uint64_t id)
+{
+	size_t i, j;
+	uint64_t x;
+
+	if (st->cap == 0)
+		return;
+	i = set_slot(st, id);
+	if (st->v[i] == 0)
+		return;
+	st->v[i] = 0;
+	st->n--;
+	for (j = (i + 1) & (st->cap - 1); st->v[j] != 0;
+	     j = (j + 1) & (st->cap - 1)) {
+		x = st->v[j];
+		st->v[j] = 0;
+		st->v[set_slot(st, x)] = x;
+	}
+}
+
+void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
+{
+	int ret;
+
+	if (S_ISREG(mode))
+		return;
+	pthread_mutex_lock(&iv->set_mu);
+	ret = set_add(&iv->dirs, to_nodeid(iv, ino));
+	pthread_mutex_unlock(&iv->set_mu);
+	if (ret < 0)
+		IV_ADD(iv, errors, 1);
 }
 
 /* ---- talking to the kernel (the threads only) ---- */
@@ -194,6 +286,43 @@ static int send_prune(struct fs_inval *iv, const uint64_t *ids, size_t n)
 	return ret;
 }
 
+/* Every name (the epoch), and the attributes of every non-regular inode
+ * handed out: those may be used without a name being looked up again
+ * (a working directory, an open directory, a device); the ones the
+ * kernel forgot (ENOENT) leave the set. */
+static int make_all(struct fs_inval *iv)
+{
+	uint64_t *ids;
+	size_t n, k = 0;
+	int ret = 0;
+
+	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) != 0)
+		ret = send_epoch(iv);
+	pthread_mutex_lock(&iv->set_mu);
+	n = iv->dirs.n;
+	ids = malloc((n > 0 ? n : 1) * sizeof(*ids));
+	for (size_t i = 0; ids != NULL && i < iv->dirs.cap; i++)
+		if (iv->dirs.v[i] != 0)
+			ids[k++] = iv->dirs.v[i];
+	pthread_mutex_unlock(&iv->set_mu);
+	if (ids == NULL)
+		return -ENOMEM;
+	n = k;
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		IV_ADD(iv, attrs, 1);
+		if (fuse_lowlevel_notify_inval_inode(iv->se, ids[i], -1, 0) ==
+		    -ENOENT)
+			ids[k++] = ids[i];
+	}
+	pthread_mutex_lock(&iv->set_mu);
+	for (size_t i = 0; i < k; i++)
+		set_del(&iv->dirs, ids[i]);
+	pthread_mutex_unlock(&iv->set_mu);
+	free(ids);
+	return ret;
+}
+
 static void make(struct fs_inval *iv, struct iv_item *it)
 {
 	int ret = 0;
@@ -216,13 +345,16 @@ static void make(struct fs_inval *iv, struct iv_item *it)
 	case IV_EPOCH:
 		ret = send_epoch(iv);
 		break;
+	case IV_ALL:
+		ret = make_all(iv);
+		break;
 	case IV_PRUNE:
 		ret = send_prune(iv, it->v, it->n);
 		break;
 	}
 	/* -ENOENT: the kernel does not hold that inode or name (any more) */
 	if (ret < 0 && ret != -ENOENT &&
-	    !(it->kind == IV_EPOCH && ret == -EINVAL))
+	    !((it->kind == IV_EPOCH || it->kind == IV_ALL) && ret == -EINVAL))
 		IV_ADD(iv, errors, 1);
 }
 
@@ -301,10 +433,7 @@ static void op_all(void *arg)
 	struct fs_inval *iv = arg;
 	struct iv_item *it;
 
-	/* without the epoch the kernel caches no name (fs_inval_names) */
-	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) == 0)
-		return;
-	it = item_new(IV_EPOCH, 0, 0);
+	it = item_new(IV_ALL, 0, 0);
 	if (it != NULL)
 		enqueue(iv, Q_ATTR, it);
 }
@@ -437,6 +566,7 @@ int fs_inval_new(struct fuse_session *se, uint64_t root, struct fs_inval **out)
 	iv->root = root;
 	iv->names = -1;
 	pthread_mutex_init(&iv->mu, NULL);
+	pthread_mutex_init(&iv->set_mu, NULL);
 	pthread_cond_init(&iv->cv, NULL);
 	for (int q = 0; q < Q_N && ret == 0; q++)
 		ret = start(iv, q);
@@ -468,5 +598,7 @@ void fs_inval_free(struct fs_inval *iv)
 	}
 	pthread_cond_destroy(&iv->cv);
 	pthread_mutex_destroy(&iv->mu);
+	pthread_mutex_destroy(&iv->set_mu);
+	free(iv->dirs.v);
 	free(iv);
 }

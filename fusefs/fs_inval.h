@@ -37,6 +37,11 @@ const struct fs_inval_ops *fs_inval_ops(void);
  * and inodes pruned (NOTIFY_PRUNE, 7.45); both are tried once and
  * dropped if the kernel refuses them. */
 void fs_inval_init(struct fs_inval *iv, unsigned proto_minor);
+/* An entry reply hands inode @ino of @mode to the kernel: "all" drops
+ * the attributes of the non-regular ones (a directory may be used
+ * without a name being looked up again: a working directory). Any
+ * thread; takes the set's own lock (a leaf). */
+void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode);
 /* 1 when the kernel may cache names (the epoch works), else 0: entry
  * replies must then carry a timeout of 0. */
 int fs_inval_names(const struct fs_inval *iv);

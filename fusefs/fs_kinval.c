@@ -16,10 +16,15 @@
  * read(2) at once, since the attributes it refetches show the new mtime
  * or size (fs_fuse.c keeps FUSE_AUTO_INVAL_DATA on cluster mounts).
  *
- * Which inodes the kernel knows: the namespace layer's reference table
- * (fs_ns.h) holds every inode the kernel has a lookup reference to or
- * an open of; fs_kinval_all walks it. Names are dropped all at once
- * (ops->all: the kernel's dentry epoch), so no name needs tracking.
+ * What fs_kinval_all names: every name at once (ops->all: the kernel's
+ * dentry epoch, so no name needs tracking) and with it the attributes
+ * of what may be used without a lookup (the sink tracks directories
+ * from its replies); the open files from the namespace layer's
+ * reference table (fs_ns.h), whose attributes an fstat reads and whose
+ * pages a mapping or a reader may hold. A regular file that is not open
+ * is reached only by a path walk, whose lookup refreshes its attributes
+ * (and, with a new mtime or size, drops its pages). With ~15,600 inodes
+ * referenced, naming every one cost a lock 60-440 ms per demote here.
  *
  * Locking: sink_mu protects every fs_ns's sink pointer and the sinks'
  * user counts; it is taken with nothing else held except the caller's
@@ -108,62 +113,47 @@ void fs_kinval_dir(struct fs *fs, uint64_t dir)
 	sink_put(s);
 }
 
-/* The inodes the kernel holds: *out (malloc'd), *nopen of them first
- * (open: their pages may be in use), the rest after. -ENOMEM. */
-static int referenced(struct fs_ns *ns, uint64_t **out, size_t *n,
-		      size_t *nopen)
+/* The inodes open now (their pages may be in use, their attributes read
+ * by fstat): *out (malloc'd), *n. -ENOMEM. */
+static int open_inodes(struct fs_ns *ns, uint64_t **out, size_t *n)
 {
 	struct fs_inode *r;
-	size_t cap, head = 0, tail;
+	size_t cap, k = 0;
 	uint64_t *v;
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	cap = ns->count;
 	v = malloc((cap > 0 ? cap : 1) * sizeof(*v));
-	if (v == NULL) {
-		pthread_mutex_unlock(&ns->tbl_lock);
-		return -ENOMEM;
-	}
-	tail = cap;
-	for (size_t i = 0; i < ns->nbuckets; i++)
-		for (r = ns->hash[i]; r != NULL && head < tail; r = r->hnext)
+	for (size_t i = 0; v != NULL && i < ns->nbuckets; i++)
+		for (r = ns->hash[i]; r != NULL && k < cap; r = r->hnext)
 			if (r->nopen > 0)
-				v[head++] = r->ino;
-			else if (r->nlookup > 0)
-				v[--tail] = r->ino;
+				v[k++] = r->ino;
 	pthread_mutex_unlock(&ns->tbl_lock);
-	/* close the gap between the open ones and the rest */
-	for (size_t i = tail; i < cap; i++)
-		v[head + i - tail] = v[i];
+	if (v == NULL)
+		return -ENOMEM;
 	*out = v;
-	*n = head + cap - tail;
-	*nopen = head;
+	*n = k;
 	return 0;
 }
 
 void fs_kinval_all(struct fs *fs)
 {
 	struct fs_sink *s = sink_get(fs);
-	size_t n = 0, nopen = 0, i;
 	uint64_t *v = NULL;
+	size_t n = 0;
 
 	if (s == NULL)
 		return;
+	/* names, and what may be used without one (working directories) */
 	s->ops->all(s->arg);
 	s->ops->inode(s->arg, fs->ns->root, 0, 0);
-	if (referenced(fs->ns, &v, &n, &nopen) < 0) {
-		/* no memory for the list: names and the root only; the
-		 * sink's all() is then all there is */
-		s->ops->sync(s->arg);
-		sink_put(s);
-		return;
-	}
-	/* No ops->forget (prune) of the unused ones: the FORGETs it makes
+	/* No ops->forget (prune) of the unused inodes: the FORGETs it makes
 	 * the kernel send take the fs glock (fs_forget), so they would pull
 	 * the lock back from the node that now writes, right after it left
 	 * (two nodes untarring at once were slower with it). */
-	for (i = 0; i < n; i++)
-		s->ops->inode(s->arg, v[i], 0, i < nopen ? -1 : 0);
+	if (open_inodes(fs->ns, &v, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			s->ops->inode(s->arg, v[i], 0, -1);
 	s->ops->sync(s->arg);
 	sink_put(s);
 	free(v);

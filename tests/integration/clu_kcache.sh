@@ -6,7 +6,8 @@
 # again and must see the change, never the cached copy:
 #  * data: write(2) on A (same size, longer, shorter) seen by read(2) on
 #    B; a second read on B is served by its page cache (no READ);
-#  * attributes: chmod, chown, touch -d, truncate on A seen by stat on B;
+#  * attributes: chmod, chown, touch -d, truncate on A seen by stat on B,
+#    also through an open file (fstat) and a working directory (stat .);
 #  * names: create, unlink, rename, mkdir on A seen by lookup and readdir
 #    on B, also where B cached the name as absent; `rm -rf d; mkdir d`
 #    on A, then `ls d` on B is empty;
@@ -88,6 +89,20 @@ exec 3<"$MB/g"	# an open file's attributes (fstat, no path walk)
 truncate -s 777 "$MA/g"
 check clu_kcache_size_open eq "$(stat -L -c %s /dev/fd/3)" 777
 exec 3<&-
+
+# a working directory's own attributes (stat ., no name looked up)
+mkdir "$MA/cw"
+(
+	cd "$MB/cw" && stat -c %a . >/dev/null && : >"$T/cw.ready" &&
+	while [ ! -e "$T/cw.go" ]; do sleep 0.1; done &&
+	stat -c %a . >"$T/cw.out"
+) &
+cwp=$!
+wait_for 10 test -e "$T/cw.ready"
+chmod 700 "$MA/cw"
+: >"$T/cw.go"
+wait $cwp
+check clu_kcache_cwd_attrs eq "$(cat "$T/cw.out")" 700
 
 # ---- names ----
 mkdir "$MA/d"
