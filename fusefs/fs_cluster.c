@@ -26,6 +26,10 @@
  *  - inval (a grant with a new generation): fs_cache_drop_owner of that
  *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
  *    the mount lock: everything (v1's fs_cache_drop_all + reload).
+ *  - drop (an inode's lock going to NL): the kernel drops what it
+ *    cached of that inode (fs_kinval_inode: attributes, pages; a
+ *    directory: fs_kinval_dir, every name too; MOUNT.md "Kernel caches
+ *    in cluster mounts");
  *
  * Recovery: a demote from EX checkpoints what the lock covered, so a
  * node's journal only holds images of blocks whose locks it holds in EX;
@@ -79,9 +83,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "blockdev/bd.h"
+#include "fusefs/fs.h"
 #include "fusefs/fs_core_priv.h"
 #include "fusefs/fs_glock.h"
 #include "fusefs/fs_hb.h"
@@ -286,9 +292,43 @@ static void inode_inval(struct fs_glock *gl, void *arg)
  * replayed before any grant (cl_recover), so an invalid LVB only means
  * that what we cached is stale (inval), and a PR grant or a try need not
  * go through EX. */
+/*
+ * An inode's lock goes to NL (another node will change the inode): the
+ * kernel must not serve what it cached under it (fs_kinval.c). Must not
+ * read the disk: whether it is a directory (whose names the kernel may
+ * hold) comes from the cached block; unknown counts as one.
+ */
+static void inode_drop(struct fs_glock *gl, int from, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	uint64_t ino = fs_glock_num(gl);
+	struct fs_buf *b;
+	int dir = 1;
+
+	(void)from;
+	if (fs == NULL || fs->cache == NULL)
+		return;
+	b = fs_cache_lookup(fs, ino);
+	if (b != NULL && (fs_cache_flags(b) & FS_BUF_UPTODATE)) {
+		const struct fs_blk_hdr *h = b->data;
+
+		if (h->type == FS_BT_INODE)
+			dir = S_ISDIR(((const struct fs_dinode *)b->data)->mode);
+		else if (h->type == FS_BT_REFCOUNT)
+			dir = 0;
+	}
+	fs_buf_put(b);
+	if (dir)
+		fs_kinval_dir(fs, ino);
+	else
+		fs_kinval_inode(fs, ino);
+}
+
 static const struct fs_glock_ops inode_ops = {
     .sync = gl_sync,
     .inval = inode_inval,
+    .drop = inode_drop,
 };
 
 /* A resource group came back: its header and bitmaps are re-read, its

@@ -48,6 +48,8 @@
 #include "fusefs/fs_ilock.h"
 #include "fusefs/fs_internal.h"
 
+struct fs_sink;
+
 /*
  * A byte range of a file with data I/O in flight (see fs_file.c). Lives on the
  * I/O issuer's stack while linked.
@@ -104,6 +106,8 @@ struct fs_ns {
 	size_t count;			/* tbl_lock */
 	struct fs_inode *orphans;	/* list head, mirrors the slot's
 					   orphan_head: orphan_lock */
+	struct fs_sink *sink;		/* the kernel cache sink or NULL:
+					   fs_kinval.c's sink_mu */
 	int reap_pending;		/* atomic: dlm: an orphan became
 					   unreferenced in a request that may
 					   not write (fs_reap_orphans) */
