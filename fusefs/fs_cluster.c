@@ -312,9 +312,10 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	b = fs_cache_lookup(fs, ino);
 	if (b != NULL && (fs_cache_flags(b) & FS_BUF_UPTODATE)) {
 		const struct fs_blk_hdr *h = b->data;
+		const struct fs_dinode *di = b->data;
 
 		if (h->type == FS_BT_INODE)
-			dir = S_ISDIR(((const struct fs_dinode *)b->data)->mode);
+			dir = S_ISDIR(di->mode);
 		else if (h->type == FS_BT_REFCOUNT)
 			dir = 0;
 	}
