@@ -130,6 +130,7 @@ struct fs_cluster {
 	uint64_t recovered_tx;	      /* mu */
 	uint64_t drops, dropped_bufs; /* mu: cache drops */
 	uint64_t sync_errors;	      /* mu */
+	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
 };
 
 static uint64_t now_ms(void)
@@ -163,14 +164,37 @@ static void log_msg(int level, const char *msg, void *arg)
 
 /* ---- glock ops (run by fs_glock.c, without its lock) ----------------- */
 
+/* The mount an op works on, or NULL (mounting, unmounted, quiesced); a
+ * non-NULL one stays usable until cl_fs_put (fs_cluster_quiesce waits). */
 static struct fs *cl_fs(struct fs_cluster *cl)
 {
 	struct fs *fs;
 
 	pthread_mutex_lock(&cl->mu);
 	fs = cl->fs;
+	if (fs != NULL)
+		cl->ops_busy++;
 	pthread_mutex_unlock(&cl->mu);
 	return fs;
+}
+
+static void cl_fs_put(struct fs_cluster *cl, struct fs *fs)
+{
+	if (fs == NULL)
+		return;
+	pthread_mutex_lock(&cl->mu);
+	if (--cl->ops_busy == 0)
+		pthread_cond_broadcast(&cl->cv);
+	pthread_mutex_unlock(&cl->mu);
+}
+
+void fs_cluster_quiesce(struct fs_cluster *cl)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->fs = NULL;
+	while (cl->ops_busy > 0)
+		pthread_cond_wait(&cl->cv, &cl->mu);
+	pthread_mutex_unlock(&cl->mu);
 }
 
 /* The storage layer's owner of what glock @gl covers (fs_core_priv.h:
@@ -222,9 +246,12 @@ static int gl_sync(struct fs_glock *gl, int from, int to, void *arg)
 
 	(void)from;
 	(void)to;
-	if (fs == NULL || fs->j == NULL)
-		return 0; /* mounting, or unmounted: written back already */
+	if (fs == NULL || fs->j == NULL) {
+		cl_fs_put(cl, fs);
+		return 0; /* mounting, or unmounting: written back already */
+	}
 	ret = owner_sync(fs, gl);
+	cl_fs_put(cl, fs);
 	if (ret < 0) {
 		pthread_mutex_lock(&cl->mu);
 		cl->sync_errors++;
@@ -244,11 +271,14 @@ static void fs_gl_inval(struct fs_glock *gl, void *arg)
 	int ret = 0;
 
 	(void)gl;
-	if (fs == NULL || fs->cache == NULL)
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
 		return; /* mounting: nothing cached yet */
+	}
 	n = fs_cache_drop_all(fs, &busy);
 	if (fs->alloc != NULL)
 		ret = fs_alloc_reload(fs);
+	cl_fs_put(cl, fs);
 	count_drop(cl, n);
 	if (ret < 0)
 		fs_cluster_fence(cl, "cannot reload the resource groups");
@@ -264,9 +294,12 @@ static int fs_gl_recover(struct fs_glock *gl, void *arg)
 	int ret;
 
 	(void)gl;
-	if (fs == NULL || cl->slot < 0)
+	if (fs == NULL || cl->slot < 0) {
+		cl_fs_put(cl, fs);
 		return 0;
+	}
 	ret = fs_core_recover_slots(fs, 1);
+	cl_fs_put(cl, fs);
 	if (ret < 0)
 		fs_cluster_fence(cl, "cannot replay a dead node's journal");
 	return ret;
@@ -286,12 +319,9 @@ static void inode_inval(struct fs_glock *gl, void *arg)
 
 	if (fs != NULL && fs->cache != NULL)
 		count_drop(cl, owner_drop(fs, gl));
+	cl_fs_put(cl, fs);
 }
 
-/* No recover op for inodes and rgroups: the dead node's journal was
- * replayed before any grant (cl_recover), so an invalid LVB only means
- * that what we cached is stale (inval), and a PR grant or a try need not
- * go through EX. */
 /*
  * An inode's lock goes to NL (another node will change the inode): the
  * kernel must not serve what it cached under it (fs_kinval.c). Must not
@@ -307,8 +337,10 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	int dir = 1;
 
 	(void)from;
-	if (fs == NULL || fs->cache == NULL)
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
 		return;
+	}
 	b = fs_cache_lookup(fs, ino);
 	if (b != NULL && (fs_cache_flags(b) & FS_BUF_UPTODATE)) {
 		const struct fs_blk_hdr *h = b->data;
@@ -324,8 +356,13 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 		fs_kinval_dir(fs, ino);
 	else
 		fs_kinval_inode(fs, ino);
+	cl_fs_put(cl, fs);
 }
 
+/* No recover op for inodes and rgroups: the dead node's journal was
+ * replayed before any grant (cl_recover), so an invalid LVB only means
+ * that what we cached is stale (inval), and a PR grant or a try need not
+ * go through EX. */
 static const struct fs_glock_ops inode_ops = {
     .sync = gl_sync,
     .inval = inode_inval,
@@ -339,9 +376,12 @@ static void rgrp_inval(struct fs_glock *gl, void *arg)
 	struct fs_cluster *cl = arg;
 	struct fs *fs = cl_fs(cl);
 
-	if (fs == NULL || fs->alloc == NULL)
-		return;
-	if (fs_alloc_rgrp_inval(fs, (uint32_t)fs_glock_num(gl)) < 0)
+	int ret = 0;
+
+	if (fs != NULL && fs->alloc != NULL)
+		ret = fs_alloc_rgrp_inval(fs, (uint32_t)fs_glock_num(gl));
+	cl_fs_put(cl, fs);
+	if (ret < 0)
 		fs_cluster_fence(cl, "cannot reload a resource group");
 	count_drop(cl, 0);
 }
@@ -416,13 +456,13 @@ static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
 	(void)ls;
 	pthread_mutex_lock(&cl->mu);
 	cl->deaths++;
-	fs = cl->fs;
 	fenced = cl->fenced;
 	pthread_mutex_unlock(&cl->mu);
-	if (fs == NULL || cl->slot < 0 || fenced)
-		return; /* mounting: the mount recovers under the fs lock */
-	if (fs_core_recover_node(fs, nodeid) < 0)
+	fs = fenced ? NULL : cl_fs(cl);
+	/* mounting: the mount recovers under the fs lock */
+	if (fs != NULL && cl->slot >= 0 && fs_core_recover_node(fs, nodeid) < 0)
 		fs_cluster_fence(cl, "cannot replay a dead node's journal");
+	cl_fs_put(cl, fs);
 }
 
 /* The lock manager's disk hook (lk_disk_fn): under its lock, so only
@@ -737,9 +777,7 @@ void fs_cluster_detach(struct fs_cluster *cl, int held)
 	cl->gate_bd = NULL;
 	if (held)
 		fs_glock_release(cl->gl, LK_EX);
-	pthread_mutex_lock(&cl->mu);
-	cl->fs = NULL;
-	pthread_mutex_unlock(&cl->mu);
+	fs_cluster_quiesce(cl);
 }
 
 /* A slot lock request's outcome, from its completion callback (a NOQUEUE

@@ -111,6 +111,10 @@ void fs_cluster_gunlock(struct fs_glock *gl, int mode);
  * until slot @slot's owner stopped beating on the disk. 1 dead, 0 still
  * beating. */
 int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot);
+/* Unmount, once everything is written back in place and no transaction
+ * can start any more: the glock ops stop using the mount (a demote from
+ * now on has nothing to write back); waits for ops in progress. */
+void fs_cluster_quiesce(struct fs_cluster *cl);
 /* Fence this node: no more device writes, every request -EIO. */
 void fs_cluster_fence(struct fs_cluster *cl, const char *why);
 int fs_cluster_fenced(struct fs_cluster *cl);

@@ -573,6 +573,15 @@ int fs_core_unmount(struct fs *fs)
 	/* file data written back first; a data write error is reported
 	 * but does not keep the journal from being made clean */
 	derr = fs->ro ? 0 : fs_journal_sync(fs);
+	if (fs->cl != NULL) {
+		/* dlm: other nodes' requests may still demote our glocks:
+		 * everything in place first, then the ops leave the journal
+		 * alone (it goes away next) */
+		ret = fs_journal_writeback(fs);
+		if (ret < 0)
+			goto out_cluster;
+		fs_cluster_quiesce(fs->cl);
+	}
 	ret = fs_journal_shutdown(fs, 1);
 	if (!fs->ro && ret == 0 && fs->cl != NULL)
 		r2 = fs_core_recover_slots(fs, 1);	/* tidy dead slots */
@@ -581,6 +590,7 @@ int fs_core_unmount(struct fs *fs)
 		if (r2 == 0)
 			r2 = bd_flush(fs->bd);
 	}
+out_cluster:
 	if (fs->cl != NULL) {
 		if (ret < 0 || r2 < 0)
 			fs_cluster_fence(fs->cl, "unmount could not write back");

@@ -87,7 +87,8 @@ fi
 # a directory renamed between parents while the other node works in it
 mkdir -p "$M1/p1/w" "$M1/p2"
 (cd "$M2/p1/w" && creates . w 400) & p2=$!
-sleep 0.2
+# the worker is inside (and writing) before the rename
+wait_for 30 test -e "$M1/p1/w/w20"
 check clu_inodes_rename_dir mv "$M1/p1/w" "$M1/p2/w"
 wait $p2
 check clu_inodes_worker_done test $? -eq 0
