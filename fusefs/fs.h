@@ -277,11 +277,9 @@ int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
  * file. */
 void fs_release(struct fs *fs, uint64_t ino);
 
-/* lockproto=dlm: fs_forget, fs_release and the end of a read run under
- * the fs glock in PR and cannot write, so they leave this node's orphans
- * whose last reference they dropped on the orphan list; this frees them
- * (taking the fs glock in EX). Every call that holds the glock in EX runs
- * it as it ends; cheap when nothing is pending. */
+/* Orphans whose last reference went in a holder that may not wait for
+ * a lock (directory readahead) stay on the orphan list; this frees them.
+ * Every fs.h call runs it as it ends; cheap when nothing is pending. */
 void fs_reap_orphans(struct fs *fs);
 
 /* Read up to @len bytes at @off; short at EOF, holes read as zeros.

@@ -13,26 +13,33 @@
  *
  * Locking (numbered order: take a lower number before a higher one, never
  * the reverse):
- *   1. the namespace's locks (fs_ilock.h: the cluster glock, the rename
- *      mutex, per-inode locks, the refcount lock; the orphan lock inside
- *      a handle; the leaf ns->tbl_lock)
+ *   1. the namespace's locks (fs_ilock.h: the rename lock and mutex,
+ *      per-inode locks (dlm: each its glock first), the refcount locks,
+ *      rgroup glocks waited for with no handle; the orphan lock inside a
+ *      handle; the leaf ns->tbl_lock)
  *   2. transaction handle (fs_tx_begin .. fs_tx_end). Take it AFTER the
  *      inode locks; a thread holding a handle must never wait for an
- *      inode lock
- *      (a commit waits for every handle to end). Handles do not nest:
- *      one handle per thread at a time.
- *   3. rgroup lock (fs_alloc.c, internal)
- *   4. journal lock (internal: running transaction lists)
- *   5. cache lock (internal: hash, LRU, refcounts, flags)
+ *      inode lock nor for a glock (only fs_glock_try: a commit waits
+ *      for every handle to end, and a demote for a commit). Handles do
+ *      not nest: one handle per thread at a time.
+ *   3. the free log's lock, then the rgroup lock (fs_alloc.c, internal)
+ *   4. journal lock (internal: running transaction lists, the per-owner
+ *      table of transaction sequences not yet checkpointed)
+ *   5. cache lock (internal: hash, owner hash, LRU, refcounts, flags,
+ *      each buffer's owner)
  *   6. data write-behind lock (fs_data.c, internal; a leaf)
- * The journal's commit mutex is taken by fs_tx_begin / fs_journal_sync
- * only when no handle is held by the caller, i.e. between 1 and 2.
+ * The journal's commit mutex is taken by fs_tx_begin, fs_journal_sync
+ * and fs_journal_sync_owner only when no handle is held by the caller,
+ * i.e. between 1 and 2.
  *
  * Buffer contents are protected by the lock of the object that owns the
  * block: an inode's block, its B+tree nodes and xattr block by that
- * inode's lock (fs_ilock.h), a refcount tree by ns->refc_lock,
- * bitmaps and rgroup headers by the rgroup lock. A block is modified only
- * inside a handle, after fs_tx_write() on its buffer.
+ * inode's lock (fs_ilock.h; dlm: and its glock), a refcount tree by
+ * ns->refc_lock (dlm: and the tree's glock), bitmaps and rgroup headers
+ * by the rgroup lock (dlm: and the rgroup's glock held in EX), this
+ * slot's slotinfo by the orphan lock (orphan list) and the free log's
+ * lock (free log). A block is modified only inside a handle, after
+ * fs_tx_write() on its buffer.
  */
 #ifndef UCFS_FS_INTERNAL_H
 #define UCFS_FS_INTERNAL_H

@@ -13,8 +13,9 @@
  *
  * Locking: the holders and the full order are in fs_ilock.h (every
  * fs.h operation takes its locks there). In short:
- *   - the cluster glock (dlm) first, then ns->rename_mu (a rename
- *     between two directories), then inode locks: the rwlock in each
+ *   - the rename lock (dlm) and ns->rename_mu (a rename between two
+ *     directories), then inode locks (dlm: each its glock first, then)
+ *     the rwlock in each
  *     referenced inode's record (struct fs_inode.lock), shared to read
  *     that inode's block, directory entries, extent tree, file data and
  *     xattr block, exclusive to change any of them. The buffers of those

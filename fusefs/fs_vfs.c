@@ -4,9 +4,9 @@
  * and xattr modules.
  *
  * Each operation takes its own locks through a holder (fs_ilock.h): the
- * cluster glock (dlm) in the mode it needs, then the locks of the inodes
- * it touches (shared to read, exclusive to change; parent before child,
- * others by number), all before any transaction. It reads the inode
+ * locks of the inodes it touches (dlm: each its cluster glock first),
+ * shared to read, exclusive to change; parent before child, others by
+ * number; all before any transaction. It reads the inode
  * blocks it needs from the core cache, checks everything that can fail
  * before it starts a transaction where possible, and puts the buffers
  * back. Inodes whose last link goes
@@ -15,9 +15,11 @@
  *
  * ENOSPC: blocks freed by a transaction become allocatable only after it
  * commits, so an operation that hits ENOSPC while frees are pending
- * commits the journal and tries once more (safe: the operation holds
+ * commits the journal and tries again; dlm: an allocation that found
+ * space only in rgroups other nodes hold makes the operation take one
+ * (waiting) and try again (need_nospc_retry; safe: the operation holds
  * inode locks but no handle, and no thread that holds a handle waits
- * for an inode lock).
+ * for an inode lock or a glock).
  */
 #include "fusefs/fs_cluster.h"
 #include "fusefs/fs_ns.h"
@@ -156,9 +158,8 @@ static int need_nospc_retry(struct fs *fs, int ret)
 	return fs_journal_sync(fs) == 0;
 }
 
-/* dlm: orphans whose last reference went in a request that held the
- * glock only in PR (forget, release, read) are freed here, by the next
- * request that holds it in EX (fs_op_end). */
+/* Orphans whose last reference went in a holder that may not wait for
+ * a lock (statahead) are freed here, by the next request (fs_op_end). */
 void fs_reap_orphans(struct fs *fs)
 {
 	struct fs_ilock il;
@@ -244,7 +245,7 @@ static int mount_common(struct fs *fs, const struct fs_opts *o,
 		return ret;
 	}
 	if (fs->cl != NULL && fs->cl_held) {
-		/* mounted: requests may now take the fs glock */
+		/* mounted: the mount lock goes (requests never take it) */
 		fs->cl_held = 0;
 		fs_cluster_unlock(fs->cl, LK_EX);
 	}
@@ -321,7 +322,7 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		return ret;
 	core_opts(o, &co);
 	if (o->lockproto == FS_LOCK_DLM) {
-		/* reads run under the glock in PR: they cannot write */
+		/* reads hold inode glocks in PR only: no atime */
 		lo = *o;
 		lo.atime = FS_ATIME_NOATIME;
 		o = &lo;

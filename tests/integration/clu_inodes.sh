@@ -99,6 +99,12 @@ check clu_inodes_old_name_gone test ! -e "$M2/p1/w" -a ! -e "$M1/p1/w"
 # node 2 dies with frees in its log for node 1's groups
 cp -r "$T/src" "$M1/t4" & p1=$!
 rm -rf "$M2/t3"
+if command -v jq >/dev/null 2>&1; then
+	"$B/ucfs-stat" --json "$M2" >"$T/st2k.json" 2>&1
+	echo "node 2's free log before the kill: $(jq \
+		'.alloc.flog_logged - .alloc.flog_applied' "$T/st2k.json") \
+blocks not applied yet"
+fi
 fs_kill9 "$M2"
 wait $p1
 check clu_inodes_survivor_tree diff -r "$T/src" "$M1/t4"
