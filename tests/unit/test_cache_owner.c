@@ -541,12 +541,50 @@ static void bench(const char *path)
 	unlink(path);
 }
 
+/* drop_owner of one owner among many cached vs drop_all (RAM device). */
+static void bench_drop(void)
+{
+	enum { NBLK = 20000, NOWN = 2000, NDROP = 200 };
+	struct bd_dev *bd = cf_ram_fs(256, 16, 32);
+	uint64_t *blks = calloc(NBLK, sizeof(*blks)), t0, t_own, t_all;
+	unsigned busy, dropped = 0, all;
+	struct fs *fs;
+
+	REQUIRE(blks != NULL && bd != NULL);
+	REQUIRE((fs = cf_mount(bd, 256)) != NULL);
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 1, NULL) == 0);
+	for (unsigned i = 0; i < NBLK; i++) {
+		struct fs_buf *b;
+
+		REQUIRE(fs_buf_read(fs, blks[i], FS_BT_XATTR, &b) == 0);
+		fs_cache_set_owner(b, OI(1 + i % NOWN));
+		fs_buf_put(b);
+	}
+	t0 = now_ns();
+	for (unsigned k = 0; k < NDROP; k++)
+		dropped += fs_cache_drop_owner(fs, OI(1 + k), &busy);
+	t_own = now_ns() - t0;
+	t0 = now_ns();
+	all = fs_cache_drop_all(fs, &busy);
+	t_all = now_ns() - t0;
+	printf("bench drop: %u cached blocks of %u owners: drop_owner %.2f us"
+	       " (%u blocks each), drop_all %.1f us (%u blocks)\n",
+	       NBLK, NOWN, (double)t_own / NDROP / 1000, dropped / NDROP,
+	       (double)t_all / 1000, all);
+	CHECK_EQ(dropped, NDROP * (NBLK / NOWN));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	free(blks);
+	bd_close(bd);
+}
+
 static void test_bench(void)
 {
 	const char *path = getenv("UCFS_OWNER_BENCH");
 
-	if (path != NULL && path[0] != '\0')
+	if (path != NULL && path[0] != '\0') {
 		bench(path);
+		bench_drop();
+	}
 }
 
 int main(int argc, char **argv)
