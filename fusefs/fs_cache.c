@@ -28,7 +28,9 @@
  * UPTODATE and drops the references. A prefetch never replaces a cached buffer,
  * so a dirty or newer copy always wins over the device's; a prefetched block
  * freed meanwhile is unhashed as usual and its buffer freed when the I/O
- * ends. fs_cache_destroy waits for runs in flight.
+ * ends. fs_cache_destroy waits for runs in flight; fs_cache_drop_all and
+ * fs_cache_drop_owner wait for the batches issued before them (a list in
+ * issue order, so a stream of new prefetches cannot starve a drop).
  *
  * Owners (cluster glocks): every buffer records the owner of its block
  * (fs_core_priv.h "struct fs_owner"), derived from its content when it
@@ -88,6 +90,10 @@ struct fs_cache {
 	uint64_t nprefetch;		/* lock: PREFETCHED buffers */
 	uint64_t ra_max;		/* immutable: bound of nprefetch */
 	uint64_t ra_batches;		/* lock: prefetch batches in flight */
+	struct ra_batch *ra_first;	/* lock: those batches, oldest first
+					   (ra_prev/ra_next) */
+	struct ra_batch *ra_last;	/* lock */
+	uint64_t ra_next_id;		/* lock: id of the next batch */
 	void **chunks;			/* lock: data page chunks (mapped) */
 	size_t nchunks, capchunks;	/* lock */
 	char *carve;			/* lock: next unused page of the last
@@ -519,13 +525,7 @@ unsigned fs_cache_owner_count(struct fs *fs, struct fs_owner o)
 
 /* ---- dropping (cluster) ----------------------------------------------- */
 
-/* Prefetches in flight may be reading blocks about to be dropped (and
- * changed by another node afterwards): wait for them. Lock held. */
-static void ra_drain(struct fs_cache *c)
-{
-	while (c->ra_batches > 0)
-		pthread_cond_wait(&c->io_cond, &c->lock);
-}
+static void ra_drain(struct fs_cache *c);
 
 /* Forget @b: 1, or 0 if pinned or reading (journal state the caller
  * should have written back). A referenced buffer lives on, unhashed,
@@ -973,9 +973,49 @@ struct ra_batch {
 	struct fs *fs;
 	unsigned *wait;		/* fs_buf_readahead's counters, or NULL */
 	unsigned n;		/* runs */
+	uint64_t id;		/* lock: issue order */
+	struct ra_batch *ra_prev, *ra_next; /* lock: in-flight list */
 	struct bd_io ios[RA_BATCH];
 	struct ra_run runs[RA_BATCH];
 };
+
+/* Prefetches in flight may be reading blocks about to be dropped (and
+ * changed by another node afterwards): wait for those issued before this
+ * call (later ones cannot starve it). Lock held. */
+static void ra_drain(struct fs_cache *c)
+{
+	uint64_t last = c->ra_next_id;
+
+	while (c->ra_first != NULL && c->ra_first->id < last)
+		pthread_cond_wait(&c->io_cond, &c->lock);
+}
+
+/* @rb is in flight / done. Lock held. */
+static void ra_link(struct fs_cache *c, struct ra_batch *rb)
+{
+	rb->id = c->ra_next_id++;
+	rb->ra_next = NULL;
+	rb->ra_prev = c->ra_last;
+	if (c->ra_last != NULL)
+		c->ra_last->ra_next = rb;
+	else
+		c->ra_first = rb;
+	c->ra_last = rb;
+	c->ra_batches++;
+}
+
+static void ra_unlink(struct fs_cache *c, struct ra_batch *rb)
+{
+	if (rb->ra_prev != NULL)
+		rb->ra_prev->ra_next = rb->ra_next;
+	else
+		c->ra_first = rb->ra_next;
+	if (rb->ra_next != NULL)
+		rb->ra_next->ra_prev = rb->ra_prev;
+	else
+		c->ra_last = rb->ra_prev;
+	c->ra_batches--;
+}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -1118,7 +1158,7 @@ static void ra_done(struct bd_io *ios, unsigned nios, void *arg)
 	}
 	for (unsigned i = 0; i < nios; i++)
 		bounce_put(c, rb->runs[i].bounce);
-	c->ra_batches--;
+	ra_unlink(c, rb);
 	pthread_cond_broadcast(&c->io_cond);
 	pthread_mutex_unlock(&c->lock);
 	free(rb);
@@ -1156,7 +1196,7 @@ static void ra_submit(struct ra_batch *rb)
 			ret = -ENOMEM;
 	}
 	pthread_mutex_lock(&c->lock);
-	c->ra_batches++;
+	ra_link(c, rb);
 	if (rb->wait != NULL)
 		rb->wait[0]++;
 	pthread_mutex_unlock(&c->lock);

@@ -1112,6 +1112,12 @@ int fs_journal_sync(struct fs *fs)
 	pthread_mutex_lock(&j->lock);
 	seq = j->run_seq;
 	empty = j->run_count == 0 && j->nrev == 0;
+	/* an empty running transaction may follow one whose commit is
+	 * still being written (snapshot taken, not yet durable): wait for
+	 * that one */
+	if (empty)
+		seq--;
+	empty = j->committed_seq >= seq;
 	ret = j->aborted;
 	pthread_mutex_unlock(&j->lock);
 	if (ret < 0)

@@ -6,7 +6,8 @@
  * drops exactly that owner's clean buffers; fs_journal_sync_owner writes
  * nothing for a clean owner and, for a dirty one, leaves a journal whose
  * replay writes nothing; the owner table stays bounded after 100,000
- * owners; a prefetched copy that fails its check is read again.
+ * owners; a prefetched copy that fails its check is read again; writer
+ * threads and a demoter racing on owners (seeded).
  *
  * With UCFS_OWNER_BENCH=PATH (a file, created, 64 MiB) it also times
  * fs_journal_sync_owner of a clean owner against fs_journal_writeback
@@ -15,6 +16,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -467,6 +469,138 @@ static void test_stale_prefetch(void)
 	bd_close(bd);
 }
 
+/*
+ * Concurrency: writer threads change the blocks of their owners (each
+ * owner under a mutex, standing in for its glock) in transactions while
+ * a demoter takes owners away: under the owner's mutex it syncs and
+ * drops it, and then every block of it must be home on the device with
+ * the last value written, none left cached or dirty. Seeded.
+ */
+enum { CC_WRITERS = 3, CC_OWNERS = 12, CC_BLKS = 3, CC_ROUNDS = 300 };
+
+struct cc_owner {
+	pthread_mutex_t mu;
+	uint64_t blk[CC_BLKS];
+	uint32_t ver;
+};
+
+struct cc_state {
+	struct fs *fs;
+	struct bd_dev *bd;
+	struct cc_owner own[CC_OWNERS];
+	uint64_t seed;
+	int stop; /* atomic */
+	int bad;  /* atomic: failed checks in threads */
+};
+
+static uint64_t cc_rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+struct cc_arg {
+	struct cc_state *st;
+	unsigned id;
+};
+
+/* One transaction over owner @k's blocks: count = ++ver. */
+static int cc_write(struct cc_state *st, unsigned k)
+{
+	struct cc_owner *o = &st->own[k];
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(st->fs, CC_BLKS, &tx);
+	if (ret < 0)
+		return ret;
+	o->ver++;
+	for (unsigned i = 0; i < CC_BLKS && ret == 0; i++)
+		ret = touch(tx, o->blk[i], o->ver);
+	return fs_tx_end(tx) < 0 ? -EIO : ret;
+}
+
+static void *cc_writer(void *p)
+{
+	struct cc_arg *a = p;
+	struct cc_state *st = a->st;
+	uint64_t x = st->seed * 2654435761u + a->id + 1;
+
+	while (!__atomic_load_n(&st->stop, __ATOMIC_ACQUIRE)) {
+		/* writers share owners: the mutex orders them */
+		unsigned k = (unsigned)(cc_rnd(&x) % CC_OWNERS);
+
+		pthread_mutex_lock(&st->own[k].mu);
+		if (cc_write(st, k) < 0)
+			__atomic_add_fetch(&st->bad, 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&st->own[k].mu);
+	}
+	return NULL;
+}
+
+/* Owner @k given up: synced, dropped, every block home. Mutex held. */
+static int cc_demote(struct cc_state *st, unsigned k, uint64_t *x)
+{
+	struct cc_owner *o = &st->own[k];
+	unsigned busy = 0;
+	int ok = 1;
+
+	if (fs_journal_sync_owner(st->fs, OI(100 + k)) < 0)
+		return 0;
+	if (cc_rnd(x) % 2) { /* to NL (else to PR: kept cached) */
+		fs_cache_drop_owner(st->fs, OI(100 + k), &busy);
+		for (unsigned i = 0; i < CC_BLKS; i++)
+			ok &= !cached(st->fs, o->blk[i]);
+	}
+	ok &= busy == 0;
+	ok &= fs_journal_owner_dirty(st->fs, OI(100 + k)) == 0;
+	for (unsigned i = 0; i < CC_BLKS; i++)
+		ok &= home_count(st->bd, o->blk[i], o->ver);
+	return ok;
+}
+
+static void test_concurrent_demotes(void)
+{
+	struct cc_state *st = calloc(1, sizeof(*st));
+	pthread_t th[CC_WRITERS];
+	struct cc_arg args[CC_WRITERS];
+	uint64_t x;
+	int fails = 0;
+
+	REQUIRE(st != NULL);
+	st->seed = t_seed();
+	x = st->seed | 1;
+	st->bd = cf_ram_fs(64, 8, 8);
+	REQUIRE(st->bd != NULL && (st->fs = cf_mount(st->bd, 16)) != NULL);
+	for (unsigned k = 0; k < CC_OWNERS; k++) {
+		pthread_mutex_init(&st->own[k].mu, NULL);
+		for (unsigned i = 0; i < CC_BLKS; i++)
+			REQUIRE((st->own[k].blk[i] = new_block(
+				     st->fs, FS_BT_XATTR, 100 + k)) != 0);
+	}
+	for (unsigned t = 0; t < CC_WRITERS; t++) {
+		args[t] = (struct cc_arg){st, t};
+		REQUIRE(pthread_create(&th[t], NULL, cc_writer, &args[t]) == 0);
+	}
+	for (unsigned r = 0; r < CC_ROUNDS; r++) {
+		unsigned k = (unsigned)(cc_rnd(&x) % CC_OWNERS);
+
+		pthread_mutex_lock(&st->own[k].mu);
+		fails += !cc_demote(st, k, &x);
+		pthread_mutex_unlock(&st->own[k].mu);
+	}
+	__atomic_store_n(&st->stop, 1, __ATOMIC_RELEASE);
+	for (unsigned t = 0; t < CC_WRITERS; t++)
+		pthread_join(th[t], NULL);
+	CHECK_EQ(fails, 0);
+	CHECK_EQ(st->bad, 0);
+	CHECK_EQ(fs_core_unmount(st->fs), 0);
+	bd_close(st->bd);
+	free(st);
+}
+
 /* ---- bench (UCFS_OWNER_BENCH=file) ------------------------------------- */
 
 static uint64_t now_ns(void)
@@ -541,12 +675,50 @@ static void bench(const char *path)
 	unlink(path);
 }
 
+/* drop_owner of one owner among many cached vs drop_all (RAM device). */
+static void bench_drop(void)
+{
+	enum { NBLK = 20000, NOWN = 2000, NDROP = 200 };
+	struct bd_dev *bd = cf_ram_fs(256, 16, 32);
+	uint64_t *blks = calloc(NBLK, sizeof(*blks)), t0, t_own, t_all;
+	unsigned busy, dropped = 0, all;
+	struct fs *fs;
+
+	REQUIRE(blks != NULL && bd != NULL);
+	REQUIRE((fs = cf_mount(bd, 256)) != NULL);
+	REQUIRE(cf_make_blocks(fs, blks, NBLK, 1, NULL) == 0);
+	for (unsigned i = 0; i < NBLK; i++) {
+		struct fs_buf *b;
+
+		REQUIRE(fs_buf_read(fs, blks[i], FS_BT_XATTR, &b) == 0);
+		fs_cache_set_owner(b, OI(1 + i % NOWN));
+		fs_buf_put(b);
+	}
+	t0 = now_ns();
+	for (unsigned k = 0; k < NDROP; k++)
+		dropped += fs_cache_drop_owner(fs, OI(1 + k), &busy);
+	t_own = now_ns() - t0;
+	t0 = now_ns();
+	all = fs_cache_drop_all(fs, &busy);
+	t_all = now_ns() - t0;
+	printf("bench drop: %u cached blocks of %u owners: drop_owner %.2f us"
+	       " (%u blocks each), drop_all %.1f us (%u blocks)\n",
+	       NBLK, NOWN, (double)t_own / NDROP / 1000, dropped / NDROP,
+	       (double)t_all / 1000, all);
+	CHECK_EQ(dropped, NDROP * (NBLK / NOWN));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	free(blks);
+	bd_close(bd);
+}
+
 static void test_bench(void)
 {
 	const char *path = getenv("UCFS_OWNER_BENCH");
 
-	if (path != NULL && path[0] != '\0')
+	if (path != NULL && path[0] != '\0') {
 		bench(path);
+		bench_drop();
+	}
 }
 
 int main(int argc, char **argv)
@@ -560,6 +732,7 @@ int main(int argc, char **argv)
 	T_RUN(test_sync_owner_data);
 	T_RUN(test_table_bounded);
 	T_RUN(test_stale_prefetch);
+	T_RUN(test_concurrent_demotes);
 	T_RUN(test_bench);
 	return t_done();
 }
