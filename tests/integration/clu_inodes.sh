@@ -12,10 +12,12 @@
 #  * a directory renamed between parents on node 1 while node 2 creates
 #    files inside it (its cwd): every file is there, under the new name,
 #    on both nodes;
-#  * node 2 is killed (kill -9) with frees logged for node 1's groups:
+#  * node 2 truncates two of node 1's files (fsync'ed: the frees are in
+#    its free log, node 1 holding the groups) and is killed (kill -9):
 #    node 1 goes on (writes, fsync, reads back), unmounts, fsck -n is
 #    clean (logged blocks count as in use); node 2 mounts its slot again
-#    (which applies its log), unmounts, fsck -n is clean again.
+#    (which applies its log), sees the truncates, unmounts, fsck -n is
+#    clean again.
 # Node 3 is a lockspace-only witness (tests/clulib.sh: quorum).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -96,9 +98,20 @@ check clu_inodes_renamed_on_1 test "$(ls "$M1/p2/w" | wc -l)" -eq 400
 check clu_inodes_renamed_on_2 test "$(ls "$M2/p2/w" | wc -l)" -eq 400
 check clu_inodes_old_name_gone test ! -e "$M2/p1/w" -a ! -e "$M1/p1/w"
 
-# node 2 dies with frees in its log for node 1's groups
+# node 2 dies with frees in its log for node 1's groups (the truncates
+# just before the kill: their entries are too young to be applied yet)
 cp -r "$T/src" "$M1/t4" & p1=$!
 rm -rf "$M2/t3"
+wait $p1
+# node 1 writes again (its groups, which node 2's free log may have
+# taken, come back to it); node 2 truncates two of those files: their
+# blocks are freed at once, into groups node 1 holds
+mkdir "$M1/k"
+for i in 0 1 2; do head -c 65536 /dev/urandom >"$M1/k/k$i"; done
+: >"$M2/k/k0"
+: >"$M2/k/k1"
+# durable (the free log entries with them): a commit of node 2's journal
+python3 -c "import os; fd=os.open('$M2/k/k1', os.O_RDONLY); os.fsync(fd)"
 if command -v jq >/dev/null 2>&1; then
 	"$B/ucfs-stat" --json "$M2" >"$T/st2k.json" 2>&1
 	echo "node 2's free log before the kill: $(jq \
@@ -106,7 +119,6 @@ if command -v jq >/dev/null 2>&1; then
 blocks not applied yet"
 fi
 fs_kill9 "$M2"
-wait $p1
 check clu_inodes_survivor_tree diff -r "$T/src" "$M1/t4"
 head -c 300000 /dev/urandom >"$T/ref"
 check clu_inodes_survivor_writes sh -c "cp '$T/ref' '$M1/after' && \
@@ -116,6 +128,8 @@ check clu_inodes_umount1 fs_umount "$M1"
 check clu_inodes_fsck_after_kill fs_fsck "$IMG"
 fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || fail clu_inodes_remount2
 check clu_inodes_remount_sees cmp "$T/ref" "$M2/after"
+check clu_inodes_truncates_kept test ! -s "$M2/k/k0" -a ! -s "$M2/k/k1"
+check clu_inodes_untouched_file test "$(stat -c %s "$M2/k/k2")" -eq 65536
 check clu_inodes_umount2 fs_umount "$M2"
 check clu_inodes_fsck_final fs_fsck "$IMG"
 rm -f "$IMG"
