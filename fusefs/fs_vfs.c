@@ -651,6 +651,7 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 	struct fs_acl_inherit *acl;
 	struct fs_buf *d, *b = NULL;
 	struct fs_ilock il;
+	uint64_t ino;
 	size_t tlen;
 	gid_t gid;
 	int ret;
@@ -686,8 +687,17 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 	fs_buf_put(d);
 	if (ret < 0)
 		goto out;
-	/* a child after its parent; new, so nobody waits for it */
-	ret = fs_ilock_one(&il, b->blkno, FS_IL_EX);
+	/* a child after its parent; new, so nobody waits for it. No
+	 * reference across the lock: its grant may drop a clean cached
+	 * copy (dlm: another node may cache that block number) */
+	ino = b->blkno;
+	fs_buf_put(b);
+	b = NULL;
+	ret = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_ino_read(fs, ino, &b);
+	if (ret < 0)
+		goto out;
 	tlen = nn->target != NULL ? strlen(nn->target) : 0;
 	if (ret == 0 && tlen > FS_INODE_INLINE_SIZE) {
 		ssize_t n = fs_file_write(fs, NULL, b, nn->target, tlen, 0);
