@@ -262,13 +262,14 @@ static int admit(const struct fs_glock *gl, int mode, uint64_t now)
  * mu held. */
 static void hold(struct fs_glock *gl, int mode, uint64_t t0)
 {
-	struct fs_glock_stats *s = &gl->st;
+	struct fs_glock_counts *s = &gl->st;
+	int m = mode == LK_EX; /* per-mode index */
 	uint64_t w;
 
 	gl->holders[mode]++;
 	gl->nholders++;
 	s->acquires++;
-	s->mode_acquires[mode]++;
+	s->mode_acquires[m]++;
 	if (t0 == 0) {
 		s->hits++;
 		return;
@@ -276,11 +277,11 @@ static void hold(struct fs_glock *gl, int mode, uint64_t t0)
 	w = fs_glock_now() - t0;
 	s->waits++;
 	s->wait_ns += w;
-	s->mode_wait_ns[mode] += w;
+	s->mode_wait_ns[m] += w;
 	if (w > s->max_wait_ns)
 		s->max_wait_ns = w;
-	if (w > s->mode_max_ns[mode])
-		s->mode_max_ns[mode] = w;
+	if (w > s->mode_max_ns[m])
+		s->mode_max_ns[m] = w;
 }
 
 /* Run inval or recover with no holder in flight and mu released. mu
@@ -530,7 +531,7 @@ int fs_glock_try(struct fs_glock *gl, int mode)
 	}
 	if (ret == -EAGAIN) {
 		gl->st.try_fails++;
-		gl->st.mode_failed[mode]++;
+		gl->st.mode_failed[mode == LK_EX]++;
 	}
 	again = gl->demote_to >= 0;
 	pthread_mutex_unlock(&gl->mu);
@@ -759,8 +760,38 @@ int fs_glock_mode(struct fs_glock *gl)
 
 void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 {
+	static const int modes[2] = {LK_PR, LK_EX};
+	const struct fs_glock_counts *c = &gl->st;
+
+	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&gl->mu);
-	*out = gl->st;
+	out->acquires = c->acquires;
+	out->hits = c->hits;
+	out->requests = c->requests;
+	out->retries = c->retries;
+	out->try_fails = c->try_fails;
+	out->waits = c->waits;
+	out->demote_pr = c->demote_pr;
+	out->demote_nl = c->demote_nl;
+	out->demote_ns = c->demote_ns;
+	out->wait_ns = c->wait_ns;
+	out->max_wait_ns = c->max_wait_ns;
+	out->invals = c->invals;
+	out->recovers = c->recovers;
+	out->drops = c->drops;
+	out->syncs = c->syncs;
+	out->bounces = c->bounces;
+	out->hold_refusals = c->hold_refusals;
+	out->minhold_grows = c->minhold_grows;
+	out->minhold_shrinks = c->minhold_shrinks;
+	out->evict_syncs = c->evict_syncs;
+	out->generation = c->generation;
+	for (int i = 0; i < 2; i++) {
+		out->mode_acquires[modes[i]] = c->mode_acquires[i];
+		out->mode_wait_ns[modes[i]] = c->mode_wait_ns[i];
+		out->mode_max_ns[modes[i]] = c->mode_max_ns[i];
+		out->mode_failed[modes[i]] = c->mode_failed[i];
+	}
 	out->mode = gl->mode;
 	out->holders = gl->nholders;
 	out->waiters = gl->nwaiters;
