@@ -556,6 +556,14 @@ void fs_glock_release(struct fs_glock *gl, int mode)
 	int go;
 
 	pthread_mutex_lock(&gl->mu);
+	if ((mode != LK_PR && mode != LK_EX) || gl->holders[mode] == 0) {
+		gl->st.bad_releases++;
+		pthread_mutex_unlock(&gl->mu);
+#ifdef UCFS_DEBUG
+		fs_glock_assert_failed(gl, mode, __FILE__, __LINE__);
+#endif
+		return;
+	}
 	gl->holders[mode]--;
 	gl->nholders--;
 	/* a pending demote waits for the last blocker to leave; a busy
@@ -738,6 +746,37 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	pthread_mutex_unlock(&gl->mu);
 }
 
+static unsigned gstat_holders(struct fs_glock *gl)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&gl->mu);
+	n = gl->nholders;
+	pthread_mutex_unlock(&gl->mu);
+	return n;
+}
+
+int fs_glock_held(struct fs_glock *gl, int mode)
+{
+	int held;
+
+	pthread_mutex_lock(&gl->mu);
+	held =
+	    gl->mode >= 0 && lk_mode_covers(gl->mode, mode) && gl->nholders > 0;
+	pthread_mutex_unlock(&gl->mu);
+	return held;
+}
+
+void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
+			    int line)
+{
+	fprintf(stderr,
+		"%s:%d: glock %u:%llu not held in %s (mode %d, %u holders)\n",
+		file, line, gl->name.type, (unsigned long long)gl->name.num,
+		lk_mode_name(mode), fs_glock_mode(gl), gstat_holders(gl));
+	abort();
+}
+
 uint16_t fs_glock_type(const struct fs_glock *gl)
 {
 	return gl->name.type;
@@ -785,6 +824,7 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	out->minhold_grows = c->minhold_grows;
 	out->minhold_shrinks = c->minhold_shrinks;
 	out->evict_syncs = c->evict_syncs;
+	out->bad_releases = c->bad_releases;
 	out->generation = c->generation;
 	for (int i = 0; i < 2; i++) {
 		out->mode_acquires[modes[i]] = c->mode_acquires[i];

@@ -125,6 +125,8 @@ struct fs_glock_stats {
 	uint64_t minhold_shrinks; /* ... halved */
 	uint64_t evictions;	  /* glocks dropped from the LRU */
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
+	uint64_t bad_releases;	  /* releases of a mode not held (a
+				     caller's bug: ignored, counted) */
 	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
 	 * waits (total, longest) and failed tries */
 	uint64_t mode_acquires[LK_NMODES];
@@ -203,8 +205,26 @@ int fs_glock_acquire(struct fs_glock *gl, int mode);
  * the grant found an invalid LVB that needs recovery: acquire instead),
  * -EIO (fenced), -EINVAL (mode). Waits at most for the master's answer. */
 int fs_glock_try(struct fs_glock *gl, int mode);
-/* Stop being a holder in @mode. Never blocks for long. */
+/* Stop being a holder in @mode. Never blocks for long. Releasing a mode
+ * with no holder is a caller's bug: it aborts in debug builds, else it is
+ * ignored and counted (bad_releases). */
 void fs_glock_release(struct fs_glock *gl, int mode);
+/* 1 if this node holds @gl in a mode covering @mode (LK_PR, LK_EX) and has
+ * a holder: for assertions (FS_GLOCK_ASSERT_HELD). */
+int fs_glock_held(struct fs_glock *gl, int mode);
+#ifdef UCFS_DEBUG
+#define FS_GLOCK_ASSERT_HELD(gl, mode)                                         \
+	do {                                                                   \
+		if (!fs_glock_held((gl), (mode)))                              \
+			fs_glock_assert_failed((gl), (mode), __FILE__,         \
+					       __LINE__);                      \
+	} while (0)
+#else
+#define FS_GLOCK_ASSERT_HELD(gl, mode) ((void)0)
+#endif
+/* Print the glock and the mode that should have been held, abort. */
+void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
+			    int line);
 
 uint16_t fs_glock_type(const struct fs_glock *gl);
 uint64_t fs_glock_num(const struct fs_glock *gl);

@@ -41,6 +41,7 @@ struct fs_glock_counts {
 	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
 	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
 	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
+	uint64_t bad_releases;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
 	uint64_t mode_failed[2];
 };

@@ -842,6 +842,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "minhold_shrinks", s->minhold_shrinks);
 	fs_json_u64(o, "evictions", s->evictions);
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
+	fs_json_u64(o, "bad_releases", s->bad_releases);
 	render_modes(o, s);
 }
 

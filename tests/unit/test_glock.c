@@ -436,6 +436,29 @@ static void test_try_vs_remote_ex(void)
 	fs_glocks_free(eb);
 }
 
+static void test_held_and_bad_release(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0);
+	struct fs_glock *a;
+
+	REQUIRE(ea != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 220, &a) == 0);
+	CHECK(!fs_glock_held(a, LK_PR));
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	CHECK(fs_glock_held(a, LK_PR));
+	CHECK(fs_glock_held(a, LK_EX));
+	FS_GLOCK_ASSERT_HELD(a, LK_EX);
+	fs_glock_release(a, LK_EX);
+	CHECK(!fs_glock_held(a, LK_PR)); /* cached EX, but no holder */
+#ifndef UCFS_DEBUG			 /* debug builds abort on it */
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(gstats(a).bad_releases, 1);
+	CHECK_EQ(gstats(a).holders, 0);
+#endif
+	fs_glock_put(a);
+	fs_glocks_free(ea);
+}
+
 static void test_try_never_waits_for_local(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0);
@@ -852,6 +875,7 @@ int main(int argc, char **argv)
 		T_RUN(test_get_put_identity);
 		T_RUN(test_try_vs_remote_ex);
 		T_RUN(test_try_never_waits_for_local);
+		T_RUN(test_held_and_bad_release);
 		T_RUN(test_lru_drops_oldest);
 		T_RUN(test_lru_keeps_referenced);
 		T_RUN(test_demote_on_worker);
