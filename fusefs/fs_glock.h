@@ -27,10 +27,14 @@
  * the other node wants PR, else to NL.
  *
  * The minimum hold time adapts per glock (GFS2's gl_hold_time): it starts
- * at conf.minhold_ms, doubles (up to FS_GLOCK_MINHOLD_MAX_MS) each time a
- * local holder had to wait for a remote grant of a glock this node held
- * before (the lock bounced), and halves (never below conf.minhold_ms) at
- * each demote that no local holder waited for. Both are counted.
+ * at conf.minhold_ms; it doubles (at least 1 ms above the base, up to
+ * FS_GLOCK_MINHOLD_MAX_MS) at a grant of a glock this node had given up to
+ * another node (the lock bounced) while other local acquires wait behind
+ * the one that asked, so that they run before it goes again; it halves
+ * (never below conf.minhold_ms) at a demote for another node of a grant
+ * that no other local acquire waited for. Both are counted. (One thread
+ * per node taking turns never grows it: a transfer costs no more than it
+ * must.)
  *
  * Cache validity: the lock carries its value block (LK_VALBLK) whose
  * first 8 bytes are a generation (little-endian u64, FORMAT.md "Cluster
