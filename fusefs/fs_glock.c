@@ -14,9 +14,10 @@
  *            else (not busy, no demote pending) -> busy, lk_lock or
  *            lk_convert up, wait for the completion; LVB invalid and
  *            granted PR -> NL -> EX; LVB invalid -> ops->recover; check
- *            the generation (ops->inval if stale), both after the
- *            holders in flight left -> not busy; the holder that asked
- *            runs at once (even if a blocking callback came meanwhile)
+ *            the generation (ops->lvb_read, then ops->inval if stale),
+ *            both after the holders in flight left -> not busy; the
+ *            holder that asked runs at once (even if a blocking callback
+ *            came meanwhile)
  *   try:     as acquire, but a hit or one LK_NOQUEUE request made only
  *            when not busy, no demote pending and no holder; an invalid
  *            LVB (recovery needed) gives the grant back (NL), -EAGAIN
@@ -26,11 +27,11 @@
  *            since the grant has passed -> queued again for then; while
  *            holders of a mode the target does not cover run -> nothing
  *            (the last one's release queues it again); else busy,
- *            ops->sync (from EX), ops->drop (to NL), lk_convert down ->
- *            mode = target, not busy
+ *            ops->sync and ops->lvb_write (from EX), ops->drop (to NL),
+ *            lk_convert down -> mode = target, not busy
  *   unlock (dropped from the LRU, drop_all): no holder, not busy -> busy,
- *            ops->sync (from EX), ops->drop (from PR/EX), lk_unlock ->
- *            mode -1, not busy
+ *            ops->sync and ops->lvb_write (from EX), ops->drop (from
+ *            PR/EX), lk_unlock -> mode -1, not busy
  * A holder is admitted while a demote is pending only if the target
  * covers its mode or the minimum hold time has not passed yet.
  *
@@ -101,9 +102,9 @@ static uint64_t lvb_gen(const uint8_t *lvb)
 	return v;
 }
 
+/* Bytes 0..7 only: the type's bytes after them go on unchanged. */
 static void lvb_put_gen(uint8_t *lvb, uint64_t v)
 {
-	memset(lvb, 0, LK_LVB_LEN);
 	for (int i = 0; i < 8; i++)
 		lvb[i] = (uint8_t)(v >> (8 * i));
 }
@@ -307,13 +308,40 @@ static int run_op(struct fs_glock *gl, int recover)
 	return ret;
 }
 
+/* Hand the type's bytes of @lvb to ops->lvb_read. mu held, busy set;
+ * released around the call. */
+static void lvb_read(struct fs_glock *gl, const uint8_t *lvb, int valid)
+{
+	uint8_t val[FS_GLOCK_LVB_USER];
+
+	if (gl->ops->lvb_read == NULL)
+		return;
+	memcpy(val, lvb + 8, sizeof(val));
+	pthread_mutex_unlock(&gl->mu);
+	gl->ops->lvb_read(gl, val, valid, gl->arg);
+	pthread_mutex_lock(&gl->mu);
+}
+
+/* Before leaving EX: ops->lvb_write fills the type's bytes the DLM writes
+ * back with the down-conversion or unlock. mu not held, busy set. */
+static void lvb_write(struct fs_glock *gl)
+{
+	uint8_t lvb[LK_LVB_LEN];
+
+	if (gl->ops->lvb_write == NULL || lk_lvb_get(gl->lk, lvb) < 0)
+		return;
+	gl->ops->lvb_write(gl, lvb + 8, gl->arg);
+	lk_lvb_set(gl->lk, lvb);
+}
+
 /* After a grant in @mode: read the generation; an invalid LVB means
- * recover (in EX); move the generation on for EX; drop the caches if it
- * is not the one we saw last. mu held, busy set. 0 or -errno (fence). */
+ * recover (in EX); move the generation on for EX; hand the type its
+ * bytes; drop the caches if the generation is not the one we saw last.
+ * mu held, busy set. 0 or -errno (fence). */
 static int check_gen(struct fs_glock *gl, int mode)
 {
 	uint8_t lvb[LK_LVB_LEN];
-	int valid = lk_lvb_get(gl->lk, lvb) == 0;
+	int valid = lk_lvb_get(gl->lk, lvb) == 0, was_valid = valid;
 	uint64_t g = valid ? lvb_gen(lvb) : 0;
 	int stale = !valid || !gl->seen || g != gl->gen;
 	int ret = 0;
@@ -328,6 +356,7 @@ static int check_gen(struct fs_glock *gl, int mode)
 		lk_lvb_set(gl->lk, lvb);
 		valid = 1;
 	}
+	lvb_read(gl, lvb, was_valid);
 	if (stale && gl->ops->inval != NULL)
 		run_op(gl, 0);
 	gl->seen = valid;
@@ -590,6 +619,8 @@ static void demote(struct fs_glock *gl, int *fence)
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
+	if (ret == 0 && from == LK_EX)
+		lvb_write(gl);
 	if (ret == 0 && to == LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
@@ -670,6 +701,8 @@ int fs_glock_unlock(struct fs_glock *gl, int *fence)
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, -1, gl->arg);
+	if (ret == 0 && from == LK_EX)
+		lvb_write(gl);
 	if (ret == 0 && from > LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);

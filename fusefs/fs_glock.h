@@ -96,7 +96,21 @@ struct fs_glock_ops {
 	 * new grant (the kernel's pages, attributes, entries). Must not
 	 * read what the lock protects. May be NULL. */
 	void (*drop)(struct fs_glock *gl, int from, void *arg);
+	/* The value block's bytes the type may use (FS_GLOCK_LVB_USER from
+	 * byte 8 on; bytes 0..7 are the generation): @val after every
+	 * grant, after recover and before inval and any new holder (@valid
+	 * 0: the value block is invalid and @val zero; holders of a mode
+	 * held before may still run). May be NULL. */
+	void (*lvb_read)(struct fs_glock *gl, const uint8_t *val, int valid,
+			 void *arg);
+	/* Before the mode leaves EX (a demote, a drop), after sync: fill
+	 * @val (FS_GLOCK_LVB_USER bytes, holding what is there now) for the
+	 * next holder on any node. May be NULL: the bytes go on unchanged. */
+	void (*lvb_write)(struct fs_glock *gl, uint8_t *val, void *arg);
 };
+
+/* Bytes of the value block a lock type's ops may use (from byte 8). */
+#define FS_GLOCK_LVB_USER (LK_LVB_LEN - 8)
 
 struct fs_glocks_conf {
 	unsigned max;	     /* glocks kept (glock_max=); idle ones beyond

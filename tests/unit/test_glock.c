@@ -13,7 +13,9 @@
  * unlock) and never a referenced one; demotes run on the engine's
  * workers with sync/drop; the adaptive minimum hold grows on a bounce
  * with local acquires queued and shrinks again; a fence ends a wait for
- * another node; drop_all; lock events in the trace.
+ * another node; drop_all; the type's value block bytes go from one
+ * node's lvb_write to the next grant's lvb_read; lock events in the
+ * trace.
  * Nothing is timed: waits for another thread poll for a state, bounded
  * by a generous limit.
  */
@@ -138,6 +140,24 @@ static int setup(void)
 	return members == 0xe ? 0 : -1;
 }
 
+/* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
+ * asserted, another thread only has to get there. */
+#define WAIT_FOR(cond)                                                         \
+	do {                                                                   \
+		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
+			struct timespec ts_ = {0, 10000000};                   \
+			nanosleep(&ts_, NULL);                                 \
+		}                                                              \
+	} while (0)
+
+static struct fs_glock_stats gstats(struct fs_glock *gl)
+{
+	struct fs_glock_stats s;
+
+	fs_glock_stats_get(gl, &s);
+	return s;
+}
+
 static struct fs_glock *gl_on(int node, uint64_t num)
 {
 	struct lk_name n;
@@ -185,7 +205,9 @@ static void test_readers_share_writer_demotes(void)
 	CHECK_EQ(atomic_load(&cnt[0].sync), 1);
 	CHECK_EQ(atomic_load(&cnt[1].inval), 1);
 	CHECK_EQ(atomic_load(&cnt[1].recover), 0);
-	/* both read at once, a from its cache */
+	/* both read at once, a from its cache (once its down-conversion,
+	 * which the master answered before granting b, completed on a) */
+	WAIT_FOR(gstats(a).demote_pr == 1);
 	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
 	fs_glock_stats_get(a, &sa);
 	CHECK_EQ(sa.mode, LK_PR);
@@ -309,24 +331,6 @@ static struct fs_glocks *eng_on(int node, unsigned max, unsigned minhold)
 		return NULL;
 	fs_glocks_set_ops(e, T_INODE, &ops, &cnt[node]);
 	return e;
-}
-
-/* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
- * asserted, another thread only has to get there. */
-#define WAIT_FOR(cond)                                                         \
-	do {                                                                   \
-		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
-			struct timespec ts_ = {0, 10000000};                   \
-			nanosleep(&ts_, NULL);                                 \
-		}                                                              \
-	} while (0)
-
-static struct fs_glock_stats gstats(struct fs_glock *gl)
-{
-	struct fs_glock_stats s;
-
-	fs_glock_stats_get(gl, &s);
-	return s;
 }
 
 static uint64_t glocks_now(struct fs_glocks *e)
@@ -673,6 +677,75 @@ static void test_fence_ends_wait(void)
 	fenced_engine = ea;
 }
 
+/* The type's bytes of the value block: what one node's lvb_write puts
+ * there the next grant's lvb_read sees, on any node. */
+struct lvb_node {
+	uint8_t out[FS_GLOCK_LVB_USER]; /* written when leaving EX */
+	uint8_t in[FS_GLOCK_LVB_USER];	/* last read */
+	atomic_int reads, writes, valid;
+};
+
+static struct lvb_node lvbn[2];
+
+static void c_lvb_read(struct fs_glock *gl, const uint8_t *val, int valid,
+		       void *arg)
+{
+	struct lvb_node *n = arg;
+
+	(void)gl;
+	memcpy(n->in, val, sizeof(n->in));
+	atomic_store(&n->valid, valid);
+	atomic_fetch_add(&n->reads, 1);
+}
+
+static void c_lvb_write(struct fs_glock *gl, uint8_t *val, void *arg)
+{
+	struct lvb_node *n = arg;
+
+	(void)gl;
+	memcpy(val, n->out, sizeof(n->out));
+	atomic_fetch_add(&n->writes, 1);
+}
+
+static const struct fs_glock_ops lvb_ops = {
+    .lvb_read = c_lvb_read,
+    .lvb_write = c_lvb_write,
+};
+
+static void test_lvb_carries(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	fs_glocks_set_ops(ea, T_INODE + 3, &lvb_ops, &lvbn[0]);
+	fs_glocks_set_ops(eb, T_INODE + 3, &lvb_ops, &lvbn[1]);
+	REQUIRE(fs_glock_get(ea, T_INODE + 3, 950, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE + 3, 950, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	CHECK_EQ(atomic_load(&lvbn[0].valid), 0); /* never set */
+	memcpy(lvbn[0].out, "size=4096", 10);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0); /* A: EX -> PR writes */
+	CHECK_EQ(atomic_load(&lvbn[0].writes), 1);
+	CHECK_EQ(atomic_load(&lvbn[1].valid), 1);
+	CHECK(memcmp(lvbn[1].in, "size=4096", 10) == 0);
+	fs_glock_release(b, LK_PR);
+	memcpy(lvbn[1].out, "size=8192", 10);
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
+	fs_glock_release(b, LK_EX);
+	CHECK_EQ(fs_glocks_drop_all(eb), 0); /* B leaves EX: writes */
+	CHECK_EQ(atomic_load(&lvbn[1].writes), 1);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	CHECK(memcmp(lvbn[0].in, "size=8192", 10) == 0);
+	CHECK_EQ(atomic_load(&lvbn[0].valid), 1);
+	fs_glock_release(a, LK_PR);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
 static void test_drop_all(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0);
@@ -882,6 +955,7 @@ int main(int argc, char **argv)
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);
+		T_RUN(test_lvb_carries);
 		T_RUN(test_trace_events);
 		T_RUN(test_random_two_nodes);
 	}
