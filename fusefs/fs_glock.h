@@ -43,6 +43,8 @@
  * it back when EX is given up. A grant that finds a generation other than
  * the last one this node saw (or an invalid LVB) calls ops->inval before
  * any holder runs: what this node cached under the lock may be stale.
+ * Bytes 8..31 belong to the lock type: ops->lvb_read sees them at each
+ * grant, ops->lvb_write sets them before EX is given up.
  *
  * Fencing: fs_glocks_fence() (or a DLM call failing with -ESHUTDOWN)
  * makes every acquire fail with -EIO from then on, and every wait for the
