@@ -334,16 +334,21 @@ static void lvb_write(struct fs_glock *gl)
 	lk_lvb_set(gl->lk, lvb);
 }
 
-/* After a grant in @mode: read the generation; an invalid LVB means
- * recover (in EX); move the generation on for EX; hand the type its
- * bytes; drop the caches if the generation is not the one we saw last.
- * mu held, busy set. 0 or -errno (fence). */
-static int check_gen(struct fs_glock *gl, int mode)
+/* After a grant in @mode, converted from @from (-1: a new lock): read the
+ * generation; an invalid LVB means recover (in EX); move the generation
+ * on for EX; hand the type its bytes; drop the caches if the generation
+ * is not the one we saw last. An up-conversion from PR held since its own
+ * grant cannot have missed another node's EX (and that grant already ran
+ * inval if needed): no inval then, even with an invalid LVB (a fresh
+ * resource's, which a PR grant cannot set). mu held, busy set. 0 or
+ * -errno (fence). */
+static int check_gen(struct fs_glock *gl, int mode, int from)
 {
 	uint8_t lvb[LK_LVB_LEN];
 	int valid = lk_lvb_get(gl->lk, lvb) == 0, was_valid = valid;
 	uint64_t g = valid ? lvb_gen(lvb) : 0;
-	int stale = !valid || !gl->seen || g != gl->gen;
+	int held = from >= LK_PR;
+	int stale = !held && (!valid || !gl->seen || g != gl->gen);
 	int ret = 0;
 
 	if (!valid && gl->ops->recover != NULL)
@@ -451,7 +456,7 @@ static int request(struct fs_glock *gl, int mode, unsigned flags)
 	if (ret == 0) {
 		gl->grant_ns = fs_glock_now();
 		granted(gl, mode, from, queued, gl->grant_ns - t0);
-		ret = check_gen(gl, mode);
+		ret = check_gen(gl, mode, from);
 		if (ret < 0)
 			ret = -EIO; /* fenced below */
 	}

@@ -746,6 +746,40 @@ static void test_lvb_carries(void)
 	fs_glocks_free(eb);
 }
 
+static const struct fs_glock_ops ops_norecover = {
+    .sync = c_sync,
+    .inval = c_inval,
+    .drop = c_drop,
+};
+
+/* A type without recover: an invalid value block only means inval. The
+ * PR grant of a fresh resource invalidates (nothing seen yet); the PR ->
+ * EX up-conversion after it must not (PR was held all along), although
+ * the value block is still invalid then (a PR grant cannot set it). */
+static void test_upconvert_keeps_cache(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0);
+	struct fs_glock *a;
+
+	reset();
+	REQUIRE(ea != NULL);
+	fs_glocks_set_ops(ea, T_INODE + 4, &ops_norecover, &cnt[0]);
+	REQUIRE(fs_glock_get(ea, T_INODE + 4, 960, &a) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	CHECK_EQ(fs_glock_mode(a), LK_PR);
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1);
+	fs_glock_release(a, LK_PR);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0); /* up-conversion */
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glocks_drop_all(ea), 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0); /* a new lock: nobody */
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1); /* wrote since: valid */
+	fs_glock_release(a, LK_PR);
+	fs_glock_put(a);
+	fs_glocks_free(ea);
+}
+
 static void test_drop_all(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0);
@@ -956,6 +990,7 @@ int main(int argc, char **argv)
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);
 		T_RUN(test_lvb_carries);
+		T_RUN(test_upconvert_keeps_cache);
 		T_RUN(test_trace_events);
 		T_RUN(test_random_two_nodes);
 	}
