@@ -42,7 +42,9 @@
  * LVB is invalid, i.e. unset or a PW/EX holder died) and the DLM writes
  * it back when EX is given up. A grant that finds a generation other than
  * the last one this node saw (or an invalid LVB) calls ops->inval before
- * any holder runs: what this node cached under the lock may be stale.
+ * any holder runs: what this node cached under the lock may be stale;
+ * not an up-conversion from PR, which this node held since a grant that
+ * did that check (nobody could write meanwhile).
  * Bytes 8..31 belong to the lock type: ops->lvb_read sees them at each
  * grant, ops->lvb_write sets them before EX is given up.
  *
