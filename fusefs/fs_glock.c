@@ -14,9 +14,10 @@
  *            else (not busy, no demote pending) -> busy, lk_lock or
  *            lk_convert up, wait for the completion; LVB invalid and
  *            granted PR -> NL -> EX; LVB invalid -> ops->recover; check
- *            the generation (ops->inval if stale), both after the
- *            holders in flight left -> not busy; the holder that asked
- *            runs at once (even if a blocking callback came meanwhile)
+ *            the generation (ops->lvb_read, then ops->inval if stale),
+ *            both after the holders in flight left -> not busy; the
+ *            holder that asked runs at once (even if a blocking callback
+ *            came meanwhile)
  *   try:     as acquire, but a hit or one LK_NOQUEUE request made only
  *            when not busy, no demote pending and no holder; an invalid
  *            LVB (recovery needed) gives the grant back (NL), -EAGAIN
@@ -26,11 +27,11 @@
  *            since the grant has passed -> queued again for then; while
  *            holders of a mode the target does not cover run -> nothing
  *            (the last one's release queues it again); else busy,
- *            ops->sync (from EX), ops->drop (to NL), lk_convert down ->
- *            mode = target, not busy
+ *            ops->sync and ops->lvb_write (from EX), ops->drop (to NL),
+ *            lk_convert down -> mode = target, not busy
  *   unlock (dropped from the LRU, drop_all): no holder, not busy -> busy,
- *            ops->sync (from EX), ops->drop (from PR/EX), lk_unlock ->
- *            mode -1, not busy
+ *            ops->sync and ops->lvb_write (from EX), ops->drop (from
+ *            PR/EX), lk_unlock -> mode -1, not busy
  * A holder is admitted while a demote is pending only if the target
  * covers its mode or the minimum hold time has not passed yet.
  *
@@ -101,9 +102,9 @@ static uint64_t lvb_gen(const uint8_t *lvb)
 	return v;
 }
 
+/* Bytes 0..7 only: the type's bytes after them go on unchanged. */
 static void lvb_put_gen(uint8_t *lvb, uint64_t v)
 {
-	memset(lvb, 0, LK_LVB_LEN);
 	for (int i = 0; i < 8; i++)
 		lvb[i] = (uint8_t)(v >> (8 * i));
 }
@@ -262,13 +263,14 @@ static int admit(const struct fs_glock *gl, int mode, uint64_t now)
  * mu held. */
 static void hold(struct fs_glock *gl, int mode, uint64_t t0)
 {
-	struct fs_glock_stats *s = &gl->st;
+	struct fs_glock_counts *s = &gl->st;
+	int m = mode == LK_EX; /* per-mode index */
 	uint64_t w;
 
 	gl->holders[mode]++;
 	gl->nholders++;
 	s->acquires++;
-	s->mode_acquires[mode]++;
+	s->mode_acquires[m]++;
 	if (t0 == 0) {
 		s->hits++;
 		return;
@@ -276,11 +278,11 @@ static void hold(struct fs_glock *gl, int mode, uint64_t t0)
 	w = fs_glock_now() - t0;
 	s->waits++;
 	s->wait_ns += w;
-	s->mode_wait_ns[mode] += w;
+	s->mode_wait_ns[m] += w;
 	if (w > s->max_wait_ns)
 		s->max_wait_ns = w;
-	if (w > s->mode_max_ns[mode])
-		s->mode_max_ns[mode] = w;
+	if (w > s->mode_max_ns[m])
+		s->mode_max_ns[m] = w;
 }
 
 /* Run inval or recover with no holder in flight and mu released. mu
@@ -306,15 +308,47 @@ static int run_op(struct fs_glock *gl, int recover)
 	return ret;
 }
 
-/* After a grant in @mode: read the generation; an invalid LVB means
- * recover (in EX); move the generation on for EX; drop the caches if it
- * is not the one we saw last. mu held, busy set. 0 or -errno (fence). */
-static int check_gen(struct fs_glock *gl, int mode)
+/* Hand the type's bytes of @lvb to ops->lvb_read. mu held, busy set;
+ * released around the call. */
+static void lvb_read(struct fs_glock *gl, const uint8_t *lvb, int valid)
+{
+	uint8_t val[FS_GLOCK_LVB_USER];
+
+	if (gl->ops->lvb_read == NULL)
+		return;
+	memcpy(val, lvb + 8, sizeof(val));
+	pthread_mutex_unlock(&gl->mu);
+	gl->ops->lvb_read(gl, val, valid, gl->arg);
+	pthread_mutex_lock(&gl->mu);
+}
+
+/* Before leaving EX: ops->lvb_write fills the type's bytes the DLM writes
+ * back with the down-conversion or unlock. mu not held, busy set. */
+static void lvb_write(struct fs_glock *gl)
 {
 	uint8_t lvb[LK_LVB_LEN];
-	int valid = lk_lvb_get(gl->lk, lvb) == 0;
+
+	if (gl->ops->lvb_write == NULL || lk_lvb_get(gl->lk, lvb) < 0)
+		return;
+	gl->ops->lvb_write(gl, lvb + 8, gl->arg);
+	lk_lvb_set(gl->lk, lvb);
+}
+
+/* After a grant in @mode, converted from @from (-1: a new lock): read the
+ * generation; an invalid LVB means recover (in EX); move the generation
+ * on for EX; hand the type its bytes; drop the caches if the generation
+ * is not the one we saw last. An up-conversion from PR held since its own
+ * grant cannot have missed another node's EX (and that grant already ran
+ * inval if needed): no inval then, even with an invalid LVB (a fresh
+ * resource's, which a PR grant cannot set). mu held, busy set. 0 or
+ * -errno (fence). */
+static int check_gen(struct fs_glock *gl, int mode, int from)
+{
+	uint8_t lvb[LK_LVB_LEN];
+	int valid = lk_lvb_get(gl->lk, lvb) == 0, was_valid = valid;
 	uint64_t g = valid ? lvb_gen(lvb) : 0;
-	int stale = !valid || !gl->seen || g != gl->gen;
+	int held = from >= LK_PR;
+	int stale = !held && (!valid || !gl->seen || g != gl->gen);
 	int ret = 0;
 
 	if (!valid && gl->ops->recover != NULL)
@@ -327,6 +361,7 @@ static int check_gen(struct fs_glock *gl, int mode)
 		lk_lvb_set(gl->lk, lvb);
 		valid = 1;
 	}
+	lvb_read(gl, lvb, was_valid);
 	if (stale && gl->ops->inval != NULL)
 		run_op(gl, 0);
 	gl->seen = valid;
@@ -421,7 +456,7 @@ static int request(struct fs_glock *gl, int mode, unsigned flags)
 	if (ret == 0) {
 		gl->grant_ns = fs_glock_now();
 		granted(gl, mode, from, queued, gl->grant_ns - t0);
-		ret = check_gen(gl, mode);
+		ret = check_gen(gl, mode, from);
 		if (ret < 0)
 			ret = -EIO; /* fenced below */
 	}
@@ -530,7 +565,7 @@ int fs_glock_try(struct fs_glock *gl, int mode)
 	}
 	if (ret == -EAGAIN) {
 		gl->st.try_fails++;
-		gl->st.mode_failed[mode]++;
+		gl->st.mode_failed[mode == LK_EX]++;
 	}
 	again = gl->demote_to >= 0;
 	pthread_mutex_unlock(&gl->mu);
@@ -555,6 +590,14 @@ void fs_glock_release(struct fs_glock *gl, int mode)
 	int go;
 
 	pthread_mutex_lock(&gl->mu);
+	if ((mode != LK_PR && mode != LK_EX) || gl->holders[mode] == 0) {
+		gl->st.bad_releases++;
+		pthread_mutex_unlock(&gl->mu);
+#ifdef UCFS_DEBUG
+		fs_glock_assert_failed(gl, mode, __FILE__, __LINE__);
+#endif
+		return;
+	}
 	gl->holders[mode]--;
 	gl->nholders--;
 	/* a pending demote waits for the last blocker to leave; a busy
@@ -581,6 +624,8 @@ static void demote(struct fs_glock *gl, int *fence)
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
+	if (ret == 0 && from == LK_EX)
+		lvb_write(gl);
 	if (ret == 0 && to == LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
@@ -661,6 +706,8 @@ int fs_glock_unlock(struct fs_glock *gl, int *fence)
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, -1, gl->arg);
+	if (ret == 0 && from == LK_EX)
+		lvb_write(gl);
 	if (ret == 0 && from > LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
@@ -737,6 +784,37 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	pthread_mutex_unlock(&gl->mu);
 }
 
+static unsigned gstat_holders(struct fs_glock *gl)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&gl->mu);
+	n = gl->nholders;
+	pthread_mutex_unlock(&gl->mu);
+	return n;
+}
+
+int fs_glock_held(struct fs_glock *gl, int mode)
+{
+	int held;
+
+	pthread_mutex_lock(&gl->mu);
+	held =
+	    gl->mode >= 0 && lk_mode_covers(gl->mode, mode) && gl->nholders > 0;
+	pthread_mutex_unlock(&gl->mu);
+	return held;
+}
+
+void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
+			    int line)
+{
+	fprintf(stderr,
+		"%s:%d: glock %u:%llu not held in %s (mode %d, %u holders)\n",
+		file, line, gl->name.type, (unsigned long long)gl->name.num,
+		lk_mode_name(mode), fs_glock_mode(gl), gstat_holders(gl));
+	abort();
+}
+
 uint16_t fs_glock_type(const struct fs_glock *gl)
 {
 	return gl->name.type;
@@ -759,8 +837,39 @@ int fs_glock_mode(struct fs_glock *gl)
 
 void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 {
+	static const int modes[2] = {LK_PR, LK_EX};
+	const struct fs_glock_counts *c = &gl->st;
+
+	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&gl->mu);
-	*out = gl->st;
+	out->acquires = c->acquires;
+	out->hits = c->hits;
+	out->requests = c->requests;
+	out->retries = c->retries;
+	out->try_fails = c->try_fails;
+	out->waits = c->waits;
+	out->demote_pr = c->demote_pr;
+	out->demote_nl = c->demote_nl;
+	out->demote_ns = c->demote_ns;
+	out->wait_ns = c->wait_ns;
+	out->max_wait_ns = c->max_wait_ns;
+	out->invals = c->invals;
+	out->recovers = c->recovers;
+	out->drops = c->drops;
+	out->syncs = c->syncs;
+	out->bounces = c->bounces;
+	out->hold_refusals = c->hold_refusals;
+	out->minhold_grows = c->minhold_grows;
+	out->minhold_shrinks = c->minhold_shrinks;
+	out->evict_syncs = c->evict_syncs;
+	out->bad_releases = c->bad_releases;
+	out->generation = c->generation;
+	for (int i = 0; i < 2; i++) {
+		out->mode_acquires[modes[i]] = c->mode_acquires[i];
+		out->mode_wait_ns[modes[i]] = c->mode_wait_ns[i];
+		out->mode_max_ns[modes[i]] = c->mode_max_ns[i];
+		out->mode_failed[modes[i]] = c->mode_failed[i];
+	}
 	out->mode = gl->mode;
 	out->holders = gl->nholders;
 	out->waiters = gl->nwaiters;

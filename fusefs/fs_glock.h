@@ -27,10 +27,14 @@
  * the other node wants PR, else to NL.
  *
  * The minimum hold time adapts per glock (GFS2's gl_hold_time): it starts
- * at conf.minhold_ms, doubles (up to FS_GLOCK_MINHOLD_MAX_MS) each time a
- * local holder had to wait for a remote grant of a glock this node held
- * before (the lock bounced), and halves (never below conf.minhold_ms) at
- * each demote that no local holder waited for. Both are counted.
+ * at conf.minhold_ms; it doubles (at least 1 ms above the base, up to
+ * FS_GLOCK_MINHOLD_MAX_MS) at a grant of a glock this node had given up to
+ * another node (the lock bounced) while other local acquires wait behind
+ * the one that asked, so that they run before it goes again; it halves
+ * (never below conf.minhold_ms) at a demote for another node of a grant
+ * that no other local acquire waited for. Both are counted. (One thread
+ * per node taking turns never grows it: a transfer costs no more than it
+ * must.)
  *
  * Cache validity: the lock carries its value block (LK_VALBLK) whose
  * first 8 bytes are a generation (little-endian u64, FORMAT.md "Cluster
@@ -38,7 +42,11 @@
  * LVB is invalid, i.e. unset or a PW/EX holder died) and the DLM writes
  * it back when EX is given up. A grant that finds a generation other than
  * the last one this node saw (or an invalid LVB) calls ops->inval before
- * any holder runs: what this node cached under the lock may be stale.
+ * any holder runs: what this node cached under the lock may be stale;
+ * not an up-conversion from PR, which this node held since a grant that
+ * did that check (nobody could write meanwhile).
+ * Bytes 8..31 belong to the lock type: ops->lvb_read sees them at each
+ * grant, ops->lvb_write sets them before EX is given up.
  *
  * Fencing: fs_glocks_fence() (or a DLM call failing with -ESHUTDOWN)
  * makes every acquire fail with -EIO from then on, and every wait for the
@@ -92,7 +100,21 @@ struct fs_glock_ops {
 	 * new grant (the kernel's pages, attributes, entries). Must not
 	 * read what the lock protects. May be NULL. */
 	void (*drop)(struct fs_glock *gl, int from, void *arg);
+	/* The value block's bytes the type may use (FS_GLOCK_LVB_USER from
+	 * byte 8 on; bytes 0..7 are the generation): @val after every
+	 * grant, after recover and before inval and any new holder (@valid
+	 * 0: the value block is invalid and @val zero; holders of a mode
+	 * held before may still run). May be NULL. */
+	void (*lvb_read)(struct fs_glock *gl, const uint8_t *val, int valid,
+			 void *arg);
+	/* Before the mode leaves EX (a demote, a drop), after sync: fill
+	 * @val (FS_GLOCK_LVB_USER bytes, holding what is there now) for the
+	 * next holder on any node. May be NULL: the bytes go on unchanged. */
+	void (*lvb_write)(struct fs_glock *gl, uint8_t *val, void *arg);
 };
+
+/* Bytes of the value block a lock type's ops may use (from byte 8). */
+#define FS_GLOCK_LVB_USER (LK_LVB_LEN - 8)
 
 struct fs_glocks_conf {
 	unsigned max;	     /* glocks kept (glock_max=); idle ones beyond
@@ -125,6 +147,8 @@ struct fs_glock_stats {
 	uint64_t minhold_shrinks; /* ... halved */
 	uint64_t evictions;	  /* glocks dropped from the LRU */
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
+	uint64_t bad_releases;	  /* releases of a mode not held (a
+				     caller's bug: ignored, counted) */
 	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
 	 * waits (total, longest) and failed tries */
 	uint64_t mode_acquires[LK_NMODES];
@@ -203,8 +227,26 @@ int fs_glock_acquire(struct fs_glock *gl, int mode);
  * the grant found an invalid LVB that needs recovery: acquire instead),
  * -EIO (fenced), -EINVAL (mode). Waits at most for the master's answer. */
 int fs_glock_try(struct fs_glock *gl, int mode);
-/* Stop being a holder in @mode. Never blocks for long. */
+/* Stop being a holder in @mode. Never blocks for long. Releasing a mode
+ * with no holder is a caller's bug: it aborts in debug builds, else it is
+ * ignored and counted (bad_releases). */
 void fs_glock_release(struct fs_glock *gl, int mode);
+/* 1 if this node holds @gl in a mode covering @mode (LK_PR, LK_EX) and has
+ * a holder: for assertions (FS_GLOCK_ASSERT_HELD). */
+int fs_glock_held(struct fs_glock *gl, int mode);
+#ifdef UCFS_DEBUG
+#define FS_GLOCK_ASSERT_HELD(gl, mode)                                         \
+	do {                                                                   \
+		if (!fs_glock_held((gl), (mode)))                              \
+			fs_glock_assert_failed((gl), (mode), __FILE__,         \
+					       __LINE__);                      \
+	} while (0)
+#else
+#define FS_GLOCK_ASSERT_HELD(gl, mode) ((void)0)
+#endif
+/* Print the glock and the mode that should have been held, abort. */
+void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
+			    int line);
 
 uint16_t fs_glock_type(const struct fs_glock *gl);
 uint64_t fs_glock_num(const struct fs_glock *gl);

@@ -33,6 +33,19 @@
 #include "fusefs/fs_glock.h"
 #include "lockmgr/lk.h"
 
+/* One glock's counters, copied out into struct fs_glock_stats (the same
+ * meanings; per mode only PR [0] and EX [1]: holders use nothing else).
+ * Kept small: the engine holds up to conf.max of them. */
+struct fs_glock_counts {
+	uint64_t acquires, hits, requests, retries, try_fails, waits;
+	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
+	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
+	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
+	uint64_t bad_releases;
+	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
+	uint64_t mode_failed[2];
+};
+
 struct fs_glocks_job {
 	uint64_t due; /* CLOCK_MONOTONIC ns */
 	struct fs_glock *gl;
@@ -113,7 +126,7 @@ struct fs_glock {
 	int stop;		     /* mu: no DLM request from now on */
 	int comp_done;		     /* mu: the pending DLM call ended */
 	int comp_status;	     /* mu: ... with this status */
-	struct fs_glock_stats st;    /* mu */
+	struct fs_glock_counts st;   /* mu */
 };
 
 /* fs_glock.c, for fs_glocks.c (each documents its locking) */

@@ -331,6 +331,17 @@ static struct fs_glock *next_job(struct fs_glocks *e, uint64_t *until)
 	return gl;
 }
 
+/* No DLM lock and nothing in progress. e->mu held (then gl->mu). */
+static int gl_unlocked(struct fs_glock *gl)
+{
+	int r;
+
+	pthread_mutex_lock(&gl->mu);
+	r = gl->lk == NULL && !gl->busy && gl->nholders == 0;
+	pthread_mutex_unlock(&gl->mu);
+	return r;
+}
+
 /* Drop a picked glock unless somebody took a reference meanwhile (then
  * it stays). Consumes the worker's reference. */
 static void drop_picked(struct fs_glocks *e, struct fs_glock *gl, int *fence)
@@ -345,8 +356,11 @@ static void drop_picked(struct fs_glocks *e, struct fs_glock *gl, int *fence)
 	pthread_mutex_lock(&e->mu);
 	gl->evict = 0;
 	e->nevict--;
-	e->gone[gl->name.type].evictions += ok;
-	if (ok && gl->ref == 1) {
+	/* Only ours again, and still unlocked: a get + acquire + release +
+	 * put may have come and gone since the unlock (e->mu keeps new
+	 * references out while we look) */
+	if (ok && gl->ref == 1 && gl_unlocked(gl)) {
+		e->gone[gl->name.type].evictions++;
 		gl->ref = 0;
 		gl_retire(e, gl);
 	} else {
@@ -842,6 +856,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "minhold_shrinks", s->minhold_shrinks);
 	fs_json_u64(o, "evictions", s->evictions);
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
+	fs_json_u64(o, "bad_releases", s->bad_releases);
 	render_modes(o, s);
 }
 

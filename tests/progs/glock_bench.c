@@ -20,7 +20,11 @@
  *   bounce    one thread on node 1 and one on node 2 take EX on one glock
  *             in turn for SECONDS: transfers (demotes of either node) per
  *             second, with minhold 0 and with the default 5 ms (adaptive);
- *             beside them, the same with bare lk_lock/lk_unlock.
+ *             each thread either loops at once (its cached hits keep a
+ *             CPU busy, which the lock manager's and the engine's threads
+ *             then wait for) or sleeps 20 us after each release (as a
+ *             holder doing I/O would); beside them, the same with bare
+ *             lk_lock/lk_wait/lk_unlock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -290,6 +294,7 @@ static void hits_rows(void)
 struct bounce_arg {
 	struct fs_glock *gl; /* NULL: bare lk */
 	int node;
+	unsigned pause_us; /* sleep after each release */
 	double until;
 	uint64_t acquires;
 };
@@ -315,11 +320,16 @@ static void *bounce_main(void *arg)
 			lk_unlock(lk, 0);
 		}
 		b->acquires++;
+		if (b->pause_us > 0) {
+			struct timespec ts = {0, (long)b->pause_us * 1000};
+
+			nanosleep(&ts, NULL);
+		}
 	}
 	return NULL;
 }
 
-static void bounce_row(unsigned minhold, double secs)
+static void bounce_row(unsigned minhold, unsigned pause_us, double secs)
 {
 	struct fs_glocks *e[2];
 	struct fs_glock *gl[2] = {NULL, NULL};
@@ -333,7 +343,8 @@ static void bounce_row(unsigned minhold, double secs)
 			exit(1);
 	}
 	for (int i = 0; i < 2; i++) {
-		b[i] = (struct bounce_arg){gl[i], i, now_s() + secs, 0};
+		b[i] =
+		    (struct bounce_arg){gl[i], i, pause_us, now_s() + secs, 0};
 		pthread_create(&t[i], NULL, bounce_main, &b[i]);
 	}
 	for (int i = 0; i < 2; i++)
@@ -347,15 +358,15 @@ static void bounce_row(unsigned minhold, double secs)
 		fs_glocks_free(e[i]);
 	}
 	if (minhold == ~0u)
-		printf("bounce bare lk_lock+lk_wait+lk_unlock, 2 nodes: "
+		printf("bounce bare lk_lock+lk_wait+lk_unlock, pause %2u us: "
 		       "%8.0f locks/s (%llu + %llu)\n",
-		       (b[0].acquires + b[1].acquires) / secs,
+		       pause_us, (b[0].acquires + b[1].acquires) / secs,
 		       (unsigned long long)b[0].acquires,
 		       (unsigned long long)b[1].acquires);
 	else
-		printf("bounce glock minhold %u ms: %8.0f transfers/s, "
-		       "%8.0f acquires/s (%llu + %llu)\n",
-		       minhold, demotes / secs,
+		printf("bounce glock minhold %u ms, pause %2u us: %8.0f "
+		       "transfers/s, %8.0f acquires/s (%llu + %llu)\n",
+		       minhold, pause_us, demotes / secs,
 		       (b[0].acquires + b[1].acquires) / secs,
 		       (unsigned long long)b[0].acquires,
 		       (unsigned long long)b[1].acquires);
@@ -390,9 +401,11 @@ int main(int argc, char **argv)
 	touch_row("bounded", n, max, 0);
 	touch_row("no bound", n, 0, 10000000);
 	hits_rows();
-	bounce_row(0, secs);
-	bounce_row(5, secs);
-	bounce_row(~0u, secs);
+	bounce_row(0, 0, secs);
+	bounce_row(0, 20, secs);
+	bounce_row(5, 20, secs);
+	bounce_row(~0u, 0, secs);
+	bounce_row(~0u, 20, secs);
 	printf("peak RSS %ld KiB\n", proc_kb("VmHWM:"));
 	for (int i = 2; i >= 0; i--)
 		lk_ls_close(ls[i]);

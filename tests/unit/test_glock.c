@@ -13,12 +13,15 @@
  * unlock) and never a referenced one; demotes run on the engine's
  * workers with sync/drop; the adaptive minimum hold grows on a bounce
  * with local acquires queued and shrinks again; a fence ends a wait for
- * another node; drop_all; lock events in the trace.
+ * another node; drop_all; the type's value block bytes go from one
+ * node's lvb_write to the next grant's lvb_read; lock events in the
+ * trace.
  * Nothing is timed: waits for another thread poll for a state, bounded
  * by a generous limit.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +140,24 @@ static int setup(void)
 	return members == 0xe ? 0 : -1;
 }
 
+/* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
+ * asserted, another thread only has to get there. */
+#define WAIT_FOR(cond)                                                         \
+	do {                                                                   \
+		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
+			struct timespec ts_ = {0, 10000000};                   \
+			nanosleep(&ts_, NULL);                                 \
+		}                                                              \
+	} while (0)
+
+static struct fs_glock_stats gstats(struct fs_glock *gl)
+{
+	struct fs_glock_stats s;
+
+	fs_glock_stats_get(gl, &s);
+	return s;
+}
+
 static struct fs_glock *gl_on(int node, uint64_t num)
 {
 	struct lk_name n;
@@ -184,7 +205,9 @@ static void test_readers_share_writer_demotes(void)
 	CHECK_EQ(atomic_load(&cnt[0].sync), 1);
 	CHECK_EQ(atomic_load(&cnt[1].inval), 1);
 	CHECK_EQ(atomic_load(&cnt[1].recover), 0);
-	/* both read at once, a from its cache */
+	/* both read at once, a from its cache (once its down-conversion,
+	 * which the master answered before granting b, completed on a) */
+	WAIT_FOR(gstats(a).demote_pr == 1);
 	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
 	fs_glock_stats_get(a, &sa);
 	CHECK_EQ(sa.mode, LK_PR);
@@ -310,24 +333,6 @@ static struct fs_glocks *eng_on(int node, unsigned max, unsigned minhold)
 	return e;
 }
 
-/* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
- * asserted, another thread only has to get there. */
-#define WAIT_FOR(cond)                                                         \
-	do {                                                                   \
-		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
-			struct timespec ts_ = {0, 10000000};                   \
-			nanosleep(&ts_, NULL);                                 \
-		}                                                              \
-	} while (0)
-
-static struct fs_glock_stats gstats(struct fs_glock *gl)
-{
-	struct fs_glock_stats s;
-
-	fs_glock_stats_get(gl, &s);
-	return s;
-}
-
 static uint64_t glocks_now(struct fs_glocks *e)
 {
 	struct fs_glocks_stats s;
@@ -380,11 +385,27 @@ static void test_get_put_identity(void)
 	fs_glocks_free(e);
 }
 
+/* fs_glock_try until granted (an unlock of another node reaches the
+ * master on its own); returns the refusals, -1 if it never came. */
+static int try_until_granted(struct fs_glock *gl, int mode)
+{
+	int n = 0, ret;
+
+	while ((ret = fs_glock_try(gl, mode)) == -EAGAIN && n < 2000) {
+		struct timespec ts = {0, 10000000};
+
+		nanosleep(&ts, NULL);
+		n++;
+	}
+	return ret == 0 ? n : -1;
+}
+
 static void test_try_vs_remote_ex(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
 	struct fs_glock *a, *b;
 	struct fs_glock_stats s;
+	int extra;
 
 	reset();
 	REQUIRE(ea != NULL && eb != NULL);
@@ -400,21 +421,46 @@ static void test_try_vs_remote_ex(void)
 	CHECK_EQ(fs_glock_mode(b), LK_EX);
 	CHECK_EQ(fs_glocks_drop_all(eb), 0); /* B lets go */
 	CHECK_EQ(fs_glock_mode(b), -1);
-	CHECK_EQ(fs_glock_try(a, LK_EX), 0);
+	/* B's unlock travels to the master on its own: try until it got
+	 * there (each refusal counted) */
+	extra = try_until_granted(a, LK_EX);
 	CHECK_EQ(fs_glock_mode(a), LK_EX);
 	fs_glock_release(a, LK_EX);
 	CHECK_EQ(fs_glock_try(a, LK_PR), 0); /* covered: a hit */
 	/* a local holder in PR and a want of EX: never waits */
 	fs_glock_release(a, LK_PR);
 	s = gstats(a);
-	CHECK_EQ(s.try_fails, 3);
-	CHECK_EQ(s.mode_failed[LK_EX], 2);
+	CHECK_EQ(s.try_fails, 3 + extra);
+	CHECK_EQ(s.mode_failed[LK_EX], 2 + extra);
 	CHECK_EQ(s.mode_failed[LK_PR], 1);
 	CHECK_EQ(s.acquires, 2);
 	fs_glock_put(a);
 	fs_glock_put(b);
 	fs_glocks_free(ea);
 	fs_glocks_free(eb);
+}
+
+static void test_held_and_bad_release(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0);
+	struct fs_glock *a;
+
+	REQUIRE(ea != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 220, &a) == 0);
+	CHECK(!fs_glock_held(a, LK_PR));
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	CHECK(fs_glock_held(a, LK_PR));
+	CHECK(fs_glock_held(a, LK_EX));
+	FS_GLOCK_ASSERT_HELD(a, LK_EX);
+	fs_glock_release(a, LK_EX);
+	CHECK(!fs_glock_held(a, LK_PR)); /* cached EX, but no holder */
+#ifndef UCFS_DEBUG			 /* debug builds abort on it */
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(gstats(a).bad_releases, 1);
+	CHECK_EQ(gstats(a).holders, 0);
+#endif
+	fs_glock_put(a);
+	fs_glocks_free(ea);
 }
 
 static void test_try_never_waits_for_local(void)
@@ -458,7 +504,7 @@ static void test_lru_drops_oldest(void)
 	CHECK_EQ(atomic_load(&cnt[0].synced), 0x3full << (300 % 64));
 	/* ... and were unlocked: another node gets them at once */
 	REQUIRE(fs_glock_get(eb, T_INODE, 300, &b) == 0);
-	CHECK_EQ(fs_glock_try(b, LK_EX), 0);
+	CHECK(try_until_granted(b, LK_EX) >= 0);
 	fs_glock_release(b, LK_EX);
 	fs_glock_put(b);
 	/* the newest four still hold EX here */
@@ -505,8 +551,10 @@ static void test_demote_on_worker(void)
 	CHECK_EQ(atomic_load(&cnt[0].inval), 1); /* the first grant */
 	/* B reads: A's worker writes back, EX -> PR; nothing dropped */
 	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0);
-	CHECK_EQ(atomic_load(&cnt[0].sync), 1);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 1); /* before B's grant */
 	CHECK_EQ(atomic_load(&cnt[0].drop), 0);
+	/* A's down-conversion completes on A after the master granted B */
+	WAIT_FOR(gstats(a).demote_pr == 1);
 	CHECK_EQ(fs_glock_mode(a), LK_PR);
 	fs_glock_release(b, LK_PR);
 	/* B writes: A goes PR -> NL: drop, no sync */
@@ -582,7 +630,10 @@ static void test_minhold_adapts(void)
 	CHECK_EQ(touch(ea, 600, LK_EX), 0);
 	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
 	fs_glock_release(b, LK_EX);
+	/* A's third demote ends on A after the master granted B */
+	WAIT_FOR(gstats(a).demote_nl == 3);
 	s = gstats(a);
+	CHECK_EQ(s.demote_nl, 3);
 	CHECK_EQ(s.bounces, 2);
 	CHECK_EQ(s.minhold_grows, 1);
 	CHECK(s.minhold_shrinks >= 1);
@@ -624,6 +675,109 @@ static void test_fence_ends_wait(void)
 	fs_glock_put(a);
 	fs_glocks_stop(ea);
 	fenced_engine = ea;
+}
+
+/* The type's bytes of the value block: what one node's lvb_write puts
+ * there the next grant's lvb_read sees, on any node. */
+struct lvb_node {
+	uint8_t out[FS_GLOCK_LVB_USER]; /* written when leaving EX */
+	uint8_t in[FS_GLOCK_LVB_USER];	/* last read */
+	atomic_int reads, writes, valid;
+};
+
+static struct lvb_node lvbn[2];
+
+static void c_lvb_read(struct fs_glock *gl, const uint8_t *val, int valid,
+		       void *arg)
+{
+	struct lvb_node *n = arg;
+
+	(void)gl;
+	memcpy(n->in, val, sizeof(n->in));
+	atomic_store(&n->valid, valid);
+	atomic_fetch_add(&n->reads, 1);
+}
+
+static void c_lvb_write(struct fs_glock *gl, uint8_t *val, void *arg)
+{
+	struct lvb_node *n = arg;
+
+	(void)gl;
+	memcpy(val, n->out, sizeof(n->out));
+	atomic_fetch_add(&n->writes, 1);
+}
+
+static const struct fs_glock_ops lvb_ops = {
+    .lvb_read = c_lvb_read,
+    .lvb_write = c_lvb_write,
+};
+
+static void test_lvb_carries(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	fs_glocks_set_ops(ea, T_INODE + 3, &lvb_ops, &lvbn[0]);
+	fs_glocks_set_ops(eb, T_INODE + 3, &lvb_ops, &lvbn[1]);
+	REQUIRE(fs_glock_get(ea, T_INODE + 3, 950, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE + 3, 950, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	CHECK_EQ(atomic_load(&lvbn[0].valid), 0); /* never set */
+	memcpy(lvbn[0].out, "size=4096", 10);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0); /* A: EX -> PR writes */
+	CHECK_EQ(atomic_load(&lvbn[0].writes), 1);
+	CHECK_EQ(atomic_load(&lvbn[1].valid), 1);
+	CHECK(memcmp(lvbn[1].in, "size=4096", 10) == 0);
+	fs_glock_release(b, LK_PR);
+	memcpy(lvbn[1].out, "size=8192", 10);
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
+	fs_glock_release(b, LK_EX);
+	CHECK_EQ(fs_glocks_drop_all(eb), 0); /* B leaves EX: writes */
+	CHECK_EQ(atomic_load(&lvbn[1].writes), 1);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	CHECK(memcmp(lvbn[0].in, "size=8192", 10) == 0);
+	CHECK_EQ(atomic_load(&lvbn[0].valid), 1);
+	fs_glock_release(a, LK_PR);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+static const struct fs_glock_ops ops_norecover = {
+    .sync = c_sync,
+    .inval = c_inval,
+    .drop = c_drop,
+};
+
+/* A type without recover: an invalid value block only means inval. The
+ * PR grant of a fresh resource invalidates (nothing seen yet); the PR ->
+ * EX up-conversion after it must not (PR was held all along), although
+ * the value block is still invalid then (a PR grant cannot set it). */
+static void test_upconvert_keeps_cache(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0);
+	struct fs_glock *a;
+
+	reset();
+	REQUIRE(ea != NULL);
+	fs_glocks_set_ops(ea, T_INODE + 4, &ops_norecover, &cnt[0]);
+	REQUIRE(fs_glock_get(ea, T_INODE + 4, 960, &a) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	CHECK_EQ(fs_glock_mode(a), LK_PR);
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1);
+	fs_glock_release(a, LK_PR);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0); /* up-conversion */
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glocks_drop_all(ea), 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0); /* a new lock: nobody */
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1); /* wrote since: valid */
+	fs_glock_release(a, LK_PR);
+	fs_glock_put(a);
+	fs_glocks_free(ea);
 }
 
 static void test_drop_all(void)
@@ -693,6 +847,124 @@ static void test_trace_events(void)
 	CHECK_EQ(release, 1);
 }
 
+/* Random holders on two nodes over a few glocks, with an LRU bound far
+ * below their number (drops race with gets, acquires and blocking
+ * callbacks) and tries mixed in. The glocks' exclusion across nodes is
+ * checked by counting each node's holders per glock: a holder never sees
+ * a conflicting holder of the other node. Seeded (UCFS_SEED). */
+#define R_NUMS 24
+#define R_THREADS 2 /* per node */
+#define R_ITERS 250
+
+static atomic_int r_ex[R_NUMS][2], r_pr[R_NUMS][2];
+static atomic_int r_bad, r_tries_ok, r_tries_fail;
+
+struct rnd_arg {
+	struct fs_glocks *e;
+	int node;
+	uint64_t rng;
+};
+
+static uint64_t r_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* Count ourselves in, then look at the other node. */
+static void r_enter(int num, int node, int mode)
+{
+	int other = !node;
+
+	if (mode == LK_EX) {
+		atomic_fetch_add(&r_ex[num][node], 1);
+		if (atomic_load(&r_ex[num][other]) != 0 ||
+		    atomic_load(&r_pr[num][other]) != 0)
+			atomic_fetch_add(&r_bad, 1);
+	} else {
+		atomic_fetch_add(&r_pr[num][node], 1);
+		if (atomic_load(&r_ex[num][other]) != 0)
+			atomic_fetch_add(&r_bad, 1);
+	}
+}
+
+static void r_leave(int num, int node, int mode)
+{
+	atomic_fetch_sub(mode == LK_EX ? &r_ex[num][node] : &r_pr[num][node],
+			 1);
+}
+
+static void *rnd_main(void *arg)
+{
+	struct rnd_arg *r = arg;
+
+	for (int i = 0; i < R_ITERS; i++) {
+		uint64_t x = r_next(&r->rng);
+		int num = (int)(x % R_NUMS);
+		int mode = (x >> 8) % 10 < 3 ? LK_EX : LK_PR;
+		int try = (x >> 16) % 10 < 2, ret;
+		struct fs_glock *gl;
+
+		if (fs_glock_get(r->e, T_INODE, 1000 + num, &gl) < 0) {
+			atomic_fetch_add(&r_bad, 1);
+			continue;
+		}
+		ret = try ? fs_glock_try(gl, mode) : fs_glock_acquire(gl, mode);
+		if (try)
+			atomic_fetch_add(ret == 0 ? &r_tries_ok : &r_tries_fail,
+					 1);
+		if (ret == 0) {
+			r_enter(num, r->node, mode);
+			if ((x >> 24) % 4 == 0)
+				sched_yield();
+			r_leave(num, r->node, mode);
+			fs_glock_release(gl, mode);
+		} else if (ret != -EAGAIN || !try) {
+			atomic_fetch_add(&r_bad, 1);
+		}
+		fs_glock_put(gl);
+	}
+	return NULL;
+}
+
+static void test_random_two_nodes(void)
+{
+	struct fs_glocks *e[2] = {eng_on(0, 8, 0), eng_on(1, 8, 0)};
+	struct rnd_arg ra[2 * R_THREADS];
+	pthread_t t[2 * R_THREADS];
+	struct fs_glocks_stats s[2];
+	uint64_t seed = t_seed();
+
+	REQUIRE(e[0] != NULL && e[1] != NULL);
+	for (int i = 0; i < 2 * R_THREADS; i++) {
+		ra[i] = (struct rnd_arg){e[i % 2], i % 2,
+					 seed * 0x9e3779b97f4a7c15ull +
+					     (uint64_t)i * 7919 + 1};
+		pthread_create(&t[i], NULL, rnd_main, &ra[i]);
+	}
+	for (int i = 0; i < 2 * R_THREADS; i++)
+		pthread_join(t[i], NULL);
+	CHECK_EQ(atomic_load(&r_bad), 0);
+	for (int n = 0; n < 2; n++) {
+		CHECK_EQ(fs_glocks_drop_all(e[n]), 0);
+		fs_glocks_stats(e[n], &s[n]);
+		CHECK(s[n].glocks_now <= R_NUMS);
+	}
+	printf(
+	    "    evictions %llu + %llu, demotes %llu + %llu, tries %d "
+	    "ok %d refused\n",
+	    (unsigned long long)s[0].total.evictions,
+	    (unsigned long long)s[1].total.evictions,
+	    (unsigned long long)(s[0].total.demote_nl + s[0].total.demote_pr),
+	    (unsigned long long)(s[1].total.demote_nl + s[1].total.demote_pr),
+	    atomic_load(&r_tries_ok), atomic_load(&r_tries_fail));
+	CHECK(s[0].total.evictions + s[1].total.evictions > 0);
+	fs_glocks_free(e[0]);
+	fs_glocks_free(e[1]);
+}
+
 int main(int argc, char **argv)
 {
 	char cmd[128];
@@ -710,13 +982,17 @@ int main(int argc, char **argv)
 		T_RUN(test_get_put_identity);
 		T_RUN(test_try_vs_remote_ex);
 		T_RUN(test_try_never_waits_for_local);
+		T_RUN(test_held_and_bad_release);
 		T_RUN(test_lru_drops_oldest);
 		T_RUN(test_lru_keeps_referenced);
 		T_RUN(test_demote_on_worker);
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);
+		T_RUN(test_lvb_carries);
+		T_RUN(test_upconvert_keeps_cache);
 		T_RUN(test_trace_events);
+		T_RUN(test_random_two_nodes);
 	}
 	for (int i = 2; i >= 0; i--)
 		lk_ls_close(ls[i]);
