@@ -815,8 +815,36 @@ static void slot_done(struct lk_lock *lk, int status, void *arg)
 
 static const struct lk_lock_ops slot_ops = {.completion = slot_done};
 
-/* EX on slot @s's lock. 1 granted (*out), 0 refused, -errno. Not from a
- * DLM callback. */
+/* Wait (w->mu held) for the answer to a NOQUEUE slot request: at most
+ * SLOT_ANSWER_MS, then cancel it and wait as long again (a request that
+ * got no answer must not hang a mount or an unmount: MOUNT.md). Returns
+ * w->done. */
+#define SLOT_ANSWER_MS 10000u /* a slot request unanswered: cancelled */
+
+static int slot_wait_answer(struct fs_cluster *cl, struct slot_wait *w,
+			    struct lk_lock *lk)
+{
+	uint64_t end = now_ms() + SLOT_ANSWER_MS;
+	int cancelled = 0;
+
+	while (!w->done && !fs_cluster_fenced(cl)) {
+		if (now_ms() < end) {
+			timed_wait(&w->cv, &w->mu, 100);
+			continue;
+		}
+		if (cancelled)
+			break;
+		cancelled = 1;
+		end = now_ms() + SLOT_ANSWER_MS;
+		pthread_mutex_unlock(&w->mu);
+		lk_cancel(lk);
+		pthread_mutex_lock(&w->mu);
+	}
+	return w->done;
+}
+
+/* EX on slot @s's lock. 1 granted (*out), 0 refused (or no answer:
+ * taken as held), -errno. Not from a DLM callback. */
 static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 		     struct lk_lock **out)
 {
@@ -833,17 +861,23 @@ static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
 	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, w, &lk);
 	if (ret == 0) {
 		pthread_mutex_lock(&w->mu);
-		while (!w->done && !fs_cluster_fenced(cl))
-			timed_wait(&w->cv, &w->mu, 100);
-		ret = w->done ? w->status : -EIO;
-		gone = w->gone = !w->done; /* fenced: never answered */
+		slot_wait_answer(cl, w, lk);
+		ret = w->done		      ? w->status
+		      : fs_cluster_fenced(cl) ? -EIO
+					      : -EAGAIN;
+		gone = w->gone = !w->done; /* never answered */
 		pthread_mutex_unlock(&w->mu);
+		if (gone && ret == -EAGAIN)
+			log_msg(1,
+				"a journal slot lock request got no answer: "
+				"the slot is taken as held",
+				NULL);
 	} else if (ret == LK_GRANTED_NOW) {
 		ret = 0;
 	}
 	if (!gone)
 		slot_wait_free(w);
-	if (ret == -EAGAIN)
+	if (ret == -EAGAIN || ret == -ECANCELED)
 		return 0;
 	if (ret < 0)
 		return ret;
