@@ -277,11 +277,9 @@ int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
  * file. */
 void fs_release(struct fs *fs, uint64_t ino);
 
-/* lockproto=dlm: fs_forget, fs_release and the end of a read run under
- * the fs glock in PR and cannot write, so they leave this node's orphans
- * whose last reference they dropped on the orphan list; this frees them
- * (taking the fs glock in EX). Every call that holds the glock in EX runs
- * it as it ends; cheap when nothing is pending. */
+/* Orphans whose last reference went in a holder that may not wait for
+ * a lock (directory readahead) stay on the orphan list; this frees them.
+ * Every fs.h call runs it as it ends; cheap when nothing is pending. */
 void fs_reap_orphans(struct fs *fs);
 
 /* Read up to @len bytes at @off; short at EOF, holes read as zeros.
@@ -392,5 +390,60 @@ ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
 ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size);
 int fs_removexattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		   const char *name);
+
+/* ---- kernel cache sink ------------------------------------------------ */
+
+/*
+ * The filesystem tells the kernel (or any cache in front of it) what a
+ * lost cluster lock covered, so that nothing cached under the lock is
+ * served after another node may have changed it (fs_kinval.c; the FUSE
+ * side is fs_inval.c). Calls are queued and made by a notification
+ * thread that holds nothing a request handler needs
+ * (research/fuse-coherence.md: the deadlock rules): a sink's ops only
+ * queue and never block on a request in flight.
+ */
+struct fs_inval_ops {
+	/* @ino's attributes, and with @len != 0 its cached pages from
+	 * @off (@len -1: to the end) */
+	void (*inode)(void *arg, uint64_t ino, int64_t off, int64_t len);
+	/* the name @name (@namelen bytes) in directory @parent */
+	void (*entry)(void *arg, uint64_t parent, const char *name,
+		      size_t namelen);
+	/* every name (dentry) the kernel cached, positive or negative,
+	 * and the attributes of every inode it may reach without looking a
+	 * name up again other than the open files (directories: a working
+	 * directory; the sink tracks them from its replies); a regular
+	 * file's are refreshed by the lookup its next path walk makes */
+	void (*all)(void *arg);
+	/* @n inodes the kernel may forget now if nothing uses them (their
+	 * names, attributes and pages go; no promise: a hint). The kernel
+	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster
+	 * lock: fs_kinval_* do not use it (it would pull the lock back
+	 * right after it left) */
+	void (*forget)(void *arg, const uint64_t *inos, size_t n);
+	/* wait until what was queued so far and can never wait on a
+	 * request in flight (attributes, every name at once) was told to
+	 * the kernel; pages and single names may follow later (a page
+	 * locked by a read in flight, a directory locked by a lookup in
+	 * flight wait for their request) */
+	void (*sync)(void *arg);
+};
+
+/* Set (or with @ops NULL remove) @fs's sink. Removing waits for the
+ * fs_kinval_* calls in progress: after it returns @arg is unused. */
+void fs_set_inval(struct fs *fs, const struct fs_inval_ops *ops, void *arg);
+
+/* The calls a lock's ops make (no-ops without a sink). Each returns once
+ * the kernel dropped the names and attributes (the ops' sync); pages of
+ * files follow from the sink's thread. */
+/* A demote to NL of @ino's lock: its attributes and pages. */
+void fs_kinval_inode(struct fs *fs, uint64_t ino);
+/* Every name under directory @dir, and @dir's attributes and pages
+ * (readdir cache). */
+void fs_kinval_dir(struct fs *fs, uint64_t dir);
+/* Everything: every name, the attributes of every inode the kernel may
+ * use without a lookup (the sink's all), of the root and of the open
+ * files, and the open files' pages. */
+void fs_kinval_all(struct fs *fs);
 
 #endif /* UCFS_FS_H */

@@ -16,10 +16,9 @@
  * file (the final size covers it).
  *
  * Not atomic (neither is Linux's): each chunk takes the inodes' locks on
- * its own, so a concurrent writer may interleave. The cluster glock
- * (dlm) is held in EX around the whole copy (fs_op_begin; the calls
- * inside find it held). An error ends the copy and is returned; what was
- * copied before it stays.
+ * its own, so a concurrent writer may interleave (dlm: and its inodes'
+ * glocks; fs_op_begin around the copy only reserves an rgroup). An
+ * error ends the copy and is returned; what was copied before it stays.
  */
 #include "fusefs/fs_ns.h"
 #include "lockmgr/lk.h"

@@ -15,12 +15,18 @@
  * (fuse_reply_entry/create returning -ENOENT: the request was
  * interrupted) gives its reference back with fs_forget().
  *
- * Caching: a single nolock node owns the device, so entries, attributes
- * and pages may be cached by the kernel for long (CACHE_TIMEOUT), with
- * large writes (MAX_WRITE) and, if asked, writeback_cache. A dlm node
- * (fs_cluster.h) lets the kernel cache nothing: timeouts 0, direct_io,
- * no cached directories or symlinks. Locks, the cluster's glock
- * included, are taken by the fs.h calls themselves (fs_ilock.h).
+ * Caching: entries, attributes, pages, directory pages and symlinks are
+ * cached by the kernel for long (CACHE_TIMEOUT), with large writes
+ * (MAX_WRITE). A single nolock node owns the device, so nothing else
+ * invalidates them (and writeback_cache may be asked for). A dlm node
+ * (fs_cluster.h) keeps them under its cluster locks: when a lock leaves
+ * the node, the kernel cache sink (fs_inval.h, set with fs_set_inval)
+ * tells the kernel what to drop; data is revalidated by mtime and size
+ * (FUSE_AUTO_INVAL_DATA) at the next read(2) after the attributes were
+ * dropped; names are cached only on kernels that can drop them all at
+ * once (fs_inval_names: else entry timeout 0); no writeback_cache. Locks,
+ * the cluster's glock included, are taken by the fs.h calls themselves
+ * (fs_ilock.h).
  *
  * Transport: requests come from /dev/fuse through libfuse's loop, or,
  * with uring= (fs_fuse_uring.c), from per-CPU io_uring queues; either
@@ -48,6 +54,7 @@
 #include "fusefs/fs_cluster.h"
 #include "fusefs/fs_fuse_io.h"
 #include "fusefs/fs_fuse_uring.h"
+#include "fusefs/fs_inval.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_pt.h"
 #include "fusefs/fs_plock.h"
@@ -76,6 +83,8 @@ struct fs_fuse {
 	uint64_t root;		/* immutable: fs_root(fs) */
 	struct fs_stats *st;	/* immutable; may be NULL */
 	struct fs_plock *pk;	/* immutable: file locks (dlm) or NULL */
+	struct fs_inval *iv;	/* immutable after fs_fuse_new: the kernel
+				   cache sink (dlm) or NULL */
 	struct fuse_session *se; /* main thread only */
 	int mounted;		/* main thread only */
 };
@@ -93,6 +102,15 @@ static uint64_t to_ino(const struct fs_fuse *ff, fuse_ino_t n)
 static fuse_ino_t to_nodeid(const struct fs_fuse *ff, uint64_t ino)
 {
 	return ino == ff->root ? FUSE_ROOT_ID : (fuse_ino_t)ino;
+}
+
+/* How long the kernel may keep a name (positive or negative): a dlm
+ * node only while the kernel can be told to drop them (fs_inval.h). */
+static double entry_timeout(const struct fs_fuse *ff)
+{
+	if (ff->iv != NULL && !fs_inval_names(ff->iv))
+		return 0.0;
+	return ff->timeout;
 }
 
 static void get_cred(fuse_req_t req, struct fs_cred *c)
@@ -158,7 +176,9 @@ static void fill_entry(const struct fs_fuse *ff, const struct fs_attr *a,
 	e->generation = a->generation;
 	attr_to_stat(ff, a, &e->attr);
 	e->attr_timeout = ff->timeout;
-	e->entry_timeout = ff->timeout;
+	e->entry_timeout = entry_timeout(ff);
+	if (ff->iv != NULL)
+		fs_inval_note(ff->iv, a->ino, a->mode);
 }
 
 /* The one place the sign flips. */
@@ -219,21 +239,22 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 			      (FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	else
 		conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-	/* dlm: the kernel must not cache directory pages or symlinks
-	 * either (opendir is then answered by libfuse without
-	 * FOPEN_CACHE_DIR) */
-	if (ff->cl != NULL)
-		conn->want &= ~(FUSE_CAP_NO_OPENDIR_SUPPORT |
-				FUSE_CAP_CACHE_SYMLINKS);
+	if (ff->iv != NULL)
+		fs_inval_init(ff->iv, conn->proto_minor);
 	/* With the kernel's writeback cache a write(2) is acknowledged
 	 * before ucfs sees it, so a full filesystem can only fail the later
 	 * writeback (ENOSPC at fsync/close, the data lost): opt-in only. */
 	if (ff->fs->ns->opts.writeback_cache &&
 	    (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	/* nobody else changes the data: keep the page cache even when
-	 * mtime moves */
-	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	/* nolock: nobody else changes the data, keep the page cache even
+	 * when mtime moves. dlm: a lost lock drops the attributes, and
+	 * the next read(2) drops the pages if mtime or size moved (the
+	 * pages themselves are dropped later: fs_inval.h) */
+	if (ff->iv == NULL)
+		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	else
+		conn->want |= conn->capable & FUSE_CAP_AUTO_INVAL_DATA;
 	/* libfuse asks for atomic O_TRUNC by default, which makes the kernel
 	 * pass O_TRUNC to open instead of sending a setattr first; fs_open
 	 * does not truncate, so keep the setattr (the shell's "> f") */
@@ -264,10 +285,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	ret = fs_lookup(ff->fs, to_ino(ff, parent), name, &a);
 	if (ret == -ENOENT) {
-		/* a negative entry the kernel may cache: only this node
-		 * creates names, and it tells the kernel */
+		/* a negative entry the kernel may cache: this node's own
+		 * creates tell the kernel, another node's take the lock
+		 * from this one first (fs_kinval_all) */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = ff->timeout;
+		e.entry_timeout = entry_timeout(ff);
 		fuse_reply_entry(req, &e);
 	} else {
 		reply_entry(req, ret, &a);
@@ -537,13 +559,15 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /* ---- files ---- */
 
 /*
- * An open file keeps its pages between opens (nobody else writes the
- * device), and close(2) sends no FLUSH: every write has reached ucfs
- * before it returned, a nolock mount has no POSIX-lock owners to drop
- * (the kernel keeps its locks), and a failed data write is reported by
- * the next fsync (fs_data.c). With writeback_cache the kernel still
- * writes back and flushes at close. A dlm mount needs the FLUSH: it
- * releases the closing process's POSIX locks (fs_plock.h).
+ * An open file keeps its pages between opens (nolock: nobody else
+ * writes the device; dlm: what another node changed was dropped when
+ * the lock left this node, fs_inval.h), and close(2) sends no FLUSH:
+ * every write has reached ucfs before it returned, a nolock mount has
+ * no POSIX-lock owners to drop (the kernel keeps its locks), and a
+ * failed data write is reported by the next fsync (fs_data.c). With
+ * writeback_cache the kernel still writes back and flushes at close. A
+ * dlm mount needs the FLUSH: it releases the closing process's POSIX
+ * locks (fs_plock.h).
  */
 static void set_open_flags(const struct fs_fuse *ff,
 			   struct fuse_file_info *fi)
@@ -551,10 +575,7 @@ static void set_open_flags(const struct fs_fuse *ff,
 	static uint64_t next_fh;
 
 	fi->noflush = 1;
-	if (ff->cl != NULL)
-		fi->direct_io = 1;	/* dlm: no page cache (fs_cluster.h) */
-	else
-		fi->keep_cache = 1;
+	fi->keep_cache = 1;
 	if (ff->pk != NULL) {
 		/* file locks: a close must drop the closing process's POSIX
 		 * locks (FLUSH), and fh names the open file description
@@ -1318,6 +1339,8 @@ static void remove_sections(struct fs_fuse *ff)
 	}
 	if (ff->pk != NULL)
 		fs_plock_stats_remove(ff->pk, ff->st);
+	if (ff->iv != NULL)
+		fs_stats_remove_section(ff->st, "kcache");
 	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
 	if (ff->cl != NULL)
@@ -1462,6 +1485,24 @@ out_session:
 	return ret;
 }
 
+/* dlm: the kernel cache sink (fs_inval.h), before the loop starts (INIT
+ * reads ff->iv). */
+static int kcache_start(struct fs_fuse *ff)
+{
+	int ret;
+
+	ret = fs_inval_new(ff->se, ff->root, &ff->iv);
+	if (ret < 0)
+		return ret;
+	if (ff->st != NULL)
+		ret = fs_stats_add_section(ff->st, "kcache", fs_inval_stats,
+					   ff->iv);
+	if (ret < 0)
+		return ret;
+	fs_set_inval(ff->fs, fs_inval_ops(), ff->iv);
+	return 0;
+}
+
 int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		const struct fs_stats_opts *so, const char *optstr,
 		const char *device, const char *mountpoint,
@@ -1475,7 +1516,7 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 		return -ENOMEM;
 	ff->fs = fs;
 	ff->cl = fs->cl;
-	ff->timeout = fs->cl != NULL ? 0.0 : CACHE_TIMEOUT;
+	ff->timeout = CACHE_TIMEOUT;
 	ff->root = fs_root(fs);
 	if (fs->cl != NULL) {
 		ret = fs_plock_new(fs_cluster_ls(fs->cl), &ff->pk);
@@ -1486,6 +1527,17 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 			    device, mountpoint, err, errlen);
 	if (ret < 0)
 		goto out_free;
+	if (fs->cl != NULL) {
+		ret = kcache_start(ff);
+		if (ret < 0) {
+			snprintf(err, errlen,
+				 "ucfs: cannot start the kernel cache "
+				 "notifications: %s",
+				 strerror(-ret));
+			fs_fuse_free(ff);
+			return ret;
+		}
+	}
 	*out = ff;
 	return 0;
 
@@ -1548,15 +1600,23 @@ out_signals:
 	return ret;
 }
 
+/*
+ * The sink goes first (no lock demote reaches the kernel any more), then
+ * the mount: that fails every request still in flight, so a page
+ * invalidation waiting for one ends, and the sink's threads can stop.
+ */
 void fs_fuse_free(struct fs_fuse *ff)
 {
 	if (ff == NULL)
 		return;
+	if (ff->iv != NULL)
+		fs_set_inval(ff->fs, NULL, NULL);
 	if (ff->mounted)
 		fuse_session_unmount(ff->se);
 	ff->mounted = 0;
 	fs_fuse_io_detach();
 	stop_stats(ff);
+	fs_inval_free(ff->iv);
 	fuse_session_destroy(ff->se);
 	fs_plock_free(ff->pk);
 	free(ff);

@@ -1,7 +1,16 @@
 /*
- * fs_glock.h — a glock: one cluster lock (lockmgr/lk.h) cached on this
- * node, shared by any number of local holders, with the cache state it
- * protects (GFS2's glock, reduced to what ucfs needs).
+ * fs_glock.h — the glock engine: the cluster locks (lockmgr/lk.h) this
+ * node caches, each shared by any number of local holders, with the cache
+ * state it protects (GFS2's glocks, reduced to what ucfs needs).
+ *
+ * One engine per mount (fs_glocks_new) keeps a table of glocks keyed by
+ * (lock type, number). fs_glock_get finds or creates one and returns a
+ * reference; fs_glock_put gives it back. A glock nobody references is
+ * idle: it stays cached (with the mode it holds) on an LRU list, and once
+ * the engine holds more than conf.max glocks the oldest idle ones are
+ * dropped: a worker writes back what an EX mode covered (ops->sync), lets
+ * the cached copies go (ops->drop), unlocks, and frees the glock. A glock
+ * with holders or references is never dropped.
  *
  * A holder asks for PR (read) or EX (modify) with fs_glock_acquire() and
  * gives it back with fs_glock_release(). The first holder that needs a
@@ -9,14 +18,23 @@
  * time per glock); every later holder the granted mode covers runs at
  * once with no message ("cached hit"). The mode stays granted between
  * holders: it only goes down when another node asks (the DLM's blocking
- * callback). Then a dedicated thread, once the minimum hold time has
- * passed since the grant, stops admitting new holders, waits for the ones
- * in flight, calls ops->sync (EX: write everything back) and converts
- * down: EX -> PR when the other node wants PR, else to NL.
+ * callback) or when the glock is dropped from the LRU. A blocking
+ * callback queues the glock for the engine's small pool of demote
+ * workers (no thread per glock); once the glock's minimum hold time has
+ * passed since its grant, a worker stops admitting new holders, waits for
+ * the ones in flight to leave (their release queues it again), calls
+ * ops->sync (from EX), ops->drop (to NL) and converts down: EX -> PR when
+ * the other node wants PR, else to NL.
  *
- * DLM requests complete through the completion callback (never lk_wait,
- * so that a request failing at once cannot leave a released handle
- * behind): the DLM's callback thread must not be blocked by the user.
+ * The minimum hold time adapts per glock (GFS2's gl_hold_time): it starts
+ * at conf.minhold_ms; it doubles (at least 1 ms above the base, up to
+ * FS_GLOCK_MINHOLD_MAX_MS) at a grant of a glock this node had given up to
+ * another node (the lock bounced) while other local acquires wait behind
+ * the one that asked, so that they run before it goes again; it halves
+ * (never below conf.minhold_ms) at a demote for another node of a grant
+ * that no other local acquire waited for. Both are counted. (One thread
+ * per node taking turns never grows it: a transfer costs no more than it
+ * must.)
  *
  * Cache validity: the lock carries its value block (LK_VALBLK) whose
  * first 8 bytes are a generation (little-endian u64, FORMAT.md "Cluster
@@ -24,16 +42,23 @@
  * LVB is invalid, i.e. unset or a PW/EX holder died) and the DLM writes
  * it back when EX is given up. A grant that finds a generation other than
  * the last one this node saw (or an invalid LVB) calls ops->inval before
- * any holder runs: what this node cached under the lock may be stale.
+ * any holder runs: what this node cached under the lock may be stale;
+ * not an up-conversion from PR, which this node held since a grant that
+ * did that check (nobody could write meanwhile).
+ * Bytes 8..31 belong to the lock type: ops->lvb_read sees them at each
+ * grant, ops->lvb_write sets them before EX is given up.
  *
- * Fencing: fs_glock_fence() (or a DLM call failing with -ESHUTDOWN) makes
- * every acquire fail with -EIO from then on, and every wait for the DLM
- * end at once: no wait of a fenced glock is unbounded.
+ * Fencing: fs_glocks_fence() (or a DLM call failing with -ESHUTDOWN)
+ * makes every acquire fail with -EIO from then on, and every wait for the
+ * DLM end at once: no wait of a fenced engine is unbounded.
  *
- * Locking: gl->mu protects every field of struct fs_glock (fs_glock.c);
- * ops->sync and ops->inval run without it, while the glock is "busy" (no
- * holder runs and no other DLM request is made meanwhile). Holders may
- * block in the DLM: never call fs_glock_acquire() from a DLM callback.
+ * Threads: ops run on a demote worker or on the thread of a holder, never
+ * on the DLM's callback thread, and never with an engine lock held; while
+ * an op runs the glock is "busy" (no holder runs, no other DLM request is
+ * made for it). Holders may block in the DLM: never call
+ * fs_glock_acquire() from a DLM callback or from an op of the same
+ * glock. fs_glock_try() waits for no other node and no local demote: it
+ * may be called while holding a journal transaction handle.
  */
 #ifndef UCFS_FS_GLOCK_H
 #define UCFS_FS_GLOCK_H
@@ -42,81 +67,244 @@
 
 #include "lockmgr/lk.h"
 
+struct fs_glocks;
 struct fs_glock;
+struct fs_json;
+struct fs_trace;
+struct fs_stats_lk;
+
+#define FS_GLOCK_TYPES 16	     /* lk_name.type 0..15 */
+#define FS_GLOCK_MINHOLD_MAX_MS 200u /* adaptive minimum hold: ceiling */
 
 struct fs_glock_ops {
-	/* Before the mode drops from @from (LK_EX or LK_PR) to @to: write
-	 * back what the lower mode does not protect. A failure fences the
-	 * glock (the lock is then never given up by this node: the cluster
-	 * must declare it dead and recover its journal). May be NULL. */
+	/* Before the mode drops from @from (LK_EX or LK_PR) to @to (LK_PR,
+	 * LK_NL, or -1: the glock is dropped): write back what the lower
+	 * mode does not protect. Called only when leaving EX. A failure
+	 * fences the engine (the lock is then never given up by this node:
+	 * the cluster must declare it dead and recover its journal). May be
+	 * NULL. */
 	int (*sync)(struct fs_glock *gl, int from, int to, void *arg);
 	/* After a grant whose generation is not the one last seen: drop
-	 * every cached copy of what the lock protects. May be NULL. */
+	 * every cached copy of what the lock protects (and reload what the
+	 * mount keeps in memory: the lock is held). May be NULL. */
 	void (*inval)(struct fs_glock *gl, void *arg);
 	/* The LVB is invalid (never set, or a PW/EX holder died, which may
 	 * have left its work half done): called in EX before inval and
 	 * before any holder runs (a PR grant that finds an invalid LVB is
-	 * converted to NL and then EX first). A failure fences the glock.
+	 * converted to NL and then EX first). A failure fences the engine.
 	 * May be NULL (then an invalid LVB only means inval). */
 	int (*recover)(struct fs_glock *gl, void *arg);
+	/* The mode goes down to NL (or the glock is dropped: -1) from
+	 * @from, after sync, before the down-conversion: nothing the lock
+	 * covered may stay cached where a reader would trust it without a
+	 * new grant (the kernel's pages, attributes, entries). Must not
+	 * read what the lock protects. May be NULL. */
+	void (*drop)(struct fs_glock *gl, int from, void *arg);
+	/* The value block's bytes the type may use (FS_GLOCK_LVB_USER from
+	 * byte 8 on; bytes 0..7 are the generation): @val after every
+	 * grant, after recover and before inval and any new holder (@valid
+	 * 0: the value block is invalid and @val zero; holders of a mode
+	 * held before may still run). May be NULL. */
+	void (*lvb_read)(struct fs_glock *gl, const uint8_t *val, int valid,
+			 void *arg);
+	/* Before the mode leaves EX (a demote, a drop), after sync: fill
+	 * @val (FS_GLOCK_LVB_USER bytes, holding what is there now) for the
+	 * next holder on any node. May be NULL: the bytes go on unchanged. */
+	void (*lvb_write)(struct fs_glock *gl, uint8_t *val, void *arg);
 };
 
+/* Bytes of the value block a lock type's ops may use (from byte 8). */
+#define FS_GLOCK_LVB_USER (LK_LVB_LEN - 8)
+
+struct fs_glocks_conf {
+	unsigned max;	     /* glocks kept (glock_max=); idle ones beyond
+				are dropped, LRU. 0: no bound */
+	unsigned workers;    /* demote workers (0: 2) */
+	unsigned minhold_ms; /* base minimum hold time */
+};
+
+/* Counters of one glock, of one lock type, or of the whole engine. */
 struct fs_glock_stats {
-	uint64_t acquires;   /* fs_glock_acquire calls that succeeded */
-	uint64_t hits;	     /* ... served by the mode already held */
-	uint64_t requests;   /* DLM requests / up-conversions made */
-	uint64_t retries;    /* up-conversions refused (-EDEADLK) */
-	uint64_t demote_pr;  /* EX -> PR */
-	uint64_t demote_nl;  /* EX/PR -> NL */
-	uint64_t demote_ns;  /* time in sync + down-conversion */
-	uint64_t wait_ns;    /* time holders waited for a grant */
-	uint64_t invals;     /* ops->inval calls */
-	uint64_t recovers;   /* ops->recover calls (invalid LVB) */
+	uint64_t acquires;	  /* acquires and tries that succeeded */
+	uint64_t hits;		  /* ... served by the mode already held */
+	uint64_t requests;	  /* DLM requests / up-conversions made */
+	uint64_t retries;	  /* up-conversions refused (-EDEADLK) */
+	uint64_t try_fails;	  /* fs_glock_try calls answered -EAGAIN */
+	uint64_t waits;		  /* acquires that waited (not a hit) */
+	uint64_t demote_pr;	  /* EX -> PR */
+	uint64_t demote_nl;	  /* EX/PR -> NL */
+	uint64_t demote_ns;	  /* time in sync + down-conversion */
+	uint64_t wait_ns;	  /* time holders waited for a grant */
+	uint64_t max_wait_ns;	  /* longest such wait */
+	uint64_t invals;	  /* ops->inval calls */
+	uint64_t recovers;	  /* ops->recover calls (invalid LVB) */
+	uint64_t drops;		  /* ops->drop calls */
+	uint64_t syncs;		  /* ops->sync calls */
+	uint64_t bounces;	  /* remote grants of a glock held before */
+	uint64_t hold_refusals;	  /* blocking callbacks deferred by the
+				     minimum hold time */
+	uint64_t minhold_grows;	  /* adaptive minimum hold doubled */
+	uint64_t minhold_shrinks; /* ... halved */
+	uint64_t evictions;	  /* glocks dropped from the LRU */
+	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
+	uint64_t bad_releases;	  /* releases of a mode not held (a
+				     caller's bug: ignored, counted) */
+	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
+	 * waits (total, longest) and failed tries */
+	uint64_t mode_acquires[LK_NMODES];
+	uint64_t mode_wait_ns[LK_NMODES];
+	uint64_t mode_max_ns[LK_NMODES];
+	uint64_t mode_failed[LK_NMODES];
+	/* one glock only (fs_glock_stats_get): */
 	uint64_t generation; /* last generation seen */
+	uint64_t minhold_ms; /* its minimum hold time now */
 	int mode;	     /* granted now (-1 none) */
 	unsigned holders;    /* local holders now */
+	unsigned waiters;    /* acquires waiting now */
 	int fenced;
 };
 
-/*
- * Create a glock on @name of lockspace @ls and start its thread. No DLM
- * request is made yet. @minhold_ms: how long a grant is kept at least
- * before a blocking callback is honoured. 0 or -ENOMEM / -errno of
- * pthread_create.
- */
-int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
-		 unsigned minhold_ms, const struct fs_glock_ops *ops, void *arg,
+/* A contended glock (fs_glocks_top). */
+struct fs_glock_top {
+	uint16_t type;
+	uint64_t num;
+	int mode;	     /* granted now (-1 none) */
+	unsigned holders;    /* local holders now */
+	uint64_t waits;	     /* acquires that waited */
+	uint64_t wait_ns;    /* total wait */
+	uint64_t bounces;    /* remote grants after losing it */
+	uint64_t minhold_ms; /* its minimum hold time now */
+};
+
+/* Engine gauges and counters (fs_glocks_stats). */
+struct fs_glocks_stats {
+	struct fs_glock_stats type[FS_GLOCK_TYPES]; /* per lock type */
+	struct fs_glock_stats total;
+	uint64_t glocks_now; /* in the table */
+	uint64_t idle_now;   /* ... on the LRU (no reference) */
+	uint64_t held_now;   /* ... holding PR or EX */
+	uint64_t bytes_now;  /* memory of the engine's glocks and table */
+	uint64_t max;	     /* conf.max */
+	uint64_t queued_now; /* jobs waiting for a worker */
+	uint64_t workers;
+	uint64_t jobs; /* jobs the workers ran */
+};
+
+/* ---- the engine --------------------------------------------------- */
+
+/* Create an engine on lockspace @ls (NULL: conf defaults) and start its
+ * workers. 0 or -ENOMEM / -errno of pthread_create. */
+int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
+		  struct fs_glocks **out);
+/* The ops (and their @arg) every glock of lock @type uses; set before the
+ * first fs_glock_get of that type. A type without ops has none. */
+void fs_glocks_set_ops(struct fs_glocks *e, uint16_t type,
+		       const struct fs_glock_ops *ops, void *arg);
+/* Lock events (request, grant, bast_recv, demote, release) go to @tr
+ * (NULL: none), types named by @type_name (NULL: "type<N>"); waits for
+ * grants are fed to @lk's contention tracker ("locks.top", may be NULL).
+ * Set before the first get, or when no glock is busy. */
+void fs_glocks_set_trace(struct fs_glocks *e, struct fs_trace *tr,
+			 const char *(*type_name)(unsigned type),
+			 struct fs_stats_lk *lk);
+
+/* Find or create the glock (@type, @num): a reference, no DLM request
+ * yet. 0, -EINVAL (type >= FS_GLOCK_TYPES), -ENOMEM, -EIO (fenced or
+ * stopped). Never waits for the DLM or a demote. */
+int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 		 struct fs_glock **out);
+/* Give a reference back (after its holds). NULL is a no-op. */
+void fs_glock_put(struct fs_glock *gl);
 
 /* Become a holder in @mode (LK_PR or LK_EX): 0, or -EIO (fenced),
  * -EINVAL (mode). May block (DLM round trips, a demote in progress,
- * ops->inval). */
+ * ops->inval). The caller holds a reference. */
 int fs_glock_acquire(struct fs_glock *gl, int mode);
-/* Stop being a holder in @mode. Never blocks for long. */
+/* Become a holder in @mode if this can be done without waiting for any
+ * other node or local demote (a DLM request with LK_NOQUEUE): 0 held,
+ * -EAGAIN (another node holds a conflicting mode, a local demote or
+ * request is in progress, local holders would need an up-conversion, or
+ * the grant found an invalid LVB that needs recovery: acquire instead),
+ * -EIO (fenced), -EINVAL (mode). Waits at most for the master's answer. */
+int fs_glock_try(struct fs_glock *gl, int mode);
+/* Stop being a holder in @mode. Never blocks for long. Releasing a mode
+ * with no holder is a caller's bug: it aborts in debug builds, else it is
+ * ignored and counted (bad_releases). */
 void fs_glock_release(struct fs_glock *gl, int mode);
+/* 1 if this node holds @gl in a mode covering @mode (LK_PR, LK_EX) and has
+ * a holder: for assertions (FS_GLOCK_ASSERT_HELD). */
+int fs_glock_held(struct fs_glock *gl, int mode);
+#ifdef UCFS_DEBUG
+#define FS_GLOCK_ASSERT_HELD(gl, mode)                                         \
+	do {                                                                   \
+		if (!fs_glock_held((gl), (mode)))                              \
+			fs_glock_assert_failed((gl), (mode), __FILE__,         \
+					       __LINE__);                      \
+	} while (0)
+#else
+#define FS_GLOCK_ASSERT_HELD(gl, mode) ((void)0)
+#endif
+/* Print the glock and the mode that should have been held, abort. */
+void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
+			    int line);
 
-/* Fail every acquire from now on with -EIO. Any thread. */
+uint16_t fs_glock_type(const struct fs_glock *gl);
+uint64_t fs_glock_num(const struct fs_glock *gl);
+/* The mode granted to this node now (LK_NL, LK_PR, LK_EX; -1: none).
+ * Only what holders of this node keep it from changing. */
+int fs_glock_mode(struct fs_glock *gl);
+
+/* Fail every acquire from now on with -EIO and end every wait for the
+ * DLM. Any thread. */
+void fs_glocks_fence(struct fs_glocks *e);
+int fs_glocks_fenced(struct fs_glocks *e);
+
+/* Unmount: sync (from EX), drop (from PR/EX) and unlock every glock.
+ * A glock with holders is left as it is (-EBUSY). 0 or the first error
+ * (-EBUSY; -EIO: fenced, or a sync failed: that glock stays locked and
+ * the engine is fenced). May block (ops, a demote in progress). */
+int fs_glocks_drop_all(struct fs_glocks *e);
+/* Stop the workers: no DLM call is made after this returns. Waits for a
+ * DLM call in progress at most 10 s (then fences: no unmount hangs on a
+ * lockspace that stopped answering); a fenced engine does not wait for
+ * the DLM at all. Then lk_ls_abandon may run before fs_glocks_free (no
+ * callback can then reach a freed glock). Idempotent. */
+void fs_glocks_stop(struct fs_glocks *e);
+/* Stop, then give every lock up WITHOUT ops->sync (the caller wrote
+ * everything back, or is crashing on purpose; nothing when fenced) and
+ * free everything. No references may be left. NULL is a no-op. */
+void fs_glocks_free(struct fs_glocks *e);
+
+/* ---- stats ---------------------------------------------------------- */
+
+/* Copy the counters of one glock. Any thread. */
+void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out);
+/* Per type, totals and gauges. Any thread. */
+void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out);
+/* The at most @n glocks in the table with the most wait, most first.
+ * Returns how many were written. Scans the table: the stats thread. */
+unsigned fs_glocks_top(struct fs_glocks *e, struct fs_glock_top *top,
+		       unsigned n);
+/*
+ * Render the engine into @o (a stats section's object, STATS.md
+ * "glocks"): the gauges, "types": one object per lock type used (GFS2
+ * glstats / OCFS2 names: STATS.md) named by @type_name (NULL: "type<N>"),
+ * and "top": the @ntop most contended glocks.
+ */
+void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
+			    const char *(*type_name)(unsigned type),
+			    unsigned ntop);
+
+/* ---- one glock on its own (v1's fs glock) ---------------------------
+ * An engine of one glock: fs_glocks_new + set_ops + get. */
+int fs_glock_new(struct lk_ls *ls, const struct lk_name *name,
+		 unsigned minhold_ms, const struct fs_glock_ops *ops, void *arg,
+		 struct fs_glock **out);
+/* fs_glocks_fence / fenced / stop of its engine. */
 void fs_glock_fence(struct fs_glock *gl);
 int fs_glock_fenced(struct fs_glock *gl);
-
-/* Copy the counters. Any thread. */
-void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out);
-
-/*
- * Stop the thread: no DLM call is made for @gl after this returns. Waits
- * for a DLM call in progress, at most 10 s (then the glock is fenced:
- * no unmount hangs on a lockspace that stopped answering); a fenced
- * glock does not wait for the DLM at all. Then lk_ls_abandon may run
- * before fs_glock_free (no callback can then reach a freed glock).
- */
 void fs_glock_stop(struct fs_glock *gl);
-
-/*
- * Stop the thread (fs_glock_stop) and give the lock up WITHOUT ops->sync (the
- * caller has written everything back, or is crashing on purpose): unlock (an EX
- * holder's generation is written back), free. There must be no holder.
- * NULL is a no-op.
- */
+/* Put and fs_glocks_free the engine (no holder). NULL is a no-op. */
 void fs_glock_free(struct fs_glock *gl);
 
 #endif /* UCFS_FS_GLOCK_H */

@@ -13,8 +13,9 @@
  *
  * Locking: the holders and the full order are in fs_ilock.h (every
  * fs.h operation takes its locks there). In short:
- *   - the cluster glock (dlm) first, then ns->rename_mu (a rename
- *     between two directories), then inode locks: the rwlock in each
+ *   - the rename lock (dlm) and ns->rename_mu (a rename between two
+ *     directories), then inode locks (dlm: each its glock first, then)
+ *     the rwlock in each
  *     referenced inode's record (struct fs_inode.lock), shared to read
  *     that inode's block, directory entries, extent tree, file data and
  *     xattr block, exclusive to change any of them. The buffers of those
@@ -47,6 +48,8 @@
 #include "fusefs/fs.h"
 #include "fusefs/fs_ilock.h"
 #include "fusefs/fs_internal.h"
+
+struct fs_sink;
 
 /*
  * A byte range of a file with data I/O in flight (see fs_file.c). Lives on the
@@ -104,6 +107,8 @@ struct fs_ns {
 	size_t count;			/* tbl_lock */
 	struct fs_inode *orphans;	/* list head, mirrors the slot's
 					   orphan_head: orphan_lock */
+	struct fs_sink *sink;		/* the kernel cache sink or NULL:
+					   fs_kinval.c's sink_mu */
 	int reap_pending;		/* atomic: dlm: an orphan became
 					   unreferenced in a request that may
 					   not write (fs_reap_orphans) */

@@ -5,7 +5,8 @@
  * idempotent (crash during replay, replay again); journal wrap-around with
  * forced checkpoints; revoked blocks are not overwritten by replay; a
  * power loss on the fault device keeps every synced transaction; group
- * commit from several threads; ro mount refuses a dirty journal; fsck
+ * commit from several threads; fsync waits for a commit the commit thread
+ * is still writing; ro mount refuses a dirty journal; fsck
  * reads a crashed journal as replay does (fs_jscan.c): a torn tail is no
  * error, a bad image or one outside the filesystem inside the committed
  * range is reported by fsck and skipped by replay.
@@ -587,6 +588,99 @@ static void test_power_loss(void)
 	bd_close(lower);
 }
 
+/*
+ * fsync while the commit thread is still writing the previous
+ * transaction (its snapshot taken, so the running one is empty) must wait
+ * for that commit. A write gate holds the commit thread's first write
+ * (blocking in a gate is for this test only: product gates must not).
+ */
+struct hold_gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int armed, held, open;
+};
+
+static int hold_gate_fn(void *arg)
+{
+	struct hold_gate *g = arg;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->armed) {
+		g->held = 1;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->open)
+			pthread_cond_wait(&g->cond, &g->mu);
+	}
+	pthread_mutex_unlock(&g->mu);
+	return 0;
+}
+
+struct sync_arg {
+	struct fs *fs;
+	int ret;
+	int done; /* atomic */
+};
+
+static void *sync_thread(void *p)
+{
+	struct sync_arg *a = p;
+
+	a->ret = fs_journal_sync(a->fs);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_sync_waits_inflight_commit(void)
+{
+	struct bd_dev *bd = cf_ram_fs(64, 4, 8);
+	struct hold_gate g = {PTHREAD_MUTEX_INITIALIZER,
+			      PTHREAD_COND_INITIALIZER, 0, 0, 0};
+	struct sync_arg a = {0};
+	uint64_t blk = 0;
+	pthread_t th;
+	struct fs *fs;
+	int early = 0;
+
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 16)) != NULL);
+	REQUIRE(write_blocks(fs, &blk, 1, 1) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	REQUIRE(write_blocks(fs, &blk, 1, 2) == 0);
+	bd_set_gate(bd, hold_gate_fn, &g);
+	pthread_mutex_lock(&g.mu);
+	g.armed = 1;
+	pthread_mutex_unlock(&g.mu);
+	fs_journal_kick(fs); /* the commit thread takes tx 2 */
+	pthread_mutex_lock(&g.mu);
+	while (!g.held)
+		pthread_cond_wait(&g.cond, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+
+	a.fs = fs;
+	REQUIRE(pthread_create(&th, NULL, sync_thread, &a) == 0);
+	/* it must not return while tx 2 is held; give it time to (a slow
+	 * machine can only hide the bug, never fail a correct journal) */
+	for (int i = 0; i < 30 && !early; i++) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+		early = __atomic_load_n(&a.done, __ATOMIC_ACQUIRE);
+	}
+	CHECK(!early);
+	pthread_mutex_lock(&g.mu);
+	g.open = 1;
+	g.armed = 0;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.mu);
+	pthread_join(th, NULL);
+	CHECK_EQ(a.ret, 0);
+	bd_set_gate(bd, NULL, NULL);
+	fs_core_abandon(fs); /* crash: tx 2 must be in the journal */
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
+	CHECK(cache_has(fs, blk, 2));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
 #define GC_THREADS 8
 #define GC_ROUNDS 50
 
@@ -880,6 +974,7 @@ int main(int argc, char **argv)
 	T_RUN(test_wraparound);
 	T_RUN(test_revoke);
 	T_RUN(test_power_loss);
+	T_RUN(test_sync_waits_inflight_commit);
 	T_RUN(test_group_commit);
 	T_RUN(test_ro_dirty);
 	T_RUN(test_crash_points);

@@ -1,0 +1,604 @@
+/*
+ * fs_inval.c — the kernel cache sink of a FUSE mount (fs_inval.h): a
+ * queue of notifications and the two threads that send them.
+ *
+ * What each sink op becomes (research/fuse-coherence.md 1):
+ *   inode, len 0   NOTIFY_INVAL_INODE(off -1): attributes only (the
+ *                  kernel bumps the inode's attr_version, so a reply
+ *                  computed before is not cached either) ... attr thread
+ *   inode, len !=0 NOTIFY_INVAL_INODE(off, len): attributes, then the
+ *                  pages (dirty mapped pages are written back first,
+ *                  through WRITE requests) ...................... page thread
+ *   entry          NOTIFY_INVAL_ENTRY ............................ page thread
+ *   all            NOTIFY_INC_EPOCH (kernel 6.16+, protocol 7.44): every
+ *                  dentry, positive or negative, made before it fails
+ *                  its next revalidation; the kernel reads the epoch
+ *                  before it sends a LOOKUP, so a reply that crosses it
+ *                  is stale too; then the attributes of every
+ *                  non-regular inode handed out (fs_inval_note: "dirs"),
+ *                  which a working directory reaches without a
+ *                  lookup ..................................... attr thread
+ *   forget         NOTIFY_PRUNE (6.18+, 7.45), 256 nodeids a message:
+ *                  unused dentries and inodes go (FORGET follows) ... attr
+ * libfuse 3.14 has no call for the last two: they are written to the
+ * session's /dev/fuse descriptor as libfuse writes the others (header
+ * with unique 0 and error = the code, then the payload). A kernel that
+ * does not know a code answers EINVAL; fs_inval_init tries the epoch once
+ * (its first use is harmless) before names may be cached, and a refused
+ * prune is not sent again. Without the epoch, names are not cached at
+ * all (fs_inval_names: entry timeout 0), and "all" only drops the
+ * attributes of "dirs".
+ *
+ * The page thread may block for as long as a request in flight waits
+ * for a cluster lock, so nothing waits for it; the attr thread only ever
+ * waits for the kernel's own spinlocks, and ops->sync waits for it.
+ *
+ * Locking: iv->mu protects the queues, their counters, stop; set_mu the
+ * set "dirs" (request handlers add to it, the attr thread copies it and
+ * removes what the kernel forgot); both leaves, never held while
+ * writing to the kernel. names and prune are atomics
+ * (written by the attr thread and the INIT handler); st are atomics.
+ */
+#include "fusefs/fs_inval.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fusefs/fs_stats.h"
+
+/* notification codes newer than Debian 12's <linux/fuse.h> (7.38) */
+#define IV_NOTIFY_INC_EPOCH 8 /* 7.44 */
+#define IV_NOTIFY_PRUNE 9     /* 7.45 */
+#define IV_MINOR_EPOCH 44
+#define IV_MINOR_PRUNE 45
+#define IV_PRUNE_BATCH 256
+
+enum iv_kind { IV_ATTR, IV_PAGES, IV_ENTRY, IV_EPOCH, IV_ALL, IV_PRUNE };
+enum { Q_ATTR, Q_PAGE, Q_N };
+
+struct iv_item {
+	struct iv_item *next;
+	enum iv_kind kind;
+	uint64_t ino;	  /* nodeid: IV_ATTR, IV_PAGES, IV_ENTRY (parent) */
+	int64_t off, len; /* IV_PAGES */
+	size_t n;	  /* IV_ENTRY: name bytes; IV_PRUNE: nodeids */
+	uint64_t v[];	  /* IV_PRUNE: nodeids; IV_ENTRY: the name */
+};
+
+struct iv_queue {
+	struct iv_item *head, *tail; /* mu */
+	uint64_t queued, done;	     /* mu: items ever queued / made */
+	pthread_t thread;	     /* immutable after new */
+	int started;		     /* immutable after new */
+};
+
+/* Nodeids of the non-regular inodes handed to the kernel (open
+ * addressing, 0 empty, never more than half full). */
+struct iv_set {
+	uint64_t *v;
+	size_t cap, n;
+};
+
+struct iv_stats {
+	uint64_t attrs, pages, entries, epochs;
+	uint64_t errors, syncs, sync_ns;
+};
+
+struct fs_inval {
+	struct fuse_session *se; /* immutable */
+	uint64_t root;		 /* immutable */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;	/* an item queued or made; stop */
+	struct iv_queue q[Q_N]; /* mu (but thread, started) */
+	int stop;		/* mu */
+	int minor;		/* atomic: kernel's protocol minor; 0 unknown */
+	int names;		/* atomic: -1 unknown, 0 no epoch, 1 epoch */
+	int prune;		/* atomic: 1 while PRUNE may be sent */
+	pthread_mutex_t set_mu; /* a leaf: protects dirs */
+	struct iv_set dirs;	/* set_mu: what "all" drops attributes of */
+	struct iv_stats st;	/* atomics */
+};
+
+#define IV_ADD(iv, f, n) __atomic_fetch_add(&(iv)->st.f, (n), __ATOMIC_RELAXED)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t to_nodeid(const struct fs_inval *iv, uint64_t ino)
+{
+	return ino == iv->root ? FUSE_ROOT_ID : ino;
+}
+
+/* ---- the queues ---- */
+
+static void enqueue(struct fs_inval *iv, int q, struct iv_item *it)
+{
+	struct iv_queue *qu = &iv->q[q];
+
+	it->next = NULL;
+	pthread_mutex_lock(&iv->mu);
+	if (iv->stop) {
+		pthread_mutex_unlock(&iv->mu);
+		free(it);
+		return;
+	}
+	if (qu->tail != NULL)
+		qu->tail->next = it;
+	else
+		qu->head = it;
+	qu->tail = it;
+	qu->queued++;
+	pthread_cond_broadcast(&iv->cv);
+	pthread_mutex_unlock(&iv->mu);
+}
+
+static struct iv_item *item_new(enum iv_kind kind, uint64_t ino, size_t extra)
+{
+	struct iv_item *it = calloc(1, sizeof(*it) + extra);
+
+	if (it != NULL) {
+		it->kind = kind;
+		it->ino = ino;
+	}
+	return it;
+}
+
+/* ---- the non-regular inodes handed out (set_mu) ---- */
+
+static size_t set_slot(const struct iv_set *st, uint64_t id)
+{
+	size_t i = (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (st->cap - 1);
+
+	while (st->v[i] != 0 && st->v[i] != id)
+		i = (i + 1) & (st->cap - 1);
+	return i;
+}
+
+static int set_grow(struct iv_set *st)
+{
+	struct iv_set g = {.cap = st->cap > 0 ? st->cap * 2 : 1024};
+
+	g.v = calloc(g.cap, sizeof(*g.v));
+	if (g.v == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->cap; i++)
+		if (st->v[i] != 0) {
+			g.v[set_slot(&g, st->v[i])] = st->v[i];
+			g.n++;
+		}
+	free(st->v);
+	*st = g;
+	return 0;
+}
+
+static int set_add(struct iv_set *st, uint64_t id)
+{
+	size_t i;
+
+	if ((st->n + 1) * 2 > st->cap && set_grow(st) < 0)
+		return -ENOMEM;
+	i = set_slot(st, id);
+	if (st->v[i] == 0) {
+		st->v[i] = id;
+		st->n++;
+	}
+	return 0;
+}
+
+/* Linear probing: the entries after a hole move back into place. */
+static void set_del(struct iv_set *st, uint64_t id)
+{
+	size_t i, j;
+	uint64_t x;
+
+	if (st->cap == 0)
+		return;
+	i = set_slot(st, id);
+	if (st->v[i] == 0)
+		return;
+	st->v[i] = 0;
+	st->n--;
+	for (j = (i + 1) & (st->cap - 1); st->v[j] != 0;
+	     j = (j + 1) & (st->cap - 1)) {
+		x = st->v[j];
+		st->v[j] = 0;
+		st->v[set_slot(st, x)] = x;
+	}
+}
+
+void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
+{
+	int ret;
+
+	if (S_ISREG(mode))
+		return;
+	pthread_mutex_lock(&iv->set_mu);
+	ret = set_add(&iv->dirs, to_nodeid(iv, ino));
+	pthread_mutex_unlock(&iv->set_mu);
+	if (ret < 0)
+		IV_ADD(iv, errors, 1);
+}
+
+/* ---- talking to the kernel (the threads only) ---- */
+
+/* A notification libfuse 3.14 cannot send: header + @len bytes. */
+static int notify_raw(struct fs_inval *iv, int code, const void *arg,
+		      size_t len)
+{
+	struct fuse_out_header h = {
+	    .len = (uint32_t)(sizeof(h) + len),
+	    .error = code,
+	    .unique = 0,
+	};
+	struct iovec iov[2] = {
+	    {.iov_base = &h, .iov_len = sizeof(h)},
+	    {.iov_base = (void *)arg, .iov_len = len},
+	};
+
+	if (writev(fuse_session_fd(iv->se), iov, len > 0 ? 2 : 1) < 0)
+		return -errno;
+	return 0;
+}
+
+static int send_epoch(struct fs_inval *iv)
+{
+	int ret = notify_raw(iv, IV_NOTIFY_INC_EPOCH, NULL, 0);
+
+	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) < 0)
+		__atomic_store_n(&iv->names, ret == 0, __ATOMIC_RELEASE);
+	if (ret == 0)
+		IV_ADD(iv, epochs, 1);
+	return ret;
+}
+
+static int send_prune(struct fs_inval *iv, const uint64_t *ids, size_t n)
+{
+	struct {
+		struct fuse_out_header h;
+		uint32_t count, padding;
+		uint64_t spare;
+	} m = {.h = {.error = IV_NOTIFY_PRUNE}, .count = (uint32_t)n};
+	struct iovec iov[2] = {
+	    {.iov_base = &m, .iov_len = sizeof(m)},
+	    {.iov_base = (void *)ids, .iov_len = n * sizeof(*ids)},
+	};
+	int ret = 0;
+
+	if (!__atomic_load_n(&iv->prune, __ATOMIC_ACQUIRE))
+		return 0;
+	m.h.len = (uint32_t)(sizeof(m) + n * sizeof(*ids));
+	if (writev(fuse_session_fd(iv->se), iov, 2) < 0)
+		ret = -errno;
+	if (ret == -EINVAL)
+		__atomic_store_n(&iv->prune, 0, __ATOMIC_RELEASE);
+	return ret;
+}
+
+/* Every name (the epoch), and the attributes of every non-regular inode
+ * handed out: those may be used without a name being looked up again
+ * (a working directory, an open directory, a device); the ones the
+ * kernel forgot (ENOENT) leave the set. */
+static int make_all(struct fs_inval *iv)
+{
+	uint64_t *ids;
+	size_t n, k = 0;
+	int ret = 0;
+
+	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) != 0)
+		ret = send_epoch(iv);
+	pthread_mutex_lock(&iv->set_mu);
+	n = iv->dirs.n;
+	ids = malloc((n > 0 ? n : 1) * sizeof(*ids));
+	for (size_t i = 0; ids != NULL && i < iv->dirs.cap; i++)
+		if (iv->dirs.v[i] != 0)
+			ids[k++] = iv->dirs.v[i];
+	pthread_mutex_unlock(&iv->set_mu);
+	if (ids == NULL)
+		return -ENOMEM;
+	n = k;
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		IV_ADD(iv, attrs, 1);
+		if (fuse_lowlevel_notify_inval_inode(iv->se, ids[i], -1, 0) ==
+		    -ENOENT)
+			ids[k++] = ids[i];
+	}
+	pthread_mutex_lock(&iv->set_mu);
+	for (size_t i = 0; i < k; i++)
+		set_del(&iv->dirs, ids[i]);
+	pthread_mutex_unlock(&iv->set_mu);
+	free(ids);
+	return ret;
+}
+
+static void make(struct fs_inval *iv, struct iv_item *it)
+{
+	int ret = 0;
+
+	switch (it->kind) {
+	case IV_ATTR:
+		ret = fuse_lowlevel_notify_inval_inode(iv->se, it->ino, -1, 0);
+		IV_ADD(iv, attrs, 1);
+		break;
+	case IV_PAGES:
+		ret = fuse_lowlevel_notify_inval_inode(iv->se, it->ino, it->off,
+						       it->len);
+		IV_ADD(iv, pages, 1);
+		break;
+	case IV_ENTRY:
+		ret = fuse_lowlevel_notify_inval_entry(
+		    iv->se, it->ino, (const char *)it->v, it->n);
+		IV_ADD(iv, entries, 1);
+		break;
+	case IV_EPOCH:
+		ret = send_epoch(iv);
+		break;
+	case IV_ALL:
+		ret = make_all(iv);
+		break;
+	case IV_PRUNE:
+		ret = send_prune(iv, it->v, it->n);
+		break;
+	}
+	/* -ENOENT: the kernel does not hold that inode or name (any more) */
+	if (ret < 0 && ret != -ENOENT &&
+	    !((it->kind == IV_EPOCH || it->kind == IV_ALL) && ret == -EINVAL))
+		IV_ADD(iv, errors, 1);
+}
+
+struct iv_thread_arg {
+	struct fs_inval *iv;
+	int q;
+};
+
+static void *iv_thread(void *arg)
+{
+	struct iv_thread_arg *ta = arg;
+	struct fs_inval *iv = ta->iv;
+	struct iv_queue *qu = &iv->q[ta->q];
+	struct iv_item *it;
+
+	free(ta);
+	pthread_mutex_lock(&iv->mu);
+	while (!iv->stop) {
+		it = qu->head;
+		if (it == NULL) {
+			pthread_cond_wait(&iv->cv, &iv->mu);
+			continue;
+		}
+		qu->head = it->next;
+		if (qu->head == NULL)
+			qu->tail = NULL;
+		pthread_mutex_unlock(&iv->mu);
+		make(iv, it);
+		free(it);
+		pthread_mutex_lock(&iv->mu);
+		qu->done++;
+		pthread_cond_broadcast(&iv->cv);
+	}
+	pthread_mutex_unlock(&iv->mu);
+	return NULL;
+}
+
+/* ---- the sink's ops (any thread; they only queue, but sync) ---- */
+
+static void op_inode(void *arg, uint64_t ino, int64_t off, int64_t len)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+
+	it = item_new(len == 0 ? IV_ATTR : IV_PAGES, to_nodeid(iv, ino), 0);
+	if (it == NULL)
+		return;
+	it->off = off;
+	it->len = len < 0 ? 0 : len; /* the kernel's "to the end" is 0 */
+	if (len != 0) {
+		/* the attributes at once, the pages when they can be had */
+		struct iv_item *a = item_new(IV_ATTR, it->ino, 0);
+
+		if (a != NULL)
+			enqueue(iv, Q_ATTR, a);
+	}
+	enqueue(iv, len == 0 ? Q_ATTR : Q_PAGE, it);
+}
+
+static void op_entry(void *arg, uint64_t parent, const char *name,
+		     size_t namelen)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+
+	it = item_new(IV_ENTRY, to_nodeid(iv, parent), namelen + 1);
+	if (it == NULL)
+		return;
+	memcpy(it->v, name, namelen);
+	it->n = namelen;
+	enqueue(iv, Q_PAGE, it);
+}
+
+static void op_all(void *arg)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+
+	it = item_new(IV_ALL, 0, 0);
+	if (it != NULL)
+		enqueue(iv, Q_ATTR, it);
+}
+
+static void op_forget(void *arg, const uint64_t *inos, size_t n)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+	size_t k;
+
+	if (!__atomic_load_n(&iv->prune, __ATOMIC_ACQUIRE))
+		return;
+	for (size_t i = 0; i < n; i += k) {
+		k = n - i < IV_PRUNE_BATCH ? n - i : IV_PRUNE_BATCH;
+		it = item_new(IV_PRUNE, 0, k * sizeof(uint64_t));
+		if (it == NULL)
+			return;
+		for (size_t j = 0; j < k; j++)
+			it->v[j] = to_nodeid(iv, inos[i + j]);
+		it->n = k;
+		enqueue(iv, Q_ATTR, it);
+	}
+}
+
+static void op_sync(void *arg)
+{
+	struct fs_inval *iv = arg;
+	struct iv_queue *qu = &iv->q[Q_ATTR];
+	uint64_t t0 = now_ns(), target;
+
+	pthread_mutex_lock(&iv->mu);
+	target = qu->queued;
+	while (!iv->stop && qu->done < target)
+		pthread_cond_wait(&iv->cv, &iv->mu);
+	pthread_mutex_unlock(&iv->mu);
+	IV_ADD(iv, syncs, 1);
+	IV_ADD(iv, sync_ns, now_ns() - t0);
+}
+
+static const struct fs_inval_ops iv_ops = {
+    .inode = op_inode,
+    .entry = op_entry,
+    .all = op_all,
+    .forget = op_forget,
+    .sync = op_sync,
+};
+
+const struct fs_inval_ops *fs_inval_ops(void)
+{
+	return &iv_ops;
+}
+
+/* ---- life cycle ---- */
+
+void fs_inval_init(struct fs_inval *iv, unsigned proto_minor)
+{
+	struct iv_item *it;
+
+	__atomic_store_n(&iv->minor, (int)proto_minor, __ATOMIC_RELEASE);
+	__atomic_store_n(&iv->prune, proto_minor >= IV_MINOR_PRUNE,
+			 __ATOMIC_RELEASE);
+	if (proto_minor < IV_MINOR_EPOCH) {
+		__atomic_store_n(&iv->names, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	/* the first epoch decides (send_epoch); names stay uncached until */
+	it = item_new(IV_EPOCH, 0, 0);
+	if (it == NULL)
+		__atomic_store_n(&iv->names, 0, __ATOMIC_RELEASE);
+	else
+		enqueue(iv, Q_ATTR, it);
+}
+
+int fs_inval_names(const struct fs_inval *iv)
+{
+	return __atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) == 1;
+}
+
+void fs_inval_stats(struct fs_json *o, void *arg)
+{
+	struct fs_inval *iv = arg;
+	uint64_t queued;
+
+	pthread_mutex_lock(&iv->mu);
+	queued = iv->q[Q_ATTR].queued - iv->q[Q_ATTR].done +
+		 iv->q[Q_PAGE].queued - iv->q[Q_PAGE].done;
+	pthread_mutex_unlock(&iv->mu);
+	fs_json_u64(o, "proto_minor",
+		    (uint64_t)__atomic_load_n(&iv->minor, __ATOMIC_RELAXED));
+	fs_json_bool(o, "names_cached", fs_inval_names(iv));
+	fs_json_bool(o, "prune", __atomic_load_n(&iv->prune, __ATOMIC_RELAXED));
+	fs_json_u64(o, "queued", queued);
+#define IV_U64(f)                                                              \
+	fs_json_u64(o, #f, __atomic_load_n(&iv->st.f, __ATOMIC_RELAXED))
+	IV_U64(attrs);
+	IV_U64(pages);
+	IV_U64(entries);
+	IV_U64(epochs);
+	IV_U64(errors);
+	IV_U64(syncs);
+	IV_U64(sync_ns);
+#undef IV_U64
+}
+
+static int start(struct fs_inval *iv, int q)
+{
+	struct iv_thread_arg *ta = malloc(sizeof(*ta));
+
+	if (ta == NULL)
+		return -ENOMEM;
+	ta->iv = iv;
+	ta->q = q;
+	if (pthread_create(&iv->q[q].thread, NULL, iv_thread, ta) != 0) {
+		free(ta);
+		return -EAGAIN;
+	}
+	iv->q[q].started = 1;
+	return 0;
+}
+
+int fs_inval_new(struct fuse_session *se, uint64_t root, struct fs_inval **out)
+{
+	struct fs_inval *iv;
+	int ret = 0;
+
+	iv = calloc(1, sizeof(*iv));
+	if (iv == NULL)
+		return -ENOMEM;
+	iv->se = se;
+	iv->root = root;
+	iv->names = -1;
+	pthread_mutex_init(&iv->mu, NULL);
+	pthread_mutex_init(&iv->set_mu, NULL);
+	pthread_cond_init(&iv->cv, NULL);
+	for (int q = 0; q < Q_N && ret == 0; q++)
+		ret = start(iv, q);
+	if (ret < 0) {
+		fs_inval_free(iv);
+		return ret;
+	}
+	*out = iv;
+	return 0;
+}
+
+void fs_inval_free(struct fs_inval *iv)
+{
+	struct iv_item *it;
+
+	if (iv == NULL)
+		return;
+	pthread_mutex_lock(&iv->mu);
+	iv->stop = 1;
+	pthread_cond_broadcast(&iv->cv);
+	pthread_mutex_unlock(&iv->mu);
+	for (int q = 0; q < Q_N; q++) {
+		if (iv->q[q].started)
+			pthread_join(iv->q[q].thread, NULL);
+		while ((it = iv->q[q].head) != NULL) {
+			iv->q[q].head = it->next;
+			free(it);
+		}
+	}
+	pthread_cond_destroy(&iv->cv);
+	pthread_mutex_destroy(&iv->mu);
+	pthread_mutex_destroy(&iv->set_mu);
+	free(iv->dirs.v);
+	free(iv);
+}
