@@ -15,10 +15,10 @@
  * (fuse_reply_entry/create returning -ENOENT: the request was
  * interrupted) gives its reference back with fs_forget().
  *
- * Caching: entries, attributes, pages, directory pages and symlinks are
- * cached by the kernel for long (CACHE_TIMEOUT), with large writes
- * (MAX_WRITE). A single nolock node owns the device, so nothing else
- * invalidates them (and writeback_cache may be asked for). A dlm node
+ * Caching: entries, attributes, pages and symlinks are cached by the
+ * kernel for long (CACHE_TIMEOUT), with large writes (MAX_WRITE). A
+ * single nolock node owns the device, so nothing else invalidates them
+ * (and writeback_cache may be asked for). A dlm node
  * (fs_cluster.h) keeps them under its cluster locks: when a lock leaves
  * the node, the kernel cache sink (fs_inval.h, set with fs_set_inval)
  * tells the kernel what to drop; data is revalidated by mtime and size
