@@ -34,17 +34,53 @@
  * 64-bit words (FS_BITMAP_BITS is a multiple of 64, so a word never
  * straddles two bitmap blocks).
  *
+ * Cluster mounts (dlm): each group has a glock (FS_LK_RGRP/g), and its
+ * blocks, counts and reservations may be used only while this node is a
+ * holder of it in EX (between requests the mode stays cached: the node
+ * "owns" the group until another node asks). A thread inside a handle
+ * must never wait for a glock (a demote waits for a commit, which waits
+ * for every handle), so allocation inside a handle runs in passes: the
+ * groups this node owns first (fs_glock_try: no message), then others
+ * with fs_glock_try (a NOQUEUE request: another node's group refuses at
+ * once and is not asked again for REFUSE_MS). When only refused groups
+ * could have served it, the allocation fails with -ENOSPC and marks the
+ * thread starved; the operation ends its handle and fs_alloc_starved()
+ * takes such a group, waiting, before the retry (fs_vfs.c). Writing
+ * operations call fs_alloc_reserve() first, holding nothing, so that
+ * the node owns a group with space (the slot's share of the groups
+ * first: nodes start in different groups) and retries stay rare. The
+ * holder is released right after the bitmap change, still in the
+ * handle: a demote then syncs, i.e. commits, which waits for that
+ * handle, so the change reaches the disk before another node reads it.
+ *
+ * Frees into a group this node cannot get without waiting go to the
+ * free log (OCFS2's truncate log): entries {start, len, inode} in this
+ * slot's slotinfo block, journaled in the freeing transaction, applied
+ * later by fs_alloc_flog_apply() (end of writing operations when due,
+ * unmount) in transactions of their own under the group's glock. A
+ * crash leaves them to the next mount of the slot. Entries beyond what
+ * slotinfo holds (FS_FLOG_MAX, adjacent extents merged) are kept in
+ * memory only (counted: flog_overflows; a crash then leaks them until
+ * fsck). fsck counts logged blocks as in use.
+ *
  * Locking: rg->lock (order 3) protects the rgroup's header and bitmap
  * buffers' content, free/dinodes/hint, the pending list and the
  * reservations. Taken inside a handle (fs_alloc_resv_drop: any context,
  * no handle needed); takes the journal and cache locks below it.
+ * fl->mu (the free log) is taken inside a handle before rg->lock;
+ * fl->apply_mu serializes appliers (no handle held).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusefs/fs_cluster.h"
 #include "fusefs/fs_core_priv.h"
+#include "fusefs/fs_glock.h"
+#include "lockmgr/lk.h"
+
+#include <time.h>
 
 struct pend {
 	uint32_t start;		/* bit index in the group */
@@ -60,6 +96,9 @@ struct pend {
 #define RS_INODES UINT64_MAX	/* owner of the inode chunks */
 #define INODE_CHUNK 64u		/* blocks of a new inode chunk ... */
 #define INODE_CHUNK_MIN 8u	/* ... or at least that many */
+#define REFUSE_MS 200u		/* a group refused by try is left alone */
+#define RESERVE_MIN 64u		/* fs_alloc_reserve: free blocks wanted */
+#define FLOG_AGE_MS 1000u	/* a free log entry is applied after this */
 
 /* Free bits [start, start + len) of the group kept for @owner. */
 struct resv {
@@ -82,6 +121,19 @@ struct fs_rgrp {
 	unsigned npend, cappend;
 	struct resv rs[RS_PER_RG];	/* lock; rs[0 .. nrs) in use */
 	unsigned nrs;		/* lock */
+	struct fs_glock *gl;	/* immutable: dlm, its glock; NULL */
+	struct fs *gl_fs;	/* immutable: dlm, the mount (stats) */
+	uint64_t refused_ms;	/* atomic: try refused until then */
+};
+
+/* The free log's memory mirror (the first FS_FLOG_MAX entries are in
+ * slotinfo). */
+struct flog {
+	pthread_mutex_t mu;
+	pthread_mutex_t apply_mu;
+	struct fs_flog_ent *e; /* mu */
+	unsigned n, cap;       /* mu; n also read relaxed */
+	uint64_t first_ms;     /* mu: when the log became non-empty */
 };
 
 struct fs_alloc {
@@ -91,7 +143,20 @@ struct fs_alloc {
 	uint64_t pending;	/* atomic: blocks pending free */
 	uint64_t tick;		/* atomic: reservation LRU clock */
 	uint32_t nrs;		/* atomic: reservations in all rgroups */
+	uint32_t mine;		/* atomic: dlm, the group reserve chose */
+	struct flog fl;
 };
+
+/* dlm: the group a refused try left for fs_alloc_starved (per thread) */
+static __thread uint32_t starved_g = UINT32_MAX;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 /*
  * One allocation request. With rmax > 0 (a data stream's new
@@ -120,6 +185,55 @@ static void prefetch_headers(struct fs *fs, uint32_t g, uint32_t count)
 	for (; g < count && n < 256; g++)
 		blk[n++] = fs_rgrp_blk(&fs->sb, g);
 	fs_buf_readahead(fs, blk, n);
+}
+
+/* dlm: a reference to every group's glock, kept until unmount. */
+static int glocks_get(struct fs *fs, struct fs_alloc *a)
+{
+	struct fs_glocks *e = fs_cluster_glocks(fs->cl);
+
+	a->mine = (uint32_t)((uint64_t)fs->slot * a->count / fs->sb.slot_count);
+	for (uint32_t g = 0; g < a->count; g++) {
+		int ret = fs_glock_get(e, FS_LK_RGRP, g, &a->rg[g].gl);
+
+		a->rg[g].gl_fs = fs;
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* The free log of our slot into memory (rw mounts with a slot). */
+static int flog_load(struct fs *fs, struct fs_alloc *a)
+{
+	const struct fs_slotinfo *si;
+	struct fs_buf *b;
+	int ret;
+
+	pthread_mutex_init(&a->fl.mu, NULL);
+	pthread_mutex_init(&a->fl.apply_mu, NULL);
+	if (fs->ro || fs->slot >= fs->sb.slot_count)
+		return 0;
+	ret = fs_buf_read(fs, fs_slotinfo_blk(fs->slot), FS_BT_SLOTINFO, &b);
+	if (ret < 0)
+		return ret;
+	si = b->data;
+	if (si->flog_count > FS_FLOG_MAX) {
+		ret = -EUCLEAN;
+	} else if (si->flog_count > 0) {
+		a->fl.e = malloc(FS_FLOG_MAX * sizeof(*a->fl.e));
+		if (a->fl.e == NULL) {
+			ret = -ENOMEM;
+		} else {
+			memcpy(a->fl.e, si->flog,
+			       si->flog_count * sizeof(*a->fl.e));
+			a->fl.n = si->flog_count;
+			a->fl.cap = FS_FLOG_MAX;
+			a->fl.first_ms = 1; /* long due */
+		}
+	}
+	fs_buf_put(b);
+	return ret;
 }
 
 int fs_alloc_init(struct fs *fs)
@@ -164,6 +278,10 @@ int fs_alloc_init(struct fs *fs)
 		rg->hint = 1 + rg->nbm;
 		fs_buf_put(b);
 	}
+	if (ret == 0 && fs->cl != NULL)
+		ret = glocks_get(fs, a);
+	if (ret == 0)
+		ret = flog_load(fs, a);
 	if (ret < 0)
 		fs_alloc_destroy(fs);
 	return ret;
@@ -216,7 +334,9 @@ void fs_alloc_destroy(struct fs *fs)
 	for (uint32_t g = 0; g < a->count; g++) {
 		pthread_mutex_destroy(&a->rg[g].lock);
 		free(a->rg[g].pend);
+		fs_glock_put(a->rg[g].gl);
 	}
+	free(a->fl.e);
 	free(a->rg);
 	free(a);
 	fs->alloc = NULL;
@@ -647,9 +767,64 @@ static uint32_t rg_of(struct fs *fs, uint64_t blk)
 	return (uint32_t)((blk - fs->sb.rgrp_start) / fs->sb.rgrp_blocks);
 }
 
-/* Try @r in up to @nrg rgroups from the goal's on. 1, 0 none, -errno. */
+/* ---- ownership (dlm) --------------------------------------------------- */
+
+enum { P_OWNED, P_TRY }; /* allocation passes (nolock: P_OWNED only) */
+
+static int rg_owned(const struct fs_rgrp *rg)
+{
+	return rg->gl == NULL || fs_glock_mode(rg->gl) == LK_EX;
+}
+
+/*
+ * Become a holder of @rg's glock in EX without waiting (inside a
+ * handle): P_OWNED only a group this node owns (no message), P_TRY only
+ * one it does not (a NOQUEUE request; a refusal is remembered for
+ * REFUSE_MS and, with @note, left for fs_alloc_starved). 1 held, 0 not,
+ * -EIO fenced. rg_leave gives it back.
+ */
+static int rg_enter(struct fs_rgrp *rg, int pass, int note)
+{
+	int ret;
+
+	if (rg->gl == NULL)
+		return 1;
+	if ((pass == P_OWNED) != rg_owned(rg))
+		return 0;
+	if (pass == P_TRY &&
+	    __atomic_load_n(&rg->refused_ms, __ATOMIC_RELAXED) > now_ms()) {
+		ret = -EAGAIN; /* refused lately: not asked again */
+	} else {
+		ret = fs_glock_try(rg->gl, LK_EX);
+		if (ret == 0)
+			return 1;
+		if (ret == -EIO)
+			return -EIO;
+		if (pass == P_TRY) {
+			FS_STAT_ADD(rg->gl_fs, alloc_rg_refused, 1);
+			__atomic_store_n(&rg->refused_ms, now_ms() + REFUSE_MS,
+					 __ATOMIC_RELAXED);
+		}
+	}
+	/* the first group refused (nearest the goal) is taken by
+	 * fs_alloc_starved; a try also fails on a group nobody used yet
+	 * (its value block is not set: only an acquire may recover it) */
+	if (pass == P_TRY && note && starved_g == UINT32_MAX)
+		starved_g = rg->index;
+	return 0;
+}
+
+static void rg_leave(struct fs_rgrp *rg)
+{
+	if (rg->gl != NULL)
+		fs_glock_release(rg->gl, LK_EX);
+}
+
+/* Try @r in up to @nrg rgroups from the goal's on (P_OWNED: from the
+ * group fs_alloc_reserve chose when the goal's is not ours). 1, 0 none,
+ * -errno. */
 static int alloc_pass(struct fs_tx *tx, uint64_t goal, uint32_t nrg,
-		      struct areq *r)
+		      struct areq *r, int pass)
 {
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_alloc *a = fs->alloc;
@@ -658,42 +833,70 @@ static int alloc_pass(struct fs_tx *tx, uint64_t goal, uint32_t nrg,
 
 	if (g0 == UINT32_MAX)
 		g0 = __atomic_load_n(&a->last, __ATOMIC_RELAXED);
+	if (pass == P_OWNED && !rg_owned(&a->rg[g0]))
+		g0 = __atomic_load_n(&a->mine, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < a->count && i < nrg; i++) {
 		struct fs_rgrp *rg = &a->rg[(g0 + i) % a->count];
+		uint32_t need = r->rmax > 0 ? r->rmin : r->min;
 
+		/* a group we do not own: its counts are a hint */
+		if (pass == P_TRY && rg->free < rg->pend_blocks + need)
+			continue;
+		ret = rg_enter(rg, pass, 1);
+		if (ret < 0)
+			return ret;
+		if (ret == 0)
+			continue;
 		pthread_mutex_lock(&rg->lock);
-		from = (i == 0 && goal > rg->start) ?
-			       (uint32_t)(goal - rg->start) : rg->hint;
+		from = (goal > rg->start && rg_of(fs, goal) == rg->index)
+			   ? (uint32_t)(goal - rg->start)
+			   : rg->hint;
 		ret = alloc_in_rg(tx, rg, from, r);
 		pthread_mutex_unlock(&rg->lock);
+		rg_leave(rg);
 		if (ret != 0)
 			return ret;
 	}
 	return 0;
 }
 
-/* A new reservation (if r->rmax), else plain: skipping others'
- * reservations, then stealing from them. */
+/* One pass: a new reservation (if r->rmax), else plain: skipping
+ * others' reservations, then stealing from them. */
+static int alloc_seq(struct fs_tx *tx, uint64_t goal, struct areq *r, int pass)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	int ret = 0;
+
+	if (r->rmax > 0) {
+		ret = alloc_pass(tx, goal, RS_SCAN, r, pass);
+		r->rmin = r->rmax = 0;
+	}
+	if (ret == 0)
+		ret = alloc_pass(tx, goal, UINT32_MAX, r, pass);
+	if (ret == 0 &&
+	    __atomic_load_n(&fs->alloc->nrs, __ATOMIC_RELAXED) > 0) {
+		r->steal = 1;
+		ret = alloc_pass(tx, goal, UINT32_MAX, r, pass);
+		if (ret > 0)
+			FS_STAT_ADD(fs, alloc_stolen, 1);
+	}
+	return ret;
+}
+
 static int alloc_common(struct fs_tx *tx, uint64_t goal, struct areq *r)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	struct fs_alloc *a = fs->alloc;
-	int ret = 0;
+	struct areq first = *r;
+	int ret;
 
 	if (r->min == 0 || r->max < r->min)
 		return -EINVAL;
 	FS_STAT_ADD(fs, alloc_calls, 1);
-	if (r->rmax > 0) {
-		ret = alloc_pass(tx, goal, RS_SCAN, r);
-		r->rmin = r->rmax = 0;
-	}
-	if (ret == 0)
-		ret = alloc_pass(tx, goal, UINT32_MAX, r);
-	if (ret == 0 && __atomic_load_n(&a->nrs, __ATOMIC_RELAXED) > 0) {
-		r->steal = 1;
-		ret = alloc_pass(tx, goal, UINT32_MAX, r);
-		if (ret > 0)
-			FS_STAT_ADD(fs, alloc_stolen, 1);
+	starved_g = UINT32_MAX;
+	ret = alloc_seq(tx, goal, r, P_OWNED);
+	if (ret == 0 && fs->cl != NULL) {
+		*r = first;
+		ret = alloc_seq(tx, goal, r, P_TRY);
 	}
 	if (ret < 0)
 		return ret;
@@ -701,6 +904,7 @@ static int alloc_common(struct fs_tx *tx, uint64_t goal, struct areq *r)
 		FS_STAT_ADD(fs, alloc_enospc, 1);
 		return -ENOSPC;
 	}
+	starved_g = UINT32_MAX;
 	FS_STAT_ADD(fs, alloc_blocks, r->len);
 	return 0;
 }
@@ -731,6 +935,10 @@ static int alloc_reserved(struct fs_tx *tx, uint64_t goal, struct areq *r)
 	if (g == UINT32_MAX || __atomic_load_n(&a->nrs, __ATOMIC_RELAXED) == 0)
 		return 0;
 	rg = &a->rg[g];
+	ret = rg_enter(rg, P_OWNED, 0);
+	if (ret <= 0)
+		return ret;
+	ret = 0;
 	pthread_mutex_lock(&rg->lock);
 	rs = resv_find(rg, r->owner);
 	if (rs != NULL && rs->len >= r->min) {
@@ -747,6 +955,7 @@ static int alloc_reserved(struct fs_tx *tx, uint64_t goal, struct areq *r)
 		}
 	}
 	pthread_mutex_unlock(&rg->lock);
+	rg_leave(rg);
 	return ret;
 }
 
@@ -827,22 +1036,17 @@ int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
 
 /* ---- free ------------------------------------------------------------- */
 
-static int free_common(struct fs_tx *tx, uint64_t start, uint32_t len,
-		       int inode)
+/* Clear bits [s, s + len) of @rg (a holder of its glock, dlm) in @tx:
+ * every bit must be set, else -EUCLEAN and nothing changes. */
+static int free_bits(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t s,
+		     uint32_t len, int inode)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	uint32_t g = rg_of(fs, start), s, e;
 	struct fs_rgrp_hdr *h;
-	struct fs_rgrp *rg;
 	struct bmap *m;
+	uint32_t e;
 	int ret;
 
-	if (g == UINT32_MAX || len == 0)
-		return -EUCLEAN;
-	rg = &fs->alloc->rg[g];
-	s = (uint32_t)(start - rg->start);
-	if (s < 1 + rg->nbm || (uint64_t)s + len > rg->len)
-		return -EUCLEAN;
 	m = bmap_open(fs, rg);
 	if (m == NULL)
 		return -ENOMEM;
@@ -852,8 +1056,8 @@ static int free_common(struct fs_tx *tx, uint64_t start, uint32_t len,
 		ret = -EUCLEAN;
 	if (ret == 0)
 		ret = bmap_hdr(tx, m, &h);
-	if (ret == 0 && (h->free + len > rg->len ||
-			 (inode && h->dinodes == 0)))
+	if (ret == 0 &&
+	    (h->free + len > rg->len || (inode && h->dinodes < len)))
 		ret = -EUCLEAN;
 	if (ret == 0)
 		ret = pend_add(fs, rg, s, len, fs_tx_seq(tx));
@@ -863,12 +1067,137 @@ static int free_common(struct fs_tx *tx, uint64_t start, uint32_t len,
 		h->free += len;
 		rg->free = h->free;
 		if (inode) {
-			h->dinodes--;
+			h->dinodes -= len;
 			rg->dinodes = h->dinodes;
 		}
 	}
 	pthread_mutex_unlock(&rg->lock);
 	bmap_close(m);
+	return ret;
+}
+
+/* Our slot's slotinfo block, to change in @tx (fl->mu held). */
+static int flog_si(struct fs_tx *tx, struct fs_slotinfo **si, struct fs_buf **b)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	int ret = fs_buf_read(fs, fs_slotinfo_blk(fs->slot), FS_BT_SLOTINFO, b);
+
+	if (ret == 0)
+		ret = fs_tx_write(tx, *b);
+	if (ret < 0) {
+		fs_buf_put(*b);
+		*b = NULL;
+		return ret;
+	}
+	*si = (*b)->data;
+	return 0;
+}
+
+/* The first FS_FLOG_MAX entries of the memory log into slotinfo (fl->mu
+ * held, the block written in the handle). */
+static void flog_store(struct flog *fl, struct fs_slotinfo *si)
+{
+	unsigned n = fl->n < FS_FLOG_MAX ? fl->n : FS_FLOG_MAX;
+
+	memcpy(si->flog, fl->e, n * sizeof(*fl->e));
+	memset(si->flog + n, 0, (FS_FLOG_MAX - n) * sizeof(*fl->e));
+	si->flog_count = n;
+}
+
+/* Join the last entry if adjacent (same group, same kind). fl->mu. */
+static int flog_merge(struct fs *fs, struct flog *fl, uint64_t start,
+		      uint32_t len, uint32_t flags)
+{
+	struct fs_flog_ent *l;
+
+	if (fl->n == 0)
+		return 0;
+	l = &fl->e[fl->n - 1];
+	if (l->flags != flags || rg_of(fs, l->start) != rg_of(fs, start) ||
+	    (uint64_t)l->len + len > UINT32_MAX)
+		return 0;
+	if (l->start + l->len == start) {
+		l->len += len;
+		return 1;
+	}
+	if (start + len == l->start) {
+		l->start = start;
+		l->len += len;
+		return 1;
+	}
+	return 0;
+}
+
+static int flog_append(struct flog *fl, uint64_t start, uint32_t len,
+		       uint32_t flags)
+{
+	if (fl->n == fl->cap) {
+		unsigned nc = fl->cap ? fl->cap * 2 : FS_FLOG_MAX;
+		struct fs_flog_ent *n = realloc(fl->e, nc * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;
+		fl->e = n;
+		fl->cap = nc;
+	}
+	fl->e[fl->n++] = (struct fs_flog_ent){start, len, flags};
+	return 0;
+}
+
+/* Log the free of [start, start + len) in @tx (another node owns its
+ * group). */
+static int flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct flog *fl = &fs->alloc->fl;
+	uint32_t flags = inode ? FS_FLOG_INODE : 0;
+	struct fs_slotinfo *si;
+	struct fs_buf *b;
+	int ret;
+
+	pthread_mutex_lock(&fl->mu);
+	ret = flog_si(tx, &si, &b);
+	if (ret == 0 && !flog_merge(fs, fl, start, len, flags)) {
+		ret = flog_append(fl, start, len, flags);
+		if (ret == 0 && fl->n > FS_FLOG_MAX)
+			FS_STAT_ADD(fs, flog_overflows, 1);
+	}
+	if (ret == 0) {
+		if (fl->first_ms == 0)
+			fl->first_ms = now_ms();
+		flog_store(fl, si);
+		FS_STAT_ADD(fs, flog_logged, len);
+	}
+	pthread_mutex_unlock(&fl->mu);
+	fs_buf_put(b);
+	return ret;
+}
+
+static int free_common(struct fs_tx *tx, uint64_t start, uint32_t len,
+		       int inode)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	uint32_t g = rg_of(fs, start), s;
+	struct fs_rgrp *rg;
+	int ret;
+
+	if (g == UINT32_MAX || len == 0)
+		return -EUCLEAN;
+	rg = &fs->alloc->rg[g];
+	s = (uint32_t)(start - rg->start);
+	if (s < 1 + rg->nbm || (uint64_t)s + len > rg->len)
+		return -EUCLEAN;
+	ret = rg_enter(rg, P_OWNED, 0);
+	if (ret == 0)
+		ret = rg_enter(rg, P_TRY, 0);
+	if (ret < 0)
+		return ret;
+	if (ret == 0) {
+		ret = flog_add(tx, start, len, inode);
+	} else {
+		ret = free_bits(tx, rg, s, len, inode);
+		rg_leave(rg);
+	}
 	if (ret < 0)
 		return ret;
 	for (uint32_t i = 0; i < len; i++)
@@ -902,4 +1231,209 @@ void fs_space_get(struct fs *fs, struct fs_space *out)
 		out->inodes += __atomic_load_n(&rg->dinodes,
 					       __ATOMIC_RELAXED);
 	}
+}
+
+/* ---- cluster: owning groups, the free log ------------------------------- */
+
+/* Wait for @rg's glock in EX (no handle held), and leave it cached: the
+ * node owns the group until another node asks. 0 or -EIO. */
+static int rg_take(struct fs *fs, struct fs_rgrp *rg)
+{
+	if (rg->gl == NULL)
+		return 0;
+	FS_STAT_ADD(fs, alloc_rg_waits, 1);
+	if (fs_glock_acquire(rg->gl, LK_EX) < 0)
+		return -EIO;
+	fs_glock_release(rg->gl, LK_EX);
+	return 0;
+}
+
+static int rg_has_room(const struct fs_rgrp *rg)
+{
+	uint32_t free = __atomic_load_n(&rg->free, __ATOMIC_RELAXED);
+
+	return free >= rg->pend_blocks + RESERVE_MIN;
+}
+
+int fs_alloc_reserve(struct fs *fs)
+{
+	struct fs_alloc *a = fs->alloc;
+	uint32_t g0 = __atomic_load_n(&a->mine, __ATOMIC_RELAXED), pick = 0;
+	int found = 0;
+
+	if (fs->cl == NULL || a == NULL)
+		return 0;
+	for (uint32_t i = 0; i < a->count; i++) {
+		struct fs_rgrp *rg = &a->rg[(g0 + i) % a->count];
+
+		if (!rg_has_room(rg))
+			continue;
+		if (rg_owned(rg)) {
+			__atomic_store_n(&a->mine, rg->index, __ATOMIC_RELAXED);
+			return 0;
+		}
+		/* the first with room; one not refused lately if any */
+		if (!found || (__atomic_load_n(&rg->refused_ms,
+					       __ATOMIC_RELAXED) < now_ms() &&
+			       __atomic_load_n(&a->rg[pick].refused_ms,
+					       __ATOMIC_RELAXED) >= now_ms())) {
+			pick = rg->index;
+			found = 1;
+		}
+	}
+	if (!found)
+		return -ENOSPC;
+	if (rg_take(fs, &a->rg[pick]) < 0)
+		return -EIO;
+	__atomic_store_n(&a->mine, pick, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int fs_alloc_starved(struct fs *fs)
+{
+	uint32_t g = starved_g;
+
+	starved_g = UINT32_MAX;
+	if (fs->cl == NULL || g == UINT32_MAX || g >= fs->alloc->count)
+		return 0;
+	FS_STAT_ADD(fs, alloc_starved, 1);
+	if (rg_take(fs, &fs->alloc->rg[g]) < 0)
+		return 0;
+	__atomic_store_n(&fs->alloc->rg[g].refused_ms, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->alloc->mine, g, __ATOMIC_RELAXED);
+	return 1;
+}
+
+int fs_alloc_rgrp_inval(struct fs *fs, uint32_t g)
+{
+	struct fs_alloc *a = fs->alloc;
+	const struct fs_rgrp_hdr *h;
+	struct fs_rgrp *rg;
+	struct fs_buf *b;
+	int ret;
+
+	if (g >= a->count)
+		return -EINVAL;
+	rg = &a->rg[g];
+	pthread_mutex_lock(&rg->lock);
+	fs_cache_drop_owner(fs, (struct fs_owner){FS_OWNER_RGRP, g}, NULL);
+	/* reservations may now hold another node's blocks; pending frees
+	 * (none after our last demote's checkpoint) stay */
+	__atomic_fetch_sub(&a->nrs, rg->nrs, __ATOMIC_RELAXED);
+	rg->nrs = 0;
+	rg->hint = 1 + rg->nbm;
+	ret = fs_buf_read(fs, rg->start, FS_BT_RGRP, &b);
+	if (ret == 0) {
+		h = b->data;
+		if (h->free > rg->len)
+			ret = -EUCLEAN;
+		else
+			__atomic_store_n(&rg->free, h->free, __ATOMIC_RELAXED);
+		__atomic_store_n(&rg->dinodes, h->dinodes, __ATOMIC_RELAXED);
+		fs_buf_put(b);
+	}
+	pthread_mutex_unlock(&rg->lock);
+	return ret;
+}
+
+unsigned fs_alloc_flog_len(struct fs *fs)
+{
+	if (fs->alloc == NULL)
+		return 0;
+	return __atomic_load_n(&fs->alloc->fl.n, __ATOMIC_RELAXED);
+}
+
+/* Free the logged entries of group @g in one transaction (its glock
+ * held, no handle before). 0 or -errno. */
+static int flog_apply_group(struct fs *fs, uint32_t g)
+{
+	struct flog *fl = &fs->alloc->fl;
+	struct fs_rgrp *rg = &fs->alloc->rg[g];
+	struct fs_slotinfo *si;
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	unsigned k = 0;
+	int ret;
+
+	ret = fs_tx_begin(fs, 2 + fs_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&fl->mu);
+	ret = flog_si(tx, &si, &b);
+	for (unsigned i = 0; i < fl->n; i++) {
+		struct fs_flog_ent *e = &fl->e[i];
+
+		if (ret == 0 && rg_of(fs, e->start) == g) {
+			ret =
+			    free_bits(tx, rg, (uint32_t)(e->start - rg->start),
+				      e->len, e->flags & FS_FLOG_INODE);
+			if (ret == 0) {
+				FS_STAT_ADD(fs, flog_applied, e->len);
+				continue;
+			}
+		}
+		fl->e[k++] = *e;
+	}
+	fl->n = k;
+	if (fl->n == 0)
+		fl->first_ms = 0;
+	if (b != NULL)
+		flog_store(fl, si);
+	pthread_mutex_unlock(&fl->mu);
+	fs_buf_put(b);
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+int fs_alloc_flog_apply(struct fs *fs, int all)
+{
+	struct flog *fl = &fs->alloc->fl;
+	int ret = 0;
+
+	pthread_mutex_lock(&fl->apply_mu);
+	while (ret == 0) {
+		struct fs_rgrp *rg;
+		uint32_t g;
+
+		pthread_mutex_lock(&fl->mu);
+		g = fl->n > (all ? 0u : FS_FLOG_MAX / 4)
+			? rg_of(fs, fl->e[0].start)
+			: UINT32_MAX;
+		pthread_mutex_unlock(&fl->mu);
+		if (g == UINT32_MAX)
+			break;
+		rg = &fs->alloc->rg[g];
+		if (rg->gl != NULL && fs_glock_acquire(rg->gl, LK_EX) < 0) {
+			ret = -EIO;
+			break;
+		}
+		ret = flog_apply_group(fs, g);
+		rg_leave(rg);
+	}
+	pthread_mutex_unlock(&fl->apply_mu);
+	return ret;
+}
+
+void fs_alloc_flog_kick(struct fs *fs)
+{
+	struct flog *fl;
+	unsigned n;
+	uint64_t first;
+
+	if (fs->alloc == NULL || fs->ro)
+		return;
+	fl = &fs->alloc->fl;
+	n = __atomic_load_n(&fl->n, __ATOMIC_RELAXED);
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&fl->mu);
+	first = fl->first_ms;
+	pthread_mutex_unlock(&fl->mu);
+	if (n < FS_FLOG_MAX / 2 && first + FLOG_AGE_MS > now_ms())
+		return;
+	if (pthread_mutex_trylock(&fl->apply_mu) != 0)
+		return; /* another thread applies it */
+	pthread_mutex_unlock(&fl->apply_mu);
+	fs_alloc_flog_apply(fs, n < FS_FLOG_MAX / 2);
 }

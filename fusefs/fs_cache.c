@@ -25,14 +25,29 @@
  * a bounce buffer (struct ra_run), and the runs of one call go to the
  * device as asynchronous batches of at most RA_BATCH reads (struct
  * ra_batch). The completion (a bd thread) copies the blocks out, sets
- * UPTODATE and drops the references. A prefetch never replaces a cached buffer, so a
- * dirty or newer copy always wins over the device's; a prefetched block
+ * UPTODATE and drops the references. A prefetch never replaces a cached buffer,
+ * so a dirty or newer copy always wins over the device's; a prefetched block
  * freed meanwhile is unhashed as usual and its buffer freed when the I/O
  * ends. fs_cache_destroy waits for runs in flight.
  *
- * Locking: cache->lock (order 5, innermost) protects the hash, the LRU,
- * flags, ref and pins of every buffer, and the prefetch counters. Buffer
- * data is not protected here (while READING only the reader writes it).
+ * Owners (cluster glocks): every buffer records the owner of its block
+ * (fs_core_priv.h "struct fs_owner"), derived from its content when it
+ * is verified after a read, when a prefetch read completes, or by
+ * fs_buf_new from the type (a new BTREE/XATTR block is PENDING until the
+ * journal reads its owner field, before its transaction commits and
+ * before any owner query answers: fs_journal.c). Hashed buffers with an
+ * owner are also chained in a second hash table keyed by owner (ohash,
+ * as many buckets as the block hash), so fs_cache_drop_owner walks one
+ * bucket: O(the owner's buffers), not O(cache).
+ *
+ * Invariants (cache lock):
+ *  - a buffer is on its owner's chain iff HASHED && owner.type is
+ *    neither NONE nor PENDING.
+ *
+ * Locking: cache->lock (order 5, innermost) protects the hash, the owner
+ * hash, the LRU, flags, owner, ref and pins of every buffer, and the
+ * prefetch counters. Buffer data is not protected here (while READING
+ * only the reader writes it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,11 +58,24 @@
 
 #include "fusefs/fs_core_priv.h"
 
+/* A cached buffer with the fields only this file uses. */
+struct cbuf {
+	struct fs_buf b;	      /* first: fs_buf pointers are cbufs */
+	struct fs_owner owner;	      /* lock */
+	struct cbuf *onext, **opprev; /* owner hash chain: lock */
+};
+
+static inline struct cbuf *CB(struct fs_buf *b)
+{
+	return (struct cbuf *)b;
+}
+
 struct fs_cache {
 	pthread_mutex_t lock;
 	pthread_cond_t io_cond;
 	struct fs_buf **hash;		/* lock */
-	size_t hmask;
+	struct cbuf **ohash;		/* lock: buffers by owner */
+	size_t hmask;			/* immutable: both tables */
 	struct fs_buf lru;		/* sentinel; lock */
 	uint64_t nbufs;			/* lock */
 	uint64_t nextra;		/* lock: journal copies (pages) */
@@ -84,6 +112,45 @@ static size_t hslot(const struct fs_cache *c, uint64_t blkno)
 	return (size_t)((blkno * 0x9e3779b97f4a7c15ull) >> 20) & c->hmask;
 }
 
+static size_t oslot(const struct fs_cache *c, struct fs_owner o)
+{
+	uint64_t k = o.num * 0x9e3779b97f4a7c15ull + o.type;
+
+	return (size_t)((k * 0xff51afd7ed558ccdull) >> 20) & c->hmask;
+}
+
+/* Lock held. */
+static void owner_unlink(struct cbuf *cb)
+{
+	if (cb->opprev == NULL)
+		return;
+	*cb->opprev = cb->onext;
+	if (cb->onext != NULL)
+		cb->onext->opprev = cb->opprev;
+	cb->onext = NULL;
+	cb->opprev = NULL;
+}
+
+/* Record @o as the owner of @cb and chain it if hashed. Lock held. */
+static void owner_set(struct fs_cache *c, struct cbuf *cb, struct fs_owner o)
+{
+	struct cbuf **head;
+
+	if (cb->opprev != NULL && fs_owner_eq(cb->owner, o))
+		return;
+	owner_unlink(cb);
+	cb->owner = o;
+	if (o.type == FS_OWNER_NONE || o.type == FS_OWNER_PENDING ||
+	    !(cb->b.flags & FS_BUF_HASHED))
+		return;
+	head = &c->ohash[oslot(c, o)];
+	cb->onext = *head;
+	if (*head != NULL)
+		(*head)->opprev = &cb->onext;
+	*head = cb;
+	cb->opprev = head;
+}
+
 static void lru_del(struct fs_buf *b)
 {
 	b->lru_prev->lru_next = b->lru_next;
@@ -108,6 +175,7 @@ static void hash_del(struct fs_cache *c, struct fs_buf *b)
 	*pp = b->hnext;
 	b->hnext = NULL;
 	b->flags &= ~FS_BUF_HASHED;
+	owner_unlink(CB(b));
 }
 
 /*
@@ -215,7 +283,7 @@ static void spare_put(struct fs_cache *c, struct fs_buf *b)
 		free(b);
 		return;
 	}
-	memset(b, 0, sizeof(*b));
+	memset(CB(b), 0, sizeof(struct cbuf));
 	b->data = data;
 	b->hnext = c->spare;
 	c->spare = b;
@@ -240,7 +308,7 @@ static struct fs_buf *buf_alloc(struct fs_cache *c, int zero)
 			memset(b->data, 0, FS_BLOCK_SIZE);
 		return b;
 	}
-	b = calloc(1, sizeof(*b));
+	b = calloc(1, sizeof(struct cbuf));
 	if (b == NULL)
 		return NULL;
 	b->data = page_alloc(c, zero);
@@ -310,7 +378,10 @@ int fs_cache_init(struct fs *fs, unsigned cache_mb)
 	while (hsize < c->max_bufs && hsize < (1u << 22))
 		hsize <<= 1;
 	c->hash = calloc(hsize, sizeof(*c->hash));
-	if (c->hash == NULL) {
+	c->ohash = calloc(hsize, sizeof(*c->ohash));
+	if (c->hash == NULL || c->ohash == NULL) {
+		free(c->hash);
+		free(c->ohash);
 		free(c);
 		return -ENOMEM;
 	}
@@ -352,10 +423,123 @@ void fs_cache_destroy(struct fs *fs)
 	while (c->nbounce > 0)
 		free(c->bounce[--c->nbounce]);
 	free(c->hash);
+	free(c->ohash);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->io_cond);
 	free(c);
 	fs->cache = NULL;
+}
+
+/* ---- owners ----------------------------------------------------------- */
+
+/* The owner of a block of @type at @blkno whose owner field (BTREE,
+ * XATTR) is @field. */
+static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
+				     unsigned type, uint64_t field)
+{
+	const struct fs_sb *sb = &fs->sb;
+	struct fs_owner o = {FS_OWNER_NONE, 0};
+	uint64_t g;
+
+	switch (type) {
+	case FS_BT_INODE:
+	case FS_BT_REFCOUNT:
+		o = (struct fs_owner){FS_OWNER_INODE, blkno};
+		break;
+	case FS_BT_BTREE:
+	case FS_BT_XATTR:
+		if (field != 0)
+			o = (struct fs_owner){FS_OWNER_INODE, field};
+		break;
+	case FS_BT_RGRP:
+	case FS_BT_BITMAP:
+		if (blkno < sb->rgrp_start || sb->rgrp_blocks == 0)
+			break;
+		g = (blkno - sb->rgrp_start) / sb->rgrp_blocks;
+		if (g < sb->rgrp_count)
+			o = (struct fs_owner){FS_OWNER_RGRP, g};
+		break;
+	}
+	return o;
+}
+
+struct fs_owner fs_owner_of(const struct fs *fs, uint64_t blkno,
+			    const void *data)
+{
+	const struct fs_blk_hdr *h = data;
+	uint64_t field = 0;
+
+	if (h->magic != FS_MAGIC || h->blkno != blkno)
+		return (struct fs_owner){FS_OWNER_NONE, 0};
+	/* the field may be written by the block's creator right now (the
+	 * journal resolves PENDING owners while handles run): one load */
+	if (h->type == FS_BT_BTREE)
+		field =
+		    __atomic_load_n(&((const struct fs_btree_blk *)data)->owner,
+				    __ATOMIC_RELAXED);
+	else if (h->type == FS_BT_XATTR)
+		field =
+		    __atomic_load_n(&((const struct fs_xattr_blk *)data)->owner,
+				    __ATOMIC_RELAXED);
+	return owner_by_type(fs, blkno, h->type, field);
+}
+
+struct fs_owner fs_cache_owner(struct fs_buf *b)
+{
+	struct fs_cache *c = b->fs->cache;
+	struct fs_owner o;
+
+	pthread_mutex_lock(&c->lock);
+	o = CB(b)->owner;
+	pthread_mutex_unlock(&c->lock);
+	return o;
+}
+
+void fs_cache_set_owner(struct fs_buf *b, struct fs_owner o)
+{
+	struct fs_cache *c = b->fs->cache;
+
+	pthread_mutex_lock(&c->lock);
+	owner_set(c, CB(b), o);
+	pthread_mutex_unlock(&c->lock);
+}
+
+unsigned fs_cache_owner_count(struct fs *fs, struct fs_owner o)
+{
+	struct fs_cache *c = fs->cache;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct cbuf *cb = c->ohash[oslot(c, o)]; cb != NULL;
+	     cb = cb->onext)
+		n += fs_owner_eq(cb->owner, o);
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/* ---- dropping (cluster) ----------------------------------------------- */
+
+/* Prefetches in flight may be reading blocks about to be dropped (and
+ * changed by another node afterwards): wait for them. Lock held. */
+static void ra_drain(struct fs_cache *c)
+{
+	while (c->ra_batches > 0)
+		pthread_cond_wait(&c->io_cond, &c->lock);
+}
+
+/* Forget @b: 1, or 0 if pinned or reading (journal state the caller
+ * should have written back). A referenced buffer lives on, unhashed,
+ * until put. Lock held; @b may be freed. */
+static int drop_one(struct fs *fs, struct fs_cache *c, struct fs_buf *b)
+{
+	if (PINS(b) > 0 || (b->flags & FS_BUF_READING))
+		return 0;
+	hash_del(c, b);
+	if (b->lru_next != NULL)
+		lru_del(b);
+	if (b->ref == 0)
+		buf_free(fs, c, b);
+	return 1;
 }
 
 unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy)
@@ -364,25 +548,40 @@ unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy)
 	unsigned dropped = 0, kept = 0;
 
 	pthread_mutex_lock(&c->lock);
-	while (c->ra_batches > 0)	/* prefetches read the old blocks */
-		pthread_cond_wait(&c->io_cond, &c->lock);
+	ra_drain(c);
 	for (size_t i = 0; i <= c->hmask; i++) {
 		struct fs_buf *b = c->hash[i], *n;
 
 		for (; b != NULL; b = n) {
 			n = b->hnext;
-			if (PINS(b) > 0 || (b->flags & FS_BUF_READING)) {
-				kept++;	/* journal state: must not happen */
-				continue;
-			}
-			/* referenced ones live on, unhashed, until put */
-			hash_del(c, b);
-			if (b->lru_next != NULL)
-				lru_del(b);
-			if (b->ref == 0)
-				buf_free(fs, c, b);
-			dropped++;
+			if (drop_one(fs, c, b))
+				dropped++;
+			else
+				kept++;
 		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (busy != NULL)
+		*busy = kept;
+	return dropped;
+}
+
+unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o, unsigned *busy)
+{
+	struct fs_cache *c = fs->cache;
+	unsigned dropped = 0, kept = 0;
+	struct cbuf *cb, *n;
+
+	pthread_mutex_lock(&c->lock);
+	ra_drain(c);
+	for (cb = c->ohash[oslot(c, o)]; cb != NULL; cb = n) {
+		n = cb->onext;
+		if (!fs_owner_eq(cb->owner, o))
+			continue;
+		if (drop_one(fs, c, &cb->b))
+			dropped++;
+		else
+			kept++;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (busy != NULL)
@@ -588,7 +787,9 @@ uint64_t fs_cache_pinned(struct fs *fs)
 
 /*
  * Make @b uptodate: the first thread to get here reads, the others wait.
- * Returns 0 with UPTODATE set, or the read error (then nothing is set).
+ * Returns 1 if this call read the device, 0 if the copy was there (or
+ * read by another thread or a prefetch) with UPTODATE set, or the read
+ * error (then nothing is set).
  */
 static int buf_fill(struct fs *fs, struct fs_buf *b)
 {
@@ -628,12 +829,14 @@ static int buf_fill(struct fs *fs, struct fs_buf *b)
 		b->flags |= FS_BUF_UPTODATE;
 	pthread_cond_broadcast(&c->io_cond);
 	pthread_mutex_unlock(&c->lock);
-	return ret;
+	return ret < 0 ? ret : 1;
 }
 
 /* Verify @b (uptodate) once as a block of @type; on failure drop the
- * reference and forget the bad copy. */
-static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type)
+ * reference and forget the bad copy. With @quiet, a copy that fails its
+ * first check is not counted and -EAGAIN is returned: the caller reads
+ * it again. */
+static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type, int quiet)
 {
 	unsigned f = fs_cache_flags(b);
 	int ret;
@@ -641,12 +844,18 @@ static int buf_check(struct fs *fs, struct fs_buf *b, unsigned type)
 	if (!(f & FS_BUF_VERIFIED)) {
 		ret = fs_blk_verify(b->data, type, b->blkno);
 		if (ret < 0) {
-			FS_STAT_ADD(fs, bad_blocks, 1);
+			if (quiet)
+				ret = -EAGAIN;
+			else
+				FS_STAT_ADD(fs, bad_blocks, 1);
 			/* drop the bad copy so a later read retries */
 			fs_cache_set_flags(b, 0, FS_BUF_UPTODATE);
 			goto out_put;
 		}
-		fs_cache_set_flags(b, FS_BUF_VERIFIED, 0);
+		pthread_mutex_lock(&fs->cache->lock);
+		b->flags |= FS_BUF_VERIFIED;
+		owner_set(fs->cache, CB(b), fs_owner_of(fs, b->blkno, b->data));
+		pthread_mutex_unlock(&fs->cache->lock);
 	} else if (type != 0 &&
 		   ((struct fs_blk_hdr *)b->data)->type != type) {
 		ret = -EUCLEAN;
@@ -663,19 +872,24 @@ int fs_buf_read(struct fs *fs, uint64_t blkno, unsigned type,
 		struct fs_buf **out)
 {
 	struct fs_buf *b;
-	int ret;
+	int ret, again = 1;
 
 	if (blkno >= fs->sb.total_blocks)
 		return -EINVAL;
-	ret = fs_cache_get(fs, blkno, &b);
-	if (ret < 0)
-		return ret;
-	ret = buf_fill(fs, b);
-	if (ret < 0) {
-		fs_buf_put(b);
-		return ret;
-	}
-	ret = buf_check(fs, b, type);
+	do {
+		ret = fs_cache_get(fs, blkno, &b);
+		if (ret < 0)
+			return ret;
+		ret = buf_fill(fs, b);
+		if (ret < 0) {
+			fs_buf_put(b);
+			return ret;
+		}
+		/* a copy we did not read (a prefetch's, perhaps of a block
+		 * another node has written since, in a cluster) that fails
+		 * its check is read once more before it counts as bad */
+		ret = buf_check(fs, b, type, again && ret == 0);
+	} while (ret == -EAGAIN && again--);
 	if (ret == 0)
 		*out = b;
 	return ret;
@@ -703,17 +917,27 @@ int fs_buf_new(struct fs_tx *tx, uint64_t blkno, unsigned type,
 		FS_STAT_ADD(fs, ra_wasted, 1);
 	}
 	b->flags |= FS_BUF_UPTODATE | FS_BUF_VERIFIED;
+	/* BTREE/XATTR: the caller fills the owner field after this returns
+	 * and the journal reads it (fs_journal.c) */
+	if (type == FS_BT_BTREE || type == FS_BT_XATTR)
+		owner_set(c, CB(b), (struct fs_owner){FS_OWNER_PENDING, 0});
+	else
+		owner_set(c, CB(b), owner_by_type(fs, blkno, type, 0));
 	pthread_mutex_unlock(&c->lock);
-	ret = fs_tx_write(tx, b);
-	if (ret < 0) {
-		fs_buf_put(b);
-		return ret;
-	}
+	/* the header before the journal sees the block: it may read a
+	 * pending owner from it at once */
 	memset(b->data, 0, FS_BLOCK_SIZE);
 	h = b->data;
 	h->magic = FS_MAGIC;
 	h->type = (uint16_t)type;
 	h->blkno = blkno;
+	ret = fs_tx_write(tx, b);
+	if (ret < 0) {
+		/* not journaled: a later read must not trust this copy */
+		fs_cache_set_flags(b, 0, FS_BUF_UPTODATE | FS_BUF_VERIFIED);
+		fs_buf_put(b);
+		return ret;
+	}
 	*out = b;
 	return 0;
 }
@@ -814,9 +1038,11 @@ out_unlock:
 static void ra_end_buf(struct fs_cache *c, struct fs_buf *b, int ok)
 {
 	b->flags &= ~FS_BUF_READING;
-	if (ok)
+	if (ok) {
 		b->flags |= FS_BUF_UPTODATE;
-	else if (b->flags & FS_BUF_PREFETCHED)
+		/* unverified yet, but a drop of its owner must find it */
+		owner_set(c, CB(b), fs_owner_of(b->fs, b->blkno, b->data));
+	} else if (b->flags & FS_BUF_PREFETCHED)
 		prefetch_clear(c, b);
 	b->ref--;
 	buf_settle(c, b);
@@ -1079,7 +1305,7 @@ int fs_buf_read_cached(struct fs *fs, uint64_t blkno, unsigned type,
 	FS_STAT_ADD(fs, cache_hits, 1);
 	if (ra)
 		FS_STAT_ADD(fs, ra_hits, 1);
-	ret = buf_check(fs, b, type);
+	ret = buf_check(fs, b, type, 0);
 	if (ret == 0)
 		*out = b;
 	return ret;

@@ -1,39 +1,52 @@
 /*
  * fs_cluster.c — a lockproto=dlm mount in the cluster (fs_cluster.h):
- * lockspace, journal slot lock, the fs-wide glock and what it protects,
- * recovery of dead nodes, self-fencing.
+ * lockspace, journal slot lock, the glock engine and the ops of each
+ * lock type, recovery of dead nodes, self-fencing.
  *
- * The fs glock (fs_glock.c) protects everything this node caches from
- * the device: metadata blocks (fs_cache.c), allocator state (fs_alloc.c:
- * free counts, reservations, inode chunks, hints; statfs reads them).
- * Nothing else mirrors shared disk state: in-memory inodes (fs_inode.c)
- * hold only this node's kernel references, opens and its own slot's
- * orphan list; directory readahead (fs_statahead.c) only prefetches into
- * the block cache; file data is read from the device (fs_data.c keeps
- * only unwritten runs, flushed before a demote); the superblock never
- * changes; this node's journal is its own. So:
- *  - sync (leaving EX): fs_journal_writeback: commit, checkpoint (every
- *    block in place, journal empty), data written, device flushed;
- *  - drop (going to NL, from EX after sync, or from PR): fs_kinval_all,
- *    the kernel drops the names, attributes and pages it cached (MOUNT.md
- *    "Kernel caches in cluster mounts");
- *  - inval (a grant with a new generation): fs_cache_drop_all, then
- *    fs_alloc_reload. Nothing is dirty then (we did not hold EX).
+ * What each glock protects (FORMAT.md "Cluster locks"): an inode's lock
+ * its blocks (inode, B+tree, xattr: the storage layer's "owner" of those
+ * cached blocks, fs_core_priv.h) and its file data; a refcount tree's
+ * lock (the same type, numbered by its root block) that tree; an
+ * rgroup's lock its header, bitmaps and the allocator's memory of it
+ * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
+ * the slot map. Nothing else mirrors shared disk state: in-memory inodes
+ * (fs_inode.c) hold only this node's kernel references, opens and its
+ * own slot's orphan list; directory readahead (fs_statahead.c) only
+ * prefetches into the block cache (a later grant with a new generation
+ * drops what it fetched); file data is read from the device (fs_data.c
+ * keeps only unwritten runs, written before a demote); the superblock
+ * never changes; this node's journal and slotinfo are its own. So, per
+ * lock (ops run on a demote worker or a holder's thread, never on the
+ * DLM's callback thread):
+ *  - sync (leaving EX): fs_journal_sync_owner: nothing if the owner was
+ *    not written since the last checkpoint, else commit + checkpoint
+ *    (the whole journal: afterwards no journal block of ours carries an
+ *    image of it) and, for an inode, its file data written and flushed;
+ *    the mount lock: fs_journal_writeback;
+ *  - inval (a grant with a new generation): fs_cache_drop_owner of that
+ *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
+ *    the mount lock: everything (v1's fs_cache_drop_all + reload).
+ *  - drop (an inode's lock going to NL): the kernel drops what it
+ *    cached of that inode (fs_kinval_inode: attributes, pages; a
+ *    directory: fs_kinval_dir, every name too; MOUNT.md "Kernel caches
+ *    in cluster mounts");
  *
- * Recovery (GFS2's "first to get the lock recovers"): a demote from EX
- * writes everything in place and empties the journal, so only a node
- * that died holding the fs glock in EX (or PW) can leave committed
- * transactions unwritten in place, and the DLM then marks the glock's
- * LVB invalid. Every grant that finds the LVB invalid therefore recovers
- * before any holder runs (fs_glock.c: a PR grant steps down to NL and
- * queues for EX first): under EX it takes the lock of every other slot
+ * Recovery: a demote from EX checkpoints what the lock covered, so a
+ * node's journal only holds images of blocks whose locks it holds in EX;
+ * when it dies, nobody else was granted those. The lock manager grants
+ * no lock (but NOEXP ones) anywhere until every node's node-down
+ * callback returned, and in that callback (cl_recover) each mounted
+ * survivor replays the dead node's slot (fs_core_recover_node: device
+ * I/O only; the callback runs on the DLM's callback thread, which also
+ * delivers our lock completions, so it never waits for a lock). The dead
+ * node's EX locks then come back with an invalid LVB: the next holder
+ * drops its cached copies (no recover op: nothing more to do). The mount
+ * lock keeps v1's "first to get it recovers" for the first mount after
+ * a whole-cluster crash: under EX it takes the lock of every other slot
  * it can get (EX, NOQUEUE, NOEXP: a live owner holds its slot's lock for
- * its whole mount, so a granted lock means a dead owner), replays that
- * slot's journal if the slot map says mounted, marks the slot free, and
- * lets the lock go (fs_core_recover_slots); then it writes a fresh
- * generation, so every node drops its caches at its next grant. The
- * node-down callback itself only counts (it runs on the DLM's callback
- * thread, which must not block: our lock requests complete through it).
+ * its whole mount), replays that slot's journal if the slot map says
+ * mounted, marks the slot free (fs_core_recover_slots; also at every
+ * mount and unmount, which frees the slots the callback replayed).
  *
  * Disk heartbeat (fs_hb.c): started before the lockspace, so that the
  * lock manager's disk hook (cl_disk) knows from the first tick which
@@ -70,6 +83,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "blockdev/bd.h"
@@ -87,7 +101,8 @@ struct fs_cluster {
 	uint32_t node;		  /* immutable */
 	unsigned minhold_ms;	  /* immutable */
 	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
-	struct fs_glock *gl;	  /* immutable after attach */
+	struct fs_glocks *e;	  /* immutable after attach: the engine */
+	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
 	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
 	int slot;		  /* immutable after claim; -1 */
 	struct lk_lock **try_lk;  /* per slot: recovery locks (thread
@@ -115,6 +130,7 @@ struct fs_cluster {
 	uint64_t recovered_tx;	      /* mu */
 	uint64_t drops, dropped_bufs; /* mu: cache drops */
 	uint64_t sync_errors;	      /* mu */
+	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
 };
 
 static uint64_t now_ms(void)
@@ -148,21 +164,94 @@ static void log_msg(int level, const char *msg, void *arg)
 
 /* ---- glock ops (run by fs_glock.c, without its lock) ----------------- */
 
-static int fs_gl_sync(struct fs_glock *gl, int from, int to, void *arg)
+/* The mount an op works on, or NULL (mounting, unmounted, quiesced); a
+ * non-NULL one stays usable until cl_fs_put (fs_cluster_quiesce waits). */
+static struct fs *cl_fs(struct fs_cluster *cl)
 {
-	struct fs_cluster *cl = arg;
 	struct fs *fs;
-	int ret;
 
-	(void)gl;
-	(void)from;
-	(void)to;
 	pthread_mutex_lock(&cl->mu);
 	fs = cl->fs;
+	if (fs != NULL)
+		cl->ops_busy++;
 	pthread_mutex_unlock(&cl->mu);
-	if (fs == NULL || fs->j == NULL)
-		return 0;
-	ret = fs_journal_writeback(fs);
+	return fs;
+}
+
+static void cl_fs_put(struct fs_cluster *cl, struct fs *fs)
+{
+	if (fs == NULL)
+		return;
+	pthread_mutex_lock(&cl->mu);
+	if (--cl->ops_busy == 0)
+		pthread_cond_broadcast(&cl->cv);
+	pthread_mutex_unlock(&cl->mu);
+}
+
+void fs_cluster_quiesce(struct fs_cluster *cl)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->fs = NULL;
+	while (cl->ops_busy > 0)
+		pthread_cond_wait(&cl->cv, &cl->mu);
+	pthread_mutex_unlock(&cl->mu);
+}
+
+/* The storage layer's owner of what glock @gl covers (fs_core_priv.h:
+ * the lock type and number are the owner's). */
+static struct fs_owner owner_of(struct fs_glock *gl)
+{
+	struct fs_owner o = {fs_glock_type(gl), fs_glock_num(gl)};
+
+	return o;
+}
+
+/*
+ * What glock @gl covers, made durable in place before it leaves EX
+ * (V2-PLAN "Owners"): nothing when it wrote nothing since the last
+ * checkpoint, else commit + checkpoint (after it no journal block of
+ * ours carries an image of it: recovery never replays over another
+ * node's newer block) and its file data written. The fs lock (mount,
+ * unmount): everything.
+ */
+static int owner_sync(struct fs *fs, struct fs_glock *gl)
+{
+	if (fs_glock_type(gl) == FS_LK_FS)
+		return fs_journal_writeback(fs);
+	return fs_journal_sync_owner(fs, owner_of(gl));
+}
+
+/* Forget the cached blocks @gl covers (another node changed them). */
+static unsigned owner_drop(struct fs *fs, struct fs_glock *gl)
+{
+	unsigned busy = 0;
+
+	return fs_cache_drop_owner(fs, owner_of(gl), &busy);
+}
+
+static void count_drop(struct fs_cluster *cl, unsigned n)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->drops++;
+	cl->dropped_bufs += n;
+	pthread_mutex_unlock(&cl->mu);
+}
+
+/* Leaving EX (any lock type that covers metadata). */
+static int gl_sync(struct fs_glock *gl, int from, int to, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret;
+
+	(void)from;
+	(void)to;
+	if (fs == NULL || fs->j == NULL) {
+		cl_fs_put(cl, fs);
+		return 0; /* mounting, or unmounting: written back already */
+	}
+	ret = owner_sync(fs, gl);
+	cl_fs_put(cl, fs);
 	if (ret < 0) {
 		pthread_mutex_lock(&cl->mu);
 		cl->sync_errors++;
@@ -172,73 +261,134 @@ static int fs_gl_sync(struct fs_glock *gl, int from, int to, void *arg)
 	return ret;
 }
 
+/* The fs lock (mount, unmount): v1's whole-cache drop. Nothing else runs
+ * under it that could hold a block. */
 static void fs_gl_inval(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	unsigned n = 0, busy = 0;
-	struct fs *fs;
+	struct fs *fs = cl_fs(cl);
+	unsigned n, busy = 0;
 	int ret = 0;
 
 	(void)gl;
-	pthread_mutex_lock(&cl->mu);
-	fs = cl->fs;
-	pthread_mutex_unlock(&cl->mu);
-	if (fs == NULL || fs->cache == NULL)
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
 		return; /* mounting: nothing cached yet */
+	}
 	n = fs_cache_drop_all(fs, &busy);
 	if (fs->alloc != NULL)
 		ret = fs_alloc_reload(fs);
-	pthread_mutex_lock(&cl->mu);
-	cl->drops++;
-	cl->dropped_bufs += n;
-	pthread_mutex_unlock(&cl->mu);
-	if (busy > 0 || ret < 0)
-		fs_cluster_fence(cl, busy > 0
-					 ? "dirty blocks at a cache drop"
-					 : "cannot reload the resource groups");
+	cl_fs_put(cl, fs);
+	count_drop(cl, n);
+	if (ret < 0)
+		fs_cluster_fence(cl, "cannot reload the resource groups");
 }
 
-/* Another node may change anything once we are at NL: the kernel's
- * caches go first (fs_kinval.c). */
-static void fs_gl_drop(struct fs_glock *gl, int from, void *arg)
-{
-	struct fs_cluster *cl = arg;
-	struct fs *fs;
-
-	(void)gl;
-	(void)from;
-	pthread_mutex_lock(&cl->mu);
-	fs = cl->fs;
-	pthread_mutex_unlock(&cl->mu);
-	if (fs != NULL)
-		fs_kinval_all(fs);
-}
-
-/* The LVB is invalid: a node died holding EX (or nobody set it yet).
- * In EX: replay and free every slot whose owner is gone. */
+/* The LVB of the fs lock is invalid: a node died holding it in EX (while
+ * it mounted or unmounted), or the whole cluster restarted. In EX:
+ * replay and free every slot whose owner is gone. */
 static int fs_gl_recover(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs;
+	struct fs *fs = cl_fs(cl);
 	int ret;
 
 	(void)gl;
-	pthread_mutex_lock(&cl->mu);
-	fs = cl->fs;
-	pthread_mutex_unlock(&cl->mu);
-	if (fs == NULL || cl->slot < 0)
+	if (fs == NULL || cl->slot < 0) {
+		cl_fs_put(cl, fs);
 		return 0;
+	}
 	ret = fs_core_recover_slots(fs, 1);
+	cl_fs_put(cl, fs);
 	if (ret < 0)
 		fs_cluster_fence(cl, "cannot replay a dead node's journal");
 	return ret;
 }
 
 static const struct fs_glock_ops fs_gl_ops = {
-    .sync = fs_gl_sync,
+    .sync = gl_sync,
     .inval = fs_gl_inval,
     .recover = fs_gl_recover,
-    .drop = fs_gl_drop,
+};
+
+/* An inode's lock came back after another node changed the inode. */
+static void inode_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+
+	if (fs != NULL && fs->cache != NULL)
+		count_drop(cl, owner_drop(fs, gl));
+	cl_fs_put(cl, fs);
+}
+
+/*
+ * An inode's lock goes to NL (another node will change the inode): the
+ * kernel must not serve what it cached under it (fs_kinval.c). Must not
+ * read the disk: whether it is a directory (whose names the kernel may
+ * hold) comes from the cached block; unknown counts as one.
+ */
+static void inode_drop(struct fs_glock *gl, int from, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	uint64_t ino = fs_glock_num(gl);
+	struct fs_buf *b;
+	int dir = 1;
+
+	(void)from;
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
+		return;
+	}
+	b = fs_cache_lookup(fs, ino);
+	if (b != NULL && (fs_cache_flags(b) & FS_BUF_UPTODATE)) {
+		const struct fs_blk_hdr *h = b->data;
+		const struct fs_dinode *di = b->data;
+
+		if (h->type == FS_BT_INODE)
+			dir = S_ISDIR(di->mode);
+		else if (h->type == FS_BT_REFCOUNT)
+			dir = 0;
+	}
+	fs_buf_put(b);
+	if (dir)
+		fs_kinval_dir(fs, ino);
+	else
+		fs_kinval_inode(fs, ino);
+	cl_fs_put(cl, fs);
+}
+
+/* No recover op for inodes and rgroups: the dead node's journal was
+ * replayed before any grant (cl_recover), so an invalid LVB only means
+ * that what we cached is stale (inval), and a PR grant or a try need not
+ * go through EX. */
+static const struct fs_glock_ops inode_ops = {
+    .sync = gl_sync,
+    .inval = inode_inval,
+    .drop = inode_drop,
+};
+
+/* A resource group came back: its header and bitmaps are re-read, its
+ * reservations forgotten (fs_alloc.c). */
+static void rgrp_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+
+	int ret = 0;
+
+	if (fs != NULL && fs->alloc != NULL)
+		ret = fs_alloc_rgrp_inval(fs, (uint32_t)fs_glock_num(gl));
+	cl_fs_put(cl, fs);
+	if (ret < 0)
+		fs_cluster_fence(cl, "cannot reload a resource group");
+	count_drop(cl, 0);
+}
+
+static const struct fs_glock_ops rgrp_ops = {
+    .sync = gl_sync,
+    .inval = rgrp_inval,
 };
 
 /* ---- watchdog thread and node-down callback --------------------------- */
@@ -287,18 +437,32 @@ static void *cl_thread(void *arg)
 	return NULL;
 }
 
-/* Node @nodeid died. Nothing to do here (fs_cluster.c header: the next
- * grant of the fs glock finds its LVB invalid if the dead node could
- * have left anything unwritten, and recovers in EX first); counted. */
+/*
+ * Node @nodeid died (lockmgr/PROTOCOL.md "User recovery"): the lock
+ * manager grants no other lock anywhere until every node's callback
+ * returned, so the dead node's journal is replayed here, before anyone
+ * can be granted a lock it held in EX. Every mounted survivor replays it
+ * (they write the same images; idempotent when a newer recovery calls us
+ * again). Runs on the DLM's callback thread: device I/O only, no lk_wait
+ * (the slot map keeps the slot mounted: the next mount or unmount, under
+ * the fs lock, frees it).
+ */
 static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
 {
 	struct fs_cluster *cl = arg;
+	struct fs *fs;
+	int fenced;
 
 	(void)ls;
-	(void)nodeid;
 	pthread_mutex_lock(&cl->mu);
 	cl->deaths++;
+	fenced = cl->fenced;
 	pthread_mutex_unlock(&cl->mu);
+	fs = fenced ? NULL : cl_fs(cl);
+	/* mounting: the mount recovers under the fs lock */
+	if (fs != NULL && cl->slot >= 0 && fs_core_recover_node(fs, nodeid) < 0)
+		fs_cluster_fence(cl, "cannot replay a dead node's journal");
+	cl_fs_put(cl, fs);
 }
 
 /* The lock manager's disk hook (lk_disk_fn): under its lock, so only
@@ -558,17 +722,39 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
 	return cl->ls;
 }
 
+/* The engine, its ops per lock type, and the fs lock. */
+static int engine_start(struct fs_cluster *cl)
+{
+	struct fs_glocks_conf conf = {
+	    .max = FS_GLOCK_MAX_DEFAULT,
+	    .workers = 0,
+	    .minhold_ms = cl->minhold_ms,
+	};
+	int ret = fs_glocks_new(cl->ls, &conf, &cl->e);
+
+	if (ret < 0)
+		return ret;
+	fs_glocks_set_ops(cl->e, FS_LK_FS, &fs_gl_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
+	/* FS_LK_RENAME protects nothing cached: no ops */
+	ret = fs_glock_get(cl->e, FS_LK_FS, 0, &cl->gl);
+	if (ret < 0) {
+		fs_glocks_free(cl->e);
+		cl->e = NULL;
+	}
+	return ret;
+}
+
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 {
-	struct lk_name n;
 	int ret;
 
 	cl->nslots = fs->sb.slot_count;
 	cl->try_lk = calloc(cl->nslots, sizeof(*cl->try_lk));
 	if (cl->try_lk == NULL)
 		return -ENOMEM;
-	lk_name_make(&n, FS_LK_FS, 0, NULL);
-	ret = fs_glock_new(cl->ls, &n, cl->minhold_ms, &fs_gl_ops, cl, &cl->gl);
+	ret = engine_start(cl);
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&cl->mu);
@@ -579,6 +765,11 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 	return 0;
 }
 
+struct fs_glocks *fs_cluster_glocks(struct fs_cluster *cl)
+{
+	return cl->e;
+}
+
 void fs_cluster_detach(struct fs_cluster *cl, int held)
 {
 	if (cl->gate_bd != NULL)
@@ -586,9 +777,7 @@ void fs_cluster_detach(struct fs_cluster *cl, int held)
 	cl->gate_bd = NULL;
 	if (held)
 		fs_glock_release(cl->gl, LK_EX);
-	pthread_mutex_lock(&cl->mu);
-	cl->fs = NULL;
-	pthread_mutex_unlock(&cl->mu);
+	fs_cluster_quiesce(cl);
 }
 
 /* A slot lock request's outcome, from its completion callback (a NOQUEUE
@@ -788,7 +977,7 @@ void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
 /* Self-fencing, part 1: no request runs (even under a cached grant)
  * while this node is not in a quorate membership; after timeout_ms of
  * that the watchdog fences us and this returns -EIO. */
-static int wait_quorum(struct fs_cluster *cl)
+int fs_cluster_wait_quorum(struct fs_cluster *cl)
 {
 	struct timespec nap = {0, 10 * 1000 * 1000};
 	uint64_t gen, members;
@@ -803,7 +992,7 @@ static int wait_quorum(struct fs_cluster *cl)
 
 int fs_cluster_lock(struct fs_cluster *cl, int mode)
 {
-	int ret = wait_quorum(cl);
+	int ret = fs_cluster_wait_quorum(cl);
 
 	if (ret == 0)
 		ret = fs_glock_acquire(cl->gl, mode);
@@ -816,6 +1005,45 @@ int fs_cluster_lock(struct fs_cluster *cl, int mode)
 void fs_cluster_unlock(struct fs_cluster *cl, int mode)
 {
 	fs_glock_release(cl->gl, mode);
+}
+
+int fs_cluster_glock(struct fs_cluster *cl, uint16_t type, uint64_t num,
+		     int mode, int wait, struct fs_glock **out)
+{
+	struct fs_glock *gl;
+	int ret = fs_glock_get(cl->e, type, num, &gl);
+
+	if (ret < 0)
+		return ret;
+	ret = wait ? fs_glock_acquire(gl, mode) : fs_glock_try(gl, mode);
+	if (ret == 0) {
+		*out = gl;
+		return 0;
+	}
+	fs_glock_put(gl);
+	if (ret == -EAGAIN || ret == -ENOMEM)
+		return ret;
+	fs_cluster_fence(cl, "lock manager refused a lock");
+	return -EIO;
+}
+
+void fs_cluster_gunlock(struct fs_glock *gl, int mode)
+{
+	fs_glock_release(gl, mode);
+	fs_glock_put(gl);
+}
+
+int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot)
+{
+	struct timespec nap = {0, 50 * 1000 * 1000};
+	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+
+	while (fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
+		if (now_ms() > end || fs_cluster_fenced(cl))
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+	return 1;
 }
 
 void fs_cluster_fence(struct fs_cluster *cl, const char *why)
@@ -838,8 +1066,8 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 	lk_ls_fence(cl->ls, why);
 	if (fs != NULL)
 		fs_journal_abort(fs);
-	if (cl->gl != NULL)
-		fs_glock_fence(cl->gl);
+	if (cl->e != NULL)
+		fs_glocks_fence(cl->e);
 	snprintf(msg, sizeof(msg),
 		 "node %u fenced itself (%s): no more "
 		 "device writes, every request fails with EIO; unmount it",
@@ -890,23 +1118,30 @@ static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
 static void cluster_section(struct fs_json *o, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs_glock_stats g;
+	struct fs_glocks_stats *es = malloc(sizeof(*es));
+	struct fs_glock_stats g, t = {0};
 
 	fs_glock_stats_get(cl->gl, &g);
+	if (es != NULL) {
+		fs_glocks_stats(cl->e, es);
+		t = es->total;
+		free(es);
+	}
 	fs_json_str(o, "cluster", cl->name);
 	fs_json_u64(o, "node_id", cl->node);
 	fs_json_i64(o, "slot", cl->slot);
 	fs_json_str(o, "glock_mode",
 		    g.mode < 0 ? "none" : lk_mode_name(g.mode));
 	fs_json_u64(o, "glock_holders", g.holders);
-	fs_json_u64(o, "glock_acquires", g.acquires);
-	fs_json_u64(o, "glock_hits", g.hits);
-	fs_json_u64(o, "glock_requests", g.requests);
-	fs_json_u64(o, "glock_retries", g.retries);
-	fs_json_u64(o, "glock_wait_ns", g.wait_ns);
-	fs_json_u64(o, "demotes_to_pr", g.demote_pr);
-	fs_json_u64(o, "demotes_to_nl", g.demote_nl);
-	fs_json_u64(o, "demote_ns", g.demote_ns);
+	/* every glock of the engine (per type: the "glocks" section) */
+	fs_json_u64(o, "glock_acquires", t.acquires);
+	fs_json_u64(o, "glock_hits", t.hits);
+	fs_json_u64(o, "glock_requests", t.requests);
+	fs_json_u64(o, "glock_retries", t.retries);
+	fs_json_u64(o, "glock_wait_ns", t.wait_ns);
+	fs_json_u64(o, "demotes_to_pr", t.demote_pr);
+	fs_json_u64(o, "demotes_to_nl", t.demote_nl);
+	fs_json_u64(o, "demote_ns", t.demote_ns);
 	fs_json_u64(o, "lvb_generation", g.generation);
 	fs_json_u64(o, "lvb_invalid_recoveries", g.recovers);
 	pthread_mutex_lock(&cl->mu);
@@ -926,7 +1161,20 @@ static void cluster_section(struct fs_json *o, void *arg)
 
 static const char *type_name(unsigned type)
 {
-	return type == FS_LK_FS ? "fs" : type == FS_LK_SLOT ? "slot" : NULL;
+	static const char *const names[] = {
+	    [FS_LK_FS] = "fs",	       [FS_LK_SLOT] = "slot",
+	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
+	    [FS_LK_RENAME] = "rename",
+	};
+
+	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;
+}
+
+static void glocks_section(struct fs_json *o, void *arg)
+{
+	struct fs_cluster *cl = arg;
+
+	fs_glocks_stats_render(cl->e, o, type_name, 10);
 }
 
 int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st)
@@ -935,13 +1183,26 @@ int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st)
 
 	if (ret == 0)
 		ret = fs_stats_add_locks(st, cl->ls, type_name, &cl->stlk);
-	if (ret < 0)
+	if (ret == 0 && cl->e != NULL) {
+		ret = fs_stats_add_section(st, "glocks", glocks_section, cl);
+		if (ret == 0)
+			fs_glocks_set_trace(cl->e, fs_stats_trace(st),
+					    type_name, cl->stlk);
+	}
+	if (ret < 0) {
+		if (cl->stlk != NULL)
+			fs_stats_remove_locks(st, cl->stlk);
+		cl->stlk = NULL;
 		fs_stats_remove_section(st, "cluster");
+	}
 	return ret;
 }
 
 void fs_cluster_stats_remove(struct fs_cluster *cl, struct fs_stats *st)
 {
+	if (cl->e != NULL)
+		fs_glocks_set_trace(cl->e, NULL, type_name, NULL);
+	fs_stats_remove_section(st, "glocks");
 	if (cl->stlk != NULL)
 		fs_stats_remove_locks(st, cl->stlk);
 	cl->stlk = NULL;
@@ -978,6 +1239,21 @@ static void cl_free(struct fs_cluster *cl)
 	free(cl);
 }
 
+/* Give every glock up (@clean: the storage layer wrote everything back:
+ * cl->fs is NULL, so no sync writes anything more) and free the
+ * engine. */
+static void engine_free(struct fs_cluster *cl, int clean)
+{
+	if (cl->e == NULL)
+		return;
+	fs_glock_put(cl->gl);
+	cl->gl = NULL;
+	if (clean && fs_glocks_drop_all(cl->e) < 0)
+		fs_glocks_fence(cl->e);
+	fs_glocks_free(cl->e);
+	cl->e = NULL;
+}
+
 void fs_cluster_close(struct fs_cluster *cl)
 {
 	if (cl == NULL)
@@ -987,7 +1263,7 @@ void fs_cluster_close(struct fs_cluster *cl)
 		return;
 	}
 	stop_thread(cl);
-	fs_glock_free(cl->gl);
+	engine_free(cl, 1);
 	if (cl->slot_lk != NULL)
 		lk_unlock(cl->slot_lk, 0);
 	for (unsigned s = 0; s < cl->nslots; s++)
@@ -1002,11 +1278,12 @@ void fs_cluster_abandon(struct fs_cluster *cl)
 	if (cl == NULL)
 		return;
 	stop_thread(cl);
-	if (cl->gl != NULL)
-		fs_glock_fence(cl->gl);
-	fs_glock_stop(cl->gl); /* no DLM call after this */
+	if (cl->e != NULL) {
+		fs_glocks_fence(cl->e);
+		fs_glocks_stop(cl->e); /* no DLM call after this */
+	}
 	lk_ls_abandon(cl->ls); /* no callback after this */
-	fs_glock_free(cl->gl);
+	engine_free(cl, 0);
 	hb_close(cl, 0);
 	cl_free(cl);
 }

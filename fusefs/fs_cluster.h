@@ -1,20 +1,23 @@
 /*
  * fs_cluster.h — a lockproto=dlm mount's membership of the cluster
- * (fs_cluster.c): the lockspace, the journal slot lock, the one
- * filesystem-wide glock every FUSE request holds (PR to read, EX to
- * modify), recovery of dead nodes' journals and self-fencing.
+ * (fs_cluster.c): the lockspace, the journal slot lock, the glock engine
+ * and the ops of each lock type, recovery of dead nodes' journals and
+ * self-fencing.
  *
- * Lock names (FORMAT.md "Cluster locks"): FS_LK_FS/0 is the fs glock
- * (LVB: generation), FS_LK_SLOT/s the lock of journal slot s, held EX by
- * the node that owns the slot for its whole mount.
+ * Lock names (FORMAT.md "Cluster locks"): FS_LK_FS/0 the mount lock
+ * (slot map, first-mount recovery; LVB: generation), FS_LK_SLOT/s the
+ * lock of journal slot s (held EX by its node for its whole mount),
+ * FS_LK_INODE/ino an inode (fs_ilock.c: PR to read, EX to change),
+ * FS_LK_RGRP/g a resource group (fs_alloc.c: EX to allocate or free),
+ * FS_LK_RENAME/0 a rename that changes parents.
  *
  * Life cycle (fs_vfs.c, fs_super.c):
  *   fs_cluster_open   lockspace opened, quorum reached
- *   fs_cluster_attach the struct fs being mounted (sb read): glock made,
- *                     node-down recovery enabled
+ *   fs_cluster_attach the struct fs being mounted (sb read): glock
+ *                     engine made, node-down recovery enabled
  *   fs_cluster_slot_claim, fs_cluster_lock(EX) ... mount ...
  *   fs_cluster_unlock  mount done: requests may run
- *   ... fs_cluster_lock / unlock per request ...
+ *   ... requests take inode, rgroup and rename glocks (fs_cluster_glock)
  *   fs_cluster_lock(EX) at unmount, then fs_cluster_close after the
  *   storage layer wrote everything back (or fs_cluster_abandon).
  */
@@ -28,10 +31,20 @@ struct fs;
 struct fs_cluster;
 struct lk_ls;
 struct fs_stats;
+struct fs_glock;
+struct fs_glocks;
 
-enum { FS_LK_FS = 1, FS_LK_SLOT = 2 }; /* lk_name.type */
+/* lk_name.type (lockmgr uses 7 for file locks) */
+enum {
+	FS_LK_FS = 1,
+	FS_LK_SLOT = 2,
+	FS_LK_INODE = 3,
+	FS_LK_RGRP = 4,
+	FS_LK_RENAME = 5,
+};
 
 #define FS_DEFAULT_MINHOLD_MS 5
+#define FS_GLOCK_MAX_DEFAULT 65536u /* glocks kept cached (LRU beyond) */
 #define FS_CLUSTER_QUORUM_MS 30000
 
 struct bd_dev;
@@ -81,6 +94,27 @@ void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot);
  * -EIO once fenced (the journal is then aborted). May block. */
 int fs_cluster_lock(struct fs_cluster *cl, int mode);
 void fs_cluster_unlock(struct fs_cluster *cl, int mode);
+/* No request runs while this node is not in a quorate membership: waits
+ * for it; -EIO once fenced. */
+int fs_cluster_wait_quorum(struct fs_cluster *cl);
+/* The glock engine (after attach). */
+struct fs_glocks *fs_cluster_glocks(struct fs_cluster *cl);
+/* A reference to glock (@type, @num) held in @mode (LK_PR, LK_EX): with
+ * @wait, waiting for it as long as it takes; without, only if that needs
+ * no other node's demote (fs_glock_try: -EAGAIN). 0, -EAGAIN, -ENOMEM,
+ * -EIO (fenced: the node is fenced). fs_cluster_gunlock gives it back. */
+int fs_cluster_glock(struct fs_cluster *cl, uint16_t type, uint64_t num,
+		     int mode, int wait, struct fs_glock **out);
+void fs_cluster_gunlock(struct fs_glock *gl, int mode);
+/* Node-down recovery (fs_super.c asks while it replays a dead node's
+ * slot from the lock manager's callback): wait (at most 2 x hb_timeout)
+ * until slot @slot's owner stopped beating on the disk. 1 dead, 0 still
+ * beating. */
+int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot);
+/* Unmount, once everything is written back in place and no transaction
+ * can start any more: the glock ops stop using the mount (a demote from
+ * now on has nothing to write back); waits for ops in progress. */
+void fs_cluster_quiesce(struct fs_cluster *cl);
 /* Fence this node: no more device writes, every request -EIO. */
 void fs_cluster_fence(struct fs_cluster *cl, const char *why);
 int fs_cluster_fenced(struct fs_cluster *cl);

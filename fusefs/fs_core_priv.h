@@ -19,6 +19,38 @@ enum {
 	FS_BUF_PREFETCHED = 1 << 6,	/* read ahead, no demand read yet */
 };
 
+/*
+ * What a cached metadata block belongs to: the cluster lock that covers
+ * it (FORMAT.md "Cluster locks"), derived from the block's own content
+ * (fs_owner_of), so no caller passes it:
+ *   INODE, REFCOUNT  -> (FS_OWNER_INODE, its block number)
+ *   BTREE, XATTR     -> (FS_OWNER_INODE, the block's owner field; a
+ *                       refcount tree's nodes name its REFCOUNT root)
+ *   RGRP, BITMAP     -> (FS_OWNER_RGRP, group index from the block number)
+ *   anything else    -> (FS_OWNER_NONE, 0): never dropped by owner.
+ * The type numbers are the lock types (lk_name.type) of those locks.
+ */
+enum {
+	FS_OWNER_NONE = 0,
+	FS_OWNER_INODE = 3, /* = FS_LK_INODE */
+	FS_OWNER_RGRP = 4,  /* = FS_LK_RGRP */
+};
+struct fs_owner {
+	uint16_t type; /* FS_OWNER_* */
+	uint64_t num;  /* inode/refcount root block, or group */
+};
+
+static inline int fs_owner_eq(struct fs_owner a, struct fs_owner b)
+{
+	return a.type == b.type && a.num == b.num;
+}
+
+/* The owner of metadata block @blkno holding @data (FS_OWNER_NONE for a
+ * block that does not carry its header, or a BTREE/XATTR block whose
+ * owner field is still 0). Pure; any context. */
+struct fs_owner fs_owner_of(const struct fs *fs, uint64_t blkno,
+			    const void *data);
+
 /* ---- fs_cache.c ---- */
 int fs_cache_init(struct fs *fs, unsigned cache_mb);
 void fs_cache_destroy(struct fs *fs);
@@ -34,6 +66,23 @@ int fs_cache_get(struct fs *fs, uint64_t blkno, struct fs_buf **out);
  * dropped. Any thread; no other cache user may expect its blocks to stay
  * cached. */
 unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy);
+/* Cluster: forget every cached block of @o (its glock goes to NL: another
+ * node may change them), as fs_cache_drop_all does for all: waits for
+ * prefetches in flight; a referenced buffer is unhashed; dirty (pinned)
+ * or reading buffers are kept and counted in *busy (may be NULL): the
+ * caller synced @o first (fs_journal_sync_owner). Returns the number
+ * dropped. Costs O(buffers of @o), not O(cache). Any thread, no cache
+ * or journal lock held. */
+unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o, unsigned *busy);
+/* The owner the cache recorded for @b: FS_OWNER_NONE until known; a new
+ * BTREE/XATTR block (fs_buf_new) is FS_OWNER_PENDING until the journal
+ * reads its owner field (fs_cache_set_owner). Takes the cache lock. */
+#define FS_OWNER_PENDING 0xffffu
+struct fs_owner fs_cache_owner(struct fs_buf *b);
+void fs_cache_set_owner(struct fs_buf *b, struct fs_owner o);
+/* Tests: cached buffers whose recorded owner is @o (walks the owner's
+ * chain only). */
+unsigned fs_cache_owner_count(struct fs *fs, struct fs_owner o);
 /* Cluster: re-read every rgroup header (free, dinodes), forget
  * reservations, inode chunks, pending frees and search hints. No handle
  * may be open. 0 or -errno (-EUCLEAN bad header). */
@@ -65,6 +114,31 @@ int fs_journal_init(struct fs *fs);
 int fs_journal_shutdown(struct fs *fs, int clean);
 /* Record that @blkno was freed in @tx (revoke if it is cached). */
 void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno);
+/*
+ * Per-owner write-back (cluster glocks). The journal remembers, for each
+ * owner with a block in a transaction since the last checkpoint, the
+ * newest such transaction (a table bounded by the owners touched since
+ * the last checkpoint: each checkpoint forgets the rest).
+ *
+ * fs_journal_owner_dirty: 1 if a block of @o joined a transaction that
+ * is not yet checkpointed (running, or committed and not written home),
+ * else 0. Takes j->lock.
+ *
+ * fs_journal_sync_owner: make everything of @o durable in place and
+ * replay-safe before its glock leaves this node: 0 at once (no journal
+ * I/O) when @o is clean; else commit + checkpoint of the whole journal
+ * (after it no journal block of ours carries an image of @o: V2-PLAN
+ * "why a full checkpoint") and the device flushed. For an INODE owner
+ * also the file's data, written and flushed: data runs carry no inode,
+ * so every data write in flight is waited for (none in flight and none
+ * unflushed: no wait, no flush). A data write error stays for the next
+ * fsync. 0, -EIO (journal aborted or flush failed). No handle held by
+ * the caller; may block (I/O).
+ */
+int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o);
+int fs_journal_sync_owner(struct fs *fs, struct fs_owner o);
+/* Tests: owners in the table (bounded: see above). */
+size_t fs_journal_owner_count(struct fs *fs);
 
 /* ---- fs_data.c ---- */
 /* Bytes of cache_mb given to in-flight data copies (the cache gets the

@@ -173,6 +173,16 @@ static_assert(offsetof(struct fs_heartbeat, generation) == 56, "hb gen");
 static_assert(sizeof(struct fs_heartbeat) == FS_BLOCK_SIZE, "hb");
 
 /* Per-slot state that is journaled (written through transactions). */
+/* A free log entry (dlm): blocks [start, start + len) of one rgroup to
+ * be freed in its bitmap; FS_FLOG_INODE: they are inode blocks. */
+struct fs_flog_ent {
+	uint64_t start;
+	uint32_t len;
+	uint32_t flags;
+};
+#define FS_FLOG_INODE 0x1u
+#define FS_FLOG_MAX 251u
+
 struct fs_slotinfo {
 	struct fs_blk_hdr hdr;
 	uint32_t slot;
@@ -180,7 +190,10 @@ struct fs_slotinfo {
 	uint64_t orphan_head;	/* first inode of the orphan list, 0 none */
 	uint64_t la_start;	/* local-alloc window (later issue), 0 none */
 	uint64_t la_len;
-	uint8_t reserved[FS_BLOCK_SIZE - 64];
+	uint32_t flog_count; /* free log entries (dlm), 0 none */
+	uint32_t flog_pad;
+	struct fs_flog_ent flog[FS_FLOG_MAX];
+	uint8_t reserved[FS_BLOCK_SIZE - 72 - 16 * FS_FLOG_MAX];
 };
 static_assert(sizeof(struct fs_slotinfo) == FS_BLOCK_SIZE, "slotinfo");
 

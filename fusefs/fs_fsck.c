@@ -1018,6 +1018,45 @@ static int count_inodes(struct fsck *ck)
 	return 0;
 }
 
+/* Blocks in a slot's free log (dlm, FORMAT.md "Free log"): freed from
+ * their file, still set in the bitmap until the log is applied: in use,
+ * owned by the log (inode blocks still counted in dinodes). */
+static void check_flogs(struct fsck *ck)
+{
+	const struct fs_slotinfo *si = ck->buf;
+
+	for (unsigned s = 0; s < ck->sb.slot_count; s++) {
+		uint64_t sib = fs_slotinfo_blk(s);
+
+		if (fsck_read(ck, sib, ck->buf) < 0 ||
+		    fs_blk_verify(si, FS_BT_SLOTINFO, sib) < 0)
+			continue; /* reported by check_fixed */
+		if (si->flog_count > FS_FLOG_MAX) {
+			fsck_err(ck, K_META,
+				 "slot %u: free log of %u entries "
+				 "(at most %u)",
+				 s, si->flog_count, FS_FLOG_MAX);
+			continue;
+		}
+		for (unsigned i = 0; i < si->flog_count; i++) {
+			const struct fs_flog_ent *e = &si->flog[i];
+
+			for (uint32_t k = 0; k < e->len; k++) {
+				uint64_t b = e->start + k;
+
+				if (!in_data_area(ck, b) ||
+				    mark(ck, b, "free log entry", s) < 0)
+					continue;
+				if (ck->live != NULL)
+					fsck_bit_set(ck->live, b);
+				if (e->flags & FS_FLOG_INODE)
+					ck->ginodes[(b - ck->sb.rgrp_start) /
+						    ck->sb.rgrp_blocks]++;
+			}
+		}
+	}
+}
+
 static int run(struct fsck *ck)
 {
 	size_t mapbytes;
@@ -1059,6 +1098,7 @@ static int run(struct fsck *ck)
 	check_refcounts(ck);
 	if (count_inodes(ck) < 0)
 		return -ENOMEM;
+	check_flogs(ck);
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
 		check_bitmaps(ck, g, ck->ginodes[g]);
 	return ck->o->repair ? fsck_repair(ck) : 0;

@@ -125,11 +125,18 @@ struct fs_glock_stats {
 	uint64_t minhold_shrinks; /* ... halved */
 	uint64_t evictions;	  /* glocks dropped from the LRU */
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
+	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
+	 * waits (total, longest) and failed tries */
+	uint64_t mode_acquires[LK_NMODES];
+	uint64_t mode_wait_ns[LK_NMODES];
+	uint64_t mode_max_ns[LK_NMODES];
+	uint64_t mode_failed[LK_NMODES];
 	/* one glock only (fs_glock_stats_get): */
 	uint64_t generation; /* last generation seen */
 	uint64_t minhold_ms; /* its minimum hold time now */
 	int mode;	     /* granted now (-1 none) */
 	unsigned holders;    /* local holders now */
+	unsigned waiters;    /* acquires waiting now */
 	int fenced;
 };
 
@@ -152,6 +159,7 @@ struct fs_glocks_stats {
 	uint64_t glocks_now; /* in the table */
 	uint64_t idle_now;   /* ... on the LRU (no reference) */
 	uint64_t held_now;   /* ... holding PR or EX */
+	uint64_t bytes_now;  /* memory of the engine's glocks and table */
 	uint64_t max;	     /* conf.max */
 	uint64_t queued_now; /* jobs waiting for a worker */
 	uint64_t workers;
@@ -177,8 +185,8 @@ void fs_glocks_set_trace(struct fs_glocks *e, struct fs_trace *tr,
 			 struct fs_stats_lk *lk);
 
 /* Find or create the glock (@type, @num): a reference, no DLM request
- * yet. 0, -EINVAL (type >= FS_GLOCK_TYPES), -ENOMEM, -EIO (fenced). Never
- * waits for the DLM. */
+ * yet. 0, -EINVAL (type >= FS_GLOCK_TYPES), -ENOMEM, -EIO (fenced or
+ * stopped). Never waits for the DLM or a demote. */
 int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 		 struct fs_glock **out);
 /* Give a reference back (after its holds). NULL is a no-op. */
@@ -209,9 +217,10 @@ int fs_glock_mode(struct fs_glock *gl);
 void fs_glocks_fence(struct fs_glocks *e);
 int fs_glocks_fenced(struct fs_glocks *e);
 
-/* Unmount: sync (from EX) and unlock every glock; no holder may be left
- * (-EBUSY, nothing done, when one is). 0 or the first error (a sync that
- * failed: that glock stays locked and the engine is fenced). May block. */
+/* Unmount: sync (from EX), drop (from PR/EX) and unlock every glock.
+ * A glock with holders is left as it is (-EBUSY). 0 or the first error
+ * (-EBUSY; -EIO: fenced, or a sync failed: that glock stays locked and
+ * the engine is fenced). May block (ops, a demote in progress). */
 int fs_glocks_drop_all(struct fs_glocks *e);
 /* Stop the workers: no DLM call is made after this returns. Waits for a
  * DLM call in progress at most 10 s (then fences: no unmount hangs on a

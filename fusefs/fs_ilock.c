@@ -3,13 +3,20 @@
  * fs_ilock.h).
  *
  * Each thread keeps a chain of the holders it has open (fs_op_begin
- * pushes, fs_op_end pops): an inner operation (fs_copy_file_range's
- * reads and writes) finds the glock already held by an outer one, and
- * the debug assertions find which inodes the thread holds.
+ * pushes, fs_op_end pops): the debug assertions find which inodes the
+ * thread holds, and the work left for when no lock is held (orphans,
+ * the free log) runs at the end of the outermost one.
+ *
+ * dlm: each held inode has its glock (FS_LK_INODE/ino) taken first, in
+ * PR for a shared hold, EX for an exclusive one; it is released after
+ * the local lock. The glock engine keeps the mode cached on this node
+ * between holders, so a hold of an inode this node used last costs no
+ * message.
  */
 #include "fusefs/fs_ilock.h"
 
 #include "fusefs/fs_cluster.h"
+#include "fusefs/fs_glock.h"
 #include "fusefs/fs_ns.h"
 #include "lockmgr/lk.h"
 
@@ -19,34 +26,25 @@
 
 static __thread struct fs_ilock *cur; /* innermost open holder */
 
-/* The glock mode an outer holder of this thread has on @fs (0: none). */
-static int outer_mode(struct fs *fs)
+static int lk_mode_of(int mode)
 {
-	for (struct fs_ilock *o = cur; o != NULL; o = o->outer)
-		if (o->fs == fs && o->cl_eff != 0)
-			return o->cl_eff;
-	return 0;
+	return mode == FS_IL_EX ? LK_EX : LK_PR;
 }
 
 int fs_op_begin(struct fs_ilock *il, struct fs *fs, int cl_mode)
 {
-	int held;
-
 	il->fs = fs;
-	il->cl_mode = il->cl_eff = il->rename = 0;
+	il->write = cl_mode == LK_EX;
+	il->wait = cl_mode != 0;
+	il->rename = 0;
+	il->rename_gl = NULL;
 	il->n = 0;
-	if (fs->cl != NULL && cl_mode != 0) {
-		held = outer_mode(fs);
-		if (held == 0) {
-			if (fs_cluster_lock(fs->cl, cl_mode) < 0)
-				return -EIO;
-			il->cl_mode = cl_mode;
-			held = cl_mode;
-		} else if (held != LK_EX && cl_mode == LK_EX) {
-			/* PR cannot grow to EX in place: a caller bug */
-			fs_ilock_assert_fail(__FILE__, __LINE__, 0, cl_mode);
-		}
-		il->cl_eff = held;
+	if (fs->cl != NULL && il->wait) {
+		if (fs_cluster_wait_quorum(fs->cl) < 0)
+			return -EIO;
+		/* an rgroup of our own before any inode lock (fs_alloc.c) */
+		if (il->write && !fs->ro && fs_alloc_reserve(fs) == -EIO)
+			return -EIO;
 	}
 	il->outer = cur;
 	cur = il;
@@ -76,10 +74,30 @@ static void rw_take(struct fs_inode *n, int mode)
 		pthread_rwlock_rdlock(&n->lock);
 }
 
+/* The inode's glock (dlm) in the mode of @mode; *gl NULL without one.
+ * A holder begun with mode 0 (statahead) waits for no other node:
+ * -EAGAIN then. */
+static int iglock(struct fs_ilock *il, uint64_t ino, int mode,
+		  struct fs_glock **gl)
+{
+	*gl = NULL;
+	if (il->fs->cl == NULL)
+		return 0;
+	return fs_cluster_glock(il->fs->cl, FS_LK_INODE, ino, lk_mode_of(mode),
+				il->wait, gl);
+}
+
+static void iunglock(struct fs_glock *gl, int mode)
+{
+	if (gl != NULL)
+		fs_cluster_gunlock(gl, lk_mode_of(mode));
+}
+
 int fs_ilock_one(struct fs_ilock *il, uint64_t ino, int mode)
 {
+	struct fs_glock *gl;
 	struct fs_inode *n;
-	int i = find(il, ino);
+	int i = find(il, ino), ret;
 
 	if (i >= 0) {
 		if (il->h[i].mode < mode)
@@ -88,11 +106,18 @@ int fs_ilock_one(struct fs_ilock *il, uint64_t ino, int mode)
 	}
 	if (il->n == FS_ILOCK_MAX)
 		fs_ilock_assert_fail(__FILE__, __LINE__, ino, mode);
+	/* the cluster lock before the local one (fs_ilock.h) */
+	ret = iglock(il, ino, mode, &gl);
+	if (ret < 0)
+		return ret;
 	n = fs_ino_pin(il->fs, ino);
-	if (n == NULL)
+	if (n == NULL) {
+		iunglock(gl, mode);
 		return -ENOMEM;
+	}
 	rw_take(n, mode);
 	il->h[il->n].rec = n;
+	il->h[il->n].gl = gl;
 	il->h[il->n].mode = mode;
 	il->n++;
 	return 0;
@@ -109,18 +134,17 @@ void fs_ilock_reap(struct fs_ilock *il, uint64_t ino)
 {
 	struct fs_ilock sub;
 
-	if (il->cl_eff == LK_PR) {
+	if (!il->wait) {
+		/* statahead waits for no other node: the next request */
 		__atomic_store_n(&il->fs->ns->reap_pending, 1,
 				 __ATOMIC_RELEASE);
 		return;
 	}
-	fs_op_begin(&sub, il->fs, 0); /* the glock, if any, is il's */
-	if (fs_ilock_one(&sub, ino, FS_IL_EX) == 0) {
-		fs_ino_maybe_destroy(il->fs, ino);
+	if (fs_op_begin(&sub, il->fs, LK_PR) < 0)
+		return;
+	if (fs_ilock_one(&sub, ino, FS_IL_EX) == 0)
 		/* one try: a failed destroy stays on the orphan list */
-		release(il->fs, sub.h[0].rec);
-		sub.n = 0;
-	}
+		fs_ino_maybe_destroy(il->fs, ino);
 	fs_op_end(&sub);
 }
 
@@ -128,13 +152,21 @@ void fs_iunlock_one(struct fs_ilock *il, uint64_t ino)
 {
 	int i = find(il, ino);
 	struct fs_inode *n;
+	struct fs_glock *gl;
+	int mode;
 
 	if (i < 0)
 		return;
 	n = il->h[i].rec;
+	gl = il->h[i].gl;
+	mode = il->h[i].mode;
 	il->h[i] = il->h[--il->n];
-	if (release(il->fs, n))
+	if (release(il->fs, n)) {
+		iunglock(gl, mode);
 		fs_ilock_reap(il, ino);
+		return;
+	}
+	iunglock(gl, mode);
 }
 
 int fs_ilock_pair(struct fs_ilock *il, uint64_t parent, int pmode,
@@ -163,15 +195,89 @@ int fs_ilock_peers(struct fs_ilock *il, uint64_t a, uint64_t b, int mode)
 int fs_ilock_rename(struct fs_ilock *il, uint64_t sd, uint64_t dd,
 		    int (*is_anc)(struct fs *fs, uint64_t a, uint64_t b))
 {
+	int sd_above, dd_above;
+
 	if (sd == dd)
 		return fs_ilock_one(il, sd, FS_IL_EX);
+	if (il->fs->cl != NULL) {
+		int ret = fs_cluster_glock(il->fs->cl, FS_LK_RENAME, 0, LK_EX,
+					   1, &il->rename_gl);
+
+		if (ret < 0)
+			return ret;
+	}
 	pthread_mutex_lock(&il->fs->ns->rename_mu);
 	il->rename = 1;
-	if (is_anc(il->fs, sd, dd))
+	/* both chains walked (under their glocks: fresh), so that the
+	 * rename's later checks may read them from the cache */
+	sd_above = is_anc(il->fs, sd, dd);
+	dd_above = is_anc(il->fs, dd, sd);
+	if (sd_above)
 		return fs_ilock_pair(il, sd, FS_IL_EX, dd, FS_IL_EX);
-	if (is_anc(il->fs, dd, sd))
+	if (dd_above)
 		return fs_ilock_pair(il, dd, FS_IL_EX, sd, FS_IL_EX);
 	return fs_ilock_peers(il, sd, dd, FS_IL_EX);
+}
+
+int fs_ipeek_begin(struct fs *fs, uint64_t ino, struct fs_glock **gl)
+{
+	*gl = NULL;
+	if (fs->cl == NULL)
+		return 0;
+	return fs_cluster_glock(fs->cl, FS_LK_INODE, ino, LK_PR, 1, gl);
+}
+
+void fs_ipeek_end(struct fs_glock *gl)
+{
+	if (gl != NULL)
+		fs_cluster_gunlock(gl, LK_PR);
+}
+
+/* The glocks of fs_irefc_lock, back. */
+static void irefc_drop(struct fs_irefc *h)
+{
+	for (int i = 1; i >= 0; i--) {
+		if (h->gl[i] != NULL)
+			fs_cluster_gunlock(h->gl[i], LK_EX);
+		h->gl[i] = NULL;
+	}
+}
+
+int fs_irefc_lock(struct fs *fs, uint64_t r1, uint64_t r2, struct fs_irefc *h)
+{
+	uint64_t r[2] = {r1 < r2 ? r1 : r2, r1 < r2 ? r2 : r1};
+
+	h->gl[0] = h->gl[1] = NULL;
+	for (int i = 0; i < 2 && fs->cl != NULL; i++) {
+		if (r[i] == 0 || (i == 1 && r[1] == r[0]))
+			continue;
+		if (fs_cluster_glock(fs->cl, FS_LK_INODE, r[i], LK_EX, 1,
+				     &h->gl[i]) < 0) {
+			irefc_drop(h);
+			return -EIO;
+		}
+	}
+	pthread_mutex_lock(&fs->ns->refc_lock);
+	return 0;
+}
+
+void fs_irefc_new(struct fs *fs, const struct fs_irefc *h, uint64_t r)
+{
+	struct fs_glock *gl;
+
+	if (fs->cl == NULL || r == 0)
+		return;
+	for (int i = 0; i < 2; i++)
+		if (h->gl[i] != NULL && fs_glock_num(h->gl[i]) == r)
+			return;
+	if (fs_cluster_glock(fs->cl, FS_LK_INODE, r, LK_EX, 1, &gl) == 0)
+		fs_cluster_gunlock(gl, LK_EX);
+}
+
+void fs_irefc_unlock(struct fs *fs, struct fs_irefc *h)
+{
+	pthread_mutex_unlock(&fs->ns->refc_lock);
+	irefc_drop(h);
 }
 
 void fs_op_end(struct fs_ilock *il)
@@ -179,25 +285,32 @@ void fs_op_end(struct fs_ilock *il)
 	uint64_t unref[FS_ILOCK_MAX];
 	unsigned nu = 0;
 
-	/* reverse order of taking */
+	/* reverse order of taking; each local lock before its glock */
 	while (il->n > 0) {
-		struct fs_inode *n = il->h[--il->n].rec;
+		unsigned i = --il->n;
+		struct fs_inode *n = il->h[i].rec;
 		uint64_t ino = n->ino;
 
 		if (release(il->fs, n))
 			unref[nu++] = ino;
+		iunglock(il->h[i].gl, il->h[i].mode);
 	}
 	if (il->rename)
 		pthread_mutex_unlock(&il->fs->ns->rename_mu);
 	il->rename = 0;
+	if (il->rename_gl != NULL)
+		fs_cluster_gunlock(il->rename_gl, LK_EX);
+	il->rename_gl = NULL;
 	for (unsigned i = 0; i < nu; i++)
 		fs_ilock_reap(il, unref[i]);
-	/* dlm: orphans left by PR requests go with the next EX one */
-	if (il->cl_mode == LK_EX)
-		fs_reap_orphans(il->fs);
 	cur = il->outer;
-	if (il->cl_mode != 0)
-		fs_cluster_unlock(il->fs->cl, il->cl_mode);
+	if (il->wait && il->outer == NULL) {
+		/* no lock is held any more: orphans statahead left, and
+		 * frees logged for other nodes' rgroups (fs_alloc.c) */
+		fs_reap_orphans(il->fs);
+		if (il->write && il->fs->cl != NULL)
+			fs_alloc_flog_kick(il->fs);
+	}
 }
 
 int fs_ilock_held(struct fs *fs, uint64_t ino, int mode)

@@ -3,41 +3,51 @@
  * its locks here, on a holder (struct fs_ilock) on its stack, so every
  * caller (the FUSE adapter, tests, tools) runs under the same rules:
  *
- *   fs_op_begin(&il, fs, LK_PR or LK_EX)   the cluster lock (dlm)
+ *   fs_op_begin(&il, fs, LK_PR or LK_EX)   quorum (dlm), an rgroup (EX)
  *   fs_ilock_one / _pair / _peers / _rename the inodes it touches
  *   ... look up, check, transactions ...
  *   fs_op_end(&il)                          everything, in reverse
  *
- * The cluster lock is still v1's one filesystem-wide glock (FS_LK_FS/0),
- * taken first in the mode the operation needs (PR: it only reads, or only
- * drops in-memory references; EX: it may write) and held until
- * fs_op_end. A thread that already holds it (fs_copy_file_range around
- * its reads and writes) does not take it again. Later steps turn it into
- * per-inode glocks taken by the same calls: the holder knows which
- * inodes an operation touches and in which mode.
+ * fs_op_begin's mode says whether the operation may write (LK_EX) or
+ * only reads (LK_PR); 0 (statahead) takes only the cluster locks that
+ * need no other node's demote. An operation that may write first makes
+ * sure this node owns a resource group to allocate from (dlm,
+ * fs_alloc_reserve), holding nothing yet.
  *
- * Inode locks: an rwlock in the in-core record of each inode
- * (struct fs_inode, fs_ns.h), pinned while it is held: shared to read
- * the inode (its block, its directory entries, its extent tree and file
- * data, its xattrs), exclusive to change any of them. Requests on
- * different inodes run in parallel.
+ * Inode locks: dlm, the inode's glock (FS_LK_INODE/ino, FORMAT.md
+ * "Cluster locks": PR for FS_IL_SH, EX for FS_IL_EX), then an rwlock in
+ * the in-core record of the inode (struct fs_inode, fs_ns.h), pinned
+ * while it is held: shared to read the inode (its block, its directory
+ * entries, its extent tree and file data, its xattrs), exclusive to
+ * change any of them. Requests on different inodes run in parallel, on
+ * one node and across nodes.
  *
  * Lock order (README "Lock order"; never take a lock above one held):
- *   0a  the cluster glock (dlm), fs_op_begin
- *   1a  ns->rename_mu: a rename between two different directories; the
- *       is_ancestor walk (directory parents) runs under it
- *   1b  inode locks: a parent before its child; two inodes of which
- *       neither is the other's parent (the two directories of a rename,
- *       the source and target of a rename, the files of a clone) by
- *       inode number, lower first, except that a directory containing
- *       the other one of a rename goes first. A ".." lookup drops the
- *       directory's lock before it locks the parent.
+ *   0a  FS_LK_FS/0: mount and unmount only
+ *   0b  FS_LK_RENAME/0 (dlm, EX): a rename between two different
+ *       directories, before anything else of the rename
+ *   1a  ns->rename_mu: the same, locally; the is_ancestor walk
+ *       (directory parents) runs under both, taking each directory's
+ *       glock in PR for the time of its read (nothing else is held)
+ *   1b  inodes, each its glock then its rwlock: a parent before its
+ *       child; two inodes of which neither is the other's parent (the
+ *       two directories of a rename, the source and target of a rename,
+ *       the files of a clone) by inode number, lower first, except that
+ *       a directory containing the other one of a rename goes first. A
+ *       ".." lookup drops the directory's lock before it locks the
+ *       parent. A new inode is locked after the transaction that made
+ *       it (nobody can reach it before the parent is released).
  *   1c  ns->refc_lock: reflink sharing groups (fs_refcount.c), after
  *       the inode locks of the files, before the transaction handle
+ *   1d  rgroup glocks (FS_LK_RGRP/g, EX), after the inodes, by index:
+ *       waited for only without a handle (fs_alloc_reserve, the ENOSPC
+ *       retry, the free log); inside a handle only fs_glock_try
  *   2   the transaction handle: inode locks are taken BEFORE
  *       fs_tx_begin, never while holding a handle (a commit waits for
- *       every handle; a thread that holds an inode lock may wait for a
- *       commit: the ENOSPC retry, fsync, the journal being full)
+ *       every handle; a demote of any glock waits for a commit; a
+ *       thread that holds an inode lock may wait for a commit: the
+ *       ENOSPC retry, fsync, the journal being full). NEVER a blocking
+ *       glock wait while holding a handle.
  *   2a  ns->orphan_lock, inside a handle: the orphan list
  *   then the core's locks (fs_internal.h) and ns->tbl_lock (a leaf).
  */
@@ -48,6 +58,7 @@
 
 struct fs;
 struct fs_inode;
+struct fs_glock;
 
 enum { FS_IL_SH = 1, FS_IL_EX = 2 };
 
@@ -55,22 +66,25 @@ enum { FS_IL_SH = 1, FS_IL_EX = 2 };
 
 struct fs_ilock {
 	struct fs *fs;
-	int cl_mode; /* glock mode this holder took; 0: none */
-	int cl_eff;  /* mode in force (its own or an outer one's) */
-	int rename;  /* holds ns->rename_mu */
+	int write;		    /* begun with LK_EX: may write */
+	int wait;		    /* begun with a mode: may wait for glocks */
+	int rename;		    /* holds ns->rename_mu */
+	struct fs_glock *rename_gl; /* dlm: FS_LK_RENAME held EX */
 	unsigned n;
 	struct {
 		struct fs_inode *rec; /* pinned */
+		struct fs_glock *gl;  /* dlm: its glock, held */
 		int mode;
 	} h[FS_ILOCK_MAX];
 	struct fs_ilock *outer; /* this thread's enclosing holder */
 };
 
-/* Start an operation: take the cluster glock (dlm) in @cl_mode (LK_PR,
- * LK_EX; 0: none). -EIO once fenced (nothing is held then). */
+/* Start an operation that may write (@cl_mode LK_EX) or only reads
+ * (LK_PR; 0: waits for no other node's lock, statahead). -EIO once
+ * fenced (nothing is held then). */
 int fs_op_begin(struct fs_ilock *il, struct fs *fs, int cl_mode);
 /* Release every inode lock (destroying an unlinked inode whose last
- * reference went), the rename mutex, then the glock. */
+ * reference went), the rename locks. */
 void fs_op_end(struct fs_ilock *il);
 
 /* Lock @ino in @mode (FS_IL_SH / FS_IL_EX): its record is pinned until
@@ -85,16 +99,34 @@ int fs_ilock_pair(struct fs_ilock *il, uint64_t parent, int pmode,
 /* Two inodes of one level (neither is the other's parent), by number;
  * 0 is skipped, equal numbers lock once. */
 int fs_ilock_peers(struct fs_ilock *il, uint64_t a, uint64_t b, int mode);
-/* rename: the rename mutex when @sd != @dd, then both directories
- * exclusive (the one containing the other first, else by number).
- * @is_anc(fs, a, b): is directory a an ancestor of b (run under the
- * mutex). */
+/* rename: the rename lock and mutex when @sd != @dd, then both
+ * directories exclusive (the one containing the other first, else by
+ * number). @is_anc(fs, a, b): is directory a an ancestor of b (run
+ * under the mutex; reads each directory under fs_ipeek_begin). */
 int fs_ilock_rename(struct fs_ilock *il, uint64_t sd, uint64_t dd,
 		    int (*is_anc)(struct fs *fs, uint64_t a, uint64_t b));
 /* The last reference to unlinked @ino went (fs_ino_put, fs_ino_unpin
- * said so): destroy it under its lock, exclusive, or (dlm, glock in PR:
- * this request may not write) leave it to fs_reap_orphans. */
+ * said so): destroy it under its lock, exclusive, or (a holder begun
+ * with mode 0, which waits for no lock) leave it to fs_reap_orphans. */
 void fs_ilock_reap(struct fs_ilock *il, uint64_t ino);
+/* Read-only look at inode @ino without a local lock (the rename walk:
+ * the rename locks keep what it reads, directory parents, from
+ * changing): its glock in PR (dlm; *gl NULL without), waited for. 0 or
+ * -EIO. fs_ipeek_end gives it back. */
+int fs_ipeek_begin(struct fs *fs, uint64_t ino, struct fs_glock **gl);
+void fs_ipeek_end(struct fs_glock *gl);
+/* Reflink sharing groups (1c): dlm, the glocks of refcount trees @r1
+ * and @r2 (their root blocks' FS_LK_INODE locks, EX; 0 skipped, lower
+ * first), then ns->refc_lock. 0 or -EIO (nothing held). */
+struct fs_irefc {
+	struct fs_glock *gl[2];
+};
+int fs_irefc_lock(struct fs *fs, uint64_t r1, uint64_t r2, struct fs_irefc *h);
+/* The change made a new tree @r (dlm, not held): take its glock once,
+ * so that a node still caching an older block of that number drops it. */
+void fs_irefc_new(struct fs *fs, const struct fs_irefc *h, uint64_t r);
+void fs_irefc_unlock(struct fs *fs, struct fs_irefc *h);
+
 /* The pinned record of a held inode (NULL if not held). */
 struct fs_inode *fs_ilock_rec(const struct fs_ilock *il, uint64_t ino);
 

@@ -20,7 +20,9 @@
  * Invariant: an inode with nlink 0 is on the orphan list, on disk and in
  * memory, until it is freed.
  */
+#include "fusefs/fs_cluster.h"
 #include "fusefs/fs_ns.h"
+#include "lockmgr/lk.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -603,13 +605,15 @@ int fs_ino_destroy(struct fs *fs, uint64_t ino)
 	if (ret < 0)
 		return ret;
 	if (fs_di(b)->fmt == FS_FMT_EXTENTS) {
-		int shared = fs_di(b)->refcount_blk != 0;
+		uint64_t r = fs_di(b)->refcount_blk;
+		struct fs_irefc rh;
 
-		if (shared)
-			pthread_mutex_lock(&ns->refc_lock);
-		ret = fs_file_free_all(fs, b);
-		if (shared)
-			pthread_mutex_unlock(&ns->refc_lock);
+		ret = r != 0 ? fs_irefc_lock(fs, r, 0, &rh) : 0;
+		if (ret == 0) {
+			ret = fs_file_free_all(fs, b);
+			if (r != 0)
+				fs_irefc_unlock(fs, &rh);
+		}
 	}
 	if (ret == 0)
 		ret = destroy_final(fs, n, b);
@@ -637,6 +641,24 @@ int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino)
 	       n->pins == 1;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return doit ? fs_ino_destroy(fs, ino) : 0;
+}
+
+/* Destroy orphan @ino outside any request (mount, unmount): dlm, under
+ * its glock in EX (another node may have cached it). */
+static int destroy_glocked(struct fs *fs, uint64_t ino)
+{
+	struct fs_glock *gl = NULL;
+	int ret;
+
+	if (fs->cl != NULL) {
+		ret = fs_cluster_glock(fs->cl, FS_LK_INODE, ino, LK_EX, 1, &gl);
+		if (ret < 0)
+			return ret;
+	}
+	ret = fs_ino_destroy(fs, ino);
+	if (gl != NULL)
+		fs_cluster_gunlock(gl, LK_EX);
+	return ret;
 }
 
 /* Mirror the on-disk list in memory (in order), then destroy each. */
@@ -675,7 +697,7 @@ int fs_ino_reclaim_orphans(struct fs *fs)
 		tail = n;
 	}
 	while (ns->orphans != NULL) {
-		ret = fs_ino_destroy(fs, ns->orphans->ino);
+		ret = destroy_glocked(fs, ns->orphans->ino);
 		if (ret < 0)
 			return ret;
 		FS_NS_STAT_ADD(fs, orphans_reclaimed, 1);
@@ -689,6 +711,6 @@ int fs_ino_release_all(struct fs *fs)
 	int ret = 0;
 
 	while (ns->orphans != NULL && ret == 0)
-		ret = fs_ino_destroy(fs, ns->orphans->ino);
+		ret = destroy_glocked(fs, ns->orphans->ino);
 	return ret;
 }

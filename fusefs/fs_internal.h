@@ -101,6 +101,12 @@ struct fs_core_stats {
 	uint64_t alloc_resv_made;	/* reservations (file runs, inode
 					 * chunks) set up */
 	uint64_t alloc_stolen;	/* allocations that took reserved blocks */
+	uint64_t alloc_rg_refused; /* dlm: rgroup tries another node refused */
+	uint64_t alloc_starved;	   /* dlm: ENOSPC retries that took a group */
+	uint64_t alloc_rg_waits;   /* dlm: rgroup glocks waited for */
+	uint64_t flog_logged;	   /* dlm: blocks put in the free log */
+	uint64_t flog_applied;	   /* dlm: ... freed from it */
+	uint64_t flog_overflows;   /* dlm: entries kept in memory only */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
@@ -208,11 +214,14 @@ int fs_core_unmount(struct fs *fs);
  * device I/O (what survives is what was already written). */
 void fs_core_abandon(struct fs *fs);
 
+#define FS_MKFS_DLM_RGRPS 8 /* auto rgroups per journal slot, dlm */
+
 struct fs_mkfs_params {
 	uint64_t total_blocks;	/* 0: the whole device */
 	unsigned slots;		/* journals (default 1) */
 	unsigned journal_mb;	/* per journal (default 32) */
-	unsigned rgrp_mb;	/* rgroup size (default 256) */
+	unsigned rgrp_mb;	/* rgroup size; 0 (default): 256, smaller
+				 * for a small dlm device (fs_mkfs.c) */
 	char lockproto[FS_LOCKPROTO_MAX];	/* "nolock" (default) | "dlm" */
 	char locktable[FS_LOCKTABLE_MAX];	/* "" or "cluster:fsname" */
 	char label[FS_LABEL_MAX];
@@ -516,6 +525,43 @@ struct fs_space {
 void fs_space_get(struct fs *fs, struct fs_space *out);
 /* Blocks freed by uncommitted transactions (not allocatable yet). */
 uint64_t fs_alloc_pending(struct fs *fs);
+
+/*
+ * Cluster (dlm) mounts: each rgroup has a glock (FS_LK_RGRP/g). A node
+ * owns the rgroups whose glock it holds in EX (kept between requests,
+ * given up when another node asks); allocations inside a handle take
+ * only from owned groups, or from groups fs_glock_try gets without
+ * waiting. Frees into a group another node owns go to this slot's free
+ * log (slotinfo, FORMAT.md), applied later under the group's glock. A
+ * nolock mount owns every group.
+ */
+/* Before an operation that may write, holding no lock: make sure this
+ * node owns a group with some free space (waiting for its glock if
+ * not). 0, -ENOSPC (none seems to have space), -EIO fenced. */
+int fs_alloc_reserve(struct fs *fs);
+/* After -ENOSPC, no handle held: did this thread's last allocation find
+ * space only in groups other nodes hold? Then one of them is taken here
+ * (waiting) and 1 returned: retry. */
+int fs_alloc_starved(struct fs *fs);
+/* Glock inval of rgroup @g (another node changed it): its cached blocks
+ * dropped, its counts re-read, its reservations forgotten. 0 or -errno. */
+int fs_alloc_rgrp_inval(struct fs *fs, uint32_t g);
+/* Apply the free log: every entry (@all), else until it is at most a
+ * quarter full. Takes the groups' glocks, waiting; no handle or lock may
+ * be held. 0 or -errno. */
+int fs_alloc_flog_apply(struct fs *fs, int all);
+/* End of a writing operation (no lock held): apply the free log if it
+ * is due (half full, or its oldest entry is a second old). */
+void fs_alloc_flog_kick(struct fs *fs);
+/* Entries in the free log now (stats, tests). */
+unsigned fs_alloc_flog_len(struct fs *fs);
+
+/* dlm node-down recovery (fs_super.c), from the lock manager's callback
+ * while it grants no other lock: replay the journal of every slot the
+ * slot map shows mounted by @node once its disk beat stopped (device
+ * I/O only; the slot stays mounted in the map until the next mount or
+ * unmount frees it under the fs lock). 0 or -errno. */
+int fs_core_recover_node(struct fs *fs, uint32_t node);
 
 /* ---- B+tree (fs_btree.c) ---------------------------------------------- */
 /*

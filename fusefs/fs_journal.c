@@ -40,11 +40,25 @@
  * and selects the images (the parser fsck uses too); this file writes
  * them home in batches, flushes, and moves the header's tail past them.
  *
+ * Owners (cluster glocks, fs_journal_sync_owner): when a buffer joins
+ * the running transaction its owner (fs_cache_owner) is recorded in a
+ * table owner -> newest transaction sequence (open addressing, struct
+ * oseq); an owner is dirty while that sequence is above ckpt_seq, the
+ * newest transaction written home. Every checkpoint forgets the entries
+ * at or below it, so the table holds only owners touched since the last
+ * checkpoint (bounded by the log and cache bounds that force one). A new
+ * BTREE/XATTR block's owner is PENDING (its creator fills the owner field
+ * after fs_buf_new): it waits in pend[] and is read from the block before
+ * an owner query answers and, at the latest, at the snapshot (handles
+ * drained). If the table cannot grow (no memory), every owner counts as
+ * dirty up to that sequence (all_dirty_seq): slower, never wrong.
+ *
  * Locking: commit_mutex (taken without a handle held) serializes commit
  * and checkpoint and protects the log position fields and every ckpt
  * copy; j->lock (order 4) protects the running transaction (list, count,
- * revokes, handles, blocked) and the checkpoint list. Cache lock (5) may be
- * taken under j->lock.
+ * revokes, handles, blocked), the checkpoint list, the owner table,
+ * pend[], ckpt_seq and all_dirty_seq. Cache lock (5) may be taken under
+ * j->lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -64,6 +78,13 @@ struct fs_tx {
 	uint64_t seq;
 	unsigned credits;
 	int sync;
+};
+
+/* Owner table entry; type FS_OWNER_NONE: empty slot. */
+struct oseq {
+	uint64_t num;
+	uint64_t seq; /* newest transaction with a block of it */
+	uint16_t type;
 };
 
 struct fs_journal {
@@ -104,6 +125,16 @@ struct fs_journal {
 	int early;		/* lock: running tx past EARLY_PCT of its limit */
 	int want_ckpt;		/* lock */
 	uint64_t timer_ns;	/* immutable */
+
+	/* owners (lock) */
+	struct oseq *otab; /* ocap slots, a power of 2 (or NULL) */
+	size_t ocap, ocount;
+	struct fs_buf **pend; /* running tx members, owner PENDING */
+	unsigned npend, cappend;
+	int pend_lost;		/* pend[] lacked memory: resolve from the
+				   running list at the snapshot */
+	uint64_t ckpt_seq;	/* transactions <= it are written home */
+	uint64_t all_dirty_seq; /* every owner dirty up to it (ENOMEM) */
 };
 
 static uint64_t now_ns(void)
@@ -243,6 +274,171 @@ int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
 out_free:
 	free(buf);
 	return ret;
+}
+
+/* ---- owners ----------------------------------------------------------- */
+
+#define OTAB_MIN 64u /* slots of the smallest owner table */
+
+static size_t otab_slot(struct fs_owner o, size_t cap)
+{
+	uint64_t k = (o.num ^ ((uint64_t)o.type << 56)) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(k >> 29) & (cap - 1);
+}
+
+/* The entry of @o in @tab (@cap slots, one empty at least), or the
+ * empty slot where it belongs. */
+static struct oseq *otab_find(struct oseq *tab, size_t cap, struct fs_owner o)
+{
+	size_t i = otab_slot(o, cap);
+
+	while (tab[i].type != FS_OWNER_NONE &&
+	       (tab[i].type != o.type || tab[i].num != o.num))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+/* Move the entries newer than @keep into a table of @cap slots. 0, or
+ * -ENOMEM (the old table stays). j->lock held. */
+static int otab_rebuild(struct fs_journal *j, size_t cap, uint64_t keep)
+{
+	struct oseq *tab = calloc(cap, sizeof(*tab));
+	size_t n = 0;
+
+	if (tab == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < j->ocap; i++) {
+		struct oseq *e = &j->otab[i];
+
+		if (e->type == FS_OWNER_NONE || e->seq <= keep)
+			continue;
+		*otab_find(tab, cap, (struct fs_owner){e->type, e->num}) = *e;
+		n++;
+	}
+	free(j->otab);
+	j->otab = tab;
+	j->ocap = cap;
+	j->ocount = n;
+	return 0;
+}
+
+/* A block of @o joined transaction @seq. j->lock held. */
+static void owner_note(struct fs_journal *j, struct fs_owner o, uint64_t seq)
+{
+	struct oseq *e;
+
+	if (o.type == FS_OWNER_NONE)
+		return;
+	if ((j->ocount + 1) * 4 > j->ocap * 3 &&
+	    otab_rebuild(j, j->ocap ? j->ocap * 2 : OTAB_MIN, j->ckpt_seq) &&
+	    j->ocount + 1 >= j->ocap) {
+		/* no memory and no room: every owner dirty up to @seq */
+		if (seq > j->all_dirty_seq)
+			j->all_dirty_seq = seq;
+		return;
+	}
+	e = otab_find(j->otab, j->ocap, o);
+	if (e->type == FS_OWNER_NONE) {
+		e->type = o.type;
+		e->num = o.num;
+		j->ocount++;
+	}
+	if (seq > e->seq)
+		e->seq = seq;
+}
+
+/* After a checkpoint: forget the owners written home, shrink. j->lock
+ * held. */
+static void otab_sweep(struct fs_journal *j)
+{
+	size_t live = 0, cap = OTAB_MIN;
+
+	if (j->ocap <= OTAB_MIN && j->ocount == 0)
+		return;
+	for (size_t i = 0; i < j->ocap; i++)
+		live += j->otab[i].type != FS_OWNER_NONE &&
+			j->otab[i].seq > j->ckpt_seq;
+	while (cap < live * 2)
+		cap <<= 1;
+	/* no memory: the old entries stay, and read as clean */
+	otab_rebuild(j, cap, j->ckpt_seq);
+}
+
+/* A running-transaction member whose owner is PENDING. j->lock held. */
+static void pend_add(struct fs_journal *j, struct fs_buf *b)
+{
+	if (j->npend == j->cappend) {
+		unsigned nc = j->cappend ? j->cappend * 2 : 16;
+		struct fs_buf **n = realloc(j->pend, nc * sizeof(*n));
+
+		if (n == NULL) {
+			/* every owner dirty; the snapshot finds it */
+			j->pend_lost = 1;
+			j->all_dirty_seq = j->run_seq;
+			return;
+		}
+		j->pend = n;
+		j->cappend = nc;
+	}
+	j->pend[j->npend++] = b;
+}
+
+/* Forget @b (revoked) if it is pending. j->lock held. */
+static void pend_del(struct fs_journal *j, struct fs_buf *b)
+{
+	for (unsigned i = 0; i < j->npend; i++) {
+		if (j->pend[i] == b) {
+			j->pend[i] = j->pend[--j->npend];
+			return;
+		}
+	}
+}
+
+/* Read the owner of the pending blocks from their owner field. @final
+ * (the snapshot: handles drained): a field still 0 means no owner; else
+ * such a block stays pending (its creator has not filled it yet: it is
+ * no owner whose glock is being given up). j->lock held. */
+static void pend_resolve(struct fs *fs, int final)
+{
+	struct fs_journal *j = fs->j;
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < j->npend; i++) {
+		struct fs_buf *b = j->pend[i];
+		struct fs_owner o = fs_owner_of(fs, b->blkno, b->data);
+
+		if (o.type == FS_OWNER_NONE && !final) {
+			j->pend[k++] = b;
+			continue;
+		}
+		fs_cache_set_owner(b, o);
+		owner_note(j, o, b->tx_seq);
+	}
+	j->npend = k;
+	if (final && j->pend_lost) {
+		for (struct fs_buf *b = j->run_list; b != NULL; b = b->tx_next)
+			if (fs_cache_owner(b).type == FS_OWNER_PENDING)
+				fs_cache_set_owner(
+				    b, fs_owner_of(fs, b->blkno, b->data));
+		j->pend_lost = 0;
+	}
+}
+
+/* j->lock held. */
+static int owner_dirty_locked(struct fs *fs, struct fs_owner o)
+{
+	struct fs_journal *j = fs->j;
+	struct oseq *e;
+
+	if (j->npend > 0)
+		pend_resolve(fs, 0);
+	if (j->all_dirty_seq > j->ckpt_seq)
+		return 1;
+	if (j->ocap == 0 || o.type == FS_OWNER_NONE)
+		return 0;
+	e = otab_find(j->otab, j->ocap, o);
+	return e->type != FS_OWNER_NONE && e->seq > j->ckpt_seq;
 }
 
 /* ---- checkpoint ------------------------------------------------------- */
@@ -387,16 +583,21 @@ static int checkpoint_locked(struct fs *fs)
 	FS_STAT_ADD(fs, checkpoints, 1);
 	FS_STAT_ADD(fs, checkpoint_blocks, n);
 	FS_STAT_ADD(fs, flushes, 1);
-	if (j->used == 0)
-		return 0;
-	j->tail_pos = j->head_pos;
-	j->used = 0;
-	ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
-			 j->committed_seq + 1, 0);
-	if (ret < 0) {
-		abort_journal(j);
-		return -EIO;
+	if (j->used > 0) {
+		j->tail_pos = j->head_pos;
+		j->used = 0;
+		ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
+				 j->committed_seq + 1, 0);
+		if (ret < 0) {
+			abort_journal(j);
+			return -EIO;
+		}
 	}
+	/* a replay now writes nothing: every owner so far is clean */
+	pthread_mutex_lock(&j->lock);
+	j->ckpt_seq = j->committed_seq;
+	otab_sweep(j);
+	pthread_mutex_unlock(&j->lock);
 	return 0;
 }
 
@@ -417,6 +618,7 @@ static int snapshot(struct fs *fs, struct commit_set *cs)
 	struct fs_buf *b, *next;
 	unsigned i = 0;
 
+	pend_resolve(fs, 1); /* owner fields are final now */
 	cs->bufs = malloc((j->run_count + 1) * sizeof(*cs->bufs));
 	if (cs->bufs == NULL)
 		return -ENOMEM;
@@ -779,11 +981,17 @@ int fs_tx_write(struct fs_tx *tx, struct fs_buf *b)
 		return -EIO;
 	}
 	if (b->tx_seq != j->run_seq) {
+		struct fs_owner o = fs_cache_owner(b);
+
 		b->tx_seq = j->run_seq;
 		b->tx_next = j->run_list;
 		j->run_list = b;
 		j->run_count++;
 		pin = 1;
+		if (o.type == FS_OWNER_PENDING)
+			pend_add(j, b);
+		else
+			owner_note(j, o, j->run_seq);
 	}
 	pthread_mutex_unlock(&j->lock);
 	if (pin)
@@ -868,6 +1076,8 @@ void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno)
 		b->tx_seq = 0;
 		j->run_count--;
 		unpin = 1;
+		if (j->npend > 0 && fs_cache_owner(b).type == FS_OWNER_PENDING)
+			pend_del(j, b);
 	}
 	if (j->nrev == j->caprev) {
 		unsigned nc = j->caprev ? j->caprev * 2 : 64;
@@ -912,6 +1122,88 @@ int fs_journal_sync(struct fs *fs)
 			return ret;
 	}
 	return sync_data(fs);
+}
+
+/* fs_journal_owner_dirty; *err = the journal's abort error. */
+static int owner_dirty(struct fs *fs, struct fs_owner o, int *err)
+{
+	struct fs_journal *j = fs->j;
+	int dirty;
+
+	pthread_mutex_lock(&j->lock);
+	*err = j->aborted;
+	dirty = owner_dirty_locked(fs, o);
+	pthread_mutex_unlock(&j->lock);
+	return dirty;
+}
+
+int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o)
+{
+	int err;
+
+	return fs->ro ? 0 : owner_dirty(fs, o, &err);
+}
+
+/*
+ * The data half of an INODE owner's sync: its data writes complete and
+ * flushed. Data runs carry no inode, so this waits for every run in
+ * flight and flushes if data was written since the last flush; with no
+ * run in flight and nothing unflushed it costs one d->lock round trip.
+ * Most writes are covered by the checkpoint already (a file write issues
+ * its data inside the handle that writes its inode, and commits wait for
+ * the data issued before them), but truncate's zeroing of the last block
+ * comes after the inode's transactions. data_dirty is cleared before the
+ * wait, so a write issued meanwhile stays flagged for the next flusher.
+ * A write error stays for the next fsync (data_wait).
+ */
+static int owner_data_sync(struct fs *fs)
+{
+	int dirty =
+	    __atomic_exchange_n(&fs->j->data_dirty, 0, __ATOMIC_ACQ_REL);
+	uint64_t runs, bytes;
+
+	fs_data_inflight(fs, &runs, &bytes);
+	if (runs > 0)
+		data_wait(fs);
+	if (!dirty)
+		return 0;
+	FS_STAT_ADD(fs, flushes, 1);
+	return bd_flush(fs->bd);
+}
+
+int fs_journal_sync_owner(struct fs *fs, struct fs_owner o)
+{
+	struct fs_journal *j = fs->j;
+	int ret = 0, err;
+
+	if (fs->ro)
+		return 0;
+	if (owner_dirty(fs, o, &err)) {
+		pthread_mutex_lock(&j->commit_mutex);
+		/* a checkpoint may have written it home while we waited */
+		if (owner_dirty(fs, o, &err)) {
+			ret = commit_locked(fs, FS_CR_LOCK);
+			if (ret == 0)
+				ret = checkpoint_locked(fs);
+		}
+		pthread_mutex_unlock(&j->commit_mutex);
+	}
+	if (ret == 0)
+		ret = err;
+	if (ret == 0 && o.type == FS_OWNER_INODE)
+		ret = owner_data_sync(fs);
+	return ret;
+}
+
+size_t fs_journal_owner_count(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+	size_t n;
+
+	pthread_mutex_lock(&j->lock);
+	n = j->ocount + j->npend;
+	pthread_mutex_unlock(&j->lock);
+	return n;
 }
 
 void fs_journal_data_written(struct fs *fs)
@@ -1041,6 +1333,7 @@ int fs_journal_init(struct fs *fs)
 	j->head_pos = j->tail_pos = h->tail_pos;
 	j->run_seq = h->tail_seq;
 	j->committed_seq = h->tail_seq - 1;
+	j->ckpt_seq = j->committed_seq; /* replayed at mount */
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
 	if (lim > fs_cache_capacity(fs) / 4)
@@ -1101,6 +1394,8 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 		fs_cache_unpin(b);
 	}
 	free(j->revokes);
+	free(j->otab);
+	free(j->pend);
 	free(j->hdrbuf);
 	pthread_mutex_destroy(&j->commit_mutex);
 	pthread_mutex_destroy(&j->lock);

@@ -28,7 +28,7 @@ void fs_mkfs_defaults(struct fs_mkfs_params *p)
 	memset(p, 0, sizeof(*p));
 	p->slots = 1;
 	p->journal_mb = 32;
-	p->rgrp_mb = 256;
+	p->rgrp_mb = 0; /* auto: fs_mkfs_rgrp_mb */
 	strcpy(p->lockproto, "nolock");
 }
 
@@ -85,13 +85,36 @@ static int mk_flush_ios(struct mk *m)
 	return m->ret;
 }
 
-static int geometry(struct mk *m, const struct fs_mkfs_params *p,
+/*
+ * The rgroup size when none was asked for: 256 MiB; for lockproto=dlm
+ * halved (down to 16 MiB) until there are at least FS_MKFS_DLM_RGRPS
+ * groups per journal slot, so that every node can own groups of its
+ * own (fs_alloc.c) even on a small device.
+ */
+static unsigned auto_rgrp_mb(const struct fs_mkfs_params *p, uint64_t total)
+{
+	uint64_t jblocks = (uint64_t)p->slots * p->journal_mb * 256;
+	uint64_t data_mb = total > jblocks ? (total - jblocks) / 256 : 0;
+	unsigned mb = 256;
+
+	if (strcmp(p->lockproto, "dlm") != 0)
+		return mb;
+	while (mb > 16 && data_mb / mb < (uint64_t)FS_MKFS_DLM_RGRPS * p->slots)
+		mb /= 2;
+	return mb;
+}
+
+static int geometry(struct mk *m, const struct fs_mkfs_params *p0,
 		    uint64_t dev_blocks, char *why, size_t whylen)
 {
 	struct fs_sb *sb = &m->sb;
-	uint64_t total = p->total_blocks ? p->total_blocks : dev_blocks;
+	uint64_t total = p0->total_blocks ? p0->total_blocks : dev_blocks;
+	struct fs_mkfs_params pp = *p0, *p = &pp;
 	uint64_t data, last, need;
 	char msg[160];
+
+	if (p->rgrp_mb == 0)
+		p->rgrp_mb = auto_rgrp_mb(p, total);
 
 	if (p->slots < 1 || p->slots > FS_MAX_SLOTS)
 		return fs_why(why, whylen, -EINVAL,

@@ -77,6 +77,12 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "freed_blocks", s.free_blocks);
 	fs_json_u64(o, "reservations", s.alloc_resv_made);
 	fs_json_u64(o, "stolen", s.alloc_stolen);
+	fs_json_u64(o, "rgrp_refused", s.alloc_rg_refused);
+	fs_json_u64(o, "rgrp_waits", s.alloc_rg_waits);
+	fs_json_u64(o, "starved", s.alloc_starved);
+	fs_json_u64(o, "flog_logged", s.flog_logged);
+	fs_json_u64(o, "flog_applied", s.flog_applied);
+	fs_json_u64(o, "flog_overflows", s.flog_overflows);
 }
 
 /* The data write-behind (fs_data.c). */

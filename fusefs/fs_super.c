@@ -299,6 +299,31 @@ int fs_core_recover_slots(struct fs *fs, int mark_free)
 	return ret;
 }
 
+int fs_core_recover_node(struct fs *fs, uint32_t node)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret;
+
+	if (sm == NULL)
+		return -ENOMEM;
+	ret = slotmap_io(fs, sm, 0);
+	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
+		char why[160];
+		unsigned n = 0;
+
+		if (s == fs->slot || sm->slots[s].state != FS_SLOT_MOUNTED ||
+		    sm->slots[s].node_id != node)
+			continue;
+		if (!fs_cluster_slot_dead(fs->cl, s))
+			continue; /* still beating: not ours to replay */
+		ret = fs_journal_replay(fs, s, 0, &n, why, sizeof(why));
+		if (ret == 0)
+			fs_cluster_note_recovery(fs->cl, s, n);
+	}
+	free(sm);
+	return ret;
+}
+
 static int mount_slots(struct fs *fs, char *why, size_t whylen)
 {
 	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
@@ -548,6 +573,15 @@ int fs_core_unmount(struct fs *fs)
 	/* file data written back first; a data write error is reported
 	 * but does not keep the journal from being made clean */
 	derr = fs->ro ? 0 : fs_journal_sync(fs);
+	if (fs->cl != NULL) {
+		/* dlm: other nodes' requests may still demote our glocks:
+		 * everything in place first, then the ops leave the journal
+		 * alone (it goes away next) */
+		ret = fs_journal_writeback(fs);
+		if (ret < 0)
+			goto out_cluster;
+		fs_cluster_quiesce(fs->cl);
+	}
 	ret = fs_journal_shutdown(fs, 1);
 	if (!fs->ro && ret == 0 && fs->cl != NULL)
 		r2 = fs_core_recover_slots(fs, 1);	/* tidy dead slots */
@@ -556,9 +590,11 @@ int fs_core_unmount(struct fs *fs)
 		if (r2 == 0)
 			r2 = bd_flush(fs->bd);
 	}
+out_cluster:
 	if (fs->cl != NULL) {
 		if (ret < 0 || r2 < 0)
 			fs_cluster_fence(fs->cl, "unmount could not write back");
+		fs_alloc_destroy(fs); /* its glock references first */
 		fs_cluster_close(fs->cl);
 	}
 	fs_free_all(fs);
@@ -572,6 +608,7 @@ void fs_core_abandon(struct fs *fs)
 	if (fs->cl != NULL)
 		fs_journal_abort(fs);
 	fs_journal_shutdown(fs, 0);
+	fs_alloc_destroy(fs); /* its glock references first */
 	fs_cluster_abandon(fs->cl);
 	fs_free_all(fs);
 }

@@ -35,6 +35,7 @@
 
 #define LINK_MAX_COUNT 65000u
 #define RELATIME_SECS (24 * 3600)
+#define NOSPC_TRIES 8 /* retries of an operation that hit ENOSPC */
 
 /* Start an operation with the glock in @mode; -EIO once fenced. */
 #define OP_BEGIN(il, fs, mode)                                                 \
@@ -44,19 +45,19 @@
 	} while (0)
 
 /* A file sharing extents (reflink) changes a refcount tree that other
- * inodes use: ns->refc_lock around the change (fs_ilock.h 1c). */
-static int refc_guard(struct fs *fs, struct fs_buf *b)
+ * inodes use: the tree's lock around the change (fs_ilock.h 1c). 1 held,
+ * 0 not shared, -EIO. */
+static int refc_guard(struct fs *fs, struct fs_buf *b, struct fs_irefc *h)
 {
 	if (fs_di(b)->refcount_blk == 0)
 		return 0;
-	pthread_mutex_lock(&fs->ns->refc_lock);
-	return 1;
+	return fs_irefc_lock(fs, fs_di(b)->refcount_blk, 0, h) < 0 ? -EIO : 1;
 }
 
-static void refc_unguard(struct fs *fs, int held)
+static void refc_unguard(struct fs *fs, int held, struct fs_irefc *h)
 {
-	if (held)
-		pthread_mutex_unlock(&fs->ns->refc_lock);
+	if (held > 0)
+		fs_irefc_unlock(fs, h);
 }
 
 static int check_name(const char *name)
@@ -138,9 +139,19 @@ static int drop_caps(struct fs *fs, struct fs_buf *b)
 	return ret == -ENODATA ? 0 : ret;
 }
 
+/*
+ * After -ENOSPC (the operation ended its handle): 1 if a retry may
+ * succeed. dlm: the allocator found space only in rgroups other nodes
+ * own (fs_alloc_starved); take one, waiting, now that no handle is
+ * held. Else blocks freed by uncommitted transactions: commit.
+ */
 static int need_nospc_retry(struct fs *fs, int ret)
 {
-	if (ret != -ENOSPC || fs_alloc_pending(fs) == 0)
+	if (ret != -ENOSPC)
+		return 0;
+	if (fs_alloc_starved(fs))
+		return 1;
+	if (fs_alloc_pending(fs) == 0)
 		return 0;
 	return fs_journal_sync(fs) == 0;
 }
@@ -355,6 +366,9 @@ int fs_unmount(struct fs *fs)
 	/* no operation runs any more: no inode locks */
 	if (!fs->ro && ret == 0)
 		ret = fs_ino_release_all(fs);
+	/* dlm: frees logged for rgroups other nodes owned, applied */
+	if (!fs->ro && ret == 0 && fs->cl != NULL)
+		ret = fs_alloc_flog_apply(fs, 1);
 	fs_ns_free(fs);
 	r2 = fs_core_unmount(fs);
 	return ret < 0 ? ret : r2;
@@ -512,17 +526,20 @@ out:
 static int setattr_size(struct fs *fs, struct fs_inode *n, struct fs_buf *b,
 			uint64_t size)
 {
+	struct fs_irefc rh;
 	int ret, g;
 
 	if (S_ISDIR(fs_di(b)->mode))
 		return -EISDIR;
 	if (!S_ISREG(fs_di(b)->mode))
 		return -EINVAL;
-	g = refc_guard(fs, b);
+	g = refc_guard(fs, b, &rh);
+	if (g < 0)
+		return g;
 	ret = fs_file_truncate(fs, n, b, size);
-	if (need_nospc_retry(fs, ret))
+	for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, ret); t++)
 		ret = fs_file_truncate(fs, n, b, size);
-	refc_unguard(fs, g);
+	refc_unguard(fs, g, &rh);
 	return ret;
 }
 
@@ -661,7 +678,8 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 					       acl);
 	if (ret == 0) {
 		ret = create_tx(fs, cred, d, nn, gid, &b);
-		if (need_nospc_retry(fs, ret))
+		for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, ret);
+		     t++)
 			ret = create_tx(fs, cred, d, nn, gid, &b);
 	}
 	fs_buf_put(d);
@@ -950,28 +968,51 @@ struct rn {
  * directories' parent fields without their inode locks: those change
  * only under ns->rename_mu (a rename between directories), which the
  * caller holds. */
-static int is_ancestor(struct fs *fs, uint64_t anc, uint64_t ino)
+/* Is directory @anc an ancestor of @ino (or @ino itself)? With @peek,
+ * each directory is read under its glock (fs_ipeek_begin: the rename
+ * walk, nothing else held); else from the cache, as that walk left it
+ * (the rename locks keep every directory's parent from changing). */
+static int ancestor_walk(struct fs *fs, uint64_t anc, uint64_t ino, int peek)
 {
 	uint64_t root = fs->ns->root;
+	struct fs_glock *gl = NULL;
 	struct fs_buf *b;
 	unsigned depth = 0;
 
 	while (depth++ < 4096) {
-		uint64_t parent;
+		uint64_t parent = 0;
+		int ret;
 
 		if (ino == anc)
 			return 1;
 		if (ino == root)
 			return 0;
-		if (fs_ino_read(fs, ino, &b) < 0)
-			return 1;	/* unsure: refuse */
-		parent = fs_di(b)->parent;
-		fs_buf_put(b);
+		ret = peek ? fs_ipeek_begin(fs, ino, &gl) : 0;
+		if (ret == 0)
+			ret = fs_ino_read(fs, ino, &b);
+		if (ret == 0) {
+			parent = fs_di(b)->parent;
+			fs_buf_put(b);
+		}
+		fs_ipeek_end(gl);
+		gl = NULL;
+		if (ret < 0)
+			return 1; /* unsure: refuse */
 		if (parent == 0 || parent == ino)
 			return 0;
 		ino = parent;
 	}
 	return 1;
+}
+
+static int is_ancestor(struct fs *fs, uint64_t anc, uint64_t ino)
+{
+	return ancestor_walk(fs, anc, ino, 0);
+}
+
+static int is_ancestor_peek(struct fs *fs, uint64_t anc, uint64_t ino)
+{
+	return ancestor_walk(fs, anc, ino, 1);
 }
 
 static int rename_check(struct fs *fs, const struct fs_cred *cred,
@@ -1153,7 +1194,7 @@ int fs_rename(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 	if (is_dot(name) || is_dot(newname))
 		return -EINVAL;
 	OP_BEGIN(&il, fs, LK_EX);
-	ret = fs_ilock_rename(&il, parent, newparent, is_ancestor);
+	ret = fs_ilock_rename(&il, parent, newparent, is_ancestor_peek);
 	if (ret == 0)
 		ret = rename_load(&il, parent, newparent, &r);
 	if (ret < 0)
@@ -1302,13 +1343,16 @@ static int kill_priv_tx(struct fs *fs, struct fs_buf *b)
 static ssize_t write_data(struct fs *fs, struct fs_inode *n, struct fs_buf *b,
 			  const void *buf, size_t len, uint64_t off)
 {
-	int g = refc_guard(fs, b);
+	struct fs_irefc rh;
+	int g = refc_guard(fs, b, &rh);
 	ssize_t ret;
 
+	if (g < 0)
+		return g;
 	ret = fs_file_write(fs, n, b, buf, len, off);
-	if (need_nospc_retry(fs, (int)ret))
+	for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, (int)ret); t++)
 		ret = fs_file_write(fs, n, b, buf, len, off);
-	refc_unguard(fs, g);
+	refc_unguard(fs, g, &rh);
 	return ret;
 }
 
@@ -1362,6 +1406,7 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 int mode, uint64_t off, uint64_t len)
 {
 	struct fs_inode *n;
+	struct fs_irefc rh;
 	struct fs_ilock il;
 	struct fs_buf *b;
 	int ret, g;
@@ -1373,16 +1418,20 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		n = fs_ilock_rec(&il, ino);
-		g = refc_guard(fs, b);
-		if (S_ISDIR(fs_di(b)->mode))
+		g = refc_guard(fs, b, &rh);
+		if (g < 0)
+			ret = g;
+		else if (S_ISDIR(fs_di(b)->mode))
 			ret = -EISDIR;
 		else if (!S_ISREG(fs_di(b)->mode))
 			ret = -ENODEV;
 		else
 			ret = fs_file_fallocate(fs, n, b, mode, off, len);
-		if (need_nospc_retry(fs, ret))
+		for (int t = 0;
+		     g >= 0 && t < NOSPC_TRIES && need_nospc_retry(fs, ret);
+		     t++)
 			ret = fs_file_fallocate(fs, n, b, mode, off, len);
-		refc_unguard(fs, g);
+		refc_unguard(fs, g, &rh);
 		fs_buf_put(b);
 	}
 	fs_op_end(&il);
@@ -1414,22 +1463,28 @@ static int clone_inodes(struct fs *fs, uint64_t in, uint64_t out,
 }
 
 /* Both files exclusive; a clone may join or change sharing groups, so
- * it always holds ns->refc_lock. */
+ * it always holds their trees' locks and ns->refc_lock. */
 static int clone_locked(struct fs *fs, const struct fs_cred *cred,
 			struct fs_buf *bi, struct fs_buf *bo, uint64_t off_in,
 			uint64_t off_out, uint64_t len)
 {
-	int ret = 0;
+	struct fs_irefc rh;
+	int ret;
 
-	pthread_mutex_lock(&fs->ns->refc_lock);
+	ret = fs_irefc_lock(fs, fs_di(bi)->refcount_blk,
+			    fs_di(bo)->refcount_blk, &rh);
+	if (ret < 0)
+		return ret;
 	if (!(cred->flags & FS_CRED_FSETID) &&
 	    (fs_di(bo)->mode & (S_ISUID | S_ISGID)))
 		ret = kill_priv_tx(fs, bo);
 	if (ret == 0)
 		ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
-	if (need_nospc_retry(fs, ret))
+	for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, ret); t++)
 		ret = fs_file_clone(fs, bi, bo, off_in, off_out, len);
-	pthread_mutex_unlock(&fs->ns->refc_lock);
+	/* a tree the clone made: another node may cache its block */
+	fs_irefc_new(fs, &rh, fs_di(bi)->refcount_blk);
+	fs_irefc_unlock(fs, &rh);
 	return ret;
 }
 
@@ -1612,7 +1667,8 @@ int fs_setxattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		ret = fs_ino_read(fs, ino, &b);
 	if (ret == 0) {
 		ret = fs_xattr_set(fs, b, name, value, size, flags);
-		if (need_nospc_retry(fs, ret))
+		for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, ret);
+		     t++)
 			ret = fs_xattr_set(fs, b, name, value, size, flags);
 		fs_buf_put(b);
 	}

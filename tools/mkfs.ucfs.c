@@ -31,12 +31,15 @@ static void usage(FILE *f)
 		"  -b  block size (only 4096)      -j  journals/slots "
 		"(default 1)\n"
 		"  -J  journal size in MiB (32)    -r  resource group size "
-		"in MiB (256)\n"
+		"in MiB\n"
+		"      (256; dlm: smaller on a small device, >= 8 per "
+		"journal)\n"
 		"  -p  lock protocol (nolock)      -t  lock table "
 		"cluster:fsname\n"
 		"  -L  label                       -f  overwrite an existing "
 		"filesystem\n"
-		"  -q  quiet\n", prog);
+		"  -q  quiet\n",
+		prog);
 }
 
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)

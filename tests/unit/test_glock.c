@@ -1,12 +1,21 @@
 /*
- * test_glock.c — the generic glock (fusefs/fs_glock.c) over real
- * lockspaces: three lock manager nodes in this process on loopback
+ * test_glock.c — the glock engine (fusefs/fs_glock.c, fs_glocks.c) over
+ * real lockspaces: three lock manager nodes in this process on loopback
  * (127.0.0.1..3, one port derived from the PID), node 3 only a vote.
- * Checks: the first grant ever sees an invalid LVB and recovers in EX
- * even for a PR holder; readers share; a writer demotes the others (sync
- * only when leaving EX; inval only when the generation moved); cached
- * holders cost no request; two nodes converting PR -> EX at once (a
- * conversion deadlock) both get through, EX stays exclusive; fencing.
+ * Checks, on single glocks (fs_glock_new): the first grant ever sees an
+ * invalid LVB and recovers in EX even for a PR holder; readers share; a
+ * writer demotes the others (sync only when leaving EX; inval only when
+ * the generation moved); cached holders cost no request; two nodes
+ * converting PR -> EX at once (a conversion deadlock) both get through,
+ * EX stays exclusive; fencing. On engines (one per node): get/put
+ * identity; fs_glock_try -EAGAIN against another node's EX and success
+ * once it let go; the LRU bound drops the oldest idle glocks (sync, drop,
+ * unlock) and never a referenced one; demotes run on the engine's
+ * workers with sync/drop; the adaptive minimum hold grows on a bounce
+ * with local acquires queued and shrinks again; a fence ends a wait for
+ * another node; drop_all; lock events in the trace.
+ * Nothing is timed: waits for another thread poll for a state, bounded
+ * by a generous limit.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,14 +27,19 @@
 #include <unistd.h>
 
 #include "fusefs/fs_glock.h"
+#include "fusefs/fs_stats.h"
 #include "harness.h"
 #include "lockmgr/lk.h"
 
 struct ops_count {
-	atomic_int sync, inval, recover;
+	atomic_int sync, inval, recover, drop;
+	atomic_int sync_off_worker; /* syncs not on a glock worker */
+	atomic_ullong synced;	    /* bit (num % 64) of each sync */
 };
 
 static struct lk_ls *ls[3];
+/* test_fence_ends_wait's engine: freed once the lockspaces are closed */
+static struct fs_glocks *fenced_engine;
 static struct ops_count cnt[2];
 static char dir[64];
 
@@ -33,10 +47,15 @@ static int c_sync(struct fs_glock *gl, int from, int to, void *arg)
 {
 	struct ops_count *c = arg;
 
-	(void)gl;
+	char name[16] = "";
+
 	(void)to;
 	if (from == LK_EX)
 		atomic_fetch_add(&c->sync, 1);
+	atomic_fetch_or(&c->synced, 1ull << (fs_glock_num(gl) % 64));
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	if (strncmp(name, "glock-w", 7) != 0)
+		atomic_fetch_add(&c->sync_off_worker, 1);
 	return 0;
 }
 
@@ -53,10 +72,18 @@ static int c_recover(struct fs_glock *gl, void *arg)
 	return 0;
 }
 
+static void c_drop(struct fs_glock *gl, int from, void *arg)
+{
+	(void)gl;
+	(void)from;
+	atomic_fetch_add(&((struct ops_count *)arg)->drop, 1);
+}
+
 static const struct fs_glock_ops ops = {
     .sync = c_sync,
     .inval = c_inval,
     .recover = c_recover,
+    .drop = c_drop,
 };
 
 static int setup(void)
@@ -267,6 +294,405 @@ static void test_fence(void)
 	fs_glock_free(a);
 }
 
+/* ---- engines ------------------------------------------------------ */
+
+#define T_INODE 3 /* lock type of the engine tests */
+
+static struct fs_glocks *eng_on(int node, unsigned max, unsigned minhold)
+{
+	struct fs_glocks_conf c = {
+	    .max = max, .workers = 2, .minhold_ms = minhold};
+	struct fs_glocks *e = NULL;
+
+	if (fs_glocks_new(ls[node], &c, &e) < 0)
+		return NULL;
+	fs_glocks_set_ops(e, T_INODE, &ops, &cnt[node]);
+	return e;
+}
+
+/* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
+ * asserted, another thread only has to get there. */
+#define WAIT_FOR(cond)                                                         \
+	do {                                                                   \
+		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
+			struct timespec ts_ = {0, 10000000};                   \
+			nanosleep(&ts_, NULL);                                 \
+		}                                                              \
+	} while (0)
+
+static struct fs_glock_stats gstats(struct fs_glock *gl)
+{
+	struct fs_glock_stats s;
+
+	fs_glock_stats_get(gl, &s);
+	return s;
+}
+
+static uint64_t glocks_now(struct fs_glocks *e)
+{
+	struct fs_glocks_stats s;
+
+	fs_glocks_stats(e, &s);
+	return s.glocks_now;
+}
+
+/* get + acquire + release + put: leaves the mode cached, idle */
+static int touch(struct fs_glocks *e, uint64_t num, int mode)
+{
+	struct fs_glock *gl;
+	int ret = fs_glock_get(e, T_INODE, num, &gl);
+
+	if (ret < 0)
+		return ret;
+	ret = fs_glock_acquire(gl, mode);
+	if (ret == 0)
+		fs_glock_release(gl, mode);
+	fs_glock_put(gl);
+	return ret;
+}
+
+static void test_get_put_identity(void)
+{
+	struct fs_glocks *e = eng_on(0, 0, 0);
+	struct fs_glock *a, *b, *c, *d, *x;
+
+	REQUIRE(e != NULL);
+	CHECK_EQ(fs_glock_get(e, T_INODE, 100, &a), 0);
+	CHECK_EQ(fs_glock_get(e, T_INODE, 100, &b), 0);
+	CHECK_EQ(fs_glock_get(e, T_INODE, 101, &c), 0);
+	CHECK_EQ(fs_glock_get(e, T_INODE + 1, 100, &d), 0);
+	CHECK(a == b);
+	CHECK(a != c && a != d && c != d);
+	CHECK_EQ(fs_glock_type(a), T_INODE);
+	CHECK_EQ(fs_glock_num(a), 100);
+	CHECK_EQ(fs_glock_type(d), T_INODE + 1);
+	CHECK_EQ(fs_glock_mode(a), -1); /* no DLM request yet */
+	CHECK_EQ(fs_glock_get(e, FS_GLOCK_TYPES, 1, &x), -EINVAL);
+	CHECK_EQ(glocks_now(e), 3);
+	fs_glock_put(b);
+	fs_glock_put(c);
+	CHECK_EQ(fs_glock_get(e, T_INODE, 100, &b), 0);
+	CHECK(a == b); /* still referenced once: the same glock */
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glock_put(d);
+	CHECK_EQ(glocks_now(e), 3); /* idle glocks stay (no bound) */
+	fs_glocks_free(e);
+}
+
+static void test_try_vs_remote_ex(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+	struct fs_glock_stats s;
+
+	reset();
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 200, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 200, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
+	CHECK_EQ(fs_glock_try(a, LK_EX), -EAGAIN);
+	CHECK_EQ(fs_glock_try(a, LK_PR), -EAGAIN);
+	CHECK_EQ(fs_glock_try(a, 7), -EINVAL);
+	fs_glock_release(b, LK_EX);
+	/* B still caches EX: a try sends no blocking callback */
+	CHECK_EQ(fs_glock_try(a, LK_EX), -EAGAIN);
+	CHECK_EQ(fs_glock_mode(b), LK_EX);
+	CHECK_EQ(fs_glocks_drop_all(eb), 0); /* B lets go */
+	CHECK_EQ(fs_glock_mode(b), -1);
+	CHECK_EQ(fs_glock_try(a, LK_EX), 0);
+	CHECK_EQ(fs_glock_mode(a), LK_EX);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glock_try(a, LK_PR), 0); /* covered: a hit */
+	/* a local holder in PR and a want of EX: never waits */
+	fs_glock_release(a, LK_PR);
+	s = gstats(a);
+	CHECK_EQ(s.try_fails, 3);
+	CHECK_EQ(s.mode_failed[LK_EX], 2);
+	CHECK_EQ(s.mode_failed[LK_PR], 1);
+	CHECK_EQ(s.acquires, 2);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+static void test_try_never_waits_for_local(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0);
+	struct fs_glock *a;
+
+	REQUIRE(ea != NULL);
+	/* a type without ops: no recovery, so a PR grant stays PR */
+	REQUIRE(fs_glock_get(ea, T_INODE + 2, 210, &a) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	CHECK_EQ(fs_glock_mode(a), LK_PR);
+	CHECK_EQ(fs_glock_try(a, LK_EX), -EAGAIN); /* holder in PR */
+	fs_glock_release(a, LK_PR);
+	CHECK_EQ(fs_glock_try(a, LK_EX), 0); /* alone: up-converts */
+	CHECK_EQ(fs_glock_mode(a), LK_EX);
+	fs_glock_release(a, LK_EX);
+	fs_glock_put(a);
+	fs_glocks_free(ea);
+}
+
+static void test_lru_drops_oldest(void)
+{
+	struct fs_glocks *ea = eng_on(0, 4, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glocks_stats s;
+	struct fs_glock *a, *b;
+
+	reset();
+	REQUIRE(ea != NULL && eb != NULL);
+	for (uint64_t n = 300; n < 310; n++)
+		CHECK_EQ(touch(ea, n, LK_EX), 0);
+	WAIT_FOR(glocks_now(ea) == 4);
+	fs_glocks_stats(ea, &s);
+	CHECK_EQ(s.glocks_now, 4);
+	CHECK_EQ(s.type[T_INODE].evictions, 6);
+	CHECK_EQ(s.type[T_INODE].evict_syncs, 6);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 6); /* each held EX */
+	CHECK_EQ(atomic_load(&cnt[0].drop), 6);
+	CHECK_EQ(atomic_load(&cnt[0].sync_off_worker), 0);
+	/* the oldest six went: 300..305 */
+	CHECK_EQ(atomic_load(&cnt[0].synced), 0x3full << (300 % 64));
+	/* ... and were unlocked: another node gets them at once */
+	REQUIRE(fs_glock_get(eb, T_INODE, 300, &b) == 0);
+	CHECK_EQ(fs_glock_try(b, LK_EX), 0);
+	fs_glock_release(b, LK_EX);
+	fs_glock_put(b);
+	/* the newest four still hold EX here */
+	REQUIRE(fs_glock_get(ea, T_INODE, 309, &a) == 0);
+	CHECK_EQ(fs_glock_mode(a), LK_EX);
+	fs_glock_put(a);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+static void test_lru_keeps_referenced(void)
+{
+	struct fs_glocks *ea = eng_on(0, 2, 0);
+	struct fs_glock *kept;
+
+	reset();
+	REQUIRE(ea != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 400, &kept) == 0);
+	CHECK_EQ(fs_glock_acquire(kept, LK_EX), 0);
+	fs_glock_release(kept, LK_EX); /* idle mode, but referenced */
+	for (uint64_t n = 401; n < 409; n++)
+		CHECK_EQ(touch(ea, n, LK_EX), 0);
+	WAIT_FOR(glocks_now(ea) == 2);
+	CHECK_EQ(glocks_now(ea), 2);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 7); /* 401..407 */
+	CHECK_EQ(atomic_load(&cnt[0].synced) & (1ull << (400 % 64)), 0);
+	CHECK_EQ(fs_glock_mode(kept), LK_EX);
+	fs_glock_put(kept);
+	fs_glocks_free(ea);
+}
+
+static void test_demote_on_worker(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+	struct fs_glock_stats s;
+
+	reset();
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 500, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 500, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1); /* the first grant */
+	/* B reads: A's worker writes back, EX -> PR; nothing dropped */
+	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 1);
+	CHECK_EQ(atomic_load(&cnt[0].drop), 0);
+	CHECK_EQ(fs_glock_mode(a), LK_PR);
+	fs_glock_release(b, LK_PR);
+	/* B writes: A goes PR -> NL: drop, no sync */
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
+	WAIT_FOR(gstats(a).demote_nl == 1);
+	CHECK_EQ(atomic_load(&cnt[0].drop), 1);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 1);
+	CHECK_EQ(fs_glock_mode(a), LK_NL);
+	fs_glock_release(b, LK_EX);
+	/* A reads again: B wrote, the generation moved: inval */
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	CHECK_EQ(atomic_load(&cnt[0].inval), 2);
+	fs_glock_release(a, LK_PR);
+	CHECK_EQ(atomic_load(&cnt[0].sync_off_worker), 0);
+	CHECK_EQ(atomic_load(&cnt[1].sync_off_worker), 0);
+	s = gstats(a);
+	CHECK_EQ(s.demote_pr, 1);
+	CHECK_EQ(s.demote_nl, 1);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+struct acq {
+	struct fs_glock *gl;
+	int mode, ret;
+};
+
+static void *acq_main(void *arg)
+{
+	struct acq *q = arg;
+
+	q->ret = fs_glock_acquire(q->gl, q->mode);
+	if (q->ret == 0)
+		fs_glock_release(q->gl, q->mode);
+	return NULL;
+}
+
+static void test_minhold_adapts(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+	struct acq q1, q2;
+	pthread_t t1, t2;
+	struct fs_glock_stats s;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 600, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 600, &b) == 0);
+	CHECK_EQ(touch(ea, 600, LK_EX), 0);
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0); /* A loses it */
+	/* two holders of A queue behind B's */
+	q1 = (struct acq){a, LK_EX, -1};
+	q2 = (struct acq){a, LK_EX, -1};
+	pthread_create(&t1, NULL, acq_main, &q1);
+	pthread_create(&t2, NULL, acq_main, &q2);
+	WAIT_FOR(gstats(a).waiters == 2);
+	CHECK_EQ(gstats(a).waiters, 2);
+	fs_glock_release(b, LK_EX);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	CHECK_EQ(q1.ret, 0);
+	CHECK_EQ(q2.ret, 0);
+	s = gstats(a);
+	CHECK_EQ(s.bounces, 1);
+	CHECK_EQ(s.minhold_grows, 1);
+	CHECK(s.minhold_ms >= 1);
+	/* a bounce no other acquire queued for: no growth; then a demote
+	 * of that uncontended grant shrinks it back to the base */
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
+	fs_glock_release(b, LK_EX);
+	CHECK_EQ(touch(ea, 600, LK_EX), 0);
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0);
+	fs_glock_release(b, LK_EX);
+	s = gstats(a);
+	CHECK_EQ(s.bounces, 2);
+	CHECK_EQ(s.minhold_grows, 1);
+	CHECK(s.minhold_shrinks >= 1);
+	CHECK_EQ(s.minhold_ms, 0);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+static void test_fence_ends_wait(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b, *x;
+	struct acq q;
+	pthread_t t;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 700, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 700, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(b, LK_EX), 0); /* and keeps it */
+	q = (struct acq){a, LK_EX, 1};
+	pthread_create(&t, NULL, acq_main, &q);
+	WAIT_FOR(gstats(a).waiters == 1);
+	fs_glocks_fence(ea);
+	pthread_join(t, NULL);
+	CHECK_EQ(q.ret, -EIO);
+	CHECK(fs_glocks_fenced(ea));
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), -EIO);
+	CHECK_EQ(fs_glock_try(a, LK_PR), -EIO);
+	CHECK_EQ(fs_glock_get(ea, T_INODE, 701, &x), -EIO);
+	fs_glock_release(b, LK_EX);
+	fs_glock_put(b);
+	fs_glocks_free(eb);
+	/* A's request stays queued in the lock manager (a fenced node's
+	 * lockspace is abandoned before its engine is freed: fs_glocks_stop);
+	 * this lockspace lives on, so A's engine is freed after it closed:
+	 * its completion lands in a live glock. */
+	fs_glock_put(a);
+	fs_glocks_stop(ea);
+	fenced_engine = ea;
+}
+
+static void test_drop_all(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0);
+	struct fs_glock *held;
+
+	reset();
+	REQUIRE(ea != NULL);
+	CHECK_EQ(touch(ea, 800, LK_EX), 0);
+	CHECK_EQ(touch(ea, 801, LK_PR), 0);
+	REQUIRE(fs_glock_get(ea, T_INODE, 802, &held) == 0); /* no lock */
+	CHECK_EQ(fs_glocks_drop_all(ea), 0);
+	/* 801's first grant found the LVB invalid: recovered in EX */
+	CHECK_EQ(atomic_load(&cnt[0].sync), 2);
+	CHECK_EQ(atomic_load(&cnt[0].drop), 2);
+	CHECK_EQ(fs_glock_mode(held), -1);
+	CHECK_EQ(fs_glock_acquire(held, LK_PR), 0);
+	CHECK_EQ(touch(ea, 803, LK_EX), 0);
+	CHECK_EQ(fs_glocks_drop_all(ea), -EBUSY); /* 802 has a holder */
+	CHECK_EQ(fs_glock_mode(held), LK_EX);	  /* recovered: stepped up */
+	CHECK_EQ(atomic_load(&cnt[0].sync), 3);	  /* 803 went anyway */
+	fs_glock_release(held, LK_PR);
+	CHECK_EQ(fs_glocks_drop_all(ea), 0);
+	CHECK_EQ(fs_glock_mode(held), -1);
+	fs_glock_put(held);
+	fs_glocks_free(ea);
+}
+
+static const char *t_type_name(unsigned type)
+{
+	return type == T_INODE ? "inode" : NULL;
+}
+
+static void test_trace_events(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
+	struct fs_trace *tr = NULL;
+	char path[128], line[600];
+	int grant = 0, demote = 0, bast = 0, release = 0;
+	FILE *f;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	snprintf(path, sizeof(path), "%s/trace", dir);
+	REQUIRE(fs_trace_open(path, 1, 0, &tr) == 0);
+	fs_glocks_set_trace(ea, tr, t_type_name, NULL);
+	CHECK_EQ(touch(ea, 900, LK_EX), 0);
+	CHECK_EQ(touch(eb, 900, LK_EX), 0); /* A demotes */
+	CHECK_EQ(fs_glocks_drop_all(ea), 0);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+	fs_trace_close(tr);
+	f = fopen(path, "r");
+	REQUIRE(f != NULL);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strstr(line, "\"res\":\"inode:900\"") == NULL)
+			continue;
+		grant += strstr(line, "\"ev\":\"grant\"") != NULL;
+		demote += strstr(line, "\"ev\":\"demote\"") != NULL;
+		bast += strstr(line, "\"ev\":\"bast_recv\"") != NULL;
+		release += strstr(line, "\"ev\":\"release\"") != NULL;
+	}
+	fclose(f);
+	CHECK_EQ(grant, 1);
+	CHECK(bast >= 1);
+	CHECK_EQ(demote, 1);
+	CHECK_EQ(release, 1);
+}
+
 int main(int argc, char **argv)
 {
 	char cmd[128];
@@ -281,9 +707,20 @@ int main(int argc, char **argv)
 		T_RUN(test_readers_share_writer_demotes);
 		T_RUN(test_two_writers_take_turns);
 		T_RUN(test_fence);
+		T_RUN(test_get_put_identity);
+		T_RUN(test_try_vs_remote_ex);
+		T_RUN(test_try_never_waits_for_local);
+		T_RUN(test_lru_drops_oldest);
+		T_RUN(test_lru_keeps_referenced);
+		T_RUN(test_demote_on_worker);
+		T_RUN(test_minhold_adapts);
+		T_RUN(test_fence_ends_wait);
+		T_RUN(test_drop_all);
+		T_RUN(test_trace_events);
 	}
 	for (int i = 2; i >= 0; i--)
 		lk_ls_close(ls[i]);
+	fs_glocks_free(fenced_engine);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		ok = 0;

@@ -1,0 +1,132 @@
+/*
+ * fs_glock_internal.h — the bodies of the glock engine's structs, shared
+ * by fs_glock.c (one glock's state machine) and fs_glocks.c (the table,
+ * the LRU, the demote workers, stats). Nothing else includes this.
+ *
+ * Locking (numbered: take a lower number before a higher one):
+ *   1. e->mu (fs_glocks.c): the table, the LRU, the job queues, every
+ *      glock's reference count and queue flags, the engine's flags.
+ *   2. gl->mu (fs_glock.c): one glock's state (mode, holders, busy,
+ *      demote, counters). Taken under e->mu only to (re)initialise a
+ *      glock, to fence it and to read its counters; code that holds
+ *      gl->mu never takes e->mu (it lets gl->mu go first: fs_glock.c's
+ *      kick()).
+ *   3. the DLM's lockspace lock (lk_lvb_get/lk_lvb_set/lk_lock/lk_unlock
+ *      under gl->mu), the trace buffer's lock and the contention
+ *      tracker's lock (fs_trace_lock, fs_stats_lk_note_wait under gl->mu):
+ *      leaves. The DLM calls our callbacks with none of its locks held.
+ * No lock is held while an op (sync, inval, recover, drop) runs.
+ *
+ * Memory: a glock's struct is never given back to malloc while the engine
+ * lives: a dropped glock goes to the engine's free list and may be reused
+ * for another name. A blocking callback of a lock this node has already
+ * unlocked can still run (lk.h, lk_unlock); it finds gl->lk different
+ * from its lock (the DLM keeps that lock's memory until the callback
+ * returns, so no new lock can have its address) and does nothing.
+ */
+#ifndef UCFS_FS_GLOCK_INTERNAL_H
+#define UCFS_FS_GLOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fusefs/fs_glock.h"
+#include "lockmgr/lk.h"
+
+struct fs_glocks_job {
+	uint64_t due; /* CLOCK_MONOTONIC ns */
+	struct fs_glock *gl;
+};
+
+struct fs_glocks {
+	struct lk_ls *ls;	    /* immutable */
+	struct fs_glocks_conf conf; /* immutable */
+	uint64_t base_ns;	    /* immutable: conf.minhold_ms */
+	/* set before the first get (set_ops, set_trace): */
+	struct {
+		const struct fs_glock_ops *ops;
+		void *arg;
+	} type[FS_GLOCK_TYPES];
+	struct fs_trace *tr;
+	const char *(*type_name)(unsigned type);
+	struct fs_stats_lk *lkst;
+
+	pthread_mutex_t mu;
+	pthread_cond_t wcv;	      /* workers: a job came, stop */
+	pthread_cond_t idle_cv;	      /* a worker ended */
+	struct fs_glock **bucket;     /* mu: hash chains */
+	size_t nbucket;		      /* mu */
+	size_t count;		      /* mu: glocks in the table */
+	size_t nevict;		      /* mu: ... of them picked for dropping */
+	struct lk_list lru;	      /* mu: idle glocks, oldest first */
+	size_t nidle;		      /* mu: on the LRU */
+	struct fs_glock *free;	      /* mu: dropped structs, for reuse */
+	size_t nalloc;		      /* mu: structs allocated (table + free) */
+	struct fs_glock *ready;	      /* mu: jobs to run now (FIFO) */
+	struct fs_glock **ready_tail; /* mu */
+	size_t nready;		      /* mu */
+	struct fs_glocks_job *delayed; /* mu: min-heap by due */
+	size_t ndelayed, delayed_cap;  /* mu */
+	pthread_t *workers;	       /* immutable after new */
+	unsigned nworkers;	       /* immutable after new */
+	unsigned alive;		       /* mu: workers not yet ended */
+	uint64_t jobs;		       /* mu: jobs run */
+	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of
+						       freed glocks */
+	int fenced;				    /* mu */
+	int stopping;				    /* mu */
+};
+
+struct fs_glock {
+	struct fs_glocks *e; /* immutable */
+	/* e->mu, and gl->mu too where marked (+): */
+	struct lk_name name;		/* + set at (re)init */
+	const struct fs_glock_ops *ops; /* + set at (re)init */
+	void *arg;			/* + set at (re)init */
+	struct fs_glock *hnext;		/* hash chain, or free list */
+	struct lk_list lru;		/* on e->lru when on_lru */
+	struct fs_glock *qnext;		/* e->ready chain */
+	unsigned ref;			/* references (holders', workers') */
+	uint8_t live;			/* in the table */
+	uint8_t on_lru;
+	uint8_t queued; /* on e->ready or e->delayed */
+	uint8_t evict;	/* picked from the LRU to be dropped */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;	     /* any state change (broadcast) */
+	struct lk_lock *lk;	     /* mu: NULL until the first grant */
+	int mode;		     /* mu: granted now, -1 none */
+	int busy;		     /* mu: a DLM call or an op runs */
+	int demote_to;		     /* mu: -1, or asked to go down to */
+	unsigned holders[LK_NMODES]; /* mu */
+	unsigned nholders;	     /* mu */
+	unsigned nwaiters;	     /* mu: acquires waiting now */
+	uint64_t grant_ns;	     /* mu: time of the last grant */
+	uint64_t minhold_ns;	     /* mu: adaptive minimum hold */
+	int seen;		     /* mu: gen is meaningful */
+	uint64_t gen;		     /* mu: last generation seen */
+	int lost;		     /* mu: demoted for another node since
+					the last grant (a bounce follows) */
+	int contended;		     /* mu: holders waited on this grant */
+	int refused;		     /* mu: this demote was deferred */
+	int fenced;		     /* mu */
+	int stop;		     /* mu: no DLM request from now on */
+	int comp_done;		     /* mu: the pending DLM call ended */
+	int comp_status;	     /* mu: ... with this status */
+	struct fs_glock_stats st;    /* mu */
+};
+
+/* fs_glock.c, for fs_glocks.c (each documents its locking) */
+void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
+		   const struct fs_glock_ops *ops, void *arg);
+void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence);
+int fs_glock_unlock(struct fs_glock *gl, int *fence);
+void fs_glock_fence_one(struct fs_glock *gl);
+void fs_glock_stop_one(struct fs_glock *gl, uint64_t deadline);
+void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
+		    uint64_t ns);
+uint64_t fs_glock_now(void);
+/* fs_glocks.c, for fs_glock.c: queue @gl for a worker (no lock held). */
+void fs_glocks_kick(struct fs_glock *gl);
+
+#endif /* UCFS_FS_GLOCK_INTERNAL_H */
