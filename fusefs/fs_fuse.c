@@ -285,8 +285,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ret = fs_lookup(ff->fs, to_ino(ff, parent), name, &a);
 	if (ret == -ENOENT) {
 		/* a negative entry the kernel may cache: this node's own
-		 * creates tell the kernel, another node's take the lock
-		 * from this one first (fs_kinval_all) */
+		 * creates tell the kernel, another node's take the
+		 * directory's lock from this one first (fs_kinval_dir) */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = entry_timeout(ff);
 		fuse_reply_entry(req, &e);

@@ -18,6 +18,7 @@
  *                  non-regular inode handed out (fs_inval_note: "dirs"),
  *                  which a working directory reaches without a
  *                  lookup ..................................... attr thread
+ *   names          the epoch alone ............................ attr thread
  *   forget         NOTIFY_PRUNE (6.18+, 7.45), 256 nodeids a message:
  *                  unused dentries and inodes go (FORGET follows) ... attr
  * libfuse 3.14 has no call for the last two: they are written to the
@@ -432,6 +433,19 @@ static void op_entry(void *arg, uint64_t parent, const char *name,
 	enqueue(iv, Q_PAGE, it);
 }
 
+static void op_names(void *arg)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+
+	/* without the epoch the kernel caches no name (fs_inval_names) */
+	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) == 0)
+		return;
+	it = item_new(iv, IV_EPOCH, 0, 0);
+	if (it != NULL)
+		enqueue(iv, Q_ATTR, it);
+}
+
 static void op_all(void *arg)
 {
 	struct fs_inval *iv = arg;
@@ -481,6 +495,7 @@ static const struct fs_inval_ops iv_ops = {
     .inode = op_inode,
     .entry = op_entry,
     .all = op_all,
+    .names = op_names,
     .forget = op_forget,
     .sync = op_sync,
 };
