@@ -415,6 +415,10 @@ struct fs_inval_ops {
 	 * directory; the sink tracks them from its replies); a regular
 	 * file's are refreshed by the lookup its next path walk makes */
 	void (*all)(void *arg);
+	/* every name (dentry) the kernel cached, positive or negative, and
+	 * nothing else (a directory's lock: its own attributes and pages
+	 * come through inode) */
+	void (*names)(void *arg);
 	/* @n inodes the kernel may forget now if nothing uses them (their
 	 * names, attributes and pages go; no promise: a hint). The kernel
 	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster

@@ -18,6 +18,7 @@
  *                  non-regular inode handed out (fs_inval_note: "dirs"),
  *                  which a working directory reaches without a
  *                  lookup ..................................... attr thread
+ *   names          the epoch alone ............................ attr thread
  *   forget         NOTIFY_PRUNE (6.18+, 7.45), 256 nodeids a message:
  *                  unused dentries and inodes go (FORGET follows) ... attr
  * libfuse 3.14 has no call for the last two: they are written to the
@@ -144,14 +145,18 @@ static void enqueue(struct fs_inval *iv, int q, struct iv_item *it)
 	pthread_mutex_unlock(&iv->mu);
 }
 
-static struct iv_item *item_new(enum iv_kind kind, uint64_t ino, size_t extra)
+/* A new item, or NULL counted as an error (the kernel is not told). */
+static struct iv_item *item_new(struct fs_inval *iv, enum iv_kind kind,
+				uint64_t ino, size_t extra)
 {
 	struct iv_item *it = calloc(1, sizeof(*it) + extra);
 
-	if (it != NULL) {
-		it->kind = kind;
-		it->ino = ino;
+	if (it == NULL) {
+		IV_ADD(iv, errors, 1);
+		return NULL;
 	}
+	it->kind = kind;
+	it->ino = ino;
 	return it;
 }
 
@@ -399,14 +404,14 @@ static void op_inode(void *arg, uint64_t ino, int64_t off, int64_t len)
 	struct fs_inval *iv = arg;
 	struct iv_item *it;
 
-	it = item_new(len == 0 ? IV_ATTR : IV_PAGES, to_nodeid(iv, ino), 0);
+	it = item_new(iv, len == 0 ? IV_ATTR : IV_PAGES, to_nodeid(iv, ino), 0);
 	if (it == NULL)
 		return;
 	it->off = off;
 	it->len = len < 0 ? 0 : len; /* the kernel's "to the end" is 0 */
 	if (len != 0) {
 		/* the attributes at once, the pages when they can be had */
-		struct iv_item *a = item_new(IV_ATTR, it->ino, 0);
+		struct iv_item *a = item_new(iv, IV_ATTR, it->ino, 0);
 
 		if (a != NULL)
 			enqueue(iv, Q_ATTR, a);
@@ -420,7 +425,7 @@ static void op_entry(void *arg, uint64_t parent, const char *name,
 	struct fs_inval *iv = arg;
 	struct iv_item *it;
 
-	it = item_new(IV_ENTRY, to_nodeid(iv, parent), namelen + 1);
+	it = item_new(iv, IV_ENTRY, to_nodeid(iv, parent), namelen + 1);
 	if (it == NULL)
 		return;
 	memcpy(it->v, name, namelen);
@@ -428,12 +433,25 @@ static void op_entry(void *arg, uint64_t parent, const char *name,
 	enqueue(iv, Q_PAGE, it);
 }
 
+static void op_names(void *arg)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+
+	/* without the epoch the kernel caches no name (fs_inval_names) */
+	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) == 0)
+		return;
+	it = item_new(iv, IV_EPOCH, 0, 0);
+	if (it != NULL)
+		enqueue(iv, Q_ATTR, it);
+}
+
 static void op_all(void *arg)
 {
 	struct fs_inval *iv = arg;
 	struct iv_item *it;
 
-	it = item_new(IV_ALL, 0, 0);
+	it = item_new(iv, IV_ALL, 0, 0);
 	if (it != NULL)
 		enqueue(iv, Q_ATTR, it);
 }
@@ -448,7 +466,7 @@ static void op_forget(void *arg, const uint64_t *inos, size_t n)
 		return;
 	for (size_t i = 0; i < n; i += k) {
 		k = n - i < IV_PRUNE_BATCH ? n - i : IV_PRUNE_BATCH;
-		it = item_new(IV_PRUNE, 0, k * sizeof(uint64_t));
+		it = item_new(iv, IV_PRUNE, 0, k * sizeof(uint64_t));
 		if (it == NULL)
 			return;
 		for (size_t j = 0; j < k; j++)
@@ -477,6 +495,7 @@ static const struct fs_inval_ops iv_ops = {
     .inode = op_inode,
     .entry = op_entry,
     .all = op_all,
+    .names = op_names,
     .forget = op_forget,
     .sync = op_sync,
 };
@@ -500,7 +519,7 @@ void fs_inval_init(struct fs_inval *iv, unsigned proto_minor)
 		return;
 	}
 	/* the first epoch decides (send_epoch); names stay uncached until */
-	it = item_new(IV_EPOCH, 0, 0);
+	it = item_new(iv, IV_EPOCH, 0, 0);
 	if (it == NULL)
 		__atomic_store_n(&iv->names, 0, __ATOMIC_RELEASE);
 	else

@@ -108,7 +108,7 @@ void fs_kinval_dir(struct fs *fs, uint64_t dir)
 	if (s == NULL)
 		return;
 	s->ops->inode(s->arg, dir, 0, -1); /* its readdir cache too */
-	s->ops->all(s->arg);
+	s->ops->names(s->arg);
 	s->ops->sync(s->arg);
 	sink_put(s);
 }

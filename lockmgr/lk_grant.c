@@ -211,6 +211,41 @@ static void grant_waiters(struct lk_rsq *q, const struct lk_grant_out *out)
 	}
 }
 
+/*
+ * A NOQUEUE request is answered at once, so it never waits in a queue,
+ * except one rebuilt by recovery (lk_grant_restore: it was in flight
+ * when the old master went away). What could not be granted now is
+ * refused now, as lk_grant_request and lk_grant_convert do; left
+ * waiting it would wait behind a holder that may never let go. Returns
+ * how many were refused (the requests behind them may go now).
+ */
+static int refuse_noqueue(struct lk_rsq *q, const struct lk_grant_out *out)
+{
+	struct lk_list *l, *n;
+	struct lk_rq *rq;
+	int refused = 0;
+
+	lk_list_each (l, n, &q->convertq) {
+		rq = rq_of(l);
+		if (rq->flags & LK_NOQUEUE) {
+			move(q, rq, LK_Q_GRANT);
+			rq->rqmode = -1;
+			out->grant(out->ctx, q, rq, -EAGAIN);
+			refused++;
+		}
+	}
+	lk_list_each (l, n, &q->waitq) {
+		rq = rq_of(l);
+		if (rq->flags & LK_NOQUEUE) {
+			move(q, rq, LK_Q_NONE);
+			rq->rqmode = -1;
+			out->grant(out->ctx, q, rq, -EAGAIN);
+			refused++;
+		}
+	}
+	return refused;
+}
+
 void lk_grant_pending(struct lk_rsq *q, const struct lk_grant_out *out)
 {
 	struct lk_list *l, *n;
@@ -226,6 +261,8 @@ again:
 		goto again;
 	if (lk_list_empty(&q->convertq) || q->hold)
 		grant_waiters(q, out);
+	if (refuse_noqueue(q, out) > 0)
+		goto again;
 	send_basts(q, out);
 }
 

@@ -307,6 +307,42 @@ static void test_recovery_hold(void)
 	CHECK(lk_grant_check(&q) == 0);
 }
 
+/* A NOQUEUE request in flight when recovery began is rebuilt into the
+ * new master's queues (lk_grant_restore): once the master grants again
+ * it must be answered "now or never", not left waiting behind a holder
+ * that may never let go (two unmounting nodes hung on a slot lock). */
+static void test_restored_noqueue_refused(void)
+{
+	reset();
+	q.hold = 1;
+	/* a holder; a request in flight; a conversion in flight; a
+	 * request that may wait */
+	lk_grant_restore(&q, &r[0], LK_EX, -1, 0);
+	lk_grant_restore(&q, &r[1], -1, LK_EX, LK_NOQUEUE);
+	lk_grant_restore(&q, &r[2], LK_NL, LK_EX, LK_NOQUEUE | LK_NOEXP);
+	lk_grant_restore(&q, &r[3], -1, LK_PR, 0);
+	q.hold = 0;
+	lk_grant_pending(&q, &out);
+	CHECK(has('g', &r[1], -EAGAIN));
+	CHECK_EQ(r[1].queue, LK_Q_NONE);
+	CHECK(has('g', &r[2], -EAGAIN));
+	CHECK_EQ(r[2].queue, LK_Q_GRANT); /* keeps its NL */
+	CHECK_EQ(r[2].grmode, LK_NL);
+	CHECK_EQ(r[3].queue, LK_Q_WAIT);
+	CHECK(!has('g', &r[3], -EAGAIN));
+	CHECK(lk_grant_check(&q) == 0);
+	/* grantable once the holder leaves: a restored NOQUEUE request
+	 * that can be granted is granted */
+	reset();
+	q.hold = 1;
+	lk_grant_restore(&q, &r[1], -1, LK_EX, LK_NOQUEUE);
+	q.hold = 0;
+	lk_grant_pending(&q, &out);
+	CHECK(has('g', &r[1], 0));
+	CHECK_EQ(r[1].queue, LK_Q_GRANT);
+	CHECK(lk_grant_check(&q) == 0);
+}
+
 static void test_covers_and_names(void)
 {
 	CHECK(lk_mode_covers(LK_EX, LK_PR));
@@ -331,6 +367,7 @@ int main(int argc, char **argv)
 	T_RUN(test_no_false_deadlock);
 	T_RUN(test_lvb_rules);
 	T_RUN(test_recovery_hold);
+	T_RUN(test_restored_noqueue_refused);
 	T_RUN(test_covers_and_names);
 	return t_done();
 }
