@@ -2,7 +2,7 @@
  * glock_bench.c — the glock engine (fusefs/fs_glock.h) at unit level, over
  * three real lockspaces in this process (loopback TCP, as test_glock.c).
  *
- *   glock_bench [-n TOUCH] [-m MAX] [-s SECONDS] [-p PORT]
+ *   glock_bench [-n TOUCH] [-m MAX] [-s SECONDS]
  *
  * Rows, each measured in this one run (tools/BENCH.md "glock_bench"):
  *   touch     node 1 takes PR on TOUCH (100,000) fresh inode glocks, one
@@ -37,11 +37,11 @@
 
 #include "fusefs/fs_glock.h"
 #include "lockmgr/lk.h"
+#include "tests/unit/lk_local.h"
 
 #define T_INODE 3
 
 static struct lk_ls *ls[3];
-static char dir[64];
 
 static double now_s(void)
 {
@@ -67,54 +67,16 @@ static long proc_kb(const char *key)
 	return v;
 }
 
-static int setup(unsigned port)
+/* The three nodes (tests/unit/lk_local.h), ls[i] = node i + 1; the
+ * lock manager's toss time 1 s (touch_row waits for it). */
+static int setup(void)
 {
-	char path[128], sec[128];
-	uint64_t gen, members = 0;
-	FILE *f;
-
-	snprintf(dir, sizeof(dir), "/tmp/glock_bench.XXXXXX");
-	if (mkdtemp(dir) == NULL)
+	if (lkl_open(3, 3, "\"toss_ms\":1000,", 5000) < 0 ||
+	    lkl_full(3, 20000) < 0)
 		return -1;
-	snprintf(sec, sizeof(sec), "%s/secret", dir);
-	f = fopen(sec, "w");
-	if (f == NULL)
-		return -1;
-	fprintf(f, "0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	snprintf(path, sizeof(path), "%s/c.json", dir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		return -1;
-	fprintf(f,
-		"{ \"cluster\": \"gb\", \"secret_file\": \"%s\", "
-		"\"heartbeat_ms\": 50, \"timeout_ms\": 5000, "
-		"\"toss_ms\": 1000, \"nodes\": [",
-		sec);
-	for (int i = 1; i <= 3; i++)
-		fprintf(f,
-			"%s{\"id\": %d, \"addr\": \"127.0.0.%d\", "
-			"\"port\": %u}",
-			i > 1 ? "," : "", i, i, port);
-	fprintf(f, "] }\n");
-	fclose(f);
-	for (int i = 0; i < 3; i++) {
-		struct lk_ls_config c = {.cluster_file = path,
-					 .nodeid = (uint32_t)i + 1};
-
-		if (lk_ls_open(&c, &ls[i]) < 0)
-			return -1;
-	}
 	for (int i = 0; i < 3; i++)
-		if (lk_ls_wait_quorum(ls[i], 20000) < 0)
-			return -1;
-	for (int n = 0; n < 400 && members != 0xe; n++) {
-		struct timespec ts = {0, 25000000};
-
-		lk_ls_members(ls[0], &gen, &members);
-		nanosleep(&ts, NULL);
-	}
-	return members == 0xe ? 0 : -1;
+		ls[i] = lkl_ls[i + 1];
+	return 0;
 }
 
 static struct fs_glocks *engine(int node, unsigned max, unsigned minhold)
@@ -374,26 +336,21 @@ static void bounce_row(unsigned minhold, unsigned pause_us, double secs)
 
 int main(int argc, char **argv)
 {
-	unsigned n = 100000, max = 10000, port = 0;
+	unsigned n = 100000, max = 10000;
 	double secs = 3;
-	char cmd[128];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:m:s:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:m:s:")) != -1) {
 		if (opt == 'n')
 			n = (unsigned)atoi(optarg);
 		else if (opt == 'm')
 			max = (unsigned)atoi(optarg);
 		else if (opt == 's')
 			secs = atof(optarg);
-		else if (opt == 'p')
-			port = (unsigned)atoi(optarg);
 		else
 			return 2;
 	}
-	if (port == 0)
-		port = 20000 + (unsigned)(getpid() + 29) % 30000;
-	if (setup(port) < 0) {
+	if (setup() < 0) {
 		fprintf(stderr, "glock_bench: cannot start the lockspaces\n");
 		return 1;
 	}
@@ -407,8 +364,6 @@ int main(int argc, char **argv)
 	bounce_row(~0u, 0, secs);
 	bounce_row(~0u, 20, secs);
 	printf("peak RSS %ld KiB\n", proc_kb("VmHWM:"));
-	for (int i = 2; i >= 0; i--)
-		lk_ls_close(ls[i]);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : 1;
+	lkl_close();
+	return 0;
 }

@@ -2,7 +2,7 @@
  * lk_local.h — a cluster of lockspaces in one test process, one per node,
  * node i on 127.0.0.i, over real TCP (for the unit tests that need the
  * transport: test_lk_batch_net, test_lk_batch_rand, test_lk_quorum,
- * test_lk_rejoin).
+ * test_lk_rejoin, test_glock; and tests/progs/glock_bench).
  *
  *	lkl_open(3, 3, "", 5000)  a configuration of 3 nodes (extra JSON
  *	                       fields may be given, e.g. "\"two_node\":true,";

@@ -32,6 +32,7 @@
 #include "fusefs/fs_glock.h"
 #include "fusefs/fs_stats.h"
 #include "harness.h"
+#include "lk_local.h"
 #include "lockmgr/lk.h"
 
 struct ops_count {
@@ -40,11 +41,10 @@ struct ops_count {
 	atomic_ullong synced;	    /* bit (num % 64) of each sync */
 };
 
-static struct lk_ls *ls[3];
+static struct lk_ls *ls[3]; /* lkl_ls[1..3] */
 /* test_fence_ends_wait's engine: freed once the lockspaces are closed */
 static struct fs_glocks *fenced_engine;
 static struct ops_count cnt[2];
-static char dir[64];
 
 static int c_sync(struct fs_glock *gl, int from, int to, void *arg)
 {
@@ -89,55 +89,14 @@ static const struct fs_glock_ops ops = {
     .drop = c_drop,
 };
 
+/* The three nodes (lk_local.h), ls[i] = node i + 1. */
 static int setup(void)
 {
-	char path[128], sec[128];
-	unsigned port = 20000 + (unsigned)(getpid() + 17) % 30000;
-	FILE *f;
-	uint64_t gen, members = 0;
-
-	snprintf(dir, sizeof(dir), "/tmp/test_glock.XXXXXX");
-	if (mkdtemp(dir) == NULL)
+	if (lkl_open(3, 3, "", 5000) < 0 || lkl_full(3, 20000) < 0)
 		return -1;
-	snprintf(sec, sizeof(sec), "%s/secret", dir);
-	f = fopen(sec, "w");
-	if (f == NULL)
-		return -1;
-	fprintf(f, "0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	snprintf(path, sizeof(path), "%s/c.json", dir);
-	f = fopen(path, "w");
-	if (f == NULL)
-		return -1;
-	fprintf(f,
-		"{ \"cluster\": \"tg\", \"secret_file\": \"%s\", "
-		"\"heartbeat_ms\": 50, \"timeout_ms\": 5000, \"nodes\": [",
-		sec);
-	for (int i = 1; i <= 3; i++)
-		fprintf(f,
-			"%s{\"id\": %d, \"addr\": \"127.0.0.%d\", "
-			"\"port\": %u}",
-			i > 1 ? "," : "", i, i, port);
-	fprintf(f, "] }\n");
-	fclose(f);
-	for (int i = 0; i < 3; i++) {
-		struct lk_ls_config c = {.cluster_file = path,
-					 .nodeid = (uint32_t)i + 1};
-
-		if (lk_ls_open(&c, &ls[i]) < 0)
-			return -1;
-	}
 	for (int i = 0; i < 3; i++)
-		if (lk_ls_wait_quorum(ls[i], 20000) < 0)
-			return -1;
-	/* all three in one membership before any lock is taken */
-	for (int n = 0; n < 400 && members != 0xe; n++) {
-		struct timespec ts = {0, 25000000};
-
-		lk_ls_members(ls[0], &gen, &members);
-		nanosleep(&ts, NULL);
-	}
-	return members == 0xe ? 0 : -1;
+		ls[i] = lkl_ls[i + 1];
+	return 0;
 }
 
 /* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
@@ -821,7 +780,7 @@ static void test_trace_events(void)
 	FILE *f;
 
 	REQUIRE(ea != NULL && eb != NULL);
-	snprintf(path, sizeof(path), "%s/trace", dir);
+	snprintf(path, sizeof(path), "%s/trace", lkl_dir);
 	REQUIRE(fs_trace_open(path, 1, 0, &tr) == 0);
 	fs_glocks_set_trace(ea, tr, t_type_name, NULL);
 	CHECK_EQ(touch(ea, 900, LK_EX), 0);
@@ -841,6 +800,7 @@ static void test_trace_events(void)
 		release += strstr(line, "\"ev\":\"release\"") != NULL;
 	}
 	fclose(f);
+	unlink(path);
 	CHECK_EQ(grant, 1);
 	CHECK(bast >= 1);
 	CHECK_EQ(demote, 1);
@@ -967,7 +927,6 @@ static void test_random_two_nodes(void)
 
 int main(int argc, char **argv)
 {
-	char cmd[128];
 	int ok;
 
 	t_init(argc, argv);
@@ -994,11 +953,7 @@ int main(int argc, char **argv)
 		T_RUN(test_trace_events);
 		T_RUN(test_random_two_nodes);
 	}
-	for (int i = 2; i >= 0; i--)
-		lk_ls_close(ls[i]);
+	lkl_close();
 	fs_glocks_free(fenced_engine);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		ok = 0;
 	return ok ? t_done() : 1;
 }
