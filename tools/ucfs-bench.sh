@@ -570,7 +570,7 @@ cluster_probe() {
 	fi
 	add_system probe ucfs "cluster probe" "" dlm
 	SYSTEMS=${SYSTEMS% probe}
-	SETUP=probe # no setup runs yet: sys_down's stats name this one
+	SETUP=probe STATS_TAG=probe # its stats, before any setup ran
 	if ! sys_up probe 2 2>"$WORK/log/probe.err"; then
 		CLUSTER_WHY="a 2-node lockproto=dlm mount failed (see" \
 		CLUSTER_WHY="$CLUSTER_WHY $WORK/log/ucfs.probe.*.log)"
