@@ -92,6 +92,9 @@ struct fs_opts {
 	unsigned node_id;		/* node=ID (dlm), 1..63; 0 none */
 	int minhold_ms;			/* minhold=MS (dlm): glock minimum
 					   hold time; -1 default */
+	int glock_max;			/* glock_max=N (dlm): cluster locks
+					   kept cached, the idle ones beyond
+					   dropped (LRU); -1 default */
 	int passthrough;		/* passthrough: DEVICE is a directory
 					   to forward to (fs_pt.h) */
 	unsigned hb_interval_ms;	/* hb_interval=MS (dlm): disk

@@ -100,6 +100,7 @@ struct fs_cluster {
 	char name[64];		  /* immutable */
 	uint32_t node;		  /* immutable */
 	unsigned minhold_ms;	  /* immutable */
+	unsigned glock_max;	  /* immutable: the engine's LRU bound */
 	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
 	struct fs_glocks *e;	  /* immutable after attach: the engine */
 	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
@@ -667,6 +668,7 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 		return -ENOMEM;
 	cl->node = o->node_id;
 	cl->minhold_ms = o->minhold_ms;
+	cl->glock_max = o->glock_max ? o->glock_max : FS_GLOCK_MAX_DEFAULT;
 	cl->slot = -1;
 	pthread_mutex_init(&cl->mu, NULL);
 	pthread_cond_init(&cl->cv, NULL);
@@ -726,7 +728,7 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
 static int engine_start(struct fs_cluster *cl)
 {
 	struct fs_glocks_conf conf = {
-	    .max = FS_GLOCK_MAX_DEFAULT,
+	    .max = cl->glock_max,
 	    .workers = 0,
 	    .minhold_ms = cl->minhold_ms,
 	};

@@ -53,6 +53,8 @@ struct fs_cluster_opts {
 	const char *cluster_file; /* lk JSON configuration */
 	uint32_t node_id;	  /* 1..63 */
 	unsigned minhold_ms;	  /* glock minimum hold time */
+	unsigned glock_max;	  /* glocks kept cached (0: the default,
+				     FS_GLOCK_MAX_DEFAULT) */
 	unsigned quorum_ms;	  /* wait for quorum at most (0: 30 s) */
 	const char *device;	  /* the device: the disk heartbeat opens
 				     it a second time (or NULL and: */

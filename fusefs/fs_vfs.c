@@ -291,6 +291,7 @@ static int cluster_open(const struct fs_opts *o, const char *path,
 		.node_id = o->node_id,
 		.minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS :
 			      (unsigned)o->minhold_ms,
+		.glock_max = o->glock_max < 0 ? 0 : (unsigned)o->glock_max,
 		.device = path,
 		.bd = bd,
 		.hb_interval_ms = o->hb_interval_ms,

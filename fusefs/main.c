@@ -211,9 +211,10 @@ static int pt_check(const struct args *a)
 	size_t n;
 
 	if (o->lockproto != FS_LOCK_NOLOCK || o->cluster[0] != '\0' ||
-	    o->node_id != 0 || o->minhold_ms >= 0) {
+	    o->node_id != 0 || o->minhold_ms >= 0 || o->glock_max >= 0) {
 		fprintf(stderr, "ucfs: passthrough: lockproto=, cluster=, "
-				"node= and minhold= are for ucfs devices\n");
+				"node=, minhold= and glock_max= are for ucfs "
+				"devices\n");
 		return -EINVAL;
 	}
 	/* a mountpoint below DIR would make the lens look at itself (and

@@ -1,0 +1,76 @@
+#!/bin/sh
+# clu_glockmax: the glock bound (mount option glock_max=, MOUNT.md) on a
+# lockproto=dlm node. Node 1 mounts with glock_max=64 and touches 1,000
+# files and 10 directories (a create, then a stat, each taking the
+# inode's glock): the stats show the bound (glocks.glock_max 64), the
+# table stays within it plus the glocks in use (the resource groups'),
+# idle glocks were dropped from the LRU (evictions > 0), and node 2,
+# mounted with the default bound, reads every file back (a dropped glock
+# wrote back what it covered and gave the lock up). A bad value is
+# refused with a message. Node 5 is a lockspace-only witness (quorum).
+. "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/fslib.sh"
+. "$UCFS_TOP/tests/clulib.sh"
+fs_require_ucfs clu_glockmax
+if ! command -v jq >/dev/null 2>&1; then
+	skip clu_glockmax "jq missing"
+	exit 0
+fi
+
+IMG=$T/img CFG=$T/cluster.json MA=$T/a MB=$T/b
+clu_config "$CFG" 1 2 5
+clu_witness "$CFG" 5
+fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
+	fail clu_glockmax_mkfs; exit 1; }
+
+# a value out of range: refused, nothing mounted
+mkdir -p "$MA"
+if "$B/ucfs" -o "$(clu_opts "$CFG" 1 glock_max=3)" "$IMG" "$MA" \
+	>"$T/bad.out" 2>&1; then
+	fail clu_glockmax_bad_value "glock_max=3 mounted"
+	umount "$MA" 2>/dev/null
+else
+	check clu_glockmax_bad_value grep -q "glock_max" "$T/bad.out"
+fi
+
+fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1 glock_max=64)" || {
+	fail clu_glockmax_mount1; exit 1; }
+fs_mount "$IMG" "$MB" "$(clu_opts "$CFG" 2)" || {
+	fail clu_glockmax_mount2; exit 1; }
+
+d=0
+while [ $d -lt 10 ]; do
+	mkdir "$MA/d$d"
+	i=0
+	while [ $i -lt 100 ]; do
+		echo "$d.$i" >"$MA/d$d/f$i"
+		i=$((i + 1))
+	done
+	d=$((d + 1))
+done
+ls -lR "$MA" >/dev/null
+"$B/ucfs-stat" --json "$MA" >"$T/s1.json"
+jq '.glocks | {glock_max, glocks_now, idle_now, held_now,
+	evictions: ([.types[] | .evictions // 0] | add)}' "$T/s1.json"
+check clu_glockmax_bound jq -e '.glocks.glock_max == 64' "$T/s1.json"
+# the resource groups' glocks are kept for the mount (4 here, 256 MiB
+# in 64 MiB groups) besides the bound
+check clu_glockmax_table jq -e '.glocks.glocks_now <= 64 + 8' "$T/s1.json"
+check clu_glockmax_evicted jq -e \
+	'[.glocks.types[] | .evictions // 0] | add > 0' "$T/s1.json"
+
+bad=0
+d=0
+while [ $d -lt 10 ]; do
+	i=0
+	while [ $i -lt 100 ]; do
+		[ "$(cat "$MB/d$d/f$i")" = "$d.$i" ] || bad=$((bad + 1))
+		i=$((i + 1))
+	done
+	d=$((d + 1))
+done
+check clu_glockmax_other_reads test $bad -eq 0
+
+fs_umount "$MB" || fail clu_glockmax_umount2
+fs_umount "$MA" || fail clu_glockmax_umount1
+check clu_glockmax_fsck "$B/fsck.ucfs" -n "$IMG"
