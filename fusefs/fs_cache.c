@@ -1054,7 +1054,9 @@ static struct fs_buf *ra_take(struct fs *fs, uint64_t blkno, int *full)
 		goto out_unlock;
 	}
 	evict(fs, c);
-	if (c->nbufs + c->nextra >= c->max_bufs) {	/* all pinned/used */
+	/* all pinned/used, or other prefetchers took the bound while the
+	 * lock was dropped */
+	if (c->nbufs + c->nextra >= c->max_bufs || c->nprefetch >= c->ra_max) {
 		spare_put(c, nb);
 		goto out_full;
 	}
