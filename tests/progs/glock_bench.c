@@ -37,9 +37,8 @@
 
 #include "fusefs/fs_glock.h"
 #include "lockmgr/lk.h"
+#include "tests/unit/glock_util.h"
 #include "tests/unit/lk_local.h"
-
-#define T_INODE 3
 
 static struct lk_ls *ls[3];
 
@@ -88,20 +87,6 @@ static struct fs_glocks *engine(int node, unsigned max, unsigned minhold)
 	if (fs_glocks_new(ls[node], &c, &e) < 0)
 		exit(1);
 	return e;
-}
-
-static int touch(struct fs_glocks *e, uint64_t num, int mode)
-{
-	struct fs_glock *gl;
-	int ret = fs_glock_get(e, T_INODE, num, &gl);
-
-	if (ret < 0)
-		return ret;
-	ret = fs_glock_acquire(gl, mode);
-	if (ret == 0)
-		fs_glock_release(gl, mode);
-	fs_glock_put(gl);
-	return ret;
 }
 
 static uint64_t resources(int node)

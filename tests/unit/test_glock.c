@@ -31,6 +31,7 @@
 
 #include "fusefs/fs_glock.h"
 #include "fusefs/fs_stats.h"
+#include "glock_util.h"
 #include "harness.h"
 #include "lk_local.h"
 #include "lockmgr/lk.h"
@@ -278,8 +279,6 @@ static void test_fence(void)
 
 /* ---- engines ------------------------------------------------------ */
 
-#define T_INODE 3 /* lock type of the engine tests */
-
 static struct fs_glocks *eng_on(int node, unsigned max, unsigned minhold)
 {
 	struct fs_glocks_conf c = {
@@ -298,21 +297,6 @@ static uint64_t glocks_now(struct fs_glocks *e)
 
 	fs_glocks_stats(e, &s);
 	return s.glocks_now;
-}
-
-/* get + acquire + release + put: leaves the mode cached, idle */
-static int touch(struct fs_glocks *e, uint64_t num, int mode)
-{
-	struct fs_glock *gl;
-	int ret = fs_glock_get(e, T_INODE, num, &gl);
-
-	if (ret < 0)
-		return ret;
-	ret = fs_glock_acquire(gl, mode);
-	if (ret == 0)
-		fs_glock_release(gl, mode);
-	fs_glock_put(gl);
-	return ret;
 }
 
 static void test_get_put_identity(void)
