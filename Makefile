@@ -3,7 +3,8 @@
 # Layout is by convention, so adding a file never means editing this file:
 #   blockdev/*.c            -> $(BUILD)/libbd.a
 #   lockmgr/*.c             -> $(BUILD)/liblk.a
-#   fusefs/*.c but main.c   -> $(BUILD)/libfs.a;  fusefs/main.c -> $(BUILD)/ucfs
+#   fusefs/*.c and fusefs/*/*.c (one folder per layer) but main.c
+#                           -> $(BUILD)/libfs.a;  fusefs/main.c -> $(BUILD)/ucfs
 #   tools/NAME.c            -> $(BUILD)/NAME        (one file per tool)
 #   tools/NAME.sh           -> $(BUILD)/NAME        (shell tools, copied;
 #                              tools/demo.sh is run by `make demo` only)
@@ -60,7 +61,7 @@ endif
 
 BD_SRC  := $(wildcard blockdev/*.c)
 LK_SRC  := $(wildcard lockmgr/*.c)
-FS_SRC  := $(filter-out fusefs/main.c,$(wildcard fusefs/*.c))
+FS_SRC  := $(filter-out fusefs/main.c,$(wildcard fusefs/*.c fusefs/*/*.c))
 LIBS    := $(BUILD)/libfs.a $(BUILD)/liblk.a $(BUILD)/libbd.a
 
 TOOL_C  := $(wildcard tools/*.c)
@@ -152,7 +153,7 @@ demo: deps all
 	sh tools/demo.sh $(BUILD)
 
 format-check:
-	clang-format --dry-run --Werror $(wildcard */*.c */*.h tests/*/*.c tests/*/*.h)
+	clang-format --dry-run --Werror $(wildcard */*.c */*.h */*/*.c */*/*.h)
 
 clean:
 	rm -rf build build-san build-fuzz build-afl
