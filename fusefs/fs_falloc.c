@@ -134,30 +134,6 @@ static int alloc_range(struct fs *fs, struct fs_buf *ib, uint64_t lb0,
 
 /* ---- fallocate ---- */
 
-/* Inline data: zero [off, end) of it; with @grow the size becomes at
- * least @end (the area past the size is zero already). */
-static int zero_inline(struct fs *fs, struct fs_buf *ib, uint64_t off,
-		       uint64_t end, int grow)
-{
-	struct fs_dinode *di = fs_di(ib);
-	struct fs_tx *tx;
-	int ret;
-
-	ret = fs_tx_begin(fs, 1, &tx);
-	if (ret < 0)
-		return ret;
-	ret = fs_tx_write(tx, ib);
-	if (ret == 0) {
-		if (off < di->size)
-			memset(di->inline_area + off, 0,
-			       (end < di->size ? end : di->size) - off);
-		if (grow && end > di->size)
-			di->size = end;
-		fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
-	}
-	return fs_tx_end(tx) < 0 && ret == 0 ? -EIO : ret;
-}
-
 /* Zero the partial blocks at the edges of [off, end) (all of it when it
  * lies inside one block); the whole blocks between are the caller's. */
 static int zero_edges(struct fs *fs, struct fs_buf *ib, uint64_t off,
@@ -181,7 +157,7 @@ static int punch(struct fs *fs, struct fs_buf *ib, uint64_t off, uint64_t end)
 	int ret;
 
 	if (di->fmt == FS_FMT_INLINE)
-		return zero_inline(fs, ib, off, end, 0);
+		return fs_file_inline_write(fs, ib, NULL, off, end - off, 0);
 	ret = zero_edges(fs, ib, off, end);
 	if (ret == 0 && lb0 <= lb1)
 		ret = fs_file_unmap(fs, ib, lb0, lb1);
@@ -254,7 +230,8 @@ static int zero_range(struct fs *fs, struct fs_buf *ib, uint64_t off,
 	int ret;
 
 	if (di->fmt == FS_FMT_INLINE && end <= FS_INODE_INLINE_SIZE)
-		return zero_inline(fs, ib, off, end, !keep);
+		return fs_file_inline_write(fs, ib, NULL, off, end - off,
+					    !keep);
 	if (di->fmt == FS_FMT_INLINE && (ret = fs_file_to_extents(fs, ib)) < 0)
 		return ret;
 	if (di->fmt != FS_FMT_EXTENTS)

@@ -326,10 +326,11 @@ out_buf:
 	return ret;
 }
 
-static int write_inline(struct fs *fs, struct fs_buf *ib, const void *buf,
-			size_t len, uint64_t off)
+int fs_file_inline_write(struct fs *fs, struct fs_buf *ib, const void *buf,
+			 uint64_t off, uint64_t len, int grow)
 {
 	struct fs_dinode *di = fs_di(ib);
+	uint64_t end = off + len;
 	struct fs_tx *tx;
 	int ret;
 
@@ -338,12 +339,17 @@ static int write_inline(struct fs *fs, struct fs_buf *ib, const void *buf,
 		return ret;
 	ret = fs_tx_write(tx, ib);
 	if (ret == 0) {
-		memcpy(di->inline_area + off, buf, len);
-		if (off + len > di->size)
-			di->size = off + len;
+		if (buf != NULL)
+			memcpy(di->inline_area + off, buf, len);
+		else if (off < di->size)
+			memset(di->inline_area + off, 0,
+			       (end < di->size ? end : di->size) - off);
+		if (grow && end > di->size)
+			di->size = end;
 		fs_ino_touch(di, FS_T_MTIME | FS_T_CTIME);
 	}
-	fs_tx_end(tx);
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
 	return ret;
 }
 
@@ -607,7 +613,7 @@ ssize_t fs_file_write(struct fs *fs, struct fs_inode *n, struct fs_buf *ib,
 		return -EFBIG;
 	if (di->fmt == FS_FMT_INLINE) {
 		if (off + len <= FS_INODE_INLINE_SIZE) {
-			ret = write_inline(fs, ib, buf, len, off);
+			ret = fs_file_inline_write(fs, ib, buf, off, len, 1);
 			if (ret == 0)
 				FS_NS_STAT_ADD(fs, data_write_bytes, len);
 			return ret < 0 ? ret : (ssize_t)len;

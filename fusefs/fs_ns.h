@@ -305,6 +305,13 @@ unsigned fs_file_map_credits(struct fs *fs, struct fs_btree *bt);
 int fs_file_to_extents(struct fs *fs, struct fs_buf *ib);
 /* Free every block mapped in [lb0, lb1) (own transactions). */
 int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1);
+/* Inline data, in one transaction: copy @len bytes of @buf to @off of the
+ * inline area, or with @buf NULL zero those of them below the size (the
+ * area past the size is zero already); with @grow the size becomes at
+ * least @off + @len, which must then fit the area. mtime and ctime.
+ * Call with the inode exclusive. 0 or -errno (-EIO: the commit failed). */
+int fs_file_inline_write(struct fs *fs, struct fs_buf *ib, const void *buf,
+			 uint64_t off, uint64_t len, int grow);
 /* Zero bytes [from, to) of one written block, if mapped. */
 int fs_file_zero_partial(struct fs *fs, struct fs_buf *ib, uint64_t from,
 			 uint64_t to);
