@@ -11,6 +11,31 @@
 #                              lockspace-only member that only adds its
 #                              vote); stopped by PID on exit
 #   clu_opts FILE ID [MORE]    prints the mount options of node ID
+#   clu_setup NAME N MB [MKFS_ARGS...]
+#                              a cluster of N filesystem nodes (ids 1..N)
+#                              and N-1 witnesses (ids N+1..2N-1, started:
+#                              any one node may go, and the others, the
+#                              last one included, still unmount cleanly);
+#                              sets CFG=$T/cluster.json, IMG=$T/img (made:
+#                              MB MiB, mkfs.ucfs -J 8 -p dlm -t clu:fs1
+#                              MKFS_ARGS, e.g. -j 2 -r 64) and M1..MN
+#                              ($T/m1..); FAIL NAME_mkfs and exit if mkfs
+#                              fails
+#   clu_mount NAME ID [MORE]   mount node ID (options MORE) on $T/mID;
+#                              FAIL NAME_mID and exit if it fails
+#   clu_two_nodes NAME MB [MKFS_ARGS...]
+#                              the usual set-up: clu_setup NAME 2 MB ...,
+#                              then nodes 1 and 2 mounted on M1 and M2
+#   clu_refused NAME PATTERN IMAGE OPTS
+#                              runs the daemon in the foreground on IMAGE
+#                              with OPTS: PASS NAME if it exits != 0 with
+#                              PATTERN (grep) in its output ($T/bad.log)
+#                              and leaves no mount
+#   clu_tree DIR NDIRS NFILES [big]
+#                              makes DIR/d0..: NDIRS directories of NFILES
+#                              small files f0..; with "big" also a file
+#                              "big" of d * 20000 + 1 random bytes in
+#                              directory d
 #
 # Quorum: the lock manager counts a strict majority of the CONFIGURED
 # nodes, including nodes that left cleanly, so the last filesystem node
@@ -49,4 +74,74 @@ clu_witness() {
 
 clu_opts() {
 	echo "lockproto=dlm,cluster=$1,node=$2${3:+,$3}"
+}
+
+clu_setup() {
+	_name=$1 _n=$2 _mb=$3
+	shift 3
+	CFG=$T/cluster.json IMG=$T/img
+	_ids="" _i=1
+	while [ $_i -lt $((2 * _n)) ]; do
+		_ids="$_ids $_i"
+		if [ $_i -le $_n ]; then eval "M$_i=\$T/m$_i"; fi
+		_i=$((_i + 1))
+	done
+	clu_config "$CFG" $_ids
+	_i=$((_n + 1))
+	while [ $_i -lt $((2 * _n)) ]; do
+		clu_witness "$CFG" $_i
+		_i=$((_i + 1))
+	done
+	fs_mkfs "$IMG" "$_mb" -J 8 -p dlm -t clu:fs1 "$@" || {
+		fail "${_name}_mkfs"
+		exit 1
+	}
+}
+
+clu_mount() {
+	fs_mount "$IMG" "$T/m$2" "$(clu_opts "$CFG" "$2" "${3:-}")" || {
+		fail "${1}_m$2"
+		exit 1
+	}
+}
+
+clu_two_nodes() {
+	_name=$1
+	shift
+	clu_setup "$_name" 2 "$@"
+	clu_mount "$_name" 1
+	clu_mount "$_name" 2
+}
+
+clu_refused() {
+	mkdir -p "$T/bad"
+	if timeout -k 5 60 "$B/ucfs" -f -o "$4" "$3" "$T/bad" \
+		>"$T/bad.log" 2>&1; then
+		fail "$1" "mounted"
+		fusermount3 -u "$T/bad"
+	elif ! grep -q "$2" "$T/bad.log"; then
+		fail "$1" "message: $(cat "$T/bad.log")"
+	elif _fs_mounted "$T/bad"; then
+		fail "$1" "left a mount"
+	else
+		pass "$1"
+	fi
+}
+
+clu_tree() {
+	mkdir -p "$1" || return 1
+	_d=0
+	while [ $_d -lt "$2" ]; do
+		mkdir "$1/d$_d" || return 1
+		_f=0
+		while [ $_f -lt "$3" ]; do
+			echo "file $_d/$_f" >"$1/d$_d/f$_f" || return 1
+			_f=$((_f + 1))
+		done
+		if [ "${4:-}" = big ]; then
+			head -c $((_d * 20000 + 1)) /dev/urandom >"$1/d$_d/big" ||
+				return 1
+		fi
+		_d=$((_d + 1))
+	done
 }

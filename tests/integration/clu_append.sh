@@ -22,13 +22,7 @@
 . "$UCFS_TOP/tests/clulib.sh"
 fs_require_ucfs clu_append
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_append_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_append_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_append_m2; exit 1; }
+clu_two_nodes clu_append 256 -j 2 -r 64
 
 # (1) alternating appends through descriptors held open on both nodes
 python3 - "$M1/alt" "$M2/alt" 1000 >"$T/alt.out" 2>&1 <<'PY'

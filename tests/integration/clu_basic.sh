@@ -26,40 +26,28 @@ for w in 5 6 7; do clu_witness "$CFG" $w; done
 fs_mkfs "$IMG" 512 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
 	fail clu_mkfs; exit 1; }
 
-# refused: run the daemon in the foreground, expect an exit != 0, the
-# message, and no mount
-refused() {	# NAME PATTERN IMAGE OPTS
-	mkdir -p "$T/bad"
-	if timeout -k 5 40 "$B/ucfs" -f -o "$4" "$3" "$T/bad" \
-		>"$T/bad.log" 2>&1; then
-		fail "$1" "mounted"
-		fusermount3 -u "$T/bad"
-	elif ! grep -q "$2" "$T/bad.log"; then
-		fail "$1" "message: $(cat "$T/bad.log")"
-	elif _fs_mounted "$T/bad"; then
-		fail "$1" "left a mount"
-	else
-		pass "$1"
-	fi
-}
-refused clu_refuse_no_cluster "needs cluster=FILE" "$IMG" lockproto=dlm
-refused clu_refuse_missing_file "cluster=$T/none.json" "$IMG" \
+# refused (tests/clulib.sh clu_refused): an exit != 0, the message, and
+# no mount
+clu_refused clu_refuse_no_cluster "needs cluster=FILE" "$IMG" lockproto=dlm
+clu_refused clu_refuse_missing_file "cluster=$T/none.json" "$IMG" \
 	"$(clu_opts "$T/none.json" 1)"
-refused clu_refuse_unknown_node "node=9 is not a node of" "$IMG" \
+clu_refused clu_refuse_unknown_node "node=9 is not a node of" "$IMG" \
 	"$(clu_opts "$CFG" 9)"
-refused clu_refuse_cluster_without_dlm "need lockproto=dlm" "$IMG" \
+clu_refused clu_refuse_cluster_without_dlm "need lockproto=dlm" "$IMG" \
 	"cluster=$CFG,node=1"
-refused clu_refuse_hb_interval "hb_interval must be at most hb_timeout / 4" \
-	"$IMG" "$(clu_opts "$CFG" 1 hb_interval=1000,hb_timeout=2000)"
-refused clu_refuse_hb_without_dlm "need lockproto=dlm" "$IMG" hb_timeout=3000
-refused clu_refuse_writeback_cache "writeback_cache" "$IMG" \
+clu_refused clu_refuse_hb_interval \
+	"hb_interval must be at most hb_timeout / 4" "$IMG" \
+	 "$(clu_opts "$CFG" 1 hb_interval=1000,hb_timeout=2000)"
+clu_refused clu_refuse_hb_without_dlm "need lockproto=dlm" "$IMG" \
+	hb_timeout=3000
+clu_refused clu_refuse_writeback_cache "writeback_cache" "$IMG" \
 	"$(clu_opts "$CFG" 1 writeback_cache)"
 fs_mkfs "$T/nolock.img" 128 -j 2 -p nolock ||
 	fail clu_mkfs_nolock
-refused clu_refuse_nolock_image "made for lockproto=nolock" \
+clu_refused clu_refuse_nolock_image "made for lockproto=nolock" \
 	"$T/nolock.img" "$(clu_opts "$CFG" 1)"
 fs_mkfs "$T/other.img" 128 -j 2 -p dlm -t other:fs1 || fail clu_mkfs_other
-refused clu_refuse_other_cluster "lock table is 'other:fs1'" \
+clu_refused clu_refuse_other_cluster "lock table is 'other:fs1'" \
 	"$T/other.img" "$(clu_opts "$CFG" 1)"
 rm -f "$T/nolock.img" "$T/other.img"
 
@@ -145,7 +133,7 @@ check clu_untar1_seen_on_2 diff -r "$T/src" "$M2/t1"
 check clu_untar2_seen_on_1 diff -r "$T/src" "$M1/t2"
 
 # nolock refused while dlm nodes are mounted (it waits 10 s first)
-refused clu_refuse_nolock_while_dlm "already mounted" "$IMG" \
+clu_refused clu_refuse_nolock_while_dlm "already mounted" "$IMG" \
 	lockproto=nolock
 
 # a third node
@@ -154,8 +142,8 @@ check clu_node3_sees_tree diff -r "$T/src" "$M3/t2"
 check clu_node3_sees_data cmp "$T/r1x" "$M3/one"
 echo three >"$M3/three"
 check clu_node3_write_seen grep -q three "$M1/three"
-refused clu_refuse_no_free_slot "all 3 journal slots are in use" "$IMG" \
-	"$(clu_opts "$CFG" 4)"
+clu_refused clu_refuse_no_free_slot "all 3 journal slots are in use" \
+	"$IMG" "$(clu_opts "$CFG" 4)"
 
 # stats
 if command -v jq >/dev/null 2>&1; then

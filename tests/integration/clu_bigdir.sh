@@ -27,13 +27,7 @@
 fs_require_ucfs clu_bigdir
 
 N=${UCFS_BIGDIR_N:-7000}
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_bigdir_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_bigdir_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_bigdir_m2; exit 1; }
+clu_two_nodes clu_bigdir 512 -j 2 -r 64
 
 # (1) creates from both nodes at once, then unlinks from both
 mkdir "$M1/d"

@@ -23,32 +23,17 @@
 fs_require_ucfs clu_fence
 command -v jq >/dev/null 2>&1 || { skip clu_fence "needs jq"; exit 0; }
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2 M3=$T/m3
-clu_config "$CFG" 1 2 3 4 5
-clu_witness "$CFG" 4
-clu_witness "$CFG" 5
-fs_mkfs "$IMG" 256 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_fence_mkfs; exit 1; }
+clu_setup clu_fence 3 256 -j 3 -r 64
 now() { date +%s.%N; }
 st() { "$B/ucfs-stat" --json "$1"; }
 
 # (1) refused: node 1 twice; a JSON syntax error
-refused() {	# NAME PATTERN OPTS
-	mkdir -p "$T/bad"
-	if timeout -k 5 60 "$B/ucfs" -f -o "$3" "$IMG" "$T/bad" \
-		>"$T/bad.log" 2>&1; then
-		fail "$1" "mounted"
-		fusermount3 -u "$T/bad"
-	elif ! grep -q "$2" "$T/bad.log"; then
-		fail "$1" "message: $(cat "$T/bad.log")"
-	else
-		pass "$1"
-	fi
-}
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_fence_m1; exit 1; }
-refused clu_fence_node_twice "node 1 is already mounted" "$(clu_opts "$CFG" 1)"
+clu_mount clu_fence 1
+clu_refused clu_fence_node_twice "node 1 is already mounted" "$IMG" \
+	"$(clu_opts "$CFG" 1)"
 sed 's/"nodes": \[/"nodes": [ ,/' "$CFG" >"$T/syntax.json"
-refused clu_fence_json_line_column "JSON syntax error at line 3, column" \
+clu_refused clu_fence_json_line_column \
+	"JSON syntax error at line 3, column" "$IMG" \
 	"$(clu_opts "$T/syntax.json" 2)"
 
 # (2) node 2 frozen past hb_timeout while it holds EX

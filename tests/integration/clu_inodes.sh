@@ -24,16 +24,9 @@
 . "$UCFS_TOP/tests/clulib.sh"
 fs_require_ucfs clu_inodes
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 3 -J 8 -p dlm -t clu:fs1 || {
-	fail clu_inodes_mkfs; exit 1; }
+clu_two_nodes clu_inodes 512 -j 3
 n=$(sed -n 's/.* \([0-9]*\) rgroups of.*/\1/p' "$IMG.mkfs.log")
 check clu_inodes_mkfs_auto_rgroups test "${n:-0}" -ge 24
-
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_inodes_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_inodes_m2; exit 1; }
 
 creates() {	# DIR PREFIX COUNT
 	_i=0
@@ -53,18 +46,7 @@ check clu_inodes_shared_all_on_1 test "$(ls "$M1/shared" | wc -l)" -eq 3000
 check clu_inodes_shared_all_on_2 test "$(ls "$M2/shared" | wc -l)" -eq 3000
 
 # a source tree: 20 directories of 40 files, a few bigger ones
-mkdir "$T/src"
-d=0
-while [ $d -lt 20 ]; do
-	mkdir "$T/src/d$d"
-	f=0
-	while [ $f -lt 40 ]; do
-		echo "file $d/$f" >"$T/src/d$d/f$f"
-		f=$((f + 1))
-	done
-	head -c $((d * 20000 + 1)) /dev/urandom >"$T/src/d$d/big"
-	d=$((d + 1))
-done
+clu_tree "$T/src" 20 40 big || fail clu_inodes_src_tree
 
 # separate trees at once, each read back on the other node
 cp -r "$T/src" "$M1/t1" & p1=$!

@@ -17,7 +17,7 @@
 #    (almost) no lookup, getattr or readdir request (stats);
 #  * the kcache stats section counts what was dropped; both nodes
 #    unmount and fsck.ucfs -n finds the image clean.
-# Node 5 is a lockspace-only witness (tests/clulib.sh: quorum).
+# Node 3 is a lockspace-only witness (tests/clulib.sh: quorum).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -27,14 +27,8 @@ if ! command -v jq >/dev/null 2>&1; then
 	exit 0
 fi
 
-IMG=$T/img CFG=$T/cluster.json
-clu_config "$CFG" 1 2 5
-clu_witness "$CFG" 5
-fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_kcache_mkfs; exit 1; }
-MA=$T/a MB=$T/b
-fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1)" || { fail clu_kcache_mount1; exit 1; }
-fs_mount "$IMG" "$MB" "$(clu_opts "$CFG" 2)" || { fail clu_kcache_mount2; exit 1; }
+clu_two_nodes clu_kcache 256 -j 2 -r 64
+MA=$M1 MB=$M2
 
 st() { "$B/ucfs-stat" --json "$1"; }
 # FUSE requests of kinds $2.. made on mount $1 so far
@@ -162,17 +156,7 @@ else
 fi
 
 # ---- warm du served by the kernel ----
-mkdir "$MA/tree"
-i=0
-while [ $i -lt 20 ]; do
-	mkdir "$MA/tree/d$i"
-	j=0
-	while [ $j -lt 20 ]; do
-		echo "$i $j" >"$MA/tree/d$i/f$j"
-		j=$((j + 1))
-	done
-	i=$((i + 1))
-done
+clu_tree "$MA/tree" 20 20 || fail clu_kcache_tree
 du -s "$MB/tree" >/dev/null
 du -s "$MB/tree" >/dev/null
 n=$(REQS="lookup getattr readdir readdirplus" served du -s "$MB/tree")

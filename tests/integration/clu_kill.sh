@@ -18,11 +18,7 @@
 . "$UCFS_TOP/tests/clulib.sh"
 fs_require_ucfs clu_kill
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_kill_mkfs; exit 1; }
+clu_setup clu_kill 2 512 -j 3 -r 64
 
 fsync_file() {	# PATH: fsync through a read-only descriptor
 	python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); \
@@ -32,9 +28,8 @@ os.fsync(fd)" "$1"
 # (1) the EX holder dies with fsync'ed changes in its journal only (a
 # long minimum hold time keeps node 1 from giving EX to node 2's read
 # before it is killed)
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1 minhold=5000)" || {
-	fail clu_kill_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_kill_m2; exit 1; }
+clu_mount clu_kill 1 minhold=5000
+clu_mount clu_kill 2
 ls "$M2" >/dev/null
 head -c 2000000 /dev/urandom >"$T/ref"
 mkdir "$M1/d"

@@ -28,17 +28,11 @@
 . "$UCFS_TOP/tests/clulib.sh"
 fs_require_ucfs clu_locks
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2 M3=$T/m3
 PC=$B/tests/plockctl
 SEED=${UCFS_SEED:-14}
-clu_config "$CFG" 1 2 3 4 5
-clu_witness "$CFG" 4
-clu_witness "$CFG" 5
-fs_mkfs "$IMG" 256 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_locks_mkfs; exit 1; }
+clu_setup clu_locks 3 256 -j 3 -r 64
 for n in 1 2 3; do
-	fs_mount "$IMG" "$T/m$n" "$(clu_opts "$CFG" $n)" || {
-		fail clu_locks_mount$n; exit 1; }
+	clu_mount clu_locks $n
 done
 touch "$M1/f" "$M1/p"
 bg_pids=""
