@@ -164,6 +164,7 @@ struct fs_glock_stats {
 				     caller's bug: ignored, counted) */
 	/* lock-ahead (fs_glocks_prefetch): */
 	uint64_t ahead_batches;	 /* batches sent (per type; engine) */
+	uint64_t ahead_ns;	 /* time in them: answers, grants */
 	uint64_t ahead_requests; /* locks requested in them */
 	uint64_t ahead_grants;	 /* ... granted */
 	uint64_t ahead_hits;	 /* ... whose first holder came */

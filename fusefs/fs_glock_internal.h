@@ -90,6 +90,7 @@ struct fs_glocks {
 						       freed glocks */
 	uint64_t ahead_batches[FS_GLOCK_TYPES];	    /* mu: lock-ahead
 						       batches sent */
+	uint64_t ahead_ns[FS_GLOCK_TYPES];	    /* mu: ... time in them */
 	int fenced;				    /* mu */
 	int stopping;				    /* mu */
 };

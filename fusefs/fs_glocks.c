@@ -625,6 +625,7 @@ int fs_glocks_prefetch(struct fs_glocks *e, uint16_t type, const uint64_t *nums,
 	struct fs_glock **gls;
 	size_t *idx;
 	uint8_t *got;
+	uint64_t t0;
 	long k;
 	int ret = 0;
 
@@ -643,8 +644,10 @@ int fs_glocks_prefetch(struct fs_glocks *e, uint16_t type, const uint64_t *nums,
 		ret = (int)k;
 		goto out_free;
 	}
+	t0 = fs_glock_now();
 	ret = fs_glock_ahead_run(e, gls, (size_t)k, mode, got);
 	pthread_mutex_lock(&e->mu);
+	e->ahead_ns[type] += fs_glock_now() - t0;
 	for (long j = 0; j < k; j++) {
 		held[idx[j]] = got[j];
 		put_locked(e, gls[j]);
@@ -847,8 +850,10 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->queued_now = e->nready + e->ndelayed;
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
-	for (int t = 0; t < FS_GLOCK_TYPES; t++)
+	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
 		out->type[t].ahead_batches += e->ahead_batches[t];
+		out->type[t].ahead_ns += e->ahead_ns[t];
+	}
 	pthread_mutex_unlock(&e->mu);
 	for (int t = 0; t < FS_GLOCK_TYPES; t++)
 		stats_add(&out->total, &out->type[t]);
@@ -955,6 +960,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
 	fs_json_u64(o, "bad_releases", s->bad_releases);
 	fs_json_u64(o, "ahead_batches", s->ahead_batches);
+	fs_json_u64(o, "ahead_ns", s->ahead_ns);
 	fs_json_u64(o, "ahead_requests", s->ahead_requests);
 	fs_json_u64(o, "ahead_grants", s->ahead_grants);
 	fs_json_u64(o, "ahead_hits", s->ahead_hits);
