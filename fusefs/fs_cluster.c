@@ -185,7 +185,10 @@ static void cl_fs_put(struct fs_cluster *cl, struct fs *fs)
 	if (fs == NULL)
 		return;
 	pthread_mutex_lock(&cl->mu);
-	if (--cl->ops_busy == 0)
+	/* only fs_cluster_quiesce (cl->fs NULL) waits for this: a wake-up
+	 * at every op would also wake the watchdog thread (cl->cv), which
+	 * then checks quorum and the heartbeat at every create */
+	if (--cl->ops_busy == 0 && cl->fs == NULL)
 		pthread_cond_broadcast(&cl->cv);
 	pthread_mutex_unlock(&cl->mu);
 }

@@ -109,12 +109,25 @@ static void lvb_put_gen(uint8_t *lvb, uint64_t v)
 		lvb[i] = (uint8_t)(v >> (8 * i));
 }
 
-static uint64_t random_gen(void)
+uint64_t fs_glock_seed(void)
 {
 	uint64_t v = 0;
 
 	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
 		v = fs_glock_now() * 0x9e3779b97f4a7c15ull;
+	return v;
+}
+
+/* A fresh generation: splitmix64 over the engine's random seed (one
+ * getrandom per engine, not one system call per new lock). */
+static uint64_t random_gen(struct fs_glocks *e)
+{
+	uint64_t v = __atomic_add_fetch(&e->gen_seed, 0x9e3779b97f4a7c15ull,
+					__ATOMIC_RELAXED);
+
+	v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+	v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+	v ^= v >> 31;
 	/* 48 bits: readable in JSON, and 2^-48 to meet an old value */
 	return (v & 0xffffffffffffull) | 1;
 }
@@ -360,7 +373,7 @@ static int check_gen(struct fs_glock *gl, int mode, int from)
 	if (ret < 0)
 		return ret;
 	if (mode == LK_EX) {
-		g = valid ? g + 1 : random_gen();
+		g = valid ? g + 1 : random_gen(gl->e);
 		lvb_put_gen(lvb, g);
 		lk_lvb_set(gl->lk, lvb);
 		valid = 1;

@@ -57,6 +57,7 @@ struct fs_glocks {
 	struct lk_ls *ls;	    /* immutable */
 	struct fs_glocks_conf conf; /* immutable */
 	uint64_t base_ns;	    /* immutable: conf.minhold_ms */
+	uint64_t gen_seed;	    /* atomic: random_gen's state */
 	/* set before the first get (set_ops, set_trace): */
 	struct {
 		const struct fs_glock_ops *ops;
@@ -146,6 +147,8 @@ void fs_glock_stop_one(struct fs_glock *gl, uint64_t deadline);
 void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 		    uint64_t ns);
 uint64_t fs_glock_now(void);
+/* A random 64-bit value (getrandom; the clock if that fails). */
+uint64_t fs_glock_seed(void);
 /* Lock-ahead (fs_glocks_prefetch). May @gl get a lock-ahead request in
  * @mode? 1: yes, and claimed (busy: the caller must pass it to
  * fs_glock_ahead_run), only if @claim; 0: it holds a mode covering

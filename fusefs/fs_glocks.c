@@ -468,6 +468,7 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	if (e->conf.workers == 0)
 		e->conf.workers = 2;
 	e->base_ns = (uint64_t)e->conf.minhold_ms * 1000000ull;
+	e->gen_seed = fs_glock_seed();
 	e->nbucket = GL_NBUCKET_MIN;
 	while (e->nbucket < e->conf.max)
 		e->nbucket *= 2;
