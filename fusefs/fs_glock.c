@@ -121,10 +121,10 @@ static uint64_t random_gen(void)
 
 /* ---- lock events ------------------------------------------------------ */
 
-/* One event into the engine's trace, if any. mu held (the trace's lock
- * is a leaf). */
-void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
-		    uint64_t ns)
+/* One event into the engine's trace, if any; @wb: a demote's or
+ * release's write-back (or NULL). mu held (the trace's lock is a leaf). */
+static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
+		     int remote, uint64_t ns, const struct fs_trace_wb *wb)
 {
 	struct fs_glocks *e = gl->e;
 	const char *tn;
@@ -140,6 +140,7 @@ void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 	}
 	snprintf(res, sizeof(res), "%s:%llu", tn,
 		 (unsigned long long)gl->name.num);
+	/* peer -1 (left out): the DLM does not tell who asked or granted */
 	t = (struct fs_trace_lock){.ev = (enum fs_trace_ev)ev,
 				   .type = tn,
 				   .res = res,
@@ -147,8 +148,20 @@ void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 				   .from = from,
 				   .peer = -1,
 				   .remote = remote,
-				   .wait_ns = ns};
+				   .wait_ns = ns,
+				   .wb = wb};
 	fs_trace_lock(e->tr, &t);
+}
+
+void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
+		    uint64_t ns)
+{
+	trace_ev(gl, ev, mode, from, remote, ns, NULL);
+}
+
+struct fs_trace_wb *fs_glock_report(struct fs_glock *gl)
+{
+	return &gl->rep;
 }
 
 /* ---- DLM callbacks (the DLM's callback thread: short) ---------------- */
@@ -621,6 +634,7 @@ static void demote(struct fs_glock *gl, int *fence)
 	uint64_t t0 = fs_glock_now();
 
 	gl->busy = 1;
+	memset(&gl->rep, 0, sizeof(gl->rep));
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
@@ -641,7 +655,8 @@ static void demote(struct fs_glock *gl, int *fence)
 		if (!gl->contended)
 			minhold_shrink(gl);
 		gl->contended = 0;
-		fs_glock_trace(gl, FS_TR_DEMOTE, to, from, 0, 0);
+		trace_ev(gl, FS_TR_DEMOTE, to, from, 0, fs_glock_now() - t0,
+			 &gl->rep);
 	} else {
 		/* never hand the lock on with unwritten state: fenced, the
 		 * cluster recovers this node's journal once it is gone */
@@ -703,6 +718,7 @@ int fs_glock_unlock(struct fs_glock *gl, int *fence)
 		return ret;
 	}
 	gl->busy = 1;
+	memset(&gl->rep, 0, sizeof(gl->rep));
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, -1, gl->arg);
@@ -720,7 +736,7 @@ int fs_glock_unlock(struct fs_glock *gl, int *fence)
 		gl->mode = -1;
 		gl->demote_to = -1;
 		gl->st.evict_syncs += from > LK_NL;
-		fs_glock_trace(gl, FS_TR_RELEASE, -1, from, 0, held);
+		trace_ev(gl, FS_TR_RELEASE, -1, from, 0, held, &gl->rep);
 	} else {
 		gl->fenced = 1;
 		*fence = 1;

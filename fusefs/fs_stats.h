@@ -258,6 +258,20 @@ enum fs_trace_ev {
 	FS_TR__COUNT
 };
 
+/* What a demote (or a release) wrote back before the lock left, and what
+ * it told the kernel to drop (the lock type's ops fill it while they run:
+ * fs_glock_report in fs_glock.h). */
+#define FS_TRACE_K_ATTRS 1u /* attributes */
+#define FS_TRACE_K_PAGES 2u /* the file's pages (a directory: its listing) */
+#define FS_TRACE_K_NAMES 4u /* every name (the dentry epoch) */
+struct fs_trace_wb {
+	uint64_t log_blocks;  /* blocks its commit wrote to the journal */
+	uint64_t home_blocks; /* blocks its checkpoint wrote in place */
+	uint64_t data_bytes;  /* file data in flight it waited for */
+	uint32_t flushes;     /* device flushes while it synced */
+	uint32_t kinval;      /* FS_TRACE_K_* */
+};
+
 /* One lock event. @res is the printable resource name ("inode:1234");
  * @type its type ("inode", "iopen", "rgrp", ...). -1 / 0 for unknown
  * numbers. */
@@ -267,9 +281,11 @@ struct fs_trace_lock {
 	const char *res;
 	int mode;	  /* requested / granted / new mode */
 	int from;	  /* previous mode (FS_LK_IV if none) */
-	int peer;	  /* other node involved, -1 if none / unknown */
+	int peer;	  /* other node involved, -1 if unknown (left out) */
 	int remote;	  /* grant needed the network (1) or was local (0) */
-	uint64_t wait_ns; /* grant: time waited; release: time held */
+	uint64_t wait_ns; /* grant: time waited; release: time held;
+			     demote: time it took */
+	const struct fs_trace_wb *wb; /* demote, release: or NULL */
 };
 
 /* Open (truncate) @path for writing a trace. @node is written on every

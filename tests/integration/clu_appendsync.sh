@@ -16,7 +16,13 @@
 #      the other writer's record inside a record (a torn write);
 #  (3) the stats count the lock's transfers (glocks.types.inode.bounces,
 #      printed with the records/s: figures come from ucfs-bench); fsck.ucfs
-#      -n is clean after both unmount.
+#      -n is clean after both unmount;
+#  (4) both nodes traced (trace=): every demote event of the file's lock
+#      says what it wrote back (log_blocks, home_blocks, data_bytes,
+#      flushes) and what the kernel was told to drop (kinval: a regular
+#      file's attributes and pages), with its time (demote_us); some
+#      demote wrote blocks (the other node's fsync'ed records reach home
+#      before the lock moves); no event carries an unknown peer (-1).
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -34,9 +40,9 @@ clu_config "$CFG" 1 2 3
 clu_witness "$CFG" 3
 fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
 	fail clu_appendsync_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || {
+fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1 trace=$T/tr1.json)" || {
 	fail clu_appendsync_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || {
+fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2 trace=$T/tr2.json)" || {
 	fail clu_appendsync_m2; exit 1; }
 
 bounces() {
@@ -98,5 +104,26 @@ check clu_appendsync_bounces_counted test $((b1 + b2)) -gt 0
 check clu_appendsync_umount2 fs_umount "$M2"
 check clu_appendsync_umount1 fs_umount "$M1"
 check clu_appendsync_fsck fs_fsck "$IMG"
+
+# (4) the demotes in the traces (written out at unmount)
+cat "$T/tr1.json" "$T/tr2.json" >"$T/tr.json"
+jq -s '[.[] | select(.ev == "demote" and .type == "inode")]' "$T/tr.json" \
+	>"$T/demotes.json"
+echo "demote events: $(jq length "$T/demotes.json"), writing back" \
+	"$(jq '[.[] | select(.log_blocks + .home_blocks > 0)] | length' \
+	"$T/demotes.json")"
+check clu_appendsync_trace_demotes jq -e 'length > 0' "$T/demotes.json"
+check clu_appendsync_trace_demote_fields jq -e 'all(.[];
+	(.log_blocks | type) == "number" and (.home_blocks | type) ==
+	"number" and (.data_bytes | type) == "number" and
+	(.flushes | type) == "number" and (.demote_us | type) == "number"
+	and (.kinval | type) == "string")' "$T/demotes.json"
+check clu_appendsync_trace_demote_wrote jq -e \
+	'any(.[]; .log_blocks + .home_blocks > 0 and .flushes > 0)' \
+	"$T/demotes.json"
+check clu_appendsync_trace_demote_kinval jq -e \
+	'any(.[]; .kinval == "attrs+pages")' "$T/demotes.json"
+check clu_appendsync_trace_no_unknown_peer jq -e -s \
+	'all(.[]; .peer == null or .peer > 0)' "$T/tr.json"
 rm -f "$IMG"
 exit 0
