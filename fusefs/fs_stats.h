@@ -174,6 +174,13 @@ void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
 void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 			fs_lk_type_name_fn type_name);
 void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s);
+/* OCFS2 locking_state's per-mode keys of DLM mode @mode (FS_LK_*) into
+ * @o: num_<m>mode, total_<m>mode, max_<m>mode and, when @failed is not
+ * NULL, num_<m>mode_failed (m: "pr", "ex", ...). The "locks" and
+ * "glocks" sections both use it. */
+void fs_stats_lk_mode_keys(struct fs_json *o, int mode, uint64_t num,
+			   uint64_t total_ns, uint64_t max_ns,
+			   const uint64_t *failed);
 
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
