@@ -1314,6 +1314,7 @@ static void ns_section(struct fs_json *o, void *arg)
 	refs = ns->count;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	fs_json_u64(o, "inodes_referenced", refs);
+	fs_json_u64(o, "root_ino", ns->root);
 #define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))
 	NS_U64(inodes_created);
 	NS_U64(inodes_freed);

@@ -1393,6 +1393,11 @@ find_run() {	# SYS NCLIENTS (1)
 		"glocks \(.glocks.glocks_now // 0)",
 		"glock_mb \((.glocks.bytes_now // 0) / 1048576)",
 		"cache_bufs \(.cache.bufs_now // 0)",
+		"inodes \(.namespace.inodes_referenced // 0)",
+		"inode_b \(if (.namespace.inodes_referenced // 0) > 0 then
+			(.node.max_rss_kb * 1024 - (.cache.bufs_now // 0) * 4096
+			- (.glocks.bytes_now // 0))
+			/ .namespace.inodes_referenced else 0 end)",
 		"lookups \(.fuse.ops.lookup.count)",
 		"forgets \(.fuse.ops.forget.count +
 			.fuse.ops.forget_multi.count)"' "$_fj" \
@@ -1405,11 +1410,11 @@ find_run() {	# SYS NCLIENTS (1)
 }
 
 find_sys() {	# SYS — format, make the tree, mount, find, unmount
-	SETUP=1node
 	if [ "$(attr P "$1")" = dlm ]; then
 		cluster_probe
 		[ "$CLUSTER" = yes ] || { skipped "$1" all "$SKIP2"; return; }
 	fi
+	SETUP=1node
 	progress "$SCEN: $1: format, ucfs-mktree $FIND_FILES files"
 	ucfs_mkfs "$1" || { skipped "$1" 1node "skipped: mkfs failed"; return; }
 	if ! "$MKTREE" "$IMG" "$FIND_FILES" >"$WORK/mktree.$1" 2>&1; then
@@ -1639,7 +1644,8 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			mktree:rate:mktree/s find:real:find_s find:rss_mb:rss_mb
 			find:cache_mb:cache_mb find:glock_max:glock_max
 			find:glocks:glocks find:glock_mb:glock_mb
-			find:cache_bufs:bufs find:lookups:lookups
+			find:cache_bufs:bufs find:inodes:inodes
+			find:inode_b:B/inode find:lookups:lookups
 			find:forgets:forgets" ;;
 	esac
 	table_lens "$1"

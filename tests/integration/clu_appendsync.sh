@@ -22,7 +22,10 @@
 #      flushes) and what the kernel was told to drop (kinval: a regular
 #      file's attributes and pages), with its time (demote_us); some
 #      demote wrote blocks (the other node's fsync'ed records reach home
-#      before the lock moves); no event carries an unknown peer (-1).
+#      before the lock moves); no event carries an unknown peer (-1);
+#  (5) ucfs-top lists the file among the most contended inodes of the
+#      glock engine (glocks.top) by its path, "/log", found by walking
+#      the mount; with --paths 0 (no walk) the path is "?".
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -76,6 +79,15 @@ sw=$(od -An -v -w4096 -t u4 -j 8 -N $((2 * N * 4096)) "$M1/log" |
 b1=$(bounces "$M1") b2=$(bounces "$M2")
 echo "writer changes in the file: $sw; inode lock bounces: node 1 $b1," \
 	"node 2 $b2"
+
+# (5) the contended file by its path in ucfs-top (before the unmount)
+"$B/ucfs-top" --batch --iterations 1 "$M1" "$M2" >"$T/top.txt" 2>&1
+sed -n '/most contended inodes/,$p' "$T/top.txt"
+check clu_appendsync_top_inode_path grep -Eq \
+	'^[12] +inode:[0-9]+ +/log +[A-Z]+ ' "$T/top.txt"
+"$B/ucfs-top" --batch --iterations 1 --paths 0 "$M1" >"$T/top0.txt" 2>&1
+check clu_appendsync_top_no_walk_no_path grep -Eq \
+	'^1 +inode:[0-9]+ +\? +[A-Z]+ ' "$T/top0.txt"
 
 # (2) the checker catches what it is there to catch
 cp "$M1/log" "$T/good"
