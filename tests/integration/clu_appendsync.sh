@@ -22,7 +22,8 @@
 #      flushes) and what the kernel was told to drop (kinval: a regular
 #      file's attributes and pages), with its time (demote_us); some
 #      demote wrote blocks (the other node's fsync'ed records reach home
-#      before the lock moves); no event carries an unknown peer (-1);
+#      before the lock moves), and ucfs-trace sums them; no event carries
+#      an unknown peer (-1);
 #  (5) ucfs-top lists the file among the most contended inodes of the
 #      glock engine (glocks.top) by its path, "/log", found by walking
 #      the mount; with --paths 0 (no walk) the path is "?".
@@ -135,6 +136,10 @@ check clu_appendsync_trace_demote_wrote jq -e \
 	"$T/demotes.json"
 check clu_appendsync_trace_demote_kinval jq -e \
 	'any(.[]; .kinval == "attrs+pages")' "$T/demotes.json"
+"$B/ucfs-trace" --json "$T/tr1.json" "$T/tr2.json" >"$T/sum.json" 2>&1
+check clu_appendsync_trace_summary_writeback jq -e '.writeback.demote |
+	.count > 0 and .home_blocks > 0 and .flushes > 0 and
+	.kinval_pages > 0 and .mean_us > 0' "$T/sum.json"
 check clu_appendsync_trace_no_unknown_peer jq -e -s \
 	'all(.[]; .peer == null or .peer > 0)' "$T/tr.json"
 rm -f "$IMG"
