@@ -221,9 +221,18 @@ static struct fs_owner owner_of(struct fs_glock *gl)
  */
 static int owner_sync(struct fs *fs, struct fs_glock *gl)
 {
+	struct fs_trace_wb *wb = fs_glock_report(gl);
+	struct fs_sync_done d;
+	int ret;
+
 	if (fs_glock_type(gl) == FS_LK_FS)
 		return fs_journal_writeback(fs);
-	return fs_journal_sync_owner(fs, owner_of(gl));
+	ret = fs_journal_sync_owner_done(fs, owner_of(gl), &d);
+	wb->log_blocks += d.log_blocks;
+	wb->home_blocks += d.home_blocks;
+	wb->data_bytes += d.data_bytes;
+	wb->flushes += d.flushes;
+	return ret;
 }
 
 /* Forget the cached blocks @gl covers (another node changed them). */
@@ -361,6 +370,8 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 		fs_kinval_dir(fs, ino);
 	else
 		fs_kinval_inode(fs, ino);
+	fs_glock_report(gl)->kinval |=
+	    FS_TRACE_K_ATTRS | FS_TRACE_K_PAGES | (dir ? FS_TRACE_K_NAMES : 0);
 	cl_fs_put(cl, fs);
 }
 

@@ -137,6 +137,18 @@ void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno);
  */
 int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o);
 int fs_journal_sync_owner(struct fs *fs, struct fs_owner o);
+/* What one fs_journal_sync_owner_done wrote (the demote trace event's
+ * figures, fusefs/STATS.md): blocks committed to the log and written
+ * home by its commit and checkpoint (both run under the commit mutex, so
+ * these are its own), data bytes in flight it waited for, device
+ * flushes it issued. */
+struct fs_sync_done {
+	uint64_t log_blocks, home_blocks, data_bytes;
+	uint32_t flushes;
+};
+/* fs_journal_sync_owner that also fills @done (zeroed first). */
+int fs_journal_sync_owner_done(struct fs *fs, struct fs_owner o,
+			       struct fs_sync_done *done);
 /* Tests: owners in the table (bounded: see above). */
 size_t fs_journal_owner_count(struct fs *fs);
 

@@ -1314,6 +1314,7 @@ static void ns_section(struct fs_json *o, void *arg)
 	refs = ns->count;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	fs_json_u64(o, "inodes_referenced", refs);
+	fs_json_u64(o, "root_ino", ns->root);
 #define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))
 	NS_U64(inodes_created);
 	NS_U64(inodes_freed);
@@ -1383,47 +1384,46 @@ static void remove_sections(struct fs_fuse *ff)
 		fs_cluster_stats_remove(ff->cl, ff->st);
 }
 
+static void stop_stats(struct fs_fuse *ff)
+{
+	if (ff->st == NULL)
+		return;
+	remove_sections(ff); /* detaches the trace from the lock code */
+	fs_stats_mount_stop(ff->st);
+	fs_stats_free(ff->st);
+	ff->st = NULL;
+}
+
 static int start_stats(struct fs_fuse *ff, const struct fs_stats_opts *so,
 		       const char *device, const char *mountpoint,
 		       const char *optstr, char *err, size_t errlen)
 {
-	int ret;
+	int node = ff->cl != NULL ? (int)fs_cluster_node(ff->cl) : 0, ret;
 
 	ret = fs_stats_new(&ff->st);
 	if (ret < 0)
 		return ret;
-	if (ff->cl != NULL)
-		fs_stats_set_node(ff->st, (int)fs_cluster_node(ff->cl),
-				  (int)ff->fs->slot);
-	else
-		fs_stats_set_node(ff->st, 0, 0);
+	fs_stats_set_node(ff->st, node, ff->cl != NULL ? (int)ff->fs->slot : 0);
 	ret = fs_stats_set_mount(ff->st, device, mountpoint, optstr);
+	/* the trace first: the sections' owners attach it (lock events) */
 	if (ret == 0)
-		ret = add_sections(ff);
+		ret = fs_stats_mount_start(ff->st, so, node, err, errlen);
+	if (ret < 0) {
+		fs_stats_free(ff->st);
+		ff->st = NULL;
+		return ret;
+	}
+	ret = add_sections(ff);
 	if (ret == 0)
 		ret = fs_stats_add_section(ff->st, "transport",
 					   transport_section, NULL);
 	if (ret == 0 && ff->pk != NULL)
 		ret = fs_plock_stats_add(ff->pk, ff->st);
-	if (ret == 0)
-		ret = fs_stats_mount_start(ff->st, so, 0, err, errlen);
-	if (ret < 0) {
-		remove_sections(ff);
-		fs_stats_free(ff->st);
-		ff->st = NULL;
-	}
+	if (ret < 0)
+		stop_stats(ff);
 	return ret;
 }
 
-static void stop_stats(struct fs_fuse *ff)
-{
-	if (ff->st == NULL)
-		return;
-	fs_stats_mount_stop(ff->st);
-	remove_sections(ff);
-	fs_stats_free(ff->st);
-	ff->st = NULL;
-}
 
 /*
  * The kernel offers FUSE_OVER_IO_URING only while the fuse module's

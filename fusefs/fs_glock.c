@@ -134,10 +134,10 @@ static uint64_t random_gen(struct fs_glocks *e)
 
 /* ---- lock events ------------------------------------------------------ */
 
-/* One event into the engine's trace, if any. mu held (the trace's lock
- * is a leaf). */
-void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
-		    uint64_t ns)
+/* One event into the engine's trace, if any; @wb: a demote's or
+ * release's write-back (or NULL). mu held (the trace's lock is a leaf). */
+static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
+		     int remote, uint64_t ns, const struct fs_trace_wb *wb)
 {
 	struct fs_glocks *e = gl->e;
 	const char *tn;
@@ -153,6 +153,7 @@ void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 	}
 	snprintf(res, sizeof(res), "%s:%llu", tn,
 		 (unsigned long long)gl->name.num);
+	/* peer -1 (left out): the DLM does not tell who asked or granted */
 	t = (struct fs_trace_lock){.ev = (enum fs_trace_ev)ev,
 				   .type = tn,
 				   .res = res,
@@ -160,8 +161,20 @@ void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 				   .from = from,
 				   .peer = -1,
 				   .remote = remote,
-				   .wait_ns = ns};
+				   .wait_ns = ns,
+				   .wb = wb};
 	fs_trace_lock(e->tr, &t);
+}
+
+void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
+		    uint64_t ns)
+{
+	trace_ev(gl, ev, mode, from, remote, ns, NULL);
+}
+
+struct fs_trace_wb *fs_glock_report(struct fs_glock *gl)
+{
+	return &gl->rep;
 }
 
 /* ---- DLM callbacks (the DLM's callback thread: short) ---------------- */
@@ -762,6 +775,7 @@ static void demote(struct fs_glock *gl, int *fence)
 	uint64_t t0 = fs_glock_now();
 
 	gl->busy = 1;
+	memset(&gl->rep, 0, sizeof(gl->rep));
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
@@ -783,7 +797,8 @@ static void demote(struct fs_glock *gl, int *fence)
 		if (!gl->contended)
 			minhold_shrink(gl);
 		gl->contended = 0;
-		fs_glock_trace(gl, FS_TR_DEMOTE, to, from, 0, 0);
+		trace_ev(gl, FS_TR_DEMOTE, to, from, 0, fs_glock_now() - t0,
+			 &gl->rep);
 	} else {
 		/* never hand the lock on with unwritten state: fenced, the
 		 * cluster recovers this node's journal once it is gone */
@@ -845,6 +860,7 @@ struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret, int *fence)
 		return NULL;
 	}
 	gl->busy = 1;
+	memset(&gl->rep, 0, sizeof(gl->rep));
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		r = gl->ops->sync(gl, from, -1, gl->arg);
@@ -881,7 +897,8 @@ void fs_glock_unlock_end(struct fs_glock *gl)
 	gl->demote_to = -1;
 	gl->st.evict_syncs += from > LK_NL;
 	ahead_unused(gl);
-	fs_glock_trace(gl, FS_TR_RELEASE, -1, from, 0, held);
+	/* busy since _begin: rep is what its ops did */
+	trace_ev(gl, FS_TR_RELEASE, -1, from, 0, held, &gl->rep);
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);

@@ -85,6 +85,7 @@ struct fs_glock;
 struct fs_json;
 struct fs_trace;
 struct fs_stats_lk;
+struct fs_trace_wb;
 
 #define FS_GLOCK_TYPES 16	     /* lk_name.type 0..15 */
 #define FS_GLOCK_MINHOLD_MAX_MS 200u /* adaptive minimum hold: ceiling */
@@ -322,6 +323,12 @@ void fs_glocks_stop(struct fs_glocks *e);
  * everything back, or is crashing on purpose; nothing when fenced) and
  * free everything. No references may be left. NULL is a no-op. */
 void fs_glocks_free(struct fs_glocks *e);
+
+/* What the demote (or the drop from the LRU) running @gl's ops now wrote
+ * back and told the kernel to drop, for its trace event (fusefs/STATS.md,
+ * "Trace format"): the type's sync and drop ops add to it (the glock is
+ * busy while they run: no lock needed). Only from inside those ops. */
+struct fs_trace_wb *fs_glock_report(struct fs_glock *gl);
 
 /* ---- stats ---------------------------------------------------------- */
 

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "fusefs/fs_glock.h"
+#include "fusefs/fs_stats.h"
 #include "lockmgr/lk.h"
 
 /* One glock's counters, copied out into struct fs_glock_stats (the same
@@ -135,6 +136,8 @@ struct fs_glock {
 	int ahead;		     /* mu: granted by a lock-ahead batch,
 					no holder yet */
 	struct fs_glock_counts st;   /* mu */
+	struct fs_trace_wb rep;	     /* busy: what the running demote's or
+					unlock's ops did (fs_glock_report) */
 };
 
 /* fs_glock.c, for fs_glocks.c (each documents its locking) */

@@ -930,24 +930,17 @@ unsigned fs_glocks_top(struct fs_glocks *e, struct fs_glock_top *top,
 	return used;
 }
 
+/* OCFS2 locking_state names for the two modes holders use */
 static void render_modes(struct fs_json *o, const struct fs_glock_stats *s)
 {
 	static const int modes[] = {LK_PR, LK_EX};
-	static const char *const lc[] = {"pr", "ex"};
-	char key[32];
 
-	/* OCFS2 locking_state names: num_prmode, total_exmode, ... */
 	for (int i = 0; i < 2; i++) {
 		int m = modes[i];
 
-		snprintf(key, sizeof(key), "num_%smode", lc[i]);
-		fs_json_u64(o, key, s->mode_acquires[m]);
-		snprintf(key, sizeof(key), "total_%smode", lc[i]);
-		fs_json_u64(o, key, s->mode_wait_ns[m]);
-		snprintf(key, sizeof(key), "max_%smode", lc[i]);
-		fs_json_u64(o, key, s->mode_max_ns[m]);
-		snprintf(key, sizeof(key), "num_%smode_failed", lc[i]);
-		fs_json_u64(o, key, s->mode_failed[m]);
+		fs_stats_lk_mode_keys(o, m, s->mode_acquires[m],
+				      s->mode_wait_ns[m], s->mode_max_ns[m],
+				      &s->mode_failed[m]);
 	}
 }
 

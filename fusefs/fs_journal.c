@@ -1162,7 +1162,7 @@ int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o)
  * wait, so a write issued meanwhile stays flagged for the next flusher.
  * A write error stays for the next fsync (data_wait).
  */
-static int owner_data_sync(struct fs *fs)
+static int owner_data_sync(struct fs *fs, struct fs_sync_done *done)
 {
 	int dirty =
 	    __atomic_exchange_n(&fs->j->data_dirty, 0, __ATOMIC_ACQ_REL);
@@ -1171,34 +1171,63 @@ static int owner_data_sync(struct fs *fs)
 	fs_data_inflight(fs, &runs, &bytes);
 	if (runs > 0)
 		data_wait(fs);
+	done->data_bytes += bytes;
 	if (!dirty)
 		return 0;
 	FS_STAT_ADD(fs, flushes, 1);
+	done->flushes++;
 	return bd_flush(fs->bd);
 }
 
-int fs_journal_sync_owner(struct fs *fs, struct fs_owner o)
+static uint64_t stat_get(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
+
+/* Commit and checkpoint for an owner's sync; commit_mutex held. */
+static int owner_commit_locked(struct fs *fs, struct fs_sync_done *done)
+{
+	uint64_t log = stat_get(&fs->st.commit_blocks);
+	uint64_t home = stat_get(&fs->st.checkpoint_blocks);
+	uint64_t fl = stat_get(&fs->st.flushes);
+	int ret = commit_locked(fs, FS_CR_LOCK);
+
+	if (ret == 0)
+		ret = checkpoint_locked(fs);
+	done->log_blocks += stat_get(&fs->st.commit_blocks) - log;
+	done->home_blocks += stat_get(&fs->st.checkpoint_blocks) - home;
+	done->flushes += (uint32_t)(stat_get(&fs->st.flushes) - fl);
+	return ret;
+}
+
+int fs_journal_sync_owner_done(struct fs *fs, struct fs_owner o,
+			       struct fs_sync_done *done)
 {
 	struct fs_journal *j = fs->j;
 	int ret = 0, err;
 
+	memset(done, 0, sizeof(*done));
 	if (fs->ro)
 		return 0;
 	if (owner_dirty(fs, o, &err)) {
 		pthread_mutex_lock(&j->commit_mutex);
 		/* a checkpoint may have written it home while we waited */
-		if (owner_dirty(fs, o, &err)) {
-			ret = commit_locked(fs, FS_CR_LOCK);
-			if (ret == 0)
-				ret = checkpoint_locked(fs);
-		}
+		if (owner_dirty(fs, o, &err))
+			ret = owner_commit_locked(fs, done);
 		pthread_mutex_unlock(&j->commit_mutex);
 	}
 	if (ret == 0)
 		ret = err;
 	if (ret == 0 && o.type == FS_OWNER_INODE)
-		ret = owner_data_sync(fs);
+		ret = owner_data_sync(fs, done);
 	return ret;
+}
+
+int fs_journal_sync_owner(struct fs *fs, struct fs_owner o)
+{
+	struct fs_sync_done done;
+
+	return fs_journal_sync_owner_done(fs, o, &done);
 }
 
 size_t fs_journal_owner_count(struct fs *fs)

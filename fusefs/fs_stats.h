@@ -174,6 +174,13 @@ void fs_stats_lk_note_wait(struct fs_stats_lk *l, const struct lk_name *name,
 void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 			fs_lk_type_name_fn type_name);
 void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s);
+/* OCFS2 locking_state's per-mode keys of DLM mode @mode (FS_LK_*) into
+ * @o: num_<m>mode, total_<m>mode, max_<m>mode and, when @failed is not
+ * NULL, num_<m>mode_failed (m: "pr", "ex", ...). The "locks" and
+ * "glocks" sections both use it. */
+void fs_stats_lk_mode_keys(struct fs_json *o, int mode, uint64_t num,
+			   uint64_t total_ns, uint64_t max_ns,
+			   const uint64_t *failed);
 
 /* ---- the JSON builder handed to section callbacks ----
  * Keys are copied. In an array, @key is ignored (pass NULL) and values are
@@ -258,6 +265,20 @@ enum fs_trace_ev {
 	FS_TR__COUNT
 };
 
+/* What a demote (or a release) wrote back before the lock left, and what
+ * it told the kernel to drop (the lock type's ops fill it while they run:
+ * fs_glock_report in fs_glock.h). */
+#define FS_TRACE_K_ATTRS 1u /* attributes */
+#define FS_TRACE_K_PAGES 2u /* the file's pages (a directory: its listing) */
+#define FS_TRACE_K_NAMES 4u /* every name (the dentry epoch) */
+struct fs_trace_wb {
+	uint64_t log_blocks;  /* blocks its commit wrote to the journal */
+	uint64_t home_blocks; /* blocks its checkpoint wrote in place */
+	uint64_t data_bytes;  /* file data in flight it waited for */
+	uint32_t flushes;     /* device flushes while it synced */
+	uint32_t kinval;      /* FS_TRACE_K_* */
+};
+
 /* One lock event. @res is the printable resource name ("inode:1234");
  * @type its type ("inode", "iopen", "rgrp", ...). -1 / 0 for unknown
  * numbers. */
@@ -267,9 +288,11 @@ struct fs_trace_lock {
 	const char *res;
 	int mode;	  /* requested / granted / new mode */
 	int from;	  /* previous mode (FS_LK_IV if none) */
-	int peer;	  /* other node involved, -1 if none / unknown */
+	int peer;	  /* other node involved, -1 if unknown (left out) */
 	int remote;	  /* grant needed the network (1) or was local (0) */
-	uint64_t wait_ns; /* grant: time waited; release: time held */
+	uint64_t wait_ns; /* grant: time waited; release: time held;
+			     demote: time it took */
+	const struct fs_trace_wb *wb; /* demote, release: or NULL */
 };
 
 /* Open (truncate) @path for writing a trace. @node is written on every

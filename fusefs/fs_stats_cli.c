@@ -2,6 +2,7 @@
  * fs_stats_cli.c — client-side helpers of the stats tools (see
  * fs_stats_cli.h). No state; every function is reentrant.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,4 +134,103 @@ double fs_cli_get(json_t *doc, const char *path)
 	     tok = strtok_r(NULL, ".", &save))
 		j = json_object_get(j, tok);
 	return json_is_number(j) ? json_number_value(j) : 0.0;
+}
+
+/* ---- inode numbers to paths (ucfs-top) -------------------------------- */
+
+struct ino_walk {
+	const uint64_t *inos;
+	char **paths;
+	size_t n, left; /* paths still NULL */
+	size_t budget;	/* entries still to read */
+	char **queue;	/* directories to read, relative ("" = root) */
+	size_t head, tail, cap;
+};
+
+static int walk_push(struct ino_walk *w, char *rel)
+{
+	if (w->tail == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 64;
+		char **q = realloc(w->queue, cap * sizeof(*q));
+
+		if (q == NULL) {
+			free(rel);
+			return -ENOMEM;
+		}
+		w->queue = q;
+		w->cap = cap;
+	}
+	w->queue[w->tail++] = rel;
+	return 0;
+}
+
+/* An entry @name of directory @rel with inode @ino. */
+static void walk_entry(struct ino_walk *w, const char *rel, const char *name,
+		       uint64_t ino, int dir)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", rel, name) < 0)
+		return;
+	for (size_t i = 0; i < w->n; i++) {
+		if (w->paths[i] == NULL && w->inos[i] == ino) {
+			w->paths[i] = strdup(p);
+			w->left -= w->paths[i] != NULL;
+		}
+	}
+	if (dir)
+		walk_push(w, p);
+	else
+		free(p);
+}
+
+static void walk_dir(struct ino_walk *w, const char *mnt, const char *rel)
+{
+	char path[4096];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s%s", mnt, rel);
+	dir = opendir(path);
+	if (dir == NULL)
+		return;
+	while (w->left > 0 && w->budget > 0 && (d = readdir(dir)) != NULL) {
+		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+			continue;
+		w->budget--;
+		walk_entry(w, rel, d->d_name, (uint64_t)d->d_ino,
+			   d->d_type == DT_DIR);
+	}
+	closedir(dir);
+}
+
+int fs_cli_ino_paths(const char *mnt, uint64_t root, const uint64_t *inos,
+		     char **paths, size_t n, size_t budget)
+{
+	struct ino_walk w = {
+	    .inos = inos, .paths = paths, .n = n, .budget = budget};
+	size_t found = 0;
+	DIR *top = opendir(mnt);
+	char *start;
+
+	if (top == NULL)
+		return -errno;
+	closedir(top);
+	for (size_t i = 0; i < n; i++) {
+		if (paths[i] == NULL && inos[i] == root)
+			paths[i] = strdup("/");
+		w.left += paths[i] == NULL;
+	}
+	start = w.left > 0 ? strdup("") : NULL;
+	if (start != NULL && walk_push(&w, start) == 0)
+		while (w.head < w.tail && w.left > 0 && w.budget > 0) {
+			walk_dir(&w, mnt, w.queue[w.head]);
+			free(w.queue[w.head++]);
+		}
+	while (w.head < w.tail)
+		free(w.queue[w.head++]);
+	free(w.queue);
+	for (size_t i = 0; i < n; i++)
+		found += paths[i] != NULL;
+	return (int)found;
 }

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Fetch and parse the document of @target (mountpoint or socket).
  * Returns a new reference, or NULL with a message in @err. */
@@ -31,5 +32,17 @@ int fs_cli_is_gauge(const char *key);
 double fs_cli_num(json_t *flat, const char *key);
 /* The number at a dotted path of an unflattened @doc ("fuse.count"). */
 double fs_cli_get(json_t *doc, const char *path);
+
+/*
+ * Paths of inodes by number, found by walking the mount at @mnt (whose
+ * root directory is inode @root) breadth first with readdir's d_ino (no
+ * stat): for each i with paths[i] NULL, paths[i] becomes a malloc'ed
+ * path relative to the mount ("/a/b", "/" for @root) if the walk meets
+ * inos[i] within @budget directory entries, else stays NULL. The cost is
+ * bounded by @budget (directories deeper than the walk gets are not
+ * searched). Returns how many it found; -errno if @mnt cannot be read.
+ */
+int fs_cli_ino_paths(const char *mnt, uint64_t root, const uint64_t *inos,
+		     char **paths, size_t n, size_t budget);
 
 #endif /* UCFS_FS_STATS_CLI_H */

@@ -36,23 +36,27 @@ struct fs_stats_lk {
 	struct fs_lk_top top[FS_LK_TOP_SLOTS]; /* protected by top_lock */
 };
 
-static const char *const fs_lk_mode_lc[LK_NMODES] = {
-    "nl", "cr", "cw", "pr", "pw", "ex",
-};
-
-static void fs_stats_lk_modes(struct fs_json *o, const struct lk_type_stats *t)
+void fs_stats_lk_mode_keys(struct fs_json *o, int mode, uint64_t num,
+			   uint64_t total_ns, uint64_t max_ns,
+			   const uint64_t *failed)
 {
+	static const char *const lc[LK_NMODES] = {
+	    "nl", "cr", "cw", "pr", "pw", "ex",
+	};
 	char key[32];
 
-	/* OCFS2 names for every mode: num_prmode, total_exmode, ... */
-	for (int m = 0; m < LK_NMODES; m++) {
-		snprintf(key, sizeof(key), "num_%smode", fs_lk_mode_lc[m]);
-		fs_json_u64(o, key, t->mode_count[m]);
-		snprintf(key, sizeof(key), "total_%smode", fs_lk_mode_lc[m]);
-		fs_json_u64(o, key, t->mode_total_ns[m]);
-		snprintf(key, sizeof(key), "max_%smode", fs_lk_mode_lc[m]);
-		fs_json_u64(o, key, t->mode_max_ns[m]);
-	}
+	if (mode < 0 || mode >= LK_NMODES)
+		return;
+	snprintf(key, sizeof(key), "num_%smode", lc[mode]);
+	fs_json_u64(o, key, num);
+	snprintf(key, sizeof(key), "total_%smode", lc[mode]);
+	fs_json_u64(o, key, total_ns);
+	snprintf(key, sizeof(key), "max_%smode", lc[mode]);
+	fs_json_u64(o, key, max_ns);
+	if (failed == NULL)
+		return;
+	snprintf(key, sizeof(key), "num_%smode_failed", lc[mode]);
+	fs_json_u64(o, key, *failed);
 }
 
 static void fs_stats_lk_type(struct fs_json *o, const struct lk_type_stats *t)
@@ -80,7 +84,10 @@ static void fs_stats_lk_type(struct fs_json *o, const struct lk_type_stats *t)
 		    c->requests >= c->cache_hits ? c->requests - c->cache_hits
 						 : 0);
 	fs_json_u64(o, "qcnt", c->requests);
-	fs_stats_lk_modes(o, t);
+	for (int m = 0; m < LK_NMODES; m++) /* OCFS2 names, every mode */
+		fs_stats_lk_mode_keys(o, m, t->mode_count[m],
+				      t->mode_total_ns[m], t->mode_max_ns[m],
+				      NULL);
 	for (int m = 0; m < LK_NMODES; m++) {
 		total += t->mode_total_ns[m];
 		if (t->mode_max_ns[m] > max)

@@ -191,6 +191,41 @@ static size_t fs_trace_escape(char *dst, size_t len, const char *s)
 	return n;
 }
 
+/* ",\"peer\":N" when the peer is known. Returns its length. */
+static int fs_trace_peer(char *buf, size_t len, int peer)
+{
+	return peer < 0 ? 0 : snprintf(buf, len, ",\"peer\":%d", peer);
+}
+
+/* The write-back and invalidation of a demote or release. */
+static int fs_trace_wb(char *buf, size_t len, const struct fs_trace_wb *wb)
+{
+	static const char *const k[] = {"attrs", "pages", "names"};
+	char kinval[32] = "";
+	size_t n = 0;
+
+	if (wb == NULL)
+		return 0;
+	for (unsigned i = 0; i < 3; i++)
+		if (wb->kinval & (1u << i))
+			n += (size_t)snprintf(kinval + n, sizeof(kinval) - n,
+					      "%s%s", n ? "+" : "", k[i]);
+	return snprintf(buf, len,
+			",\"log_blocks\":%llu,\"home_blocks\":%llu,"
+			"\"data_bytes\":%llu,\"flushes\":%u,\"kinval\":\"%s\"",
+			(unsigned long long)wb->log_blocks,
+			(unsigned long long)wb->home_blocks,
+			(unsigned long long)wb->data_bytes, wb->flushes,
+			n ? kinval : "none");
+}
+
+static const char *fs_trace_ns_key(enum fs_trace_ev ev)
+{
+	if (ev == FS_TR_RELEASE)
+		return "held_us";
+	return ev == FS_TR_DEMOTE ? "demote_us" : "wait_us";
+}
+
 void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev)
 {
 	char line[FS_TRACE_LINE], type[64], res[160];
@@ -203,12 +238,15 @@ void fs_trace_lock(struct fs_trace *tr, const struct fs_trace_lock *ev)
 	n = fs_trace_head(tr, line, sizeof(line), fs_trace_ev_names[ev->ev]);
 	n += snprintf(line + n, sizeof(line) - (size_t)n,
 		      ",\"type\":\"%s\",\"res\":\"%s\",\"mode\":\"%s\","
-		      "\"from\":\"%s\",\"peer\":%d,\"remote\":%d,"
-		      "\"%s\":%.3f}\n",
+		      "\"from\":\"%s\"",
 		      type, res, fs_lk_mode_name(ev->mode),
-		      fs_lk_mode_name(ev->from), ev->peer, ev->remote ? 1 : 0,
-		      ev->ev == FS_TR_RELEASE ? "held_us" : "wait_us",
-		      (double)ev->wait_ns / 1e3);
+		      fs_lk_mode_name(ev->from));
+	n += fs_trace_peer(line + n, sizeof(line) - (size_t)n, ev->peer);
+	n += snprintf(line + n, sizeof(line) - (size_t)n,
+		      ",\"remote\":%d,\"%s\":%.3f", ev->remote ? 1 : 0,
+		      fs_trace_ns_key(ev->ev), (double)ev->wait_ns / 1e3);
+	n += fs_trace_wb(line + n, sizeof(line) - (size_t)n, ev->wb);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "}\n");
 	fs_trace_append(tr, line, n);
 }
 

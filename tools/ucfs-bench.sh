@@ -3,7 +3,8 @@
 # and on baselines measured in the same run, on the same image, on the same
 # machine. Documentation (scenarios, options, output keys): tools/BENCH.md.
 #
-#   ucfs-bench SCENARIO [options]      SCENARIO: untar bonnie iozone fileben dd all
+#   ucfs-bench SCENARIO [options]      SCENARIO: untar bonnie iozone fileben dd
+#                                      append find all
 #   ucfs-bench parse KIND FILE         KIND: time dd fio bonnie fileben db
 #
 # Sections of this file: settings and messages; parsers (awk, also used by
@@ -30,7 +31,7 @@ QUICKSET="kernel ipc init block mm crypto security"
 
 QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
-SETUPFILTER=""
+SETUPFILTER="" FIND_N=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
 
@@ -48,7 +49,7 @@ fsub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", a - b }'; }
 usage() {
 	cat <<EOF
 usage: $ME SCENARIO [options]
-  SCENARIO   untar | bonnie | iozone | fileben | dd | all
+  SCENARIO   untar | bonnie | iozone | fileben | dd | append | find | all
   --quick             small sizes (a few minutes in all; the CI smoke test)
   --repeat N          run each scenario N times (systems interleaved) and
                       report medians; every run is in runs.tsv
@@ -67,6 +68,7 @@ usage: $ME SCENARIO [options]
   --file-mb MB        large-file size of iozone and dd, bonnie++ -s
                       (default 2048, 2 x RAM for bonnie++; capped at 40%
                       of the image)
+  --files N           files of the find scenario (default 1000000)
   --records LIST      iozone record sizes (default 64k,128k,...,16m)
   --mkfs-opts OPTS    extra mkfs.ucfs options (e.g. "-J 64")
   --cluster FILE      cluster configuration for lockproto=dlm nodes 1, 2
@@ -1251,6 +1253,201 @@ sc_dd() {
 	done
 }
 
+# ---- scenario: append (issue 13: a lock moving between nodes) ---------------
+#
+# Two clients append 4 KiB records with fsync to ONE shared file at once
+# (ucfs-bench-ops append: O_APPEND, write(2), fsync) for APP_SECS seconds;
+# on two dlm nodes every record needs the file's inode lock in EX, so the
+# lock moves between the nodes. Then the file is read back on every node
+# (ucfs-bench-ops appendcheck): each writer's records exactly once, whole,
+# in order. Figures: records/s of each client and of both; for ucfs
+# systems the lock's transfers (glocks.types.inode.bounces of both nodes
+# over the run), transfers/s, demotes and the mean demote time, journal
+# commits and kernel page invalidations; lost = records not read back
+# whole exactly once (0, else the step fails).
+
+app_stats() {	# SYS before|after — stats of every node of SYS
+	_an=1
+	while [ "$_an" -le "$(attr NODES "$1")" ]; do
+		"$STAT" --json "$(mp "$1" "$_an")" \
+			>"$WORK/app.$_an.$2.json" 2>/dev/null ||
+			rm -f "$WORK/app.$_an.$2.json"
+		_an=$((_an + 1))
+	done
+}
+
+# app_delta SYS — the lock figures of the run, from both nodes' stats
+# (journal commits on any ucfs system; the rest on lockproto=dlm).
+app_delta() {
+	[ "$(attr K "$1")" = ucfs ] || return 0
+	_an=1
+	while [ "$_an" -le "$(attr NODES "$1")" ]; do
+		[ -s "$WORK/app.$_an.before.json" ] &&
+			[ -s "$WORK/app.$_an.after.json" ] || return 0
+		jq -r -n --slurpfile a "$WORK/app.$_an.before.json" \
+			--slurpfile b "$WORK/app.$_an.after.json" '
+		def d(p): ($b[0] | getpath(p) // 0) - ($a[0] | getpath(p) // 0);
+		def i(k): ["glocks", "types", "inode", k];
+		"transfers \(d(i("bounces")))",
+		"demotes \(d(i("demotes_to_nl")) + d(i("demotes_to_pr")))",
+		"demote_ns \(d(i("demote_ns")))",
+		"bast_recv \(d(["locks", "types", "inode", "bast_recv"]))",
+		"commits \(d(["journal", "commits"]))",
+		"page_invals \(d(["kcache", "pages"]))"'
+		_an=$((_an + 1))
+	done | awk '{ s[$1] += $2 } END { for (k in s) print k, s[k] }' \
+		>"$WORK/app.delta"
+	_ad() { awk -v k="$1" '$1 == k { print $2 }' "$WORK/app.delta"; }
+	rec "$1" all append commits "$(_ad commits)" ""
+	[ "$(attr P "$1")" = dlm ] || return 0
+	for _k in transfers demotes bast_recv page_invals; do
+		rec "$1" all append "$_k" "$(_ad "$_k")" ""
+	done
+	rec "$1" all append transfers_ps "$(awk -v n="$(_ad transfers)" \
+		-v s="$PAIR_SECS" 'BEGIN { printf "%.1f", (s > 0 ? n / s : 0) }')" /s
+	rec "$1" all append demote_ms "$(awk -v n="$(_ad demotes)" \
+		-v t="$(_ad demote_ns)" 'BEGIN { printf "%.3f",
+		(n > 0 ? t / n / 1e6 : 0) }')" ms
+}
+
+append_one() {	# SYS CLIENT
+	_af=$WORK/append.$1.$2
+	if ! "$OPS" append -i "$2" -t "$APP_SECS" \
+		"$(node_dir "$1" "$2")/append.log" >"$_af" 2>&1; then
+		warn "append failed on $1 client $2: $(tail -n 1 "$_af")"
+		rec "$1" "$2" append failed 1 status
+		return 0
+	fi
+	rec "$1" "$2" append records_ps "$(sed -n 's/.* rate=\([0-9.]*\).*/\1/p' \
+		"$_af")" /s
+}
+
+append_run() {	# SYS NCLIENTS
+	STATS_TAG=append
+	progress "$SCEN: $1 $SETUP: 2 writers, O_APPEND + fsync, ${APP_SECS}s"
+	: >"$(node_dir "$1" 1)/append.log"
+	app_stats "$1" before
+	PAIR_PHASE="" clients "$1" 2 append_one
+	app_stats "$1" after
+	_aw="" _at=0
+	for _c in 1 2; do
+		_n=$(sed -n 's/^records=\([0-9]*\) .*/\1/p' "$WORK/append.$1.$_c")
+		_aw="$_aw $_c:${_n:-0}"
+		_at=$((${_at:-0} + ${_n:-0}))
+	done
+	rec "$1" all append records_ps "$(awk -v n="$_at" -v s="$PAIR_SECS" \
+		'BEGIN { printf "%.1f", (s > 0 ? n / s : 0) }')" /s
+	app_delta "$1"
+	# read back on every node (client 2's view is node 2's on dlm)
+	for _c in 1 2; do
+		# shellcheck disable=SC2086
+		"$OPS" appendcheck "$(node_dir "$1" "$_c")/append.log" $_aw \
+			>"$WORK/appcheck.$1.$_c" 2>&1
+		_ar=$?
+		_al=$(awk -F'[= ]' '/^writer=/ { n += $4 } END { print n + 0 }' \
+			"$WORK/appcheck.$1.$_c")
+		_al=$(( $(echo "$_aw" | tr ' :' '\n\n' | awk 'NR % 2 == 0 {
+			s += $1 } END { print s + 0 }') - _al ))
+		[ "$_ar" = 0 ] && _al=0
+		[ "$_ar" = 0 ] || { [ "$_al" -gt 0 ] || _al=1
+			warn "append read-back on $1 client $_c:" \
+			"$(grep -v '^writer=' "$WORK/appcheck.$1.$_c" | head -n 1)"
+			rec "$1" "$_c" check failed 1 status; }
+		rec "$1" "$_c" check lost "$_al" ""
+	done
+}
+
+sc_append() {
+	APP_SECS=${UCFS_BENCH_APPEND_SECS:-10}
+	[ "$QUICK" = 1 ] && APP_SECS=${UCFS_BENCH_APPEND_SECS:-3}
+	say "append: 2 writers, one file, 4 KiB O_APPEND records + fsync," \
+		"${APP_SECS}s"
+	SETUPS="2way"
+	for _s in $RUN_SYSTEMS; do
+		case $(attr K "$_s") in raw) continue ;; esac
+		for_setups "$_s" append_run
+	done
+}
+
+# ---- scenario: find (issue 13: a daemon's memory after a huge walk) ---------
+#
+# ucfs systems only: FIND_FILES empty files (1,000,000; --quick 20,000;
+# --files N) made by ucfs-mktree through the library on the fresh image,
+# then one node mounted (caches cold), `find` over the whole tree, and
+# the daemon's peak RSS (node.max_rss_kb: VmHWM) beside its bounds: the
+# block cache's cache_mb, the glock engine's bytes (glocks.bytes_now) at
+# its bound glock_max, the glocks in the table, the cache's buffers.
+
+find_run() {	# SYS NCLIENTS (1)
+	_fm=$(mp "$1" 1)
+	STATS_TAG=find
+	progress "$SCEN: $1: find over $FIND_FILES files"
+	timed "$1" 1 find find "$_fm" -xdev -name 'f*' -type f \
+		-printf '' -o -type d -printf ''
+	stats_snap "$1" 1 after
+	_fj=$WORK/stats.$1.1.after.json
+	[ -s "$_fj" ] || return 0
+	jq -r '"rss_mb \(.node.max_rss_kb / 1024)",
+		"cache_mb \(.node.options.cache_mb // "256")",
+		"glock_max \(.glocks.glock_max // 0)",
+		"glocks \(.glocks.glocks_now // 0)",
+		"glock_mb \((.glocks.bytes_now // 0) / 1048576)",
+		"cache_bufs \(.cache.bufs_now // 0)",
+		"inodes \(.namespace.inodes_referenced // 0)",
+		"inode_b \(if (.namespace.inodes_referenced // 0) > 0 then
+			(.node.max_rss_kb * 1024 - (.cache.bufs_now // 0) * 4096
+			- (.glocks.bytes_now // 0))
+			/ .namespace.inodes_referenced else 0 end)",
+		"lookups \(.fuse.ops.lookup.count)",
+		"forgets \(.fuse.ops.forget.count +
+			.fuse.ops.forget_multi.count)"' "$_fj" \
+		>"$WORK/find.kv" 2>/dev/null || return 0
+	while read -r _k _v; do
+		case $_k in *_mb) _u=MB ;; *) _u="" ;; esac
+		rec "$1" 1 find "$_k" "$(awk -v x="$_v" \
+			'BEGIN { printf "%.1f", x }')" "$_u"
+	done <"$WORK/find.kv"
+}
+
+find_sys() {	# SYS — format, make the tree, mount, find, unmount
+	if [ "$(attr P "$1")" = dlm ]; then
+		cluster_probe
+		[ "$CLUSTER" = yes ] || { skipped "$1" all "$SKIP2"; return; }
+	fi
+	SETUP=1node
+	progress "$SCEN: $1: format, ucfs-mktree $FIND_FILES files"
+	ucfs_mkfs "$1" || { skipped "$1" 1node "skipped: mkfs failed"; return; }
+	if ! "$MKTREE" "$IMG" "$FIND_FILES" >"$WORK/mktree.$1" 2>&1; then
+		warn "ucfs-mktree failed: $(tail -n 1 "$WORK/mktree.$1")"
+		rec "$1" 1 mktree failed 1 status
+		return 0
+	fi
+	rec "$1" 1 mktree rate "$(sed -n 's/.* rate=\([0-9]*\).*/\1/p' \
+		"$WORK/mktree.$1")" /s
+	drop_caches
+	mount_all "$1" 1 || { skipped "$1" 1node "skipped: could not mount"
+		umount_all "$1"; return; }
+	find_run "$1" 1
+	umount_all "$1"
+}
+
+sc_find() {
+	FIND_FILES=${FIND_N:-1000000}
+	[ "$QUICK" = 1 ] && FIND_FILES=${FIND_N:-20000}
+	MKTREE=$(tool ucfs-mktree)
+	say "find: $FIND_FILES empty files in directories of 1,000, find" \
+		"on a fresh mount, the daemon's peak RSS"
+	for _s in $RUN_SYSTEMS; do
+		if [ "$(attr K "$_s")" != ucfs ]; then
+			skipped "$_s" all "skipped: ucfs systems only (the tree is made through the ucfs library)"
+			continue
+		fi
+		[ -n "$MKTREE" ] || { skipped "$_s" all \
+			"skipped: ucfs-mktree is not built"; continue; }
+		find_sys "$_s"
+	done
+}
+
 # ---- ratios, tables, targets ------------------------------------------------
 #
 # ratios.tsv: scenario system setup client phase metric baseline ratio: the
@@ -1436,6 +1633,20 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			aged_write:MBps:aged_w aged_read:MBps:aged_r
 			age:fill_pct:full% fresh_write:alloc_calls:allocs_f
 			aged_write:alloc_calls:allocs_a"; } ;;
+	append)
+		table_wide append "append: 4 KiB O_APPEND + fsync from 2 writers to one file" "
+			append:records_ps:records/s append:transfers_ps:transfer/s
+			append:transfers:transfers append:demote_ms:demote_ms
+			append:commits:commits append:page_invals:pg_invals
+			check:lost:lost" ;;
+	find)
+		table_wide find "find over $FIND_FILES files on a fresh mount: peak RSS and its bounds" "
+			mktree:rate:mktree/s find:real:find_s find:rss_mb:rss_mb
+			find:cache_mb:cache_mb find:glock_max:glock_max
+			find:glocks:glocks find:glock_mb:glock_mb
+			find:cache_bufs:bufs find:inodes:inodes
+			find:inode_b:B/inode find:lookups:lookups
+			find:forgets:forgets" ;;
 	esac
 	table_lens "$1"
 	table_rss "$1"
@@ -1461,7 +1672,7 @@ make_targets() {
 		case " $RUN_SYSTEMS " in *" $_s "*) _run_ucfs="$_run_ucfs $_s" ;; esac
 	done
 	awk -F'\t' -v OFS='\t' -v ucfs="$_run_ucfs" -v files="${KFILES:-?}" \
-		-v dd="${DD_MB:-?} MiB files" \
+		-v dd="${DD_MB:-?} MiB files" -v findn="${FIND_FILES:-?}" \
 		-v agemb="${AGED_MB:-?} MiB, churn ${AGE_CHURN:-?}" '
 	FILENAME ~ /ratios/ { r[$1, $2, $3, $4, $5, $6, $7] = $8; next }
 	{ v[$1, $2, $3, $4, $5, $6] = $7; ran[$1, $2] = 1 }
@@ -1522,6 +1733,20 @@ make_targets() {
 	out("2 writers, different files: aggregate / 1 node", s, x, 1, 0, setup2)
 	out("aged fs write / fresh", s, aged(s, "write"), 0.8, 0,
 		aged_note(s))
+	}
+	k = "append" SUBSEP s SUBSEP "2nodes" SUBSEP "all" SUBSEP "append"
+	if ((k SUBSEP "transfers_ps") in v)
+	out("2 nodes O_APPEND + fsync, one file: lock transfers/s", s,
+		v[k, "transfers_ps"], 1000, 0, "records/s " v[k, "records_ps"] \
+		", lost " (v["append", s, "2nodes", "1", "check", "lost"] + \
+		v["append", s, "2nodes", "2", "check", "lost"]))
+	k = "find" SUBSEP s SUBSEP "1node" SUBSEP "1" SUBSEP "find"
+	if ((k SUBSEP "rss_mb") in v) {
+	lim = v[k, "cache_mb"] + v[k, "glock_mb"] + 64
+	out("find, " findn " files: peak RSS MB (cache_mb + glocks + 64)",
+		s, v[k, "rss_mb"], lim, 1, "cache_mb " v[k, "cache_mb"] \
+		", glocks " v[k, "glocks"] " of " v[k, "glock_max"] " in " \
+		v[k, "glock_mb"] " MB")
 	} } }' "$OUT/ratios.tsv" "$OUT/results.tsv" >"$OUT/targets.tsv"
 }
 
@@ -1851,6 +2076,8 @@ scen_source() {
 	iozone) echo "seeds/002: iozone -i0 -i1 -i2 record sizes 64K..16M, via fio" ;;
 	fileben) echo "seeds/003: fileben 128K x10 and db dir ops, 2 nodes mounted" ;;
 	dd) echo "seeds/004: dd sequential, 1 node and 2 at once, vs raw device" ;;
+	append) echo "issue 13: 2 writers O_APPEND + fsync on one file: lock transfers" ;;
+	find) echo "issue 13: find over a huge tree: the daemon's peak RSS" ;;
 	esac
 }
 
@@ -1865,7 +2092,7 @@ main() {
 	fi
 	SCEN_ARG=$1; shift
 	case $SCEN_ARG in
-	untar|bonnie|iozone|fileben|dd) SCENS=$SCEN_ARG ;;
+	untar|bonnie|iozone|fileben|dd|append|find) SCENS=$SCEN_ARG ;;
 	all) SCENS="untar bonnie iozone fileben dd" ;;
 	-h|--help) usage; exit 0 ;;
 	*) usage; exit 2 ;;
@@ -1884,6 +2111,8 @@ main() {
 		--setups) SETUPFILTER=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--size) SIZE_MB=${2:?}; shift ;;
 		--file-mb) FILE_MB=${2:?}; shift ;;
+		--files) FIND_N=${2:?}; shift
+			case $FIND_N in *[!0-9]*|0) die "--files wants N >= 1" ;; esac ;;
 		--records) RECS=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--mkfs-opts) MKFS_OPTS=${2:?}; shift ;;
 		--cluster) CLUSTER_FILE=$(realpath "${2:?}") ||

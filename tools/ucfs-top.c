@@ -2,15 +2,26 @@
  * ucfs-top — a live view of one or several ucfs nodes (glocktop and
  * iostat in one screen).
  *
- *   ucfs-top [--interval S] [--iterations N] [--batch] TARGET...
+ *   ucfs-top [--interval S] [--iterations N] [--batch] [--paths N]
+ *            TARGET...
  *
  * TARGET is a mountpoint or a stats socket (as for ucfs-stat). Every S
  * seconds (default 1) it fetches each node and redraws: per node the op
  * rate, errors, block device I/O, journal commits and lock traffic; then
  * the FUSE ops by rate with their mean latency over the interval, one
  * column pair per node; then the most contended lock resources with their
- * holders, waiters and modes. The first frame, having no previous sample,
- * shows averages since mount.
+ * holders, waiters and modes (the lock manager's view, "locks.top"); then
+ * the most contended inodes of the glock engine ("glocks.top") with their
+ * paths. The first frame, having no previous sample, shows averages since
+ * mount.
+ *
+ * Paths: ucfs-top finds an inode's path itself, by walking the node's
+ * mount (node.mountpoint; its root is namespace.root_ino) breadth first
+ * with readdir's inode numbers, at most --paths N entries per frame
+ * (default 20,000; 0: no paths), and remembers what it found (an inode
+ * not met within the bound shows "?"). The walk reads directories
+ * through the mount, like ls: on a cluster mount it takes their locks
+ * in PR, so it is bounded and done only for inodes not yet known.
  *
  * Keys: q (or Ctrl-C) quits; any other key redraws now. The screen is
  * drawn with plain VT100 sequences (cursor home, clear to end of line),
@@ -37,6 +48,13 @@
 #define MAX_NODES 8
 #define MAX_LINES 256
 #define LINE_LEN 512
+#define PATH_CACHE 64	  /* inode paths remembered per node */
+#define PATH_BUDGET 20000 /* default --paths */
+
+struct ino_path {
+	uint64_t ino;
+	char *path;
+};
 
 struct top {
 	double interval;
@@ -53,6 +71,9 @@ struct top {
 	int rows, cols;
 	struct termios saved;
 	int tty_in;
+	long path_budget; /* --paths */
+	struct ino_path paths[MAX_NODES][PATH_CACHE];
+	unsigned npaths[MAX_NODES]; /* entries used (a ring when full) */
 };
 
 static volatile sig_atomic_t quit_sig;
@@ -407,6 +428,110 @@ static void draw_resources(struct top *t, int max_rows)
 		emit(t, "  (no lock section or no contended resource)");
 }
 
+/* The remembered path of inode @ino of node @i, or NULL. */
+static const char *path_of(struct top *t, int i, uint64_t ino)
+{
+	unsigned n = t->npaths[i] < PATH_CACHE ? t->npaths[i] : PATH_CACHE;
+
+	for (unsigned k = 0; k < n; k++)
+		if (t->paths[i][k].ino == ino)
+			return t->paths[i][k].path;
+	return NULL;
+}
+
+static void path_keep(struct top *t, int i, uint64_t ino, char *path)
+{
+	struct ino_path *p = &t->paths[i][t->npaths[i]++ % PATH_CACHE];
+
+	free(p->path);
+	p->ino = ino;
+	p->path = path;
+}
+
+/* The inode number of a "inode:N" resource, or 0. */
+static uint64_t res_ino(json_t *r)
+{
+	const char *res = json_string_value(json_object_get(r, "res"));
+
+	if (res == NULL || strncmp(res, "inode:", 6) != 0)
+		return 0;
+	return strtoull(res + 6, NULL, 10);
+}
+
+/* Find the paths of node @i's contended inodes not known yet (bounded:
+ * fs_cli_ino_paths). */
+static void resolve_paths(struct top *t, int i, json_t *top)
+{
+	const char *mnt = json_string_value(
+	    json_object_get(json_object_get(t->cur[i], "node"), "mountpoint"));
+	uint64_t inos[16], root;
+	char *found[16] = {NULL};
+	size_t n = 0, k;
+	json_t *r;
+
+	if (mnt == NULL || t->path_budget <= 0)
+		return;
+	json_array_foreach(top, k, r)
+	{
+		uint64_t ino = res_ino(r);
+
+		if (ino != 0 && n < 16 && path_of(t, i, ino) == NULL)
+			inos[n++] = ino;
+	}
+	root = (uint64_t)fs_cli_get(t->cur[i], "namespace.root_ino");
+	if (n == 0 || fs_cli_ino_paths(mnt, root, inos, found, n,
+				       (size_t)t->path_budget) <= 0)
+		return;
+	for (k = 0; k < n; k++)
+		if (found[k] != NULL)
+			path_keep(t, i, inos[k], found[k]);
+}
+
+/* glocks.top of every node: the most contended inodes, with paths. */
+static void draw_inodes(struct top *t, int max_rows)
+{
+	struct res_row rows[128];
+	int n = 0;
+
+	for (int i = 0; i < t->nnodes; i++) {
+		json_t *top = json_object_get(
+			   json_object_get(t->cur[i], "glocks"), "top"),
+		       *r;
+		size_t k;
+
+		resolve_paths(t, i, top);
+		json_array_foreach(top, k, r)
+		{
+			if (n == 128 || res_ino(r) == 0)
+				continue;
+			rows[n].node = i;
+			rows[n].r = r;
+			rows[n].wait_ns = fs_cli_get(r, "wait_ns");
+			n++;
+		}
+	}
+	qsort(rows, (size_t)n, sizeof(rows[0]), res_row_cmp);
+	emit(t, "%s", "");
+	emit(t, "%-4s %-20s %-28s %-4s %8s %10s %8s", "node",
+	     "most contended inodes", "path", "mode", "waits", "wait_ms",
+	     "bounces");
+	for (int r = 0; r < n && r < max_rows; r++) {
+		json_t *e = rows[r].r;
+		const char *res = json_string_value(json_object_get(e, "res"));
+		const char *mode =
+		    json_string_value(json_object_get(e, "mode"));
+		const char *path = path_of(t, rows[r].node, res_ino(e));
+
+		emit(t, "%-4.0f %-20.20s %-28.28s %-4s %8.0f %10.1f %8.0f",
+		     fs_cli_get(t->cur[rows[r].node], "node.id"),
+		     res != NULL ? res : "?", path != NULL ? path : "?",
+		     mode != NULL ? mode : "?", fs_cli_get(e, "waits"),
+		     rows[r].wait_ns / 1e6, fs_cli_get(e, "bounces"));
+	}
+	if (n == 0)
+		emit(t, "  (no glocks section or no contended inode)");
+}
+
 static void term_size(struct top *t)
 {
 	struct winsize ws;
@@ -452,8 +577,10 @@ static void draw(struct top *t)
 	draw_nodes(t);
 	left = t->rows - t->nlines - 4; /* blank + header, twice */
 	draw_ops(t, left > 12 ? left / 2 : (left > 2 ? left - 2 : 1));
+	left = t->rows - t->nlines - 4;
+	draw_resources(t, left > 2 ? left / 2 : 1);
 	left = t->rows - t->nlines - 2;
-	draw_resources(t, left > 1 ? left : 1);
+	draw_inodes(t, left > 1 ? left : 1);
 	output(t);
 }
 
@@ -543,6 +670,7 @@ static int parse_args(int argc, char **argv, struct top *t)
 	int i;
 
 	t->interval = 1.0;
+	t->path_budget = PATH_BUDGET;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if ((strcmp(argv[i], "--interval") == 0 ||
 		     strcmp(argv[i], "-i") == 0) &&
@@ -554,6 +682,10 @@ static int parse_args(int argc, char **argv, struct top *t)
 			    strcmp(argv[i], "-n") == 0) &&
 			   i + 1 < argc) {
 			t->iterations = atol(argv[++i]);
+		} else if (strcmp(argv[i], "--paths") == 0 && i + 1 < argc) {
+			t->path_budget = atol(argv[++i]);
+			if (t->path_budget < 0)
+				return -1;
 		} else if (strcmp(argv[i], "--batch") == 0 ||
 			   strcmp(argv[i], "-b") == 0) {
 			t->batch = 1;
@@ -574,7 +706,7 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &t) != 0) {
 		fprintf(stderr,
 			"usage: ucfs-top [--interval S] "
-			"[--iterations N] [--batch] "
+			"[--iterations N] [--batch] [--paths N] "
 			"MOUNTPOINT|SOCKET... (at most %d)\n",
 			MAX_NODES);
 		return 2;
@@ -605,6 +737,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < t.nnodes; i++) {
 		json_decref(t.cur[i]);
 		json_decref(t.prev[i]);
+		for (unsigned k = 0; k < PATH_CACHE; k++)
+			free(t.paths[i][k].path);
 	}
 	return 0;
 }

@@ -87,6 +87,11 @@ struct trace {
 	unsigned long bad_lines;
 	unsigned long count[MAX_NODES][K__COUNT];
 	int top;
+	/* what demotes [0] and releases [1] wrote back and invalidated */
+	struct wb_sum {
+		unsigned long n, attrs, pages, names;
+		double us, log_blocks, home_blocks, data_bytes, flushes;
+	} wb[2];
 };
 
 static int node_index(struct trace *tr, int id)
@@ -136,6 +141,33 @@ static int kind_of(const char *s)
 }
 
 /* Parse one line into tr->ev[tr->n]; 0 or -1 (bad line). */
+static double num_of(json_t *j, const char *key)
+{
+	json_t *v = json_object_get(j, key);
+
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+/* A demote's or release's write-back and invalidation (STATS.md). */
+static void add_wb(struct trace *tr, json_t *j, enum kind k)
+{
+	struct wb_sum *w = &tr->wb[k == K_RELEASE];
+	const char *kinval = json_string_value(json_object_get(j, "kinval"));
+
+	if (kinval == NULL)
+		return; /* a trace from before these keys */
+	w->n++;
+	if (k == K_DEMOTE) /* a release's held_us is not its cost */
+		w->us += num_of(j, "demote_us");
+	w->log_blocks += num_of(j, "log_blocks");
+	w->home_blocks += num_of(j, "home_blocks");
+	w->data_bytes += num_of(j, "data_bytes");
+	w->flushes += num_of(j, "flushes");
+	w->attrs += strstr(kinval, "attrs") != NULL;
+	w->pages += strstr(kinval, "pages") != NULL;
+	w->names += strstr(kinval, "names") != NULL;
+}
+
 static int parse_line(struct trace *tr, const char *line, struct ev *e)
 {
 	json_t *j = json_loads(line, 0, NULL), *t, *node, *w;
@@ -173,6 +205,8 @@ static int parse_line(struct trace *tr, const char *line, struct ev *e)
 	w = json_object_get(j, "wait_us");
 	e->wait_us = json_is_number(w) ? json_number_value(w) : 0;
 	ret = e->res < 0 ? -1 : 0;
+	if (ret == 0 && (k == K_DEMOTE || k == K_RELEASE))
+		add_wb(tr, j, (enum kind)k);
 out:
 	json_decref(j);
 	return ret;
@@ -451,6 +485,58 @@ static json_t *summary_nodes(struct trace *tr)
 	return arr;
 }
 
+static json_t *summary_wb(struct trace *tr)
+{
+	json_t *o = json_object();
+
+	for (int i = 0; i < 2; i++) {
+		const struct wb_sum *w = &tr->wb[i];
+
+		json_object_set_new(
+		    o, i ? "release" : "demote",
+		    json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I}", "count",
+			      (json_int_t)w->n, "mean_us",
+			      w->n ? w->us / (double)w->n : 0.0, "log_blocks",
+			      w->log_blocks, "home_blocks", w->home_blocks,
+			      "data_bytes", w->data_bytes, "flushes",
+			      w->flushes, "kinval_attrs", (json_int_t)w->attrs,
+			      "kinval_pages", (json_int_t)w->pages,
+			      "kinval_names", (json_int_t)w->names));
+	}
+	return o;
+}
+
+static void print_wb(json_t *s)
+{
+	const char *const kinds[] = {"demote", "release"};
+
+	printf("\nWrite-back and invalidation at demotes and releases\n"
+	       "%-8s %8s %10s %10s %10s %12s %8s %7s %7s %7s\n",
+	       "event", "count", "mean_us", "log_blks", "home_blks",
+	       "data_bytes", "flushes", "attrs", "pages", "names");
+	for (int i = 0; i < 2; i++) {
+		json_t *v =
+		    json_object_get(json_object_get(s, "writeback"), kinds[i]);
+
+		printf(
+		    "%-8s %8lld %10.1f %10.0f %10.0f %12.0f %8.0f %7lld "
+		    "%7lld %7lld\n",
+		    kinds[i],
+		    (long long)json_integer_value(json_object_get(v, "count")),
+		    json_number_value(json_object_get(v, "mean_us")),
+		    json_number_value(json_object_get(v, "log_blocks")),
+		    json_number_value(json_object_get(v, "home_blocks")),
+		    json_number_value(json_object_get(v, "data_bytes")),
+		    json_number_value(json_object_get(v, "flushes")),
+		    (long long)json_integer_value(
+			json_object_get(v, "kinval_attrs")),
+		    (long long)json_integer_value(
+			json_object_get(v, "kinval_pages")),
+		    (long long)json_integer_value(
+			json_object_get(v, "kinval_names")));
+	}
+}
+
 static void print_text(json_t *s)
 {
 	json_t *v, *x;
@@ -517,6 +603,7 @@ static void print_text(json_t *s)
 	}
 	if (json_array_size(json_object_get(s, "pingpong")) == 0)
 		printf("  (none)\n");
+	print_wb(s);
 	printf("\nTimeline (per second)\n%6s %8s %10s %8s %8s %8s %10s\n",
 	       "sec", "grants", "wait_ms", "basts", "demotes", "ops",
 	       "op_mean_us");
@@ -689,13 +776,13 @@ int main(int argc, char **argv)
 	t0 = tr.n > 0 ? tr.ev[0].t : 0;
 	secs = timeline(&tr, t0, &nsec);
 	s = json_pack(
-	    "{s:I,s:I,s:f,s:f,s:o,s:o,s:o,s:o,s:o}", "events", (json_int_t)tr.n,
-	    "bad_lines", (json_int_t)tr.bad_lines, "start", t0, "span_s",
-	    tr.n > 0 ? tr.ev[tr.n - 1].t - t0 : 0.0, "nodes",
+	    "{s:I,s:I,s:f,s:f,s:o,s:o,s:o,s:o,s:o,s:o}", "events",
+	    (json_int_t)tr.n, "bad_lines", (json_int_t)tr.bad_lines, "start",
+	    t0, "span_s", tr.n > 0 ? tr.ev[tr.n - 1].t - t0 : 0.0, "nodes",
 	    summary_nodes(&tr), "top_waits", summary_top_waits(&tr, t0),
 	    "resources", summary_resources(&tr, 0), "pingpong",
-	    summary_resources(&tr, 1), "timeline",
-	    summary_timeline(secs, nsec));
+	    summary_resources(&tr, 1), "timeline", summary_timeline(secs, nsec),
+	    "writeback", summary_wb(&tr));
 	if (json) {
 		json_dumpf(s, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 		printf("\n");

@@ -14,7 +14,12 @@
 #      2-node setup) is measured, or the JSON says why not (ucfs comes
 #      along: a run of ucfs_dlm alone stops in the probe's stats_delta,
 #      $SETUP unset);
-# and after both nothing may stay mounted. About 1.5 minutes on 2 quiet
+#  (3) the two issue-13 scenarios on ucfs_dlm, briefly: "append" (2
+#      nodes, 1 s) measures records/s and lock transfers/s and reads every
+#      record back on both nodes (lost 0); "find --files 2000" makes the
+#      tree, walks it, and records the daemon's peak RSS beside its bounds,
+#      each with its target row;
+# and after all nothing may stay mounted. About 1.5 minutes on 2 quiet
 # cores (all --quick with ucfs_dlm in every scenario took 3.5).
 # run.sh: alone (ucfs-bench drops the caches of the machine, loads both cores)
 . "$UCFS_TOP/tests/lib.sh"
@@ -44,6 +49,8 @@ bench() {
 }
 bench bench_quick all --lockproto nolock --records 1m
 bench bench_dlm untar --systems ucfs,ucfs_dlm
+UCFS_BENCH_APPEND_SECS=1 bench bench_append append --systems ucfs_dlm
+bench bench_find find --systems ucfs_dlm --files 2000
 OUT=$T/bench_quick J2=$T/bench_dlm/results.json
 J=$OUT/results.json
 
@@ -97,6 +104,22 @@ check bench_two_nodes_accounted jq -e '([.results[] | select(.system ==
 	.what == "all")] | length > 0)' "$J2"
 check bench_dlm_no_failed_steps jq -e '[.results[] | select(.metric ==
 	"failed")] | length == 0' "$J2"
+JA=$T/bench_append/results.json JF=$T/bench_find/results.json
+check bench_append_measured jq -e '[.results[] | select(.system ==
+	"ucfs_dlm" and .setup == "2nodes" and .client == "all" and
+	(.metric == "records_ps" or .metric == "transfers_ps") and
+	.value > 0)] | length == 2' "$JA"
+check bench_append_nothing_lost jq -e '([.results[] | select(.metric ==
+	"lost" and .value == 0)] | length == 2) and ([.results[] |
+	select(.metric == "failed")] | length == 0)' "$JA"
+check bench_append_target jq -e '[.targets[] | select(.target |
+	test("lock transfers"))] | length == 1' "$JA"
+check bench_find_measured jq -e '[.results[] | select(.scenario == "find"
+	and .phase == "find" and ((.metric == "rss_mb" and .value > 0) or
+	(.metric == "glock_max" and .value > 0) or .metric == "real"))]
+	| length == 3' "$JF"
+check bench_find_target jq -e '[.targets[] | select(.target |
+	test("peak RSS"))] | length == 1' "$JF"
 check bench_unmounted sh -c "! grep -q '$T/work' /proc/mounts"
 check bench_no_loop_left sh -c "! losetup -a | grep -q '$T/work'"
 check bench_scratch_removed test -z "$(ls -A "$T/work")"
