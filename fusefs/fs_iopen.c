@@ -16,6 +16,11 @@
  * memory pressure), now if no file is open, else at the last close
  * (fs_iopen_closed).
  *
+ * No thread sleeps in lk_wait: holds and tries wait for their
+ * completion callback with a fence check (a fenced node's lockspace may
+ * never answer; clu_split hung in lk_wait before), so every wait here
+ * ends with -EIO once the node is fenced.
+ *
  * Threads and locks: io_mu (a leaf above io->mu) guards fs->io, so that
  * the lock manager's callbacks and the node-down recovery never see a
  * freed worker; io->mu guards its lists and counters; the records'
@@ -101,7 +106,89 @@ static void hold_blocking(struct lk_lock *lk, int mode, void *arg)
 	pthread_mutex_unlock(&io_mu);
 }
 
-static const struct lk_lock_ops hold_ops = {.blocking = hold_blocking};
+/* Completions of holds and tries wake their waiters (wait_granted,
+ * wait_try), which never sleep in lk_wait: a fenced node's lockspace may
+ * never answer, and a request thread must then get -EIO, not hang. */
+static pthread_mutex_t cb_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cb_cv = PTHREAD_COND_INITIALIZER;
+
+static void hold_done(struct lk_lock *lk, int status, void *arg)
+{
+	(void)lk;
+	(void)status;
+	(void)arg;
+	pthread_mutex_lock(&cb_mu);
+	pthread_cond_broadcast(&cb_cv);
+	pthread_mutex_unlock(&cb_mu);
+}
+
+static const struct lk_lock_ops hold_ops = {.completion = hold_done,
+					    .blocking = hold_blocking};
+
+/* A NOQUEUE EX try of a new lock: its answer. */
+struct iopen_try {
+	int done, status; /* cb_mu */
+};
+
+static void try_done(struct lk_lock *lk, int status, void *arg)
+{
+	struct iopen_try *t = arg;
+
+	(void)lk;
+	pthread_mutex_lock(&cb_mu);
+	t->status = status;
+	t->done = 1;
+	pthread_cond_broadcast(&cb_cv);
+	pthread_mutex_unlock(&cb_mu);
+}
+
+static const struct lk_lock_ops try_ops = {.completion = try_done};
+
+static void cb_wait(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 50 * 1000 * 1000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&cb_cv, &cb_mu, &ts);
+}
+
+/* Until @lk (a hold: a new PR request, or a conversion) is granted with
+ * nothing pending: 0, or -EIO once fenced (the request is left). A new
+ * PR request fails only when the lockspace closes or fences. */
+static int wait_granted(struct fs *fs, struct lk_lock *lk)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&cb_mu);
+	while (!lk_lock_granted(lk)) {
+		if (fs_cluster_fenced(fs->cl)) {
+			ret = -EIO;
+			break;
+		}
+		cb_wait();
+	}
+	pthread_mutex_unlock(&cb_mu);
+	return ret;
+}
+
+/* The answer to try @t: its status, or -EIO once fenced (then @t must
+ * be leaked: the answer may still come). */
+static int wait_try(struct fs *fs, struct iopen_try *t)
+{
+	int ret;
+
+	pthread_mutex_lock(&cb_mu);
+	while (!t->done && !fs_cluster_fenced(fs->cl))
+		cb_wait();
+	ret = t->done ? t->status : -EIO;
+	pthread_mutex_unlock(&cb_mu);
+	return ret;
+}
 
 static void wait_done(struct lk_lock *lk, int status, void *arg)
 {
@@ -137,7 +224,7 @@ struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino)
 	ret =
 	    lk_lock(fs_cluster_ls(fs->cl), &name, LK_PR, 0, &hold_ops, fs, &lk);
 	if (ret == 0)
-		ret = lk_wait(lk); /* a failed request releases itself */
+		ret = wait_granted(fs, lk);
 	return ret >= 0 ? lk : NULL;
 }
 
@@ -153,19 +240,29 @@ void fs_iopen_put(struct lk_lock *lk)
 static int try_ex(struct fs *fs, uint64_t ino, struct lk_lock **lk)
 {
 	struct lk_name name = iopen_name(ino);
+	struct iopen_try *t;
 	int ret;
 
 	if (*lk != NULL) {
 		ret = lk_convert(*lk, LK_EX, LK_NOQUEUE);
 		if (ret == 0)
-			ret = lk_wait(*lk);
-	} else {
-		ret = lk_lock(fs_cluster_ls(fs->cl), &name, LK_EX, LK_NOQUEUE,
-			      &hold_ops, fs, lk);
+			ret = wait_granted(fs, *lk);
 		if (ret == 0)
-			ret = lk_wait(*lk);
+			ret = lk_lock_mode(*lk) == LK_EX ? 0 : -EAGAIN;
+		if (ret == -EIO)
+			*lk = NULL; /* fenced: left to the lockspace */
+	} else {
+		t = calloc(1, sizeof(*t));
+		if (t == NULL)
+			return -ENOMEM;
+		ret = lk_lock(fs_cluster_ls(fs->cl), &name, LK_EX, LK_NOQUEUE,
+			      &try_ops, t, lk);
+		if (ret == 0)
+			ret = wait_try(fs, t);
 		if (ret < 0)
 			*lk = NULL; /* released by the lock manager */
+		if (ret != -EIO)
+			free(t); /* answered: never used again */
 	}
 	if (ret == LK_GRANTED_NOW)
 		ret = 0;
