@@ -7,8 +7,9 @@
 # lookups sent to another node's directory, plus grants by another
 # master) per created inode stay <= 0.05 — without placement a new
 # inode's lock has its directory on the other node half the time (~0.5
-# per file). Then both nodes list all 2 x $N names, and after both
-# unmount fsck.ucfs -n finds the image clean. Node 3 is a quorum witness.
+# per file). Then both nodes list all 2 x $N names. Then numbers used
+# again (below). After both unmount fsck.ucfs -n finds the image clean.
+# Node 3 is a quorum witness.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -82,6 +83,28 @@ names_ok() {	# MNT: both directories hold exactly the names made
 }
 check clu_create_names_node1 names_ok "$M1"
 check clu_create_names_node2 names_ok "$M2"
+
+# numbers used again: node 2 removes node 1's files (it then holds their
+# inode locks EX, cached; the frees reach node 1's groups through its
+# free log) while node 1 creates as many again. A new number whose lock
+# node 2 still holds is refused by node 1's try and another taken (the
+# stats count it): all files are there on both nodes, fsck is clean.
+rm -rf "$M2/d1" & P2=$!
+mkdir "$M1/d3"
+mkfiles "$M1/d3" c >"$T/mk3.out" 2>&1; R1=$?
+wait $P2; R2=$?
+mkfiles "$M1/d3" e >>"$T/mk3.out" 2>&1 || R1=1
+if [ $R1 -eq 0 ] && [ $R2 -eq 0 ]; then pass clu_create_reuse
+else fail clu_create_reuse "$(cat "$T/mk3.out")"; fi
+reuse_ok() {	# MNT
+	[ ! -e "$1/d1" ] || { echo "$1/d1 still there"; return 1; }
+	_c=$(ls -f "$1/d3" | grep -vc '^\.\.\?$')
+	[ "$_c" -eq $((2 * N)) ] || { echo "$1/d3: $_c, want $((2 * N))"; return 1; }
+}
+check clu_create_reuse_node1 reuse_ok "$M1"
+check clu_create_reuse_node2 reuse_ok "$M2"
+"$B/ucfs-stat" --json "$M1" | jq -c '.namespace | {new_inode_refused,
+	new_inode_waits, new_inode_unlocked}' 2>/dev/null | sed 's/^/  node 1: /'
 check clu_create_umount2 fs_umount "$M2"
 check clu_create_umount1 fs_umount "$M1"
 if "$B/fsck.ucfs" -n "$IMG" >"$T/fsck.out" 2>&1; then
