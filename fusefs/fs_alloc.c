@@ -776,6 +776,14 @@ static int rg_owned(const struct fs_rgrp *rg)
 	return rg->gl == NULL || fs_glock_mode(rg->gl) == LK_EX;
 }
 
+/* dlm: @rg's inode and rgroup locks have their directory here (lock
+ * placement, fs_cluster.c): new inodes there cost no lock message. */
+static int rg_local(const struct fs_rgrp *rg)
+{
+	return rg->gl == NULL ||
+	       fs_cluster_rgrp_local(rg->gl_fs->cl, rg->index);
+}
+
 /*
  * Become a holder of @rg's glock in EX without waiting (inside a
  * handle): P_OWNED only a group this node owns (no message), P_TRY only
@@ -833,7 +841,10 @@ static int alloc_pass(struct fs_tx *tx, uint64_t goal, uint32_t nrg,
 
 	if (g0 == UINT32_MAX)
 		g0 = __atomic_load_n(&a->last, __ATOMIC_RELAXED);
-	if (pass == P_OWNED && !rg_owned(&a->rg[g0]))
+	/* an inode goes where its locks are placed here (fs_alloc_reserve
+	 * chose such a group), not next to a parent placed elsewhere */
+	if (pass == P_OWNED &&
+	    (!rg_owned(&a->rg[g0]) || (r->inode && !rg_local(&a->rg[g0]))))
 		g0 = __atomic_load_n(&a->mine, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < a->count && i < nrg; i++) {
 		struct fs_rgrp *rg = &a->rg[(g0 + i) % a->count];
@@ -1017,7 +1028,13 @@ int fs_alloc_inode(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
 	struct fs *fs = fs_tx_fs(tx);
 	struct areq r = { .min = 1, .max = 1, .inode = 1,
 			  .owner = RS_INODES };
-	int ret = alloc_reserved(tx, goal, &r);
+	uint32_t g = rg_of(fs, goal);
+	int ret = 0;
+
+	/* the chunk next to the parent only where the locks are placed
+	 * here (rg_local) */
+	if (g != UINT32_MAX && rg_local(&fs->alloc->rg[g]))
+		ret = alloc_reserved(tx, goal, &r);
 
 	if (ret == 1) {
 		FS_STAT_ADD(fs, alloc_calls, 1);
@@ -1255,35 +1272,48 @@ static int rg_has_room(const struct fs_rgrp *rg)
 	return free >= rg->pend_blocks + RESERVE_MIN;
 }
 
+/*
+ * How much fs_alloc_reserve wants @rg (which has room), 0..7: owned with
+ * its locks placed here (lock placement: new inodes cost no lock
+ * message) best, then placed here, then owned, then any; one refused
+ * lately is worth less within its class.
+ */
+static int rg_rank(const struct fs_rgrp *rg, uint64_t now)
+{
+	int owned = rg_owned(rg), local = rg_local(rg);
+
+	if (owned)
+		return local ? 7 : 3;
+	if (__atomic_load_n(&rg->refused_ms, __ATOMIC_RELAXED) >= now)
+		return local ? 4 : 0;
+	return local ? 5 : 1;
+}
+
 int fs_alloc_reserve(struct fs *fs)
 {
 	struct fs_alloc *a = fs->alloc;
-	uint32_t g0 = __atomic_load_n(&a->mine, __ATOMIC_RELAXED), pick = 0;
-	int found = 0;
+	uint32_t g0, pick = 0;
+	uint64_t now = now_ms();
+	int best = -1;
 
 	if (fs->cl == NULL || a == NULL)
 		return 0;
-	for (uint32_t i = 0; i < a->count; i++) {
+	g0 = __atomic_load_n(&a->mine, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < a->count && best < 7; i++) {
 		struct fs_rgrp *rg = &a->rg[(g0 + i) % a->count];
+		int rank;
 
 		if (!rg_has_room(rg))
 			continue;
-		if (rg_owned(rg)) {
-			__atomic_store_n(&a->mine, rg->index, __ATOMIC_RELAXED);
-			return 0;
-		}
-		/* the first with room; one not refused lately if any */
-		if (!found || (__atomic_load_n(&rg->refused_ms,
-					       __ATOMIC_RELAXED) < now_ms() &&
-			       __atomic_load_n(&a->rg[pick].refused_ms,
-					       __ATOMIC_RELAXED) >= now_ms())) {
+		rank = rg_rank(rg, now);
+		if (rank > best) {
+			best = rank;
 			pick = rg->index;
-			found = 1;
 		}
 	}
-	if (!found)
+	if (best < 0)
 		return -ENOSPC;
-	if (rg_take(fs, &a->rg[pick]) < 0)
+	if (!rg_owned(&a->rg[pick]) && rg_take(fs, &a->rg[pick]) < 0)
 		return -EIO;
 	__atomic_store_n(&a->mine, pick, __ATOMIC_RELAXED);
 	return 0;

@@ -119,6 +119,9 @@ struct fs_cluster {
 	uint64_t configured;	  /* immutable: node ids */
 	uint32_t node_addr;	  /* immutable: ours (network order) */
 	uint16_t node_port;	  /* immutable */
+	uint64_t rg_start;	  /* immutable after attach: the rgroup */
+	uint32_t rg_blocks;	  /*   geometry, for lock placement */
+	uint32_t rg_count;
 	uint64_t fence_ms;	  /* mu: when we fenced (now_ms), 0 */
 
 	pthread_t thread;
@@ -375,6 +378,42 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	cl_fs_put(cl, fs);
 }
 
+/*
+ * Placement (PROTOCOL.md §5, FORMAT.md "Cluster locks"): the inode and
+ * rgroup locks of resource group g carry the key g + 1, so their
+ * directory node is the same member for the whole group, and the
+ * allocator prefers the groups whose directory is this node
+ * (fs_cluster_rgrp_local): the first lock request on a new inode then
+ * finds its directory here and masters it with no message. Blocks
+ * outside the groups (the superblock area) are placed by hash.
+ */
+uint32_t fs_cluster_ino_place(const struct fs_cluster *cl, uint64_t ino)
+{
+	uint64_t g;
+
+	if (ino < cl->rg_start || cl->rg_blocks == 0)
+		return 0;
+	g = (ino - cl->rg_start) / cl->rg_blocks;
+	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
+}
+
+static uint32_t inode_place(uint64_t ino, void *arg)
+{
+	return fs_cluster_ino_place(arg, ino);
+}
+
+static uint32_t rgrp_place(uint64_t g, void *arg)
+{
+	const struct fs_cluster *cl = arg;
+
+	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
+}
+
+int fs_cluster_rgrp_local(struct fs_cluster *cl, uint32_t g)
+{
+	return lk_place_node(cl->ls, rgrp_place(g, cl)) == cl->node;
+}
+
 /* No recover op for inodes and rgroups: the dead node's journal was
  * replayed before any grant (cl_recover), so an invalid LVB only means
  * that what we cached is stale (inval), and a PR grant or a try need not
@@ -383,6 +422,7 @@ static const struct fs_glock_ops inode_ops = {
     .sync = gl_sync,
     .inval = inode_inval,
     .drop = inode_drop,
+    .place = inode_place,
 };
 
 /* A resource group came back: its header and bitmaps are re-read, its
@@ -405,6 +445,7 @@ static void rgrp_inval(struct fs_glock *gl, void *arg)
 static const struct fs_glock_ops rgrp_ops = {
     .sync = gl_sync,
     .inval = rgrp_inval,
+    .place = rgrp_place,
 };
 
 /* ---- watchdog thread and node-down callback --------------------------- */
@@ -768,6 +809,9 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 	int ret;
 
 	cl->nslots = fs->sb.slot_count;
+	cl->rg_start = fs->sb.rgrp_start;
+	cl->rg_blocks = fs->sb.rgrp_blocks;
+	cl->rg_count = fs->sb.rgrp_count;
 	cl->try_lk = calloc(cl->nslots, sizeof(*cl->try_lk));
 	if (cl->try_lk == NULL)
 		return -ENOMEM;

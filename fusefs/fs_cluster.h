@@ -79,6 +79,16 @@ const char *fs_cluster_name(const struct fs_cluster *cl);
 uint32_t fs_cluster_node(const struct fs_cluster *cl);
 /* The mount's lockspace (file locks, fs_plock.h use it too). */
 struct lk_ls *fs_cluster_ls(struct fs_cluster *cl);
+/* 1 if resource group @g's inode and rgroup locks have their directory
+ * on this node in the membership in force (lock placement: a new inode
+ * there is mastered here with no message). A hint, lock-free; after
+ * attach. */
+int fs_cluster_rgrp_local(struct fs_cluster *cl, uint32_t g);
+/* The placement key (lk_name.place) of every lock named by inode @ino
+ * (FORMAT.md "Cluster locks": its resource group + 1; 0 outside the
+ * groups): a lock per inode made outside the glock engine sets it too,
+ * so that its directory is the inode's group's. After attach. */
+uint32_t fs_cluster_ino_place(const struct fs_cluster *cl, uint64_t ino);
 
 /* Bind @fs (superblock read) and create the fs glock. 0 or -errno. */
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);

@@ -1317,6 +1317,9 @@ static void ns_section(struct fs_json *o, void *arg)
 	fs_json_u64(o, "root_ino", ns->root);
 #define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))
 	NS_U64(inodes_created);
+	NS_U64(new_inode_refused);
+	NS_U64(new_inode_waits);
+	NS_U64(new_inode_unlocked);
 	NS_U64(inodes_freed);
 	NS_U64(orphans_added);
 	NS_U64(orphans_reclaimed);

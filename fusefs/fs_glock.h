@@ -125,6 +125,11 @@ struct fs_glock_ops {
 	 * @val (FS_GLOCK_LVB_USER bytes, holding what is there now) for the
 	 * next holder on any node. May be NULL: the bytes go on unchanged. */
 	void (*lvb_write)(struct fs_glock *gl, uint8_t *val, void *arg);
+	/* The placement key of lock @num's name (lk_name.place, PROTOCOL.md
+	 * §5: its directory node is lk_place_node(key); 0: by hash). Must
+	 * be a pure function of @num, the same on every node. May be NULL
+	 * (0). */
+	uint32_t (*place)(uint64_t num, void *arg);
 };
 
 /* Bytes of the value block a lock type's ops may use (from byte 8). */

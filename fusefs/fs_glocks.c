@@ -517,15 +517,17 @@ void fs_glocks_set_trace(struct fs_glocks *e, struct fs_trace *tr,
 /* A new glock for (@type, @num) in the table. e->mu held. */
 static struct fs_glock *create(struct fs_glocks *e, uint16_t type, uint64_t num)
 {
+	const struct fs_glock_ops *ops =
+	    e->type[type].ops != NULL ? e->type[type].ops : &no_ops;
 	struct fs_glock *gl = gl_alloc(e);
 	struct lk_name n;
 
 	if (gl == NULL)
 		return NULL;
 	lk_name_make(&n, type, num, NULL);
-	fs_glock_init(gl, &n,
-		      e->type[type].ops != NULL ? e->type[type].ops : &no_ops,
-		      e->type[type].arg);
+	if (ops->place != NULL)
+		n.place = ops->place(num, e->type[type].arg);
+	fs_glock_init(gl, &n, ops, e->type[type].arg);
 	gl->live = 1;
 	hash_add(e->bucket, e->nbucket, gl);
 	e->count++;

@@ -42,8 +42,14 @@
  *       the files of a clone) by inode number, lower first, except that
  *       a directory containing the other one of a rename goes first. A
  *       ".." lookup drops the directory's lock before it locks the
- *       parent. A new inode is locked after the transaction that made
- *       it (nobody can reach it before the parent is released).
+ *       parent. A new inode's glock is taken EX inside the transaction
+ *       that makes it, before its block joins it, by a try only
+ *       (fs_ino_alloc: its number comes from a group whose locks are
+ *       placed on this node, so normally no message; a refusal takes
+ *       another number, and after NEW_INO_TRIES the operation ends its
+ *       handle and waits for the refused lock, fs_ino_alloc_refused);
+ *       its rwlock after the transaction (nobody can reach it before
+ *       the parent is released).
  *   1b' FS_LK_IOPEN/ino (dlm, fs_iopen.h): PR at the kernel's first
  *       reference (inode or directory lock held, waited for); the
  *       owner's EX try, NOQUEUE, with the inode exclusive, no handle

@@ -436,8 +436,76 @@ static unsigned fmt_of(mode_t mode)
 	return FS_FMT_NONE;
 }
 
+/* dlm: tries of new numbers before fs_ino_alloc gives up (-EAGAIN) */
+#define NEW_INO_TRIES 4
+
+/* dlm: the number whose lock refused this thread's last try */
+static __thread uint64_t refused_ino;
+
+/*
+ * A free inode number near @goal, and (dlm) its glock held EX, taken
+ * before the inode's block can join @tx: so this node's journal never
+ * holds a block whose lock another node holds (FORMAT.md "Cluster
+ * locks"), even if it crashes before the create ends. A try, never a
+ * wait, inside the handle: the inode was allocated from a group placed
+ * on this node (lockmgr/PROTOCOL.md §5), so its master is normally this
+ * node and the grant costs no message. A refusal means another node
+ * still holds a lock on that number (an inode it used, since freed):
+ * the number goes back (freed in @tx, so not handed out again before
+ * @tx commits) and the next one is tried.
+ */
+static int alloc_locked(struct fs_tx *tx, uint64_t goal, uint64_t *ino,
+			uint64_t *gen, struct fs_glock **gl)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	int ret;
+
+	refused_ino = 0;
+	if (gl == NULL || fs->cl == NULL) {
+		if (gl == NULL && fs->cl != NULL)
+			FS_NS_STAT_ADD(fs, new_inode_unlocked, 1);
+		return fs_alloc_inode(tx, goal, ino, gen);
+	}
+	*gl = NULL;
+	for (int t = 0; t < NEW_INO_TRIES; t++) {
+		ret = fs_alloc_inode(tx, goal, ino, gen);
+		if (ret < 0)
+			return ret;
+		ret = fs_cluster_glock(fs->cl, FS_LK_INODE, *ino, LK_EX, 0, gl);
+		if (ret != -EAGAIN) {
+			refused_ino = 0;
+			if (ret < 0)
+				fs_free_inode(tx, *ino);
+			return ret;
+		}
+		*gl = NULL;
+		refused_ino = *ino;
+		FS_NS_STAT_ADD(fs, new_inode_refused, 1);
+		ret = fs_free_inode(tx, *ino);
+		if (ret < 0)
+			return ret;
+	}
+	return -EAGAIN;
+}
+
+int fs_ino_alloc_refused(struct fs *fs)
+{
+	uint64_t ino = refused_ino;
+	struct fs_glock *gl;
+
+	refused_ino = 0;
+	if (ino == 0 || fs->cl == NULL)
+		return 0;
+	FS_NS_STAT_ADD(fs, new_inode_waits, 1);
+	if (fs_cluster_glock(fs->cl, FS_LK_INODE, ino, LK_EX, 1, &gl) < 0)
+		return 0;
+	fs_cluster_gunlock(gl, LK_EX); /* stays cached: the number is ours */
+	return 1;
+}
+
 int fs_ino_alloc(struct fs_tx *tx, uint64_t goal, mode_t mode, uid_t uid,
-		 gid_t gid, uint64_t rdev, struct fs_buf **out)
+		 gid_t gid, uint64_t rdev, struct fs_buf **out,
+		 struct fs_glock **gl)
 {
 	struct fs *fs = fs_tx_fs(tx);
 	struct fs_dinode *di;
@@ -447,7 +515,7 @@ int fs_ino_alloc(struct fs_tx *tx, uint64_t goal, mode_t mode, uid_t uid,
 	struct timespec now;
 	int ret;
 
-	ret = fs_alloc_inode(tx, goal, &ino, &gen);
+	ret = alloc_locked(tx, goal, &ino, &gen, gl);
 	if (ret < 0)
 		return ret;
 	ret = fs_buf_new(tx, ino, FS_BT_INODE, &b);
@@ -481,6 +549,10 @@ out_put:
 	fs_buf_put(b);
 out_free:
 	fs_free_inode(tx, ino);
+	if (gl != NULL && *gl != NULL) {
+		fs_cluster_gunlock(*gl, LK_EX);
+		*gl = NULL;
+	}
 	return ret;
 }
 

@@ -92,8 +92,18 @@ struct fs_inode {
 				 worker frees it at the grant) */
 };
 
+struct fs_glock;
+
 struct fs_ns_stats {
 	uint64_t inodes_created, inodes_freed, orphans_added;
+	uint64_t new_inode_refused;	/* dlm: a new inode's EX try refused
+					   (another node locks that number):
+					   another number taken */
+	uint64_t new_inode_waits;	/* ... refused every time: waited for
+					   the lock with no handle, retried */
+	uint64_t new_inode_unlocked;	/* ... still refused at the last
+					   retry: made with its lock taken
+					   after the transaction */
 	uint64_t orphans_reclaimed;	/* at mount */
 	uint64_t iopen_frees_now;	/* dlm: freed at the owner's last
 					   reference (no node used it) */
@@ -160,9 +170,21 @@ void fs_ino_touch(struct fs_dinode *di, unsigned what);
 void fs_now(struct timespec *ts);
 
 /* Allocate and initialise a new inode near @goal; nlink = 1 (2 for a
- * directory, whose empty tree is created). The buffer joins @tx. */
+ * directory, whose empty tree is created). The buffer joins @tx. dlm:
+ * the inode's glock is taken EX (a try: never a wait inside the handle)
+ * before its block joins @tx, and held in *@gl (NULL without dlm) until
+ * the caller gives it back (fs_cluster_gunlock, after it locked the
+ * inode itself). A number another node still locks is given back and
+ * another one taken; -EAGAIN if every try was refused: end the handle
+ * and call fs_ino_alloc_refused. @gl NULL (dlm: the last retry): no
+ * lock taken, the caller locks the inode after the transaction. */
 int fs_ino_alloc(struct fs_tx *tx, uint64_t goal, mode_t mode, uid_t uid,
-		 gid_t gid, uint64_t rdev, struct fs_buf **out);
+		 gid_t gid, uint64_t rdev, struct fs_buf **out,
+		 struct fs_glock **gl);
+/* After fs_ino_alloc's -EAGAIN, holding no handle: wait for the lock of
+ * the number refused last (the other node gives it up) and return 1 to
+ * retry; 0 if this thread had no refusal. */
+int fs_ino_alloc_refused(struct fs *fs);
 unsigned fs_ino_alloc_credits(struct fs *fs);
 
 /* Reference table. */

@@ -67,6 +67,8 @@ static void fs_stats_lk_type(struct fs_json *o, const struct lk_type_stats *t)
 	fs_json_u64(o, "requests", c->requests);
 	fs_json_u64(o, "grants_local", c->grants_local);
 	fs_json_u64(o, "grants_remote", c->grants_remote);
+	fs_json_u64(o, "lookups", c->lookups);
+	fs_json_u64(o, "lookups_local", c->lookups_local);
 	fs_json_u64(o, "cache_hits", c->cache_hits);
 	fs_json_u64(o, "waits", c->waits);
 	fs_json_u64(o, "conversions", c->conversions);
@@ -112,11 +114,14 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 			fs_lk_type_name_fn type_name)
 {
 	struct fs_json *types = fs_json_obj(o, "types");
+	uint64_t rtt = 0;
 	char buf[32];
 
 	for (unsigned i = 0; i < LK_STAT_TYPES; i++) {
 		const char *name = type_name != NULL ? type_name(i) : NULL;
 
+		/* a remote lookup or grant is a round trip waited for */
+		rtt += s->type[i].c.lookups + s->type[i].c.grants_remote;
 		if (!fs_lk_type_used(&s->type[i]))
 			continue;
 		if (name == NULL) {
@@ -131,6 +136,7 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 	fs_json_u64(o, "tossed_now", s->tossed);
 	fs_json_u64(o, "toss_freed", s->toss_freed);
 	fs_json_u64(o, "lookups", s->lookups);
+	fs_json_u64(o, "remote_round_trips", rtt);
 	fs_json_u64(o, "dir_entries_now", s->dir_entries);
 	fs_json_u64(o, "recoveries", s->recoveries);
 	fs_json_u64(o, "bad_frames", s->bad_frames);

@@ -611,9 +611,11 @@ static int create_check(struct fs *fs, struct fs_buf *d, const char *name)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+/* The new inode's buffer in *@out and (dlm) its glock, held EX, in
+ * *@gl (fs_ino_alloc; @gl NULL: not locked yet). */
 static int create_tx(struct fs *fs, const struct fs_cred *cred,
 		     struct fs_buf *d, const struct newnode *nn, gid_t gid,
-		     struct fs_buf **out)
+		     struct fs_buf **out, struct fs_glock **gl)
 {
 	size_t tlen = nn->target != NULL ? strlen(nn->target) : 0;
 	struct fs_tx *tx;
@@ -627,8 +629,8 @@ static int create_tx(struct fs *fs, const struct fs_cred *cred,
 	ret = fs_tx_write(tx, d);
 	if (ret < 0)
 		goto out_end;
-	ret = fs_ino_alloc(tx, d->blkno, nn->mode, cred->uid, gid, nn->rdev,
-			   &b);
+	ret = fs_ino_alloc(tx, d->blkno, nn->mode, cred->uid, gid, nn->rdev, &b,
+			   gl);
 	if (ret < 0)
 		goto out_end;
 	ret = fs_dir_add(tx, d, nn->name, strlen(nn->name), b->blkno,
@@ -653,7 +655,20 @@ static int create_tx(struct fs *fs, const struct fs_cred *cred,
 out_end:
 	if (fs_tx_end(tx) < 0 && ret == 0)
 		ret = -EIO;
+	if (ret < 0 && gl != NULL && *gl != NULL) {
+		fs_cluster_gunlock(*gl, LK_EX);
+		*gl = NULL;
+	}
 	return ret;
+}
+
+/* create_tx failed: a retry is worth it (after waiting, no handle held,
+ * for a group with space or a refused inode number's lock) */
+static int create_retry(struct fs *fs, int ret)
+{
+	if (ret == -EAGAIN)
+		return fs_ino_alloc_refused(fs);
+	return need_nospc_retry(fs, ret);
 }
 
 static int create_node(struct fs *fs, const struct fs_cred *cred,
@@ -662,6 +677,7 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 {
 	struct fs_acl_inherit *acl;
 	struct fs_buf *d, *b = NULL;
+	struct fs_glock *gl = NULL;
 	struct fs_ilock il;
 	uint64_t ino;
 	size_t tlen;
@@ -691,21 +707,27 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 		ret = fs_xattr_inherit_prepare(fs, d, &nn->mode, cred->umask,
 					       acl);
 	if (ret == 0) {
-		ret = create_tx(fs, cred, d, nn, gid, &b);
-		for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, ret);
-		     t++)
-			ret = create_tx(fs, cred, d, nn, gid, &b);
+		ret = create_tx(fs, cred, d, nn, gid, &b, &gl);
+		/* the last retry after refused new-inode locks takes the
+		 * lock after the transaction, as before they were tried */
+		for (int t = 0; t < NOSPC_TRIES && create_retry(fs, ret); t++)
+			ret = create_tx(fs, cred, d, nn, gid, &b,
+					ret == -EAGAIN && t == NOSPC_TRIES - 1
+					    ? NULL
+					    : &gl);
 	}
 	fs_buf_put(d);
 	if (ret < 0)
 		goto out;
-	/* a child after its parent; new, so nobody waits for it. No
-	 * reference across the lock: its grant may drop a clean cached
-	 * copy (dlm: another node may cache that block number) */
+	/* a child after its parent; new, so nobody waits for it (dlm: its
+	 * glock is held EX since before its block joined the transaction,
+	 * fs_ino_alloc: this takes it again with no message) */
 	ino = b->blkno;
 	fs_buf_put(b);
 	b = NULL;
 	ret = fs_ilock_one(&il, ino, FS_IL_EX);
+	if (gl != NULL)
+		fs_cluster_gunlock(gl, LK_EX);
 	if (ret == 0)
 		ret = fs_ino_read(fs, ino, &b);
 	if (ret < 0)

@@ -85,13 +85,18 @@ enum {
 
 /*
  * A resource name: a type, a 64-bit number and an optional short string.
- * Compare and hash all 32 bytes: zero the unused bytes (lk_name_make).
+ * Compare all 32 bytes: zero the unused bytes (lk_name_make). @place is
+ * the placement key (PROTOCOL.md §5): 0, the directory node of the name
+ * is chosen by its hash; else it is lk_place_node(@place), the same for
+ * every name with that key, so that a user can pick keys whose directory
+ * is its own node (ucfs: the resource group of an inode). A name must
+ * always be built with the same key (it is part of the name).
  */
 #define LK_NAME_STR 16
 struct lk_name {
 	uint16_t type;
-	uint16_t slen;	   /* bytes used in str (0..LK_NAME_STR) */
-	uint32_t reserved; /* zero */
+	uint16_t slen;	/* bytes used in str (0..LK_NAME_STR) */
+	uint32_t place; /* placement key, 0: by hash */
 	uint64_t num;
 	char str[LK_NAME_STR];
 };
@@ -190,6 +195,11 @@ void lk_ls_abandon(struct lk_ls *ls);
  * node n). Returns 1 if quorate. */
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
+/* The directory node of the names with placement key @place (> 0) in the
+ * membership in force: the ((@place - 1) % members)-th member by node id.
+ * 0 before the first membership. Lock-free (any thread, ~1 ns): a hint
+ * that may change at the next membership change. */
+uint32_t lk_place_node(struct lk_ls *ls, uint32_t place);
 /* Fence this node now (the user lost its disk lease, or gave up): every
  * call fails with -ESHUTDOWN from now on, connections are dropped and
  * nobody is dialed, so the others see it dead. @why is logged. */
@@ -322,6 +332,10 @@ struct lk_counts {
 	uint64_t requests;	 /* lk_lock + lk_lock_batch entries */
 	uint64_t grants_local;	 /* granted by this node as master */
 	uint64_t grants_remote;	 /* granted by another master */
+	uint64_t lookups;	 /* master lookups sent to another node
+				    (the directory node) */
+	uint64_t lookups_local;	 /* ... answered by this node's own
+				    directory, no message */
 	uint64_t cache_hits;	 /* re-acquired from the hold cache */
 	uint64_t waits;		 /* had to queue behind a conflict */
 	uint64_t conversions;	 /* lk_convert calls */

@@ -217,7 +217,7 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 static void toss_free(struct lk_ls *ls, struct lk_res *res)
 {
 	if (res->master == ls->nodeid) {
-		uint32_t dir = lk_dir_node(ls, res->hash);
+		uint32_t dir = lk_dir_node(ls, &res->name, res->hash);
 
 		if (dir == ls->nodeid) {
 			lk_dir_remove(ls, &res->name, res->hash, ls->nodeid);
@@ -252,11 +252,26 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now)
 
 /* ---- membership helpers ---- */
 
-uint32_t lk_dir_node(const struct lk_ls *ls, uint64_t hash)
+uint32_t lk_dir_node(const struct lk_ls *ls, const struct lk_name *n,
+		     uint64_t hash)
 {
 	if (ls->nmemb == 0)
 		return ls->nodeid;
+	if (n->place != 0)
+		return ls->memv[(n->place - 1) % ls->nmemb];
 	return ls->memv[(hash >> 16) % ls->nmemb];
+}
+
+uint32_t lk_place_node(struct lk_ls *ls, uint32_t place)
+{
+	uint64_t m = __atomic_load_n(&ls->members, __ATOMIC_RELAXED) & ~1ull;
+	unsigned n = (unsigned)__builtin_popcountll(m), k;
+
+	if (n == 0 || place == 0)
+		return 0;
+	for (k = (place - 1) % n; k > 0; k--)
+		m &= m - 1; /* drop the lowest member */
+	return (uint32_t)__builtin_ctzll(m);
 }
 
 int lk_traffic_ok(const struct lk_ls *ls)
@@ -407,8 +422,8 @@ static void send_run_request(struct lk_ls *ls, const struct lk_res *res,
 		? (struct lk_run_hdr *)(ob->buf + ob->run_off)
 		: NULL;
 	if (h != NULL && h->lkid + h->count == lkid &&
-	    h->type == res->name.type && h->mode == mode &&
-	    h->flags == flags && ob->count < UINT16_MAX &&
+	    h->type == res->name.type && h->place == res->name.place &&
+	    h->mode == mode && h->flags == flags && ob->count < UINT16_MAX &&
 	    ob->len - ob->hdr_off + sizeof(*slot) <= LK_FRAME_MAX &&
 	    (ob->len + sizeof(*slot) <= ob->cap ||
 	     out_grow(ob, ob->len + sizeof(*slot)) == 0)) {
@@ -428,6 +443,7 @@ static void send_run_request(struct lk_ls *ls, const struct lk_res *res,
 	h->count = 1;
 	h->flags = flags;
 	h->type = res->name.type;
+	h->place = res->name.place;
 	h->mode = (int8_t)mode;
 	slot = (uint64_t *)(h + 1);
 	*slot = res->name.num;
@@ -444,12 +460,14 @@ static void send_request(struct lk_ls *ls, struct lk_lock *lk)
 
 static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 {
-	uint32_t dir = lk_dir_node(ls, res->hash);
+	uint32_t dir = lk_dir_node(ls, &res->name, res->hash);
 	struct lk_rec_name *r;
 
 	if (dir == ls->nodeid) {
 		res->master =
 		    lk_dir_lookup(ls, &res->name, res->hash, ls->nodeid);
+		res->stats.lookups_local++;
+		lk_stats_type(ls, res->name.type)->c.lookups_local++;
 		lk_res_master_known(ls, res);
 		return;
 	}
@@ -459,6 +477,8 @@ static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 	r->name = res->name;
 	res->lookup_sent = 1;
 	ls->stats.lookups++;
+	res->stats.lookups++;
+	lk_stats_type(ls, res->name.type)->c.lookups++;
 }
 
 /* Send a NEW lkb's request to its master (looking it up first). */
@@ -1200,6 +1220,7 @@ struct batch_name {
 struct open_run {
 	uint32_t node;
 	uint16_t type;
+	uint32_t place;
 	size_t off; /* of its header in ls->out[node].buf, 0 none */
 };
 
@@ -1213,8 +1234,8 @@ static inline int run_append(struct lk_ls *ls, const struct open_run *run,
 	struct lk_outbuf *ob = &ls->out[run->node];
 
 	if (run->off == 0 || res->master != run->node ||
-	    res->name.type != run->type || !ob->open ||
-	    ob->type != LK_M_RUNREQ || ob->run_off != run->off ||
+	    res->name.type != run->type || res->name.place != run->place ||
+	    !ob->open || ob->type != LK_M_RUNREQ || ob->run_off != run->off ||
 	    ob->count >= UINT16_MAX || ob->len + 8 > ob->cap ||
 	    ob->len - ob->hdr_off + 8 > LK_FRAME_MAX)
 		return 0;
@@ -1265,6 +1286,7 @@ static void early_write(struct lk_ls *ls, const struct lock_args *a,
 		send_run_request(ls, res, b->sent_lkid, a->mode, a->flags);
 	run->node = res->master;
 	run->type = res->name.type;
+	run->place = res->name.place;
 	run->off = ls->out[run->node].run_off;
 	*masters |= 1ull << res->master;
 }
@@ -1327,7 +1349,7 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			void *const *args, struct lk_lock **out, uint8_t *now,
 			int *granted, uint64_t *held)
 {
-	struct open_run run = {0, 0, 0};
+	struct open_run run = {0, 0, 0, 0};
 	int early = early_ok(ls, n), ret = 0;
 	uint64_t masters = 0;
 	struct lock_args ai;
@@ -1343,8 +1365,9 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		res = lk_res_find(ls, &names[i], bn[i].hash);
 		bn[i].res = res;
 		bn[i].sent_lkid = 0;
-		bn[i].look = (res == NULL || res->master == 0) &&
-			     lk_dir_node(ls, bn[i].hash) != ls->nodeid;
+		bn[i].look =
+		    (res == NULL || res->master == 0) &&
+		    lk_dir_node(ls, &names[i], bn[i].hash) != ls->nodeid;
 		if (early && !bn[i].look && early_eligible(ls, a, res))
 			early_write(ls, a, &run, &bn[i], &masters);
 	}
@@ -1622,7 +1645,8 @@ static int rx_wait(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 	int ret;
 
 	if (lk->state == LK_S_NEW) /* its LOOKUP_REPLY comes first */
-		m = res->lookup_sent ? lk_dir_node(ls, res->hash) : 0;
+		m = res->lookup_sent ? lk_dir_node(ls, &res->name, res->hash)
+				     : 0;
 	if (ls->xp.wait_rx == NULL || ls->rx_poller || m == 0 ||
 	    m == ls->nodeid)
 		return -EAGAIN;

@@ -1,7 +1,8 @@
 /*
  * lk_dir.c — the resource directory. The directory node of a name is
- * memv[hash % nmemb] (lk_dir_node): every member computes the same node
- * from the same membership, so no lock server is needed. The directory
+ * memv[(hash >> 16) % nmemb], or memv[(place - 1) % nmemb] for a name with
+ * a placement key (lk_dir_node): every member computes the same node
+ * from the same name and membership, so no lock server is needed. The directory
  * node records which node masters the name; the first node that looks a
  * name up becomes its master. Entries go away when the master drops the
  * resource from its toss list (REMOVE) and are rebuilt from the masters at
@@ -100,7 +101,7 @@ static void rx_name(struct lk_ls *ls, uint32_t sender, unsigned type,
 	}
 	switch (type) {
 	case LK_M_LOOKUP:
-		if (lk_dir_node(ls, hash) != ls->nodeid) {
+		if (lk_dir_node(ls, &r->name, hash) != ls->nodeid) {
 			ls->stats.bad_frames++;
 			lk_log(ls, 1, "LOOKUP from %u for a name not ours",
 			       sender);

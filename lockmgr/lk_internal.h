@@ -409,7 +409,8 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode);
 void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk);
 void lk_res_master_known(struct lk_ls *ls, struct lk_res *res);
-uint32_t lk_dir_node(const struct lk_ls *ls, uint64_t hash);
+uint32_t lk_dir_node(const struct lk_ls *ls, const struct lk_name *n,
+		     uint64_t hash);
 int lk_traffic_ok(const struct lk_ls *ls);
 /* Output: append a record to the open frame for @node (or start one). */
 void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type);

@@ -374,7 +374,7 @@ void lk_master_rx_locks(struct lk_ls *ls, uint32_t sender, unsigned type,
 /* The resources (or NULL) of @c slots of a run of type @type, as in
  * rx_chunk: hashes and buckets first, then the finds, whose cache misses
  * overlap; the hot part of each resource found is prefetched. */
-static void run_find(struct lk_ls *ls, uint16_t type,
+static void run_find(struct lk_ls *ls, const struct lk_run_hdr *h,
 		     const struct lk_rec_slot *num, unsigned c,
 		     struct lk_res **rv)
 {
@@ -382,7 +382,8 @@ static void run_find(struct lk_ls *ls, uint16_t type,
 	struct lk_name n;
 
 	memset(&n, 0, sizeof(n));
-	n.type = type;
+	n.type = h->type;
+	n.place = h->place;
 	for (unsigned j = 0; j < c; j++) {
 		n.num = num[j].v;
 		hv[j] = lk_name_hash(&n);
@@ -406,9 +407,10 @@ static void run_chunk(struct lk_ls *ls, uint32_t sender,
 
 	memset(&r, 0, sizeof(r));
 	r.name.type = h->type;
+	r.name.place = h->place;
 	r.flags = h->flags;
 	r.mode = h->mode;
-	run_find(ls, h->type, num, c, rv);
+	run_find(ls, h, num, c, rv);
 	for (unsigned j = 0; j < c; j++) {
 		struct lk_res *res = rv[j];
 
@@ -463,7 +465,7 @@ static int run_answer_first(struct lk_ls *ls, uint32_t sender,
 		uint32_t c = h->count - base < LK_RX_CHUNK ? h->count - base
 							   : LK_RX_CHUNK;
 
-		run_find(ls, h->type, num + base, c, rv + base);
+		run_find(ls, h, num + base, c, rv + base);
 		for (uint32_t j = 0; j < c; j++) {
 			struct lk_res *res = rv[base + j];
 

@@ -46,7 +46,8 @@ static uint64_t bit(uint32_t n)
 
 static void set_members(struct lk_ls *ls, uint64_t members)
 {
-	ls->members = members;
+	/* read without ls->mu by lk_place_node */
+	__atomic_store_n(&ls->members, members, __ATOMIC_RELAXED);
 	ls->nmemb = 0;
 	for (uint32_t n = 1; n < LK_MAX_NODES; n++)
 		if (members & bit(n))
@@ -145,7 +146,7 @@ static void phase2(struct lk_ls *ls)
 
 		if (r->master != ls->nodeid)
 			continue;
-		dir = lk_dir_node(ls, r->hash);
+		dir = lk_dir_node(ls, &r->name, r->hash);
 		if (dir == ls->nodeid) {
 			lk_dir_set(ls, &r->name, r->hash, ls->nodeid);
 			continue;
@@ -185,7 +186,7 @@ static void phase3(struct lk_ls *ls)
 
 		if (r->master != 0 || lk_list_empty(&r->locks))
 			continue;
-		dir = lk_dir_node(ls, r->hash);
+		dir = lk_dir_node(ls, &r->name, r->hash);
 		if (dir == ls->nodeid) {
 			r->master =
 			    lk_dir_lookup(ls, &r->name, r->hash, ls->nodeid);

@@ -83,7 +83,7 @@ const char *lk_wire_name(unsigned type)
 
 int lk_wire_check_name(const struct lk_name *n)
 {
-	return n->slen <= LK_NAME_STR && n->reserved == 0 ? 0 : -EPROTO;
+	return n->slen <= LK_NAME_STR ? 0 : -EPROTO;
 }
 
 int lk_wire_check(const void *frame, size_t len, const char **why)

@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 6
+#define LK_VERSION 7
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -92,7 +92,8 @@ struct lk_run_hdr {
 	uint32_t flags; /* LK_* request flags */
 	uint16_t type;	/* name.type */
 	int8_t mode;
-	uint8_t pad[5];
+	uint8_t pad;
+	uint32_t place; /* name.place */
 };
 #define LK_RUN_HDR_SLOTS (sizeof(struct lk_run_hdr) / sizeof(uint64_t))
 
@@ -232,7 +233,7 @@ const char *lk_wire_name(unsigned type);
  * 0, or -EPROTO with *why set to a static reason. Does not check the
  * sender (the transport knows who authenticated). */
 int lk_wire_check(const void *frame, size_t len, const char **why);
-/* Validate one name (slen, reserved). 0 or -EPROTO. */
+/* Validate one name (slen; any placement key). 0 or -EPROTO. */
 int lk_wire_check_name(const struct lk_name *n);
 
 #endif /* UCFS_LK_WIRE_H */

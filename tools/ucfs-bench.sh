@@ -644,6 +644,8 @@ stats_delta() {	# SYS N
 	  fuse_ops: ($d | pick("^fuse\\.count$")),
 	  lock_requests: ($d | pick("^locks\\.types\\.[^.]+\\.requests$")),
 	  remote_grants: ($d | pick("^locks\\.types\\.[^.]+\\.grants_remote$")),
+	  remote_round_trips: ($d | pick("^locks\\.remote_round_trips$")),
+	  inodes_created: ($d | pick("^namespace\\.inodes_created$")),
 	  blocking_callbacks: ($d | pick("^locks\\.types\\.[^.]+\\.bast_recv$")),
 	  blocking_callbacks_sent: ($d | pick("^locks\\.types\\.[^.]+\\.bast_sent$")),
 	  window_refills: ($d | pick("^alloc\\..*refill")),
@@ -653,13 +655,20 @@ stats_delta() {	# SYS N
 	  journal_commits: ($d | pick("^journal\\.commits$")),
 	  dev_read_bytes: ($d | pick("^blockdev\\.read\\.bytes$")),
 	  dev_write_bytes: ($d | pick("^blockdev\\.write\\.bytes$"))},
-	 delta: $d}' >"$_d" 2>>"$WORK/log/stat.err" || { rm -f "$_d"; return 0; }
+	 delta: $d}
+	| .summary.remote_rtt_per_create = (if .summary.inodes_created > 0
+		then .summary.remote_round_trips / .summary.inodes_created
+		else null end)' >"$_d" 2>>"$WORK/log/stat.err" ||
+		{ rm -f "$_d"; return 0; }
 	jq -r '.summary as $s | "ucfs stats \(.system) \(.setup) node " +
 		"\(.node) [\(.phases)]: lock requests \($s.lock_requests), " +
 		"blocking callbacks \($s.blocking_callbacks), window refills " +
 		"\($s.window_refills), readahead hits \($s.readahead_hits); " +
 		"fuse ops \($s.fuse_ops), journal commits " +
-		"\($s.journal_commits), device read \($s.dev_read_bytes) B " +
+		"\($s.journal_commits), remote lock round trips " +
+		"\($s.remote_round_trips) for \($s.inodes_created) created " +
+		"(\($s.remote_rtt_per_create // "-") each), " +
+		"device read \($s.dev_read_bytes) B " +
 		"write \($s.dev_write_bytes) B"' "$_d" | tee -a "$OUT/stats.txt"
 }
 

@@ -211,13 +211,29 @@ static struct lk_name nm(uint64_t num)
 	return x;
 }
 
+/* Name @num with placement key @place (0: by hash). */
+static struct lk_name pnm(uint64_t num, uint32_t place)
+{
+	struct lk_name x = nm(num);
+
+	x.place = place;
+	return x;
+}
+
+/* The random tests' resource @r: a quarter placed by hash, the rest by
+ * the keys 1..3 (so a membership change moves their directory too). */
+static struct lk_name rname(int r)
+{
+	return pnm((uint64_t)r, (uint32_t)r % 4);
+}
+
 /* A name whose directory node is @dir in a cluster of node[1]'s view. */
 static struct lk_name name_with_dir(uint32_t dir, uint64_t start)
 {
 	for (uint64_t i = start;; i++) {
 		struct lk_name x = nm(i);
 
-		if (lk_dir_node(node[1], lk_name_hash(&x)) == dir)
+		if (lk_dir_node(node[1], &x, lk_name_hash(&x)) == dir)
 			return x;
 	}
 }
@@ -363,7 +379,7 @@ static void test_toss_list(void)
 	CHECK_EQ(st.toss_freed, 2);
 	CHECK_EQ(st.resources, 0);
 	/* node 1 mastered y: node 2's directory entry is gone */
-	CHECK_EQ(lk_dir_node(node[2], lk_name_hash(&y)), 2);
+	CHECK_EQ(lk_dir_node(node[2], &y, lk_name_hash(&y)), 2);
 	lk_ls_stats(node[2], &st);
 	CHECK_EQ(st.dir_entries, 0);
 	sim_fini();
@@ -1048,7 +1064,7 @@ static void collect_modes(struct lk_res *res, int i, int r, int *modes, int *n)
 static int check_safety(void)
 {
 	for (int r = 0; r < NRES; r++) {
-		struct lk_name x = nm((uint64_t)r);
+		struct lk_name x = rname(r);
 		int modes[64], n = 0;
 
 		for (int i = 1; i <= NN; i++) {
@@ -1130,7 +1146,7 @@ static void client_step(struct client *c, int draining)
 			return;
 		c->res = (int)(rnd() % NRES);
 		{
-			struct lk_name x = nm((uint64_t)c->res);
+			struct lk_name x = rname(c->res);
 			unsigned fl = LK_VALBLK;
 
 			if (rnd() % 5 == 0)
@@ -1276,6 +1292,146 @@ static void test_random_property_with_join(void)
 	random_run(-1, 15000);
 }
 
+/* ---- placement (PROTOCOL.md §5) ---- */
+
+static uint64_t type_lookups(int who, int local)
+{
+	struct lk_stats st;
+
+	lk_ls_stats(node[who], &st);
+	return local ? st.type[2].c.lookups_local : st.type[2].c.lookups;
+}
+
+/* The directory node of a placed name is memv[(place - 1) % nmemb] on
+ * every node, whatever its number; lk_place_node agrees without the
+ * lockspace lock; names placed on their own node are mastered there
+ * with no message at all (the create path of ucfs). */
+static void test_place_directory(void)
+{
+	enum { N = 200 };
+	static struct lk_lock *lks[N];
+	static struct lk_name names[N];
+	unsigned long before;
+
+	start_cluster(3);
+	for (uint32_t p = 1; p <= 7; p++) {
+		uint32_t want = node[1]->memv[(p - 1) % 3];
+
+		for (int i = 1; i <= 3; i++) {
+			CHECK_EQ(lk_place_node(node[i], p), want);
+			for (uint64_t k = 0; k < 50; k++) {
+				struct lk_name x = pnm(1000 * p + k, p);
+
+				CHECK_EQ(
+				    lk_dir_node(node[i], &x, lk_name_hash(&x)),
+				    want);
+			}
+		}
+	}
+	CHECK_EQ(lk_place_node(node[1], 0), 0);
+	/* key 1 is node 1's: 200 new names, one at a time, then a batch
+	 * of 200 more, cost node 1 no frame */
+	before = frames_sent;
+	for (int i = 0; i < N; i++) {
+		names[i] = pnm(40000 + (uint64_t)i, 1);
+		CHECK_EQ(
+		    lk_lock(node[1], &names[i], LK_EX, 0, NULL, NULL, &lks[i]),
+		    LK_GRANTED_NOW);
+	}
+	for (int i = 0; i < N; i++)
+		names[i] = pnm(50000 + (uint64_t)i, 4); /* (4-1) % 3: node 1 */
+	CHECK(lk_lock_batch(node[1], names, N, LK_EX, 0, NULL, NULL, lks) >= 0);
+	for (int i = 0; i < N; i++)
+		CHECK(lk_lock_granted(lks[i]));
+	CHECK_EQ(frames_sent, before);
+	CHECK_EQ(type_lookups(1, 1), 2 * N);
+	CHECK_EQ(type_lookups(1, 0), 0);
+	/* the same numbers placed by key 2 are other names (node 2's
+	 * directory): node 1 looks them up over the network */
+	names[0] = pnm(40000, 2);
+	CHECK_EQ(lk_lock(node[1], &names[0], LK_EX, 0, NULL, NULL, &lks[0]), 0);
+	settle();
+	CHECK(lk_lock_granted(lks[0]));
+	CHECK_EQ(type_lookups(1, 0), 1);
+	sim_fini();
+}
+
+/* Requests of placed names travel in RUNREQ runs that carry the key: the
+ * master finds the very resources (node 1 holds them EX), so node 2's
+ * NOQUEUE batch is refused, run by run (two keys: two runs). */
+static void test_place_runs(void)
+{
+	enum { N = 100 };
+	static struct lk_name names[2 * N];
+	static struct lk_lock *held[2 * N], *lks[2 * N];
+	int refused = 0;
+
+	start_cluster(2);
+	for (int i = 0; i < 2 * N; i++)
+		names[i] = pnm(60000 + (uint64_t)(i % N), i < N ? 1 : 3);
+	CHECK(lk_lock_batch(node[1], names, 2 * N, LK_EX, 0, NULL, NULL,
+			    held) >= 0);
+	settle();
+	CHECK(lk_lock_batch(node[2], names, 2 * N, LK_PR, LK_NOQUEUE, NULL,
+			    NULL, lks) >= 0);
+	settle();
+	for (int i = 0; i < 2 * N; i++)
+		refused += lks[i] != NULL && !lk_lock_granted(lks[i]);
+	CHECK_EQ(refused, 2 * N);
+	CHECK_EQ(node[1]->nres, 2 * N);
+	sim_fini();
+}
+
+/* A membership change moves a placed name's directory
+ * (memv[(place - 1) % nmemb] of the new members) and recovery rebuilds
+ * it there from the master: the next node to ask finds the master that
+ * still holds the name EX, not a new one. Then a reused name (the
+ * "inode number reused while another node caches its lock"): the old
+ * user's cached lock refuses the new user's NOQUEUE try and is released
+ * by the blocking callback, and the next try is granted. */
+static void test_place_membership_and_reuse(void)
+{
+	struct lk_name x;
+	struct lk_lock *ex, *t, *c;
+	uint32_t p;
+
+	start_cluster(3);
+	/* a key whose directory is node 2 with 3 members */
+	for (p = 1; lk_place_node(node[1], p) != 2; p++)
+		;
+	x = pnm(777, p);
+	CHECK_EQ(lk_lock(node[3], &x, LK_EX, 0, NULL, NULL, &ex), 0);
+	settle();
+	CHECK(lk_lock_granted(ex));
+	CHECK_EQ(node[2]->ndir, 1);
+	kill_node(2);
+	begin_gen(1, 2, (1ull << 1) | (1ull << 3), 1ull << 2);
+	settle();
+	CHECK_EQ(node[1]->rphase, 0);
+	CHECK_EQ(lk_place_node(node[1], p), node[1]->memv[(p - 1) % 2]);
+	CHECK_EQ(lk_place_node(node[3], p), lk_place_node(node[1], p));
+	/* node 1 asks the rebuilt directory: node 3 masters, holds EX */
+	CHECK_EQ(lk_lock(node[1], &x, LK_PR, LK_NOQUEUE, NULL, NULL, &t) ==
+			 -EAGAIN ||
+		     (settle(), !lk_lock_granted(t)),
+		 1);
+	/* reuse: node 3 keeps it cached (the number was freed), node 1
+	 * tries EX with a blocking callback, as the create path does */
+	CHECK_EQ(lk_unlock(ex, LK_UNLOCK_CACHE), 0);
+	settle();
+	t = NULL;
+	if (lk_lock(node[1], &x, LK_EX, LK_NOQUEUE | LK_NOQUEUEBAST, NULL, NULL,
+		    &t) == 0)
+		settle();
+	CHECK(t == NULL || !lk_lock_granted(t));
+	settle();
+	c = NULL;
+	if (lk_lock(node[1], &x, LK_EX, LK_NOQUEUE, NULL, NULL, &c) == 0)
+		settle();
+	CHECK(c != NULL && lk_lock_granted(c));
+	sim_fini();
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -1296,6 +1452,9 @@ int main(int argc, char **argv)
 	T_RUN(test_batch_lvb_replies);
 	T_RUN(test_recovery_after_death);
 	T_RUN(test_clean_leave_hands_lvb_on);
+	T_RUN(test_place_directory);
+	T_RUN(test_place_runs);
+	T_RUN(test_place_membership_and_reuse);
 	T_RUN(test_random_property);
 	T_RUN(test_random_property_with_death);
 	T_RUN(test_random_property_with_join);
