@@ -308,7 +308,6 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		     size_t errlen)
 {
 	struct fs_core_opts co;
-	struct fs_opts lo;
 	char dummy[8];
 	struct fs *fs;
 	int ret;
@@ -323,10 +322,6 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		return ret;
 	core_opts(o, &co);
 	if (o->lockproto == FS_LOCK_DLM) {
-		/* reads hold inode glocks in PR only: no atime */
-		lo = *o;
-		lo.atime = FS_ATIME_NOATIME;
-		o = &lo;
 		co.node_id = o->node_id;
 		ret = cluster_open(o, path, bd, &co, err, errlen);
 		if (ret < 0)
@@ -1270,7 +1265,14 @@ void fs_release(struct fs *fs, uint64_t ino)
 	fs_op_end(&il);
 }
 
-/* relatime: update when atime <= mtime/ctime or older than a day. */
+/* a <= b, seconds then nanoseconds */
+static int time_le(int64_t a, uint32_t ans, int64_t b, uint32_t bns)
+{
+	return a < b || (a == b && ans <= bns);
+}
+
+/* relatime: update when atime <= mtime/ctime (to the nanosecond, as
+ * Linux's relatime_need_update) or older than a day. */
 static int atime_due(struct fs *fs, const struct fs_dinode *di)
 {
 	struct timespec now;
@@ -1279,14 +1281,16 @@ static int atime_due(struct fs *fs, const struct fs_dinode *di)
 		return 0;
 	if (fs->ns->opts.atime == FS_ATIME_STRICT)
 		return 1;
-	if (di->atime <= di->mtime || di->atime <= di->ctime)
+	if (time_le(di->atime, di->atime_nsec, di->mtime, di->mtime_nsec) ||
+	    time_le(di->atime, di->atime_nsec, di->ctime, di->ctime_nsec))
 		return 1;
 	fs_now(&now);
 	return now.tv_sec - di->atime >= RELATIME_SECS;
 }
 
-/* The read's shared lock becomes exclusive for the atime update (never
- * in dlm mounts: noatime). */
+/* The read's shared lock becomes exclusive for the atime update, only
+ * when atime_due says so (a dlm mount: one EX after the inode changed or
+ * once a day, as GFS2 and OCFS2 do; a read needs only PR otherwise). */
 static void atime_update(struct fs_ilock *il, uint64_t ino)
 {
 	struct fs *fs = il->fs;
