@@ -289,6 +289,12 @@ void fs_reap_orphans(struct fs *fs);
  * Returns the count. -EISDIR. */
 ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		uint64_t off);
+/* fs_read with the inode's cluster lock in EX (a dlm mount; else the
+ * same as fs_read): the read fills kernel pages that a shared writable
+ * mapping may dirty without telling ucfs, which only a node holding EX
+ * may do (the lock's demote writes them back: fs_inval_ops flush). */
+ssize_t fs_read_ex(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		   uint64_t off);
 /* Write @len bytes at @off, extending the file. Data goes straight to the
  * device (data=ordered: before the metadata that points at it commits).
  * Returns @len or -ENOSPC/-EFBIG/-EIO (then nothing was changed). */
@@ -434,6 +440,15 @@ struct fs_inval_ops {
 	 * locked by a read in flight, a directory locked by a lookup in
 	 * flight wait for their request) */
 	void (*sync)(void *arg);
+	/* Before @ino's lock leaves EX, while requests on @ino still run:
+	 * the kernel writes back the pages of @ino dirtied through a shared
+	 * writable mapping (they come as WRITE requests, which need the
+	 * lock) and drops its pages. 1: started, @done(@done_arg) is called
+	 * once when it is over (from the sink's thread, or at once); 0:
+	 * the kernel cannot hold such pages (@ino is not open for reading
+	 * and writing here). May be NULL. */
+	int (*flush)(void *arg, uint64_t ino, void (*done)(void *),
+		     void *done_arg);
 };
 
 /* Set (or with @ops NULL remove) @fs's sink. Removing waits for the
@@ -443,6 +458,11 @@ void fs_set_inval(struct fs *fs, const struct fs_inval_ops *ops, void *arg);
 /* The calls a lock's ops make (no-ops without a sink). Each returns once
  * the kernel dropped the names and attributes (the ops' sync); pages of
  * files follow from the sink's thread. */
+/* A demote from EX of @ino's lock, before it: the sink's flush (0 if
+ * there is no sink or nothing to write back, 1 if @done will be
+ * called). */
+int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
+		    void *done_arg);
 /* A demote to NL of @ino's lock: its attributes and pages. */
 void fs_kinval_inode(struct fs *fs, uint64_t ino);
 /* Every name under directory @dir, and @dir's attributes and pages

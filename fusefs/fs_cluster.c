@@ -26,6 +26,9 @@
  *  - inval (a grant with a new generation): fs_cache_drop_owner of that
  *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
  *    the mount lock: everything (v1's fs_cache_drop_all + reload).
+ *  - flush (an inode's lock about to leave EX, holders still admitted):
+ *    the kernel writes back pages dirtied through a shared mapping
+ *    (fs_kinval_flush);
  *  - drop (an inode's lock going to NL): the kernel drops what it
  *    cached of that inode (fs_kinval_inode: attributes, pages; a
  *    directory: fs_kinval_dir, every name too; MOUNT.md "Kernel caches
@@ -360,6 +363,26 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	cl_fs_put(cl, fs);
 }
 
+static void inode_flushed(void *gl)
+{
+	fs_glock_flushed(gl);
+}
+
+/* Before an inode's lock leaves EX: the kernel's pages dirtied through a
+ * shared mapping come back as WRITEs while holders are still admitted
+ * (fs_kinval.c). */
+static int inode_flush(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret = 0;
+
+	if (fs != NULL)
+		ret = fs_kinval_flush(fs, fs_glock_num(gl), inode_flushed, gl);
+	cl_fs_put(cl, fs);
+	return ret;
+}
+
 /* No recover op for inodes and rgroups: the dead node's journal was
  * replayed before any grant (cl_recover), so an invalid LVB only means
  * that what we cached is stale (inval), and a PR grant or a try need not
@@ -368,6 +391,7 @@ static const struct fs_glock_ops inode_ops = {
     .sync = gl_sync,
     .inval = inode_inval,
     .drop = inode_drop,
+    .flush = inode_flush,
 };
 
 /* A resource group came back: its header and bitmaps are re-read, its

@@ -558,6 +558,21 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 /* ---- files ---- */
 
+/* Open for reading and writing: the mode a shared writable mapping is
+ * made from. */
+static int rw_open(const struct fuse_file_info *fi)
+{
+	return (fi->flags & O_ACCMODE) == O_RDWR;
+}
+
+/* dlm: count opens for reading and writing (fs_inval_open), @d +1/-1. */
+static void note_rw(struct fs_fuse *ff, uint64_t ino,
+		    const struct fuse_file_info *fi, int d)
+{
+	if (ff->iv != NULL && rw_open(fi))
+		fs_inval_open(ff->iv, ino, d);
+}
+
 /*
  * An open file keeps its pages between opens (nolock: nobody else
  * writes the device; dlm: what another node changed was dropped when
@@ -576,6 +591,12 @@ static void set_open_flags(const struct fs_fuse *ff,
 
 	fi->noflush = 1;
 	fi->keep_cache = 1;
+	if (ff->iv != NULL && rw_open(fi)) {
+		/* a shared mapping of it may dirty pages with no request:
+		 * only pages read under EX (fs_read_ex) may be there, so
+		 * the ones read under PR before go now */
+		fi->keep_cache = 0;
+	}
 	if (ff->pk != NULL) {
 		/* file locks: a close must drop the closing process's POSIX
 		 * locks (FLUSH), and fh names the open file description
@@ -600,8 +621,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino,
 	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
 	if (ret == 0) {
 		set_open_flags(ff, fi);
-		if (fuse_reply_open(req, fi) == -ENOENT)
+		note_rw(ff, to_ino(ff, ino), fi, 1);
+		if (fuse_reply_open(req, fi) == -ENOENT) {
+			note_rw(ff, to_ino(ff, ino), fi, -1);
 			fs_release(ff->fs, to_ino(ff, ino));
+		}
 	} else {
 		reply_err(req, ret);
 	}
@@ -636,7 +660,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
 		set_open_flags(ff, fi);
+		note_rw(ff, a.ino, fi, 1);
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+			note_rw(ff, a.ino, fi, -1);
 			fs_release(ff->fs, a.ino);
 			fs_forget(ff->fs, a.ino, 1);
 		}
@@ -713,7 +739,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf = fs_fuse_uring_reply_buf(size);
 	if (buf == NULL)
 		buf = fs_fuse_rbuf(size > 0 ? size : 1);
-	if (buf != NULL)
+	/* dlm: a page this fills may be dirtied by a shared mapping */
+	if (buf != NULL && ff->iv != NULL &&
+	    fs_inval_writable(ff->iv, to_ino(ff, ino)))
+		n = fs_read_ex(ff->fs, to_ino(ff, ino), buf, size,
+			       (uint64_t)off);
+	else if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)
 		reply_err(req, (int)n);
@@ -734,7 +765,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 
 	get_cred(req, &cred);
-	if (fi->flags & O_APPEND)
+	/* a page written back (mapping) goes where it was, append or not */
+	if ((fi->flags & O_APPEND) && !fi->writepage)
 		cred.flags |= FS_CRED_APPEND;
 	n = fs_write(ff->fs, &cred, to_ino(ff, ino), buf, size,
 		     (uint64_t)off);
@@ -775,6 +807,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 
 	if (ff->pk != NULL)
 		fs_plock_release(ff->pk, to_ino(ff, ino), fi);
+	note_rw(ff, to_ino(ff, ino), fi, -1);
 	fs_release(ff->fs, to_ino(ff, ino));
 	reply_err(req, 0);
 	op_end(ff, FS_OP_RELEASE, t0, 0);

@@ -100,6 +100,17 @@ struct fs_glock_ops {
 	 * new grant (the kernel's pages, attributes, entries). Must not
 	 * read what the lock protects. May be NULL. */
 	void (*drop)(struct fs_glock *gl, int from, void *arg);
+	/* Before a demote from EX, once the minimum hold time has passed,
+	 * while holders of any mode are still admitted: start writing back
+	 * what lives outside ucfs and comes back as requests that need this
+	 * lock (the kernel's pages dirtied through a shared mapping come
+	 * back as WRITEs). Returns 1 if it started such work: it then calls
+	 * fs_glock_flushed(@gl) once, from any thread, when it is done (the
+	 * engine holds a reference until then), and no new holder is held
+	 * back meanwhile; 0 if there was nothing to do. Then the demote goes
+	 * on as usual (no new holder, sync, drop, down-conversion). May be
+	 * NULL. */
+	int (*flush)(struct fs_glock *gl, void *arg);
 	/* The value block's bytes the type may use (FS_GLOCK_LVB_USER from
 	 * byte 8 on; bytes 0..7 are the generation): @val after every
 	 * grant, after recover and before inval and any new holder (@valid
@@ -149,6 +160,8 @@ struct fs_glock_stats {
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
 	uint64_t bad_releases;	  /* releases of a mode not held (a
 				     caller's bug: ignored, counted) */
+	uint64_t flushes;	  /* ops->flush calls that started work
+				     (a demote that let holders in first) */
 	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
 	 * waits (total, longest) and failed tries */
 	uint64_t mode_acquires[LK_NMODES];
@@ -247,6 +260,11 @@ int fs_glock_held(struct fs_glock *gl, int mode);
 /* Print the glock and the mode that should have been held, abort. */
 void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
 			    int line);
+
+/* The work ops->flush started for @gl is done (any thread, no lock of
+ * the engine held): the demote goes on. Gives the engine's reference
+ * back. */
+void fs_glock_flushed(struct fs_glock *gl);
 
 uint16_t fs_glock_type(const struct fs_glock *gl);
 uint64_t fs_glock_num(const struct fs_glock *gl);

@@ -857,6 +857,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "evictions", s->evictions);
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
 	fs_json_u64(o, "bad_releases", s->bad_releases);
+	fs_json_u64(o, "flushes", s->flushes);
 	render_modes(o, s);
 }
 

@@ -21,6 +21,12 @@
  *   names          the epoch alone ............................ attr thread
  *   forget         NOTIFY_PRUNE (6.18+, 7.45), 256 nodeids a message:
  *                  unused dentries and inodes go (FORGET follows) ... attr
+ *   flush          NOTIFY_INVAL_INODE(0, 0) of an inode open O_RDWR here
+ *                  (fs_inval_open: "rw"), before its lock leaves EX:
+ *                  the kernel writes back the pages a shared mapping
+ *                  dirtied (WRITE requests, which the lock still
+ *                  admits) and drops every page; then the caller's
+ *                  done ........................................ flush
  * libfuse 3.14 has no call for the last two: they are written to the
  * session's /dev/fuse descriptor as libfuse writes the others (header
  * with unique 0 and error = the code, then the payload). A kernel that
@@ -32,12 +38,17 @@
  *
  * The page thread may block for as long as a request in flight waits
  * for a cluster lock, so nothing waits for it; the attr thread only ever
- * waits for the kernel's own spinlocks, and ops->sync waits for it.
+ * waits for the kernel's own spinlocks, and ops->sync waits for it. The
+ * flush thread waits for the WRITEs and READs in flight on the inode
+ * whose lock is being flushed, which run (fs_glock.h ops->flush); it has
+ * a thread of its own so that no page invalidation waiting for another
+ * lock delays a demote.
  *
  * Locking: iv->mu protects the queues, their counters, stop; set_mu the
  * set "dirs" (request handlers add to it, the attr thread copies it and
- * removes what the kernel forgot); both leaves, never held while
- * writing to the kernel. names and prune are atomics
+ * removes what the kernel forgot) and the map "rw" (open and release
+ * handlers count, READ handlers and ops->flush look); both leaves,
+ * never held while writing to the kernel. names and prune are atomics
  * (written by the attr thread and the INIT handler); st are atomics.
  */
 #include "fusefs/fs_inval.h"
@@ -61,14 +72,25 @@
 #define IV_MINOR_PRUNE 45
 #define IV_PRUNE_BATCH 256
 
-enum iv_kind { IV_ATTR, IV_PAGES, IV_ENTRY, IV_EPOCH, IV_ALL, IV_PRUNE };
-enum { Q_ATTR, Q_PAGE, Q_N };
+enum iv_kind {
+	IV_ATTR,
+	IV_PAGES,
+	IV_ENTRY,
+	IV_EPOCH,
+	IV_ALL,
+	IV_PRUNE,
+	IV_FLUSH
+};
+enum { Q_ATTR, Q_PAGE, Q_FLUSH, Q_N };
 
 struct iv_item {
 	struct iv_item *next;
 	enum iv_kind kind;
-	uint64_t ino;	  /* nodeid: IV_ATTR, IV_PAGES, IV_ENTRY (parent) */
+	uint64_t ino;	  /* nodeid: IV_ATTR, IV_PAGES, IV_ENTRY (parent),
+			     IV_FLUSH */
 	int64_t off, len; /* IV_PAGES */
+	void (*done)(void *); /* IV_FLUSH: called once, made or dropped */
+	void *done_arg;
 	size_t n;	  /* IV_ENTRY: name bytes; IV_PRUNE: nodeids */
 	uint64_t v[];	  /* IV_PRUNE: nodeids; IV_ENTRY: the name */
 };
@@ -87,8 +109,16 @@ struct iv_set {
 	size_t cap, n;
 };
 
+/* Nodeids open for reading and writing here, with their open counts
+ * (open addressing as iv_set; an entry leaves at count 0). */
+struct iv_map {
+	uint64_t *k;
+	uint32_t *n;
+	size_t cap, used;
+};
+
 struct iv_stats {
-	uint64_t attrs, pages, entries, epochs;
+	uint64_t attrs, pages, entries, epochs, flushes;
 	uint64_t errors, syncs, sync_ns;
 };
 
@@ -104,6 +134,7 @@ struct fs_inval {
 	int prune;		/* atomic: 1 while PRUNE may be sent */
 	pthread_mutex_t set_mu; /* a leaf: protects dirs */
 	struct iv_set dirs;	/* set_mu: what "all" drops attributes of */
+	struct iv_map rw;	/* set_mu: open O_RDWR (may be mapped) */
 	struct iv_stats st;	/* atomics */
 };
 
@@ -124,6 +155,14 @@ static uint64_t to_nodeid(const struct fs_inval *iv, uint64_t ino)
 
 /* ---- the queues ---- */
 
+/* Free @it unmade (stopping): a flush's waiter is told all the same. */
+static void item_drop(struct iv_item *it)
+{
+	if (it->kind == IV_FLUSH && it->done != NULL)
+		it->done(it->done_arg);
+	free(it);
+}
+
 static void enqueue(struct fs_inval *iv, int q, struct iv_item *it)
 {
 	struct iv_queue *qu = &iv->q[q];
@@ -132,7 +171,7 @@ static void enqueue(struct fs_inval *iv, int q, struct iv_item *it)
 	pthread_mutex_lock(&iv->mu);
 	if (iv->stop) {
 		pthread_mutex_unlock(&iv->mu);
-		free(it);
+		item_drop(it);
 		return;
 	}
 	if (qu->tail != NULL)
@@ -221,6 +260,105 @@ static void set_del(struct iv_set *st, uint64_t id)
 		st->v[j] = 0;
 		st->v[set_slot(st, x)] = x;
 	}
+}
+
+static size_t map_slot(const struct iv_map *m, uint64_t id)
+{
+	size_t i = (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (m->cap - 1);
+
+	while (m->k[i] != 0 && m->k[i] != id)
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+static int map_grow(struct iv_map *m)
+{
+	struct iv_map g = {.cap = m->cap > 0 ? m->cap * 2 : 64};
+	size_t j;
+
+	g.k = calloc(g.cap, sizeof(*g.k));
+	g.n = calloc(g.cap, sizeof(*g.n));
+	if (g.k == NULL || g.n == NULL) {
+		free(g.k);
+		free(g.n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->k[i] != 0) {
+			j = map_slot(&g, m->k[i]);
+			g.k[j] = m->k[i];
+			g.n[j] = m->n[i];
+			g.used++;
+		}
+	free(m->k);
+	free(m->n);
+	*m = g;
+	return 0;
+}
+
+/* Add @d (+1 or -1) to @id's count; at 0 it leaves (linear probing: the
+ * entries after the hole move back into place). */
+static int map_add(struct iv_map *m, uint64_t id, int d)
+{
+	size_t i, j;
+	uint64_t x;
+	uint32_t c;
+
+	if (d > 0 && (m->used + 1) * 2 > m->cap && map_grow(m) < 0)
+		return -ENOMEM;
+	if (m->cap == 0)
+		return 0;
+	i = map_slot(m, id);
+	if (m->k[i] == 0) {
+		if (d < 0)
+			return 0;
+		m->k[i] = id;
+		m->used++;
+	}
+	if (d > 0 || m->n[i] > 1) {
+		m->n[i] = d > 0 ? m->n[i] + 1 : m->n[i] - 1;
+		return 0;
+	}
+	m->k[i] = 0;
+	m->n[i] = 0;
+	m->used--;
+	for (j = (i + 1) & (m->cap - 1); m->k[j] != 0;
+	     j = (j + 1) & (m->cap - 1)) {
+		x = m->k[j];
+		c = m->n[j];
+		m->k[j] = 0;
+		m->n[j] = 0;
+		i = map_slot(m, x);
+		m->k[i] = x;
+		m->n[i] = c;
+	}
+	return 0;
+}
+
+static int map_has(const struct iv_map *m, uint64_t id)
+{
+	return m->cap > 0 && m->k[map_slot(m, id)] != 0;
+}
+
+void fs_inval_open(struct fs_inval *iv, uint64_t ino, int d)
+{
+	int ret;
+
+	pthread_mutex_lock(&iv->set_mu);
+	ret = map_add(&iv->rw, to_nodeid(iv, ino), d);
+	pthread_mutex_unlock(&iv->set_mu);
+	if (ret < 0)
+		IV_ADD(iv, errors, 1);
+}
+
+int fs_inval_writable(struct fs_inval *iv, uint64_t ino)
+{
+	int ret;
+
+	pthread_mutex_lock(&iv->set_mu);
+	ret = map_has(&iv->rw, to_nodeid(iv, ino));
+	pthread_mutex_unlock(&iv->set_mu);
+	return ret;
 }
 
 void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
@@ -356,6 +494,12 @@ static void make(struct fs_inval *iv, struct iv_item *it)
 	case IV_PRUNE:
 		ret = send_prune(iv, it->v, it->n);
 		break;
+	case IV_FLUSH:
+		/* dirty pages come back as WRITEs, which the lock admits */
+		ret = fuse_lowlevel_notify_inval_inode(iv->se, it->ino, 0, 0);
+		IV_ADD(iv, flushes, 1);
+		it->done(it->done_arg);
+		break;
 	}
 	/* -ENOENT: the kernel does not hold that inode or name (any more) */
 	if (ret < 0 && ret != -ENOENT &&
@@ -476,6 +620,23 @@ static void op_forget(void *arg, const uint64_t *inos, size_t n)
 	}
 }
 
+static int op_flush(void *arg, uint64_t ino, void (*done)(void *),
+		    void *done_arg)
+{
+	struct fs_inval *iv = arg;
+	struct iv_item *it;
+
+	if (!fs_inval_writable(iv, ino))
+		return 0; /* no shared writable mapping can exist */
+	it = item_new(iv, IV_FLUSH, to_nodeid(iv, ino), 0);
+	if (it == NULL)
+		return 0;
+	it->done = done;
+	it->done_arg = done_arg;
+	enqueue(iv, Q_FLUSH, it);
+	return 1;
+}
+
 static void op_sync(void *arg)
 {
 	struct fs_inval *iv = arg;
@@ -498,6 +659,7 @@ static const struct fs_inval_ops iv_ops = {
     .names = op_names,
     .forget = op_forget,
     .sync = op_sync,
+    .flush = op_flush,
 };
 
 const struct fs_inval_ops *fs_inval_ops(void)
@@ -537,8 +699,9 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	uint64_t queued;
 
 	pthread_mutex_lock(&iv->mu);
-	queued = iv->q[Q_ATTR].queued - iv->q[Q_ATTR].done +
-		 iv->q[Q_PAGE].queued - iv->q[Q_PAGE].done;
+	queued = 0;
+	for (int q = 0; q < Q_N; q++)
+		queued += iv->q[q].queued - iv->q[q].done;
 	pthread_mutex_unlock(&iv->mu);
 	fs_json_u64(o, "proto_minor",
 		    (uint64_t)__atomic_load_n(&iv->minor, __ATOMIC_RELAXED));
@@ -551,6 +714,7 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	IV_U64(pages);
 	IV_U64(entries);
 	IV_U64(epochs);
+	IV_U64(flushes);
 	IV_U64(errors);
 	IV_U64(syncs);
 	IV_U64(sync_ns);
@@ -612,12 +776,14 @@ void fs_inval_free(struct fs_inval *iv)
 			pthread_join(iv->q[q].thread, NULL);
 		while ((it = iv->q[q].head) != NULL) {
 			iv->q[q].head = it->next;
-			free(it);
+			item_drop(it);
 		}
 	}
 	pthread_cond_destroy(&iv->cv);
 	pthread_mutex_destroy(&iv->mu);
 	pthread_mutex_destroy(&iv->set_mu);
 	free(iv->dirs.v);
+	free(iv->rw.k);
+	free(iv->rw.n);
 	free(iv);
 }

@@ -16,6 +16,14 @@
  * read(2) at once, since the attributes it refetches show the new mtime
  * or size (fs_fuse.c keeps FUSE_AUTO_INVAL_DATA on cluster mounts).
  *
+ * Shared writable mappings: the kernel dirties their pages without a
+ * request, so a node holds an inode's lock in EX for every read while
+ * the inode is open for reading and writing there (fs_fuse.c: the READ
+ * that fills a page may be a mapping's fault), and the inode glock's
+ * flush op (fs_kinval_flush) has the kernel write those pages back and
+ * drop them before the lock leaves EX, while the WRITEs that causes
+ * still get the lock (fs_glock.h ops->flush), as GFS2's inode_go_sync.
+ *
  * What fs_kinval_all names: every name at once (ops->all: the kernel's
  * dentry epoch, so no name needs tracking) and with it the attributes
  * of what may be used without a lookup (the sink tracks directories
@@ -99,6 +107,20 @@ void fs_kinval_inode(struct fs *fs, uint64_t ino)
 	s->ops->inode(s->arg, ino, 0, -1);
 	s->ops->sync(s->arg);
 	sink_put(s);
+}
+
+int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
+		    void *done_arg)
+{
+	struct fs_sink *s = sink_get(fs);
+	int ret = 0;
+
+	if (s == NULL)
+		return 0;
+	if (s->ops->flush != NULL)
+		ret = s->ops->flush(s->arg, ino, done, done_arg);
+	sink_put(s);
+	return ret;
 }
 
 void fs_kinval_dir(struct fs *fs, uint64_t dir)

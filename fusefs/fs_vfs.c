@@ -1310,16 +1310,17 @@ static void atime_update(struct fs_ilock *il, uint64_t ino)
 	}
 }
 
-ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
-		uint64_t off)
+/* fs_read and fs_read_ex: the inode's lock in @mode (FS_IL_SH, _EX). */
+static ssize_t read_locked(struct fs *fs, uint64_t ino, void *buf, size_t len,
+			   uint64_t off, int mode)
 {
 	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 	int due = 0;
 
-	OP_BEGIN(&il, fs, LK_PR);
-	n = fs_ilock_one(&il, ino, FS_IL_SH);
+	OP_BEGIN(&il, fs, LK_PR); /* no allocation: no reserve */
+	n = fs_ilock_one(&il, ino, mode);
 	if (n == 0)
 		n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
@@ -1337,6 +1338,19 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		atime_update(&il, ino);
 	fs_op_end(&il);
 	return n;
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		uint64_t off)
+{
+	return read_locked(fs, ino, buf, len, off, FS_IL_SH);
+}
+
+ssize_t fs_read_ex(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		   uint64_t off)
+{
+	return read_locked(fs, ino, buf, len, off,
+			   fs->cl != NULL ? FS_IL_EX : FS_IL_SH);
 }
 
 static int kill_priv_tx(struct fs *fs, struct fs_buf *b)
