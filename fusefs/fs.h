@@ -428,6 +428,12 @@ struct fs_inval_ops {
 	 * nothing else (a directory's lock: its own attributes and pages
 	 * come through inode) */
 	void (*names)(void *arg);
+	/* the names (dentries, positive or negative) the kernel may hold
+	 * in directory @dir and nothing else: one by one when the sink
+	 * tracked what it handed out there (it waits for them a bounded
+	 * time), else every name (as names; sync waits for it). May be
+	 * NULL: names is used. */
+	void (*dir)(void *arg, uint64_t dir);
 	/* @n inodes the kernel may forget now if nothing uses them (their
 	 * names, attributes and pages go; no promise: a hint). The kernel
 	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster

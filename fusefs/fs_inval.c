@@ -71,6 +71,14 @@
 #define IV_MINOR_EPOCH 44
 #define IV_MINOR_PRUNE 45
 #define IV_PRUNE_BATCH 256
+/* Names kept per directory and in all (beyond: that directory's drop
+ * moves the epoch), and how long a directory's drop waits for its
+ * names to be expired (the kernel takes the directory's lock, which a
+ * request in flight may hold while it waits for this very cluster lock)
+ * before it moves the epoch instead. */
+#define IV_DIR_NAMES 4096
+#define IV_NAMES_MAX (1u << 20)
+#define IV_NAMES_WAIT_NS 100000000ull
 
 enum iv_kind {
 	IV_ATTR,
@@ -79,9 +87,10 @@ enum iv_kind {
 	IV_EPOCH,
 	IV_ALL,
 	IV_PRUNE,
-	IV_FLUSH
+	IV_FLUSH,
+	IV_NAMES
 };
-enum { Q_ATTR, Q_PAGE, Q_FLUSH, Q_N };
+enum { Q_ATTR, Q_PAGE, Q_FLUSH, Q_NAME, Q_N };
 
 struct iv_item {
 	struct iv_item *next;
@@ -91,6 +100,7 @@ struct iv_item {
 	int64_t off, len; /* IV_PAGES */
 	void (*done)(void *); /* IV_FLUSH: called once, made or dropped */
 	void *done_arg;
+	struct iv_names *names; /* IV_NAMES: owned */
 	size_t n;	  /* IV_ENTRY: name bytes; IV_PRUNE: nodeids */
 	uint64_t v[];	  /* IV_PRUNE: nodeids; IV_ENTRY: the name */
 };
@@ -109,6 +119,24 @@ struct iv_set {
 	size_t cap, n;
 };
 
+/* The names of one directory handed to the kernel (fs_inval_name):
+ * records of a length byte and the name's bytes. */
+struct iv_names {
+	uint64_t dir; /* nodeid */
+	char *buf;
+	size_t used, cap, last; /* last: the last record's offset */
+	unsigned n;
+	int overflow; /* more than IV_DIR_NAMES: the epoch instead */
+};
+
+/* Directories with names handed out (open addressing by nodeid, as
+ * iv_set); names: their total. */
+struct iv_dirs {
+	struct iv_names **v;
+	size_t cap, used, names;
+	int lost; /* a name could not be recorded: the epoch instead */
+};
+
 /* Nodeids open for reading and writing here, with their open counts
  * (open addressing as iv_set; an entry leaves at count 0). */
 struct iv_map {
@@ -119,6 +147,7 @@ struct iv_map {
 
 struct iv_stats {
 	uint64_t attrs, pages, entries, epochs, flushes;
+	uint64_t dirs, dir_skips, dir_fallbacks;
 	uint64_t errors, syncs, sync_ns;
 };
 
@@ -135,6 +164,7 @@ struct fs_inval {
 	pthread_mutex_t set_mu; /* a leaf: protects dirs */
 	struct iv_set dirs;	/* set_mu: what "all" drops attributes of */
 	struct iv_map rw;	/* set_mu: open O_RDWR (may be mapped) */
+	struct iv_dirs names_out; /* set_mu: names handed out, per dir */
 	struct iv_stats st;	/* atomics */
 };
 
@@ -155,12 +185,25 @@ static uint64_t to_nodeid(const struct fs_inval *iv, uint64_t ino)
 
 /* ---- the queues ---- */
 
+static void names_free(struct iv_names *d)
+{
+	if (d != NULL)
+		free(d->buf);
+	free(d);
+}
+
+static void item_free(struct iv_item *it)
+{
+	names_free(it->names);
+	free(it);
+}
+
 /* Free @it unmade (stopping): a flush's waiter is told all the same. */
 static void item_drop(struct iv_item *it)
 {
 	if (it->kind == IV_FLUSH && it->done != NULL)
 		it->done(it->done_arg);
-	free(it);
+	item_free(it);
 }
 
 static void enqueue(struct fs_inval *iv, int q, struct iv_item *it)
@@ -361,6 +404,144 @@ int fs_inval_writable(struct fs_inval *iv, uint64_t ino)
 	return ret;
 }
 
+static size_t dirs_slot(const struct iv_dirs *t, uint64_t dir)
+{
+	size_t i = (size_t)((dir * 0x9E3779B97F4A7C15ull) >> 17) & (t->cap - 1);
+
+	while (t->v[i] != NULL && t->v[i]->dir != dir)
+		i = (i + 1) & (t->cap - 1);
+	return i;
+}
+
+static int dirs_grow(struct iv_dirs *t)
+{
+	struct iv_dirs g = *t;
+
+	g.cap = t->cap > 0 ? t->cap * 2 : 256;
+	g.v = calloc(g.cap, sizeof(*g.v));
+	if (g.v == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->v[i] != NULL)
+			g.v[dirs_slot(&g, t->v[i]->dir)] = t->v[i];
+	free(t->v);
+	*t = g;
+	return 0;
+}
+
+/* @dir's names, created if @create; NULL if absent (or no memory). */
+static struct iv_names *dirs_get(struct iv_dirs *t, uint64_t dir, int create)
+{
+	struct iv_names *d;
+	size_t i;
+
+	if (t->cap == 0 && !create)
+		return NULL;
+	if (create && (t->used + 1) * 2 > t->cap && dirs_grow(t) < 0)
+		return NULL;
+	i = dirs_slot(t, dir);
+	if (t->v[i] != NULL || !create)
+		return t->v[i];
+	d = calloc(1, sizeof(*d));
+	if (d != NULL) {
+		d->dir = dir;
+		t->v[i] = d;
+		t->used++;
+	}
+	return d;
+}
+
+/* Take @dir's names out of the table (the caller owns them). */
+static struct iv_names *dirs_take(struct iv_dirs *t, uint64_t dir)
+{
+	struct iv_names *d, *x;
+	size_t i, j;
+
+	if (t->cap == 0)
+		return NULL;
+	i = dirs_slot(t, dir);
+	d = t->v[i];
+	if (d == NULL)
+		return NULL;
+	t->v[i] = NULL;
+	t->used--;
+	t->names -= d->n;
+	for (j = (i + 1) & (t->cap - 1); t->v[j] != NULL;
+	     j = (j + 1) & (t->cap - 1)) {
+		x = t->v[j];
+		t->v[j] = NULL;
+		t->v[dirs_slot(t, x->dir)] = x;
+	}
+	return d;
+}
+
+/* Every name forgotten (the epoch is about to drop them all). */
+static void dirs_clear(struct iv_dirs *t)
+{
+	for (size_t i = 0; i < t->cap; i++)
+		names_free(t->v[i]);
+	free(t->v);
+	*t = (struct iv_dirs){0};
+}
+
+/* Append @name to @d (the same name as the last one: nothing). */
+static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
+		     size_t len)
+{
+	size_t need = d->used + 1 + len;
+	char *b;
+
+	if (d->overflow)
+		return 0;
+	if (d->n > 0 && (unsigned char)d->buf[d->last] == len &&
+	    memcmp(d->buf + d->last + 1, name, len) == 0)
+		return 0; /* asked again (a revalidation) */
+	if (d->n >= IV_DIR_NAMES || t->names >= IV_NAMES_MAX) {
+		d->overflow = 1; /* its names go by the epoch */
+		t->names -= d->n;
+		d->n = 0;
+		free(d->buf);
+		d->buf = NULL;
+		d->used = d->cap = 0;
+		return 0;
+	}
+	if (need > d->cap) {
+		b = realloc(d->buf, need * 2);
+		if (b == NULL)
+			return -ENOMEM;
+		d->buf = b;
+		d->cap = need * 2;
+	}
+	d->last = d->used;
+	d->buf[d->used] = (char)len;
+	memcpy(d->buf + d->used + 1, name, len);
+	d->used = need;
+	d->n++;
+	t->names++;
+	return 0;
+}
+
+void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	struct iv_names *d;
+	int ret = 0;
+
+	if (len == 0 || len > 255)
+		return;
+	pthread_mutex_lock(&iv->set_mu);
+	d = dirs_get(&iv->names_out, to_nodeid(iv, parent), 1);
+	if (d == NULL)
+		ret = -ENOMEM;
+	else
+		ret = names_add(&iv->names_out, d, name, len);
+	if (ret < 0)
+		iv->names_out.lost = 1;
+	pthread_mutex_unlock(&iv->set_mu);
+	if (ret < 0)
+		IV_ADD(iv, errors, 1);
+}
+
 void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
 {
 	int ret;
@@ -397,7 +578,14 @@ static int notify_raw(struct fs_inval *iv, int code, const void *arg,
 
 static int send_epoch(struct fs_inval *iv)
 {
-	int ret = notify_raw(iv, IV_NOTIFY_INC_EPOCH, NULL, 0);
+	int ret;
+
+	/* every name recorded so far dies with it (a name recorded after
+	 * this may be older: kept, which is only more work) */
+	pthread_mutex_lock(&iv->set_mu);
+	dirs_clear(&iv->names_out);
+	pthread_mutex_unlock(&iv->set_mu);
+	ret = notify_raw(iv, IV_NOTIFY_INC_EPOCH, NULL, 0);
 
 	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) < 0)
 		__atomic_store_n(&iv->names, ret == 0, __ATOMIC_RELEASE);
@@ -466,6 +654,28 @@ static int make_all(struct fs_inval *iv)
 	return ret;
 }
 
+/* Expire every name of a directory: the next use of each one asks ucfs
+ * (a LOOKUP) again, a negative one too. The kernel takes the
+ * directory's lock for each (fuse_reverse_inval_entry). */
+static int make_names(struct fs_inval *iv, const struct iv_names *d)
+{
+	size_t len;
+	int ret = 0, r;
+
+	for (size_t o = 0; o < d->used; o += 1 + len) {
+		len = (unsigned char)d->buf[o];
+		r = fuse_lowlevel_notify_expire_entry(
+		    iv->se, d->dir, d->buf + o + 1, len, FUSE_LL_EXPIRE_ONLY);
+		if (r == -ENOSYS || r == -EINVAL) /* before 7.38 */
+			r = fuse_lowlevel_notify_inval_entry(
+			    iv->se, d->dir, d->buf + o + 1, len);
+		IV_ADD(iv, entries, 1);
+		if (r < 0 && r != -ENOENT && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
 static void make(struct fs_inval *iv, struct iv_item *it)
 {
 	int ret = 0;
@@ -493,6 +703,9 @@ static void make(struct fs_inval *iv, struct iv_item *it)
 		break;
 	case IV_PRUNE:
 		ret = send_prune(iv, it->v, it->n);
+		break;
+	case IV_NAMES:
+		ret = make_names(iv, it->names);
 		break;
 	case IV_FLUSH:
 		/* dirty pages come back as WRITEs, which the lock admits */
@@ -532,7 +745,7 @@ static void *iv_thread(void *arg)
 			qu->tail = NULL;
 		pthread_mutex_unlock(&iv->mu);
 		make(iv, it);
-		free(it);
+		item_free(it);
 		pthread_mutex_lock(&iv->mu);
 		qu->done++;
 		pthread_cond_broadcast(&iv->cv);
@@ -588,6 +801,67 @@ static void op_names(void *arg)
 	it = item_new(iv, IV_EPOCH, 0, 0);
 	if (it != NULL)
 		enqueue(iv, Q_ATTR, it);
+}
+
+/* Wait until queue @q made what was queued up to @target, at most @ns
+ * (iv->cv waits on CLOCK_REALTIME). 1 made. */
+static int wait_made(struct fs_inval *iv, int q, uint64_t target, uint64_t ns)
+{
+	struct timespec ts;
+	uint64_t t;
+	int made;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t = (uint64_t)ts.tv_nsec + ns;
+	ts.tv_sec += (time_t)(t / 1000000000u);
+	ts.tv_nsec = (long)(t % 1000000000u);
+
+	pthread_mutex_lock(&iv->mu);
+	while (!iv->stop && iv->q[q].done < target &&
+	       pthread_cond_timedwait(&iv->cv, &iv->mu, &ts) == 0)
+		;
+	made = iv->q[q].done >= target;
+	pthread_mutex_unlock(&iv->mu);
+	return made;
+}
+
+/* The names of directory @dir: each one it handed out, expired by the
+ * name thread, waited for a while; the epoch (every name) when they
+ * were too many, one could not be recorded, or the kernel did not let
+ * them go in time (a request in flight holds the directory). */
+static void op_dir(void *arg, uint64_t dir)
+{
+	struct fs_inval *iv = arg;
+	struct iv_names *d;
+	struct iv_item *it;
+	uint64_t target;
+	int lost;
+
+	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) == 0)
+		return; /* no name is cached (fs_inval_names) */
+	pthread_mutex_lock(&iv->set_mu);
+	d = dirs_take(&iv->names_out, to_nodeid(iv, dir));
+	lost = iv->names_out.lost;
+	pthread_mutex_unlock(&iv->set_mu);
+	if (d == NULL && !lost) {
+		IV_ADD(iv, dir_skips, 1); /* none handed out */
+		return;
+	}
+	it = lost || d->overflow ? NULL : item_new(iv, IV_NAMES, 0, 0);
+	if (it != NULL) {
+		it->names = d;
+		pthread_mutex_lock(&iv->mu);
+		target = iv->q[Q_NAME].queued + 1;
+		pthread_mutex_unlock(&iv->mu);
+		enqueue(iv, Q_NAME, it);
+		IV_ADD(iv, dirs, 1);
+		if (wait_made(iv, Q_NAME, target, IV_NAMES_WAIT_NS))
+			return;
+	} else {
+		names_free(d);
+	}
+	IV_ADD(iv, dir_fallbacks, 1);
+	op_names(iv);
 }
 
 static void op_all(void *arg)
@@ -660,6 +934,7 @@ static const struct fs_inval_ops iv_ops = {
     .forget = op_forget,
     .sync = op_sync,
     .flush = op_flush,
+    .dir = op_dir,
 };
 
 const struct fs_inval_ops *fs_inval_ops(void)
@@ -708,6 +983,10 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	fs_json_bool(o, "names_cached", fs_inval_names(iv));
 	fs_json_bool(o, "prune", __atomic_load_n(&iv->prune, __ATOMIC_RELAXED));
 	fs_json_u64(o, "queued", queued);
+	pthread_mutex_lock(&iv->set_mu);
+	fs_json_u64(o, "names_tracked", iv->names_out.names);
+	fs_json_u64(o, "dirs_tracked", iv->names_out.used);
+	pthread_mutex_unlock(&iv->set_mu);
 #define IV_U64(f)                                                              \
 	fs_json_u64(o, #f, __atomic_load_n(&iv->st.f, __ATOMIC_RELAXED))
 	IV_U64(attrs);
@@ -715,6 +994,9 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	IV_U64(entries);
 	IV_U64(epochs);
 	IV_U64(flushes);
+	IV_U64(dirs);
+	IV_U64(dir_skips);
+	IV_U64(dir_fallbacks);
 	IV_U64(errors);
 	IV_U64(syncs);
 	IV_U64(sync_ns);
@@ -785,5 +1067,6 @@ void fs_inval_free(struct fs_inval *iv)
 	free(iv->dirs.v);
 	free(iv->rw.k);
 	free(iv->rw.n);
+	dirs_clear(&iv->names_out);
 	free(iv);
 }

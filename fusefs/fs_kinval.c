@@ -9,7 +9,8 @@
  * glocks' drop op calls fs_kinval_inode/dir/all before the lock leaves
  * this node (fs_cluster.c: the v1 fs glock loses everything at once); each
  * hands the sink what to drop and waits for the part that never waits
- * on a request in flight (attributes, every name: ops->sync). Pages
+ * on a request in flight (attributes, every name: ops->sync; a
+ * directory's own names: ops->dir, which waits a bounded time). Pages
  * follow from the sink's own thread: a page locked by a READ that waits
  * for this very lock could not be dropped before the lock is given up
  * (research/fuse-coherence.md 1.1); the kernel still drops them for a
@@ -130,7 +131,10 @@ void fs_kinval_dir(struct fs *fs, uint64_t dir)
 	if (s == NULL)
 		return;
 	s->ops->inode(s->arg, dir, 0, -1); /* its readdir cache too */
-	s->ops->names(s->arg);
+	if (s->ops->dir != NULL)
+		s->ops->dir(s->arg, dir); /* its names only */
+	else
+		s->ops->names(s->arg);
 	s->ops->sync(s->arg);
 	sink_put(s);
 }
