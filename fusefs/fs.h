@@ -431,9 +431,15 @@ struct fs_inval_ops {
 	/* the names (dentries, positive or negative) the kernel may hold
 	 * in directory @dir and nothing else: one by one when the sink
 	 * tracked what it handed out there (it waits for them a bounded
-	 * time), else every name (as names; sync waits for it). May be
-	 * NULL: names is used. */
-	void (*dir)(void *arg, uint64_t dir);
+	 * time), else every name (as names; sync waits for it).
+	 * @busy(@busy_arg) (may be NULL) says 1 while requests of this
+	 * node wait for the directory's lock: the kernel then likely holds
+	 * the directory for them, and each name would wait for them, so
+	 * every name goes at once instead (also if that becomes true
+	 * while the names are being expired). May be NULL: names is
+	 * used. */
+	void (*dir)(void *arg, uint64_t dir, int (*busy)(void *),
+		    void *busy_arg);
 	/* @n inodes the kernel may forget now if nothing uses them (their
 	 * names, attributes and pages go; no promise: a hint). The kernel
 	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster
@@ -472,8 +478,10 @@ int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
 /* A demote to NL of @ino's lock: its attributes and pages. */
 void fs_kinval_inode(struct fs *fs, uint64_t ino);
 /* Every name under directory @dir, and @dir's attributes and pages
- * (readdir cache). */
-void fs_kinval_dir(struct fs *fs, uint64_t dir);
+ * (readdir cache); @busy(@busy_arg): requests of this node wait for its
+ * lock (the sink's dir op; may be NULL). */
+void fs_kinval_dir(struct fs *fs, uint64_t dir, int (*busy)(void *),
+		   void *busy_arg);
 /* Everything: every name, the attributes of every inode the kernel may
  * use without a lookup (the sink's all), of the root and of the open
  * files, and the open files' pages. */

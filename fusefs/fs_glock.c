@@ -874,6 +874,16 @@ uint64_t fs_glock_num(const struct fs_glock *gl)
 	return gl->name.num;
 }
 
+unsigned fs_glock_waiters(struct fs_glock *gl)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&gl->mu);
+	n = gl->nwaiters;
+	pthread_mutex_unlock(&gl->mu);
+	return n;
+}
+
 int fs_glock_mode(struct fs_glock *gl)
 {
 	int m;

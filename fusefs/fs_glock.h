@@ -268,6 +268,9 @@ void fs_glock_flushed(struct fs_glock *gl);
 
 uint16_t fs_glock_type(const struct fs_glock *gl);
 uint64_t fs_glock_num(const struct fs_glock *gl);
+/* Acquires of this node waiting for @gl now (a hint: it may change at
+ * once). */
+unsigned fs_glock_waiters(struct fs_glock *gl);
 /* The mode granted to this node now (LK_NL, LK_PR, LK_EX; -1: none).
  * Only what holders of this node keep it from changing. */
 int fs_glock_mode(struct fs_glock *gl);

@@ -569,6 +569,12 @@ unsigned fs_alloc_flog_len(struct fs *fs);
  * I/O only; the slot stays mounted in the map until the next mount or
  * unmount frees it under the fs lock). 0 or -errno. */
 int fs_core_recover_node(struct fs *fs, uint32_t node);
+/* A ro cluster node: 1 (slot in *@slot) if a slot left mounted by a
+ * node that is not in @members (bit n: node n) or is @dead needs its
+ * journal replayed and no member with a mounted slot (a read-write
+ * node, which replays it) is left to do it; 0 if not; -errno. */
+int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
+			   unsigned *slot);
 
 /* ---- B+tree (fs_btree.c) ---------------------------------------------- */
 /*

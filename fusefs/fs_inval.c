@@ -1,6 +1,6 @@
 /*
  * fs_inval.c — the kernel cache sink of a FUSE mount (fs_inval.h): a
- * queue of notifications and the two threads that send them.
+ * queue of notifications and the four threads that send them.
  *
  * What each sink op becomes (research/fuse-coherence.md 1):
  *   inode, len 0   NOTIFY_INVAL_INODE(off -1): attributes only (the
@@ -19,6 +19,13 @@
  *                  which a working directory reaches without a
  *                  lookup ..................................... attr thread
  *   names          the epoch alone ............................ attr thread
+ *   dir            NOTIFY_INVAL_ENTRY(FUSE_EXPIRE_ONLY) of each name
+ *                  handed out in that directory (fs_inval_name: the
+ *                  map "names_out"), waited for until a request waits
+ *                  for the directory's cluster lock (the kernel takes
+ *                  the directory's lock for each name, which such a
+ *                  request may hold); then, or with too many or lost
+ *                  names, the epoch ............................ name thread
  *   forget         NOTIFY_PRUNE (6.18+, 7.45), 256 nodeids a message:
  *                  unused dentries and inodes go (FORGET follows) ... attr
  *   flush          NOTIFY_INVAL_INODE(0, 0) of an inode open O_RDWR here
@@ -27,7 +34,7 @@
  *                  dirtied (WRITE requests, which the lock still
  *                  admits) and drops every page; then the caller's
  *                  done ........................................ flush
- * libfuse 3.14 has no call for the last two: they are written to the
+ * libfuse 3.14 has no call for the epoch and prune: they are written to the
  * session's /dev/fuse descriptor as libfuse writes the others (header
  * with unique 0 and error = the code, then the payload). A kernel that
  * does not know a code answers EINVAL; fs_inval_init tries the epoch once
@@ -72,13 +79,16 @@
 #define IV_MINOR_PRUNE 45
 #define IV_PRUNE_BATCH 256
 /* Names kept per directory and in all (beyond: that directory's drop
- * moves the epoch), and how long a directory's drop waits for its
- * names to be expired (the kernel takes the directory's lock, which a
- * request in flight may hold while it waits for this very cluster lock)
- * before it moves the epoch instead. */
+ * moves the epoch). A directory's drop waits for its names to be
+ * expired (the kernel takes the directory's lock for each) until a
+ * request of this node waits for that directory's cluster lock (it may
+ * be what holds the directory in the kernel: waiting longer could
+ * deadlock), looking every IV_NAMES_POLL_NS, at most IV_NAMES_WAIT_NS
+ * (the kernel busy elsewhere); then it moves the epoch instead. */
 #define IV_DIR_NAMES 4096
 #define IV_NAMES_MAX (1u << 20)
-#define IV_NAMES_WAIT_NS 100000000ull
+#define IV_NAMES_POLL_NS 1000000ull
+#define IV_NAMES_WAIT_NS 2000000000ull
 
 enum iv_kind {
 	IV_ATTR,
@@ -147,7 +157,7 @@ struct iv_map {
 
 struct iv_stats {
 	uint64_t attrs, pages, entries, epochs, flushes;
-	uint64_t dirs, dir_skips, dir_fallbacks;
+	uint64_t dirs, dir_skips, dir_fallbacks, dir_busy;
 	uint64_t errors, syncs, sync_ns;
 };
 
@@ -803,23 +813,31 @@ static void op_names(void *arg)
 		enqueue(iv, Q_ATTR, it);
 }
 
-/* Wait until queue @q made what was queued up to @target, at most @ns
- * (iv->cv waits on CLOCK_REALTIME). 1 made. */
-static int wait_made(struct fs_inval *iv, int q, uint64_t target, uint64_t ns)
+/* Wait until queue @q made what was queued up to @target; give up when
+ * @busy(@busy_arg) says so (looked at every IV_NAMES_POLL_NS) or after
+ * IV_NAMES_WAIT_NS. 1 made. */
+static int wait_made(struct fs_inval *iv, int q, uint64_t target,
+		     int (*busy)(void *), void *busy_arg)
 {
+	uint64_t end = now_ns() + IV_NAMES_WAIT_NS, t;
 	struct timespec ts;
-	uint64_t t;
 	int made;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	t = (uint64_t)ts.tv_nsec + ns;
-	ts.tv_sec += (time_t)(t / 1000000000u);
-	ts.tv_nsec = (long)(t % 1000000000u);
-
 	pthread_mutex_lock(&iv->mu);
-	while (!iv->stop && iv->q[q].done < target &&
-	       pthread_cond_timedwait(&iv->cv, &iv->mu, &ts) == 0)
-		;
+	while (!iv->stop && iv->q[q].done < target && now_ns() < end) {
+		pthread_mutex_unlock(&iv->mu);
+		if (busy != NULL && busy(busy_arg))
+			return 0;
+		pthread_mutex_lock(&iv->mu);
+		if (iv->q[q].done >= target)
+			break;
+		/* iv->cv waits on CLOCK_REALTIME */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		t = (uint64_t)ts.tv_nsec + IV_NAMES_POLL_NS;
+		ts.tv_sec += (time_t)(t / 1000000000u);
+		ts.tv_nsec = (long)(t % 1000000000u);
+		pthread_cond_timedwait(&iv->cv, &iv->mu, &ts);
+	}
 	made = iv->q[q].done >= target;
 	pthread_mutex_unlock(&iv->mu);
 	return made;
@@ -829,7 +847,7 @@ static int wait_made(struct fs_inval *iv, int q, uint64_t target, uint64_t ns)
  * name thread, waited for a while; the epoch (every name) when they
  * were too many, one could not be recorded, or the kernel did not let
  * them go in time (a request in flight holds the directory). */
-static void op_dir(void *arg, uint64_t dir)
+static void op_dir(void *arg, uint64_t dir, int (*busy)(void *), void *busy_arg)
 {
 	struct fs_inval *iv = arg;
 	struct iv_names *d;
@@ -847,6 +865,14 @@ static void op_dir(void *arg, uint64_t dir)
 		IV_ADD(iv, dir_skips, 1); /* none handed out */
 		return;
 	}
+	if (busy != NULL && busy(busy_arg)) {
+		/* each name would wait for the requests that wait for
+		 * this lock: every name at once, no wait */
+		names_free(d);
+		IV_ADD(iv, dir_busy, 1);
+		op_names(iv);
+		return;
+	}
 	it = lost || d->overflow ? NULL : item_new(iv, IV_NAMES, 0, 0);
 	if (it != NULL) {
 		it->names = d;
@@ -855,7 +881,7 @@ static void op_dir(void *arg, uint64_t dir)
 		pthread_mutex_unlock(&iv->mu);
 		enqueue(iv, Q_NAME, it);
 		IV_ADD(iv, dirs, 1);
-		if (wait_made(iv, Q_NAME, target, IV_NAMES_WAIT_NS))
+		if (wait_made(iv, Q_NAME, target, busy, busy_arg))
 			return;
 	} else {
 		names_free(d);
@@ -997,6 +1023,7 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	IV_U64(dirs);
 	IV_U64(dir_skips);
 	IV_U64(dir_fallbacks);
+	IV_U64(dir_busy);
 	IV_U64(errors);
 	IV_U64(syncs);
 	IV_U64(sync_ns);

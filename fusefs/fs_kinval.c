@@ -124,7 +124,8 @@ int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
 	return ret;
 }
 
-void fs_kinval_dir(struct fs *fs, uint64_t dir)
+void fs_kinval_dir(struct fs *fs, uint64_t dir, int (*busy)(void *),
+		   void *busy_arg)
 {
 	struct fs_sink *s = sink_get(fs);
 
@@ -132,7 +133,7 @@ void fs_kinval_dir(struct fs *fs, uint64_t dir)
 		return;
 	s->ops->inode(s->arg, dir, 0, -1); /* its readdir cache too */
 	if (s->ops->dir != NULL)
-		s->ops->dir(s->arg, dir); /* its names only */
+		s->ops->dir(s->arg, dir, busy, busy_arg); /* its names only */
 	else
 		s->ops->names(s->arg);
 	s->ops->sync(s->arg);

@@ -269,11 +269,6 @@ static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
 			 "cluster configuration) and node=ID");
 		return -EINVAL;
 	}
-	if (o->ro) {
-		snprintf(err, errlen, "lockproto=dlm does not support ro "
-			 "mounts yet");
-		return -EOPNOTSUPP;
-	}
 	if (o->writeback_cache) {
 		snprintf(err, errlen, "lockproto=dlm does not allow "
 			 "writeback_cache (the kernel must not cache data)");
@@ -287,15 +282,16 @@ static int cluster_open(const struct fs_opts *o, const char *path,
 			size_t errlen)
 {
 	struct fs_cluster_opts cop = {
-		.cluster_file = o->cluster,
-		.node_id = o->node_id,
-		.minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS :
-			      (unsigned)o->minhold_ms,
-		.glock_max = o->glock_max < 0 ? 0 : (unsigned)o->glock_max,
-		.device = path,
-		.bd = bd,
-		.hb_interval_ms = o->hb_interval_ms,
-		.hb_timeout_ms = o->hb_timeout_ms,
+	    .cluster_file = o->cluster,
+	    .node_id = o->node_id,
+	    .minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS
+					    : (unsigned)o->minhold_ms,
+	    .glock_max = o->glock_max < 0 ? 0 : (unsigned)o->glock_max,
+	    .device = path,
+	    .bd = bd,
+	    .hb_interval_ms = o->hb_interval_ms,
+	    .hb_timeout_ms = o->hb_timeout_ms,
+	    .ro = o->ro,
 	};
 
 	return fs_cluster_open(&cop, &co->cl, err, errlen);
