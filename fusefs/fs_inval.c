@@ -53,10 +53,12 @@
  *
  * Locking: iv->mu protects the queues, their counters, stop; set_mu the
  * set "dirs" (request handlers add to it, the attr thread copies it and
- * removes what the kernel forgot) and the map "rw" (open and release
- * handlers count, READ handlers and ops->flush look); both leaves,
- * never held while writing to the kernel. names and prune are atomics
- * (written by the attr thread and the INIT handler); st are atomics.
+ * removes what the kernel forgot); rw_mu the map "rw" (open and release
+ * handlers count, READ handlers and ops->flush look; nrw lets a READ
+ * skip the lock while nothing is open O_RDWR); names_mu "names_out"
+ * (handlers add, ops->dir takes a directory's out, an epoch clears
+ * it); all leaves, never held while writing to the kernel. names and prune are
+ * atomics (written by the attr thread and the INIT handler); st are atomics.
  */
 #include "fusefs/fs_inval.h"
 
@@ -86,7 +88,7 @@
  * deadlock), looking every IV_NAMES_POLL_NS, at most IV_NAMES_WAIT_NS
  * (the kernel busy elsewhere); then it moves the epoch instead. */
 #define IV_DIR_NAMES 4096
-#define IV_NAMES_MAX (1u << 20)
+#define IV_NAMES_MAX (1u << 18)
 #define IV_NAMES_POLL_NS 1000000ull
 #define IV_NAMES_WAIT_NS 2000000000ull
 
@@ -173,8 +175,11 @@ struct fs_inval {
 	int prune;		/* atomic: 1 while PRUNE may be sent */
 	pthread_mutex_t set_mu; /* a leaf: protects dirs */
 	struct iv_set dirs;	/* set_mu: what "all" drops attributes of */
-	struct iv_map rw;	/* set_mu: open O_RDWR (may be mapped) */
-	struct iv_dirs names_out; /* set_mu: names handed out, per dir */
+	pthread_mutex_t rw_mu;	/* a leaf: protects rw */
+	struct iv_map rw;	/* rw_mu: open O_RDWR (may be mapped) */
+	size_t nrw;		/* atomic: rw.used (READs look first) */
+	pthread_mutex_t names_mu; /* a leaf: protects names_out */
+	struct iv_dirs names_out; /* names_mu: names handed out, per dir */
 	struct iv_stats st;	/* atomics */
 };
 
@@ -397,9 +402,10 @@ void fs_inval_open(struct fs_inval *iv, uint64_t ino, int d)
 {
 	int ret;
 
-	pthread_mutex_lock(&iv->set_mu);
+	pthread_mutex_lock(&iv->rw_mu);
 	ret = map_add(&iv->rw, to_nodeid(iv, ino), d);
-	pthread_mutex_unlock(&iv->set_mu);
+	__atomic_store_n(&iv->nrw, iv->rw.used, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&iv->rw_mu);
 	if (ret < 0)
 		IV_ADD(iv, errors, 1);
 }
@@ -408,9 +414,11 @@ int fs_inval_writable(struct fs_inval *iv, uint64_t ino)
 {
 	int ret;
 
-	pthread_mutex_lock(&iv->set_mu);
+	if (__atomic_load_n(&iv->nrw, __ATOMIC_ACQUIRE) == 0)
+		return 0; /* nothing open O_RDWR: the common case */
+	pthread_mutex_lock(&iv->rw_mu);
 	ret = map_has(&iv->rw, to_nodeid(iv, ino));
-	pthread_mutex_unlock(&iv->set_mu);
+	pthread_mutex_unlock(&iv->rw_mu);
 	return ret;
 }
 
@@ -539,7 +547,7 @@ void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name)
 
 	if (len == 0 || len > 255)
 		return;
-	pthread_mutex_lock(&iv->set_mu);
+	pthread_mutex_lock(&iv->names_mu);
 	d = dirs_get(&iv->names_out, to_nodeid(iv, parent), 1);
 	if (d == NULL)
 		ret = -ENOMEM;
@@ -547,7 +555,7 @@ void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name)
 		ret = names_add(&iv->names_out, d, name, len);
 	if (ret < 0)
 		iv->names_out.lost = 1;
-	pthread_mutex_unlock(&iv->set_mu);
+	pthread_mutex_unlock(&iv->names_mu);
 	if (ret < 0)
 		IV_ADD(iv, errors, 1);
 }
@@ -592,9 +600,9 @@ static int send_epoch(struct fs_inval *iv)
 
 	/* every name recorded so far dies with it (a name recorded after
 	 * this may be older: kept, which is only more work) */
-	pthread_mutex_lock(&iv->set_mu);
+	pthread_mutex_lock(&iv->names_mu);
 	dirs_clear(&iv->names_out);
-	pthread_mutex_unlock(&iv->set_mu);
+	pthread_mutex_unlock(&iv->names_mu);
 	ret = notify_raw(iv, IV_NOTIFY_INC_EPOCH, NULL, 0);
 
 	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) < 0)
@@ -857,10 +865,10 @@ static void op_dir(void *arg, uint64_t dir, int (*busy)(void *), void *busy_arg)
 
 	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) == 0)
 		return; /* no name is cached (fs_inval_names) */
-	pthread_mutex_lock(&iv->set_mu);
+	pthread_mutex_lock(&iv->names_mu);
 	d = dirs_take(&iv->names_out, to_nodeid(iv, dir));
 	lost = iv->names_out.lost;
-	pthread_mutex_unlock(&iv->set_mu);
+	pthread_mutex_unlock(&iv->names_mu);
 	if (d == NULL && !lost) {
 		IV_ADD(iv, dir_skips, 1); /* none handed out */
 		return;
@@ -1009,10 +1017,10 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	fs_json_bool(o, "names_cached", fs_inval_names(iv));
 	fs_json_bool(o, "prune", __atomic_load_n(&iv->prune, __ATOMIC_RELAXED));
 	fs_json_u64(o, "queued", queued);
-	pthread_mutex_lock(&iv->set_mu);
+	pthread_mutex_lock(&iv->names_mu);
 	fs_json_u64(o, "names_tracked", iv->names_out.names);
 	fs_json_u64(o, "dirs_tracked", iv->names_out.used);
-	pthread_mutex_unlock(&iv->set_mu);
+	pthread_mutex_unlock(&iv->names_mu);
 #define IV_U64(f)                                                              \
 	fs_json_u64(o, #f, __atomic_load_n(&iv->st.f, __ATOMIC_RELAXED))
 	IV_U64(attrs);
@@ -1059,6 +1067,8 @@ int fs_inval_new(struct fuse_session *se, uint64_t root, struct fs_inval **out)
 	iv->names = -1;
 	pthread_mutex_init(&iv->mu, NULL);
 	pthread_mutex_init(&iv->set_mu, NULL);
+	pthread_mutex_init(&iv->rw_mu, NULL);
+	pthread_mutex_init(&iv->names_mu, NULL);
 	pthread_cond_init(&iv->cv, NULL);
 	for (int q = 0; q < Q_N && ret == 0; q++)
 		ret = start(iv, q);
@@ -1091,6 +1101,8 @@ void fs_inval_free(struct fs_inval *iv)
 	pthread_cond_destroy(&iv->cv);
 	pthread_mutex_destroy(&iv->mu);
 	pthread_mutex_destroy(&iv->set_mu);
+	pthread_mutex_destroy(&iv->rw_mu);
+	pthread_mutex_destroy(&iv->names_mu);
 	free(iv->dirs.v);
 	free(iv->rw.k);
 	free(iv->rw.n);
