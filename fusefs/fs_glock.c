@@ -878,47 +878,72 @@ out:
 
 /* ---- unlock, fence, stop ---------------------------------------------- */
 
-int fs_glock_unlock(struct fs_glock *gl, int *fence)
+struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret, int *fence)
 {
-	int from, ret = 0;
-	uint64_t held;
+	struct lk_lock *lk = NULL;
+	int from, r = 0;
 
 	pthread_mutex_lock(&gl->mu);
 	while (gl->busy && !gl->fenced)
 		gl_wait(gl, fs_glock_now() + GL_NAP_NS);
 	from = gl->mode;
 	if (gl->fenced || gl->nholders > 0 || gl->lk == NULL) {
-		ret = gl->fenced ? -EIO : gl->nholders > 0 ? -EBUSY : 0;
+		*ret = gl->fenced ? -EIO : gl->nholders > 0 ? -EBUSY : 0;
 		pthread_mutex_unlock(&gl->mu);
-		return ret;
+		return NULL;
 	}
 	gl->busy = 1;
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
-		ret = gl->ops->sync(gl, from, -1, gl->arg);
-	if (ret == 0 && from == LK_EX)
+		r = gl->ops->sync(gl, from, -1, gl->arg);
+	if (r == 0 && from == LK_EX)
 		lvb_write(gl);
-	if (ret == 0 && from > LK_NL && gl->ops->drop != NULL)
+	if (r == 0 && from > LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
 	gl->st.syncs += from == LK_EX && gl->ops->sync != NULL;
-	gl->st.drops += ret == 0 && from > LK_NL && gl->ops->drop != NULL;
-	if (ret == 0) {
-		held = fs_glock_now() - gl->grant_ns;
-		lk_unlock(gl->lk, 0);
-		gl->lk = NULL;
-		gl->mode = -1;
-		gl->demote_to = -1;
-		gl->st.evict_syncs += from > LK_NL;
-		ahead_unused(gl);
-		fs_glock_trace(gl, FS_TR_RELEASE, -1, from, 0, held);
+	gl->st.drops += r == 0 && from > LK_NL && gl->ops->drop != NULL;
+	if (r == 0) {
+		lk = gl->lk; /* busy: the caller unlocks it, then _end */
 	} else {
 		gl->fenced = 1;
 		*fence = 1;
+		gl->busy = 0;
+		pthread_cond_broadcast(&gl->cv);
 	}
+	pthread_mutex_unlock(&gl->mu);
+	*ret = r;
+	return lk;
+}
+
+void fs_glock_unlock_end(struct fs_glock *gl)
+{
+	uint64_t held;
+	int from;
+
+	pthread_mutex_lock(&gl->mu);
+	from = gl->mode;
+	held = fs_glock_now() - gl->grant_ns;
+	gl->lk = NULL;
+	gl->mode = -1;
+	gl->demote_to = -1;
+	gl->st.evict_syncs += from > LK_NL;
+	ahead_unused(gl);
+	fs_glock_trace(gl, FS_TR_RELEASE, -1, from, 0, held);
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);
+}
+
+int fs_glock_unlock(struct fs_glock *gl, int *fence)
+{
+	int ret;
+	struct lk_lock *lk = fs_glock_unlock_begin(gl, &ret, fence);
+
+	if (lk != NULL) {
+		lk_unlock(lk, 0);
+		fs_glock_unlock_end(gl);
+	}
 	return ret;
 }
 

@@ -145,6 +145,15 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 		   const struct fs_glock_ops *ops, void *arg);
 void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence);
 int fs_glock_unlock(struct fs_glock *gl, int *fence);
+/* fs_glock_unlock in two halves, so that many locks can be given back in
+ * one lk_unlock_batch (fs_glocks_drop_all): _begin waits for a busy
+ * glock, runs sync, lvb_write and drop and returns the handle to unlock
+ * with the glock busy (NULL: nothing to unlock; *@ret 0, -EBUSY holders,
+ * -EIO fenced or a sync failed: *@fence set); once it is unlocked,
+ * _end marks the glock unlocked and not busy. */
+struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret,
+				      int *fence);
+void fs_glock_unlock_end(struct fs_glock *gl);
 void fs_glock_fence_one(struct fs_glock *gl);
 void fs_glock_stop_one(struct fs_glock *gl, uint64_t deadline);
 void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,

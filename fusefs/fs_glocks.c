@@ -726,15 +726,32 @@ int fs_glocks_drop_all(struct fs_glocks *e)
 {
 	size_t n;
 	struct fs_glock **v = grab_all(e, &n);
+	struct lk_lock **lks;
 	int ret = 0, fence = 0;
 
 	if (v == NULL)
 		return -ENOMEM;
+	lks = calloc(n, sizeof(*lks));
 	for (size_t i = 0; i < n; i++) {
-		int r = fs_glock_unlock(v[i], &fence);
+		int r;
 
+		if (lks == NULL) { /* one at a time */
+			r = fs_glock_unlock(v[i], &fence);
+		} else {
+			lks[i] = fs_glock_unlock_begin(v[i], &r, &fence);
+		}
 		if (r < 0 && ret == 0)
 			ret = r;
+	}
+	if (lks != NULL) {
+		/* one lockspace call, one message per master; a lock it
+		 * cannot give back (recovery running) stays granted in the
+		 * DLM until the lockspace is left or abandoned */
+		lk_unlock_batch(lks, n, 0);
+		for (size_t i = 0; i < n; i++)
+			if (lks[i] != NULL)
+				fs_glock_unlock_end(v[i]);
+		free(lks);
 	}
 	put_all(e, v, n);
 	if (fence)

@@ -265,12 +265,14 @@ static int descend_one(struct coll *c, uint64_t ino)
 static void sa_descend(struct fs_sa *sa)
 {
 	struct coll c = { .fs = sa->fs, .max = sa->window };
-	uint8_t *isino = malloc(sa->window);
+	/* zeroed: some compilers cannot see that only what the loop
+	 * below filled is read */
+	uint8_t *isino = calloc(sa->window, 1);
 	uint8_t *keep = malloc(sa->window);
 	unsigned *end = malloc(sa->nsub * sizeof(*end));
 	unsigned nend = 0, from = 0;
 
-	c.v = malloc(sa->window * sizeof(*c.v));
+	c.v = calloc(sa->window, sizeof(*c.v));
 	if (c.v == NULL || isino == NULL || keep == NULL || end == NULL)
 		goto out_free;
 	for (unsigned i = 0; i < sa->nsub && c.n < c.max && !c.full; i++) {

@@ -49,14 +49,6 @@ static void c_inval(struct fs_glock *gl, void *arg)
  * block needs no EX), so a NOQUEUE PR grant stays PR. */
 static const struct fs_glock_ops ops = {.inval = c_inval};
 
-#define WAIT_FOR(cond)                                                         \
-	do {                                                                   \
-		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
-			struct timespec ts_ = {0, 10000000};                   \
-			nanosleep(&ts_, NULL);                                 \
-		}                                                              \
-	} while (0)
-
 static struct fs_glocks *eng_on(int node, unsigned max, unsigned minhold)
 {
 	struct fs_glocks_conf c = {
