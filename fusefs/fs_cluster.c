@@ -32,8 +32,16 @@
  *    (fs_kinval_flush);
  *  - drop (an inode's lock going to NL): the kernel drops what it
  *    cached of that inode (fs_kinval_inode: attributes, pages; a
- *    directory: fs_kinval_dir, every name too; MOUNT.md "Kernel caches
- *    in cluster mounts");
+ *    directory: fs_kinval_dir, the names handed out in it too, or every
+ *    name while local requests wait for its lock; MOUNT.md "Kernel
+ *    caches in cluster mounts");
+ *
+ * A ro node (fs_cluster_opts.ro) takes no slot, beats on no heartbeat
+ * block, asks for every lock in PR (fs_cluster_glock refuses EX with
+ * -EROFS; the mount lock is taken in PR whatever the caller asks) and
+ * replays nothing: the fs lock has no recover op there, a mount that
+ * finds a journal to replay is refused (fs_super.c), and a node-down
+ * with no read-write survivor fences it (ro_recover).
  *
  * Recovery: a demote from EX checkpoints what the lock covered, so a
  * node's journal only holds images of blocks whose locks it holds in EX;
