@@ -46,9 +46,12 @@ void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode);
 /* A request is about to hand the kernel the name @name in directory
  * @parent (a lookup, positive or negative; a create, mknod, mkdir,
  * symlink, link, a rename's new name; a readdirplus entry): recorded
- * before the reply, so that the drop of @parent's lock expires it (the
- * kernel then waits for the request holding the directory). Any thread;
- * takes the set's lock (a leaf). */
+ * before the reply, so that the drop of @parent's lock expires it. The
+ * kernel holds @parent's lock (i_rwsem) from sending such a request
+ * until it cached the reply, and expiring a name takes that lock, so a
+ * drop that comes after the record never misses the name, even when
+ * the reply reaches the kernel after the drop began. Any thread; takes
+ * the names' lock (a leaf). */
 void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name);
 /* An open (@d 1) or release (@d -1) of @ino for reading and writing
  * (O_RDWR: the only mode a shared writable mapping can be made from).
