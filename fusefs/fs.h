@@ -436,7 +436,7 @@ struct fs_inval_ops {
 	 * node wait for the directory's lock: the kernel then likely holds
 	 * the directory for them, and each name would wait for them, so
 	 * every name goes at once instead (also if that becomes true
-	 * while the names are being expired). May be NULL: names is
+	 * while the names are being dropped). May be NULL: names is
 	 * used. */
 	void (*dir)(void *arg, uint64_t dir, int (*busy)(void *),
 		    void *busy_arg);

@@ -19,7 +19,7 @@
  *                  which a working directory reaches without a
  *                  lookup ..................................... attr thread
  *   names          the epoch alone ............................ attr thread
- *   dir            NOTIFY_INVAL_ENTRY(FUSE_EXPIRE_ONLY) of each name
+ *   dir            NOTIFY_INVAL_ENTRY of each name
  *                  handed out in that directory (fs_inval_name: the
  *                  map "names_out"), waited for until a request waits
  *                  for the directory's cluster lock (the kernel takes
@@ -82,7 +82,7 @@
 #define IV_PRUNE_BATCH 256
 /* Names kept per directory and in all (beyond: that directory's drop
  * moves the epoch). A directory's drop waits for its names to be
- * expired (the kernel takes the directory's lock for each) until a
+ * dropped (the kernel takes the directory's lock for each) until a
  * request of this node waits for that directory's cluster lock (it may
  * be what holds the directory in the kernel: waiting longer could
  * deadlock), looking every IV_NAMES_POLL_NS, at most IV_NAMES_WAIT_NS
@@ -674,7 +674,11 @@ static int make_all(struct fs_inval *iv)
 
 /* Expire every name of a directory: the next use of each one asks ucfs
  * (a LOOKUP) again, a negative one too. The kernel takes the
- * directory's lock for each (fuse_reverse_inval_entry). */
+ * directory's lock for each (fuse_reverse_inval_entry). Invalidated
+ * (unhashed), not merely expired (FUSE_EXPIRE_ONLY): a revalidation
+ * LOOKUP of the name holds no directory lock, and its reply, computed
+ * before the lock left, would make an expired dentry valid again for a
+ * day; an unhashed one is found by no later path walk. */
 static int make_names(struct fs_inval *iv, const struct iv_names *d)
 {
 	size_t len;
@@ -682,11 +686,8 @@ static int make_names(struct fs_inval *iv, const struct iv_names *d)
 
 	for (size_t o = 0; o < d->used; o += 1 + len) {
 		len = (unsigned char)d->buf[o];
-		r = fuse_lowlevel_notify_expire_entry(
-		    iv->se, d->dir, d->buf + o + 1, len, FUSE_LL_EXPIRE_ONLY);
-		if (r == -ENOSYS || r == -EINVAL) /* before 7.38 */
-			r = fuse_lowlevel_notify_inval_entry(
-			    iv->se, d->dir, d->buf + o + 1, len);
+		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir,
+						     d->buf + o + 1, len);
 		IV_ADD(iv, entries, 1);
 		if (r < 0 && r != -ENOENT && ret == 0)
 			ret = r;
@@ -851,7 +852,7 @@ static int wait_made(struct fs_inval *iv, int q, uint64_t target,
 	return made;
 }
 
-/* The names of directory @dir: each one it handed out, expired by the
+/* The names of directory @dir: each one it handed out, dropped by the
  * name thread, waited for a while; the epoch (every name) when they
  * were too many, one could not be recorded, or the kernel did not let
  * them go in time (a request in flight holds the directory). */

@@ -46,11 +46,13 @@ void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode);
 /* A request is about to hand the kernel the name @name in directory
  * @parent (a lookup, positive or negative; a create, mknod, mkdir,
  * symlink, link, a rename's new name; a readdirplus entry): recorded
- * before the reply, so that the drop of @parent's lock expires it. The
+ * before the reply, so that the drop of @parent's lock drops it. The
  * kernel holds @parent's lock (i_rwsem) from sending such a request
- * until it cached the reply, and expiring a name takes that lock, so a
+ * until it cached the reply, and dropping a name takes that lock, so a
  * drop that comes after the record never misses the name, even when
- * the reply reaches the kernel after the drop began. Any thread; takes
+ * the reply reaches the kernel after the drop began (a revalidation
+ * LOOKUP holds no such lock: its dentry is unhashed by the drop, so its
+ * late reply is used by that walk only). Any thread; takes
  * the names' lock (a leaf). */
 void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name);
 /* An open (@d 1) or release (@d -1) of @ino for reading and writing
