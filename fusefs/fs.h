@@ -293,6 +293,12 @@ void fs_reap_orphans(struct fs *fs);
  * Returns the count. -EISDIR. */
 ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		uint64_t off);
+/* fs_read with the inode's cluster lock in EX (a dlm mount; else the
+ * same as fs_read): the read fills kernel pages that a shared writable
+ * mapping may dirty without telling ucfs, which only a node holding EX
+ * may do (the lock's demote writes them back: fs_inval_ops flush). */
+ssize_t fs_read_ex(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		   uint64_t off);
 /* Write @len bytes at @off, extending the file. Data goes straight to the
  * device (data=ordered: before the metadata that points at it commits).
  * Returns @len or -ENOSPC/-EFBIG/-EIO (then nothing was changed). */
@@ -426,6 +432,18 @@ struct fs_inval_ops {
 	 * nothing else (a directory's lock: its own attributes and pages
 	 * come through inode) */
 	void (*names)(void *arg);
+	/* the names (dentries, positive or negative) the kernel may hold
+	 * in directory @dir and nothing else: one by one when the sink
+	 * tracked what it handed out there (it waits for them a bounded
+	 * time), else every name (as names; sync waits for it).
+	 * @busy(@busy_arg) (may be NULL) says 1 while requests of this
+	 * node wait for the directory's lock: the kernel then likely holds
+	 * the directory for them, and each name would wait for them, so
+	 * every name goes at once instead (also if that becomes true
+	 * while the names are being dropped). May be NULL: names is
+	 * used. */
+	void (*dir)(void *arg, uint64_t dir, int (*busy)(void *),
+		    void *busy_arg);
 	/* @n inodes the kernel may forget now if nothing uses them (their
 	 * names, attributes and pages go; no promise: a hint). The kernel
 	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster
@@ -438,6 +456,15 @@ struct fs_inval_ops {
 	 * locked by a read in flight, a directory locked by a lookup in
 	 * flight wait for their request) */
 	void (*sync)(void *arg);
+	/* Before @ino's lock leaves EX, while requests on @ino still run:
+	 * the kernel writes back the pages of @ino dirtied through a shared
+	 * writable mapping (they come as WRITE requests, which need the
+	 * lock) and drops its pages. 1: started, @done(@done_arg) is called
+	 * once when it is over (from the sink's thread, or at once); 0:
+	 * the kernel cannot hold such pages (@ino is not open for reading
+	 * and writing here). May be NULL. */
+	int (*flush)(void *arg, uint64_t ino, void (*done)(void *),
+		     void *done_arg);
 };
 
 /* Set (or with @ops NULL remove) @fs's sink. Removing waits for the
@@ -447,11 +474,18 @@ void fs_set_inval(struct fs *fs, const struct fs_inval_ops *ops, void *arg);
 /* The calls a lock's ops make (no-ops without a sink). Each returns once
  * the kernel dropped the names and attributes (the ops' sync); pages of
  * files follow from the sink's thread. */
+/* A demote from EX of @ino's lock, before it: the sink's flush (0 if
+ * there is no sink or nothing to write back, 1 if @done will be
+ * called). */
+int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
+		    void *done_arg);
 /* A demote to NL of @ino's lock: its attributes and pages. */
 void fs_kinval_inode(struct fs *fs, uint64_t ino);
 /* Every name under directory @dir, and @dir's attributes and pages
- * (readdir cache). */
-void fs_kinval_dir(struct fs *fs, uint64_t dir);
+ * (readdir cache); @busy(@busy_arg): requests of this node wait for its
+ * lock (the sink's dir op; may be NULL). */
+void fs_kinval_dir(struct fs *fs, uint64_t dir, int (*busy)(void *),
+		   void *busy_arg);
 /* Everything: every name, the attributes of every inode the kernel may
  * use without a lookup (the sink's all), of the root and of the open
  * files, and the open files' pages. */

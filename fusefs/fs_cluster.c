@@ -27,10 +27,21 @@
  *  - inval (a grant with a new generation): fs_cache_drop_owner of that
  *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
  *    the mount lock: everything (v1's fs_cache_drop_all + reload).
+ *  - flush (an inode's lock about to leave EX, holders still admitted):
+ *    the kernel writes back pages dirtied through a shared mapping
+ *    (fs_kinval_flush);
  *  - drop (an inode's lock going to NL): the kernel drops what it
  *    cached of that inode (fs_kinval_inode: attributes, pages; a
- *    directory: fs_kinval_dir, every name too; MOUNT.md "Kernel caches
- *    in cluster mounts");
+ *    directory: fs_kinval_dir, the names handed out in it too, or every
+ *    name while local requests wait for its lock; MOUNT.md "Kernel
+ *    caches in cluster mounts");
+ *
+ * A ro node (fs_cluster_opts.ro) takes no slot, beats on no heartbeat
+ * block, asks for every lock in PR (fs_cluster_glock refuses EX with
+ * -EROFS; the mount lock is taken in PR whatever the caller asks) and
+ * replays nothing: the fs lock has no recover op there, a mount that
+ * finds a journal to replay is refused (fs_super.c), and a node-down
+ * with no read-write survivor fences it (ro_recover).
  *
  * Recovery: a demote from EX checkpoints what the lock covered, so a
  * node's journal only holds images of blocks whose locks it holds in EX;
@@ -103,6 +114,7 @@ struct fs_cluster {
 	unsigned minhold_ms;	  /* immutable */
 	unsigned glock_max;	  /* immutable: the engine's LRU bound */
 	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
+	int ro;			  /* immutable: fs_cluster_opts.ro */
 	struct fs_glocks *e;	  /* immutable after attach: the engine */
 	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
 	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
@@ -328,6 +340,12 @@ static const struct fs_glock_ops fs_gl_ops = {
     .recover = fs_gl_recover,
 };
 
+/* A ro node cannot recover (that takes EX): a mount that finds a slot to
+ * replay is refused instead (fs_core_ro_unrecovered). */
+static const struct fs_glock_ops fs_gl_ro_ops = {
+    .inval = fs_gl_inval,
+};
+
 /* An inode's lock came back after another node changed the inode. */
 static void inode_inval(struct fs_glock *gl, void *arg)
 {
@@ -337,6 +355,13 @@ static void inode_inval(struct fs_glock *gl, void *arg)
 	if (fs != NULL && fs->cache != NULL)
 		count_drop(cl, owner_drop(fs, gl));
 	cl_fs_put(cl, fs);
+}
+
+/* Local requests wait for the lock (a directory's: the kernel likely
+ * holds that directory for them). */
+static int gl_waited(void *gl)
+{
+	return fs_glock_waiters(gl) > 0;
 }
 
 /*
@@ -370,7 +395,7 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	}
 	fs_buf_put(b);
 	if (dir)
-		fs_kinval_dir(fs, ino);
+		fs_kinval_dir(fs, ino, gl_waited, gl);
 	else
 		fs_kinval_inode(fs, ino);
 	fs_glock_report(gl)->kinval |=
@@ -414,6 +439,26 @@ int fs_cluster_rgrp_local(struct fs_cluster *cl, uint32_t g)
 	return lk_place_node(cl->ls, rgrp_place(g, cl)) == cl->node;
 }
 
+static void inode_flushed(void *gl)
+{
+	fs_glock_flushed(gl);
+}
+
+/* Before an inode's lock leaves EX: the kernel's pages dirtied through a
+ * shared mapping come back as WRITEs while holders are still admitted
+ * (fs_kinval.c). */
+static int inode_flush(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret = 0;
+
+	if (fs != NULL)
+		ret = fs_kinval_flush(fs, fs_glock_num(gl), inode_flushed, gl);
+	cl_fs_put(cl, fs);
+	return ret;
+}
+
 /* No recover op for inodes and rgroups: the dead node's journal was
  * replayed before any grant (cl_recover), so an invalid LVB only means
  * that what we cached is stale (inval), and a PR grant or a try need not
@@ -423,6 +468,7 @@ static const struct fs_glock_ops inode_ops = {
     .inval = inode_inval,
     .drop = inode_drop,
     .place = inode_place,
+    .flush = inode_flush,
 };
 
 /* A resource group came back: its header and bitmaps are re-read, its
@@ -494,6 +540,23 @@ static void *cl_thread(void *arg)
 	return NULL;
 }
 
+/* A ro node cannot replay the journal of dead node @nodeid: a read-write
+ * survivor does it in its own callback (before any grant). With none
+ * left, what this node would read may be half written: it stops serving
+ * (fenced: every request fails with EIO) until remounted after a
+ * read-write node recovered the journal. */
+static void ro_recover(struct fs_cluster *cl, struct fs *fs, uint32_t nodeid)
+{
+	uint64_t members = 0;
+	unsigned slot;
+
+	fs_cluster_members(cl, &members);
+	if (fs_core_ro_unrecovered(fs, members, nodeid, &slot) != 0)
+		fs_cluster_fence(cl, "a dead node's journal needs replay and "
+				     "no read-write node is left: a ro node "
+				     "cannot replay it");
+}
+
 /*
  * Node @nodeid died (lockmgr/PROTOCOL.md "User recovery"): the lock
  * manager grants no other lock anywhere until every node's callback
@@ -519,6 +582,8 @@ static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
 	/* mounting: the mount recovers under the fs lock */
 	if (fs != NULL && cl->slot >= 0 && fs_core_recover_node(fs, nodeid) < 0)
 		fs_cluster_fence(cl, "cannot replay a dead node's journal");
+	if (fs != NULL && cl->ro)
+		ro_recover(cl, fs, nodeid);
 	cl_fs_put(cl, fs);
 }
 
@@ -592,9 +657,13 @@ static int hb_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
 		return fs_why(why, whylen, -EINVAL,
 			      "hb_interval must be at most hb_timeout / 4");
 	if (bd == NULL) {
-		ret = bd_open_any(o->device, 0, &cl->hb_bd);
+		/* a ro node only reads the others' beats */
+		unsigned fl = o->ro ? BD_RDONLY : 0;
+
+		ret = bd_open_any(o->device, fl, &cl->hb_bd);
 		if (ret == -EINVAL) /* O_DIRECT refused (tmpfs) */
-			ret = bd_open_any(o->device, BD_BUFFERED, &cl->hb_bd);
+			ret = bd_open_any(o->device, fl | BD_BUFFERED,
+					  &cl->hb_bd);
 		if (ret < 0) {
 			snprintf(msg, sizeof(msg),
 				 "cannot open %s for the disk heartbeat: %s",
@@ -724,6 +793,7 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 		return -ENOMEM;
 	cl->node = o->node_id;
 	cl->minhold_ms = o->minhold_ms;
+	cl->ro = o->ro;
 	cl->glock_max = o->glock_max ? o->glock_max : FS_GLOCK_MAX_DEFAULT;
 	cl->slot = -1;
 	pthread_mutex_init(&cl->mu, NULL);
@@ -792,7 +862,8 @@ static int engine_start(struct fs_cluster *cl)
 
 	if (ret < 0)
 		return ret;
-	fs_glocks_set_ops(cl->e, FS_LK_FS, &fs_gl_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_FS, cl->ro ? &fs_gl_ro_ops : &fs_gl_ops,
+			  cl);
 	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
 	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
 	/* FS_LK_RENAME protects nothing cached: no ops */
@@ -1090,7 +1161,7 @@ int fs_cluster_lock(struct fs_cluster *cl, int mode)
 	int ret = fs_cluster_wait_quorum(cl);
 
 	if (ret == 0)
-		ret = fs_glock_acquire(cl->gl, mode);
+		ret = fs_glock_acquire(cl->gl, cl->ro ? LK_PR : mode);
 
 	if (ret < 0)
 		fs_cluster_fence(cl, "lock manager refused the fs lock");
@@ -1099,15 +1170,25 @@ int fs_cluster_lock(struct fs_cluster *cl, int mode)
 
 void fs_cluster_unlock(struct fs_cluster *cl, int mode)
 {
-	fs_glock_release(cl->gl, mode);
+	fs_glock_release(cl->gl, cl->ro ? LK_PR : mode);
+}
+
+int fs_cluster_members(struct fs_cluster *cl, uint64_t *members)
+{
+	uint64_t gen;
+
+	return lk_ls_members(cl->ls, &gen, members);
 }
 
 int fs_cluster_glock(struct fs_cluster *cl, uint16_t type, uint64_t num,
 		     int mode, int wait, struct fs_glock **out)
 {
 	struct fs_glock *gl;
-	int ret = fs_glock_get(cl->e, type, num, &gl);
+	int ret;
 
+	if (cl->ro && mode == LK_EX)
+		return -EROFS; /* a ro node changes nothing */
+	ret = fs_glock_get(cl->e, type, num, &gl);
 	if (ret < 0)
 		return ret;
 	ret = wait ? fs_glock_acquire(gl, mode) : fs_glock_try(gl, mode);

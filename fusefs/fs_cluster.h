@@ -63,6 +63,9 @@ struct fs_cluster_opts {
 	struct bd_dev *bd;	  /* ... the caller's, shared) */
 	unsigned hb_interval_ms;  /* 0: hb_timeout / 8 */
 	unsigned hb_timeout_ms;	  /* 0: the configuration's timeout_ms */
+	int ro;			  /* a ro mount: no journal slot, no disk
+				     heartbeat of its own, the device read
+				     only, locks in PR only (EX: -EROFS) */
 };
 
 /* Load the configuration, start the disk heartbeat's reader (fs_hb.h),
@@ -90,6 +93,8 @@ int fs_cluster_rgrp_local(struct fs_cluster *cl, uint32_t g);
  * so that its directory is the inode's group's. After attach. */
 uint32_t fs_cluster_ino_place(const struct fs_cluster *cl, uint64_t ino);
 
+/* The membership now (bit n: node n): 1 if quorate. */
+int fs_cluster_members(struct fs_cluster *cl, uint64_t *members);
 /* Bind @fs (superblock read) and create the fs glock. 0 or -errno. */
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);
 /* The mount failed after attach: drop its EX hold (@held) and forget
@@ -104,8 +109,9 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot);
 void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot);
 
-/* Become a holder of the fs glock in LK_PR / LK_EX (lk.h modes): 0, or
- * -EIO once fenced (the journal is then aborted). May block. */
+/* Become a holder of the fs glock in LK_PR / LK_EX (lk.h modes; a ro
+ * node always in LK_PR): 0, or -EIO once fenced (the journal is then
+ * aborted). May block. */
 int fs_cluster_lock(struct fs_cluster *cl, int mode);
 void fs_cluster_unlock(struct fs_cluster *cl, int mode);
 /* No request runs while this node is not in a quorate membership: waits
@@ -116,7 +122,8 @@ struct fs_glocks *fs_cluster_glocks(struct fs_cluster *cl);
 /* A reference to glock (@type, @num) held in @mode (LK_PR, LK_EX): with
  * @wait, waiting for it as long as it takes; without, only if that needs
  * no other node's demote (fs_glock_try: -EAGAIN). 0, -EAGAIN, -ENOMEM,
- * -EIO (fenced: the node is fenced). fs_cluster_gunlock gives it back. */
+ * -EROFS (EX on a ro node), -EIO (fenced: the node is fenced).
+ * fs_cluster_gunlock gives it back. */
 int fs_cluster_glock(struct fs_cluster *cl, uint16_t type, uint64_t num,
 		     int mode, int wait, struct fs_glock **out);
 void fs_cluster_gunlock(struct fs_glock *gl, int mode);

@@ -187,6 +187,14 @@ static void reply_err(fuse_req_t req, int ret)
 	fuse_reply_err(req, ret < 0 ? -ret : ret);
 }
 
+/* dlm: the kernel may cache the name @name in @parent (an fs ino) from
+ * the reply that follows (fs_inval_name). */
+static void note_name(struct fs_fuse *ff, uint64_t parent, const char *name)
+{
+	if (ff->iv != NULL)
+		fs_inval_name(ff->iv, parent, name);
+}
+
 /* Reply to an op that created or found an inode (ret 0: @a is valid and
  * holds a lookup reference). */
 static void reply_entry(fuse_req_t req, int ret, const struct fs_attr *a)
@@ -283,6 +291,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (op_begin(ff, req, FS_OP_LOOKUP, &t0) < 0)
 		return;
 
+	note_name(ff, to_ino(ff, parent), name);
 	ret = fs_lookup(ff->fs, to_ino(ff, parent), name, &a);
 	if (ret == -ENOENT) {
 		/* a negative entry the kernel may cache: this node's own
@@ -436,6 +445,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 
 	get_cred(req, &cred);
+	note_name(ff, to_ino(ff, parent), name);
 	ret = fs_mknod(ff->fs, &cred, to_ino(ff, parent), name, mode, rdev,
 		       &a);
 	reply_entry(req, ret, &a);
@@ -455,6 +465,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 
 	get_cred(req, &cred);
+	note_name(ff, to_ino(ff, parent), name);
 	ret = fs_mkdir(ff->fs, &cred, to_ino(ff, parent), name, mode, &a);
 	reply_entry(req, ret, &a);
 	op_end(ff, FS_OP_MKDIR, t0, ret);
@@ -473,6 +484,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		return;
 
 	get_cred(req, &cred);
+	note_name(ff, to_ino(ff, parent), name);
 	ret = fs_symlink(ff->fs, &cred, to_ino(ff, parent), name, link, &a);
 	reply_entry(req, ret, &a);
 	op_end(ff, FS_OP_SYMLINK, t0, ret);
@@ -530,9 +542,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		f |= FS_RENAME_EXCHANGE;
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		ret = -EINVAL;
-	else
+	else {
+		/* the kernel moves its dentry to the new name */
+		note_name(ff, to_ino(ff, newparent), newname);
 		ret = fs_rename(ff->fs, &cred, to_ino(ff, parent), name,
 				to_ino(ff, newparent), newname, f);
+	}
 	reply_err(req, ret);
 	op_end(ff, FS_OP_RENAME, t0, ret);
 }
@@ -550,6 +565,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		return;
 
 	get_cred(req, &cred);
+	note_name(ff, to_ino(ff, newparent), newname);
 	ret = fs_link(ff->fs, &cred, to_ino(ff, ino), to_ino(ff, newparent),
 		      newname, &a);
 	reply_entry(req, ret, &a);
@@ -557,6 +573,21 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 }
 
 /* ---- files ---- */
+
+/* Open for reading and writing: the mode a shared writable mapping is
+ * made from. */
+static int rw_open(const struct fuse_file_info *fi)
+{
+	return (fi->flags & O_ACCMODE) == O_RDWR;
+}
+
+/* dlm: count opens for reading and writing (fs_inval_open), @d +1/-1. */
+static void note_rw(struct fs_fuse *ff, uint64_t ino,
+		    const struct fuse_file_info *fi, int d)
+{
+	if (ff->iv != NULL && rw_open(fi))
+		fs_inval_open(ff->iv, ino, d);
+}
 
 /*
  * An open file keeps its pages between opens (nolock: nobody else
@@ -576,6 +607,12 @@ static void set_open_flags(const struct fs_fuse *ff,
 
 	fi->noflush = 1;
 	fi->keep_cache = 1;
+	if (ff->iv != NULL && rw_open(fi)) {
+		/* a shared mapping of it may dirty pages with no request:
+		 * only pages read under EX (fs_read_ex) may be there, so
+		 * the ones read under PR before go now */
+		fi->keep_cache = 0;
+	}
 	if (ff->pk != NULL) {
 		/* file locks: a close must drop the closing process's POSIX
 		 * locks (FLUSH), and fh names the open file description
@@ -600,8 +637,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino,
 	ret = fs_open(ff->fs, &cred, to_ino(ff, ino), fi->flags);
 	if (ret == 0) {
 		set_open_flags(ff, fi);
-		if (fuse_reply_open(req, fi) == -ENOENT)
+		note_rw(ff, to_ino(ff, ino), fi, 1);
+		if (fuse_reply_open(req, fi) == -ENOENT) {
+			note_rw(ff, to_ino(ff, ino), fi, -1);
 			fs_release(ff->fs, to_ino(ff, ino));
+		}
 	} else {
 		reply_err(req, ret);
 	}
@@ -622,6 +662,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 
 	get_cred(req, &cred);
+	note_name(ff, to_ino(ff, parent), name);
 	ret = fs_create(ff->fs, &cred, to_ino(ff, parent), name, mode,
 			fi->flags, &a);
 	/*
@@ -636,7 +677,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (ret == 0) {
 		fill_entry(ff, &a, &e);
 		set_open_flags(ff, fi);
+		note_rw(ff, a.ino, fi, 1);
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+			note_rw(ff, a.ino, fi, -1);
 			fs_release(ff->fs, a.ino);
 			fs_forget(ff->fs, a.ino, 1);
 		}
@@ -713,7 +756,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf = fs_fuse_uring_reply_buf(size);
 	if (buf == NULL)
 		buf = fs_fuse_rbuf(size > 0 ? size : 1);
-	if (buf != NULL)
+	/* dlm: a page this fills may be dirtied by a shared mapping */
+	if (buf != NULL && ff->iv != NULL &&
+	    fs_inval_writable(ff->iv, to_ino(ff, ino)))
+		n = fs_read_ex(ff->fs, to_ino(ff, ino), buf, size,
+			       (uint64_t)off);
+	else if (buf != NULL)
 		n = fs_read(ff->fs, to_ino(ff, ino), buf, size, (uint64_t)off);
 	if (n < 0)
 		reply_err(req, (int)n);
@@ -734,7 +782,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 
 	get_cred(req, &cred);
-	if (fi->flags & O_APPEND)
+	/* a page written back (mapping) goes where it was, append or not */
+	if ((fi->flags & O_APPEND) && !fi->writepage)
 		cred.flags |= FS_CRED_APPEND;
 	n = fs_write(ff->fs, &cred, to_ino(ff, ino), buf, size,
 		     (uint64_t)off);
@@ -775,6 +824,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 
 	if (ff->pk != NULL)
 		fs_plock_release(ff->pk, to_ino(ff, ino), fi);
+	note_rw(ff, to_ino(ff, ino), fi, -1);
 	fs_release(ff->fs, to_ino(ff, ino));
 	reply_err(req, 0);
 	op_end(ff, FS_OP_RELEASE, t0, 0);
@@ -979,6 +1029,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 
 struct dirbuf {
 	struct fs_fuse *ff;
+	uint64_t dir; /* fs ino */
 	fuse_req_t req;
 	char *buf;
 	size_t size;
@@ -1006,6 +1057,7 @@ static int fill_dir(void *arg, const struct fs_dirent *de,
 					 d->size - d->used, name, &st,
 					 (off_t)de->next);
 	} else if (attr != NULL) {
+		note_name(d->ff, d->dir, name);
 		fill_entry(d->ff, attr, &e);
 		need = fuse_add_direntry_plus(d->req, d->buf + d->used,
 					      d->size - d->used, name, &e,
@@ -1030,7 +1082,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 {
 	struct fs_fuse *ff = ff_of(req);
 	uint64_t t0;
-	struct dirbuf d = { .ff = ff, .req = req, .size = size, .plus = plus };
+	struct dirbuf d = {.ff = ff,
+			   .req = req,
+			   .size = size,
+			   .plus = plus,
+			   .dir = to_ino(ff, ino)};
 	int ret = -ENOMEM;
 
 	if (op_begin(ff, req, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR,

@@ -24,7 +24,11 @@
  *   blocking callback: demote_to = PR (we hold EX, they want PR/CR) or
  *            NL; queues a job for a worker (fs_glocks_kick)
  *   job (worker): demote_to set, not busy; before the minimum hold time
- *            since the grant has passed -> queued again for then; while
+ *            since the grant has passed -> queued again for then; from
+ *            EX with an ops->flush not run yet for this demote -> start
+ *            it (flush 1: every holder the mode covers is still
+ *            admitted, so the requests it causes can run) and wait for
+ *            fs_glock_flushed (flush 2), which queues the job again; while
  *            holders of a mode the target does not cover run -> nothing
  *            (the last one's release queues it again); else busy,
  *            ops->sync and ops->lvb_write (from EX), ops->drop (to NL),
@@ -193,6 +197,8 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 	}
 	to = gl->mode == LK_EX && (mode == LK_PR || mode == LK_CR) ? LK_PR
 								   : LK_NL;
+	if (gl->demote_to < 0 && gl->flush == 2)
+		gl->flush = 0; /* a new demote: flush again */
 	if (gl->demote_to < 0 || to < gl->demote_to)
 		gl->demote_to = to;
 	fs_glock_trace(gl, FS_TR_BAST_RECV, mode, gl->mode, 1, 0);
@@ -282,6 +288,8 @@ static int admit(const struct fs_glock *gl, int mode, uint64_t now)
 		return 0;
 	if (gl->demote_to < 0 || lk_mode_covers(gl->demote_to, mode))
 		return 1;
+	if (gl->flush == 1)
+		return 1; /* ops->flush's requests come back as holders */
 	return now < gl->grant_ns + gl->minhold_ns;
 }
 
@@ -810,8 +818,44 @@ static void demote(struct fs_glock *gl, int *fence)
 	if (gl->demote_to >= to || gl->fenced)
 		gl->demote_to = -1;
 	gl->refused = 0;
+	gl->flush = 0;
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
+}
+
+/* Start ops->flush before a demote from EX (fs_glock.h): holders are
+ * admitted until fs_glock_flushed. mu held on entry and return; let go
+ * meanwhile. */
+static void flush_start(struct fs_glock *gl)
+{
+	struct fs_glock *ref = NULL;
+	int started = 0;
+
+	gl->flush = 1;
+	pthread_cond_broadcast(&gl->cv); /* waiting holders may run now */
+	pthread_mutex_unlock(&gl->mu);
+	/* the reference fs_glock_flushed gives back */
+	if (fs_glock_get(gl->e, gl->name.type, gl->name.num, &ref) == 0) {
+		started = gl->ops->flush(gl, gl->arg);
+		if (!started)
+			fs_glock_put(ref);
+	}
+	pthread_mutex_lock(&gl->mu);
+	if (started)
+		gl->st.flushes++;
+	else
+		gl->flush = 2;
+}
+
+void fs_glock_flushed(struct fs_glock *gl)
+{
+	pthread_mutex_lock(&gl->mu);
+	if (gl->flush == 1)
+		gl->flush = 2;
+	pthread_cond_broadcast(&gl->cv);
+	pthread_mutex_unlock(&gl->mu);
+	kick(gl);
+	fs_glock_put(gl);
 }
 
 void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence)
@@ -834,6 +878,10 @@ void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence)
 		*due = t;
 		goto out;
 	}
+	if (gl->mode == LK_EX && gl->ops->flush != NULL && gl->flush == 0)
+		flush_start(gl);
+	if (gl->flush == 1 || gl->demote_to < 0 || gl->busy || gl->fenced)
+		goto out; /* fs_glock_flushed queues it again */
 	if (blockers(gl, gl->demote_to) > 0)
 		goto out; /* the last one's release queues it again */
 	demote(gl, fence);
@@ -961,6 +1009,7 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	gl->lost = 0;
 	gl->contended = 0;
 	gl->refused = 0;
+	gl->flush = 0;
 	gl->fenced = 0;
 	gl->stop = 0;
 	gl->comp_done = 0;
@@ -1011,6 +1060,16 @@ uint64_t fs_glock_num(const struct fs_glock *gl)
 	return gl->name.num;
 }
 
+unsigned fs_glock_waiters(struct fs_glock *gl)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&gl->mu);
+	n = gl->nwaiters;
+	pthread_mutex_unlock(&gl->mu);
+	return n;
+}
+
 int fs_glock_mode(struct fs_glock *gl)
 {
 	int m;
@@ -1049,6 +1108,7 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	out->minhold_shrinks = c->minhold_shrinks;
 	out->evict_syncs = c->evict_syncs;
 	out->bad_releases = c->bad_releases;
+	out->flushes = c->flushes;
 	out->ahead_requests = c->ahead_requests;
 	out->ahead_grants = c->ahead_grants;
 	out->ahead_hits = c->ahead_hits;

@@ -114,6 +114,17 @@ struct fs_glock_ops {
 	 * new grant (the kernel's pages, attributes, entries). Must not
 	 * read what the lock protects. May be NULL. */
 	void (*drop)(struct fs_glock *gl, int from, void *arg);
+	/* Before a demote from EX, once the minimum hold time has passed,
+	 * while holders of any mode are still admitted: start writing back
+	 * what lives outside ucfs and comes back as requests that need this
+	 * lock (the kernel's pages dirtied through a shared mapping come
+	 * back as WRITEs). Returns 1 if it started such work: it then calls
+	 * fs_glock_flushed(@gl) once, from any thread, when it is done (the
+	 * engine holds a reference until then), and no new holder is held
+	 * back meanwhile; 0 if there was nothing to do. Then the demote goes
+	 * on as usual (no new holder, sync, drop, down-conversion). May be
+	 * NULL. */
+	int (*flush)(struct fs_glock *gl, void *arg);
 	/* The value block's bytes the type may use (FS_GLOCK_LVB_USER from
 	 * byte 8 on; bytes 0..7 are the generation): @val after every
 	 * grant, after recover and before inval and any new holder (@valid
@@ -168,6 +179,8 @@ struct fs_glock_stats {
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
 	uint64_t bad_releases;	  /* releases of a mode not held (a
 				     caller's bug: ignored, counted) */
+	uint64_t flushes;	  /* ops->flush calls that started work
+				     (a demote that let holders in first) */
 	/* lock-ahead (fs_glocks_prefetch): */
 	uint64_t ahead_batches;	 /* batches sent (per type; engine) */
 	uint64_t ahead_ns;	 /* time in them: answers, grants */
@@ -302,8 +315,16 @@ int fs_glock_held(struct fs_glock *gl, int mode);
 void fs_glock_assert_failed(struct fs_glock *gl, int mode, const char *file,
 			    int line);
 
+/* The work ops->flush started for @gl is done (any thread, no lock of
+ * the engine held): the demote goes on. Gives the engine's reference
+ * back. */
+void fs_glock_flushed(struct fs_glock *gl);
+
 uint16_t fs_glock_type(const struct fs_glock *gl);
 uint64_t fs_glock_num(const struct fs_glock *gl);
+/* Acquires of this node waiting for @gl now (a hint: it may change at
+ * once). */
+unsigned fs_glock_waiters(struct fs_glock *gl);
 /* The mode granted to this node now (LK_NL, LK_PR, LK_EX; -1: none).
  * Only what holders of this node keep it from changing. */
 int fs_glock_mode(struct fs_glock *gl);

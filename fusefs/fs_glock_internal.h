@@ -43,7 +43,7 @@ struct fs_glock_counts {
 	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
 	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
 	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
-	uint64_t bad_releases;
+	uint64_t bad_releases, flushes;
 	uint64_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
 	uint64_t mode_failed[2];
@@ -129,6 +129,9 @@ struct fs_glock {
 					the last grant (a bounce follows) */
 	int contended;		     /* mu: holders waited on this grant */
 	int refused;		     /* mu: this demote was deferred */
+	int flush;		     /* mu: ops->flush for this demote: 0 not
+					run, 1 running (every holder the mode
+					covers is admitted), 2 done */
 	int fenced;		     /* mu */
 	int stop;		     /* mu: no DLM request from now on */
 	int comp_done;		     /* mu: the pending DLM call ended */

@@ -972,6 +972,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "evictions", s->evictions);
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
 	fs_json_u64(o, "bad_releases", s->bad_releases);
+	fs_json_u64(o, "flushes", s->flushes);
 	fs_json_u64(o, "ahead_batches", s->ahead_batches);
 	fs_json_u64(o, "ahead_ns", s->ahead_ns);
 	fs_json_u64(o, "ahead_requests", s->ahead_requests);

@@ -575,6 +575,12 @@ int fs_core_recover_node(struct fs *fs, uint32_t node);
  * adopted by fs_iopen.c: read from the disk the next time). Clean (the
  * journal written back) or never written by this node. */
 void fs_core_slotinfo_forget(struct fs *fs, unsigned slot);
+/* A ro cluster node: 1 (slot in *@slot) if a slot left mounted by a
+ * node that is not in @members (bit n: node n) or is @dead needs its
+ * journal replayed and no member with a mounted slot (a read-write
+ * node, which replays it) is left to do it; 0 if not; -errno. */
+int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
+			   unsigned *slot);
 
 /* ---- B+tree (fs_btree.c) ---------------------------------------------- */
 /*

@@ -4,14 +4,15 @@
  * lock leaves this node (fs_inval.c; MOUNT.md "Kernel caches in cluster
  * mounts").
  *
- * Two threads of its own make the notifications, never a request
+ * Three threads of its own make the notifications, never a request
  * handler: the "attr" thread makes those that can never wait on a
  * request in flight (an inode's attributes, the dentry epoch, prune)
  * and is what ops->sync waits for; the "page" thread makes those that
  * may (a file's pages: the kernel waits for a page a READ or WRITE in
  * flight holds locked; one name: the kernel takes the directory's lock,
- * which a LOOKUP in flight holds). Neither holds anything a handler
- * needs while it writes to the kernel.
+ * which a LOOKUP in flight holds); the "flush" thread writes back a
+ * file's mapped pages before its lock leaves EX (fs_inval.c). None
+ * holds anything a handler needs while it writes to the kernel.
  *
  * Locking: struct fs_inval's queues are under its own mutex, a leaf
  * (never held while writing to the kernel).
@@ -42,6 +43,26 @@ void fs_inval_init(struct fs_inval *iv, unsigned proto_minor);
  * without a name being looked up again: a working directory). Any
  * thread; takes the set's own lock (a leaf). */
 void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode);
+/* A request is about to hand the kernel the name @name in directory
+ * @parent (a lookup, positive or negative; a create, mknod, mkdir,
+ * symlink, link, a rename's new name; a readdirplus entry): recorded
+ * before the reply, so that the drop of @parent's lock drops it. The
+ * kernel holds @parent's lock (i_rwsem) from sending such a request
+ * until it cached the reply, and dropping a name takes that lock, so a
+ * drop that comes after the record never misses the name, even when
+ * the reply reaches the kernel after the drop began (a revalidation
+ * LOOKUP holds no such lock: its dentry is unhashed by the drop, so its
+ * late reply is used by that walk only). Any thread; takes
+ * the names' lock (a leaf). */
+void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name);
+/* An open (@d 1) or release (@d -1) of @ino for reading and writing
+ * (O_RDWR: the only mode a shared writable mapping can be made from).
+ * Any thread; takes the set's lock (a leaf). */
+void fs_inval_open(struct fs_inval *iv, uint64_t ino, int d);
+/* 1 while @ino is open O_RDWR here: its pages may be dirtied through a
+ * mapping without a request, so a READ takes its lock in EX
+ * (fs_read_ex) and the lock's demote flushes them (ops->flush). */
+int fs_inval_writable(struct fs_inval *iv, uint64_t ino);
 /* 1 when the kernel may cache names (the epoch works), else 0: entry
  * replies must then carry a timeout of 0. */
 int fs_inval_names(const struct fs_inval *iv);

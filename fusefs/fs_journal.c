@@ -1347,6 +1347,7 @@ int fs_journal_init(struct fs *fs)
 	struct fs_journal *j = calloc(1, sizeof(*j));
 	const struct fs_jhdr *h;
 	uint64_t lim;
+	unsigned js;
 	int ret;
 
 	if (j == NULL)
@@ -1356,14 +1357,16 @@ int fs_journal_init(struct fs *fs)
 		free(j);
 		return -ENOMEM;
 	}
-	ret = jhdr_read(fs, fs->slot, j->hdrbuf);
+	/* a ro cluster node has no slot: slot 0's header, never written */
+	js = fs->slot < fs->sb.slot_count ? fs->slot : 0;
+	ret = jhdr_read(fs, js, j->hdrbuf);
 	if (ret < 0) {
 		free(j->hdrbuf);
 		free(j);
 		return ret;
 	}
 	h = j->hdrbuf;
-	j->jstart = fs_journal_blk(&fs->sb, fs->slot);
+	j->jstart = fs_journal_blk(&fs->sb, js);
 	j->log_blocks = fs->sb.journal_blocks - 1;
 	j->head_pos = j->tail_pos = h->tail_pos;
 	j->run_seq = h->tail_seq;

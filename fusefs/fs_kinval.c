@@ -9,12 +9,21 @@
  * glocks' drop op calls fs_kinval_inode/dir/all before the lock leaves
  * this node (fs_cluster.c: the v1 fs glock loses everything at once); each
  * hands the sink what to drop and waits for the part that never waits
- * on a request in flight (attributes, every name: ops->sync). Pages
+ * on a request in flight (attributes, every name: ops->sync; a
+ * directory's own names: ops->dir, which waits a bounded time). Pages
  * follow from the sink's own thread: a page locked by a READ that waits
  * for this very lock could not be dropped before the lock is given up
  * (research/fuse-coherence.md 1.1); the kernel still drops them for a
  * read(2) at once, since the attributes it refetches show the new mtime
  * or size (fs_fuse.c keeps FUSE_AUTO_INVAL_DATA on cluster mounts).
+ *
+ * Shared writable mappings: the kernel dirties their pages without a
+ * request, so a node holds an inode's lock in EX for every read while
+ * the inode is open for reading and writing there (fs_fuse.c: the READ
+ * that fills a page may be a mapping's fault), and the inode glock's
+ * flush op (fs_kinval_flush) has the kernel write those pages back and
+ * drop them before the lock leaves EX, while the WRITEs that causes
+ * still get the lock (fs_glock.h ops->flush), as GFS2's inode_go_sync.
  *
  * What fs_kinval_all names: every name at once (ops->all: the kernel's
  * dentry epoch, so no name needs tracking) and with it the attributes
@@ -112,14 +121,32 @@ void fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n)
 	sink_put(s);
 }
 
-void fs_kinval_dir(struct fs *fs, uint64_t dir)
+int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
+		    void *done_arg)
+{
+	struct fs_sink *s = sink_get(fs);
+	int ret = 0;
+
+	if (s == NULL)
+		return 0;
+	if (s->ops->flush != NULL)
+		ret = s->ops->flush(s->arg, ino, done, done_arg);
+	sink_put(s);
+	return ret;
+}
+
+void fs_kinval_dir(struct fs *fs, uint64_t dir, int (*busy)(void *),
+		   void *busy_arg)
 {
 	struct fs_sink *s = sink_get(fs);
 
 	if (s == NULL)
 		return;
 	s->ops->inode(s->arg, dir, 0, -1); /* its readdir cache too */
-	s->ops->names(s->arg);
+	if (s->ops->dir != NULL)
+		s->ops->dir(s->arg, dir, busy, busy_arg); /* its names only */
+	else
+		s->ops->names(s->arg);
 	s->ops->sync(s->arg);
 	sink_put(s);
 }

@@ -344,6 +344,57 @@ void fs_core_slotinfo_forget(struct fs *fs, unsigned slot)
 	fs_buf_put(b);
 }
 
+int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
+			   unsigned *slot)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret, rw = 0, need = -1;
+
+	if (sm == NULL)
+		return -ENOMEM;
+	ret = slotmap_io(fs, sm, 0);
+	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
+		uint32_t n = sm->slots[s].node_id;
+
+		if (sm->slots[s].state != FS_SLOT_MOUNTED)
+			continue;
+		if (n < 64 && n != dead && (members >> n & 1))
+			rw = 1;
+		else if (need < 0)
+			need = (int)s;
+	}
+	free(sm);
+	if (ret < 0)
+		return ret;
+	if (need < 0 || rw)
+		return 0;
+	*slot = (unsigned)need;
+	return 1;
+}
+
+/* A ro cluster node takes no slot and replays nothing: it mounts only
+ * when no journal waits for a replay (fs_core_ro_unrecovered). */
+static int ro_cluster_slots(struct fs *fs, char *why, size_t whylen)
+{
+	uint64_t members = 0;
+	unsigned slot = 0;
+	char msg[200];
+	int ret;
+
+	fs_cluster_members(fs->cl, &members);
+	ret = fs_core_ro_unrecovered(fs, members, 0, &slot);
+	if (ret < 0)
+		return fs_why(why, whylen, ret, "bad slot map");
+	if (ret == 0)
+		return 0;
+	snprintf(msg, sizeof(msg),
+		 "the journal of slot %u (a node that is "
+		 "gone) needs replay, which a ro node cannot do: mount a "
+		 "read-write node first",
+		 slot);
+	return fs_why(why, whylen, -EROFS, msg);
+}
+
 static int mount_slots(struct fs *fs, char *why, size_t whylen)
 {
 	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
@@ -351,6 +402,10 @@ static int mount_slots(struct fs *fs, char *why, size_t whylen)
 
 	if (sm == NULL)
 		return -ENOMEM;
+	if (fs->cl != NULL && fs->ro) {
+		free(sm);
+		return ro_cluster_slots(fs, why, whylen);
+	}
 	ret = slotmap_io(fs, sm, 0);
 	if (ret < 0) {
 		fs_why(why, whylen, ret, "bad slot map");
@@ -412,11 +467,9 @@ static int dlm_begin(struct fs *fs, char *why, size_t whylen)
 	int ret;
 
 	if (cl == NULL)
-		return fs_why(why, whylen, -EINVAL, "lockproto=dlm needs "
+		return fs_why(why, whylen, -EINVAL,
+			      "lockproto=dlm needs "
 			      "cluster=FILE and node=ID");
-	if (fs->ro)
-		return fs_why(why, whylen, -EOPNOTSUPP, "lockproto=dlm "
-			      "does not support ro mounts yet");
 	ret = check_dlm_sb(fs, why, whylen);
 	if (ret < 0)
 		return ret;
@@ -424,8 +477,11 @@ static int dlm_begin(struct fs *fs, char *why, size_t whylen)
 	if (ret < 0)
 		return fs_why(why, whylen, ret, "cannot set up the fs lock");
 	fs->cl = cl;
-	ret = fs_cluster_slot_claim(cl, fs->sb.slot_count, &fs->slot, why,
-				    whylen);
+	if (fs->ro) /* no slot: no journal, no heartbeat of its own */
+		fs->slot = fs->sb.slot_count;
+	else
+		ret = fs_cluster_slot_claim(cl, fs->sb.slot_count, &fs->slot,
+					    why, whylen);
 	if (ret < 0)
 		return ret;
 	ret = fs_cluster_lock(cl, LK_EX);

@@ -277,11 +277,6 @@ static int check_proto(const struct fs_opts *o, char *err, size_t errlen)
 			 "cluster configuration) and node=ID");
 		return -EINVAL;
 	}
-	if (o->ro) {
-		snprintf(err, errlen, "lockproto=dlm does not support ro "
-			 "mounts yet");
-		return -EOPNOTSUPP;
-	}
 	if (o->writeback_cache) {
 		snprintf(err, errlen, "lockproto=dlm does not allow "
 			 "writeback_cache (the kernel must not cache data)");
@@ -295,15 +290,16 @@ static int cluster_open(const struct fs_opts *o, const char *path,
 			size_t errlen)
 {
 	struct fs_cluster_opts cop = {
-		.cluster_file = o->cluster,
-		.node_id = o->node_id,
-		.minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS :
-			      (unsigned)o->minhold_ms,
-		.glock_max = o->glock_max < 0 ? 0 : (unsigned)o->glock_max,
-		.device = path,
-		.bd = bd,
-		.hb_interval_ms = o->hb_interval_ms,
-		.hb_timeout_ms = o->hb_timeout_ms,
+	    .cluster_file = o->cluster,
+	    .node_id = o->node_id,
+	    .minhold_ms = o->minhold_ms < 0 ? FS_DEFAULT_MINHOLD_MS
+					    : (unsigned)o->minhold_ms,
+	    .glock_max = o->glock_max < 0 ? 0 : (unsigned)o->glock_max,
+	    .device = path,
+	    .bd = bd,
+	    .hb_interval_ms = o->hb_interval_ms,
+	    .hb_timeout_ms = o->hb_timeout_ms,
+	    .ro = o->ro,
 	};
 
 	return fs_cluster_open(&cop, &co->cl, err, errlen);
@@ -316,7 +312,6 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		     size_t errlen)
 {
 	struct fs_core_opts co;
-	struct fs_opts lo;
 	char dummy[8];
 	struct fs *fs;
 	int ret;
@@ -331,10 +326,6 @@ static int mount_any(const char *path, struct bd_dev *bd,
 		return ret;
 	core_opts(o, &co);
 	if (o->lockproto == FS_LOCK_DLM) {
-		/* reads hold inode glocks in PR only: no atime */
-		lo = *o;
-		lo.atime = FS_ATIME_NOATIME;
-		o = &lo;
 		co.node_id = o->node_id;
 		ret = cluster_open(o, path, bd, &co, err, errlen);
 		if (ret < 0)
@@ -1305,7 +1296,14 @@ void fs_release(struct fs *fs, uint64_t ino)
 	fs_op_end(&il);
 }
 
-/* relatime: update when atime <= mtime/ctime or older than a day. */
+/* a <= b, seconds then nanoseconds */
+static int time_le(int64_t a, uint32_t ans, int64_t b, uint32_t bns)
+{
+	return a < b || (a == b && ans <= bns);
+}
+
+/* relatime: update when atime <= mtime/ctime (to the nanosecond, as
+ * Linux's relatime_need_update) or older than a day. */
 static int atime_due(struct fs *fs, const struct fs_dinode *di)
 {
 	struct timespec now;
@@ -1314,14 +1312,16 @@ static int atime_due(struct fs *fs, const struct fs_dinode *di)
 		return 0;
 	if (fs->ns->opts.atime == FS_ATIME_STRICT)
 		return 1;
-	if (di->atime <= di->mtime || di->atime <= di->ctime)
+	if (time_le(di->atime, di->atime_nsec, di->mtime, di->mtime_nsec) ||
+	    time_le(di->atime, di->atime_nsec, di->ctime, di->ctime_nsec))
 		return 1;
 	fs_now(&now);
 	return now.tv_sec - di->atime >= RELATIME_SECS;
 }
 
-/* The read's shared lock becomes exclusive for the atime update (never
- * in dlm mounts: noatime). */
+/* The read's shared lock becomes exclusive for the atime update, only
+ * when atime_due says so (a dlm mount: one EX after the inode changed or
+ * once a day, as GFS2 and OCFS2 do; a read needs only PR otherwise). */
 static void atime_update(struct fs_ilock *il, uint64_t ino)
 {
 	struct fs *fs = il->fs;
@@ -1341,16 +1341,17 @@ static void atime_update(struct fs_ilock *il, uint64_t ino)
 	}
 }
 
-ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
-		uint64_t off)
+/* fs_read and fs_read_ex: the inode's lock in @mode (FS_IL_SH, _EX). */
+static ssize_t read_locked(struct fs *fs, uint64_t ino, void *buf, size_t len,
+			   uint64_t off, int mode)
 {
 	struct fs_ilock il;
 	struct fs_buf *b;
 	ssize_t n;
 	int due = 0;
 
-	OP_BEGIN(&il, fs, LK_PR);
-	n = fs_ilock_one(&il, ino, FS_IL_SH);
+	OP_BEGIN(&il, fs, LK_PR); /* no allocation: no reserve */
+	n = fs_ilock_one(&il, ino, mode);
 	if (n == 0)
 		n = fs_ino_read(fs, ino, &b);
 	if (n == 0) {
@@ -1368,6 +1369,19 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
 		atime_update(&il, ino);
 	fs_op_end(&il);
 	return n;
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		uint64_t off)
+{
+	return read_locked(fs, ino, buf, len, off, FS_IL_SH);
+}
+
+ssize_t fs_read_ex(struct fs *fs, uint64_t ino, void *buf, size_t len,
+		   uint64_t off)
+{
+	return read_locked(fs, ino, buf, len, off,
+			   fs->cl != NULL ? FS_IL_EX : FS_IL_SH);
 }
 
 static int kill_priv_tx(struct fs *fs, struct fs_buf *b)

@@ -13,6 +13,8 @@
 #    on A, then `ls d` on B is empty;
 #  * shared mappings: a write through a shared mapping on A + msync seen
 #    by read(2) on B; a shared mapping on B sees a write(2) of A;
+#  * a change in one directory on A drops B's names of that directory
+#    one by one (kcache.dirs), not every name (kcache.epochs stays);
 #  * warm `du -s` on B is served by its kernel: the third one makes
 #    (almost) no lookup, getattr or readdir request (stats);
 #  * the kcache stats section counts what was dropped; both nodes
@@ -154,6 +156,23 @@ if wait $wp; then
 else
 	fail clu_kcache_mmap_b_sees_write_a "$(cat "$T/watch.out")"
 fi
+
+# ---- a directory's lock drops that directory's names only ----
+mkdir "$MA/px" "$MA/py"
+touch "$MA/px/f1" "$MA/px/f2" "$MA/py/g"
+stat "$MB/px/f1" "$MB/px/f2" "$MB/py/g" >/dev/null
+check clu_kcache_dir_absent_first test ! -e "$MB/py/later"
+k0=$(st "$MB" | jq -c '[.kcache.epochs, .kcache.dirs, .kcache.dir_fallbacks, .kcache.dir_skips, .kcache.entries]')
+touch "$MA/py/later"
+check clu_kcache_dir_create_seen test -e "$MB/py/later"
+rm "$MA/py/g"
+check clu_kcache_dir_unlink_seen test ! -e "$MB/py/g"
+k1=$(st "$MB" | jq -c '[.kcache.epochs, .kcache.dirs, .kcache.dir_fallbacks, .kcache.dir_skips, .kcache.entries]')
+# py's names went one by one (dirs moved), no epoch dropped px's
+check clu_kcache_dir_names_only sh -c "echo '$k0 -> $k1';
+	[ $(echo "$k0" | jq '.[0]') -eq $(echo "$k1" | jq '.[0]') ] &&
+	[ $(echo "$k1" | jq '.[1]') -gt $(echo "$k0" | jq '.[1]') ]"
+check clu_kcache_dir_px_kept sh -c "test -e '$MB/px/f1' && test -e '$MB/px/f2'"
 
 # ---- warm du served by the kernel ----
 clu_tree "$MA/tree" 20 20 || fail clu_kcache_tree

@@ -9,6 +9,12 @@
  *       print "mapped", then look at byte OFF through the same mapping
  *       every 10 ms until it holds STRING ("seen", exit 0) or SECONDS
  *       passed ("stale: " and what it holds, exit 1)
+ *   mapop hold PATH OFF STRING GOFILE    map PATH shared (read and
+ *       write), copy STRING to byte OFF through the mapping (no msync),
+ *       print "stored", keep the mapping until GOFILE exists (at most
+ *       120 s: then exit 1), unmap
+ *   mapop read PATH OFF LEN    map PATH shared (read only), print the LEN
+ *       bytes at OFF as seen through the mapping
  * Exit status: 0 done/seen, 1 a call failed or stale, 2 usage.
  */
 #include <errno.h>
@@ -23,7 +29,9 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: mapop write PATH OFF STRING\n"
-			"       mapop watch PATH OFF STRING SECONDS\n");
+			"       mapop watch PATH OFF STRING SECONDS\n"
+			"       mapop hold PATH OFF STRING GOFILE\n"
+			"       mapop read PATH OFF LEN\n");
 	return 2;
 }
 
@@ -90,8 +98,48 @@ static int do_watch(const char *path, size_t off, const char *s, long secs)
 	return same ? 0 : 1;
 }
 
+static int do_hold(const char *path, size_t off, const char *s, const char *go)
+{
+	size_t len = strlen(s), end = off + len;
+	struct timespec nap = {0, 10 * 1000 * 1000};
+	long tries = 120 * 100;
+	int fd;
+	char *p = map(path, 1, end, &fd);
+
+	if (p == NULL)
+		return 1;
+	memcpy(p + off, s, len);
+	printf("stored\n");
+	fflush(stdout);
+	while (access(go, F_OK) != 0 && tries-- > 0)
+		nanosleep(&nap, NULL);
+	munmap(p, end);
+	close(fd);
+	return tries > 0 ? 0 : 1;
+}
+
+static int do_read(const char *path, size_t off, size_t len)
+{
+	size_t end = off + len;
+	int fd;
+	char *p = map(path, 0, end, &fd);
+
+	if (p == NULL)
+		return 1;
+	fwrite(p + off, 1, len, stdout);
+	munmap(p, end);
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 6 && strcmp(argv[1], "hold") == 0)
+		return do_hold(argv[2], strtoul(argv[3], NULL, 0), argv[4],
+			       argv[5]);
+	if (argc == 5 && strcmp(argv[1], "read") == 0)
+		return do_read(argv[2], strtoul(argv[3], NULL, 0),
+			       strtoul(argv[4], NULL, 0));
 	if (argc == 5 && strcmp(argv[1], "write") == 0)
 		return do_write(argv[2], strtoul(argv[3], NULL, 0), argv[4]);
 	if (argc == 6 && strcmp(argv[1], "watch") == 0)

@@ -11,7 +11,8 @@
  * identity; fs_glock_try -EAGAIN against another node's EX and success
  * once it let go; the LRU bound drops the oldest idle glocks (sync, drop,
  * unlock) and never a referenced one; demotes run on the engine's
- * workers with sync/drop; the adaptive minimum hold grows on a bounce
+ * workers with sync/drop; a flush op lets holders in until it is done;
+ * the adaptive minimum hold grows on a bounce
  * with local acquires queued and shrinks again; a fence ends a wait for
  * another node; drop_all; the type's value block bytes go from one
  * node's lvb_write to the next grant's lvb_read; lock events in the
@@ -527,6 +528,72 @@ static void *acq_main(void *arg)
 	return NULL;
 }
 
+/* ops->flush: started, finished later by the test (fs_glock_flushed) */
+static struct fs_glock *flushing;
+static atomic_int flush_calls;
+
+static int c_flush(struct fs_glock *gl, void *arg)
+{
+	(void)arg;
+	flushing = gl;
+	atomic_fetch_add(&flush_calls, 1);
+	return 1;
+}
+
+static const struct fs_glock_ops flush_ops = {
+    .sync = c_sync,
+    .inval = c_inval,
+    .recover = c_recover,
+    .drop = c_drop,
+    .flush = c_flush,
+};
+
+/* A demote from EX with a flush op lets holders in (the requests the
+ * flush causes need the lock) until fs_glock_flushed; then it goes on
+ * as usual. */
+static void test_flush_admits_holders(void)
+{
+	struct fs_glocks_conf c = {.workers = 2};
+	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+	struct acq q;
+	pthread_t th;
+
+	reset();
+	flushing = NULL;
+	atomic_store(&flush_calls, 0);
+	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL);
+	fs_glocks_set_ops(ea, T_INODE, &flush_ops, &cnt[0]);
+	REQUIRE(fs_glock_get(ea, T_INODE, 900, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 900, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX);
+	/* B reads: A's worker starts the flush, the demote waits for it */
+	q = (struct acq){.gl = b, .mode = LK_PR, .ret = 1};
+	REQUIRE(pthread_create(&th, NULL, acq_main, &q) == 0);
+	WAIT_FOR(atomic_load(&flush_calls) == 1);
+	REQUIRE(atomic_load(&flush_calls) == 1 && flushing == a);
+	/* a holder of A in EX runs meanwhile (a demote is pending) */
+	CHECK_EQ(fs_glock_try(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glock_acquire(a, LK_PR), 0);
+	fs_glock_release(a, LK_PR);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 0); /* nothing given up yet */
+	CHECK_EQ(fs_glock_mode(a), LK_EX);
+	fs_glock_flushed(a);
+	pthread_join(th, NULL);
+	CHECK_EQ(q.ret, 0);
+	WAIT_FOR(gstats(a).demote_pr == 1);
+	CHECK_EQ(fs_glock_mode(a), LK_PR);
+	CHECK_EQ(atomic_load(&cnt[0].sync), 1);
+	CHECK_EQ(gstats(a).flushes, 1);
+	CHECK_EQ(atomic_load(&flush_calls), 1); /* once per demote */
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
 static void test_minhold_adapts(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
@@ -919,6 +986,7 @@ int main(int argc, char **argv)
 		T_RUN(test_lru_drops_oldest);
 		T_RUN(test_lru_keeps_referenced);
 		T_RUN(test_demote_on_worker);
+		T_RUN(test_flush_admits_holders);
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);

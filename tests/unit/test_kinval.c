@@ -3,8 +3,9 @@
  * RAM device with a recording sink: fs_kinval_all asks for every name
  * (all), names the root and the open files (pages too), not the others,
  * syncs last and prunes nothing; fs_kinval_inode
- * and fs_kinval_dir; no sink, no calls; removing the sink waits for a
- * call in progress.
+ * and fs_kinval_dir (names, or the sink's dir op with busy passed on);
+ * fs_kinval_flush (the sink's flush, its done called); no sink, no calls;
+ * removing the sink waits for a call in progress.
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
@@ -90,6 +91,37 @@ static const struct fs_inval_ops sink_ops = {
     .sync = s_sync,
 };
 
+static void s_dir(void *arg, uint64_t dir, int (*busy)(void *), void *busy_arg)
+{
+	add(arg, 'd', dir, busy != NULL && busy(busy_arg), 0);
+}
+
+static int busy_yes(void *arg)
+{
+	(void)arg;
+	return 1;
+}
+
+static int s_flush(void *arg, uint64_t ino, void (*done)(void *),
+		   void *done_arg)
+{
+	add(arg, 'F', ino, 0, 0);
+	done(done_arg);
+	return 1;
+}
+
+/* A sink that tracks names per directory (dir) and flushes. */
+static const struct fs_inval_ops dir_ops = {
+    .inode = s_inode,
+    .entry = s_entry,
+    .all = s_all,
+    .names = s_names,
+    .forget = s_forget,
+    .sync = s_sync,
+    .flush = s_flush,
+    .dir = s_dir,
+};
+
 static void sink_init(struct sink *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -152,6 +184,11 @@ static void test_all(void)
 	tfs_close(&t);
 }
 
+static void flushed(void *arg)
+{
+	add(arg, 'D', 0, 0, 0);
+}
+
 static void test_inode_dir(void)
 {
 	struct tfs t;
@@ -168,13 +205,28 @@ static void test_inode_dir(void)
 	CHECK(s.r[0].kind == 'i' && s.r[0].ino == 4242 && s.r[0].len == -1);
 	CHECK(s.r[1].kind == 's');
 	s.n = 0;
-	fs_kinval_dir(t.fs, (uint64_t)d);
+	fs_kinval_dir(t.fs, (uint64_t)d, NULL, NULL);
 	REQUIRE(s.n == 3);
 	CHECK(s.r[0].kind == 'i' && s.r[0].ino == (uint64_t)d &&
 	      s.r[0].len == -1);
 	CHECK(s.r[1].kind == 'n'); /* names, not every directory's attrs */
 	CHECK(s.r[2].kind == 's');
+	/* no flush op: nothing to wait for */
+	CHECK_EQ(fs_kinval_flush(t.fs, (uint64_t)d, flushed, &s), 0);
+	/* a sink with a dir op: that directory's names, busy passed on */
+	fs_set_inval(t.fs, &dir_ops, &s);
+	s.n = 0;
+	fs_kinval_dir(t.fs, (uint64_t)d, busy_yes, NULL);
+	REQUIRE(s.n == 3);
+	CHECK(s.r[1].kind == 'd' && s.r[1].ino == (uint64_t)d &&
+	      s.r[1].off == 1);
+	CHECK(s.r[2].kind == 's');
+	s.n = 0;
+	CHECK_EQ(fs_kinval_flush(t.fs, 77, flushed, &s), 1);
+	CHECK(s.n == 2 && s.r[0].kind == 'F' && s.r[0].ino == 77 &&
+	      s.r[1].kind == 'D');
 	fs_set_inval(t.fs, NULL, NULL);
+	CHECK_EQ(fs_kinval_flush(t.fs, 77, flushed, &s), 0); /* no sink */
 	tfs_close(&t);
 }
 
