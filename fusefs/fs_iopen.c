@@ -66,11 +66,15 @@ struct fs_iopen {
 
 static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER; /* fs->io */
 
-static struct lk_name iopen_name(uint64_t ino)
+/* Placed as the inode's own lock (fs_cluster_ino_place): the iopen lock
+ * of an inode this node made has its directory, and so its master, here,
+ * and the PR hold a create takes costs no message. */
+static struct lk_name iopen_name(struct fs *fs, uint64_t ino)
 {
 	struct lk_name n;
 
 	lk_name_make(&n, FS_LK_IOPEN, ino, NULL);
+	n.place = fs_cluster_ino_place(fs->cl, ino);
 	return n;
 }
 
@@ -215,7 +219,7 @@ static const struct lk_lock_ops wait_ops = {.completion = wait_done};
 
 struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino)
 {
-	struct lk_name name = iopen_name(ino);
+	struct lk_name name = iopen_name(fs, ino);
 	struct lk_lock *lk;
 	int ret;
 
@@ -239,7 +243,7 @@ void fs_iopen_put(struct lk_lock *lk)
  * a PR hold is kept), -errno. */
 static int try_ex(struct fs *fs, uint64_t ino, struct lk_lock **lk)
 {
-	struct lk_name name = iopen_name(ino);
+	struct lk_name name = iopen_name(fs, ino);
 	struct iopen_try *t;
 	int ret;
 
@@ -282,7 +286,7 @@ static void set_ex(struct fs_ns *ns, struct fs_inode *n, struct lk_lock *lk,
  * queued (the worker frees it at the grant), -errno. */
 static int queue_ex(struct fs *fs, struct fs_inode *n)
 {
-	struct lk_name name = iopen_name(n->ino);
+	struct lk_name name = iopen_name(fs, n->ino);
 	struct fs_ns *ns = fs->ns;
 	struct fs_iopen_wait *w;
 	struct fs_iopen *io;
