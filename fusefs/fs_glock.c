@@ -156,6 +156,7 @@ void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 {
 	struct fs_glock *gl = arg;
+	unsigned span;
 	int to;
 
 	pthread_mutex_lock(&gl->mu);
@@ -169,10 +170,17 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 								   : LK_NL;
 	if (gl->demote_to < 0 || to < gl->demote_to)
 		gl->demote_to = to;
+	/* another node will change what an idle PR glock covers: its
+	 * neighbours too, likely (fs_glock_ops.ahead_span) */
+	span = gl->mode == LK_PR && to == LK_NL && gl->nholders == 0
+		   ? gl->ops->ahead_span
+		   : 0;
 	fs_glock_trace(gl, FS_TR_BAST_RECV, mode, gl->mode, 1, 0);
 	pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);
 	kick(gl);
+	if (span > 0)
+		fs_glocks_ahead(gl->e, gl->name.type, gl->name.num, span);
 }
 
 static void gl_completion(struct lk_lock *lk, int status, void *arg)
@@ -686,6 +694,22 @@ out:
 	pthread_mutex_unlock(&gl->mu);
 }
 
+int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now)
+{
+	int ask;
+
+	pthread_mutex_lock(&gl->mu);
+	ask = gl->mode == LK_PR && gl->nholders == 0 && !gl->busy &&
+	      gl->demote_to < 0 && !gl->fenced && !gl->stop &&
+	      now >= gl->grant_ns + gl->minhold_ns;
+	if (ask) {
+		gl->demote_to = LK_NL;
+		gl->st.aheads++;
+	}
+	pthread_mutex_unlock(&gl->mu);
+	return ask;
+}
+
 /* ---- unlock, fence, stop ---------------------------------------------- */
 
 int fs_glock_unlock(struct fs_glock *gl, int *fence)
@@ -863,6 +887,7 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	out->minhold_shrinks = c->minhold_shrinks;
 	out->evict_syncs = c->evict_syncs;
 	out->bad_releases = c->bad_releases;
+	out->aheads = c->aheads;
 	out->generation = c->generation;
 	for (int i = 0; i < 2; i++) {
 		out->mode_acquires[modes[i]] = c->mode_acquires[i];

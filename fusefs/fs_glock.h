@@ -111,7 +111,20 @@ struct fs_glock_ops {
 	 * @val (FS_GLOCK_LVB_USER bytes, holding what is there now) for the
 	 * next holder on any node. May be NULL: the bytes go on unchanged. */
 	void (*lvb_write)(struct fs_glock *gl, uint8_t *val, void *arg);
+	/* Demote-ahead span (0: none). A blocking callback that takes an
+	 * idle PR glock of this type to NL (another node will change what
+	 * it covers) also gives up, in the same pass, the idle PR glocks of
+	 * this type whose numbers lie within this distance of it and that
+	 * no holder used for FS_GLOCK_AHEAD_IDLE_MS: the other node's next
+	 * requests (an rm -rf of a tree this node read: the inodes of a
+	 * directory are allocated side by side) then find them free, with
+	 * no blocking callback round trip each. Costs this node a new PR
+	 * request for any of them it reads again. */
+	unsigned ahead_span;
 };
+
+/* Demote-ahead skips glocks used more recently than this. */
+#define FS_GLOCK_AHEAD_IDLE_MS 100u
 
 /* Bytes of the value block a lock type's ops may use (from byte 8). */
 #define FS_GLOCK_LVB_USER (LK_LVB_LEN - 8)
@@ -149,6 +162,8 @@ struct fs_glock_stats {
 	uint64_t evict_syncs;	  /* ... that held a mode (unlocked) */
 	uint64_t bad_releases;	  /* releases of a mode not held (a
 				     caller's bug: ignored, counted) */
+	uint64_t aheads;	  /* demotes to NL queued ahead (without
+				     a blocking callback of their own) */
 	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
 	 * waits (total, longest) and failed tries */
 	uint64_t mode_acquires[LK_NMODES];
