@@ -319,6 +319,8 @@ int fs_core_recover_node(struct fs *fs, uint32_t node)
 		ret = fs_journal_replay(fs, s, 0, &n, why, sizeof(why));
 		if (ret == 0)
 			fs_cluster_note_recovery(fs->cl, s, n);
+		if (ret == 0) /* its free log: applied later (no wait here) */
+			fs_alloc_flog_dead(fs, s);
 	}
 	free(sm);
 	return ret;
