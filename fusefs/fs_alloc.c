@@ -1482,7 +1482,8 @@ static int dead_apply_group(struct fs *fs, unsigned s, uint32_t g)
 		si->flog[k++] = e;
 	}
 	if (si != NULL) {
-		memset(si->flog + k, 0, (si->flog_count - k) * sizeof(*si->flog));
+		memset(si->flog + k, 0,
+		       (si->flog_count - k) * sizeof(*si->flog));
 		si->flog_count = k;
 	}
 	if (b != NULL)
@@ -1573,8 +1574,8 @@ static void dead_slot(struct fs *fs, unsigned s)
 
 static void dead_logs(struct fs *fs)
 {
-	uint64_t m = __atomic_exchange_n(&fs->alloc->dead_flogs, 0,
-					 __ATOMIC_ACQ_REL);
+	uint64_t m =
+	    __atomic_exchange_n(&fs->alloc->dead_flogs, 0, __ATOMIC_ACQ_REL);
 
 	for (unsigned s = 0; m != 0; s++, m >>= 1)
 		if ((m & 1) && s != fs->slot)
