@@ -12,8 +12,9 @@
  * the slot map. Nothing else mirrors shared disk state: in-memory inodes
  * (fs_inode.c) hold only this node's kernel references, opens and its
  * own slot's orphan list; directory readahead (fs_statahead.c) only
- * prefetches into the block cache (a later grant with a new generation
- * drops what it fetched); file data is read from the device (fs_data.c
+ * prefetches into the block cache, the blocks of inodes whose glock it
+ * asked for ahead and holds (a later grant with a new generation drops
+ * what it fetched); file data is read from the device (fs_data.c
  * keeps only unwritten runs, written before a demote); the superblock
  * never changes; this node's journal and slotinfo are its own. So, per
  * lock (ops run on a demote worker or a holder's thread, never on the
@@ -184,7 +185,10 @@ static void cl_fs_put(struct fs_cluster *cl, struct fs *fs)
 	if (fs == NULL)
 		return;
 	pthread_mutex_lock(&cl->mu);
-	if (--cl->ops_busy == 0)
+	/* only fs_cluster_quiesce (cl->fs NULL) waits for this: a wake-up
+	 * at every op would also wake the watchdog thread (cl->cv), which
+	 * then checks quorum and the heartbeat at every create */
+	if (--cl->ops_busy == 0 && cl->fs == NULL)
 		pthread_cond_broadcast(&cl->cv);
 	pthread_mutex_unlock(&cl->mu);
 }

@@ -109,12 +109,25 @@ static void lvb_put_gen(uint8_t *lvb, uint64_t v)
 		lvb[i] = (uint8_t)(v >> (8 * i));
 }
 
-static uint64_t random_gen(void)
+uint64_t fs_glock_seed(void)
 {
 	uint64_t v = 0;
 
 	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
 		v = fs_glock_now() * 0x9e3779b97f4a7c15ull;
+	return v;
+}
+
+/* A fresh generation: splitmix64 over the engine's random seed (one
+ * getrandom per engine, not one system call per new lock). */
+static uint64_t random_gen(struct fs_glocks *e)
+{
+	uint64_t v = __atomic_add_fetch(&e->gen_seed, 0x9e3779b97f4a7c15ull,
+					__ATOMIC_RELAXED);
+
+	v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+	v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+	v ^= v >> 31;
 	/* 48 bits: readable in JSON, and 2^-48 to meet an old value */
 	return (v & 0xffffffffffffull) | 1;
 }
@@ -279,6 +292,10 @@ static void hold(struct fs_glock *gl, int mode, uint64_t t0)
 	gl->nholders++;
 	s->acquires++;
 	s->mode_acquires[m]++;
+	if (gl->ahead) { /* the first holder of a lock-ahead grant */
+		gl->ahead = 0;
+		s->ahead_hits++;
+	}
 	if (t0 == 0) {
 		s->hits++;
 		return;
@@ -364,7 +381,7 @@ static int check_gen(struct fs_glock *gl, int mode, int from)
 	if (ret < 0)
 		return ret;
 	if (mode == LK_EX) {
-		g = valid ? g + 1 : random_gen();
+		g = valid ? g + 1 : random_gen(gl->e);
 		lvb_put_gen(lvb, g);
 		lk_lvb_set(gl->lk, lvb);
 		valid = 1;
@@ -582,6 +599,123 @@ int fs_glock_try(struct fs_glock *gl, int mode)
 	return ret;
 }
 
+/* ---- lock-ahead (fs_glocks_prefetch) ---------------------------------- */
+
+int fs_glock_ahead_claim(struct fs_glock *gl, int mode, int claim)
+{
+	int r = -1;
+
+	pthread_mutex_lock(&gl->mu);
+	if (gl->fenced || gl->stop) {
+		r = -1;
+	} else if (!gl->busy && gl->mode >= 0 &&
+		   lk_mode_covers(gl->mode, mode)) {
+		r = 0;
+	} else if (claim && !gl->busy && gl->lk == NULL && gl->demote_to < 0 &&
+		   gl->nholders == 0) {
+		/* one request per glock: nobody starts another meanwhile */
+		gl->busy = 1;
+		gl->comp_done = 0;
+		fs_glock_trace(gl, FS_TR_REQUEST, mode, gl->mode, 0, 0);
+		r = 1;
+	}
+	pthread_mutex_unlock(&gl->mu);
+	return r;
+}
+
+/* The answer to a lock-ahead request: 0 granted, -EAGAIN refused, or
+ * the error. mu held, busy set. */
+static int ahead_answer(struct fs_glock *gl, struct lk_lock *lk, int now,
+			int err)
+{
+	if (lk == NULL) /* refused at once, or no request made */
+		return err < 0 ? err : -EAGAIN;
+	if (now)
+		return 0;
+	/* queued at a remote master (or behind a recovery): its answer
+	 * comes through gl_completion, as a try's does */
+	while (!gl->comp_done && !gl->fenced)
+		gl_wait(gl, fs_glock_now() + GL_NAP_NS);
+	return gl->comp_done ? gl->comp_status : -EIO;
+}
+
+/* The lock-ahead request of claimed @gl ended (@lk its handle, NULL if
+ * none was made: refused at once, or @err; @now: it ended inside the
+ * batch call, else its completion brings the answer): finish the grant
+ * as request() does, and leave the glock idle. 1 granted, 0 not, -EIO
+ * fenced. */
+static int ahead_end(struct fs_glock *gl, struct lk_lock *lk, int now, int err,
+		     int mode, uint64_t t0)
+{
+	int ret, again;
+
+	pthread_mutex_lock(&gl->mu);
+	ret = ahead_answer(gl, lk, now, err);
+	gl->st.ahead_requests++;
+	if (ret == 0) {
+		gl->lk = lk;
+		gl->mode = mode;
+		ret = try_needs_recovery(gl);
+	}
+	if (ret == 0) {
+		gl->grant_ns = fs_glock_now();
+		granted(gl, mode, -1, !now, gl->grant_ns - t0);
+		ret = check_gen(gl, mode, -1) < 0 ? -EIO : 1;
+		gl->ahead = ret == 1;
+		gl->st.ahead_grants += ret == 1;
+	} else if (ret == -EAGAIN || ret == -EDEADLK || ret == -ENOMEM ||
+		   ret == -EINVAL) {
+		ret = 0; /* refused, or not asked: nothing held */
+	}
+	if (ret < 0) {
+		gl->fenced = 1; /* -ESHUTDOWN: fenced out */
+		ret = -EIO;
+	}
+	gl->busy = 0;
+	pthread_cond_broadcast(&gl->cv);
+	again = gl->demote_to >= 0; /* a blocking callback came meanwhile */
+	pthread_mutex_unlock(&gl->mu);
+	if (again)
+		kick(gl);
+	return ret;
+}
+
+int fs_glock_ahead_run(struct fs_glocks *e, struct fs_glock **gls, size_t n,
+		       int mode, uint8_t *got)
+{
+	struct lk_name *names = malloc(n * sizeof(*names));
+	struct lk_lock **out = calloc(n, sizeof(*out));
+	uint8_t *now = malloc(n);
+	void **args = malloc(n * sizeof(*args));
+	uint64_t t0 = fs_glock_now();
+	int err = -ENOMEM, ngot = 0, fenced = 0;
+
+	if (names != NULL && out != NULL && now != NULL && args != NULL) {
+		for (size_t i = 0; i < n; i++) {
+			names[i] = gls[i]->name; /* stable while claimed */
+			args[i] = gls[i];
+			now[i] = 1;
+		}
+		err = lk_lock_batch_args(e->ls, names, n, mode,
+					 LK_NOQUEUE | LK_VALBLK, &gl_lk_ops,
+					 args, out, now);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct lk_lock *lk = out != NULL ? out[i] : NULL;
+		int r =
+		    ahead_end(gls[i], lk, lk == NULL || now[i], err, mode, t0);
+
+		got[i] = r == 1;
+		ngot += r == 1;
+		fenced |= r < 0;
+	}
+	free(names);
+	free(out);
+	free(now);
+	free(args);
+	return fenced ? -EIO : ngot;
+}
+
 /* Holders the target mode does not cover. mu held. */
 static unsigned blockers(const struct fs_glock *gl, int to)
 {
@@ -619,6 +753,13 @@ void fs_glock_release(struct fs_glock *gl, int mode)
 		kick(gl);
 }
 
+/* A lock-ahead grant leaves before any holder used it. mu held. */
+static void ahead_unused(struct fs_glock *gl)
+{
+	gl->st.ahead_unused += gl->ahead;
+	gl->ahead = 0;
+}
+
 /* ---- demote (a worker's job) ------------------------------------------ */
 
 /* Run one due demote. mu held on entry and return. Sets *@fence when a
@@ -645,6 +786,7 @@ static void demote(struct fs_glock *gl, int *fence)
 		gl->mode = to;
 		gl->st.demote_pr += to == LK_PR;
 		gl->st.demote_nl += to == LK_NL;
+		ahead_unused(gl);
 		gl->lost = 1;
 		if (!gl->contended)
 			minhold_shrink(gl);
@@ -712,46 +854,72 @@ int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now)
 
 /* ---- unlock, fence, stop ---------------------------------------------- */
 
-int fs_glock_unlock(struct fs_glock *gl, int *fence)
+struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret, int *fence)
 {
-	int from, ret = 0;
-	uint64_t held;
+	struct lk_lock *lk = NULL;
+	int from, r = 0;
 
 	pthread_mutex_lock(&gl->mu);
 	while (gl->busy && !gl->fenced)
 		gl_wait(gl, fs_glock_now() + GL_NAP_NS);
 	from = gl->mode;
 	if (gl->fenced || gl->nholders > 0 || gl->lk == NULL) {
-		ret = gl->fenced ? -EIO : gl->nholders > 0 ? -EBUSY : 0;
+		*ret = gl->fenced ? -EIO : gl->nholders > 0 ? -EBUSY : 0;
 		pthread_mutex_unlock(&gl->mu);
-		return ret;
+		return NULL;
 	}
 	gl->busy = 1;
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
-		ret = gl->ops->sync(gl, from, -1, gl->arg);
-	if (ret == 0 && from == LK_EX)
+		r = gl->ops->sync(gl, from, -1, gl->arg);
+	if (r == 0 && from == LK_EX)
 		lvb_write(gl);
-	if (ret == 0 && from > LK_NL && gl->ops->drop != NULL)
+	if (r == 0 && from > LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
 	gl->st.syncs += from == LK_EX && gl->ops->sync != NULL;
-	gl->st.drops += ret == 0 && from > LK_NL && gl->ops->drop != NULL;
-	if (ret == 0) {
-		held = fs_glock_now() - gl->grant_ns;
-		lk_unlock(gl->lk, 0);
-		gl->lk = NULL;
-		gl->mode = -1;
-		gl->demote_to = -1;
-		gl->st.evict_syncs += from > LK_NL;
-		fs_glock_trace(gl, FS_TR_RELEASE, -1, from, 0, held);
+	gl->st.drops += r == 0 && from > LK_NL && gl->ops->drop != NULL;
+	if (r == 0) {
+		lk = gl->lk; /* busy: the caller unlocks it, then _end */
 	} else {
 		gl->fenced = 1;
 		*fence = 1;
+		gl->busy = 0;
+		pthread_cond_broadcast(&gl->cv);
 	}
+	pthread_mutex_unlock(&gl->mu);
+	*ret = r;
+	return lk;
+}
+
+void fs_glock_unlock_end(struct fs_glock *gl)
+{
+	uint64_t held;
+	int from;
+
+	pthread_mutex_lock(&gl->mu);
+	from = gl->mode;
+	held = fs_glock_now() - gl->grant_ns;
+	gl->lk = NULL;
+	gl->mode = -1;
+	gl->demote_to = -1;
+	gl->st.evict_syncs += from > LK_NL;
+	ahead_unused(gl);
+	fs_glock_trace(gl, FS_TR_RELEASE, -1, from, 0, held);
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);
+}
+
+int fs_glock_unlock(struct fs_glock *gl, int *fence)
+{
+	int ret;
+	struct lk_lock *lk = fs_glock_unlock_begin(gl, &ret, fence);
+
+	if (lk != NULL) {
+		lk_unlock(lk, 0);
+		fs_glock_unlock_end(gl);
+	}
 	return ret;
 }
 
@@ -804,6 +972,7 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	gl->stop = 0;
 	gl->comp_done = 0;
 	gl->comp_status = 0;
+	gl->ahead = 0;
 	memset(&gl->st, 0, sizeof(gl->st));
 	pthread_mutex_unlock(&gl->mu);
 }
@@ -888,6 +1057,10 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	out->evict_syncs = c->evict_syncs;
 	out->bad_releases = c->bad_releases;
 	out->aheads = c->aheads;
+	out->ahead_requests = c->ahead_requests;
+	out->ahead_grants = c->ahead_grants;
+	out->ahead_hits = c->ahead_hits;
+	out->ahead_unused = c->ahead_unused;
 	out->generation = c->generation;
 	for (int i = 0; i < 2; i++) {
 		out->mode_acquires[modes[i]] = c->mode_acquires[i];

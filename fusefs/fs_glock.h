@@ -48,6 +48,18 @@
  * Bytes 8..31 belong to the lock type: ops->lvb_read sees them at each
  * grant, ops->lvb_write sets them before EX is given up.
  *
+ * Lock-ahead (fs_glocks_prefetch): a caller that knows which locks
+ * will be wanted next (directory readahead: the inodes of the entries
+ * ahead of a reader) asks for them in one lk_lock_batch with
+ * LK_NOQUEUE: one message per master instead of a round trip per lock,
+ * never a wait for another node. Each grant is finished as an
+ * acquire's (the generation check, ops->inval) and the glock left idle
+ * on the LRU with its mode, so the acquire that follows is a cached
+ * hit. The rule of one DLM request at a time per glock holds: a glock
+ * is only asked for while nothing else runs on it (it is busy until the
+ * answer came), and a glock with a lock already (NL) or holders is not
+ * asked for at all.
+ *
  * Fencing: fs_glocks_fence() (or a DLM call failing with -ESHUTDOWN)
  * makes every acquire fail with -EIO from then on, and every wait for the
  * DLM end at once: no wait of a fenced engine is unbounded.
@@ -63,6 +75,7 @@
 #ifndef UCFS_FS_GLOCK_H
 #define UCFS_FS_GLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lockmgr/lk.h"
@@ -164,6 +177,13 @@ struct fs_glock_stats {
 				     caller's bug: ignored, counted) */
 	uint64_t aheads;	  /* demotes to NL queued ahead (without
 				     a blocking callback of their own) */
+	/* lock-ahead (fs_glocks_prefetch): */
+	uint64_t ahead_batches;	 /* batches sent (per type; engine) */
+	uint64_t ahead_ns;	 /* time in them: answers, grants */
+	uint64_t ahead_requests; /* locks requested in them */
+	uint64_t ahead_grants;	 /* ... granted */
+	uint64_t ahead_hits;	 /* ... whose first holder came */
+	uint64_t ahead_unused;	 /* ... given up before any holder */
 	/* OCFS2's per-mode counts (LK_PR, LK_EX used): acquires, their
 	 * waits (total, longest) and failed tries */
 	uint64_t mode_acquires[LK_NMODES];
@@ -235,6 +255,34 @@ void fs_glock_put(struct fs_glock *gl);
  * -EINVAL (mode). May block (DLM round trips, a demote in progress,
  * ops->inval). The caller holds a reference. */
 int fs_glock_acquire(struct fs_glock *gl, int mode);
+/*
+ * Lock-ahead: ask for @mode (LK_PR; LK_EX is allowed) on the glocks
+ * (@type, nums[i]) this node does not hold yet, in one lk_lock_batch
+ * with LK_NOQUEUE, before anyone needs them (directory readahead asks
+ * for the inodes of the entries ahead of a reader). It never waits for
+ * another node's holder (a conflicting one refuses the request, and is
+ * not disturbed: no blocking callback), nor for a local demote, request
+ * or holder (such glocks are skipped, as are glocks holding NL: one
+ * request per glock); it waits only for the masters' answers, all in
+ * flight at once (one round trip per master, not per lock). Each grant
+ * is finished as an acquire's is (generation, ops->inval) and the glock
+ * is left idle on the LRU with its mode, so that the next
+ * fs_glock_acquire of it is a cached hit (counted: ahead_hits; one
+ * dropped before any holder came: ahead_unused). At most
+ * FS_GLOCK_AHEAD_MAX names, and a quarter of the LRU bound, get a
+ * request per call (the rest are only looked at), so that a batch never
+ * pushes its own glocks out of the table. held[i] (n bytes) is set to 1
+ * when glock i is held in a mode covering @mode when the call returns
+ * (granted now or before: a hint, another node may take it back after
+ * the minimum hold time), else 0. Returns the number granted by this
+ * call, or -EIO (fenced), -EINVAL, -ENOMEM. May be called while holding
+ * other glocks and a journal transaction handle (it never waits for a
+ * lock), never from a DLM callback.
+ */
+#define FS_GLOCK_AHEAD_MAX 1024u
+int fs_glocks_prefetch(struct fs_glocks *e, uint16_t type, const uint64_t *nums,
+		       size_t n, int mode, uint8_t *held);
+
 /* Become a holder in @mode if this can be done without waiting for any
  * other node or local demote (a DLM request with LK_NOQUEUE): 0 held,
  * -EAGAIN (another node holds a conflicting mode, a local demote or

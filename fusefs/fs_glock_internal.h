@@ -8,8 +8,9 @@
  *      glock's reference count and queue flags, the engine's flags.
  *   2. gl->mu (fs_glock.c): one glock's state (mode, holders, busy,
  *      demote, counters). Taken under e->mu only to (re)initialise a
- *      glock, to fence it, to read its counters and to ask an idle one
- *      to demote ahead (fs_glock_ahead_one); code that holds
+ *      glock, to fence it, to read its counters, to claim it for a
+ *      lock-ahead batch (fs_glock_ahead_claim) and to ask an idle
+ *      one to demote ahead (fs_glock_ahead_one); code that holds
  *      gl->mu never takes e->mu (it lets gl->mu go first: fs_glock.c's
  *      kick()).
  *   3. the DLM's lockspace lock (lk_lvb_get/lk_lvb_set/lk_lock/lk_unlock
@@ -43,6 +44,7 @@ struct fs_glock_counts {
 	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
 	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
 	uint64_t bad_releases, aheads;
+	uint64_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
 	uint64_t mode_failed[2];
 };
@@ -56,6 +58,7 @@ struct fs_glocks {
 	struct lk_ls *ls;	    /* immutable */
 	struct fs_glocks_conf conf; /* immutable */
 	uint64_t base_ns;	    /* immutable: conf.minhold_ms */
+	uint64_t gen_seed;	    /* atomic: random_gen's state */
 	/* set before the first get (set_ops, set_trace): */
 	struct {
 		const struct fs_glock_ops *ops;
@@ -91,6 +94,9 @@ struct fs_glocks {
 	uint64_t jobs;		       /* mu: jobs run */
 	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of
 						       freed glocks */
+	uint64_t ahead_batches[FS_GLOCK_TYPES];	    /* mu: lock-ahead
+						       batches sent */
+	uint64_t ahead_ns[FS_GLOCK_TYPES];	    /* mu: ... time in them */
 	int fenced;				    /* mu */
 	int stopping;				    /* mu */
 };
@@ -135,6 +141,8 @@ struct fs_glock {
 	int stop;		     /* mu: no DLM request from now on */
 	int comp_done;		     /* mu: the pending DLM call ended */
 	int comp_status;	     /* mu: ... with this status */
+	int ahead;		     /* mu: granted by a lock-ahead batch,
+					no holder yet */
 	struct fs_glock_counts st;   /* mu */
 };
 
@@ -143,11 +151,34 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 		   const struct fs_glock_ops *ops, void *arg);
 void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence);
 int fs_glock_unlock(struct fs_glock *gl, int *fence);
+/* fs_glock_unlock in two halves, so that many locks can be given back in
+ * one lk_unlock_batch (fs_glocks_drop_all): _begin waits for a busy
+ * glock, runs sync, lvb_write and drop and returns the handle to unlock
+ * with the glock busy (NULL: nothing to unlock; *@ret 0, -EBUSY holders,
+ * -EIO fenced or a sync failed: *@fence set); once it is unlocked,
+ * _end marks the glock unlocked and not busy. */
+struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret,
+				      int *fence);
+void fs_glock_unlock_end(struct fs_glock *gl);
 void fs_glock_fence_one(struct fs_glock *gl);
 void fs_glock_stop_one(struct fs_glock *gl, uint64_t deadline);
 void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 		    uint64_t ns);
 uint64_t fs_glock_now(void);
+/* A random 64-bit value (getrandom; the clock if that fails). */
+uint64_t fs_glock_seed(void);
+/* Lock-ahead (fs_glocks_prefetch). May @gl get a lock-ahead request in
+ * @mode? 1: yes, and claimed (busy: the caller must pass it to
+ * fs_glock_ahead_run), only if @claim; 0: it holds a mode covering
+ * @mode already; -1: no (busy, a demote due, holders, a lock held in a
+ * lower mode, fenced, stopped). Takes gl->mu (under e->mu: allowed). */
+int fs_glock_ahead_claim(struct fs_glock *gl, int mode, int claim);
+/* One lk_lock_batch_args (NOQUEUE) for the @n claimed glocks @gls,
+ * waiting only for the masters' answers; each granted one is finished
+ * as a request is (generation, inval) and left idle, got[i] = 1. The
+ * number granted, or -EIO (fenced). No engine lock held. */
+int fs_glock_ahead_run(struct fs_glocks *e, struct fs_glock **gls, size_t n,
+		       int mode, uint8_t *got);
 /* fs_glocks.c, for fs_glock.c: queue @gl for a worker (no lock held). */
 void fs_glocks_kick(struct fs_glock *gl);
 /* fs_glocks.c, for fs_glock.c: demote-ahead of the idle PR glocks of

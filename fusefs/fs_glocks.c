@@ -529,6 +529,7 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	if (e->conf.workers == 0)
 		e->conf.workers = 2;
 	e->base_ns = (uint64_t)e->conf.minhold_ms * 1000000ull;
+	e->gen_seed = fs_glock_seed();
 	e->nbucket = GL_NBUCKET_MIN;
 	while (e->nbucket < e->conf.max)
 		e->nbucket *= 2;
@@ -624,6 +625,104 @@ out:
 	return ret;
 }
 
+/* ---- lock-ahead ------------------------------------------------------- */
+
+/* The largest batch: a quarter of the LRU bound (a batch never pushes
+ * the glocks it asked for out of the table before anyone used them),
+ * and FS_GLOCK_AHEAD_MAX. */
+static size_t ahead_cap(const struct fs_glocks *e)
+{
+	size_t cap = FS_GLOCK_AHEAD_MAX;
+
+	if (e->conf.max != 0 && e->conf.max / 4 < cap)
+		cap = e->conf.max / 4;
+	return cap;
+}
+
+/* Claim the glocks of @nums that need a request, each with a reference,
+ * into @gls (their indexes into @idx); held[i] = 1 for those held
+ * already. The number claimed, or -EIO (fenced, stopping). */
+static long ahead_claim(struct fs_glocks *e, uint16_t type,
+			const uint64_t *nums, size_t n, int mode, uint8_t *held,
+			struct fs_glock **gls, size_t *idx)
+{
+	size_t k = 0, cap = ahead_cap(e);
+
+	pthread_mutex_lock(&e->mu);
+	if (e->fenced || e->stopping) {
+		pthread_mutex_unlock(&e->mu);
+		return -EIO;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct fs_glock *gl = lookup(e, type, nums[i]);
+		int r;
+
+		if (gl == NULL && k < cap)
+			gl = create(e, type, nums[i]);
+		if (gl == NULL)
+			continue;
+		r = fs_glock_ahead_claim(gl, mode, k < cap);
+		held[i] = r == 0;
+		if (r == 1) {
+			gl->ref++;
+			lru_del(e, gl);
+			gls[k] = gl;
+			idx[k++] = i;
+		} else if (gl->ref == 0 && !gl->on_lru && !gl->queued) {
+			/* created above but not claimable: idle */
+			lk_list_add_tail(&e->lru, &gl->lru);
+			gl->on_lru = 1;
+			e->nidle++;
+		}
+	}
+	if (k > 0)
+		e->ahead_batches[type]++;
+	evict_some(e);
+	pthread_mutex_unlock(&e->mu);
+	return (long)k;
+}
+
+int fs_glocks_prefetch(struct fs_glocks *e, uint16_t type, const uint64_t *nums,
+		       size_t n, int mode, uint8_t *held)
+{
+	struct fs_glock **gls;
+	size_t *idx;
+	uint8_t *got;
+	uint64_t t0;
+	long k;
+	int ret = 0;
+
+	if (type >= FS_GLOCK_TYPES || (mode != LK_PR && mode != LK_EX))
+		return -EINVAL;
+	memset(held, 0, n);
+	gls = malloc(n * sizeof(*gls));
+	idx = malloc(n * sizeof(*idx));
+	got = malloc(n);
+	if (gls == NULL || idx == NULL || got == NULL) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	k = ahead_claim(e, type, nums, n, mode, held, gls, idx);
+	if (k <= 0) {
+		ret = (int)k;
+		goto out_free;
+	}
+	t0 = fs_glock_now();
+	ret = fs_glock_ahead_run(e, gls, (size_t)k, mode, got);
+	pthread_mutex_lock(&e->mu);
+	e->ahead_ns[type] += fs_glock_now() - t0;
+	for (long j = 0; j < k; j++) {
+		held[idx[j]] = got[j];
+		put_locked(e, gls[j]);
+	}
+	pthread_mutex_unlock(&e->mu);
+out_free:
+	free(gls);
+	free(idx);
+	free(got);
+	return ret;
+}
+
 void fs_glock_put(struct fs_glock *gl)
 {
 	if (gl == NULL)
@@ -689,15 +788,32 @@ int fs_glocks_drop_all(struct fs_glocks *e)
 {
 	size_t n;
 	struct fs_glock **v = grab_all(e, &n);
+	struct lk_lock **lks;
 	int ret = 0, fence = 0;
 
 	if (v == NULL)
 		return -ENOMEM;
+	lks = calloc(n, sizeof(*lks));
 	for (size_t i = 0; i < n; i++) {
-		int r = fs_glock_unlock(v[i], &fence);
+		int r;
 
+		if (lks == NULL) { /* one at a time */
+			r = fs_glock_unlock(v[i], &fence);
+		} else {
+			lks[i] = fs_glock_unlock_begin(v[i], &r, &fence);
+		}
 		if (r < 0 && ret == 0)
 			ret = r;
+	}
+	if (lks != NULL) {
+		/* one lockspace call, one message per master; a lock it
+		 * cannot give back (recovery running) stays granted in the
+		 * DLM until the lockspace is left or abandoned */
+		lk_unlock_batch(lks, n, 0);
+		for (size_t i = 0; i < n; i++)
+			if (lks[i] != NULL)
+				fs_glock_unlock_end(v[i]);
+		free(lks);
 	}
 	put_all(e, v, n);
 	if (fence)
@@ -823,6 +939,10 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->queued_now = e->nready + e->ndelayed + e->nlater;
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
+	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
+		out->type[t].ahead_batches += e->ahead_batches[t];
+		out->type[t].ahead_ns += e->ahead_ns[t];
+	}
 	pthread_mutex_unlock(&e->mu);
 	for (int t = 0; t < FS_GLOCK_TYPES; t++)
 		stats_add(&out->total, &out->type[t]);
@@ -905,7 +1025,7 @@ static void render_modes(struct fs_json *o, const struct fs_glock_stats *s)
 static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 {
 	/* GFS2 glstats: dcnt = DLM requests, qcnt = holder requests */
-	fs_json_u64(o, "dcnt", s->requests);
+	fs_json_u64(o, "dcnt", s->requests + s->ahead_requests);
 	fs_json_u64(o, "qcnt", s->acquires + s->try_fails);
 	fs_json_u64(o, "acquires", s->acquires);
 	fs_json_u64(o, "hits", s->hits);
@@ -929,6 +1049,12 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
 	fs_json_u64(o, "bad_releases", s->bad_releases);
 	fs_json_u64(o, "demotes_ahead", s->aheads);
+	fs_json_u64(o, "ahead_batches", s->ahead_batches);
+	fs_json_u64(o, "ahead_ns", s->ahead_ns);
+	fs_json_u64(o, "ahead_requests", s->ahead_requests);
+	fs_json_u64(o, "ahead_grants", s->ahead_grants);
+	fs_json_u64(o, "ahead_hits", s->ahead_hits);
+	fs_json_u64(o, "ahead_unused", s->ahead_unused);
 	render_modes(o, s);
 }
 
@@ -994,7 +1120,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	types = fs_json_obj(o, "types");
 	for (unsigned t = 0; t < FS_GLOCK_TYPES; t++)
 		if (s->type[t].acquires + s->type[t].try_fails +
-			s->type[t].requests >
+			s->type[t].requests + s->type[t].ahead_requests >
 		    0)
 			render_type(
 			    fs_json_obj(

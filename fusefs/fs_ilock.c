@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static __thread struct fs_ilock *cur; /* innermost open holder */
 
@@ -217,6 +218,24 @@ int fs_ilock_rename(struct fs_ilock *il, uint64_t sd, uint64_t dd,
 	if (dd_above)
 		return fs_ilock_pair(il, dd, FS_IL_EX, sd, FS_IL_EX);
 	return fs_ilock_peers(il, sd, dd, FS_IL_EX);
+}
+
+int fs_ilock_ahead(struct fs *fs, const uint64_t *inos, unsigned n,
+		   uint8_t *held)
+{
+	int ret;
+
+	if (fs->cl == NULL) {
+		memset(held, 1, n);
+		return 0;
+	}
+	if (n == 0)
+		return 0;
+	ret = fs_glocks_prefetch(fs_cluster_glocks(fs->cl), FS_LK_INODE, inos,
+				 n, LK_PR, held);
+	if (ret == -EIO)
+		fs_cluster_fence(fs->cl, "lock manager refused a lock");
+	return ret < 0 ? ret : 0;
 }
 
 int fs_ipeek_begin(struct fs *fs, uint64_t ino, struct fs_glock **gl)

@@ -10,7 +10,14 @@
  *
  * fs_op_begin's mode says whether the operation may write (LK_EX) or
  * only reads (LK_PR); 0 (statahead) takes only the cluster locks that
- * need no other node's demote. An operation that may write first makes
+ * need no other node's demote. Statahead asks ahead (fs_ilock_ahead),
+ * under its directory's lock, for the PR glocks of the inodes it reads
+ * ahead, in batches that wait for no other node (NOQUEUE: a lock another
+ * node holds in a conflicting mode is refused, and that node is not
+ * disturbed) and hold nothing afterwards: the glocks stay cached, and
+ * the holders that follow (readdirplus, lookup, getattr) find them
+ * granted. It reads ahead only the blocks of inodes whose glock is
+ * held: a block read under no lock would be dropped by the grant. An operation that may write first makes
  * sure this node owns a resource group to allocate from (dlm,
  * fs_alloc_reserve), holding nothing yet.
  *
@@ -109,6 +116,15 @@ int fs_ilock_rename(struct fs_ilock *il, uint64_t sd, uint64_t dd,
  * said so): destroy it under its lock, exclusive, or (a holder begun
  * with mode 0, which waits for no lock) leave it to fs_reap_orphans. */
 void fs_ilock_reap(struct fs_ilock *il, uint64_t ino);
+/* Statahead (fs_statahead.c), dlm: ask ahead, in one batch, for the PR
+ * glocks of inodes @inos this node does not hold yet, waiting for no
+ * other node (fs_glocks_prefetch: the masters' answers only). held[i]
+ * = 1 when inode i's glock is held by this node now (granted, or held
+ * before): only those blocks may be read ahead (a block read under no
+ * lock is dropped at the grant that follows). nolock: all 1. 0, or
+ * -EIO (fenced), -ENOMEM (held all 0). Holds no lock on return. */
+int fs_ilock_ahead(struct fs *fs, const uint64_t *inos, unsigned n,
+		   uint8_t *held);
 /* Read-only look at inode @ino without a local lock (the rename walk:
  * the rename locks keep what it reads, directory parents, from
  * changing): its glock in PR (dlm; *gl NULL without), waited for. 0 or

@@ -62,6 +62,9 @@ struct fs_plock {
 	pthread_mutex_t mu;	      /* the flock table */
 	struct fp_flk *flk[FLK_HASH]; /* under mu */
 	struct fp_counts c;	      /* atomics */
+	int posix_used;		      /* atomic: a POSIX lock was asked
+					 for through this mount (before
+					 that, a close has none to drop) */
 };
 
 #define COUNT(fp, f) __atomic_add_fetch(&(fp)->c.f, 1, __ATOMIC_RELAXED)
@@ -260,6 +263,8 @@ void fs_plock_setlk(struct fs_plock *fp, fuse_req_t req, uint64_t ino,
 		reply_status(req, ret);
 		return;
 	}
+	if (s.pl.op == LK_PL_LOCK)
+		__atomic_store_n(&fp->posix_used, 1, __ATOMIC_RELEASE);
 	if (sleep && s.pl.op == LK_PL_LOCK && !must_wait_inline()) {
 		setlk_async(fp, req, &s.pl);
 		return;
@@ -272,6 +277,10 @@ int fs_plock_flush(struct fs_plock *fp, uint64_t ino, uint64_t owner)
 	struct fp_sync s = {
 	    .pl = {.ino = ino, .owner = owner, .op = LK_PL_DROP}};
 
+	/* every close of a dlm mount flushes: no lockspace call (its
+	 * mutex) while nobody ever took a POSIX lock here */
+	if (!__atomic_load_n(&fp->posix_used, __ATOMIC_ACQUIRE))
+		return 0;
 	return lk_errno(sync_run(fp, &s, NULL));
 }
 

@@ -50,7 +50,9 @@ void fs_plock_flock(struct fs_plock *fp, fuse_req_t req, uint64_t ino,
 /*
  * close(2) of a descriptor: release the POSIX locks of the closing
  * process (@owner) on @ino, as Linux does at every close. May block for a
- * round trip to the plock server. 0 or -errno.
+ * round trip to the plock server. Nothing at all (no lockspace call)
+ * until a POSIX lock was first asked for through this mount. 0 or
+ * -errno.
  */
 int fs_plock_flush(struct fs_plock *fp, uint64_t ino, uint64_t owner);
 /*

@@ -7,7 +7,9 @@
  * readdir call, the descend into the subdirectories it returned.
  *
  * Invariants: only block numbers inside the filesystem's resource groups
- * are handed to fs_buf_prefetch; the window never has more than
+ * are handed to fs_buf_prefetch, and on a cluster mount only those of
+ * inodes whose glock this node holds (lock_ahead) or tree nodes of a
+ * directory whose glock it holds; the window never has more than
  * statahead=N entries ahead of the reader; the descend reads no block
  * that is not cached (fs_buf_read_cached) and prefetches at most N
  * blocks per call.
@@ -19,6 +21,7 @@
 #include "fusefs/fs_statahead.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,23 +98,77 @@ static int is_live_dir(struct fs_buf *b)
 	       di->fmt == FS_FMT_DIR_BTREE;
 }
 
+/* ---- locks ahead ---- */
+
+/*
+ * dlm: the PR locks of the inodes among v[0..n) (those marked in
+ * @isino; NULL: all), in one batch that waits for no other node; then
+ * keep[i] = 1 for the blocks that may be read ahead: a tree node (its
+ * directory's lock is held) or an inode whose lock is held now (a block
+ * read under no lock would be dropped by the grant that follows).
+ * nolock: all. Returns 0, or -ENOMEM (keep all 0: nothing is read).
+ */
+static int lock_ahead(struct fs *fs, const uint64_t *v, unsigned n,
+		      const uint8_t *isino, uint8_t *keep)
+{
+	uint64_t *inos;
+	unsigned ni = 0;
+	int ret = -ENOMEM;
+
+	memset(keep, fs->cl == NULL, n);
+	if (fs->cl == NULL || n == 0)
+		return 0;
+	inos = malloc(n * sizeof(*inos));
+	if (inos == NULL)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++)
+		if (isino == NULL || isino[i])
+			inos[ni++] = v[i];
+	/* held flags land in keep[0..ni), spread below */
+	ret = fs_ilock_ahead(fs, inos, ni, keep);
+	free(inos);
+	if (ret < 0) {
+		memset(keep, 0, n);
+		return ret;
+	}
+	for (unsigned i = n; i-- > 0;) /* from the end: ni <= i + 1 */
+		keep[i] = isino != NULL && !isino[i] ? 1 : keep[--ni];
+	return 0;
+}
+
+/* Drop from v[0..n) the blocks not kept; returns how many are left. */
+static unsigned compact(uint64_t *v, unsigned n, const uint8_t *keep)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (keep[i])
+			v[k++] = v[i];
+	return k;
+}
+
 /* ---- the window ---- */
 
 /* Prefetch the inode blocks of the next @count entries from sa->next. */
 static void sa_fill(struct fs_sa *sa, unsigned count)
 {
 	struct coll c = { .fs = sa->fs, .max = count };
+	uint8_t *keep = malloc(count);
 
 	c.v = malloc(count * sizeof(*c.v));
-	if (c.v == NULL) {
+	if (c.v == NULL || keep == NULL) {
 		sa->window = 0;		/* best effort: stop for this call */
+		free(c.v);
+		free(keep);
 		return;
 	}
 	c.next = sa->next;
 	if (fs_dir_iterate(sa->fs, sa->dir, sa->next, coll_cb, &c) < 0)
 		c.full = 0;
-	fs_buf_prefetch(sa->fs, c.v, c.n);
+	if (lock_ahead(sa->fs, c.v, c.n, NULL, keep) == 0)
+		fs_buf_prefetch(sa->fs, c.v, compact(c.v, c.n, keep));
 	free(c.v);
+	free(keep);
 	sa->ahead += c.cnt;
 	sa->next = c.next;
 	sa->at_end = !c.full;
@@ -172,50 +229,75 @@ void fs_sa_pass(struct fs_sa *sa, const struct fs_dirent *de)
 /* ---- descend ---- */
 
 /* Add what a readdir of cached directory @ino will need first: its
- * entries' inode blocks (small directory: entries in the inode) or its
- * tree nodes (large one). No I/O. */
-static void descend_one(struct coll *c, uint64_t ino)
+ * entries' inode blocks (small directory: entries in the inode; returns
+ * 1) or its tree nodes (large one; 0). No I/O. */
+static int descend_one(struct coll *c, uint64_t ino)
 {
 	struct fs_ilock il;
 	struct fs_buf *b;
+	int entries = 0;
 
 	fs_op_begin(&il, c->fs, 0);
 	if (fs_ilock_one(&il, ino, FS_IL_SH) < 0 ||
 	    fs_buf_read_cached(c->fs, ino, FS_BT_INODE, &b) < 0) {
 		fs_op_end(&il);
-		return;
+		return 0;
 	}
 	if (is_live_dir(b)) {
 		struct fs_btree_nhdr h;
 
 		memcpy(&h, (uint8_t *)b->data + FS_INODE_INLINE_OFF,
 		       sizeof(h));
-		if (h.magic == FS_BTREE_NMAGIC && h.level == 0)
+		entries = h.magic == FS_BTREE_NMAGIC && h.level == 0;
+		if (entries)
 			fs_dir_iterate(c->fs, b, 2, coll_cb, c);
 		else
 			coll_root_children(c, b);
 	}
 	fs_buf_put(b);
 	fs_op_end(&il);
+	return entries;
 }
 
-/* One prefetch per subdirectory, in the reader's order: a tree walk
- * enters them in that order, so the first one's reads are queued first. */
+/* The subdirectories' entries' locks in one batch (dlm), then one
+ * prefetch per subdirectory, in the reader's order: a tree walk enters
+ * them in that order, so the first one's reads are queued first. */
 static void sa_descend(struct fs_sa *sa)
 {
 	struct coll c = { .fs = sa->fs, .max = sa->window };
-	unsigned from = 0;
+	/* zeroed: some compilers cannot see that only what the loop
+	 * below filled is read */
+	uint8_t *isino = calloc(sa->window, 1);
+	uint8_t *keep = malloc(sa->window);
+	unsigned *end = malloc(sa->nsub * sizeof(*end));
+	unsigned nend = 0, from = 0;
 
-	c.v = malloc(sa->window * sizeof(*c.v));
-	if (c.v == NULL)
-		return;
+	c.v = calloc(sa->window, sizeof(*c.v));
+	if (c.v == NULL || isino == NULL || keep == NULL || end == NULL)
+		goto out_free;
 	for (unsigned i = 0; i < sa->nsub && c.n < c.max && !c.full; i++) {
-		c.cnt = c.n;	/* coll_cb's bound counts blocks here */
-		descend_one(&c, sa->sub[i]);
-		fs_buf_prefetch(sa->fs, c.v + from, c.n - from);
+		int ent;
+
+		c.cnt = c.n; /* coll_cb's bound counts blocks here */
 		from = c.n;
+		ent = descend_one(&c, sa->sub[i]);
+		memset(isino + from, ent, c.n - from);
+		end[nend++] = c.n;
 	}
+	if (lock_ahead(sa->fs, c.v, c.n, isino, keep) < 0)
+		goto out_free;
+	from = 0;
+	for (unsigned i = 0; i < nend; i++) {
+		fs_buf_prefetch(
+		    sa->fs, c.v + from,
+		    compact(c.v + from, end[i] - from, keep + from));
+		from = end[i];
+	}
+out_free:
 	free(c.v);
+	free(isino);
+	free(keep);
+	free(end);
 }
 
 void fs_sa_end(struct fs_sa *sa)

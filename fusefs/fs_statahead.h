@@ -20,6 +20,15 @@
  *    next level read or in flight when it descends. This step reads only
  *    cached blocks and never waits for I/O.
  *
+ * Cluster mounts (lockproto=dlm): before the inode blocks of a window or
+ * a descend are read, their inodes' PR glocks are asked for ahead in one
+ * batch (fs_ilock_ahead: NOQUEUE, waiting for no other node; one round
+ * trip per lock master, not per inode), so the stats that follow are
+ * cached lock hits; only the blocks of inodes whose lock this node then
+ * holds are read (one read under no lock would be dropped by the grant
+ * that follows: fs_cluster.c, inode inval). Stats: `glocks.types.inode`
+ * `ahead_*` (STATS.md).
+ *
  * Nothing here changes the filesystem: blocks are only read into the
  * cache, whose rules keep a cached (possibly dirty) copy over the
  * device's. Entries are taken from the directory while the caller holds

@@ -229,6 +229,17 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		  int mode, unsigned flags, const struct lk_lock_ops *ops,
 		  void *arg, struct lk_lock **out);
+/*
+ * lk_lock_batch with a callback argument per name (args[i] for names[i]:
+ * a caller that keeps one object per lock, the glock engine's lock-ahead)
+ * and, in now[i] (may be NULL), 1 when that name's request ended inside
+ * the call: granted at once (out[i] set) or refused or failed (out[i]
+ * NULL); no completion callback follows then. 0: queued, out[i] set, its
+ * completion callback brings the answer.
+ */
+int lk_lock_batch_args(struct lk_ls *ls, const struct lk_name *names, size_t n,
+		       int mode, unsigned flags, const struct lk_lock_ops *ops,
+		       void *const *args, struct lk_lock **out, uint8_t *now);
 
 /*
  * Convert a granted lock to @mode (up or down). Same return convention as

@@ -1301,13 +1301,36 @@ static int refused_now(const struct lock_args *a, int r)
  * (only the toss timer and recovery do, and neither runs while ls->mu
  * is held here).
  */
+/* The arguments of name @i: @a with its own callback argument (@args
+ * NULL: all share a->arg). */
+static const struct lock_args *args_of(const struct lock_args *a,
+				       void *const *args, size_t i,
+				       struct lock_args *buf)
+{
+	if (args == NULL)
+		return a;
+	*buf = *a;
+	buf->arg = args[i];
+	return buf;
+}
+
+/* Name @i's request ended with @r: queued (0) or not (its completion
+ * callback follows only then). */
+static void note_now(uint8_t *now, size_t i, int r)
+{
+	if (now != NULL)
+		now[i] = r != 0;
+}
+
 static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			struct batch_name *bn, const struct lock_args *a,
-			struct lk_lock **out, int *granted, uint64_t *held)
+			void *const *args, struct lk_lock **out, uint8_t *now,
+			int *granted, uint64_t *held)
 {
 	struct open_run run = {0, 0, 0};
 	int early = early_ok(ls, n), ret = 0;
 	uint64_t masters = 0;
+	struct lock_args ai;
 
 	*held = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1333,7 +1356,9 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 
 		if (!bn[i].look)
 			continue;
-		r = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res, &out[i]);
+		r = lock_one(ls, args_of(a, args, i, &ai), &names[i],
+			     bn[i].hash, bn[i].res, &out[i]);
+		note_now(now, i, r);
 		if (refused_now(a, r))
 			continue;
 		if (r < 0)
@@ -1351,14 +1376,15 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 			 * (cannot fail: the pool was reserved), even after
 			 * another name failed */
 			lk_res_untoss(ls, bn[i].res);
-			r = lock_new(ls, a, bn[i].res, bn[i].sent_lkid,
-				     &out[i]);
+			r = lock_new(ls, args_of(a, args, i, &ai), bn[i].res,
+				     bn[i].sent_lkid, &out[i]);
 		} else if (ret < 0) {
 			continue; /* after a failure: only what was sent */
 		} else {
-			r = lock_one(ls, a, &names[i], bn[i].hash, bn[i].res,
-				     &out[i]);
+			r = lock_one(ls, args_of(a, args, i, &ai), &names[i],
+				     bn[i].hash, bn[i].res, &out[i]);
 		}
+		note_now(now, i, r);
 		if (refused_now(a, r))
 			continue;
 		if (r < 0) {
@@ -1370,12 +1396,14 @@ static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	return ret;
 }
 
-int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
-		  int mode, unsigned flags, const struct lk_lock_ops *ops,
-		  void *arg, struct lk_lock **out)
+/* lk_lock_batch, each name's callback argument args[i] (NULL: a->arg)
+ * and whether its request ended inside the call in now[i] (may be
+ * NULL). */
+static int lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
+		      const struct lock_args *a, void *const *args,
+		      struct lk_lock **out, uint8_t *now)
 {
-	struct lock_args a = {mode, flags, ops, arg, 0};
-	int ret = check_args(mode, flags, NULL);
+	int ret = check_args(a->mode, a->flags, NULL);
 	struct batch_name *bn;
 	uint64_t held;
 	int granted = 0;
@@ -1386,6 +1414,8 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 		if (lk_wire_check_name(&names[i]) != 0)
 			return -EINVAL;
 		out[i] = NULL;
+		if (now != NULL)
+			now[i] = 1;
 	}
 	if (n == 0)
 		return 0;
@@ -1397,7 +1427,8 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	LK_TL(LK_TL_CALL);
 	lk_api_lock(ls);
 	ls->now_fresh = 0; /* one clock read per batch (lock_new) */
-	ret = batch_locked(ls, names, n, bn, &a, out, &granted, &held);
+	ret =
+	    batch_locked(ls, names, n, bn, a, args, out, now, &granted, &held);
 	lk_stats_requests_end(&ls->req_stats);
 	LK_TL(LK_TL_BUILT);
 	lk_out_flush(ls);
@@ -1410,6 +1441,24 @@ int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
 	free(bn);
 	/* on a failure part-way, the locks already created stay queued */
 	return ret < 0 && granted == 0 ? ret : granted;
+}
+
+int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
+		  int mode, unsigned flags, const struct lk_lock_ops *ops,
+		  void *arg, struct lk_lock **out)
+{
+	struct lock_args a = {mode, flags, ops, arg, 0};
+
+	return lock_batch(ls, names, n, &a, NULL, out, NULL);
+}
+
+int lk_lock_batch_args(struct lk_ls *ls, const struct lk_name *names, size_t n,
+		       int mode, unsigned flags, const struct lk_lock_ops *ops,
+		       void *const *args, struct lk_lock **out, uint8_t *now)
+{
+	struct lock_args a = {mode, flags, ops, NULL, 0};
+
+	return lock_batch(ls, names, n, &a, args, out, now);
 }
 
 int lk_convert(struct lk_lock *lk, int mode, unsigned flags)

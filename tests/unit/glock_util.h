@@ -6,11 +6,15 @@
  *	touch(e, num, mode)	get + acquire + release + put: the mode stays
  *				cached on the (then idle) glock; 0 or the
  *				error of get or acquire
+ *	WAIT_FOR(cond)		poll (10 ms naps, at most ~20 s) until @cond
+ *				holds: no timing is asserted, another thread
+ *				only has to get there
  */
 #ifndef UCFS_TEST_GLOCK_UTIL_H
 #define UCFS_TEST_GLOCK_UTIL_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "fusefs/fs_glock.h"
 
@@ -29,5 +33,13 @@ static inline int touch(struct fs_glocks *e, uint64_t num, int mode)
 	fs_glock_put(gl);
 	return ret;
 }
+
+#define WAIT_FOR(cond)                                                         \
+	do {                                                                   \
+		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
+			struct timespec ts_ = {0, 10000000};                   \
+			nanosleep(&ts_, NULL);                                 \
+		}                                                              \
+	} while (0)
 
 #endif /* UCFS_TEST_GLOCK_UTIL_H */

@@ -100,16 +100,6 @@ static int setup(void)
 	return 0;
 }
 
-/* Poll (10 ms naps, at most ~20 s) until @cond holds: no timing is
- * asserted, another thread only has to get there. */
-#define WAIT_FOR(cond)                                                         \
-	do {                                                                   \
-		for (int w_ = 0; w_ < 2000 && !(cond); w_++) {                 \
-			struct timespec ts_ = {0, 10000000};                   \
-			nanosleep(&ts_, NULL);                                 \
-		}                                                              \
-	} while (0)
-
 static struct fs_glock_stats gstats(struct fs_glock *gl)
 {
 	struct fs_glock_stats s;
