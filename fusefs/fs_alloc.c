@@ -57,18 +57,27 @@
  * free log (OCFS2's truncate log): entries {start, len, inode} in this
  * slot's slotinfo block, journaled in the freeing transaction, applied
  * later by fs_alloc_flog_apply() (end of writing operations when due,
- * unmount) in transactions of their own under the group's glock. A
- * crash leaves them to the next mount of the slot. Entries beyond what
- * slotinfo holds (FS_FLOG_MAX, adjacent extents merged) are kept in
- * memory only (counted: flog_overflows; a crash then leaks them until
- * fsck). fsck counts logged blocks as in use.
+ * unmount) in transactions of their own under the group's glock.
+ * The log never outgrows slotinfo (FS_FLOG_MAX entries, adjacent
+ * extents merged): between the transactions of a long free (a file's
+ * extents, a few per transaction: fs_file_unmap) and at the end
+ * of writing operations, fs_alloc_flog_room() applies it, no handle
+ * held, once fewer than FLOG_ROOM entries are left (OCFS2 flushes its
+ * truncate log the same way). Should a transaction still find it full,
+ * the entry is kept in memory only (counted: flog_overflows; a crash
+ * then leaks those blocks until fsck). A crash leaves the log on disk:
+ * a survivor that replayed the dead node's journal applies it
+ * (fs_alloc_flog_dead, then the next writing operation's end, under the
+ * dead slot's lock; else the next mount of the slot does). fsck counts
+ * logged blocks as in use.
  *
  * Locking: rg->lock (order 3) protects the rgroup's header and bitmap
  * buffers' content, free/dinodes/hint, the pending list and the
  * reservations. Taken inside a handle (fs_alloc_resv_drop: any context,
  * no handle needed); takes the journal and cache locks below it.
  * fl->mu (the free log) is taken inside a handle before rg->lock;
- * fl->apply_mu serializes appliers (no handle held).
+ * fl->apply_mu serializes appliers (no handle held), a dead slot's log
+ * included (its slot lock, then group glocks, taken under it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -99,6 +108,7 @@ struct pend {
 #define REFUSE_MS 200u		/* a group refused by try is left alone */
 #define RESERVE_MIN 64u		/* fs_alloc_reserve: free blocks wanted */
 #define FLOG_AGE_MS 1000u	/* a free log entry is applied after this */
+#define FLOG_ROOM 64u		/* entries kept free for one transaction */
 
 /* Free bits [start, start + len) of the group kept for @owner. */
 struct resv {
@@ -144,6 +154,8 @@ struct fs_alloc {
 	uint64_t tick;		/* atomic: reservation LRU clock */
 	uint32_t nrs;		/* atomic: reservations in all rgroups */
 	uint32_t mine;		/* atomic: dlm, the group reserve chose */
+	uint64_t dead_flogs;	/* atomic: slots (bit s) whose dead node's
+				   log a survivor is to apply */
 	struct flog fl;
 };
 
@@ -1416,12 +1428,16 @@ static int flog_apply_group(struct fs *fs, uint32_t g)
 	return ret;
 }
 
+static void dead_logs(struct fs *fs);
+
 int fs_alloc_flog_apply(struct fs *fs, int all)
 {
 	struct flog *fl = &fs->alloc->fl;
 	int ret = 0;
 
 	pthread_mutex_lock(&fl->apply_mu);
+	if (all && fs->cl != NULL)
+		dead_logs(fs);
 	while (ret == 0) {
 		struct fs_rgrp *rg;
 		uint32_t g;
@@ -1445,6 +1461,157 @@ int fs_alloc_flog_apply(struct fs *fs, int all)
 	return ret;
 }
 
+int fs_alloc_flog_room(struct fs *fs)
+{
+	if (fs->cl == NULL || fs->alloc == NULL || fs->ro ||
+	    fs_alloc_flog_len(fs) + FLOG_ROOM <= FS_FLOG_MAX)
+		return 0;
+	FS_STAT_ADD(fs, flog_room_applies, 1);
+	return fs_alloc_flog_apply(fs, 0);
+}
+
+/* ---- a dead node's free log ------------------------------------------- */
+
+void fs_alloc_flog_dead(struct fs *fs, unsigned slot)
+{
+	if (fs->alloc == NULL || fs->cl == NULL || slot >= 64)
+		return;
+	__atomic_or_fetch(&fs->alloc->dead_flogs, 1ull << slot,
+			  __ATOMIC_RELAXED);
+}
+
+/* Free the entries of group @g in slot @s's log (its slot lock and the
+ * group's glock held, no handle) in one transaction. 0 or -errno. */
+static int dead_apply_group(struct fs *fs, unsigned s, uint32_t g)
+{
+	struct fs_rgrp *rg = &fs->alloc->rg[g];
+	struct fs_slotinfo *si;
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	unsigned k = 0;
+	int ret;
+
+	ret = fs_tx_begin(fs, 2 + fs_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_buf_read(fs, fs_slotinfo_blk(s), FS_BT_SLOTINFO, &b);
+	if (ret == 0)
+		ret = fs_tx_write(tx, b);
+	si = ret == 0 ? b->data : NULL;
+	for (unsigned i = 0; si != NULL && i < si->flog_count; i++) {
+		struct fs_flog_ent e = si->flog[i];
+
+		if (ret == 0 && rg_of(fs, e.start) == g) {
+			ret = free_bits(tx, rg, (uint32_t)(e.start - rg->start),
+					e.len, e.flags & FS_FLOG_INODE);
+			if (ret == 0) {
+				FS_STAT_ADD(fs, flog_dead_applied, e.len);
+				continue;
+			}
+		}
+		si->flog[k++] = e;
+	}
+	if (si != NULL) {
+		memset(si->flog + k, 0,
+		       (si->flog_count - k) * sizeof(*si->flog));
+		si->flog_count = k;
+	}
+	if (b != NULL)
+		fs_buf_put(b);
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+/* The group of the first entry of slot @s's log: 0 and *@g, 1 when the
+ * log is empty, -errno. */
+static int dead_first(struct fs *fs, unsigned s, uint32_t *g)
+{
+	const struct fs_slotinfo *si;
+	struct fs_buf *b;
+	int ret = fs_buf_read(fs, fs_slotinfo_blk(s), FS_BT_SLOTINFO, &b);
+
+	if (ret < 0)
+		return ret;
+	si = b->data;
+	if (si->flog_count > FS_FLOG_MAX)
+		ret = -EUCLEAN;
+	else if (si->flog_count == 0)
+		ret = 1;
+	else
+		*g = rg_of(fs, si->flog[0].start);
+	if (ret == 0 && *g == UINT32_MAX)
+		ret = -EUCLEAN;
+	fs_buf_put(b);
+	return ret;
+}
+
+/* Apply slot @s's whole log, group by group (its slot lock held). */
+static int dead_apply(struct fs *fs, unsigned s)
+{
+	uint32_t g;
+	int ret;
+
+	while ((ret = dead_first(fs, s, &g)) == 0) {
+		struct fs_rgrp *rg = &fs->alloc->rg[g];
+
+		if (fs_glock_acquire(rg->gl, LK_EX) < 0)
+			return -EIO;
+		ret = dead_apply_group(fs, s, g);
+		rg_leave(rg);
+		if (ret < 0)
+			return ret;
+	}
+	return ret == 1 ? 0 : ret;
+}
+
+/* Our copy of slot @s's slotinfo goes: its next owner changes it. */
+static void slotinfo_forget(struct fs *fs, unsigned s)
+{
+	struct fs_buf *b = fs_cache_lookup(fs, fs_slotinfo_blk(s));
+
+	if (b != NULL) {
+		fs_cache_unhash(b);
+		fs_buf_put(b);
+	}
+}
+
+/*
+ * Slot @s's node died and a survivor replayed its journal: its log is
+ * applied here under its slot lock (NOQUEUE: a node that mounted the
+ * slot again holds it and applies the log itself), and made durable in
+ * place (a full write-back) before the lock goes, so the slot's next
+ * owner reads the log emptied. fl->apply_mu held, no lock or handle.
+ */
+static void dead_slot(struct fs *fs, unsigned s)
+{
+	int got = fs_cluster_slot_try(fs->cl, s), ret;
+
+	if (got <= 0)
+		return; /* mounted again (or gone): its own mount applies */
+	ret = dead_apply(fs, s);
+	if (fs_journal_writeback(fs) < 0) {
+		/* the slot lock stays: our journal must be replayed first */
+		fs_cluster_fence(fs->cl, "cannot write back a dead node's "
+					 "free log");
+		return;
+	}
+	slotinfo_forget(fs, s);
+	fs_cluster_slot_drop(fs->cl, s);
+	if (ret < 0) /* what is left waits for the next mount of the slot */
+		FS_STAT_ADD(fs, flog_dead_errors, 1);
+}
+
+static void dead_logs(struct fs *fs)
+{
+	uint64_t m =
+	    __atomic_exchange_n(&fs->alloc->dead_flogs, 0, __ATOMIC_ACQ_REL);
+
+	for (unsigned s = 0; m != 0; s++, m >>= 1)
+		if ((m & 1) && s != fs->slot)
+			dead_slot(fs, s);
+}
+
 void fs_alloc_flog_kick(struct fs *fs)
 {
 	struct flog *fl;
@@ -1454,9 +1621,19 @@ void fs_alloc_flog_kick(struct fs *fs)
 	if (fs->alloc == NULL || fs->ro)
 		return;
 	fl = &fs->alloc->fl;
+	if (__atomic_load_n(&fs->alloc->dead_flogs, __ATOMIC_RELAXED) != 0 &&
+	    pthread_mutex_trylock(&fl->apply_mu) == 0) {
+		dead_logs(fs);
+		pthread_mutex_unlock(&fl->apply_mu);
+	}
 	n = __atomic_load_n(&fl->n, __ATOMIC_RELAXED);
 	if (n == 0)
 		return;
+	if (n + FLOG_ROOM > FS_FLOG_MAX) {
+		/* nearly full: wait for the applier rather than skip */
+		fs_alloc_flog_room(fs);
+		return;
+	}
 	pthread_mutex_lock(&fl->mu);
 	first = fl->first_ms;
 	pthread_mutex_unlock(&fl->mu);

@@ -458,6 +458,11 @@ static int inode_flush(struct fs_glock *gl, void *arg)
 	cl_fs_put(cl, fs);
 	return ret;
 }
+/* Demote-ahead (fs_glock.h): a node asking for an inode this node only
+ * reads idle will likely ask for its neighbours next (rm -rf of a tree
+ * read here: a directory's inodes come from one chunk of INODE_CHUNK
+ * blocks, fs_alloc.c), so those go to NL in the same pass. */
+#define INODE_AHEAD_SPAN 64u
 
 /* No recover op for inodes and rgroups: the dead node's journal was
  * replayed before any grant (cl_recover), so an invalid LVB only means
@@ -469,6 +474,7 @@ static const struct fs_glock_ops inode_ops = {
     .drop = inode_drop,
     .place = inode_place,
     .flush = inode_flush,
+    .ahead_span = INODE_AHEAD_SPAN,
 };
 
 /* A resource group came back: its header and bitmaps are re-read, its

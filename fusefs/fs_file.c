@@ -747,6 +747,9 @@ int fs_file_unmap(struct fs *fs, struct fs_buf *ib, uint64_t lb0, uint64_t lb1)
 		}
 		if (fs_tx_end(tx) < 0 && ret == 0)
 			ret = -EIO;
+		/* dlm: room in the free log for the next transaction */
+		if (ret == 0 && !done)
+			ret = fs_alloc_flog_room(fs);
 		if (ret < 0)
 			return ret;
 	}

@@ -186,6 +186,7 @@ struct fs_trace_wb *fs_glock_report(struct fs_glock *gl)
 static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 {
 	struct fs_glock *gl = arg;
+	unsigned span;
 	int to;
 
 	pthread_mutex_lock(&gl->mu);
@@ -201,10 +202,17 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 		gl->flush = 0; /* a new demote: flush again */
 	if (gl->demote_to < 0 || to < gl->demote_to)
 		gl->demote_to = to;
+	/* another node will change what an idle PR glock covers: its
+	 * neighbours too, likely (fs_glock_ops.ahead_span) */
+	span = gl->mode == LK_PR && to == LK_NL && gl->nholders == 0
+		   ? gl->ops->ahead_span
+		   : 0;
 	fs_glock_trace(gl, FS_TR_BAST_RECV, mode, gl->mode, 1, 0);
 	pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);
 	kick(gl);
+	if (span > 0)
+		fs_glocks_ahead(gl->e, gl->name.type, gl->name.num, span);
 }
 
 static void gl_completion(struct lk_lock *lk, int status, void *arg)
@@ -891,6 +899,22 @@ out:
 	pthread_mutex_unlock(&gl->mu);
 }
 
+int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now)
+{
+	int ask;
+
+	pthread_mutex_lock(&gl->mu);
+	ask = gl->mode == LK_PR && gl->nholders == 0 && !gl->busy &&
+	      gl->demote_to < 0 && !gl->fenced && !gl->stop &&
+	      now >= gl->grant_ns + gl->minhold_ns;
+	if (ask) {
+		gl->demote_to = LK_NL;
+		gl->st.aheads++;
+	}
+	pthread_mutex_unlock(&gl->mu);
+	return ask;
+}
+
 /* ---- unlock, fence, stop ---------------------------------------------- */
 
 struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret, int *fence)
@@ -1109,6 +1133,7 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	out->evict_syncs = c->evict_syncs;
 	out->bad_releases = c->bad_releases;
 	out->flushes = c->flushes;
+	out->aheads = c->aheads;
 	out->ahead_requests = c->ahead_requests;
 	out->ahead_grants = c->ahead_grants;
 	out->ahead_hits = c->ahead_hits;

@@ -141,7 +141,20 @@ struct fs_glock_ops {
 	 * be a pure function of @num, the same on every node. May be NULL
 	 * (0). */
 	uint32_t (*place)(uint64_t num, void *arg);
+	/* Demote-ahead span (0: none). A blocking callback that takes an
+	 * idle PR glock of this type to NL (another node will change what
+	 * it covers) also gives up, in the same pass, the idle PR glocks of
+	 * this type whose numbers lie within this distance of it and that
+	 * no holder used for FS_GLOCK_AHEAD_IDLE_MS: the other node's next
+	 * requests (an rm -rf of a tree this node read: the inodes of a
+	 * directory are allocated side by side) then find them free, with
+	 * no blocking callback round trip each. Costs this node a new PR
+	 * request for any of them it reads again. */
+	unsigned ahead_span;
 };
+
+/* Demote-ahead skips glocks used more recently than this. */
+#define FS_GLOCK_AHEAD_IDLE_MS 100u
 
 /* Bytes of the value block a lock type's ops may use (from byte 8). */
 #define FS_GLOCK_LVB_USER (LK_LVB_LEN - 8)
@@ -181,6 +194,8 @@ struct fs_glock_stats {
 				     caller's bug: ignored, counted) */
 	uint64_t flushes;	  /* ops->flush calls that started work
 				     (a demote that let holders in first) */
+	uint64_t aheads;	  /* demotes to NL queued ahead (without
+				     a blocking callback of their own) */
 	/* lock-ahead (fs_glocks_prefetch): */
 	uint64_t ahead_batches;	 /* batches sent (per type; engine) */
 	uint64_t ahead_ns;	 /* time in them: answers, grants */

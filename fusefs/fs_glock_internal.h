@@ -8,8 +8,9 @@
  *      glock's reference count and queue flags, the engine's flags.
  *   2. gl->mu (fs_glock.c): one glock's state (mode, holders, busy,
  *      demote, counters). Taken under e->mu only to (re)initialise a
- *      glock, to fence it, to read its counters and to claim it for a
- *      lock-ahead batch (fs_glock_ahead_claim); code that holds
+ *      glock, to fence it, to read its counters, to claim it for a
+ *      lock-ahead batch (fs_glock_ahead_claim) and to ask an idle
+ *      one to demote ahead (fs_glock_ahead_one); code that holds
  *      gl->mu never takes e->mu (it lets gl->mu go first: fs_glock.c's
  *      kick()).
  *   3. the DLM's lockspace lock (lk_lvb_get/lk_lvb_set/lk_lock/lk_unlock
@@ -43,7 +44,7 @@ struct fs_glock_counts {
 	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
 	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
 	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
-	uint64_t bad_releases, flushes;
+	uint64_t bad_releases, flushes, aheads;
 	uint64_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
 	uint64_t mode_failed[2];
@@ -82,6 +83,10 @@ struct fs_glocks {
 	struct fs_glock *ready;	      /* mu: jobs to run now (FIFO) */
 	struct fs_glock **ready_tail; /* mu */
 	size_t nready;		      /* mu */
+	struct fs_glock *later;	      /* mu: demote-ahead jobs, run when
+					 nothing else is due (FIFO) */
+	struct fs_glock **later_tail; /* mu */
+	size_t nlater;		      /* mu */
 	struct fs_glocks_job *delayed; /* mu: min-heap by due */
 	size_t ndelayed, delayed_cap;  /* mu */
 	pthread_t *workers;	       /* immutable after new */
@@ -97,6 +102,8 @@ struct fs_glocks {
 	int stopping;				    /* mu */
 };
 
+enum { GQ_NOW = 1, GQ_LATER = 2 }; /* fs_glock.queued */
+
 struct fs_glock {
 	struct fs_glocks *e; /* immutable */
 	/* e->mu, and gl->mu too where marked (+): */
@@ -109,8 +116,10 @@ struct fs_glock {
 	unsigned ref;			/* references (holders', workers') */
 	uint8_t live;			/* in the table */
 	uint8_t on_lru;
-	uint8_t queued; /* on e->ready or e->delayed */
+	uint8_t queued; /* GQ_NOW: on e->ready or e->delayed; GQ_LATER:
+			   on e->later */
 	uint8_t evict;	/* picked from the LRU to be dropped */
+	uint64_t idle_ns; /* when it went on the LRU (demote-ahead) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	     /* any state change (broadcast) */
@@ -178,5 +187,14 @@ int fs_glock_ahead_run(struct fs_glocks *e, struct fs_glock **gls, size_t n,
 		       int mode, uint8_t *got);
 /* fs_glocks.c, for fs_glock.c: queue @gl for a worker (no lock held). */
 void fs_glocks_kick(struct fs_glock *gl);
+/* fs_glocks.c, for fs_glock.c: demote-ahead of the idle PR glocks of
+ * @type numbered within @span of @num (fs_glock_ops.ahead_span), queued
+ * behind every other job. No lock held. */
+void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
+		     unsigned span);
+/* fs_glock.c, for fs_glocks.c: ask idle @gl to go from PR to NL (a
+ * demote-ahead); 1 if asked (queue it), 0 if it is not idle PR. e->mu
+ * held (then gl->mu). */
+int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now);
 
 #endif /* UCFS_FS_GLOCK_INTERNAL_H */

@@ -21,8 +21,11 @@
  *
  * Jobs: one queue entry per glock at most (queued), holding a reference:
  * e->ready runs now (FIFO), e->delayed is a min-heap by due time (a
- * demote waiting for its minimum hold time). conf.workers threads take
- * jobs: fs_glock_job (demote), then the drop of a picked glock.
+ * demote waiting for its minimum hold time), e->later holds demote-ahead
+ * jobs (fs_glocks_ahead), run only when nothing else is due; a glock
+ * queued there that gets a job of its own (a blocking callback, a
+ * holder waiting) moves to e->ready. conf.workers threads take jobs:
+ * fs_glock_job (demote), then the drop of a picked glock.
  *
  * Locking: fs_glock_internal.h (e->mu before gl->mu; e->mu is never held
  * across a DLM call, an op, or a wait for a glock).
@@ -253,14 +256,31 @@ static struct fs_glock *heap_pop(struct fs_glocks *e)
 	return gl;
 }
 
+/* Take @gl off e->later (it keeps the job's reference). e->mu held. */
+static void later_del(struct fs_glocks *e, struct fs_glock *gl)
+{
+	struct fs_glock **p = &e->later;
+
+	while (*p != gl)
+		p = &(*p)->qnext;
+	*p = gl->qnext;
+	if (e->later_tail == &gl->qnext)
+		e->later_tail = p;
+	e->nlater--;
+}
+
 /* Queue a job for @gl, to run at @due (0: now). e->mu held. */
 static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 {
-	if (!gl->live || gl->queued || e->stopping)
+	if (!gl->live || e->stopping || gl->queued == GQ_NOW)
 		return;
-	gl->queued = 1;
-	gl->ref++;
-	lru_del(e, gl);
+	if (gl->queued == GQ_LATER) {
+		later_del(e, gl); /* due now: ahead of the other ahead jobs */
+	} else {
+		gl->ref++;
+		lru_del(e, gl);
+	}
+	gl->queued = GQ_NOW;
 	if (due == 0 || heap_push(e, gl, due) < 0) {
 		gl->qnext = NULL;
 		*e->ready_tail = gl;
@@ -268,6 +288,40 @@ static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 		e->nready++;
 	}
 	pthread_cond_signal(&e->wcv);
+}
+
+/* Queue a demote-ahead job for idle @gl. e->mu held. */
+static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
+{
+	gl->queued = GQ_LATER;
+	gl->ref++;
+	lru_del(e, gl);
+	gl->qnext = NULL;
+	*e->later_tail = gl;
+	e->later_tail = &gl->qnext;
+	e->nlater++;
+	pthread_cond_signal(&e->wcv);
+}
+
+void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
+		     unsigned span)
+{
+	uint64_t now = fs_glock_now();
+	uint64_t idle = FS_GLOCK_AHEAD_IDLE_MS * 1000000ull;
+	uint64_t n = num > span ? num - span : 0;
+
+	pthread_mutex_lock(&e->mu);
+	for (; n <= num + span && !e->stopping && !e->fenced; n++) {
+		struct fs_glock *gl = n == num ? NULL : lookup(e, type, n);
+
+		/* idle (no reference: on the LRU), used long enough ago */
+		if (gl == NULL || !gl->on_lru || gl->queued || gl->evict ||
+		    now < gl->idle_ns + idle)
+			continue;
+		if (fs_glock_ahead_one(gl, now))
+			enqueue_later(e, gl);
+	}
+	pthread_mutex_unlock(&e->mu);
 }
 
 void fs_glocks_kick(struct fs_glock *gl)
@@ -303,6 +357,7 @@ static void put_locked(struct fs_glocks *e, struct fs_glock *gl)
 		return;
 	lk_list_add_tail(&e->lru, &gl->lru);
 	gl->on_lru = 1;
+	gl->idle_ns = fs_glock_now();
 	e->nidle++;
 	evict_some(e);
 }
@@ -325,6 +380,12 @@ static struct fs_glock *next_job(struct fs_glocks *e, uint64_t *until)
 			return NULL;
 		}
 		gl = heap_pop(e);
+	} else if (e->later != NULL) {
+		gl = e->later;
+		e->later = gl->qnext;
+		if (e->later == NULL)
+			e->later_tail = &e->later;
+		e->nlater--;
 	}
 	if (gl != NULL)
 		gl->queued = 0; /* the job's reference is the worker's now */
@@ -480,6 +541,7 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	pthread_condattr_destroy(&ca);
 	lk_list_init(&e->lru);
 	e->ready_tail = &e->ready;
+	e->later_tail = &e->later;
 	e->bucket = calloc(e->nbucket, sizeof(*e->bucket));
 	if (e->bucket == NULL)
 		e->nbucket = 0;
@@ -773,6 +835,15 @@ static void drain_jobs(struct fs_glocks *e)
 	}
 	e->ready_tail = &e->ready;
 	e->nready = 0;
+	while (e->later != NULL) {
+		struct fs_glock *gl = e->later;
+
+		e->later = gl->qnext;
+		gl->queued = 0;
+		put_locked(e, gl);
+	}
+	e->later_tail = &e->later;
+	e->nlater = 0;
 	while (e->ndelayed > 0) {
 		struct fs_glock *gl = heap_pop(e);
 
@@ -867,7 +938,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 			 e->delayed_cap * sizeof(*e->delayed);
 	out->idle_now = e->nidle;
 	out->max = e->conf.max;
-	out->queued_now = e->nready + e->ndelayed;
+	out->queued_now = e->nready + e->ndelayed + e->nlater;
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
@@ -973,6 +1044,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "evict_unlocks", s->evict_syncs);
 	fs_json_u64(o, "bad_releases", s->bad_releases);
 	fs_json_u64(o, "flushes", s->flushes);
+	fs_json_u64(o, "demotes_ahead", s->aheads);
 	fs_json_u64(o, "ahead_batches", s->ahead_batches);
 	fs_json_u64(o, "ahead_ns", s->ahead_ns);
 	fs_json_u64(o, "ahead_requests", s->ahead_requests);

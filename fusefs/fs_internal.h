@@ -114,6 +114,10 @@ struct fs_core_stats {
 	uint64_t flog_logged;	   /* dlm: blocks put in the free log */
 	uint64_t flog_applied;	   /* dlm: ... freed from it */
 	uint64_t flog_overflows;   /* dlm: entries kept in memory only */
+	uint64_t flog_room_applies; /* dlm: applied early, nearly full */
+	uint64_t flog_dead_applied; /* dlm: blocks of dead nodes' logs
+				       freed by this survivor */
+	uint64_t flog_dead_errors;  /* dlm: ... left for the next mount */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
@@ -560,8 +564,18 @@ int fs_alloc_rgrp_inval(struct fs *fs, uint32_t g);
  * be held. 0 or -errno. */
 int fs_alloc_flog_apply(struct fs *fs, int all);
 /* End of a writing operation (no lock held): apply the free log if it
- * is due (half full, or its oldest entry is a second old). */
+ * is due (half full, or its oldest entry is a second old), and the logs
+ * of dead nodes fs_alloc_flog_dead noted. */
 void fs_alloc_flog_kick(struct fs *fs);
+/* Between the transactions of a long free (no handle held; inode locks
+ * may be): apply the free log if fewer than FLOG_ROOM entries are left,
+ * so that no transaction finds it full. Waits for group glocks. 0 or
+ * -errno. */
+int fs_alloc_flog_room(struct fs *fs);
+/* dlm node-down recovery replayed slot @slot's journal (device I/O only,
+ * no lock wait here): its free log is to be applied by this node (the
+ * next writing operation's end, or unmount), under its slot lock. */
+void fs_alloc_flog_dead(struct fs *fs, unsigned slot);
 /* Entries in the free log now (stats, tests). */
 unsigned fs_alloc_flog_len(struct fs *fs);
 

@@ -83,6 +83,9 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "flog_logged", s.flog_logged);
 	fs_json_u64(o, "flog_applied", s.flog_applied);
 	fs_json_u64(o, "flog_overflows", s.flog_overflows);
+	fs_json_u64(o, "flog_room_applies", s.flog_room_applies);
+	fs_json_u64(o, "flog_dead_applied", s.flog_dead_applied);
+	fs_json_u64(o, "flog_dead_errors", s.flog_dead_errors);
 }
 
 /* The data write-behind (fs_data.c). */

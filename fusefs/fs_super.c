@@ -329,6 +329,8 @@ int fs_core_recover_node(struct fs *fs, uint32_t node)
 		 * thread (it takes locks; fs_iopen.h) */
 		if (ret == 0)
 			fs_iopen_slot_dead(fs, s);
+		if (ret == 0) /* its free log: applied later (no wait here) */
+			fs_alloc_flog_dead(fs, s);
 	}
 	free(sm);
 	return ret;

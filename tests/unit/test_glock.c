@@ -513,6 +513,67 @@ static void test_demote_on_worker(void)
 	fs_glocks_free(eb);
 }
 
+/* Mode of glock @num on engine @e (a reference for the look only). */
+static int mode_of(struct fs_glocks *e, uint64_t num)
+{
+	struct fs_glock *gl;
+	int m;
+
+	if (fs_glock_get(e, T_INODE, num, &gl) < 0)
+		return -2;
+	m = fs_glock_mode(gl);
+	fs_glock_put(gl);
+	return m;
+}
+
+static uint64_t type_stat(struct fs_glocks *e, int aheads)
+{
+	struct fs_glocks_stats s;
+
+	fs_glocks_stats(e, &s);
+	return aheads ? s.type[T_INODE].aheads : s.type[T_INODE].demote_nl;
+}
+
+/*
+ * Demote-ahead: A reads glocks 1000..1010 and leaves them idle; B asks
+ * for 1004 in EX. A's blocking callback gives up 1004 and, in the same
+ * pass, its idle PR neighbours within the span (8): not 1002 (used just
+ * now), not 1100 (too far). B then takes 1005..1007 with no demote on A
+ * of their own.
+ */
+static void test_demote_ahead(void)
+{
+	static const struct fs_glock_ops ahead_ops = {
+	    .sync = c_sync, .drop = c_drop, .ahead_span = 8};
+	struct fs_glocks_conf c = {.workers = 2};
+	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
+	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
+
+	reset();
+	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL);
+	fs_glocks_set_ops(ea, T_INODE, &ahead_ops, &cnt[0]);
+	for (uint64_t n = 1000; n <= 1010; n++)
+		CHECK_EQ(touch(ea, n, LK_PR), 0);
+	CHECK_EQ(touch(ea, 1100, LK_PR), 0);
+	nanosleep(&idle, NULL);
+	CHECK_EQ(touch(ea, 1002, LK_PR), 0); /* in use lately */
+	CHECK_EQ(touch(eb, 1004, LK_EX), 0);
+	/* 1000, 1001, 1003, 1005..1010 */
+	WAIT_FOR(type_stat(ea, 0) == 10);
+	CHECK_EQ(type_stat(ea, 1), 9);
+	CHECK_EQ(type_stat(ea, 0), 10);
+	CHECK_EQ(mode_of(ea, 1000), LK_NL);
+	CHECK_EQ(mode_of(ea, 1010), LK_NL);
+	CHECK_EQ(mode_of(ea, 1002), LK_PR);
+	CHECK_EQ(mode_of(ea, 1100), LK_PR);
+	for (uint64_t n = 1005; n <= 1007; n++)
+		CHECK_EQ(touch(eb, n, LK_EX), 0);
+	CHECK_EQ(type_stat(ea, 0), 10); /* no demote of their own */
+	CHECK_EQ(atomic_load(&cnt[0].drop), 10);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
 struct acq {
 	struct fs_glock *gl;
 	int mode, ret;
@@ -987,6 +1048,7 @@ int main(int argc, char **argv)
 		T_RUN(test_lru_keeps_referenced);
 		T_RUN(test_demote_on_worker);
 		T_RUN(test_flush_admits_holders);
+		T_RUN(test_demote_ahead);
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);
