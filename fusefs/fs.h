@@ -16,7 +16,10 @@
  *    drops them. An unlinked inode is freed only when it has no name, no
  *    lookup reference and no open (fs_open/fs_create) left; until then it
  *    sits on the on-disk orphan list, which the next mount reclaims after a
- *    crash. Library callers that never forget are fine: unmount drops all
+ *    crash. dlm: on no node (fs_iopen.h: every node holding references
+ *    holds the inode's iopen lock; the unlinking node frees it when it
+ *    gets that lock EX, and a survivor adopts a dead node's orphans).
+ *    Library callers that never forget are fine: unmount drops all
  *    references.
  *  - Permission checks are the kernel's job (the daemon always mounts with
  *    default_permissions). The library only applies the rules the kernel
@@ -220,8 +223,8 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	      struct fs_attr *out);
 
 /* Drop @n lookup references (FUSE forget). Frees an unlinked, closed
- * inode whose references reach 0 (dlm: later, fs_reap_orphans). Never
- * fails. */
+ * inode whose references reach 0 (dlm: once no other node uses it, by
+ * this node's iopen worker; statahead's: fs_reap_orphans). Never fails. */
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
 
 int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out);
@@ -277,7 +280,8 @@ int fs_link(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	    int flags);
 /* Drop an open; frees the inode if it was the last use of an unlinked
- * file. */
+ * file (dlm: on every node; a node that did not unlink it asks the
+ * kernel to forget it, so that the unlinking node may free it). */
 void fs_release(struct fs *fs, uint64_t ino);
 
 /* Orphans whose last reference went in a holder that may not wait for
@@ -452,5 +456,8 @@ void fs_kinval_dir(struct fs *fs, uint64_t dir);
  * use without a lookup (the sink's all), of the root and of the open
  * files, and the open files' pages. */
 void fs_kinval_all(struct fs *fs);
+/* A hint that the kernel may forget @n inodes if nothing uses them
+ * (dlm: an unlinked inode another node waits to free, fs_iopen.c). */
+void fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n);
 
 #endif /* UCFS_FS_H */

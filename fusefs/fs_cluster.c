@@ -1204,7 +1204,7 @@ static const char *type_name(unsigned type)
 	static const char *const names[] = {
 	    [FS_LK_FS] = "fs",	       [FS_LK_SLOT] = "slot",
 	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
-	    [FS_LK_RENAME] = "rename",
+	    [FS_LK_RENAME] = "rename", [FS_LK_IOPEN] = "iopen",
 	};
 
 	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;

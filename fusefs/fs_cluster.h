@@ -9,7 +9,8 @@
  * lock of journal slot s (held EX by its node for its whole mount),
  * FS_LK_INODE/ino an inode (fs_ilock.c: PR to read, EX to change),
  * FS_LK_RGRP/g a resource group (fs_alloc.c: EX to allocate or free),
- * FS_LK_RENAME/0 a rename that changes parents.
+ * FS_LK_RENAME/0 a rename that changes parents, FS_LK_IOPEN/ino an inode
+ * in use (fs_iopen.h: lock-manager locks, PR while in core, EX to free).
  *
  * Life cycle (fs_vfs.c, fs_super.c):
  *   fs_cluster_open   lockspace opened, quorum reached
@@ -41,6 +42,7 @@ enum {
 	FS_LK_INODE = 3,
 	FS_LK_RGRP = 4,
 	FS_LK_RENAME = 5,
+	FS_LK_IOPEN = 6,
 };
 
 #define FS_DEFAULT_MINHOLD_MS 5

@@ -1319,6 +1319,10 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(inodes_freed);
 	NS_U64(orphans_added);
 	NS_U64(orphans_reclaimed);
+	NS_U64(orphans_adopted);
+	NS_U64(iopen_frees_now);
+	NS_U64(iopen_frees_later);
+	NS_U64(iopen_in_use);
 	NS_U64(data_read_bytes);
 	NS_U64(data_write_bytes);
 	NS_U64(rmw_blocks);

@@ -44,6 +44,9 @@
  *       ".." lookup drops the directory's lock before it locks the
  *       parent. A new inode is locked after the transaction that made
  *       it (nobody can reach it before the parent is released).
+ *   1b' FS_LK_IOPEN/ino (dlm, fs_iopen.h): PR at the kernel's first
+ *       reference (inode or directory lock held, waited for); the
+ *       owner's EX try, NOQUEUE, with the inode exclusive, no handle
  *   1c  ns->refc_lock: reflink sharing groups (fs_refcount.c), after
  *       the inode locks of the files, before the transaction handle
  *   1d  rgroup glocks (FS_LK_RGRP/g, EX), after the inodes, by index:

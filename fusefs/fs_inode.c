@@ -19,8 +19,15 @@
  *
  * Invariant: an inode with nlink 0 is on the orphan list, on disk and in
  * memory, until it is freed.
+ *
+ * dlm (fs_iopen.h): a record with kernel references holds the inode's
+ * iopen lock in PR (taken at the first reference, given up at the last
+ * unless the record is an orphan of ours); an orphan is freed only once
+ * fs_iopen_claim says no other node uses it, else later by the iopen
+ * worker; a dead node's list is adopted (fs_ino_orphan_adopt).
  */
 #include "fusefs/fs_cluster.h"
+#include "fusefs/fs_iopen.h"
 #include "fusefs/fs_ns.h"
 #include "lockmgr/lk.h"
 
@@ -101,7 +108,8 @@ static void tbl_maybe_drop(struct fs_ns *ns, struct fs_inode *n)
 	struct fs_inode **pp;
 
 	if (n->nlookup > 0 || n->nopen > 0 || n->orphan || n->pins > 0 ||
-	    n->ranges != NULL)
+	    n->ranges != NULL || n->iopen != NULL || n->iopen_wait != NULL ||
+	    n->iopen_busy)
 		return;
 	for (pp = &ns->hash[tbl_hash(ns, n->ino)]; *pp != n;
 	     pp = &(*pp)->hnext)
@@ -114,34 +122,54 @@ static void tbl_maybe_drop(struct fs_ns *ns, struct fs_inode *n)
 
 /* Reference counting never fails the operation: on ENOMEM the inode is
  * simply not tracked (an unlink then frees it at once). */
-void fs_ino_get_lookup(struct fs *fs, uint64_t ino)
+static void ino_get(struct fs *fs, uint64_t ino, int open)
 {
 	struct fs_ns *ns = fs->ns;
+	struct lk_lock *lk, *drop = NULL;
 	struct fs_inode *n;
+	int take;
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_get(ns, ino);
-	if (n != NULL)
+	if (n != NULL && open)
+		n->nopen++;
+	else if (n != NULL)
 		n->nlookup++;
+	/* dlm: the first kernel reference takes the iopen lock in PR */
+	take = n != NULL && fs->cl != NULL && n->iopen == NULL &&
+	       !n->iopen_busy && !n->iopen_ex && n->iopen_wait == NULL;
+	if (take)
+		n->iopen_busy = 1;
 	pthread_mutex_unlock(&ns->tbl_lock);
+	if (!take)
+		return;
+	lk = fs_iopen_hold(fs, ino);
+	pthread_mutex_lock(&ns->tbl_lock);
+	n->iopen_busy = 0;
+	if (n->nlookup == 0 && n->nopen == 0)
+		drop = lk; /* forgotten meanwhile */
+	else
+		n->iopen = lk;
+	tbl_maybe_drop(ns, n);
+	pthread_mutex_unlock(&ns->tbl_lock);
+	fs_iopen_put(drop);
+}
+
+void fs_ino_get_lookup(struct fs *fs, uint64_t ino)
+{
+	ino_get(fs, ino, 0);
 }
 
 void fs_ino_get_open(struct fs *fs, uint64_t ino)
 {
-	struct fs_ns *ns = fs->ns;
-	struct fs_inode *n;
-
-	pthread_mutex_lock(&ns->tbl_lock);
-	n = tbl_get(ns, ino);
-	if (n != NULL)
-		n->nopen++;
-	pthread_mutex_unlock(&ns->tbl_lock);
+	ino_get(fs, ino, 1);
 }
 
 int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	       uint32_t nopen)
 {
 	struct fs_ns *ns = fs->ns;
+	struct lk_lock *drop = NULL;
 	struct fs_inode *n;
 	int unref = 0;
 
@@ -151,10 +179,19 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 		n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
 		n->nopen -= nopen < n->nopen ? nopen : n->nopen;
 		if (n->nlookup == 0 && n->nopen == 0 && n->pins == 0)
-			unref = n->orphan ? 1 : 0;
+			unref = n->orphan && !n->iopen_left;
+		/* dlm: the kernel let go: our PR goes, but an owner's
+		 * (orphan) becomes its EX try (fs_iopen_claim) */
+		if (n->nlookup == 0 && n->nopen == 0 && !n->orphan &&
+		    !n->iopen_ex) {
+			drop = n->iopen;
+			n->iopen = NULL;
+			n->iopen_wanted = 0;
+		}
 		tbl_maybe_drop(ns, n);
 	}
 	pthread_mutex_unlock(&ns->tbl_lock);
+	fs_iopen_put(drop);
 	return unref;
 }
 
@@ -178,8 +215,8 @@ int fs_ino_unpin(struct fs *fs, struct fs_inode *n)
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n->pins--;
-	unref = n->pins == 0 && n->nlookup == 0 && n->nopen == 0 &&
-		n->orphan;
+	unref = n->pins == 0 && n->nlookup == 0 && n->nopen == 0 && n->orphan &&
+		!n->iopen_left;
 	tbl_maybe_drop(ns, n);
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return unref;
@@ -232,6 +269,20 @@ void fs_range_wait_all(struct fs *fs, struct fs_inode *n)
 	while (n->ranges != NULL)
 		pthread_cond_wait(&ns->range_cond, &ns->tbl_lock);
 	pthread_mutex_unlock(&ns->tbl_lock);
+}
+
+int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int ret;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	ret = n != NULL && (n->iopen_wanted || n->orphan) && n->nopen == 0 &&
+	      n->nlookup > 0;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return ret;
 }
 
 static int tbl_known(struct fs_ns *ns, uint64_t ino)
@@ -481,7 +532,6 @@ static int orphan_push(struct fs_tx *tx, struct fs_inode *n, struct fs_buf *b)
 	if (ns->orphans != NULL)
 		ns->orphans->oprev = n;
 	ns->orphans = n;
-	FS_NS_STAT_ADD(fs, orphans_added, 1);
 	return 0;
 
 out_drop:
@@ -508,6 +558,8 @@ int fs_ino_orphan_add(struct fs_tx *tx, struct fs_buf *b)
 	pthread_mutex_lock(&ns->orphan_lock);
 	ret = n->orphan ? 0 : orphan_push(tx, n, b);
 	pthread_mutex_unlock(&ns->orphan_lock);
+	if (ret == 0)
+		FS_NS_STAT_ADD(fs, orphans_added, 1);
 	return ret;
 }
 
@@ -621,6 +673,7 @@ int fs_ino_destroy(struct fs *fs, uint64_t ino)
 	if (ret < 0)
 		return ret;
 	FS_NS_STAT_ADD(fs, inodes_freed, 1);
+	fs_iopen_done(fs, n);
 	pthread_mutex_lock(&ns->tbl_lock);
 	tbl_maybe_drop(ns, n);
 	pthread_mutex_unlock(&ns->tbl_lock);
@@ -640,14 +693,22 @@ int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino)
 	doit = n != NULL && n->orphan && n->nlookup == 0 && n->nopen == 0 &&
 	       n->pins == 1;
 	pthread_mutex_unlock(&ns->tbl_lock);
-	return doit ? fs_ino_destroy(fs, ino) : 0;
+	if (!doit)
+		return 0;
+	/* dlm: only once no other node uses it (fs_iopen.h) */
+	doit = fs_iopen_claim(fs, n, 1);
+	return doit == 1 ? fs_ino_destroy(fs, ino) : doit;
 }
 
 /* Destroy orphan @ino outside any request (mount, unmount): dlm, under
- * its glock in EX (another node may have cached it). */
-static int destroy_glocked(struct fs *fs, uint64_t ino)
+ * its glock in EX (another node may have cached it), once its iopen
+ * lock says no other node uses it (@queue: else the worker frees it when
+ * the last one lets go; without, it stays on the list). 1 destroyed, 0
+ * left, -errno. */
+static int destroy_glocked(struct fs *fs, uint64_t ino, int queue)
 {
 	struct fs_glock *gl = NULL;
+	struct fs_inode *n;
 	int ret;
 
 	if (fs->cl != NULL) {
@@ -655,10 +716,56 @@ static int destroy_glocked(struct fs *fs, uint64_t ino)
 		if (ret < 0)
 			return ret;
 	}
-	ret = fs_ino_destroy(fs, ino);
+	n = fs_ino_pin(fs, ino);
+	ret = n == NULL ? -ENOMEM : fs_iopen_claim(fs, n, queue);
+	if (n != NULL)
+		fs_ino_unpin(fs, n);
+	if (ret == 1) {
+		ret = fs_ino_destroy(fs, ino);
+		if (ret == 0)
+			ret = 1;
+	}
 	if (gl != NULL)
 		fs_cluster_gunlock(gl, LK_EX);
 	return ret;
+}
+
+/* The orphans on the list now (they leave it as they are destroyed):
+ * *out (malloc'd), *n. -ENOMEM. */
+static int orphans_now(struct fs_ns *ns, uint64_t **out, size_t *n)
+{
+	size_t cap = 0, k = 0;
+	uint64_t *v;
+
+	pthread_mutex_lock(&ns->orphan_lock);
+	for (struct fs_inode *o = ns->orphans; o != NULL; o = o->onext)
+		cap++;
+	v = malloc((cap + 1) * sizeof(*v));
+	for (struct fs_inode *o = ns->orphans; v != NULL && o != NULL;
+	     o = o->onext)
+		v[k++] = o->ino;
+	pthread_mutex_unlock(&ns->orphan_lock);
+	*out = v;
+	*n = k;
+	return v == NULL ? -ENOMEM : 0;
+}
+
+/* Destroy every orphan no other node uses (@queue: the others when they
+ * are let go). @count: add the ones destroyed to orphans_reclaimed. */
+static int destroy_all(struct fs *fs, int queue, int count)
+{
+	uint64_t *v;
+	size_t n;
+	int ret;
+
+	ret = orphans_now(fs->ns, &v, &n);
+	for (size_t i = 0; i < n && ret >= 0; i++) {
+		ret = destroy_glocked(fs, v[i], queue);
+		if (ret == 1 && count)
+			FS_NS_STAT_ADD(fs, orphans_reclaimed, 1);
+	}
+	free(v);
+	return ret < 0 ? ret : 0;
 }
 
 /* Mirror the on-disk list in memory (in order), then destroy each. */
@@ -696,21 +803,81 @@ int fs_ino_reclaim_orphans(struct fs *fs)
 			ns->orphans = n;
 		tail = n;
 	}
-	while (ns->orphans != NULL) {
-		ret = destroy_glocked(fs, ns->orphans->ino);
-		if (ret < 0)
-			return ret;
-		FS_NS_STAT_ADD(fs, orphans_reclaimed, 1);
-	}
-	return 0;
+	return destroy_all(fs, 1, 1);
 }
 
 int fs_ino_release_all(struct fs *fs)
 {
-	struct fs_ns *ns = fs->ns;
-	int ret = 0;
+	/* dlm: one still used elsewhere stays on the list for the next
+	 * mount of this slot (FORMAT.md "Orphans") */
+	return destroy_all(fs, 0, 0);
+}
 
-	while (ns->orphans != NULL && ret == 0)
-		ret = destroy_glocked(fs, ns->orphans->ino);
+/* ---- a dead node's orphans (dlm, fs_iopen.c) ---- */
+
+/* One transaction: @b (inode @n, first on slot @s's list, whose
+ * slotinfo is @sb) moves to the head of ours. orphan_lock held. */
+static int adopt_tx(struct fs *fs, struct fs_inode *n, struct fs_buf *b,
+		    struct fs_buf *sb)
+{
+	struct fs_tx *tx;
+	int ret;
+
+	ret = fs_tx_begin(fs, 2 * fs_ino_orphan_credits(), &tx);
+	if (ret < 0)
+		return ret;
+	ret = fs_tx_write(tx, sb);
+	if (ret == 0) {
+		((struct fs_slotinfo *)sb->data)->orphan_head =
+		    fs_di(b)->orphan_next;
+		ret = orphan_push(tx, n, b);
+	}
+	if (fs_tx_end(tx) < 0 && ret == 0)
+		ret = -EIO;
+	return ret;
+}
+
+int fs_ino_orphan_adopt(struct fs *fs, unsigned slot, uint64_t *ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_buf *sb, *b;
+	struct fs_ilock il;
+	struct fs_inode *n;
+	uint64_t head;
+	int ret;
+
+	*ino = 0;
+	ret = fs_buf_read(fs, fs_slotinfo_blk(slot), FS_BT_SLOTINFO, &sb);
+	if (ret < 0)
+		return ret;
+	head = ((struct fs_slotinfo *)sb->data)->orphan_head;
+	if (head == 0 || head < fs->sb.rgrp_start ||
+	    head >= fs->sb.total_blocks) {
+		fs_buf_put(sb);
+		return head == 0 ? 0 : -EUCLEAN;
+	}
+	ret = fs_op_begin(&il, fs, LK_PR);
+	if (ret < 0)
+		goto out_sb;
+	/* written below: another node may cache it under its glock */
+	ret = fs_ilock_one(&il, head, FS_IL_EX);
+	if (ret == 0)
+		ret = fs_buf_read(fs, head, FS_BT_INODE, &b);
+	if (ret < 0)
+		goto out_op;
+	n = fs_ilock_rec(&il, head);
+	pthread_mutex_lock(&ns->orphan_lock);
+	ret = n->orphan || fs_di(b)->nlink != 0 ? -EUCLEAN
+						: adopt_tx(fs, n, b, sb);
+	pthread_mutex_unlock(&ns->orphan_lock);
+	fs_buf_put(b);
+	if (ret == 0) {
+		*ino = head;
+		FS_NS_STAT_ADD(fs, orphans_adopted, 1);
+	}
+out_op:
+	fs_op_end(&il); /* destroyed here if no node uses it */
+out_sb:
+	fs_buf_put(sb);
 	return ret;
 }

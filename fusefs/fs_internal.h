@@ -165,6 +165,8 @@ struct fs {
 					   nolock. Owned: closed at unmount */
 	int cl_held;			/* mount/unmount path: it holds the fs
 					   glock in EX */
+	struct fs_iopen *io;		/* dlm: the iopen worker (fs_iopen.c)
+					   or NULL: its io_mu */
 	int share_fd;			/* dlm on a path: fd holding a shared
 					   flock on the device (a nolock
 					   mount's BD_EXCL conflicts); -1 */
@@ -569,6 +571,10 @@ unsigned fs_alloc_flog_len(struct fs *fs);
  * I/O only; the slot stays mounted in the map until the next mount or
  * unmount frees it under the fs lock). 0 or -errno. */
 int fs_core_recover_node(struct fs *fs, uint32_t node);
+/* Forget the cached copy of slot @slot's slotinfo block (a dead node's,
+ * adopted by fs_iopen.c: read from the disk the next time). Clean (the
+ * journal written back) or never written by this node. */
+void fs_core_slotinfo_forget(struct fs *fs, unsigned slot);
 
 /* ---- B+tree (fs_btree.c) ---------------------------------------------- */
 /*

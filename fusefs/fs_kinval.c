@@ -101,6 +101,17 @@ void fs_kinval_inode(struct fs *fs, uint64_t ino)
 	sink_put(s);
 }
 
+void fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n)
+{
+	struct fs_sink *s = sink_get(fs);
+
+	if (s == NULL)
+		return;
+	if (s->ops->forget != NULL)
+		s->ops->forget(s->arg, inos, n);
+	sink_put(s);
+}
+
 void fs_kinval_dir(struct fs *fs, uint64_t dir)
 {
 	struct fs_sink *s = sink_get(fs);

@@ -50,6 +50,7 @@
 #include "fusefs/fs_internal.h"
 
 struct fs_sink;
+struct fs_iopen_wait;
 
 /*
  * A byte range of a file with data I/O in flight (see fs_file.c). Lives on the
@@ -76,11 +77,32 @@ struct fs_inode {
 	struct fs_inode *hnext;		/* tbl_lock */
 	struct fs_inode *oprev, *onext; /* orphan list mirror:
 					   orphan_lock */
+	/* dlm (fs_iopen.h): this node's iopen lock, PR while the kernel
+	 * holds the inode (nlookup or nopen > 0), EX once the owner may
+	 * free it; its queued EX request; a thread taking the PR. tbl_lock
+	 * (the lock calls run outside it) */
+	struct lk_lock *iopen;
+	struct fs_iopen_wait *iopen_wait;
+	uint8_t iopen_ex;     /* held EX: 1 at a try, 2 at a queued grant */
+	uint8_t iopen_busy;   /* a thread is taking the PR */
+	uint8_t iopen_wanted; /* a blocking callback came on our PR: the
+				 owner waits to free it */
+	uint8_t iopen_left;   /* an owner's claim found it in use
+				 elsewhere: no longer "unreferenced" (the
+				 worker frees it at the grant) */
 };
 
 struct fs_ns_stats {
 	uint64_t inodes_created, inodes_freed, orphans_added;
 	uint64_t orphans_reclaimed;	/* at mount */
+	uint64_t iopen_frees_now;	/* dlm: freed at the owner's last
+					   reference (no node used it) */
+	uint64_t iopen_frees_later;	/* dlm: freed when another node let
+					   go (queued EX granted) */
+	uint64_t iopen_in_use;		/* dlm: an owner's EX try refused:
+					   in use on another node */
+	uint64_t orphans_adopted;	/* dlm: taken from a dead node's
+					   slot by this node's recovery */
 	uint64_t data_read_bytes, data_write_bytes, rmw_blocks;
 	uint64_t inline_to_extents;
 	uint64_t unwritten_allocated; /* blocks fallocated unwritten */
@@ -173,8 +195,17 @@ int fs_ino_destroy(struct fs *fs, uint64_t ino);
 int fs_ino_maybe_destroy(struct fs *fs, uint64_t ino);
 /* Mount: free every inode on the slot's orphan list. */
 int fs_ino_reclaim_orphans(struct fs *fs);
-/* Unmount: destroy in-memory orphans (references are gone). */
+/* Unmount: destroy in-memory orphans (references are gone; dlm: those
+ * no other node uses, the others stay on the list). */
 int fs_ino_release_all(struct fs *fs);
+/* dlm, dead slot @slot's lock held, its journal replayed: move the first
+ * inode of its orphan list to ours, in one transaction under its inode
+ * lock, and destroy it if no node uses it; *ino (0: the list is empty).
+ * -EUCLEAN (a bad list), -errno. */
+int fs_ino_orphan_adopt(struct fs *fs, unsigned slot, uint64_t *ino);
+/* dlm: 1 if @ino is looked up but not open, and unlinked: its iopen
+ * owner waits for it, or this node is its owner (fs_iopen.c). */
+int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino);
 
 /* ---- fs_dir.c ---- */
 

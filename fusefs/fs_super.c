@@ -32,6 +32,7 @@
 
 #include "fusefs/fs_cluster.h"
 #include "fusefs/fs_core_priv.h"
+#include "fusefs/fs_iopen.h"
 #include "lockmgr/lk.h"
 
 void fs_core_opts_init(struct fs_core_opts *o)
@@ -263,6 +264,20 @@ static void fs_free_all(struct fs *fs)
 	free(fs);
 }
 
+/* Replay dead slot @s's journal (its owner's locks are gone) and count
+ * it. */
+static int recover_one(struct fs *fs, unsigned s)
+{
+	char why[160];
+	unsigned n = 0;
+	int ret;
+
+	ret = fs_journal_replay(fs, s, 0, &n, why, sizeof(why));
+	if (ret == 0)
+		fs_cluster_note_recovery(fs->cl, s, n);
+	return ret;
+}
+
 int fs_core_recover_slots(struct fs *fs, int mark_free)
 {
 	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
@@ -272,8 +287,6 @@ int fs_core_recover_slots(struct fs *fs, int mark_free)
 		return -ENOMEM;
 	ret = slotmap_io(fs, sm, 0);
 	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
-		char why[160];
-		unsigned n = 0;
 		int got;
 
 		if (s == fs->slot || sm->slots[s].state == FS_SLOT_FREE)
@@ -283,9 +296,7 @@ int fs_core_recover_slots(struct fs *fs, int mark_free)
 			ret = got;	/* 0: alive; keep going */
 			continue;
 		}
-		ret = fs_journal_replay(fs, s, 0, &n, why, sizeof(why));
-		if (ret == 0)
-			fs_cluster_note_recovery(fs->cl, s, n);
+		ret = recover_one(fs, s);
 		if (ret == 0 && mark_free) {
 			sm->slots[s].state = FS_SLOT_FREE;
 			sm->slots[s].flags = 0;
@@ -308,20 +319,29 @@ int fs_core_recover_node(struct fs *fs, uint32_t node)
 		return -ENOMEM;
 	ret = slotmap_io(fs, sm, 0);
 	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
-		char why[160];
-		unsigned n = 0;
-
 		if (s == fs->slot || sm->slots[s].state != FS_SLOT_MOUNTED ||
 		    sm->slots[s].node_id != node)
 			continue;
 		if (!fs_cluster_slot_dead(fs->cl, s))
 			continue; /* still beating: not ours to replay */
-		ret = fs_journal_replay(fs, s, 0, &n, why, sizeof(why));
+		ret = recover_one(fs, s);
+		/* its orphans: adopted by the iopen worker, off this
+		 * thread (it takes locks; fs_iopen.h) */
 		if (ret == 0)
-			fs_cluster_note_recovery(fs->cl, s, n);
+			fs_iopen_slot_dead(fs, s);
 	}
 	free(sm);
 	return ret;
+}
+
+void fs_core_slotinfo_forget(struct fs *fs, unsigned slot)
+{
+	struct fs_buf *b = fs_cache_lookup(fs, fs_slotinfo_blk(slot));
+
+	if (b == NULL)
+		return;
+	fs_cache_unhash(b);
+	fs_buf_put(b);
 }
 
 static int mount_slots(struct fs *fs, char *why, size_t whylen)

@@ -22,6 +22,7 @@
  * for an inode lock or a glock).
  */
 #include "fusefs/fs_cluster.h"
+#include "fusefs/fs_iopen.h"
 #include "fusefs/fs_ns.h"
 #include "fusefs/fs_statahead.h"
 #include "lockmgr/lk.h"
@@ -221,6 +222,12 @@ static int ns_attach(struct fs *fs, const struct fs_opts *o, char *err,
 	}
 	fs_buf_put(b);
 	if (!o->ro) {
+		ret = fs_iopen_start(fs);
+		if (ret < 0) {
+			snprintf(err, errlen, "cannot start the iopen worker "
+				 "(%s)", strerror(-ret));
+			goto out_free;
+		}
 		ret = fs_ino_reclaim_orphans(fs);
 		if (ret < 0) {
 			snprintf(err, errlen, "orphan list reclaim failed (%s)",
@@ -231,6 +238,7 @@ static int ns_attach(struct fs *fs, const struct fs_opts *o, char *err,
 	return 0;
 
 out_free:
+	fs_iopen_stop(fs);
 	fs_ns_free(fs);
 	return ret < 0 ? ret : -EUCLEAN;
 }
@@ -361,6 +369,8 @@ int fs_unmount(struct fs *fs)
 
 	if (fs == NULL)
 		return 0;
+	/* no queued iopen request or adoption from here on */
+	fs_iopen_stop(fs);
 	/* dlm: EX until fs_core_unmount closed the cluster membership;
 	 * fenced: fails, and fs_core_unmount then writes nothing */
 	if (fs->cl != NULL)
@@ -380,6 +390,7 @@ void fs_abandon(struct fs *fs)
 {
 	if (fs == NULL)
 		return;
+	fs_iopen_stop(fs);
 	fs_ns_free(fs);
 	fs_core_abandon(fs);
 }
@@ -1267,6 +1278,8 @@ void fs_release(struct fs *fs, uint64_t ino)
 	fs_alloc_resv_drop(fs, ino);
 	if (fs_ino_put(fs, ino, 0, 1))
 		fs_ilock_reap(&il, ino);
+	else
+		fs_iopen_closed(fs, ino);
 	fs_op_end(&il);
 }
 

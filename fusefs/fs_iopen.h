@@ -1,0 +1,72 @@
+/*
+ * fs_iopen.h — iopen locks (lockproto=dlm): which node frees an unlinked
+ * inode, and when (fs_iopen.c; FORMAT.md "Cluster locks", "Orphans").
+ *
+ * FS_LK_IOPEN/ino: every node that holds inode @ino in core (a kernel
+ * lookup reference or an open) holds it PR. The node whose slot's orphan
+ * list holds an unlinked inode (its "owner": the node that unlinked it,
+ * or one that adopted a dead node's list) frees it only once it gets the
+ * lock EX: when its last local reference goes it tries EX (NOQUEUE); if
+ * another node still has the inode in use it gives its PR up and queues
+ * an EX request, whose grant (every other node let go: closed, or died)
+ * makes this module's worker free the inode. A node that is not the
+ * owner just gives its PR up at its last reference.
+ *
+ * A node-down recovery (fs_core_recover_node) hands the dead node's slot
+ * to the worker: once the slot's journal is replayed, the worker takes
+ * the slot's lock (NOQUEUE: one survivor does it), moves every inode of
+ * that slot's orphan list onto its own list (adoption) and treats each
+ * like one of its own: freed now if no node uses it, else when the last
+ * one lets go.
+ *
+ * nolock mounts have none of this (fs->cl == NULL: every call is a
+ * no-op, the orphan code works as before).
+ */
+#ifndef UCFS_FS_IOPEN_H
+#define UCFS_FS_IOPEN_H
+
+#include <stdint.h>
+
+struct fs;
+struct fs_inode;
+struct lk_lock;
+
+/* Mount (dlm, read-write), before the orphan list is reclaimed: start
+ * the worker. 0 or -errno. A no-op for nolock. */
+int fs_iopen_start(struct fs *fs);
+/* Unmount / abandon: stop the worker, cancel the EX requests still
+ * queued (their inodes stay on the orphan list). Idempotent. */
+void fs_iopen_stop(struct fs *fs);
+
+/* The kernel's first reference to @ino on this node: its iopen lock in
+ * PR, waited for (never for long: only an owner that is freeing an
+ * unreachable inode holds EX). NULL without one (nolock, ENOMEM, or
+ * fenced). Called with the inode's or its directory's lock held, so that
+ * no unlink of it can finish meanwhile. */
+struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino);
+/* Give a PR (or EX) hold back. NULL is a no-op. */
+void fs_iopen_put(struct lk_lock *lk);
+
+/* Owner: orphan @n has no local reference left (its inode lock
+ * exclusive, or no operation running). 1: this node holds the iopen
+ * lock EX, no node uses the inode: free it now (fs_iopen_done after);
+ * 0: another node uses it (with @queue, an EX request is queued and the
+ * worker frees it at the grant; without, nothing is left pending);
+ * -errno. Always 1 for nolock. */
+int fs_iopen_claim(struct fs *fs, struct fs_inode *n, int queue);
+/* @n was freed: its iopen lock goes. */
+void fs_iopen_done(struct fs *fs, struct fs_inode *n);
+
+/* fs_release: the last open of @ino went; if it is unlinked (an owner
+ * waits for it, or we are the owner), ask the kernel to forget it: a
+ * name it cached before the unlink on another node keeps its lookup
+ * reference, and with it our PR, until memory pressure. */
+void fs_iopen_closed(struct fs *fs, uint64_t ino);
+
+/* Node-down recovery replayed slot @slot's journal: its orphan list is
+ * the worker's to adopt. From the lock manager's callback thread: only
+ * queues. A no-op while no worker runs (mounting, unmounting: the slot
+ * keeps its orphans for the next mount of that slot). */
+void fs_iopen_slot_dead(struct fs *fs, unsigned slot);
+
+#endif /* UCFS_FS_IOPEN_H */
