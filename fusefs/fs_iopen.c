@@ -21,6 +21,11 @@
  * never answer; clu_split hung in lk_wait before), so every wait here
  * ends with -EIO once the node is fenced.
  *
+ * Prefetched holds (fs_iopen_prefetch) live in io->pf under io->mu; a
+ * thread that waits for one's answer takes cb_mu before it lets io->mu
+ * go (order: io_mu, io->mu, cb_mu), so the answer (pf_done: io->mu,
+ * then cb_mu's broadcast) cannot slip in between.
+ *
  * Threads and locks: io_mu (a leaf above io->mu) guards fs->io, so that
  * the lock manager's callbacks and the node-down recovery never see a
  * freed worker; io->mu guards its lists and counters; the records'
@@ -815,14 +820,19 @@ static void pf_close(struct fs *fs, struct fs_iopen *io)
 	for (int t = 0; pending && t < IOPEN_STOP_WAIT_S * 20; t++) {
 		if (fs_cluster_fenced(fs->cl))
 			break;
-		pthread_mutex_lock(&cb_mu);
 		pthread_mutex_lock(&io->mu);
 		pending = 0;
 		for (size_t i = 0; i < io->npf; i++)
 			pending |= io->pf[i].state == 0;
+		if (!pending) {
+			pthread_mutex_unlock(&io->mu);
+			break;
+		}
+		/* io->mu before cb_mu, as pf_take: the answer's broadcast
+		 * comes after io->mu */
+		pthread_mutex_lock(&cb_mu);
 		pthread_mutex_unlock(&io->mu);
-		if (pending)
-			cb_wait();
+		cb_wait();
 		pthread_mutex_unlock(&cb_mu);
 	}
 	pthread_mutex_lock(&io->mu);
