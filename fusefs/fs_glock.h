@@ -349,7 +349,9 @@ int fs_glock_mode(struct fs_glock *gl);
 void fs_glocks_fence(struct fs_glocks *e);
 int fs_glocks_fenced(struct fs_glocks *e);
 
-/* Unmount: sync (from EX), drop (from PR/EX) and unlock every glock.
+/* Unmount: sync (from EX), drop (from PR/EX) and unlock every glock
+ * (the unlocks in one lk_unlock_batch: one lockspace call, one message
+ * per master).
  * A glock with holders is left as it is (-EBUSY). 0 or the first error
  * (-EBUSY; -EIO: fenced, or a sync failed: that glock stays locked and
  * the engine is fenced). May block (ops, a demote in progress). */

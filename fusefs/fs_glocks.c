@@ -19,6 +19,13 @@
  * drop, unlock) and puts its struct on the free list. A glock with
  * holders or references is never on the LRU, so never picked.
  *
+ * Lock-ahead (fs_glocks_prefetch): the names are looked up, created and
+ * claimed (fs_glock_ahead_claim: busy, so nobody starts another request
+ * on them) under e->mu, each with a reference; the batch is sent and
+ * answered with no engine lock held (fs_glock_ahead_run), then the
+ * references go back and the granted glocks idle on the LRU. At most a
+ * quarter of conf.max are claimed per call.
+ *
  * Jobs: one queue entry per glock at most (queued), holding a reference:
  * e->ready runs now (FIFO), e->delayed is a min-heap by due time (a
  * demote waiting for its minimum hold time), e->later holds demote-ahead

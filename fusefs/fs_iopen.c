@@ -21,6 +21,11 @@
  * never answer; clu_split hung in lk_wait before), so every wait here
  * ends with -EIO once the node is fenced.
  *
+ * Prefetched holds (fs_iopen_prefetch) live in io->pf under io->mu; a
+ * thread that waits for one's answer takes cb_mu before it lets io->mu
+ * go (order: io_mu, io->mu, cb_mu), so the answer (pf_done: io->mu,
+ * then cb_mu's broadcast) cannot slip in between.
+ *
  * Threads and locks: io_mu (a leaf above io->mu) guards fs->io, so that
  * the lock manager's callbacks and the node-down recovery never see a
  * freed worker; io->mu guards its lists and counters; the records'
@@ -32,6 +37,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "fusefs/fs_cluster.h"
@@ -39,6 +45,18 @@
 #include "lockmgr/lk.h"
 
 #define IOPEN_STOP_WAIT_S 10 /* unmount: cancelled requests' answers */
+
+/* Prefetched PR holds kept at most (the oldest granted ones go first). */
+#define IOPEN_PF_MAX 1024
+
+/* A PR hold asked for ahead (fs_iopen_prefetch): @lk, pending (state 0:
+ * its answer comes through pf_done) or granted (1); in io->early, an
+ * answer that came before its batch call returned (@state: status). */
+struct iopen_pf {
+	uint64_t ino;
+	struct lk_lock *lk;
+	int state;
+};
 
 /* An owner's queued EX request. */
 struct fs_iopen_wait {
@@ -62,6 +80,14 @@ struct fs_iopen {
 	size_t nbasts, capbasts;       /* mu */
 	int stop;		       /* mu */
 	pthread_t thr;
+	/* lock-ahead: PR holds asked for before the kernel's first
+	 * reference, oldest first (mu) */
+	struct iopen_pf pf[IOPEN_PF_MAX];
+	size_t npf;
+	struct iopen_pf early[IOPEN_PF_MAX]; /* mu */
+	size_t nearly;			     /* mu */
+	int pf_closed;			     /* mu: no more prefetch */
+	pthread_mutex_t pf_call;	     /* one prefetch batch at a time */
 };
 
 static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER; /* fs->io */
@@ -128,6 +154,53 @@ static void hold_done(struct lk_lock *lk, int status, void *arg)
 
 static const struct lk_lock_ops hold_ops = {.completion = hold_done,
 					    .blocking = hold_blocking};
+
+/* Remove entry @i of the prefetched holds. io->mu held. */
+static void pf_del(struct fs_iopen *io, size_t i)
+{
+	memmove(&io->pf[i], &io->pf[i + 1],
+		(io->npf - i - 1) * sizeof(io->pf[0]));
+	io->npf--;
+}
+
+static long pf_find_lk(struct fs_iopen *io, const struct lk_lock *lk)
+{
+	for (size_t i = 0; i < io->npf; i++)
+		if (io->pf[i].lk == lk)
+			return (long)i;
+	return -1;
+}
+
+/* The answer to a prefetched hold, or to a later conversion of one a
+ * record adopted (then it only wakes wait_granted). A refused request's
+ * handle is released once this returns: its entry goes. */
+static void pf_done(struct lk_lock *lk, int status, void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_iopen *io;
+
+	pthread_mutex_lock(&io_mu);
+	io = fs->io;
+	if (io != NULL) {
+		long i;
+
+		pthread_mutex_lock(&io->mu);
+		i = pf_find_lk(io, lk);
+		if (i >= 0 && io->pf[i].state == 0 && status == 0)
+			io->pf[i].state = 1;
+		else if (i >= 0 && io->pf[i].state == 0)
+			pf_del(io, (size_t)i);
+		else if (i < 0 && io->nearly < IOPEN_PF_MAX)
+			io->early[io->nearly++] =
+			    (struct iopen_pf){0, lk, status};
+		pthread_mutex_unlock(&io->mu);
+	}
+	pthread_mutex_unlock(&io_mu);
+	hold_done(lk, status, arg);
+}
+
+static const struct lk_lock_ops pf_ops = {.completion = pf_done,
+					  .blocking = hold_blocking};
 
 /* A NOQUEUE EX try of a new lock: its answer. */
 struct iopen_try {
@@ -217,6 +290,145 @@ static const struct lk_lock_ops wait_ops = {.completion = wait_done};
 
 /* ---- holds ------------------------------------------------------------ */
 
+/* Register the answers of a prefetch batch (@n handles @out of inodes
+ * @inos; now[i]: answered inside the call) and those that came while it
+ * ran. io->mu held. */
+static void pf_register(struct fs_iopen *io, const uint64_t *inos,
+			struct lk_lock **out, const uint8_t *now, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int state = now[i] ? 1 : 0;
+
+		if (out[i] == NULL)
+			continue; /* refused at once */
+		for (size_t j = 0; !now[i] && j < io->nearly; j++) {
+			if (io->early[j].lk != out[i])
+				continue;
+			state = io->early[j].state == 0 ? 1 : -1;
+			io->early[j] = io->early[--io->nearly];
+			break;
+		}
+		if (state >= 0) /* a refused handle is not ours any more */
+			io->pf[io->npf++] =
+			    (struct iopen_pf){inos[i], out[i], state};
+	}
+}
+
+/* Make room for @n more: the oldest granted holds go, into @drop
+ * (*@nd of them). io->mu held. */
+static void pf_room(struct fs_iopen *io, size_t n, struct lk_lock **drop,
+		    size_t *nd)
+{
+	size_t i = 0;
+
+	while (i < io->npf && io->npf + n > IOPEN_PF_MAX) {
+		if (io->pf[i].state == 1) {
+			drop[(*nd)++] = io->pf[i].lk;
+			pf_del(io, i);
+		} else {
+			i++;
+		}
+	}
+}
+
+void fs_iopen_prefetch(struct fs *fs, const uint64_t *inos, size_t n)
+{
+	struct lk_name *names;
+	struct lk_lock **out, **drop;
+	struct fs_iopen *io;
+	void **args;
+	uint8_t *now;
+	size_t nd = 0;
+
+	if (fs->cl == NULL || n == 0)
+		return;
+	if (n > IOPEN_PF_MAX / 2)
+		n = IOPEN_PF_MAX / 2;
+	names = malloc(n * sizeof(*names));
+	out = calloc(n, sizeof(*out));
+	now = calloc(n, 1);
+	drop = malloc(IOPEN_PF_MAX * sizeof(*drop));
+	args = malloc(n * sizeof(*args));
+	pthread_mutex_lock(&io_mu);
+	io = fs->io;
+	if (io == NULL || names == NULL || out == NULL || now == NULL ||
+	    drop == NULL || args == NULL) {
+		pthread_mutex_unlock(&io_mu);
+		goto out_free;
+	}
+	/* one batch at a time: the early answers are this batch's */
+	pthread_mutex_lock(&io->pf_call);
+	pthread_mutex_lock(&io->mu);
+	pthread_mutex_unlock(&io_mu);
+	io->nearly = 0;
+	pf_room(io, n, drop, &nd);
+	if (io->pf_closed || io->npf + n > IOPEN_PF_MAX) {
+		pthread_mutex_unlock(&io->mu);
+		pthread_mutex_unlock(&io->pf_call);
+		goto out_free;
+	}
+	pthread_mutex_unlock(&io->mu);
+	for (size_t i = 0; i < n; i++) {
+		names[i] = iopen_name(fs, inos[i]);
+		args[i] = fs; /* as hold_ops': outlives every callback */
+	}
+	if (lk_lock_batch_args(fs_cluster_ls(fs->cl), names, n, LK_PR,
+			       LK_NOQUEUE, &pf_ops, args, out, now) < 0)
+		memset(out, 0, n * sizeof(*out)); /* nothing was asked */
+	pthread_mutex_lock(&io->mu);
+	pf_register(io, inos, out, now, n);
+	pthread_mutex_unlock(&io->mu);
+	pthread_mutex_unlock(&io->pf_call);
+out_free:
+	for (size_t i = 0; i < nd; i++)
+		lk_unlock(drop[i], 0);
+	free(names);
+	free(out);
+	free(now);
+	free(drop);
+	free(args);
+}
+
+/* A prefetched hold of @ino, waited for if its master's answer is still
+ * to come, or NULL. */
+static struct lk_lock *pf_take(struct fs *fs, uint64_t ino)
+{
+	struct lk_lock *lk = NULL;
+	struct fs_iopen *io;
+	int wait;
+
+	do {
+		wait = 0;
+		pthread_mutex_lock(&io_mu);
+		io = fs->io;
+		if (io != NULL) {
+			pthread_mutex_lock(&io->mu);
+			for (size_t i = 0; i < io->npf; i++) {
+				if (io->pf[i].ino != ino)
+					continue;
+				wait = io->pf[i].state == 0;
+				if (!wait) {
+					lk = io->pf[i].lk;
+					pf_del(io, i);
+				}
+				break;
+			}
+			/* the answer's broadcast comes after io->mu */
+			if (wait)
+				pthread_mutex_lock(&cb_mu);
+			pthread_mutex_unlock(&io->mu);
+		}
+		pthread_mutex_unlock(&io_mu);
+		if (wait) {
+			cb_wait();
+			pthread_mutex_unlock(&cb_mu);
+			if (fs_cluster_fenced(fs->cl))
+				return NULL;
+		}
+	} while (wait);
+	return lk;
+}
+
 struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino)
 {
 	struct lk_name name = iopen_name(fs, ino);
@@ -225,6 +437,9 @@ struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino)
 
 	if (fs->cl == NULL)
 		return NULL;
+	lk = pf_take(fs, ino);
+	if (lk != NULL)
+		return lk; /* asked for ahead: no round trip now */
 	ret =
 	    lk_lock(fs_cluster_ls(fs->cl), &name, LK_PR, 0, &hold_ops, fs, &lk);
 	if (ret == 0)
@@ -427,6 +642,27 @@ static void answered(struct fs *fs, struct fs_iopen_wait *w)
 	free(w);
 }
 
+/* Prefetched holds another node wants (@lks: an owner waits to free the
+ * inode): those no record adopted yet go. */
+static void pf_wanted(struct fs_iopen *io, struct lk_lock **lks, size_t nl)
+{
+	struct lk_lock *drop[64];
+	size_t nd = 0;
+
+	pthread_mutex_lock(&io->mu);
+	for (size_t j = 0; j < nl && nd < 64; j++) {
+		long i = pf_find_lk(io, lks[j]);
+
+		if (i >= 0 && io->pf[i].state == 1) {
+			drop[nd++] = lks[j];
+			pf_del(io, (size_t)i);
+		}
+	}
+	pthread_mutex_unlock(&io->mu);
+	for (size_t i = 0; i < nd; i++)
+		lk_unlock(drop[i], 0);
+}
+
 /* Records whose PR hold another node wants given up (@lks): the kernel
  * may forget those no file keeps open; the others at their last close. */
 static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
@@ -503,6 +739,8 @@ static void *worker(void *arg)
 			answered(io->fs, w);
 		}
 		if (nl > 0)
+			pf_wanted(io, lks, nl);
+		if (nl > 0)
 			wanted(io->fs, lks, nl);
 		free(lks);
 		for (unsigned s = 0; s < FS_MAX_SLOTS; s++)
@@ -526,6 +764,7 @@ int fs_iopen_start(struct fs *fs)
 		return -ENOMEM;
 	io->fs = fs;
 	pthread_mutex_init(&io->mu, NULL);
+	pthread_mutex_init(&io->pf_call, NULL);
 	pthread_cond_init(&io->cv, NULL);
 	ret = -pthread_create(&io->thr, NULL, worker, io);
 	if (ret < 0) {
@@ -568,6 +807,49 @@ static int drain(struct fs_iopen *io)
 	return io->pending != NULL ? -ETIMEDOUT : 0;
 }
 
+/* No prefetch from now on; the answers still to come are waited for
+ * (at most IOPEN_STOP_WAIT_S; not once fenced: then left to the
+ * lockspace), and every prefetched hold no record adopted goes. */
+static void pf_close(struct fs *fs, struct fs_iopen *io)
+{
+	struct lk_lock **drop = malloc(IOPEN_PF_MAX * sizeof(*drop));
+	size_t nd = 0;
+	int pending = 1;
+
+	pthread_mutex_lock(&io->pf_call); /* no batch in its call */
+	pthread_mutex_lock(&io->mu);
+	io->pf_closed = 1;
+	pthread_mutex_unlock(&io->mu);
+	pthread_mutex_unlock(&io->pf_call);
+	for (int t = 0; pending && t < IOPEN_STOP_WAIT_S * 20; t++) {
+		if (fs_cluster_fenced(fs->cl))
+			break;
+		pthread_mutex_lock(&io->mu);
+		pending = 0;
+		for (size_t i = 0; i < io->npf; i++)
+			pending |= io->pf[i].state == 0;
+		if (!pending) {
+			pthread_mutex_unlock(&io->mu);
+			break;
+		}
+		/* io->mu before cb_mu, as pf_take: the answer's broadcast
+		 * comes after io->mu */
+		pthread_mutex_lock(&cb_mu);
+		pthread_mutex_unlock(&io->mu);
+		cb_wait();
+		pthread_mutex_unlock(&cb_mu);
+	}
+	pthread_mutex_lock(&io->mu);
+	for (size_t i = 0; drop != NULL && i < io->npf; i++)
+		if (io->pf[i].state == 1)
+			drop[nd++] = io->pf[i].lk;
+	io->npf = 0;
+	pthread_mutex_unlock(&io->mu);
+	for (size_t i = 0; i < nd && !fs_cluster_fenced(fs->cl); i++)
+		lk_unlock(drop[i], 0);
+	free(drop);
+}
+
 void fs_iopen_stop(struct fs *fs)
 {
 	struct fs_iopen *io;
@@ -575,10 +857,13 @@ void fs_iopen_stop(struct fs *fs)
 
 	pthread_mutex_lock(&io_mu);
 	io = fs->io;
-	fs->io = NULL;
 	pthread_mutex_unlock(&io_mu);
 	if (io == NULL)
 		return;
+	pf_close(fs, io); /* its answers need fs->io */
+	pthread_mutex_lock(&io_mu);
+	fs->io = NULL;
+	pthread_mutex_unlock(&io_mu);
 	pthread_mutex_lock(&io->mu);
 	__atomic_store_n(&io->stop, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&io->cv);
@@ -591,6 +876,7 @@ void fs_iopen_stop(struct fs *fs)
 		return; /* leaked on purpose */
 	free(io->basts);
 	pthread_mutex_destroy(&io->mu);
+	pthread_mutex_destroy(&io->pf_call);
 	pthread_cond_destroy(&io->cv);
 	free(io);
 }

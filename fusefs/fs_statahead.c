@@ -19,6 +19,7 @@
  * (a child after its parent) while it reads it.
  */
 #include "fusefs/fs_statahead.h"
+#include "fusefs/fs_iopen.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -126,6 +127,16 @@ static int lock_ahead(struct fs *fs, const uint64_t *v, unsigned n,
 			inos[ni++] = v[i];
 	/* held flags land in keep[0..ni), spread below */
 	ret = fs_ilock_ahead(fs, inos, ni, keep);
+	if (ret == 0) {
+		/* their iopen holds too, taken at the kernel's first
+		 * reference (fs_iopen.h): one batch, not a round trip each */
+		unsigned k = 0;
+
+		for (unsigned i = 0; i < ni; i++)
+			if (keep[i])
+				inos[k++] = inos[i];
+		fs_iopen_prefetch(fs, inos, k);
+	}
 	free(inos);
 	if (ret < 0) {
 		memset(keep, 0, n);
