@@ -190,7 +190,7 @@ int bd_submit_async(struct bd_dev *dev, struct bd_io *ios, unsigned n,
 		    bd_done_fn done, void *arg);
 
 /*
- * Write gate (cluster fencing, fusefs/fs_hb.c): @fn is called before
+ * Write gate (cluster fencing, fusefs/cluster/fs_hb.c): @fn is called before
  * every write is started (bd_write, and each write of a batch); a
  * non-zero -errno refuses the write with that error (a batch: that I/O,
  * the others -ECANCELED, nothing done). NULL removes the gate. @fn runs

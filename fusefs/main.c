@@ -18,9 +18,9 @@
  * error message reaches the terminal.
  */
 #include "fusefs/fs.h"
-#include "fusefs/fs_fuse.h"
-#include "fusefs/fs_pt.h"
-#include "fusefs/fs_stats.h"
+#include "fusefs/fuse/fs_fuse.h"
+#include "fusefs/passthrough/fs_pt.h"
+#include "fusefs/stats/fs_stats.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -141,7 +141,7 @@ typedef void (*lk_recover_fn)(struct lk_ls *ls, uint32_t nodeid, void *arg);
 typedef void (*lk_log_fn)(int level, const char *msg, void *arg);
 
 /*
- * Disk liveness (a shared-disk heartbeat, fusefs/fs_hb.c): the state of
+ * Disk liveness (a shared-disk heartbeat, fusefs/cluster/fs_hb.c): the state of
  * node @nodeid on the disk, and in *@changed_ns the CLOCK_MONOTONIC time
  * its disk beat was last seen to change (0: never). Called under the
  * lockspace lock: must not block and must not call lk_*.

@@ -38,7 +38,7 @@
  * stopped writing. Two nodes started at once behind a cut see each other
  * absent from the disk (a node beats only once it holds a slot) and may
  * both be quorate alone in two-node mode; the same journal slot they
- * then claim is arbitrated on its heartbeat block (fusefs/fs_hb.c).
+ * then claim is arbitrated on its heartbeat block (fusefs/cluster/fs_hb.c).
  *
  * Incarnations (HELLO): a member back as a new process without having
  * said LEAVE restarted: it stays out of the up set until a generation

@@ -28,7 +28,7 @@
  *   8   operational error (cannot open, read or write the device, no
  *       memory, device busy)
  *   16  usage error
- * The library doing the work is fusefs/fs_fsck.c (fs_fsck.h lists every
+ * The library doing the work is fusefs/fsck/fs_fsck.c (fs_fsck.h lists every
  * check and every fix). With -n, a device with committed but unreplayed
  * journal transactions is checked as the replay would leave it (nothing
  * is written).
@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "blockdev/bd.h"
-#include "fusefs/fs_fsck.h"
+#include "fusefs/fsck/fs_fsck.h"
 
 enum {
 	FSCK_OK = 0, FSCK_FIXED = 1, FSCK_UNCORRECTED = 4, FSCK_ERROR = 8,

@@ -6,7 +6,7 @@
  *             DEVICE
  *
  * Refuses a device that already holds ucfs or another known filesystem /
- * signature unless -f. The formatting itself is fs_mkfs() (fusefs/
+ * signature unless -f. The formatting itself is fs_mkfs() (fusefs/core/
  * fs_mkfs.c): metadata only, in large batches, data blocks untouched.
  * Exit status: 0 ok, 1 operational error, 2 usage error.
  */
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 static const char *prog = "mkfs.ucfs";
 

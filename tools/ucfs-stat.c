@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_stats_cli.h"
+#include "fusefs/stats/fs_stats_cli.h"
 
 #define LABEL_W 36
 #define COL_W 14

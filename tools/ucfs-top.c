@@ -43,7 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_stats_cli.h"
+#include "fusefs/stats/fs_stats_cli.h"
 
 #define MAX_NODES 8
 #define MAX_LINES 256

@@ -1,6 +1,6 @@
 /*
  * fuzz_stats.c — what a stats socket answers, as the stats tools read it
- * (fusefs/fs_stats_cli.c: ucfs-stat, ucfs-top).
+ * (fusefs/stats/fs_stats_cli.c: ucfs-stat, ucfs-top).
  *
  * The server side reads no request at all: a connection is the request
  * (fs_stats_srv.c answers every accepted connection with the document
@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "fusefs/fs_stats_cli.h"
+#include "fusefs/stats/fs_stats_cli.h"
 #include "tests/fuzz/fz_common.h"
 
 static const char *const paths[] = {

@@ -33,8 +33,8 @@
 #include "blockdev/bd.h"
 #include "fusefs/fs.h"
 #include "fusefs/fs_format.h"
-#include "fusefs/fs_fsck.h"
-#include "fusefs/fs_internal.h"
+#include "fusefs/fsck/fs_fsck.h"
+#include "fusefs/core/fs_internal.h"
 #include "tests/fuzz/fz_common.h"
 
 #include <errno.h>

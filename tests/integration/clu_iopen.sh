@@ -1,6 +1,6 @@
 #!/bin/sh
 # clu_iopen: a file unlinked on one lockproto=dlm node while it is open on
-# another is not freed under it (iopen locks, fusefs/fs_iopen.h):
+# another is not freed under it (iopen locks, fusefs/cluster/fs_iopen.h):
 #  (1) node 2 opens a file and keeps it open, node 1 unlinks it: node 2
 #      keeps reading the same bytes and writing; node 1's statfs does not
 #      get the space back while node 2 has it open; after node 2's close

@@ -1,6 +1,6 @@
 #!/bin/sh
 # clu_locks: flock(2), fcntl record locks and OFD locks across the nodes
-# of a cluster mount (fusefs/fs_plock.c, lockmgr/lk_plock.c). Nodes 1-3
+# of a cluster mount (fusefs/fuse/fs_plock.c, lockmgr/lk_plock.c). Nodes 1-3
 # mount one image; nodes 4 and 5 are lockspace-only witnesses (quorum). With
 # flock(1) and tests/progs/plockctl from the shell, as users script it:
 #  * flock: an exclusive lock on node 1 keeps node 2 out (LOCK_NB refused,

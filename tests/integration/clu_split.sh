@@ -1,6 +1,6 @@
 #!/bin/sh
 # clu_split: two-node mode ("two_node": true) never splits the brain;
-# the disk heartbeat (fusefs/fs_hb.c) is the tie-breaker:
+# the disk heartbeat (fusefs/cluster/fs_hb.c) is the tie-breaker:
 #  (1) node 2 started with a different secret while node 1 is mounted
 #      and writing is refused ("node 1 is alive on the disk but cannot
 #      be authenticated: different secret?"), mounts nothing; node 1

@@ -1,8 +1,8 @@
 #!/bin/sh
 # fs_parallel: several random checkers at once on one mount (per-inode
-# locks, fusefs/fs_ilock.h): four nscheck runs, each in its own directory
-# with its own model, and four fsx runs on four files, all in parallel;
-# then cross-directory renames from several processes over one shared
+# locks, fusefs/namespace/fs_ilock.h): four nscheck runs, each in its own
+# directory with its own model, and four fsx runs on four files, all in
+# parallel; then cross-directory renames from several processes over one shared
 # directory; every checker must match its model, and fsck is clean after
 # unmount. Seeds: 1..4 plus UCFS_SEED (printed).
 . "$UCFS_TOP/tests/lib.sh"

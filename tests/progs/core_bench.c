@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 static double now_s(void)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 enum { M_SYNC, M_ORDERED, M_WRITEBACK };
 

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 int main(int argc, char **argv)
 {

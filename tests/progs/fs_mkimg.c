@@ -6,7 +6,7 @@
  *	fs_mkimg IMAGE [JOURNAL_MB]
  */
 #include "blockdev/bd.h"
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

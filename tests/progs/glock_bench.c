@@ -1,6 +1,6 @@
 /*
- * glock_bench.c — the glock engine (fusefs/fs_glock.h) at unit level, over
- * three real lockspaces in this process (loopback TCP, as test_glock.c).
+ * glock_bench.c — the glock engine (fusefs/cluster/fs_glock.h) at unit level,
+ * over three real lockspaces in this process (loopback TCP, as test_glock.c).
  *
  *   glock_bench [-n TOUCH] [-m MAX] [-s SECONDS]
  *
@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_glock.h"
+#include "fusefs/cluster/fs_glock.h"
 #include "lockmgr/lk.h"
 #include "tests/unit/glock_util.h"
 #include "tests/unit/lk_local.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusefs/fs_stats.h"
+#include "fusefs/stats/fs_stats.h"
 
 struct job {
 	struct fs_stats *st;

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_stats.h"
+#include "fusefs/stats/fs_stats.h"
 
 struct fake {
 	struct fs_stats *st;

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_stats.h"
+#include "fusefs/stats/fs_stats.h"
 #include "lockmgr/lk.h"
 
 #define RES_TYPE 1

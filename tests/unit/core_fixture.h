@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "blockdev/bd.h"
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 /* @slots journals (0: mkfs's default). */
 static inline struct bd_dev *cf_ram_fs_slots(unsigned mb, unsigned journal_mb,

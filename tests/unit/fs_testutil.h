@@ -8,7 +8,7 @@
 
 #include "blockdev/bd.h"
 #include "fusefs/fs.h"
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

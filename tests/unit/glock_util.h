@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "fusefs/fs_glock.h"
+#include "fusefs/cluster/fs_glock.h"
 
 #define T_INODE 3
 

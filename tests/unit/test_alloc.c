@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 #include "harness.h"
 
 static struct bd_dev *ram_fs(unsigned mb, unsigned rgmb)

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 #include "harness.h"
 
 #define NKEYS (1u << 17)

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_core_priv.h"
+#include "fusefs/core/fs_core_priv.h"
 #include "core_fixture.h"
 #include "harness.h"
 

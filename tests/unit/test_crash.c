@@ -35,7 +35,7 @@
 #include "tests/unit/harness.h"
 #include "tests/unit/fs_testutil.h"
 
-#include "fusefs/fs_fsck.h"
+#include "fusefs/fsck/fs_fsck.h"
 
 #include <fcntl.h>
 

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fusefs/fs_core_priv.h"
+#include "fusefs/core/fs_core_priv.h"
 #include "harness.h"
 
 #define BS FS_BLOCK_SIZE

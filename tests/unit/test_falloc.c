@@ -15,8 +15,8 @@
 #include "tests/unit/harness.h"
 
 #include "fusefs/fs_format.h"
-#include "fusefs/fs_fsck.h"
-#include "fusefs/fs_ns.h"
+#include "fusefs/fsck/fs_fsck.h"
+#include "fusefs/namespace/fs_ns.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>

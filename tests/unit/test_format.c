@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 #include "harness.h"
 
 static void test_crc32c(void)

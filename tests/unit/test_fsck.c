@@ -29,7 +29,7 @@
 #include "tests/unit/fs_testutil.h"
 
 #include "fusefs/fs_format.h"
-#include "fusefs/fs_fsck.h"
+#include "fusefs/fsck/fs_fsck.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 /*
- * test_glock.c — the glock engine (fusefs/fs_glock.c, fs_glocks.c) over
- * real lockspaces: three lock manager nodes in this process on loopback
+ * test_glock.c — the glock engine (fusefs/cluster/fs_glock.c, fs_glocks.c)
+ * over real lockspaces: three lock manager nodes in this process on loopback
  * (127.0.0.1..3, one port derived from the PID), node 3 only a vote.
  * Checks, on single glocks (fs_glock_new): the first grant ever sees an
  * invalid LVB and recovers in EX even for a PR holder; readers share; a
@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_glock.h"
-#include "fusefs/fs_stats.h"
+#include "fusefs/cluster/fs_glock.h"
+#include "fusefs/stats/fs_stats.h"
 #include "glock_util.h"
 #include "harness.h"
 #include "lk_local.h"

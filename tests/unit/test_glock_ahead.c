@@ -1,6 +1,6 @@
 /*
  * test_glock_ahead.c — the glock engine's lock-ahead batches
- * (fs_glocks_prefetch, fusefs/fs_glocks.c and fs_glock.c) over real
+ * (fs_glocks_prefetch, fusefs/cluster/fs_glocks.c and fs_glock.c) over real
  * lockspaces: three lock manager nodes in this process on loopback
  * (lk_local.h; node 3 only a vote), one engine per node for nodes 1
  * and 2, the names mastered on all three (so a batch has local and
@@ -30,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusefs/fs_glock.h"
+#include "fusefs/cluster/fs_glock.h"
 #include "glock_util.h"
 #include "harness.h"
 #include "lk_local.h"

@@ -1,5 +1,5 @@
 /*
- * test_hb.c — the disk heartbeat (fusefs/fs_hb.c) on one RAM device
+ * test_hb.c — the disk heartbeat (fusefs/cluster/fs_hb.c) on one RAM device
  * shared by two heartbeats (nodes 1 and 2 in slots 0 and 1), with short
  * times (interval 20 ms, timeout 200 ms, lease 160 ms):
  *
@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #include "blockdev/bd.h"
-#include "fusefs/fs_hb.h"
-#include "fusefs/fs_internal.h"
+#include "fusefs/cluster/fs_hb.h"
+#include "fusefs/core/fs_internal.h"
 #include "core_fixture.h"
 #include "harness.h"
 

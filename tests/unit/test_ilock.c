@@ -1,5 +1,5 @@
 /*
- * test_ilock.c — per-inode locks (fusefs/fs_ilock.c) through fs.h.
+ * test_ilock.c — per-inode locks (fusefs/namespace/fs_ilock.c) through fs.h.
  *
  *  - holders: what fs_ilock_held reports, the order of peers, the glock
  *    nesting of an inner holder;
@@ -14,8 +14,8 @@
  *    models and fsck must find the image clean.
  */
 #include "blockdev/bd_internal.h"
-#include "fusefs/fs_fsck.h"
-#include "fusefs/fs_ns.h"
+#include "fusefs/fsck/fs_fsck.h"
+#include "fusefs/namespace/fs_ns.h"
 #include "harness.h"
 #include "fs_testutil.h"
 

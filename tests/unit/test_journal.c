@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fusefs/fs_fsck.h"
-#include "fusefs/fs_internal.h"
+#include "fusefs/fsck/fs_fsck.h"
+#include "fusefs/core/fs_internal.h"
 #include "core_fixture.h"
 #include "harness.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fusefs/fs_core_priv.h"
+#include "fusefs/core/fs_core_priv.h"
 #include "core_fixture.h"
 #include "harness.h"
 

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fusefs/fs_stats.h"
+#include "fusefs/stats/fs_stats.h"
 #include "tests/unit/harness.h"
 
 static char tmpdir[64];

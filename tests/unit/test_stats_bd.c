@@ -6,7 +6,7 @@
 #include <jansson.h>
 
 #include "blockdev/bd.h"
-#include "fusefs/fs_stats.h"
+#include "fusefs/stats/fs_stats.h"
 #include "tests/unit/harness.h"
 
 static long long geti(json_t *j, const char *a, const char *b, const char *c)

@@ -7,8 +7,8 @@
 
 #include "blockdev/bd.h"
 #include "fusefs/fs.h"
-#include "fusefs/fs_internal.h"
-#include "fusefs/fs_stats.h"
+#include "fusefs/core/fs_internal.h"
+#include "fusefs/stats/fs_stats.h"
 #include "tests/unit/harness.h"
 
 static double num(json_t *j, const char *a, const char *b, const char *c)

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <jansson.h>
 
-#include "fusefs/fs_stats.h"
+#include "fusefs/stats/fs_stats.h"
 #include "lockmgr/lk.h"
 #include "tests/unit/harness.h"
 

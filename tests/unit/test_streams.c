@@ -9,8 +9,8 @@
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
-#include "fusefs/fs_internal.h"
-#include "fusefs/fs_ns.h"
+#include "fusefs/core/fs_internal.h"
+#include "fusefs/namespace/fs_ns.h"
 
 #include <pthread.h>
 

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fusefs/fs_internal.h"
+#include "fusefs/core/fs_internal.h"
 #include "core_fixture.h"
 #include "harness.h"
 

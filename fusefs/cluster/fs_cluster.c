@@ -1,0 +1,1471 @@
+/*
+ * fs_cluster.c — a lockproto=dlm mount in the cluster (fs_cluster.h):
+ * lockspace, journal slot lock, the glock engine and the ops of each
+ * lock type, recovery of dead nodes, self-fencing.
+ *
+ * What each glock protects (FORMAT.md "Cluster locks"): an inode's lock
+ * its blocks (inode, B+tree, xattr: the storage layer's "owner" of those
+ * cached blocks, fs_core_priv.h) and its file data; a refcount tree's
+ * lock (the same type, numbered by its root block) that tree; an
+ * rgroup's lock its header, bitmaps and the allocator's memory of it
+ * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
+ * the slot map. Nothing else mirrors shared disk state: in-memory inodes
+ * (fs_inode.c) hold only this node's kernel references, opens and its
+ * own slot's orphan list; directory readahead (fs_statahead.c) only
+ * prefetches into the block cache, the blocks of inodes whose glock it
+ * asked for ahead and holds (a later grant with a new generation drops
+ * what it fetched); file data is read from the device (fs_data.c
+ * keeps only unwritten runs, written before a demote); the superblock
+ * never changes; this node's journal and slotinfo are its own. So, per
+ * lock (ops run on a demote worker or a holder's thread, never on the
+ * DLM's callback thread):
+ *  - sync (leaving EX): fs_journal_sync_owner: nothing if the owner was
+ *    not written since the last checkpoint, else commit + checkpoint
+ *    (the whole journal: afterwards no journal block of ours carries an
+ *    image of it) and, for an inode, its file data written and flushed;
+ *    the mount lock: fs_journal_writeback;
+ *  - inval (a grant with a new generation): fs_cache_drop_owner of that
+ *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
+ *    the mount lock: everything (v1's fs_cache_drop_all + reload).
+ *  - flush (an inode's lock about to leave EX, holders still admitted):
+ *    the kernel writes back pages dirtied through a shared mapping
+ *    (fs_kinval_flush);
+ *  - drop (an inode's lock going to NL): the kernel drops what it
+ *    cached of that inode (fs_kinval_inode: attributes, pages; a
+ *    directory: fs_kinval_dir, the names handed out in it too, or every
+ *    name while local requests wait for its lock; MOUNT.md "Kernel
+ *    caches in cluster mounts");
+ *
+ * A ro node (fs_cluster_opts.ro) takes no slot, beats on no heartbeat
+ * block, asks for every lock in PR (fs_cluster_glock refuses EX with
+ * -EROFS; the mount lock is taken in PR whatever the caller asks) and
+ * replays nothing: the fs lock has no recover op there, a mount that
+ * finds a journal to replay is refused (fs_super.c), and a node-down
+ * with no read-write survivor fences it (ro_recover).
+ *
+ * Recovery: a demote from EX checkpoints what the lock covered, so a
+ * node's journal only holds images of blocks whose locks it holds in EX;
+ * when it dies, nobody else was granted those. The lock manager grants
+ * no lock (but NOEXP ones) anywhere until every node's node-down
+ * callback returned, and in that callback (cl_recover) each mounted
+ * survivor replays the dead node's slot (fs_core_recover_node: device
+ * I/O only; the callback runs on the DLM's callback thread, which also
+ * delivers our lock completions, so it never waits for a lock). The dead
+ * node's EX locks then come back with an invalid LVB: the next holder
+ * drops its cached copies (no recover op: nothing more to do). The mount
+ * lock keeps v1's "first to get it recovers" for the first mount after
+ * a whole-cluster crash: under EX it takes the lock of every other slot
+ * it can get (EX, NOQUEUE, NOEXP: a live owner holds its slot's lock for
+ * its whole mount), replays that slot's journal if the slot map says
+ * mounted, marks the slot free (fs_core_recover_slots; also at every
+ * mount and unmount, which frees the slots the callback replayed).
+ *
+ * Disk heartbeat (fs_hb.c): started before the lockspace, so that the
+ * lock manager's disk hook (cl_disk) knows from the first tick which
+ * nodes beat on the disk; this node beats from its slot claim on, and
+ * the device's write gate (bd_set_gate: fs_hb_gate) lets a write through
+ * only under a fresh disk lease. A slot whose owner still beats is
+ * never recovered (fs_cluster_slot_try waits for its beat to stop). A
+ * slot just claimed is watched before the mount writes to it
+ * (fs_hb_start; a full hb_timeout when our membership is no majority,
+ * watch_ms): another node granted the same slot by its own lockspace
+ * behind a cut link refuses or fences one of the two.
+ *
+ * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
+ * us dead), the lock manager fencing us (disk tie-break, lk_ls_fenced),
+ * the disk lease running out (fs_hb_fenced), a demote that could not
+ * write back, or quorum lost for longer than the cluster's timeout_ms
+ * (all checked every 100 ms by the thread) fences the node: the device
+ * refuses every write from then on (bd_fence), the journal is aborted,
+ * the disk heartbeat stops, the lockspace drops its connections (the
+ * others see us dead once our beat is old), and every request fails
+ * with EIO. No wait on the unmount path is unbounded then (fs_glock.c):
+ * unmount leaves the lockspace as if crashed so that a survivor replays
+ * our journal, and the daemon exits.
+ *
+ * Locking: cl->mu protects fs, the job fields, fenced and the counters;
+ * it is never held across a DLM call, and never taken by the glock
+ * callbacks while fs code runs under it. Order: cl->mu is a leaf.
+ */
+#include "fusefs/cluster/fs_cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "blockdev/bd.h"
+#include "fusefs/fs.h"
+#include "fusefs/core/fs_core_priv.h"
+#include "fusefs/cluster/fs_glock.h"
+#include "fusefs/cluster/fs_hb.h"
+#include "fusefs/stats/fs_stats.h"
+#include "lockmgr/lk.h"
+#include "lockmgr/lk_config.h"
+
+struct fs_cluster {
+	struct lk_ls *ls;	  /* immutable after open */
+	char name[64];		  /* immutable */
+	uint32_t node;		  /* immutable */
+	unsigned minhold_ms;	  /* immutable */
+	unsigned glock_max;	  /* immutable: the engine's LRU bound */
+	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
+	int ro;			  /* immutable: fs_cluster_opts.ro */
+	struct fs_glocks *e;	  /* immutable after attach: the engine */
+	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
+	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
+	int slot;		  /* immutable after claim; -1 */
+	struct lk_lock **try_lk;  /* per slot: recovery locks (thread
+				     that took them) */
+	unsigned nslots;	  /* immutable after attach */
+	struct fs_stats_lk *stlk; /* stats "locks" section */
+	struct fs_hb *hb;	  /* immutable after open */
+	struct bd_dev *hb_bd;	  /* immutable: owned, or NULL (shared) */
+	struct bd_dev *gate_bd;	  /* the mount's device: set by attach
+				     before any request, cleared by detach
+				     or close (mount thread) */
+	uint64_t configured;	  /* immutable: node ids */
+	uint32_t node_addr;	  /* immutable: ours (network order) */
+	uint16_t node_port;	  /* immutable */
+	uint64_t rg_start;	  /* immutable after attach: the rgroup */
+	uint32_t rg_blocks;	  /*   geometry, for lock placement */
+	uint32_t rg_count;
+	uint64_t fence_ms;	  /* mu: when we fenced (now_ms), 0 */
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct fs *fs;		      /* mu */
+	uint64_t deaths;	      /* mu: node-down callbacks */
+	int stop;		      /* mu */
+	int fenced;		      /* mu */
+	uint64_t recoveries;	      /* mu: slots replayed here */
+	uint64_t recovered_tx;	      /* mu */
+	uint64_t drops, dropped_bufs; /* mu: cache drops */
+	uint64_t sync_errors;	      /* mu */
+	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* pthread_cond_timedwait for @ms at most (CLOCK_REALTIME condvars). */
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	while (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void log_msg(int level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level <= 1)
+		fprintf(stderr, "ucfs: lock manager: %s\n", msg);
+}
+
+/* ---- glock ops (run by fs_glock.c, without its lock) ----------------- */
+
+/* The mount an op works on, or NULL (mounting, unmounted, quiesced); a
+ * non-NULL one stays usable until cl_fs_put (fs_cluster_quiesce waits). */
+static struct fs *cl_fs(struct fs_cluster *cl)
+{
+	struct fs *fs;
+
+	pthread_mutex_lock(&cl->mu);
+	fs = cl->fs;
+	if (fs != NULL)
+		cl->ops_busy++;
+	pthread_mutex_unlock(&cl->mu);
+	return fs;
+}
+
+static void cl_fs_put(struct fs_cluster *cl, struct fs *fs)
+{
+	if (fs == NULL)
+		return;
+	pthread_mutex_lock(&cl->mu);
+	/* only fs_cluster_quiesce (cl->fs NULL) waits for this: a wake-up
+	 * at every op would also wake the watchdog thread (cl->cv), which
+	 * then checks quorum and the heartbeat at every create */
+	if (--cl->ops_busy == 0 && cl->fs == NULL)
+		pthread_cond_broadcast(&cl->cv);
+	pthread_mutex_unlock(&cl->mu);
+}
+
+void fs_cluster_quiesce(struct fs_cluster *cl)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->fs = NULL;
+	while (cl->ops_busy > 0)
+		pthread_cond_wait(&cl->cv, &cl->mu);
+	pthread_mutex_unlock(&cl->mu);
+}
+
+/* The storage layer's owner of what glock @gl covers (fs_core_priv.h:
+ * the lock type and number are the owner's). */
+static struct fs_owner owner_of(struct fs_glock *gl)
+{
+	struct fs_owner o = {fs_glock_type(gl), fs_glock_num(gl)};
+
+	return o;
+}
+
+/*
+ * What glock @gl covers, made durable in place before it leaves EX
+ * (V2-PLAN "Owners"): nothing when it wrote nothing since the last
+ * checkpoint, else commit + checkpoint (after it no journal block of
+ * ours carries an image of it: recovery never replays over another
+ * node's newer block) and its file data written. The fs lock (mount,
+ * unmount): everything.
+ */
+static int owner_sync(struct fs *fs, struct fs_glock *gl)
+{
+	struct fs_trace_wb *wb = fs_glock_report(gl);
+	struct fs_sync_done d;
+	int ret;
+
+	if (fs_glock_type(gl) == FS_LK_FS)
+		return fs_journal_writeback(fs);
+	ret = fs_journal_sync_owner_done(fs, owner_of(gl), &d);
+	wb->log_blocks += d.log_blocks;
+	wb->home_blocks += d.home_blocks;
+	wb->data_bytes += d.data_bytes;
+	wb->flushes += d.flushes;
+	return ret;
+}
+
+/* Forget the cached blocks @gl covers (another node changed them). */
+static unsigned owner_drop(struct fs *fs, struct fs_glock *gl)
+{
+	unsigned busy = 0;
+
+	return fs_cache_drop_owner(fs, owner_of(gl), &busy);
+}
+
+static void count_drop(struct fs_cluster *cl, unsigned n)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->drops++;
+	cl->dropped_bufs += n;
+	pthread_mutex_unlock(&cl->mu);
+}
+
+/* Leaving EX (any lock type that covers metadata). */
+static int gl_sync(struct fs_glock *gl, int from, int to, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret;
+
+	(void)from;
+	(void)to;
+	if (fs == NULL || fs->j == NULL) {
+		cl_fs_put(cl, fs);
+		return 0; /* mounting, or unmounting: written back already */
+	}
+	ret = owner_sync(fs, gl);
+	cl_fs_put(cl, fs);
+	if (ret < 0) {
+		pthread_mutex_lock(&cl->mu);
+		cl->sync_errors++;
+		pthread_mutex_unlock(&cl->mu);
+		fs_cluster_fence(cl, "cannot write back before a demote");
+	}
+	return ret;
+}
+
+/* The fs lock (mount, unmount): v1's whole-cache drop. Nothing else runs
+ * under it that could hold a block. */
+static void fs_gl_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	unsigned n, busy = 0;
+	int ret = 0;
+
+	(void)gl;
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
+		return; /* mounting: nothing cached yet */
+	}
+	n = fs_cache_drop_all(fs, &busy);
+	if (fs->alloc != NULL)
+		ret = fs_alloc_reload(fs);
+	cl_fs_put(cl, fs);
+	count_drop(cl, n);
+	if (ret < 0)
+		fs_cluster_fence(cl, "cannot reload the resource groups");
+}
+
+/* The LVB of the fs lock is invalid: a node died holding it in EX (while
+ * it mounted or unmounted), or the whole cluster restarted. In EX:
+ * replay and free every slot whose owner is gone. */
+static int fs_gl_recover(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret;
+
+	(void)gl;
+	if (fs == NULL || cl->slot < 0) {
+		cl_fs_put(cl, fs);
+		return 0;
+	}
+	ret = fs_core_recover_slots(fs, 1);
+	cl_fs_put(cl, fs);
+	if (ret < 0)
+		fs_cluster_fence(cl, "cannot replay a dead node's journal");
+	return ret;
+}
+
+static const struct fs_glock_ops fs_gl_ops = {
+    .sync = gl_sync,
+    .inval = fs_gl_inval,
+    .recover = fs_gl_recover,
+};
+
+/* A ro node cannot recover (that takes EX): a mount that finds a slot to
+ * replay is refused instead (fs_core_ro_unrecovered). */
+static const struct fs_glock_ops fs_gl_ro_ops = {
+    .inval = fs_gl_inval,
+};
+
+/* An inode's lock came back after another node changed the inode. */
+static void inode_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+
+	if (fs != NULL && fs->cache != NULL)
+		count_drop(cl, owner_drop(fs, gl));
+	cl_fs_put(cl, fs);
+}
+
+/* Local requests wait for the lock (a directory's: the kernel likely
+ * holds that directory for them). */
+static int gl_waited(void *gl)
+{
+	return fs_glock_waiters(gl) > 0;
+}
+
+/*
+ * An inode's lock goes to NL (another node will change the inode): the
+ * kernel must not serve what it cached under it (fs_kinval.c). Must not
+ * read the disk: whether it is a directory (whose names the kernel may
+ * hold) comes from the cached block; unknown counts as one.
+ */
+static void inode_drop(struct fs_glock *gl, int from, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	uint64_t ino = fs_glock_num(gl);
+	struct fs_buf *b;
+	int dir = 1;
+
+	(void)from;
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
+		return;
+	}
+	b = fs_cache_lookup(fs, ino);
+	if (b != NULL && (fs_cache_flags(b) & FS_BUF_UPTODATE)) {
+		const struct fs_blk_hdr *h = b->data;
+		const struct fs_dinode *di = b->data;
+
+		if (h->type == FS_BT_INODE)
+			dir = S_ISDIR(di->mode);
+		else if (h->type == FS_BT_REFCOUNT)
+			dir = 0;
+	}
+	fs_buf_put(b);
+	if (dir)
+		fs_kinval_dir(fs, ino, gl_waited, gl);
+	else
+		fs_kinval_inode(fs, ino);
+	fs_glock_report(gl)->kinval |=
+	    FS_TRACE_K_ATTRS | FS_TRACE_K_PAGES | (dir ? FS_TRACE_K_NAMES : 0);
+	cl_fs_put(cl, fs);
+}
+
+/*
+ * Placement (PROTOCOL.md §5, FORMAT.md "Cluster locks"): the inode and
+ * rgroup locks of resource group g carry the key g + 1, so their
+ * directory node is the same member for the whole group, and the
+ * allocator prefers the groups whose directory is this node
+ * (fs_cluster_rgrp_local): the first lock request on a new inode then
+ * finds its directory here and masters it with no message. Blocks
+ * outside the groups (the superblock area) are placed by hash.
+ */
+uint32_t fs_cluster_ino_place(const struct fs_cluster *cl, uint64_t ino)
+{
+	uint64_t g;
+
+	if (ino < cl->rg_start || cl->rg_blocks == 0)
+		return 0;
+	g = (ino - cl->rg_start) / cl->rg_blocks;
+	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
+}
+
+static uint32_t inode_place(uint64_t ino, void *arg)
+{
+	return fs_cluster_ino_place(arg, ino);
+}
+
+static uint32_t rgrp_place(uint64_t g, void *arg)
+{
+	const struct fs_cluster *cl = arg;
+
+	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
+}
+
+int fs_cluster_rgrp_local(struct fs_cluster *cl, uint32_t g)
+{
+	return lk_place_node(cl->ls, rgrp_place(g, cl)) == cl->node;
+}
+
+static void inode_flushed(void *gl)
+{
+	fs_glock_flushed(gl);
+}
+
+/* Before an inode's lock leaves EX: the kernel's pages dirtied through a
+ * shared mapping come back as WRITEs while holders are still admitted
+ * (fs_kinval.c). */
+static int inode_flush(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret = 0;
+
+	if (fs != NULL)
+		ret = fs_kinval_flush(fs, fs_glock_num(gl), inode_flushed, gl);
+	cl_fs_put(cl, fs);
+	return ret;
+}
+/* Demote-ahead (fs_glock.h): a node asking for an inode this node only
+ * reads idle will likely ask for its neighbours next (rm -rf of a tree
+ * read here: a directory's inodes come from one chunk of INODE_CHUNK
+ * blocks, fs_alloc.c), so those go to NL in the same pass. */
+#define INODE_AHEAD_SPAN 64u
+
+/* No recover op for inodes and rgroups: the dead node's journal was
+ * replayed before any grant (cl_recover), so an invalid LVB only means
+ * that what we cached is stale (inval), and a PR grant or a try need not
+ * go through EX. */
+static const struct fs_glock_ops inode_ops = {
+    .sync = gl_sync,
+    .inval = inode_inval,
+    .drop = inode_drop,
+    .place = inode_place,
+    .flush = inode_flush,
+    .ahead_span = INODE_AHEAD_SPAN,
+};
+
+/* A resource group came back: its header and bitmaps are re-read, its
+ * reservations forgotten (fs_alloc.c). */
+static void rgrp_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+
+	int ret = 0;
+
+	if (fs != NULL && fs->alloc != NULL)
+		ret = fs_alloc_rgrp_inval(fs, (uint32_t)fs_glock_num(gl));
+	cl_fs_put(cl, fs);
+	if (ret < 0)
+		fs_cluster_fence(cl, "cannot reload a resource group");
+	count_drop(cl, 0);
+}
+
+static const struct fs_glock_ops rgrp_ops = {
+    .sync = gl_sync,
+    .inval = rgrp_inval,
+    .place = rgrp_place,
+};
+
+/* ---- watchdog thread and node-down callback --------------------------- */
+
+static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
+{
+	uint64_t gen, members;
+
+	if (lk_ls_members(cl->ls, &gen, &members)) {
+		*lost_since = 0;
+		return;
+	}
+	if (*lost_since == 0)
+		*lost_since = now_ms();
+	else if (now_ms() - *lost_since > cl->timeout_ms)
+		fs_cluster_fence(cl, "quorum lost");
+}
+
+static void *cl_thread(void *arg)
+{
+	struct fs_cluster *cl = arg;
+	uint64_t lost_since = 0;
+
+	pthread_mutex_lock(&cl->mu);
+	while (!cl->stop) {
+		timed_wait(&cl->cv, &cl->mu, 100);
+		if (cl->fs != NULL && !cl->fenced && !cl->stop) {
+			pthread_mutex_unlock(&cl->mu);
+			check_quorum(cl, &lost_since);
+			if (fs_hb_thief(cl->hb) != 0)
+				fs_cluster_fence(cl, "another node that this "
+						     "node cannot reach "
+						     "wrote our heartbeat "
+						     "slot");
+			else if (fs_hb_fenced(cl->hb))
+				fs_cluster_fence(cl, "disk lease ran out (the "
+						     "node was held up past "
+						     "hb_timeout)");
+			else if (lk_ls_fenced(cl->ls))
+				fs_cluster_fence(cl, "the lock manager fenced "
+						     "us");
+			pthread_mutex_lock(&cl->mu);
+		}
+	}
+	pthread_mutex_unlock(&cl->mu);
+	return NULL;
+}
+
+/* A ro node cannot replay the journal of dead node @nodeid: a read-write
+ * survivor does it in its own callback (before any grant). With none
+ * left, what this node would read may be half written: it stops serving
+ * (fenced: every request fails with EIO) until remounted after a
+ * read-write node recovered the journal. */
+static void ro_recover(struct fs_cluster *cl, struct fs *fs, uint32_t nodeid)
+{
+	uint64_t members = 0;
+	unsigned slot;
+
+	fs_cluster_members(cl, &members);
+	if (fs_core_ro_unrecovered(fs, members, nodeid, &slot) != 0)
+		fs_cluster_fence(cl, "a dead node's journal needs replay and "
+				     "no read-write node is left: a ro node "
+				     "cannot replay it");
+}
+
+/*
+ * Node @nodeid died (lockmgr/PROTOCOL.md "User recovery"): the lock
+ * manager grants no other lock anywhere until every node's callback
+ * returned, so the dead node's journal is replayed here, before anyone
+ * can be granted a lock it held in EX. Every mounted survivor replays it
+ * (they write the same images; idempotent when a newer recovery calls us
+ * again). Runs on the DLM's callback thread: device I/O only, no lk_wait
+ * (the slot map keeps the slot mounted: the next mount or unmount, under
+ * the fs lock, frees it).
+ */
+static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs;
+	int fenced;
+
+	(void)ls;
+	pthread_mutex_lock(&cl->mu);
+	cl->deaths++;
+	fenced = cl->fenced;
+	pthread_mutex_unlock(&cl->mu);
+	fs = fenced ? NULL : cl_fs(cl);
+	/* mounting: the mount recovers under the fs lock */
+	if (fs != NULL && cl->slot >= 0 && fs_core_recover_node(fs, nodeid) < 0)
+		fs_cluster_fence(cl, "cannot replay a dead node's journal");
+	if (fs != NULL && cl->ro)
+		ro_recover(cl, fs, nodeid);
+	cl_fs_put(cl, fs);
+}
+
+/* The lock manager's disk hook (lk_disk_fn): under its lock, so only
+ * fs_hb_node (its own leaf lock). */
+static int cl_disk(uint32_t node, uint64_t *changed_ns, void *arg)
+{
+	struct fs_cluster *cl = arg;
+
+	switch (fs_hb_node(cl->hb, node, changed_ns)) {
+	case FS_HB_ALIVE:
+		return LK_DISK_ALIVE;
+	case FS_HB_DEAD:
+		return LK_DISK_DEAD;
+	default:
+		return LK_DISK_NONE;
+	}
+}
+
+/* ---- open / close ----------------------------------------------------- */
+
+static int load_config(struct fs_cluster *cl, const struct fs_cluster_opts *o,
+		       char *why, size_t whylen)
+{
+	struct lk_config *cfg = calloc(1, sizeof(*cfg));
+	const char *reason = NULL;
+	char msg[300];
+	int ret;
+
+	if (cfg == NULL)
+		return -ENOMEM;
+	ret = lk_config_load(o->cluster_file, cfg, &reason);
+	if (ret < 0) {
+		snprintf(msg, sizeof(msg), "cluster=%s: %s", o->cluster_file,
+			 reason != NULL ? reason : strerror(-ret));
+		fs_why(why, whylen, ret, msg);
+	} else if (lk_config_node(cfg, o->node_id) == NULL) {
+		snprintf(msg, sizeof(msg), "node=%u is not a node of %s",
+			 o->node_id, o->cluster_file);
+		ret = fs_why(why, whylen, -EINVAL, msg);
+	} else {
+		const struct lk_node_cfg *nc = lk_config_node(cfg, o->node_id);
+
+		snprintf(cl->name, sizeof(cl->name), "%s", cfg->cluster);
+		cl->timeout_ms = cfg->timeout_ms;
+		cl->configured = cfg->configured;
+		cl->node_addr = nc->addr.sin_addr.s_addr;
+		cl->node_port = ntohs(nc->addr.sin_port);
+	}
+	free(cfg);
+	return ret;
+}
+
+/* Start the disk heartbeat's reader on the device (fs_hb_open). */
+static int hb_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
+		   char *why, size_t whylen)
+{
+	struct fs_hb_opts ho = {
+	    .node = o->node_id,
+	    .addr = cl->node_addr,
+	    .port = cl->node_port,
+	    .timeout_ms = o->hb_timeout_ms ? o->hb_timeout_ms : cl->timeout_ms,
+	};
+	struct bd_dev *bd = o->bd;
+	char msg[300];
+	int ret;
+
+	ho.interval_ms =
+	    o->hb_interval_ms ? o->hb_interval_ms : ho.timeout_ms / 8;
+	if (ho.interval_ms == 0 || ho.interval_ms > ho.timeout_ms / 4)
+		return fs_why(why, whylen, -EINVAL,
+			      "hb_interval must be at most hb_timeout / 4");
+	if (bd == NULL) {
+		/* a ro node only reads the others' beats */
+		unsigned fl = o->ro ? BD_RDONLY : 0;
+
+		ret = bd_open_any(o->device, fl, &cl->hb_bd);
+		if (ret == -EINVAL) /* O_DIRECT refused (tmpfs) */
+			ret = bd_open_any(o->device, fl | BD_BUFFERED,
+					  &cl->hb_bd);
+		if (ret < 0) {
+			snprintf(msg, sizeof(msg),
+				 "cannot open %s for the disk heartbeat: %s",
+				 o->device, strerror(-ret));
+			return fs_why(why, whylen, ret, msg);
+		}
+		bd = cl->hb_bd;
+	}
+	ret = fs_hb_open(bd, &ho, &cl->hb, why, whylen);
+	if (ret < 0) {
+		bd_close(cl->hb_bd);
+		cl->hb_bd = NULL;
+	}
+	return ret;
+}
+
+/* A configured node alive on the disk that the network cannot reach,
+ * or 0. */
+static uint32_t alive_unreachable(struct fs_cluster *cl)
+{
+	for (uint32_t n = 1; n < 64; n++) {
+		uint64_t age;
+
+		if (!(cl->configured & (1ull << n)) || n == cl->node)
+			continue;
+		if (fs_hb_node(cl->hb, n, NULL) == FS_HB_ALIVE &&
+		    !lk_ls_peer(cl->ls, n, &age))
+			return n;
+	}
+	return 0;
+}
+
+/* Joining failed while node @n beats on the disk: say why. */
+static int refuse_join(struct fs_cluster *cl, uint32_t n, char *why,
+		       size_t whylen)
+{
+	struct lk_stats *st = calloc(1, sizeof(*st));
+	char msg[300];
+	int auth = 0;
+
+	if (st != NULL) {
+		lk_ls_stats(cl->ls, st);
+		auth = st->auth_failures > 0;
+		free(st);
+	}
+	snprintf(msg, sizeof(msg),
+		 "node %u is alive on the disk but cannot be %s: not "
+		 "joining cluster %s as node %u (no split brain)",
+		 n,
+		 auth ? "authenticated: different secret?"
+		      : "reached over the network (address, port, firewall?)",
+		 cl->name, cl->node);
+	return fs_why(why, whylen, -ECONNREFUSED, msg);
+}
+
+/* Wait for quorum; refuse at once when the lock manager fenced us (the
+ * disk tie-break) or, after timeout_ms plus hb_timeout, when a node that
+ * beats on the disk is still unreachable. */
+static int join(struct fs_cluster *cl, unsigned quorum_ms, char *why,
+		size_t whylen)
+{
+	uint64_t t0 = now_ms();
+	uint64_t check = t0 + cl->timeout_ms + fs_hb_timeout_ms(cl->hb);
+	char msg[300];
+
+	for (;;) {
+		int ret = lk_ls_wait_quorum(cl->ls, 200);
+		uint32_t n;
+
+		if (ret == 0)
+			return 0;
+		n = ret == -ESHUTDOWN || now_ms() >= check
+			? alive_unreachable(cl)
+			: 0;
+		if (n != 0)
+			return refuse_join(cl, n, why, whylen);
+		if (ret == -ESHUTDOWN)
+			return fs_why(why, whylen, -EIO,
+				      "the lock manager fenced this node "
+				      "while it joined");
+		if (now_ms() - t0 >= quorum_ms) {
+			snprintf(msg, sizeof(msg),
+				 "cluster %s: no quorum after %u ms "
+				 "(are enough nodes up?)",
+				 cl->name, quorum_ms);
+			return fs_why(why, whylen, -ETIMEDOUT, msg);
+		}
+	}
+}
+
+static int ls_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
+		   char *why, size_t whylen)
+{
+	struct lk_ls_config lc = {0};
+	char msg[300];
+	int ret;
+
+	lc.cluster_file = o->cluster_file;
+	lc.nodeid = o->node_id;
+	lc.recover = cl_recover;
+	lc.log = log_msg;
+	lc.arg = cl;
+	lc.disk = cl_disk;
+	lc.disk_timeout_ms = fs_hb_timeout_ms(cl->hb);
+	ret = lk_ls_open(&lc, &cl->ls);
+	if (ret == -EADDRINUSE)
+		snprintf(msg, sizeof(msg),
+			 "node %u is already mounted on cluster %s (its "
+			 "address is in use on this machine)",
+			 o->node_id, cl->name);
+	else if (ret < 0)
+		snprintf(msg, sizeof(msg),
+			 "cannot join cluster %s as node %u: %s", cl->name,
+			 o->node_id, strerror(-ret));
+	if (ret < 0)
+		fs_why(why, whylen, ret, msg);
+	return ret;
+}
+
+int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
+		    char *why, size_t whylen)
+{
+	struct fs_cluster *cl = calloc(1, sizeof(*cl));
+	int ret;
+
+	if (cl == NULL)
+		return -ENOMEM;
+	cl->node = o->node_id;
+	cl->minhold_ms = o->minhold_ms;
+	cl->ro = o->ro;
+	cl->glock_max = o->glock_max ? o->glock_max : FS_GLOCK_MAX_DEFAULT;
+	cl->slot = -1;
+	pthread_mutex_init(&cl->mu, NULL);
+	pthread_cond_init(&cl->cv, NULL);
+	ret = load_config(cl, o, why, whylen);
+	if (ret < 0)
+		goto out_free;
+	ret = hb_open(cl, o, why, whylen);
+	if (ret < 0)
+		goto out_free;
+	ret = ls_open(cl, o, why, whylen);
+	if (ret < 0)
+		goto out_hb;
+	ret = -pthread_create(&cl->thread, NULL, cl_thread, cl);
+	if (ret < 0)
+		goto out_close;
+	ret = join(cl, o->quorum_ms ? o->quorum_ms : FS_CLUSTER_QUORUM_MS, why,
+		   whylen);
+	if (ret < 0)
+		goto out_thread;
+	*out = cl;
+	return 0;
+
+out_thread:
+	pthread_mutex_lock(&cl->mu);
+	cl->stop = 1;
+	pthread_cond_broadcast(&cl->cv);
+	pthread_mutex_unlock(&cl->mu);
+	pthread_join(cl->thread, NULL);
+out_close:
+	lk_ls_close(cl->ls);
+out_hb:
+	fs_hb_close(cl->hb, 0);
+	bd_close(cl->hb_bd);
+out_free:
+	pthread_cond_destroy(&cl->cv);
+	pthread_mutex_destroy(&cl->mu);
+	free(cl);
+	return ret;
+}
+
+const char *fs_cluster_name(const struct fs_cluster *cl)
+{
+	return cl->name;
+}
+
+uint32_t fs_cluster_node(const struct fs_cluster *cl)
+{
+	return cl->node;
+}
+
+struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
+{
+	return cl->ls;
+}
+
+/* The engine, its ops per lock type, and the fs lock. */
+static int engine_start(struct fs_cluster *cl)
+{
+	struct fs_glocks_conf conf = {
+	    .max = cl->glock_max,
+	    .workers = 0,
+	    .minhold_ms = cl->minhold_ms,
+	};
+	int ret = fs_glocks_new(cl->ls, &conf, &cl->e);
+
+	if (ret < 0)
+		return ret;
+	fs_glocks_set_ops(cl->e, FS_LK_FS, cl->ro ? &fs_gl_ro_ops : &fs_gl_ops,
+			  cl);
+	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
+	/* FS_LK_RENAME protects nothing cached: no ops */
+	ret = fs_glock_get(cl->e, FS_LK_FS, 0, &cl->gl);
+	if (ret < 0) {
+		fs_glocks_free(cl->e);
+		cl->e = NULL;
+	}
+	return ret;
+}
+
+int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
+{
+	int ret;
+
+	cl->nslots = fs->sb.slot_count;
+	cl->rg_start = fs->sb.rgrp_start;
+	cl->rg_blocks = fs->sb.rgrp_blocks;
+	cl->rg_count = fs->sb.rgrp_count;
+	cl->try_lk = calloc(cl->nslots, sizeof(*cl->try_lk));
+	if (cl->try_lk == NULL)
+		return -ENOMEM;
+	ret = engine_start(cl);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&cl->mu);
+	cl->fs = fs;
+	pthread_mutex_unlock(&cl->mu);
+	cl->gate_bd = fs->bd;
+	bd_set_gate(fs->bd, fs_hb_gate, cl->hb);
+	return 0;
+}
+
+struct fs_glocks *fs_cluster_glocks(struct fs_cluster *cl)
+{
+	return cl->e;
+}
+
+void fs_cluster_detach(struct fs_cluster *cl, int held)
+{
+	if (cl->gate_bd != NULL)
+		bd_set_gate(cl->gate_bd, NULL, NULL); /* it is closed next */
+	cl->gate_bd = NULL;
+	if (held)
+		fs_glock_release(cl->gl, LK_EX);
+	fs_cluster_quiesce(cl);
+}
+
+/* A slot lock request's outcome, from its completion callback (a NOQUEUE
+ * request refused by a remote master releases its handle once the
+ * callback returned: lk_wait on it could touch a freed handle). */
+struct slot_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, status;
+	int gone; /* the waiter left (fenced): the callback frees it */
+};
+
+static void slot_wait_free(struct slot_wait *w)
+{
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+static void slot_done(struct lk_lock *lk, int status, void *arg)
+{
+	struct slot_wait *w = arg;
+	int gone;
+
+	(void)lk;
+	pthread_mutex_lock(&w->mu);
+	w->done = 1;
+	w->status = status;
+	gone = w->gone;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	if (gone)
+		slot_wait_free(w);
+}
+
+static const struct lk_lock_ops slot_ops = {.completion = slot_done};
+
+/* Wait (w->mu held) for the answer to a NOQUEUE slot request: at most
+ * SLOT_ANSWER_MS, then cancel it and wait as long again (a request that
+ * got no answer must not hang a mount or an unmount: MOUNT.md). Returns
+ * w->done. */
+#define SLOT_ANSWER_MS 10000u /* a slot request unanswered: cancelled */
+
+static int slot_wait_answer(struct fs_cluster *cl, struct slot_wait *w,
+			    struct lk_lock *lk)
+{
+	uint64_t end = now_ms() + SLOT_ANSWER_MS;
+	int cancelled = 0;
+
+	while (!w->done && !fs_cluster_fenced(cl)) {
+		if (now_ms() < end) {
+			timed_wait(&w->cv, &w->mu, 100);
+			continue;
+		}
+		if (cancelled)
+			break;
+		cancelled = 1;
+		end = now_ms() + SLOT_ANSWER_MS;
+		pthread_mutex_unlock(&w->mu);
+		lk_cancel(lk);
+		pthread_mutex_lock(&w->mu);
+	}
+	return w->done;
+}
+
+/* EX on slot @s's lock. 1 granted (*out), 0 refused (or no answer:
+ * taken as held), -errno. Not from a DLM callback. */
+static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
+		     struct lk_lock **out)
+{
+	struct slot_wait *w = calloc(1, sizeof(*w));
+	struct lk_name n;
+	struct lk_lock *lk = NULL;
+	int ret, gone = 0;
+
+	if (w == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	lk_name_make(&n, FS_LK_SLOT, s, NULL);
+	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, w, &lk);
+	if (ret == 0) {
+		pthread_mutex_lock(&w->mu);
+		slot_wait_answer(cl, w, lk);
+		ret = w->done		      ? w->status
+		      : fs_cluster_fenced(cl) ? -EIO
+					      : -EAGAIN;
+		gone = w->gone = !w->done; /* never answered */
+		pthread_mutex_unlock(&w->mu);
+		if (gone && ret == -EAGAIN)
+			log_msg(1,
+				"a journal slot lock request got no answer: "
+				"the slot is taken as held",
+				NULL);
+	} else if (ret == LK_GRANTED_NOW) {
+		ret = 0;
+	}
+	if (!gone)
+		slot_wait_free(w);
+	if (ret == -EAGAIN || ret == -ECANCELED)
+		return 0;
+	if (ret < 0)
+		return ret;
+	*out = lk;
+	return 1;
+}
+
+/*
+ * How long a node that just got slot @s watches it before it writes
+ * anything but its beat (fs_hb_start): a full hb_timeout when our
+ * membership is no majority of the configured nodes (two-node mode
+ * alone: a node on the other side of a cut may hold the same slot in its
+ * own lockspace; MOUNT.md "Cluster mounts"), else the minimum (two
+ * majorities share a member, so the slot lock is never granted twice).
+ */
+static unsigned watch_ms(struct fs_cluster *cl)
+{
+	uint64_t gen, members = 0;
+	unsigned n = (unsigned)__builtin_popcountll(cl->configured);
+
+	lk_ls_members(cl->ls, &gen, &members);
+	if ((unsigned)__builtin_popcountll(members & cl->configured) > n / 2)
+		return 0;
+	return fs_hb_timeout_ms(cl->hb);
+}
+
+/* fs_hb_start failed: say why. */
+static int start_failed(struct fs_cluster *cl, unsigned s, int ret,
+			uint32_t other, char *why, size_t whylen)
+{
+	char msg[300];
+
+	if (ret == -EBUSY || (other != 0 && other != ~0u))
+		snprintf(msg, sizeof(msg),
+			 "journal slot %u %s node %u, which this node cannot "
+			 "reach (link down, or started at the same time "
+			 "without one?): not mounting as node %u (no split "
+			 "brain)",
+			 s,
+			 ret == -EBUSY ? "is in use on the disk by"
+				       : "was taken over on the disk by",
+			 other, cl->node);
+	else
+		snprintf(msg, sizeof(msg),
+			 "fenced before the first disk heartbeat was "
+			 "written%s",
+			 other == ~0u ? " (our heartbeat block became "
+					"unreadable)"
+				      : "");
+	return fs_why(why, whylen, ret == -EBUSY ? -EBUSY : -EIO, msg);
+}
+
+int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
+			  char *why, size_t whylen)
+{
+	char msg[120];
+
+	for (unsigned s = 0; s < count; s++) {
+		int r = slot_lock(cl, s, 0, &cl->slot_lk);
+		uint32_t other;
+
+		if (r < 0)
+			return fs_why(why, whylen, r,
+				      "slot lock request "
+				      "failed");
+		if (r == 1) {
+			cl->slot = (int)s;
+			*slot = s;
+			r = fs_hb_start(cl->hb, s, watch_ms(cl), &other);
+			if (r < 0)
+				return start_failed(cl, s, r, other, why,
+						    whylen);
+			return 0;
+		}
+	}
+	snprintf(msg, sizeof(msg),
+		 "all %u journal slots are in use (mkfs.ucfs "
+		 "-j sets how many nodes may mount)",
+		 count);
+	return fs_why(why, whylen, -EBUSY, msg);
+}
+
+int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
+{
+	struct timespec nap = {0, 50 * 1000 * 1000};
+	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+	int ret;
+
+	if (slot >= cl->nslots || (int)slot == cl->slot)
+		return 0;
+	ret = slot_lock(cl, slot, LK_NOEXP, &cl->try_lk[slot]);
+	/* its owner was declared dead: recover only once it stopped
+	 * writing (the lock manager waited for that already, unless the
+	 * coordinator had no disk: a witness) */
+	while (ret == 1 && fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
+		if (now_ms() > end || fs_cluster_fenced(cl)) {
+			fs_cluster_slot_drop(cl, slot);
+			return 0; /* still beating: not ours to recover */
+		}
+		nanosleep(&nap, NULL);
+	}
+	return ret;
+}
+
+void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot)
+{
+	if (slot < cl->nslots && cl->try_lk[slot] != NULL) {
+		lk_unlock(cl->try_lk[slot], 0);
+		cl->try_lk[slot] = NULL;
+	}
+}
+
+void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
+			      unsigned ntx)
+{
+	char msg[120];
+
+	pthread_mutex_lock(&cl->mu);
+	cl->recoveries++;
+	cl->recovered_tx += ntx;
+	pthread_mutex_unlock(&cl->mu);
+	snprintf(msg, sizeof(msg),
+		 "recovered journal slot %u (%u "
+		 "transactions replayed)",
+		 slot, ntx);
+	log_msg(1, msg, NULL);
+}
+
+/* ---- holders ---------------------------------------------------------- */
+
+/* Self-fencing, part 1: no request runs (even under a cached grant)
+ * while this node is not in a quorate membership; after timeout_ms of
+ * that the watchdog fences us and this returns -EIO. */
+int fs_cluster_wait_quorum(struct fs_cluster *cl)
+{
+	struct timespec nap = {0, 10 * 1000 * 1000};
+	uint64_t gen, members;
+
+	while (!lk_ls_members(cl->ls, &gen, &members)) {
+		if (fs_cluster_fenced(cl))
+			return -EIO;
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
+int fs_cluster_lock(struct fs_cluster *cl, int mode)
+{
+	int ret = fs_cluster_wait_quorum(cl);
+
+	if (ret == 0)
+		ret = fs_glock_acquire(cl->gl, cl->ro ? LK_PR : mode);
+
+	if (ret < 0)
+		fs_cluster_fence(cl, "lock manager refused the fs lock");
+	return ret < 0 ? -EIO : 0;
+}
+
+void fs_cluster_unlock(struct fs_cluster *cl, int mode)
+{
+	fs_glock_release(cl->gl, cl->ro ? LK_PR : mode);
+}
+
+int fs_cluster_members(struct fs_cluster *cl, uint64_t *members)
+{
+	uint64_t gen;
+
+	return lk_ls_members(cl->ls, &gen, members);
+}
+
+int fs_cluster_glock(struct fs_cluster *cl, uint16_t type, uint64_t num,
+		     int mode, int wait, struct fs_glock **out)
+{
+	struct fs_glock *gl;
+	int ret;
+
+	if (cl->ro && mode == LK_EX)
+		return -EROFS; /* a ro node changes nothing */
+	ret = fs_glock_get(cl->e, type, num, &gl);
+	if (ret < 0)
+		return ret;
+	ret = wait ? fs_glock_acquire(gl, mode) : fs_glock_try(gl, mode);
+	if (ret == 0) {
+		*out = gl;
+		return 0;
+	}
+	fs_glock_put(gl);
+	if (ret == -EAGAIN || ret == -ENOMEM)
+		return ret;
+	fs_cluster_fence(cl, "lock manager refused a lock");
+	return -EIO;
+}
+
+void fs_cluster_gunlock(struct fs_glock *gl, int mode)
+{
+	fs_glock_release(gl, mode);
+	fs_glock_put(gl);
+}
+
+int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot)
+{
+	struct timespec nap = {0, 50 * 1000 * 1000};
+	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+
+	while (fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
+		if (now_ms() > end || fs_cluster_fenced(cl))
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+	return 1;
+}
+
+void fs_cluster_fence(struct fs_cluster *cl, const char *why)
+{
+	struct fs *fs;
+	int first;
+	char msg[200];
+
+	pthread_mutex_lock(&cl->mu);
+	first = !cl->fenced;
+	cl->fenced = 1;
+	fs = cl->fs;
+	if (first)
+		cl->fence_ms = now_ms();
+	pthread_mutex_unlock(&cl->mu);
+	if (!first)
+		return;
+	/* the device first: nothing written from here on */
+	fs_hb_fence_mark(cl->hb, cl->gate_bd);
+	lk_ls_fence(cl->ls, why);
+	if (fs != NULL)
+		fs_journal_abort(fs);
+	if (cl->e != NULL)
+		fs_glocks_fence(cl->e);
+	snprintf(msg, sizeof(msg),
+		 "node %u fenced itself (%s): no more "
+		 "device writes, every request fails with EIO; unmount it",
+		 cl->node, why);
+	log_msg(0, msg, NULL);
+}
+
+int fs_cluster_fenced(struct fs_cluster *cl)
+{
+	int f;
+
+	pthread_mutex_lock(&cl->mu);
+	f = cl->fenced;
+	pthread_mutex_unlock(&cl->mu);
+	return f;
+}
+
+/* ---- stats ------------------------------------------------------------ */
+
+/* Per configured node but us: what the network and the disk say. */
+static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
+{
+	static const char *const disk[] = {"none", "dead", "alive"};
+	uint64_t now = now_ms() * 1000000ull;
+
+	for (uint32_t n = 1; n < 64; n++) {
+		struct fs_json *p;
+		uint64_t age, changed;
+		int up, st;
+
+		if (!(cl->configured & (1ull << n)) || n == cl->node)
+			continue;
+		up = lk_ls_peer(cl->ls, n, &age);
+		st = fs_hb_node(cl->hb, n, &changed);
+		p = fs_json_obj(arr, NULL);
+		fs_json_u64(p, "node", n);
+		fs_json_bool(p, "net_up", up);
+		fs_json_i64(p, "net_beat_age_ms",
+			    age == UINT64_MAX ? -1 : (int64_t)age);
+		fs_json_str(p, "disk", disk[st]);
+		fs_json_i64(p, "disk_beat_age_ms",
+			    changed == 0
+				? -1
+				: (int64_t)((now - changed) / 1000000ull));
+	}
+}
+
+static void cluster_section(struct fs_json *o, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs_glocks_stats *es = malloc(sizeof(*es));
+	struct fs_glock_stats g, t = {0};
+
+	fs_glock_stats_get(cl->gl, &g);
+	if (es != NULL) {
+		fs_glocks_stats(cl->e, es);
+		t = es->total;
+		free(es);
+	}
+	fs_json_str(o, "cluster", cl->name);
+	fs_json_u64(o, "node_id", cl->node);
+	fs_json_i64(o, "slot", cl->slot);
+	fs_json_str(o, "glock_mode",
+		    g.mode < 0 ? "none" : lk_mode_name(g.mode));
+	fs_json_u64(o, "glock_holders", g.holders);
+	/* every glock of the engine (per type: the "glocks" section) */
+	fs_json_u64(o, "glock_acquires", t.acquires);
+	fs_json_u64(o, "glock_hits", t.hits);
+	fs_json_u64(o, "glock_requests", t.requests);
+	fs_json_u64(o, "glock_retries", t.retries);
+	fs_json_u64(o, "glock_wait_ns", t.wait_ns);
+	fs_json_u64(o, "demotes_to_pr", t.demote_pr);
+	fs_json_u64(o, "demotes_to_nl", t.demote_nl);
+	fs_json_u64(o, "demote_ns", t.demote_ns);
+	fs_json_u64(o, "lvb_generation", g.generation);
+	fs_json_u64(o, "lvb_invalid_recoveries", g.recovers);
+	pthread_mutex_lock(&cl->mu);
+	fs_json_u64(o, "cache_drops", cl->drops);
+	fs_json_u64(o, "cache_dropped_blocks", cl->dropped_bufs);
+	fs_json_u64(o, "node_deaths", cl->deaths);
+	fs_json_u64(o, "recoveries", cl->recoveries);
+	fs_json_u64(o, "recovered_tx", cl->recovered_tx);
+	fs_json_u64(o, "sync_errors", cl->sync_errors);
+	fs_json_bool(o, "fenced", cl->fenced);
+	fs_json_i64(o, "fenced_ms_ago",
+		    cl->fence_ms ? (int64_t)(now_ms() - cl->fence_ms) : -1);
+	pthread_mutex_unlock(&cl->mu);
+	fs_hb_stats(cl->hb, o);
+	peers_section(cl, fs_json_arr(o, "peers"));
+}
+
+static const char *type_name(unsigned type)
+{
+	static const char *const names[] = {
+	    [FS_LK_FS] = "fs",	       [FS_LK_SLOT] = "slot",
+	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
+	    [FS_LK_RENAME] = "rename", [FS_LK_IOPEN] = "iopen",
+	};
+
+	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;
+}
+
+static void glocks_section(struct fs_json *o, void *arg)
+{
+	struct fs_cluster *cl = arg;
+
+	fs_glocks_stats_render(cl->e, o, type_name, 10);
+}
+
+int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st)
+{
+	int ret = fs_stats_add_section(st, "cluster", cluster_section, cl);
+
+	if (ret == 0)
+		ret = fs_stats_add_locks(st, cl->ls, type_name, &cl->stlk);
+	if (ret == 0 && cl->e != NULL) {
+		ret = fs_stats_add_section(st, "glocks", glocks_section, cl);
+		if (ret == 0)
+			fs_glocks_set_trace(cl->e, fs_stats_trace(st),
+					    type_name, cl->stlk);
+	}
+	if (ret < 0) {
+		if (cl->stlk != NULL)
+			fs_stats_remove_locks(st, cl->stlk);
+		cl->stlk = NULL;
+		fs_stats_remove_section(st, "cluster");
+	}
+	return ret;
+}
+
+void fs_cluster_stats_remove(struct fs_cluster *cl, struct fs_stats *st)
+{
+	if (cl->e != NULL)
+		fs_glocks_set_trace(cl->e, NULL, type_name, NULL);
+	fs_stats_remove_section(st, "glocks");
+	if (cl->stlk != NULL)
+		fs_stats_remove_locks(st, cl->stlk);
+	cl->stlk = NULL;
+	fs_stats_remove_section(st, "cluster");
+}
+
+/* ---- close ------------------------------------------------------------ */
+
+static void stop_thread(struct fs_cluster *cl)
+{
+	pthread_mutex_lock(&cl->mu);
+	cl->stop = 1;
+	cl->fs = NULL;
+	pthread_cond_broadcast(&cl->cv);
+	pthread_mutex_unlock(&cl->mu);
+	pthread_join(cl->thread, NULL);
+}
+
+/* Ungate the device and stop the heartbeat (@clean: mark our block
+ * stopped, nobody has to wait for it). */
+static void hb_close(struct fs_cluster *cl, int clean)
+{
+	if (cl->gate_bd != NULL)
+		bd_set_gate(cl->gate_bd, NULL, NULL);
+	fs_hb_close(cl->hb, clean);
+	bd_close(cl->hb_bd);
+}
+
+static void cl_free(struct fs_cluster *cl)
+{
+	free(cl->try_lk);
+	pthread_cond_destroy(&cl->cv);
+	pthread_mutex_destroy(&cl->mu);
+	free(cl);
+}
+
+/* Give every glock up (@clean: the storage layer wrote everything back:
+ * cl->fs is NULL, so no sync writes anything more) and free the
+ * engine. */
+static void engine_free(struct fs_cluster *cl, int clean)
+{
+	if (cl->e == NULL)
+		return;
+	fs_glock_put(cl->gl);
+	cl->gl = NULL;
+	if (clean && fs_glocks_drop_all(cl->e) < 0)
+		fs_glocks_fence(cl->e);
+	fs_glocks_free(cl->e);
+	cl->e = NULL;
+}
+
+void fs_cluster_close(struct fs_cluster *cl)
+{
+	if (cl == NULL)
+		return;
+	if (fs_cluster_fenced(cl)) {
+		fs_cluster_abandon(cl);
+		return;
+	}
+	stop_thread(cl);
+	engine_free(cl, 1);
+	if (cl->slot_lk != NULL)
+		lk_unlock(cl->slot_lk, 0);
+	for (unsigned s = 0; s < cl->nslots; s++)
+		fs_cluster_slot_drop(cl, s);
+	lk_ls_close(cl->ls);
+	hb_close(cl, 1);
+	cl_free(cl);
+}
+
+void fs_cluster_abandon(struct fs_cluster *cl)
+{
+	if (cl == NULL)
+		return;
+	stop_thread(cl);
+	if (cl->e != NULL) {
+		fs_glocks_fence(cl->e);
+		fs_glocks_stop(cl->e); /* no DLM call after this */
+	}
+	lk_ls_abandon(cl->ls); /* no callback after this */
+	engine_free(cl, 0);
+	hb_close(cl, 0);
+	cl_free(cl);
+}
