@@ -1120,6 +1120,11 @@ int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
 	return ret;
 }
 
+int fs_cluster_slot_alive(struct fs_cluster *cl, unsigned slot)
+{
+	return slot < cl->nslots && fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE;
+}
+
 void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot)
 {
 	if (slot < cl->nslots && cl->try_lk[slot] != NULL) {

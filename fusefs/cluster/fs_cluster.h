@@ -108,6 +108,11 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
  * fs_cluster_slot_drop), 0 held by a live node, -errno. May block. */
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot);
 void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot);
+/* Slot @slot's owner beats on the disk now (no wait): a node mounted it
+ * again. A dead slot whose lock a try found held while this is 0 is
+ * held by another thread of recovery (here or on another survivor):
+ * try again later. */
+int fs_cluster_slot_alive(struct fs_cluster *cl, unsigned slot);
 
 /* Become a holder of the fs glock in LK_PR / LK_EX (lk.h modes; a ro
  * node always in LK_PR): 0, or -EIO once fenced (the journal is then

@@ -691,13 +691,18 @@ static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
 
 /* Adopt dead slot @s's orphan list (its journal replayed), if no other
  * node holds the slot's lock. */
-static void adopt(struct fs *fs, unsigned s)
+/* 0 done (or not ours: a new mount of the slot, an error), -EAGAIN the
+ * slot's lock is held by recovery (the free log's applier here, or
+ * another survivor) while nobody mounted it again: try again later. */
+static int adopt(struct fs *fs, unsigned s)
 {
 	uint64_t ino;
-	int ret;
+	int ret = fs_cluster_slot_try(fs->cl, s);
 
-	if (fs_cluster_slot_try(fs->cl, s) <= 0)
-		return; /* another survivor, or a new mount of it */
+	if (ret == 0 && !fs_cluster_slot_alive(fs->cl, s))
+		return -EAGAIN;
+	if (ret <= 0)
+		return 0; /* a new mount of it: its own mount reclaims */
 	fs_core_slotinfo_forget(fs, s);
 	/* each one reaped as its lock goes (fs_op_end) */
 	do
@@ -708,6 +713,7 @@ static void adopt(struct fs *fs, unsigned s)
 		fs_cluster_fence(fs->cl, "cannot adopt a dead node's orphans");
 	fs_core_slotinfo_forget(fs, s);
 	fs_cluster_slot_drop(fs->cl, s);
+	return 0;
 }
 
 static void *worker(void *arg)
@@ -744,9 +750,13 @@ static void *worker(void *arg)
 			wanted(io->fs, lks, nl);
 		free(lks);
 		for (unsigned s = 0; s < FS_MAX_SLOTS; s++)
-			if (dead & (1ull << s))
-				adopt(io->fs, s);
+			if ((dead & (1ull << s)) && adopt(io->fs, s) == 0)
+				dead &= ~(1ull << s);
+		if (dead != 0) /* slot locks busy: again in a moment */
+			nanosleep(&(struct timespec){0, 20 * 1000 * 1000},
+				  NULL);
 		pthread_mutex_lock(&io->mu);
+		io->dead |= dead;
 	}
 	pthread_mutex_unlock(&io->mu);
 	return NULL;

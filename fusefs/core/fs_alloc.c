@@ -1587,6 +1587,11 @@ static void dead_slot(struct fs *fs, unsigned s)
 {
 	int got = fs_cluster_slot_try(fs->cl, s), ret;
 
+	/* held while nobody mounted it again: by recovery (the iopen
+	 * worker adopting its orphans, or another survivor): again at the
+	 * next writing request's end */
+	if (got == 0 && !fs_cluster_slot_alive(fs->cl, s))
+		fs_alloc_flog_dead(fs, s);
 	if (got <= 0)
 		return; /* mounted again (or gone): its own mount applies */
 	ret = dead_apply(fs, s);
