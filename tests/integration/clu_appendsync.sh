@@ -39,15 +39,9 @@ fi
 
 N=${UCFS_APPEND_N:-150}
 OPS=$B/ucfs-bench-ops
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_appendsync_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1 trace=$T/tr1.json)" || {
-	fail clu_appendsync_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2 trace=$T/tr2.json)" || {
-	fail clu_appendsync_m2; exit 1; }
+clu_setup clu_appendsync 2 256 -j 2 -r 64
+clu_mount clu_appendsync 1 "trace=$T/tr1.json"
+clu_mount clu_appendsync 2 "trace=$T/tr2.json"
 
 bounces() {
 	"$B/ucfs-stat" --json "$1" |

@@ -8,22 +8,16 @@
 #    the lock in PR only;
 #  * a node mounted with noatime never moves it;
 #  * both unmount, fsck.ucfs -n finds the image clean.
-# Node 5 is a lockspace-only witness (tests/clulib.sh: quorum).
+# Node 3 is a lockspace-only witness (tests/clulib.sh: quorum).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
 fs_require_ucfs clu_atime
 
-IMG=$T/img CFG=$T/cluster.json
-clu_config "$CFG" 1 2 5
-clu_witness "$CFG" 5
-fs_mkfs "$IMG" 128 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_atime_mkfs; exit 1; }
-MA=$T/a MB=$T/b
-fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1 noatime)" || {
-	fail clu_atime_mount1; exit 1; }
-fs_mount "$IMG" "$MB" "$(clu_opts "$CFG" 2 relatime)" || {
-	fail clu_atime_mount2; exit 1; }
+clu_setup clu_atime 2 128 -j 2 -r 64
+clu_mount clu_atime 1 noatime
+clu_mount clu_atime 2 relatime
+MA=$M1 MB=$M2
 
 eq() { [ "$1" = "$2" ] || { echo "got '$1', want '$2'"; return 1; }; }
 newer() { [ "$1" -gt "$2" ] || { echo "$1 is not after $2"; return 1; }; }

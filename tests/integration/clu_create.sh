@@ -16,13 +16,7 @@
 fs_require_ucfs clu_create
 
 N=${UCFS_CREATE_N:-2000}
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 2 -J 8 -r 32 -p dlm -t clu:fs1 || {
-	fail clu_create_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_create_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_create_m2; exit 1; }
+clu_two_nodes clu_create 512 -j 2 -r 32
 
 mkdir "$M1/d1" && mkdir "$M2/d2" || { fail clu_create_mkdir; exit 1; }
 # one file each first: the directories' own locks settle

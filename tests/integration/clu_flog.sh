@@ -25,13 +25,7 @@ if ! command -v jq >/dev/null 2>&1; then
 	exit 0
 fi
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 3 -J 8 -p dlm -t clu:fs1 || {
-	fail clu_flog_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_flog_m1; exit 1; }
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_flog_m2; exit 1; }
+clu_two_nodes clu_flog 512 -j 3
 st() { "$B/ucfs-stat" --json "$1"; }
 
 # node 1: a file of 2,048 one-block extents with a hole after each

@@ -20,13 +20,9 @@
 fs_require_ucfs clu_iopen
 command -v jq >/dev/null 2>&1 || { skip clu_iopen "jq not installed"; exit 0; }
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
 MB=24 # the file; its blocks (4 KiB) are what must come back
 FBLK=$((MB * 256))
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_iopen_mkfs; exit 1; }
+clu_setup clu_iopen 2 512 -j 3 -r 64
 head -c $((MB * 1048576)) /dev/urandom >"$T/ref"
 # what the holder's "write 2" makes of it
 cp "$T/ref" "$T/ref2"

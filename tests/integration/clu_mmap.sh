@@ -12,7 +12,7 @@
 #    node's store survives the other's);
 #  * the kcache and lock counters show the flushes; both unmount,
 #    fsck.ucfs -n finds the image clean.
-# Node 5 is a lockspace-only witness (tests/clulib.sh: quorum).
+# Node 3 is a lockspace-only witness (tests/clulib.sh: quorum).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -22,14 +22,8 @@ if ! command -v jq >/dev/null 2>&1; then
 	exit 0
 fi
 
-IMG=$T/img CFG=$T/cluster.json
-clu_config "$CFG" 1 2 5
-clu_witness "$CFG" 5
-fs_mkfs "$IMG" 128 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
-	fail clu_mmap_mkfs; exit 1; }
-MA=$T/a MB=$T/b
-fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1)" || { fail clu_mmap_mount1; exit 1; }
-fs_mount "$IMG" "$MB" "$(clu_opts "$CFG" 2)" || { fail clu_mmap_mount2; exit 1; }
+clu_two_nodes clu_mmap 128 -j 2 -r 64
+MA=$M1 MB=$M2
 
 eq() { [ "$1" = "$2" ] || { echo "got '$1', want '$2'"; return 1; }; }
 at() { dd if="$1" bs=1 skip="$2" count="$3" status=none; }

@@ -22,14 +22,10 @@ if ! command -v jq >/dev/null 2>&1; then
 	exit 0
 fi
 
-IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-clu_config "$CFG" 1 2 3
-clu_witness "$CFG" 3
-fs_mkfs "$IMG" 512 -j 3 -J 8 -p dlm -t clu:fs1 || {
-	fail clu_rmrf_mkfs; exit 1; }
-fs_mount "$IMG" "$M1" "$(clu_opts "$CFG" 1)" || { fail clu_rmrf_m1; exit 1; }
+clu_setup clu_rmrf 2 512 -j 3
+clu_mount clu_rmrf 1
 free0=$(stat -f -c %f "$M1")
-fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || { fail clu_rmrf_m2; exit 1; }
+clu_mount clu_rmrf 2
 
 # a source tree: 25 directories of 40 small files, and a bigger one each
 mkdir "$T/src"
