@@ -1565,17 +1565,6 @@ static int dead_apply(struct fs *fs, unsigned s)
 	return ret == 1 ? 0 : ret;
 }
 
-/* Our copy of slot @s's slotinfo goes: its next owner changes it. */
-static void slotinfo_forget(struct fs *fs, unsigned s)
-{
-	struct fs_buf *b = fs_cache_lookup(fs, fs_slotinfo_blk(s));
-
-	if (b != NULL) {
-		fs_cache_unhash(b);
-		fs_buf_put(b);
-	}
-}
-
 /*
  * Slot @s's node died and a survivor replayed its journal: its log is
  * applied here under its slot lock (NOQUEUE: a node that mounted the
@@ -1601,7 +1590,7 @@ static void dead_slot(struct fs *fs, unsigned s)
 					 "free log");
 		return;
 	}
-	slotinfo_forget(fs, s);
+	fs_core_slotinfo_forget(fs, s); /* its next owner changes it */
 	fs_cluster_slot_drop(fs->cl, s);
 	if (ret < 0) /* what is left waits for the next mount of the slot */
 		FS_STAT_ADD(fs, flog_dead_errors, 1);

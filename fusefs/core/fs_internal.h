@@ -586,7 +586,8 @@ unsigned fs_alloc_flog_len(struct fs *fs);
  * unmount frees it under the fs lock). 0 or -errno. */
 int fs_core_recover_node(struct fs *fs, uint32_t node);
 /* Forget the cached copy of slot @slot's slotinfo block (a dead node's,
- * adopted by fs_iopen.c: read from the disk the next time). Clean (the
+ * after fs_iopen.c adopted its orphans or fs_alloc.c applied its free
+ * log: read from the disk the next time). Clean (the
  * journal written back) or never written by this node. */
 void fs_core_slotinfo_forget(struct fs *fs, unsigned slot);
 /* A ro cluster node: 1 (slot in *@slot) if a slot left mounted by a
