@@ -638,8 +638,7 @@ static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 	lkb_kill(ls, lk);
 }
 
-void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode,
-		 uint32_t from)
+void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode, uint32_t from)
 {
 	struct lk_counts *c = &lk_stats_type(ls, lk->res->name.type)->c;
 

@@ -411,8 +411,7 @@ void lk_lkb_put(struct lk_lock *lk);
 void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 		     const struct lk_rec_reply *r);
 /* A blocking callback for @lk: node @from wants @mode (0: not known). */
-void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode,
-		 uint32_t from);
+void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode, uint32_t from);
 void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk);
 void lk_res_master_known(struct lk_ls *ls, struct lk_res *res);
 uint32_t lk_dir_node(const struct lk_ls *ls, const struct lk_name *n,

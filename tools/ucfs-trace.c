@@ -534,11 +534,12 @@ static json_t *summary_peers(struct trace *tr)
 				idx[n++] = a * MAX_NODES + b;
 	for (int i = 1; i < n; i++) { /* insertion sort: few pairs */
 		int x = idx[i], j = i;
-		unsigned long d = tr->took[x / MAX_NODES][x % MAX_NODES].demotes;
+		unsigned long d =
+		    tr->took[x / MAX_NODES][x % MAX_NODES].demotes;
 
-		for (; j > 0 && tr->took[idx[j - 1] / MAX_NODES]
-					[idx[j - 1] % MAX_NODES]
-					    .demotes < d;
+		for (; j > 0 &&
+		       tr->took[idx[j - 1] / MAX_NODES][idx[j - 1] % MAX_NODES]
+			       .demotes < d;
 		     j--)
 			idx[j] = idx[j - 1];
 		idx[j] = x;
@@ -576,11 +577,11 @@ static void print_peers(json_t *s)
 		   json_number_value(json_object_get(v, "demote_ms")));
 	if (json_array_size(json_object_get(p, "pairs")) == 0)
 		printf("  (none)\n");
-	printf("no peer named: %lld blocking callbacks, %lld demotes\n",
-	       (long long)json_integer_value(
-		   json_object_get(p, "basts_no_peer")),
-	       (long long)json_integer_value(
-		   json_object_get(p, "demotes_no_peer")));
+	printf(
+	    "no peer named: %lld blocking callbacks, %lld demotes\n",
+	    (long long)json_integer_value(json_object_get(p, "basts_no_peer")),
+	    (long long)json_integer_value(
+		json_object_get(p, "demotes_no_peer")));
 }
 
 static json_t *summary_wb(struct trace *tr)

@@ -147,6 +147,7 @@ static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
 	const char *tn;
 	char type[24], res[64];
 	struct fs_trace_lock t;
+	int peer;
 
 	if (!FS_TRACE_ON(e->tr))
 		return;
@@ -159,15 +160,13 @@ static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
 		 (unsigned long long)gl->name.num);
 	/* peer: who asked (blocking callbacks, demotes for them); grants
 	 * and releases leave it out */
+	peer = ev == FS_TR_BAST_RECV || ev == FS_TR_DEMOTE ? gl->bast_peer : -1;
 	t = (struct fs_trace_lock){.ev = (enum fs_trace_ev)ev,
 				   .type = tn,
 				   .res = res,
 				   .mode = mode,
 				   .from = from,
-				   .peer = ev == FS_TR_BAST_RECV ||
-						   ev == FS_TR_DEMOTE
-					       ? gl->bast_peer
-					       : -1,
+				   .peer = peer,
 				   .remote = remote,
 				   .wait_ns = ns,
 				   .wb = wb};
