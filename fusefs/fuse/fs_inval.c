@@ -57,8 +57,9 @@
  * handlers count, READ handlers and ops->flush look; nrw lets a READ
  * skip the lock while nothing is open O_RDWR); names_mu "names_out"
  * (handlers add, ops->dir takes a directory's out, an epoch clears
- * it); all leaves, never held while writing to the kernel. names and prune are
- * atomics (written by the attr thread and the INIT handler); st are atomics.
+ * it, the directory's FORGET drops it: fs_inval_forgot); all leaves,
+ * never held while writing to the kernel. names and prune are atomics
+ * (written by the attr thread and the INIT handler); st are atomics.
  */
 #include "fusefs/fuse/fs_inval.h"
 
@@ -160,6 +161,7 @@ struct iv_map {
 struct iv_stats {
 	uint64_t attrs, pages, entries, epochs, flushes;
 	uint64_t dirs, dir_skips, dir_fallbacks, dir_busy;
+	uint64_t dirs_forgotten, names_forgotten, forgets_kept;
 	uint64_t errors, syncs, sync_ns;
 };
 
@@ -299,17 +301,18 @@ static int set_add(struct iv_set *st, uint64_t id)
 	return 0;
 }
 
-/* Linear probing: the entries after a hole move back into place. */
-static void set_del(struct iv_set *st, uint64_t id)
+/* Linear probing: the entries after a hole move back into place.
+ * 1 if @id was there. */
+static int set_del(struct iv_set *st, uint64_t id)
 {
 	size_t i, j;
 	uint64_t x;
 
 	if (st->cap == 0)
-		return;
+		return 0;
 	i = set_slot(st, id);
 	if (st->v[i] == 0)
-		return;
+		return 0;
 	st->v[i] = 0;
 	st->n--;
 	for (j = (i + 1) & (st->cap - 1); st->v[j] != 0;
@@ -318,6 +321,7 @@ static void set_del(struct iv_set *st, uint64_t id)
 		st->v[j] = 0;
 		st->v[set_slot(st, x)] = x;
 	}
+	return 1;
 }
 
 static size_t map_slot(const struct iv_map *m, uint64_t id)
@@ -502,6 +506,17 @@ static void dirs_clear(struct iv_dirs *t)
 	*t = (struct iv_dirs){0};
 }
 
+/* Too many names in @d: they go by the epoch, none is kept. */
+static void names_overflow(struct iv_dirs *t, struct iv_names *d)
+{
+	d->overflow = 1;
+	t->names -= d->n;
+	d->n = 0;
+	free(d->buf);
+	d->buf = NULL;
+	d->used = d->cap = 0;
+}
+
 /* Append @name to @d (the same name as the last one: nothing). */
 static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 		     size_t len)
@@ -515,12 +530,7 @@ static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 	    memcmp(d->buf + d->last + 1, name, len) == 0)
 		return 0; /* asked again (a revalidation) */
 	if (d->n >= IV_DIR_NAMES || t->names >= IV_NAMES_MAX) {
-		d->overflow = 1; /* its names go by the epoch */
-		t->names -= d->n;
-		d->n = 0;
-		free(d->buf);
-		d->buf = NULL;
-		d->used = d->cap = 0;
+		names_overflow(t, d);
 		return 0;
 	}
 	if (need > d->cap) {
@@ -571,6 +581,79 @@ void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
 	pthread_mutex_unlock(&iv->set_mu);
 	if (ret < 0)
 		IV_ADD(iv, errors, 1);
+}
+
+/* Put @d back into @t (the kernel looked its directory up again while
+ * fs_inval_forgot had taken it out): merged with the names recorded
+ * since, or in its place. Consumes @d. names_mu held. */
+static int dirs_give_back(struct iv_dirs *t, struct iv_names *d)
+{
+	struct iv_names *now = dirs_get(t, d->dir, 0);
+	size_t len;
+	int ret = 0;
+
+	if (now == NULL) {
+		now = dirs_get(t, d->dir, 1);
+		if (now == NULL) {
+			names_free(d);
+			return -ENOMEM;
+		}
+		*now = *d; /* the table's new slot takes d's records */
+		t->names += d->n;
+		free(d);
+		return 0;
+	}
+	if (d->overflow && !now->overflow)
+		names_overflow(t, now);
+	for (size_t o = 0; o < d->used && ret == 0; o += 1 + len) {
+		len = (unsigned char)d->buf[o];
+		ret = names_add(t, now, d->buf + o + 1, len);
+	}
+	names_free(d);
+	return ret;
+}
+
+void fs_inval_forgot(struct fs_inval *iv, uint64_t ino, int (*held)(void *),
+		     void *held_arg)
+{
+	uint64_t id = to_nodeid(iv, ino);
+	struct iv_names *d;
+	int was_dir, ret = 0;
+
+	if (id == FUSE_ROOT_ID)
+		return; /* never forgotten */
+	pthread_mutex_lock(&iv->names_mu);
+	d = dirs_take(&iv->names_out, id);
+	pthread_mutex_unlock(&iv->names_mu);
+	pthread_mutex_lock(&iv->set_mu);
+	was_dir = set_del(&iv->dirs, id);
+	pthread_mutex_unlock(&iv->set_mu);
+	if (d == NULL && !was_dir)
+		return; /* a file, or a directory with no name handed out */
+	if (held(held_arg)) {
+		/* looked up again meanwhile: names recorded since may be in
+		 * the kernel, and these with them (a leftover is harmless) */
+		IV_ADD(iv, forgets_kept, 1);
+		if (d != NULL) {
+			pthread_mutex_lock(&iv->names_mu);
+			ret = dirs_give_back(&iv->names_out, d);
+			if (ret < 0)
+				iv->names_out.lost = 1;
+			pthread_mutex_unlock(&iv->names_mu);
+		}
+		pthread_mutex_lock(&iv->set_mu);
+		if (was_dir && set_add(&iv->dirs, id) < 0)
+			ret = -ENOMEM;
+		pthread_mutex_unlock(&iv->set_mu);
+		if (ret < 0)
+			IV_ADD(iv, errors, 1);
+		return;
+	}
+	if (d != NULL) {
+		IV_ADD(iv, dirs_forgotten, 1);
+		IV_ADD(iv, names_forgotten, d->n);
+		names_free(d);
+	}
 }
 
 /* ---- talking to the kernel (the threads only) ---- */
@@ -1033,6 +1116,9 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	IV_U64(dir_skips);
 	IV_U64(dir_fallbacks);
 	IV_U64(dir_busy);
+	IV_U64(dirs_forgotten);
+	IV_U64(names_forgotten);
+	IV_U64(forgets_kept);
 	IV_U64(errors);
 	IV_U64(syncs);
 	IV_U64(sync_ns);
