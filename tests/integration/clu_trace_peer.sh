@@ -10,7 +10,8 @@
 #  (2) ucfs-trace's "who takes locks from whom" pairs count the
 #      demotes both ways (asker 2 -> node 1 and asker 1 -> node 2);
 #  (3) the stats say the same without a trace: net.peers[].basts_for of
-#      the other node is > 0 on both nodes.
+#      the other node is > 0 on both nodes, and ucfs-top's "callbacks
+#      from (top)" row names the other node on each.
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -49,6 +50,12 @@ for n in 1 2; do
 		'any(.net.peers[]; .node == $o and .basts_for > 0)' \
 		"$T/st$n.json"
 done
+
+# ... and ucfs-top's node table names the other node as the top asker
+"$B/ucfs-top" --batch --iterations 1 "$M1" "$M2" >"$T/top.txt" 2>&1
+grep 'callbacks from' "$T/top.txt"
+check clu_trace_peer_top_asker grep -Eq \
+	'^callbacks from \(top\) +n2 [0-9.]+/s +n1 [0-9.]+/s' "$T/top.txt"
 
 check clu_trace_peer_umount2 fs_umount "$M2"
 check clu_trace_peer_umount1 fs_umount "$M1"
