@@ -57,8 +57,10 @@
  * handlers count, READ handlers and ops->flush look; nrw lets a READ
  * skip the lock while nothing is open O_RDWR); names_mu "names_out"
  * (handlers add, ops->dir takes a directory's out, an epoch clears
- * it, the directory's FORGET drops it: fs_inval_forgot); all leaves,
- * never held while writing to the kernel. names and prune are atomics
+ * it, the directory's FORGET drops it: fs_inval_forgot); all leaves
+ * but that fs_inval_forgot takes the namespace's ns->tbl_lock (a leaf,
+ * through its held callback) under names_mu and set_mu; never held
+ * while writing to the kernel. names and prune are atomics
  * (written by the attr thread and the INIT handler); st are atomics.
  */
 #include "fusefs/fuse/fs_inval.h"
@@ -344,18 +346,15 @@ static int map_has(const struct iv_map *m, uint64_t id)
 	return m->cap > 0 && m->k[map_slot(m, id)] != 0;
 }
 
-/* The set "dirs": @id in, out (1 if it was there). */
+/* The set "dirs": @id in, out. */
 static int set_add(struct iv_map *st, uint64_t id)
 {
 	return map_add(st, id, 1, 1);
 }
 
-static int set_del(struct iv_map *st, uint64_t id)
+static void set_del(struct iv_map *st, uint64_t id)
 {
-	int had = map_has(st, id);
-
 	map_add(st, id, -1, 1);
-	return had;
 }
 
 void fs_inval_open(struct fs_inval *iv, uint64_t ino, int d)
@@ -462,17 +461,6 @@ static void dirs_clear(struct iv_dirs *t)
 	*t = (struct iv_dirs){0};
 }
 
-/* Too many names in @d: they go by the epoch, none is kept. */
-static void names_overflow(struct iv_dirs *t, struct iv_names *d)
-{
-	d->overflow = 1;
-	t->names -= d->n;
-	d->n = 0;
-	free(d->buf);
-	d->buf = NULL;
-	d->used = d->cap = 0;
-}
-
 /* Append @name to @d (the same name as the last one: nothing). */
 static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 		     size_t len)
@@ -486,7 +474,12 @@ static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 	    memcmp(d->buf + d->last + 1, name, len) == 0)
 		return 0; /* asked again (a revalidation) */
 	if (d->n >= IV_DIR_NAMES || t->names >= IV_NAMES_MAX) {
-		names_overflow(t, d);
+		d->overflow = 1; /* its names go by the epoch */
+		t->names -= d->n;
+		d->n = 0;
+		free(d->buf);
+		d->buf = NULL;
+		d->used = d->cap = 0;
 		return 0;
 	}
 	if (need > d->cap) {
@@ -539,72 +532,39 @@ void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
 		IV_ADD(iv, errors, 1);
 }
 
-/* Put @d back into @t (the kernel looked its directory up again while
- * fs_inval_forgot had taken it out): merged with the names recorded
- * since, or in its place. Consumes @d. names_mu held. */
-static int dirs_give_back(struct iv_dirs *t, struct iv_names *d)
-{
-	struct iv_names *now = dirs_get(t, d->dir, 0);
-	size_t len;
-	int ret = 0;
-
-	if (now == NULL) {
-		now = dirs_get(t, d->dir, 1);
-		if (now == NULL) {
-			names_free(d);
-			return -ENOMEM;
-		}
-		*now = *d; /* the table's new slot takes d's records */
-		t->names += d->n;
-		free(d);
-		return 0;
-	}
-	if (d->overflow && !now->overflow)
-		names_overflow(t, now);
-	for (size_t o = 0; o < d->used && ret == 0; o += 1 + len) {
-		len = (unsigned char)d->buf[o];
-		ret = names_add(t, now, d->buf + o + 1, len);
-	}
-	names_free(d);
-	return ret;
-}
-
+/*
+ * The kernel asks about names in a directory only while it holds the
+ * directory, i.e. while fs_ino_held: so once @held says no, under
+ * names_mu, no name of a live dentry is among the directory's records,
+ * and every name recorded later (a new lookup of the directory first)
+ * goes to a new entry. Asked under the lock, so that a lookup cannot
+ * slip in between the question and the drop.
+ */
 void fs_inval_forgot(struct fs_inval *iv, uint64_t ino, int (*held)(void *),
 		     void *held_arg)
 {
 	uint64_t id = to_nodeid(iv, ino);
-	struct iv_names *d;
-	int was_dir, ret = 0;
+	struct iv_names *d = NULL;
+	int kept = 0;
 
 	if (id == FUSE_ROOT_ID)
 		return; /* never forgotten */
 	pthread_mutex_lock(&iv->names_mu);
-	d = dirs_take(&iv->names_out, id);
+	if (dirs_get(&iv->names_out, id, 0) != NULL) {
+		kept = held(held_arg);
+		if (!kept)
+			d = dirs_take(&iv->names_out, id);
+	}
 	pthread_mutex_unlock(&iv->names_mu);
 	pthread_mutex_lock(&iv->set_mu);
-	was_dir = set_del(&iv->dirs, id);
-	pthread_mutex_unlock(&iv->set_mu);
-	if (d == NULL && !was_dir)
-		return; /* a file, or a directory with no name handed out */
-	if (held(held_arg)) {
-		/* looked up again meanwhile: names recorded since may be in
-		 * the kernel, and these with them (a leftover is harmless) */
-		IV_ADD(iv, forgets_kept, 1);
-		if (d != NULL) {
-			pthread_mutex_lock(&iv->names_mu);
-			ret = dirs_give_back(&iv->names_out, d);
-			if (ret < 0)
-				iv->names_out.lost = 1;
-			pthread_mutex_unlock(&iv->names_mu);
-		}
-		pthread_mutex_lock(&iv->set_mu);
-		if (was_dir && set_add(&iv->dirs, id) < 0)
-			ret = -ENOMEM;
-		pthread_mutex_unlock(&iv->set_mu);
-		if (ret < 0)
-			IV_ADD(iv, errors, 1);
-		return;
+	if (map_has(&iv->dirs, id)) {
+		kept = kept || held(held_arg);
+		if (!kept)
+			set_del(&iv->dirs, id);
 	}
+	pthread_mutex_unlock(&iv->set_mu);
+	if (kept) /* looked up again before its FORGET came */
+		IV_ADD(iv, forgets_kept, 1);
 	if (d != NULL) {
 		IV_ADD(iv, dirs_forgotten, 1);
 		IV_ADD(iv, names_forgotten, d->n);
