@@ -128,7 +128,8 @@ struct iv_queue {
 };
 
 /* The names of one directory handed to the kernel (fs_inval_name):
- * records of a length byte and the name's bytes. */
+ * records of a length byte, the name's bytes and a NUL (libfuse sends
+ * the name with the byte after it: the kernel wants it NUL). */
 struct iv_names {
 	uint64_t dir; /* nodeid */
 	char *buf;
@@ -465,7 +466,7 @@ static void dirs_clear(struct iv_dirs *t)
 static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 		     size_t len)
 {
-	size_t need = d->used + 1 + len;
+	size_t need = d->used + 1 + len + 1;
 	char *b;
 
 	if (d->overflow)
@@ -492,6 +493,7 @@ static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 	d->last = d->used;
 	d->buf[d->used] = (char)len;
 	memcpy(d->buf + d->used + 1, name, len);
+	d->buf[d->used + 1 + len] = '\0';
 	d->used = need;
 	d->n++;
 	t->names++;
@@ -683,7 +685,7 @@ static int make_names(struct fs_inval *iv, const struct iv_names *d)
 	size_t len;
 	int ret = 0, r;
 
-	for (size_t o = 0; o < d->used; o += 1 + len) {
+	for (size_t o = 0; o < d->used; o += 1 + len + 1) {
 		len = (unsigned char)d->buf[o];
 		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir,
 						     d->buf + o + 1, len);
