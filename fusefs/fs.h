@@ -226,6 +226,9 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
  * inode whose references reach 0 (dlm: once no other node uses it, by
  * this node's iopen worker; statahead's: fs_reap_orphans). Never fails. */
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
+/* 1 while the kernel holds lookup references to @ino (lookups not yet
+ * forgotten), else 0. Any thread; a snapshot. */
+int fs_ino_held(struct fs *fs, uint64_t ino);
 
 int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out);
 

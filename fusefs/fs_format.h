@@ -496,6 +496,27 @@ static inline uint64_t fs_rgrp_blk(const struct fs_sb *sb, uint32_t g)
 {
 	return sb->rgrp_start + (uint64_t)g * sb->rgrp_blocks;
 }
+/* The rgroup of block @blk in the geometry of groups of @blocks blocks
+ * from block @start, @count of them: UINT32_MAX outside every group. */
+static inline uint32_t fs_rgrp_index(uint64_t start, uint32_t blocks,
+				     uint32_t count, uint64_t blk)
+{
+	uint64_t g;
+
+	if (blk < start || blocks == 0)
+		return UINT32_MAX;
+	g = (blk - start) / blocks;
+	return g < count ? (uint32_t)g : UINT32_MAX;
+}
+/* The rgroup holding block @blk, UINT32_MAX outside (the superblock
+ * area, the journals, past the end). */
+static inline uint32_t fs_rgrp_of(const struct fs_sb *sb, uint64_t blk)
+{
+	if (blk >= sb->total_blocks)
+		return UINT32_MAX;
+	return fs_rgrp_index(sb->rgrp_start, sb->rgrp_blocks, sb->rgrp_count,
+			     blk);
+}
 /* Blocks in rgroup g (the last one may be shorter). */
 static inline uint32_t fs_rgrp_len(const struct fs_sb *sb, uint32_t g)
 {

@@ -128,6 +128,10 @@ struct lk_lock_ops {
 	void (*completion)(struct lk_lock *lk, int status, void *arg);
 	void (*blocking)(struct lk_lock *lk, int mode, void *arg);
 };
+/* Inside @lk's blocking callback: the node whose request wants the mode
+ * (this node's own id when one of its own requests does; 0 if not known).
+ * Only on the callback thread, while that callback runs. */
+uint32_t lk_bast_node(const struct lk_lock *lk);
 
 /*
  * Node-down recovery callback (per lockspace): node @nodeid died and the
@@ -359,6 +363,9 @@ struct lk_peer_stats {
 	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
 	uint64_t records_tx, records_rx;
 	uint64_t dropped; /* bad frames from this peer */
+	uint64_t basts_for; /* blocking callbacks this node's locks got for
+			       a request of that node (peer[own id]: our
+			       own requests; peer[0]: not known) */
 };
 
 struct lk_stats {

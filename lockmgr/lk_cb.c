@@ -30,6 +30,7 @@ int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val)
 	ev = &ls->cbq[(ls->cbq_head + ls->cbq_len) % ls->cbq_cap];
 	ev->kind = (uint8_t)kind;
 	ev->val = val;
+	ev->node = 0;
 	ev->gen = ls->rgen;
 	ev->lk = lk;
 	ev->pl = NULL;
@@ -45,7 +46,7 @@ int lk_cb_push_plock(struct lk_ls *ls, struct lk_plock *pl)
 	int ret = lk_cb_push(ls, LK_CB_PLOCK, NULL, 0);
 
 	if (ret == 0)
-		ls->cbq[(ls->cbq_head + ls->cbq_len - 1) % ls->cbq_cap].pl = pl;
+		lk_cb_last(ls)->pl = pl;
 	return ret;
 }
 
@@ -57,6 +58,8 @@ static void run_one(struct lk_ls *ls, struct lk_cbev *ev)
 	int dead = lk != NULL && (lk->state == LK_S_DEAD || lk->cached);
 
 	ls->cb_running = 1;
+	if (ev->kind == LK_CB_BAST)
+		lk->cb_node = ev->node;
 	pthread_mutex_unlock(&ls->mu);
 	switch (ev->kind) {
 	case LK_CB_COMP:
@@ -142,4 +145,9 @@ void lk_cb_thread_stop(struct lk_ls *ls)
 	pthread_mutex_unlock(&ls->mu);
 	pthread_join(ls->cb_thread, NULL);
 	ls->cb_thread_started = 0;
+}
+
+uint32_t lk_bast_node(const struct lk_lock *lk)
+{
+	return lk->cb_node;
 }

@@ -638,12 +638,15 @@ static void do_unlock(struct lk_ls *ls, struct lk_lock *lk, unsigned flags)
 	lkb_kill(ls, lk);
 }
 
-void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode)
+void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode, uint32_t from)
 {
 	struct lk_counts *c = &lk_stats_type(ls, lk->res->name.type)->c;
 
 	c->basts_recv++;
 	lk->res->stats.basts_recv++;
+	if (from >= LK_MAX_NODES)
+		from = 0;
+	ls->stats.peer[from].basts_for++;
 	if (mode > lk->bast_mode)
 		lk->bast_mode = (int8_t)mode;
 	if (lk->cached) {
@@ -656,8 +659,9 @@ void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode)
 		}
 		return;
 	}
-	if (lk->ops != NULL && lk->ops->blocking != NULL)
-		lk_cb_push(ls, LK_CB_BAST, lk, mode);
+	if (lk->ops != NULL && lk->ops->blocking != NULL &&
+	    lk_cb_push(ls, LK_CB_BAST, lk, mode) == 0)
+		lk_cb_last(ls)->node = from;
 }
 
 /* Replay operations deferred during recovery (traffic is allowed). */
@@ -890,7 +894,7 @@ static void rx_bast(struct lk_ls *ls, const struct lk_rec_bast *r)
 	/* a blocking callback may cross an unlock: not an error */
 	if (lk == NULL || r->mode < 0 || r->mode >= LK_NMODES)
 		return;
-	lk_lkb_bast(ls, lk, r->mode);
+	lk_lkb_bast(ls, lk, r->mode, r->node);
 }
 
 void lk_core_rx_record(struct lk_ls *ls, uint32_t sender, unsigned type,

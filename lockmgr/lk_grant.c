@@ -114,7 +114,7 @@ static void bast_holders(struct lk_rsq *q, struct lk_rq *want, int mode,
 			if (h->bastmode >= mode)
 				continue;
 			h->bastmode = (int8_t)mode;
-			out->bast(out->ctx, q, h, mode);
+			out->bast(out->ctx, q, h, mode, want->nodeid);
 		}
 	}
 }

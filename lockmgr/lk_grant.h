@@ -66,11 +66,13 @@ struct lk_rsq {
 /* Outcomes. grant: a queued or immediate request/conversion of @rq
  * finished with @status (0: granted, rq->grmode is the new mode; -EAGAIN,
  * -EDEADLK, -ECANCELED: rq is back to its previous state). bast: send the
- * holder of @rq a blocking callback for @mode. */
+ * holder of @rq a blocking callback for @mode, which the request of node
+ * @from (the blocked request's holder) wants. */
 struct lk_grant_out {
 	void (*grant)(void *ctx, struct lk_rsq *q, struct lk_rq *rq,
 		      int status);
-	void (*bast)(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode);
+	void (*bast)(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode,
+		     uint32_t from);
 	void *ctx;
 };
 

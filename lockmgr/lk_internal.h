@@ -176,6 +176,9 @@ struct lk_lock {
 	int8_t bast_mode;     /* highest mode asked by a blocking callback
 				 since the last grant, -1 none */
 	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */
+	uint32_t cb_node;     /* callback thread only: the node whose
+				 request the running blocking callback is
+				 for (lk_bast_node) */
 	struct lk_list dlink; /* ls->deferred while deferred_op != 0 */
 	uint8_t lvb_valid;
 	uint8_t lvb_dirty;   /* set by lk_lvb_set, not yet written back */
@@ -214,6 +217,7 @@ enum lk_cb_kind { LK_CB_COMP = 1, LK_CB_BAST, LK_CB_RECOVER, LK_CB_PLOCK };
 struct lk_cbev {
 	uint8_t kind;
 	int val;	    /* status, mode or node id */
+	uint32_t node;	    /* BAST: the node that wants the mode */
 	uint64_t gen;	    /* RECOVER: generation it belongs to */
 	struct lk_lock *lk; /* holds a reference; NULL for RECOVER */
 	struct lk_plock *pl; /* PLOCK: the completed request */
@@ -406,7 +410,8 @@ struct lk_lock *lk_lkb_find(struct lk_ls *ls, uint64_t lkid);
 void lk_lkb_put(struct lk_lock *lk);
 void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 		     const struct lk_rec_reply *r);
-void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode);
+/* A blocking callback for @lk: node @from wants @mode (0: not known). */
+void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode, uint32_t from);
 void lk_lkb_submit(struct lk_ls *ls, struct lk_lock *lk);
 void lk_res_master_known(struct lk_ls *ls, struct lk_res *res);
 uint32_t lk_dir_node(const struct lk_ls *ls, const struct lk_name *n,
@@ -503,6 +508,11 @@ void lk_recover_handoff(struct lk_ls *ls);
 
 /* lk_cb.c */
 int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val);
+/* The event lk_cb_push queued last (ls->mu held, the queue not empty). */
+static inline struct lk_cbev *lk_cb_last(struct lk_ls *ls)
+{
+	return &ls->cbq[(ls->cbq_head + ls->cbq_len - 1) % ls->cbq_cap];
+}
 /* Run queued callbacks; drops and retakes ls->mu around each. Returns
  * the number run. */
 int lk_cb_run(struct lk_ls *ls);

@@ -158,7 +158,8 @@ static void m_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int status)
 	lk_lkb_complete(ls, rq->owner, status, rq->grmode, &r);
 }
 
-static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
+static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode,
+		   uint32_t from)
 {
 	struct lk_ls *ls = ctx;
 	struct lk_res *res = res_of(q);
@@ -167,13 +168,14 @@ static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
 	res->stats.basts_sent++;
 	lk_stats_type(ls, res->name.type)->c.basts_sent++;
 	if (rq->nodeid == ls->nodeid) {
-		lk_lkb_bast(ls, rq->owner, mode);
+		lk_lkb_bast(ls, rq->owner, mode, from);
 		return;
 	}
 	b = lk_out_add(ls, rq->nodeid, LK_M_BAST);
 	if (b != NULL) {
 		b->lkid = rq->lkid;
 		b->mode = (int8_t)mode;
+		b->node = from;
 	}
 }
 

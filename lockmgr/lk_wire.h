@@ -17,7 +17,7 @@
 #include "lockmgr/lk.h"
 
 #define LK_MAGIC 0x53464355u /* "UCFS" */
-#define LK_VERSION 7
+#define LK_VERSION 8
 #define LK_FRAME_MAX (1u << 20) /* bytes, header included */
 
 enum lk_msg {
@@ -161,10 +161,13 @@ struct lk_rec_unlocks {
 };
 #define LK_UNLOCKS_MAX 65536u
 
+/* BAST: @node is the node whose request wants @mode (version 8; 7 had
+ * padding there). 0 is never a node id: "not known". */
 struct lk_rec_bast {
 	uint64_t lkid;
 	int8_t mode;
-	uint8_t pad[7];
+	uint8_t pad[3];
+	uint32_t node;
 };
 
 /* LOOKUP, LOOKUP_REPLY, REMOVE, DIR_ADD, RLOOKUP, RLOOKUP_REPLY */

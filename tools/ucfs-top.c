@@ -7,7 +7,8 @@
  *
  * TARGET is a mountpoint or a stats socket (as for ucfs-stat). Every S
  * seconds (default 1) it fetches each node and redraws: per node the op
- * rate, errors, block device I/O, journal commits and lock traffic; then
+ * rate, errors, block device I/O, journal commits and lock traffic, and
+ * the node that takes its locks most (net.peers[].basts_for); then
  * the FUSE ops by rate with their mean latency over the interval, one
  * column pair per node; then the most contended lock resources with their
  * holders, waiters and modes (the lock manager's view, "locks.top"); then
@@ -116,19 +117,26 @@ __attribute__((format(printf, 2, 3))) static void more(struct top *t,
 	va_end(ap);
 }
 
-/* Rate of a counter at dotted @path for node @i over its interval (or
- * since mount on the first frame). */
-static double rate(struct top *t, int i, const char *path)
+typedef double (*doc_get)(json_t *doc, const char *key);
+
+/* Per second, for node @i over its interval (since mount on the first
+ * frame), of the counter @get(doc, @key) reads. */
+static double per_s(struct top *t, int i, doc_get get, const char *key)
 {
-	double now = fs_cli_get(t->cur[i], path);
+	double now = get(t->cur[i], key);
 
 	if (t->prev[i] == NULL) {
 		double up = fs_cli_get(t->cur[i], "node.uptime_s");
 
 		return up > 0 ? now / up : 0;
 	}
-	return t->dt[i] > 0 ? (now - fs_cli_get(t->prev[i], path)) / t->dt[i]
-			    : 0;
+	return t->dt[i] > 0 ? (now - get(t->prev[i], key)) / t->dt[i] : 0;
+}
+
+/* Rate of a counter at dotted @path for node @i. */
+static double rate(struct top *t, int i, const char *path)
+{
+	return per_s(t, i, fs_cli_get, path);
 }
 
 /* Sum of @field over every lock type of a document. */
@@ -148,95 +156,93 @@ static double lk_sum(json_t *doc, const char *field)
 	return s;
 }
 
-static double lk_rate(struct top *t, int i, const char *field)
-{
-	double now = lk_sum(t->cur[i], field);
-
-	if (t->prev[i] == NULL) {
-		double up = fs_cli_get(t->cur[i], "node.uptime_s");
-
-		return up > 0 ? now / up : 0;
-	}
-	return t->dt[i] > 0 ? (now - lk_sum(t->prev[i], field)) / t->dt[i] : 0;
-}
-
-typedef double (*node_fig)(struct top *t, int i);
-
-static double f_ops(struct top *t, int i)
-{
-	return rate(t, i, "fuse.count");
-}
-static double f_err(struct top *t, int i)
-{
-	return rate(t, i, "fuse.errors");
-}
-static double f_rd(struct top *t, int i)
-{
-	return rate(t, i, "blockdev.read.count");
-}
-static double f_wr(struct top *t, int i)
-{
-	return rate(t, i, "blockdev.write.count");
-}
-static double f_rmb(struct top *t, int i)
-{
-	return rate(t, i, "blockdev.read.bytes") / 1048576.0;
-}
-static double f_wmb(struct top *t, int i)
-{
-	return rate(t, i, "blockdev.write.bytes") / 1048576.0;
-}
-static double f_qd(struct top *t, int i)
-{
-	return fs_cli_get(t->cur[i], "blockdev.inflight");
-}
-static double f_jc(struct top *t, int i)
-{
-	return rate(t, i, "journal.commits");
-}
-static double f_lreq(struct top *t, int i)
-{
-	return lk_rate(t, i, "requests");
-}
-static double f_lrem(struct top *t, int i)
-{
-	return lk_rate(t, i, "grants_remote");
-}
-static double f_lwait(struct top *t, int i)
-{
-	return lk_rate(t, i, "waits");
-}
-static double f_lwms(struct top *t, int i)
-{
-	/* ms of lock wait per second of wall time */
-	return lk_rate(t, i, "wait_ns") / 1e6;
-}
-static double f_bsent(struct top *t, int i)
-{
-	return lk_rate(t, i, "bast_sent");
-}
-static double f_brecv(struct top *t, int i)
-{
-	return lk_rate(t, i, "bast_recv");
-}
-static double f_dem(struct top *t, int i)
-{
-	return lk_rate(t, i, "demotes");
-}
-
+/* The per-node rows: a counter's rate (its dotted path), the rate of a
+ * lock counter summed over the lock types, or a gauge; times @scale. */
+enum { FIG_RATE, FIG_LK_RATE, FIG_GAUGE };
 static const struct {
 	const char *label;
-	node_fig fn;
+	int kind;
+	const char *key;
+	double scale;
 } node_rows[] = {
-    {"FUSE ops/s", f_ops},	   {"FUSE errors/s", f_err},
-    {"disk reads/s", f_rd},	   {"disk writes/s", f_wr},
-    {"disk read MB/s", f_rmb},	   {"disk write MB/s", f_wmb},
-    {"disk queue depth", f_qd},	   {"journal commits/s", f_jc},
-    {"lock requests/s", f_lreq},   {"lock remote grants/s", f_lrem},
-    {"lock waits/s", f_lwait},	   {"lock wait ms/s", f_lwms},
-    {"callbacks sent/s", f_bsent}, {"callbacks recv/s", f_brecv},
-    {"demotes/s", f_dem},
+    {"FUSE ops/s", FIG_RATE, "fuse.count", 1},
+    {"FUSE errors/s", FIG_RATE, "fuse.errors", 1},
+    {"disk reads/s", FIG_RATE, "blockdev.read.count", 1},
+    {"disk writes/s", FIG_RATE, "blockdev.write.count", 1},
+    {"disk read MB/s", FIG_RATE, "blockdev.read.bytes", 1 / 1048576.0},
+    {"disk write MB/s", FIG_RATE, "blockdev.write.bytes", 1 / 1048576.0},
+    {"disk queue depth", FIG_GAUGE, "blockdev.inflight", 1},
+    {"journal commits/s", FIG_RATE, "journal.commits", 1},
+    {"lock requests/s", FIG_LK_RATE, "requests", 1},
+    {"lock remote grants/s", FIG_LK_RATE, "grants_remote", 1},
+    {"lock waits/s", FIG_LK_RATE, "waits", 1},
+    /* ms of lock wait per second of wall time */
+    {"lock wait ms/s", FIG_LK_RATE, "wait_ns", 1e-6},
+    {"callbacks sent/s", FIG_LK_RATE, "bast_sent", 1},
+    {"callbacks recv/s", FIG_LK_RATE, "bast_recv", 1},
+    {"demotes/s", FIG_LK_RATE, "demotes", 1},
 };
+
+static double node_fig(struct top *t, int i, size_t row)
+{
+	const char *key = node_rows[row].key;
+	double v;
+
+	switch (node_rows[row].kind) {
+	case FIG_RATE:
+		v = rate(t, i, key);
+		break;
+	case FIG_LK_RATE:
+		v = per_s(t, i, lk_sum, key);
+		break;
+	default:
+		v = fs_cli_get(t->cur[i], key);
+		break;
+	}
+	return v * node_rows[row].scale;
+}
+
+/* net.peers[].basts_for of the node whose id is the decimal @peer in
+ * @doc (0 if absent): a doc_get, for per_s. */
+static double peer_basts(json_t *doc, const char *peer)
+{
+	json_t *peers = json_object_get(json_object_get(doc, "net"), "peers"),
+	       *e;
+	size_t k;
+
+	json_array_foreach(peers, k, e)
+	{
+		if (fs_cli_get(e, "node") == atof(peer))
+			return fs_cli_get(e, "basts_for");
+	}
+	return 0;
+}
+
+/* "nN R/s": the node whose requests sent node @i the most blocking
+ * callbacks per second (who takes its locks), "-" if none. */
+static void top_asker(struct top *t, int i, char *buf, size_t len)
+{
+	json_t *peers =
+		   json_object_get(json_object_get(t->cur[i], "net"), "peers"),
+	       *e;
+	double best = 0, r;
+	char id[24], who_[24] = "";
+	size_t k;
+
+	json_array_foreach(peers, k, e)
+	{
+		snprintf(id, sizeof(id), "%.0f", fs_cli_get(e, "node"));
+		r = per_s(t, i, peer_basts, id);
+		if (r > best) {
+			best = r;
+			snprintf(who_, sizeof(who_), "%s", id);
+		}
+	}
+	if (best > 0)
+		snprintf(buf, len, "n%s %.1f/s", who_, best);
+	else
+		snprintf(buf, len, "-");
+}
 
 static void draw_nodes(struct top *t)
 {
@@ -271,8 +277,16 @@ static void draw_nodes(struct top *t)
 			if (t->cur[i] == NULL)
 				more(t, " %16s", "-");
 			else
-				more(t, " %16.1f", node_rows[r].fn(t, i));
+				more(t, " %16.1f", node_fig(t, i, r));
 		}
+	}
+	emit(t, "%-22s", "callbacks from (top)");
+	for (int i = 0; i < t->nnodes; i++) {
+		char a[32] = "-";
+
+		if (t->cur[i] != NULL)
+			top_asker(t, i, a, sizeof(a));
+		more(t, " %16s", a);
 	}
 	for (int i = 0; i < t->nnodes; i++)
 		if (t->cur[i] == NULL)
@@ -349,16 +363,54 @@ static void draw_ops(struct top *t, int max_rows)
 }
 
 struct res_row {
-	int node;
+	int node; /* index into t->cur */
 	json_t *r;
 	double wait_ns;
 };
+
+#define TOP_ROWS 128
+
+/* The string @key of @e, "?" if absent. */
+static const char *str_of(json_t *e, const char *key)
+{
+	const char *v = json_string_value(json_object_get(e, key));
+
+	return v != NULL ? v : "?";
+}
 
 static int res_row_cmp(const void *a, const void *b)
 {
 	const struct res_row *x = a, *y = b;
 
 	return (x->wait_ns < y->wait_ns) - (x->wait_ns > y->wait_ns);
+}
+
+/* The entries of section @sec's "top" of every node (those @keep
+ * accepts, if given), most total wait first, into @rows (TOP_ROWS).
+ * Returns how many. */
+static int top_rows(struct top *t, const char *sec, int (*keep)(json_t *r),
+		    struct res_row *rows)
+{
+	int n = 0;
+
+	for (int i = 0; i < t->nnodes; i++) {
+		json_t *top = json_object_get(json_object_get(t->cur[i], sec),
+					      "top"),
+		       *r;
+		size_t k;
+
+		json_array_foreach(top, k, r)
+		{
+			if (n == TOP_ROWS || (keep != NULL && !keep(r)))
+				continue;
+			rows[n].node = i;
+			rows[n].r = r;
+			rows[n].wait_ns = fs_cli_get(r, "wait_ns");
+			n++;
+		}
+	}
+	qsort(rows, (size_t)n, sizeof(rows[0]), res_row_cmp);
+	return n;
 }
 
 /* "1:EX,2:PR" from an array of {"node":N,"mode":M}. */
@@ -386,43 +438,23 @@ static void who(char *buf, size_t len, json_t *arr)
 
 static void draw_resources(struct top *t, int max_rows)
 {
-	struct res_row rows[128];
-	int n = 0;
+	struct res_row rows[TOP_ROWS];
+	int n = top_rows(t, "locks", NULL, rows);
 
-	for (int i = 0; i < t->nnodes; i++) {
-		json_t *top = json_object_get(
-			   json_object_get(t->cur[i], "locks"), "top"),
-		       *r;
-		size_t k;
-
-		json_array_foreach(top, k, r)
-		{
-			if (n == 128)
-				break;
-			rows[n].node = (int)fs_cli_get(t->cur[i], "node.id");
-			rows[n].r = r;
-			rows[n].wait_ns = fs_cli_get(r, "wait_ns");
-			n++;
-		}
-	}
-	qsort(rows, (size_t)n, sizeof(rows[0]), res_row_cmp);
 	emit(t, "%s", "");
 	emit(t, "%-4s %-24s %-4s %-14s %-14s %8s %10s", "node",
 	     "most contended", "mode", "holders", "waiters", "waits",
 	     "wait_ms");
 	for (int r = 0; r < n && r < max_rows; r++) {
 		json_t *e = rows[r].r;
-		const char *res = json_string_value(json_object_get(e, "res"));
-		const char *mode =
-		    json_string_value(json_object_get(e, "mode"));
 		char h[64], w[64];
 
 		who(h, sizeof(h), json_object_get(e, "holders"));
 		who(w, sizeof(w), json_object_get(e, "waiters"));
-		emit(t, "%-4d %-24.24s %-4s %-14.14s %-14.14s %8.0f %10.1f",
-		     rows[r].node, res != NULL ? res : "?",
-		     mode != NULL ? mode : "?", h, w, fs_cli_get(e, "waits"),
-		     rows[r].wait_ns / 1e6);
+		emit(t, "%-4.0f %-24.24s %-4s %-14.14s %-14.14s %8.0f %10.1f",
+		     fs_cli_get(t->cur[rows[r].node], "node.id"),
+		     str_of(e, "res"), str_of(e, "mode"), h, w,
+		     fs_cli_get(e, "waits"), rows[r].wait_ns / 1e6);
 	}
 	if (n == 0)
 		emit(t, "  (no lock section or no contended resource)");
@@ -487,45 +519,34 @@ static void resolve_paths(struct top *t, int i, json_t *top)
 			path_keep(t, i, inos[k], found[k]);
 }
 
+static int is_inode(json_t *r)
+{
+	return res_ino(r) != 0;
+}
+
 /* glocks.top of every node: the most contended inodes, with paths. */
 static void draw_inodes(struct top *t, int max_rows)
 {
-	struct res_row rows[128];
-	int n = 0;
+	struct res_row rows[TOP_ROWS];
+	int n;
 
-	for (int i = 0; i < t->nnodes; i++) {
-		json_t *top = json_object_get(
-			   json_object_get(t->cur[i], "glocks"), "top"),
-		       *r;
-		size_t k;
-
-		resolve_paths(t, i, top);
-		json_array_foreach(top, k, r)
-		{
-			if (n == 128 || res_ino(r) == 0)
-				continue;
-			rows[n].node = i;
-			rows[n].r = r;
-			rows[n].wait_ns = fs_cli_get(r, "wait_ns");
-			n++;
-		}
-	}
-	qsort(rows, (size_t)n, sizeof(rows[0]), res_row_cmp);
+	for (int i = 0; i < t->nnodes; i++)
+		resolve_paths(t, i,
+			      json_object_get(
+				  json_object_get(t->cur[i], "glocks"), "top"));
+	n = top_rows(t, "glocks", is_inode, rows);
 	emit(t, "%s", "");
 	emit(t, "%-4s %-20s %-28s %-4s %8s %10s %8s", "node",
 	     "most contended inodes", "path", "mode", "waits", "wait_ms",
 	     "bounces");
 	for (int r = 0; r < n && r < max_rows; r++) {
 		json_t *e = rows[r].r;
-		const char *res = json_string_value(json_object_get(e, "res"));
-		const char *mode =
-		    json_string_value(json_object_get(e, "mode"));
 		const char *path = path_of(t, rows[r].node, res_ino(e));
 
 		emit(t, "%-4.0f %-20.20s %-28.28s %-4s %8.0f %10.1f %8.0f",
 		     fs_cli_get(t->cur[rows[r].node], "node.id"),
-		     res != NULL ? res : "?", path != NULL ? path : "?",
-		     mode != NULL ? mode : "?", fs_cli_get(e, "waits"),
+		     str_of(e, "res"), path != NULL ? path : "?",
+		     str_of(e, "mode"), fs_cli_get(e, "waits"),
 		     rows[r].wait_ns / 1e6, fs_cli_get(e, "bounces"));
 	}
 	if (n == 0)

@@ -13,6 +13,9 @@
  *   - ping-pong: resources whose grants move between nodes with an
  *     exclusive mode (EX or PW) on one side, with the node pairs, the
  *     number of transfers and transfers per second;
+ *   - who takes locks from whom: per pair (asking node, node that gave
+ *     way), the blocking callbacks and demotes the trace's "peer" names,
+ *     and the time those demotes took;
  *   - a per-second timeline: grants, lock wait ms, blocking callbacks,
  *     demotes, FUSE ops and their mean latency, for each second that saw
  *     events (entries carry their "sec").
@@ -61,7 +64,8 @@ struct ev {
 	enum kind k;
 	int res; /* index into the resource table, -1 for ops */
 	char mode[4];
-	double wait_us; /* grant: wait; op: latency */
+	double wait_us; /* grant: wait; op: latency; demote: its time */
+	int peer;	/* bast_recv, demote: the node that asked, -1 none */
 	size_t seq;	/* input order, for a stable sort */
 };
 
@@ -86,6 +90,12 @@ struct trace {
 	int nnodes;
 	unsigned long bad_lines;
 	unsigned long count[MAX_NODES][K__COUNT];
+	/* by node id: [asker][node that gave way] */
+	struct took {
+		unsigned long basts, demotes;
+		double demote_us;
+	} took[MAX_NODES][MAX_NODES];
+	unsigned long no_peer[2]; /* bast_recv, demote without "peer" */
 	int top;
 	/* what demotes [0] and releases [1] wrote back and invalidated */
 	struct wb_sum {
@@ -202,8 +212,13 @@ static int parse_line(struct trace *tr, const char *line, struct ev *e)
 		goto out;
 	e->res = res_index(tr, res);
 	snprintf(e->mode, sizeof(e->mode), "%s", mode != NULL ? mode : "IV");
-	w = json_object_get(j, "wait_us");
+	w = json_object_get(j, k == K_DEMOTE ? "demote_us" : "wait_us");
 	e->wait_us = json_is_number(w) ? json_number_value(w) : 0;
+	w = json_object_get(j, "peer");
+	e->peer = json_is_integer(w) && json_integer_value(w) > 0 &&
+			  json_integer_value(w) < MAX_NODES
+		      ? (int)json_integer_value(w)
+		      : -1;
 	ret = e->res < 0 ? -1 : 0;
 	if (ret == 0 && (k == K_DEMOTE || k == K_RELEASE))
 		add_wb(tr, j, (enum kind)k);
@@ -276,6 +291,25 @@ static void count_pair(struct res *r, int a, int b)
 	}
 }
 
+/* A blocking callback or demote of node e->node for node e->peer. */
+static void count_took(struct trace *tr, const struct ev *e)
+{
+	int id = tr->node_ids[e->node];
+	struct took *t;
+
+	if (e->peer < 0 || id <= 0 || id >= MAX_NODES) {
+		tr->no_peer[e->k == K_DEMOTE]++;
+		return;
+	}
+	t = &tr->took[e->peer][id];
+	if (e->k == K_BAST_RECV) {
+		t->basts++;
+	} else {
+		t->demotes++;
+		t->demote_us += e->wait_us;
+	}
+}
+
 /* One pass over the merged events: per-node counts, per-resource waits
  * and transfers. A transfer is a grant on a node other than the previous
  * grant's, with EX/PW on either side (compatible shared grants do not
@@ -287,6 +321,8 @@ static void analyse(struct trace *tr)
 		struct res *r;
 
 		tr->count[e->node][e->k]++;
+		if (e->k == K_BAST_RECV || e->k == K_DEMOTE)
+			count_took(tr, e);
 		if (e->k != K_GRANT)
 			continue;
 		r = &tr->res[e->res];
@@ -485,6 +521,69 @@ static json_t *summary_nodes(struct trace *tr)
 	return arr;
 }
 
+/* "who takes locks from whom": one entry per (asker, node) pair, the
+ * most demotes first. */
+static json_t *summary_peers(struct trace *tr)
+{
+	json_t *arr = json_array(), *o;
+	int n = 0, idx[MAX_NODES * MAX_NODES];
+
+	for (int a = 1; a < MAX_NODES; a++)
+		for (int b = 1; b < MAX_NODES; b++)
+			if (tr->took[a][b].basts || tr->took[a][b].demotes)
+				idx[n++] = a * MAX_NODES + b;
+	for (int i = 1; i < n; i++) { /* insertion sort: few pairs */
+		int x = idx[i], j = i;
+		unsigned long d =
+		    tr->took[x / MAX_NODES][x % MAX_NODES].demotes;
+
+		for (; j > 0 &&
+		       tr->took[idx[j - 1] / MAX_NODES][idx[j - 1] % MAX_NODES]
+			       .demotes < d;
+		     j--)
+			idx[j] = idx[j - 1];
+		idx[j] = x;
+	}
+	for (int i = 0; i < n; i++) {
+		int a = idx[i] / MAX_NODES, b = idx[i] % MAX_NODES;
+		const struct took *t = &tr->took[a][b];
+
+		json_array_append_new(
+		    arr, json_pack("{s:i,s:i,s:I,s:I,s:f}", "asker", a, "node",
+				   b, "basts", (json_int_t)t->basts, "demotes",
+				   (json_int_t)t->demotes, "demote_ms",
+				   t->demote_us / 1e3));
+	}
+	o = json_pack("{s:o,s:I,s:I}", "pairs", arr, "basts_no_peer",
+		      (json_int_t)tr->no_peer[0], "demotes_no_peer",
+		      (json_int_t)tr->no_peer[1]);
+	return o;
+}
+
+static void print_peers(json_t *s)
+{
+	json_t *p = json_object_get(s, "peers"), *v;
+	size_t i;
+
+	printf("\nWho takes locks from whom (blocking callbacks and demotes "
+	       "by the node that asked)\n%6s %6s %10s %10s %12s\n",
+	       "asker", "node", "basts", "demotes", "demote_ms");
+	json_array_foreach(json_object_get(p, "pairs"), i, v)
+	    printf("%6lld %6lld %10lld %10lld %12.3f\n",
+		   (long long)json_integer_value(json_object_get(v, "asker")),
+		   (long long)json_integer_value(json_object_get(v, "node")),
+		   (long long)json_integer_value(json_object_get(v, "basts")),
+		   (long long)json_integer_value(json_object_get(v, "demotes")),
+		   json_number_value(json_object_get(v, "demote_ms")));
+	if (json_array_size(json_object_get(p, "pairs")) == 0)
+		printf("  (none)\n");
+	printf(
+	    "no peer named: %lld blocking callbacks, %lld demotes\n",
+	    (long long)json_integer_value(json_object_get(p, "basts_no_peer")),
+	    (long long)json_integer_value(
+		json_object_get(p, "demotes_no_peer")));
+}
+
 static json_t *summary_wb(struct trace *tr)
 {
 	json_t *o = json_object();
@@ -604,6 +703,7 @@ static void print_text(json_t *s)
 	if (json_array_size(json_object_get(s, "pingpong")) == 0)
 		printf("  (none)\n");
 	print_wb(s);
+	print_peers(s);
 	printf("\nTimeline (per second)\n%6s %8s %10s %8s %8s %8s %10s\n",
 	       "sec", "grants", "wait_ms", "basts", "demotes", "ops",
 	       "op_mean_us");
@@ -738,7 +838,7 @@ static int plot(struct trace *tr, const char *prefix, struct sec *s,
 
 int main(int argc, char **argv)
 {
-	struct trace tr = {.top = 10};
+	static struct trace tr = {.top = 10}; /* large: not on the stack */
 	const char *prefix = NULL, *files[MAX_FILES];
 	int json = 0, i, bad = 0, nfiles = 0, usage_err = 0;
 	struct sec *secs;
@@ -776,13 +876,13 @@ int main(int argc, char **argv)
 	t0 = tr.n > 0 ? tr.ev[0].t : 0;
 	secs = timeline(&tr, t0, &nsec);
 	s = json_pack(
-	    "{s:I,s:I,s:f,s:f,s:o,s:o,s:o,s:o,s:o,s:o}", "events",
+	    "{s:I,s:I,s:f,s:f,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "events",
 	    (json_int_t)tr.n, "bad_lines", (json_int_t)tr.bad_lines, "start",
 	    t0, "span_s", tr.n > 0 ? tr.ev[tr.n - 1].t - t0 : 0.0, "nodes",
 	    summary_nodes(&tr), "top_waits", summary_top_waits(&tr, t0),
 	    "resources", summary_resources(&tr, 0), "pingpong",
 	    summary_resources(&tr, 1), "timeline", summary_timeline(secs, nsec),
-	    "writeback", summary_wb(&tr));
+	    "writeback", summary_wb(&tr), "peers", summary_peers(&tr));
 	if (json) {
 		json_dumpf(s, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 		printf("\n");

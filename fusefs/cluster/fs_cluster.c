@@ -412,26 +412,26 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
  * finds its directory here and masters it with no message. Blocks
  * outside the groups (the superblock area) are placed by hash.
  */
+/* The key of group @g's locks (the rule: g + 1), 0 for none. */
+static uint32_t group_key(const struct fs_cluster *cl, uint64_t g)
+{
+	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
+}
+
+static uint32_t rgrp_place(uint64_t g, void *arg)
+{
+	return group_key(arg, g);
+}
+
 uint32_t fs_cluster_ino_place(const struct fs_cluster *cl, uint64_t ino)
 {
-	uint64_t g;
-
-	if (ino < cl->rg_start || cl->rg_blocks == 0)
-		return 0;
-	g = (ino - cl->rg_start) / cl->rg_blocks;
-	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
+	return group_key(
+	    cl, fs_rgrp_index(cl->rg_start, cl->rg_blocks, cl->rg_count, ino));
 }
 
 static uint32_t inode_place(uint64_t ino, void *arg)
 {
 	return fs_cluster_ino_place(arg, ino);
-}
-
-static uint32_t rgrp_place(uint64_t g, void *arg)
-{
-	const struct fs_cluster *cl = arg;
-
-	return g < cl->rg_count ? (uint32_t)g + 1 : 0;
 }
 
 int fs_cluster_rgrp_local(struct fs_cluster *cl, uint32_t g)

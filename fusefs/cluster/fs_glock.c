@@ -147,6 +147,7 @@ static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
 	const char *tn;
 	char type[24], res[64];
 	struct fs_trace_lock t;
+	int peer;
 
 	if (!FS_TRACE_ON(e->tr))
 		return;
@@ -157,13 +158,15 @@ static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
 	}
 	snprintf(res, sizeof(res), "%s:%llu", tn,
 		 (unsigned long long)gl->name.num);
-	/* peer -1 (left out): the DLM does not tell who asked or granted */
+	/* peer: who asked (blocking callbacks, demotes for them); grants
+	 * and releases leave it out */
+	peer = ev == FS_TR_BAST_RECV || ev == FS_TR_DEMOTE ? gl->bast_peer : -1;
 	t = (struct fs_trace_lock){.ev = (enum fs_trace_ev)ev,
 				   .type = tn,
 				   .res = res,
 				   .mode = mode,
 				   .from = from,
-				   .peer = -1,
+				   .peer = peer,
 				   .remote = remote,
 				   .wait_ns = ns,
 				   .wb = wb};
@@ -202,6 +205,7 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 		gl->flush = 0; /* a new demote: flush again */
 	if (gl->demote_to < 0 || to < gl->demote_to)
 		gl->demote_to = to;
+	gl->bast_peer = lk_bast_node(lk) > 0 ? (int)lk_bast_node(lk) : -1;
 	/* another node will change what an idle PR glock covers: its
 	 * neighbours too, likely (fs_glock_ops.ahead_span) */
 	span = gl->mode == LK_PR && to == LK_NL && gl->nholders == 0
@@ -815,6 +819,7 @@ static void demote(struct fs_glock *gl, int *fence)
 		gl->contended = 0;
 		trace_ev(gl, FS_TR_DEMOTE, to, from, 0, fs_glock_now() - t0,
 			 &gl->rep);
+		gl->bast_peer = -1;
 	} else {
 		/* never hand the lock on with unwritten state: fenced, the
 		 * cluster recovers this node's journal once it is gone */
@@ -876,6 +881,7 @@ void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence)
 		goto out; /* a busy glock's owner queues it again */
 	if (gl->mode < 0 || !(gl->demote_to < gl->mode)) {
 		gl->demote_to = -1; /* nothing to give up */
+		gl->bast_peer = -1;
 		pthread_cond_broadcast(&gl->cv);
 		goto out;
 	}
@@ -967,6 +973,7 @@ void fs_glock_unlock_end(struct fs_glock *gl)
 	gl->lk = NULL;
 	gl->mode = -1;
 	gl->demote_to = -1;
+	gl->bast_peer = -1;
 	gl->st.evict_syncs += from > LK_NL;
 	ahead_unused(gl);
 	/* busy since _begin: rep is what its ops did */
@@ -1023,6 +1030,7 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	gl->mode = -1;
 	gl->busy = 0;
 	gl->demote_to = -1;
+	gl->bast_peer = -1;
 	memset(gl->holders, 0, sizeof(gl->holders));
 	gl->nholders = 0;
 	gl->nwaiters = 0;

@@ -127,6 +127,9 @@ struct fs_glock {
 	int mode;		     /* mu: granted now, -1 none */
 	int busy;		     /* mu: a DLM call or an op runs */
 	int demote_to;		     /* mu: -1, or asked to go down to */
+	int bast_peer;		     /* mu: the node whose request the last
+					blocking callback was for (trace
+					peer), -1 none since the last demote */
 	unsigned holders[LK_NMODES]; /* mu */
 	unsigned nholders;	     /* mu */
 	unsigned nwaiters;	     /* mu: acquires waiting now */

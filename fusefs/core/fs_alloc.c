@@ -774,9 +774,7 @@ out_close:
 
 static uint32_t rg_of(struct fs *fs, uint64_t blk)
 {
-	if (blk < fs->sb.rgrp_start || blk >= fs->sb.total_blocks)
-		return UINT32_MAX;
-	return (uint32_t)((blk - fs->sb.rgrp_start) / fs->sb.rgrp_blocks);
+	return fs_rgrp_of(&fs->sb, blk);
 }
 
 /* ---- ownership (dlm) --------------------------------------------------- */

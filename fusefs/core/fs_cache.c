@@ -447,7 +447,7 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 {
 	const struct fs_sb *sb = &fs->sb;
 	struct fs_owner o = {FS_OWNER_NONE, 0};
-	uint64_t g;
+	uint32_t g;
 
 	switch (type) {
 	case FS_BT_INODE:
@@ -461,10 +461,8 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 		break;
 	case FS_BT_RGRP:
 	case FS_BT_BITMAP:
-		if (blkno < sb->rgrp_start || sb->rgrp_blocks == 0)
-			break;
-		g = (blkno - sb->rgrp_start) / sb->rgrp_blocks;
-		if (g < sb->rgrp_count)
+		g = fs_rgrp_of(sb, blkno);
+		if (g != UINT32_MAX)
 			o = (struct fs_owner){FS_OWNER_RGRP, g};
 		break;
 	}

@@ -181,6 +181,31 @@ static void fill_entry(const struct fs_fuse *ff, const struct fs_attr *a,
 		fs_inval_note(ff->iv, a->ino, a->mode);
 }
 
+struct held_arg {
+	struct fs *fs;
+	uint64_t ino;
+};
+
+static int ino_held(void *arg)
+{
+	struct held_arg *h = arg;
+
+	return fs_ino_held(h->fs, h->ino);
+}
+
+/* The kernel gives back @n lookup references to @ino (an fs ino), or
+ * never got them (its reply failed): the namespace's fs_forget, then,
+ * dlm, the sink drops what it tracks of a directory the kernel no
+ * longer holds (fs_inval_forgot). */
+static void forget_ino(struct fs_fuse *ff, uint64_t ino, uint64_t n)
+{
+	struct held_arg h = {ff->fs, ino};
+
+	fs_forget(ff->fs, ino, n);
+	if (ff->iv != NULL)
+		fs_inval_forgot(ff->iv, ino, ino_held, &h);
+}
+
 /* The one place the sign flips. */
 static void reply_err(fuse_req_t req, int ret)
 {
@@ -208,7 +233,7 @@ static void reply_entry(fuse_req_t req, int ret, const struct fs_attr *a)
 	}
 	fill_entry(ff, a, &e);
 	if (fuse_reply_entry(req, &e) == -ENOENT)
-		fs_forget(ff->fs, a->ino, 1);
+		forget_ino(ff, a->ino, 1);
 }
 
 static void reply_attr(fuse_req_t req, int ret, const struct fs_attr *a)
@@ -314,7 +339,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	if (op_begin(ff, req, FS_OP_FORGET, &t0) < 0)
 		return;
 
-	fs_forget(ff->fs, to_ino(ff, ino), nlookup);
+	forget_ino(ff, to_ino(ff, ino), nlookup);
 	fuse_reply_none(req);
 	op_end(ff, FS_OP_FORGET, t0, 0);
 }
@@ -329,8 +354,7 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 		return;
 
 	for (size_t i = 0; i < count; i++)
-		fs_forget(ff->fs, to_ino(ff, forgets[i].ino),
-			  forgets[i].nlookup);
+		forget_ino(ff, to_ino(ff, forgets[i].ino), forgets[i].nlookup);
 	fuse_reply_none(req);
 	op_end(ff, FS_OP_FORGET_MULTI, t0, 0);
 }
@@ -681,7 +705,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 			note_rw(ff, a.ino, fi, -1);
 			fs_release(ff->fs, a.ino);
-			fs_forget(ff->fs, a.ino, 1);
+			forget_ino(ff, a.ino, 1);
 		}
 	} else {
 		reply_err(req, ret);

@@ -57,8 +57,11 @@
  * handlers count, READ handlers and ops->flush look; nrw lets a READ
  * skip the lock while nothing is open O_RDWR); names_mu "names_out"
  * (handlers add, ops->dir takes a directory's out, an epoch clears
- * it); all leaves, never held while writing to the kernel. names and prune are
- * atomics (written by the attr thread and the INIT handler); st are atomics.
+ * it, the directory's FORGET drops it: fs_inval_forgot); all leaves
+ * but that fs_inval_forgot takes the namespace's ns->tbl_lock (a leaf,
+ * through its held callback) under names_mu and set_mu; never held
+ * while writing to the kernel. names and prune are atomics
+ * (written by the attr thread and the INIT handler); st are atomics.
  */
 #include "fusefs/fuse/fs_inval.h"
 
@@ -124,15 +127,9 @@ struct iv_queue {
 	int started;		     /* immutable after new */
 };
 
-/* Nodeids of the non-regular inodes handed to the kernel (open
- * addressing, 0 empty, never more than half full). */
-struct iv_set {
-	uint64_t *v;
-	size_t cap, n;
-};
-
 /* The names of one directory handed to the kernel (fs_inval_name):
- * records of a length byte and the name's bytes. */
+ * records of a length byte, the name's bytes and a NUL (libfuse sends
+ * the name with the byte after it: the kernel wants it NUL). */
 struct iv_names {
 	uint64_t dir; /* nodeid */
 	char *buf;
@@ -142,15 +139,17 @@ struct iv_names {
 };
 
 /* Directories with names handed out (open addressing by nodeid, as
- * iv_set); names: their total. */
+ * iv_map); names: their total. */
 struct iv_dirs {
 	struct iv_names **v;
 	size_t cap, used, names;
 	int lost; /* a name could not be recorded: the epoch instead */
 };
 
-/* Nodeids open for reading and writing here, with their open counts
- * (open addressing as iv_set; an entry leaves at count 0). */
+/* Nodeids with a count (open addressing, 0 empty, never more than half
+ * full; an entry leaves at count 0): the inodes open for reading and
+ * writing here, with their opens ("rw"), and, as a set (counts of 1),
+ * the non-regular inodes handed to the kernel ("dirs"). */
 struct iv_map {
 	uint64_t *k;
 	uint32_t *n;
@@ -160,6 +159,7 @@ struct iv_map {
 struct iv_stats {
 	uint64_t attrs, pages, entries, epochs, flushes;
 	uint64_t dirs, dir_skips, dir_fallbacks, dir_busy;
+	uint64_t dirs_forgotten, names_forgotten, forgets_kept;
 	uint64_t errors, syncs, sync_ns;
 };
 
@@ -174,7 +174,7 @@ struct fs_inval {
 	int names;		/* atomic: -1 unknown, 0 no epoch, 1 epoch */
 	int prune;		/* atomic: 1 while PRUNE may be sent */
 	pthread_mutex_t set_mu; /* a leaf: protects dirs */
-	struct iv_set dirs;	/* set_mu: what "all" drops attributes of */
+	struct iv_map dirs;	/* set_mu: what "all" drops attributes of */
 	pthread_mutex_t rw_mu;	/* a leaf: protects rw */
 	struct iv_map rw;	/* rw_mu: open O_RDWR (may be mapped) */
 	size_t nrw;		/* atomic: rw.used (READs look first) */
@@ -257,68 +257,7 @@ static struct iv_item *item_new(struct fs_inval *iv, enum iv_kind kind,
 	return it;
 }
 
-/* ---- the non-regular inodes handed out (set_mu) ---- */
-
-static size_t set_slot(const struct iv_set *st, uint64_t id)
-{
-	size_t i = (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (st->cap - 1);
-
-	while (st->v[i] != 0 && st->v[i] != id)
-		i = (i + 1) & (st->cap - 1);
-	return i;
-}
-
-static int set_grow(struct iv_set *st)
-{
-	struct iv_set g = {.cap = st->cap > 0 ? st->cap * 2 : 1024};
-
-	g.v = calloc(g.cap, sizeof(*g.v));
-	if (g.v == NULL)
-		return -ENOMEM;
-	for (size_t i = 0; i < st->cap; i++)
-		if (st->v[i] != 0) {
-			g.v[set_slot(&g, st->v[i])] = st->v[i];
-			g.n++;
-		}
-	free(st->v);
-	*st = g;
-	return 0;
-}
-
-static int set_add(struct iv_set *st, uint64_t id)
-{
-	size_t i;
-
-	if ((st->n + 1) * 2 > st->cap && set_grow(st) < 0)
-		return -ENOMEM;
-	i = set_slot(st, id);
-	if (st->v[i] == 0) {
-		st->v[i] = id;
-		st->n++;
-	}
-	return 0;
-}
-
-/* Linear probing: the entries after a hole move back into place. */
-static void set_del(struct iv_set *st, uint64_t id)
-{
-	size_t i, j;
-	uint64_t x;
-
-	if (st->cap == 0)
-		return;
-	i = set_slot(st, id);
-	if (st->v[i] == 0)
-		return;
-	st->v[i] = 0;
-	st->n--;
-	for (j = (i + 1) & (st->cap - 1); st->v[j] != 0;
-	     j = (j + 1) & (st->cap - 1)) {
-		x = st->v[j];
-		st->v[j] = 0;
-		st->v[set_slot(st, x)] = x;
-	}
-}
+/* ---- counted sets of nodeids (set_mu: dirs; rw_mu: rw) ---- */
 
 static size_t map_slot(const struct iv_map *m, uint64_t id)
 {
@@ -354,29 +293,14 @@ static int map_grow(struct iv_map *m)
 	return 0;
 }
 
-/* Add @d (+1 or -1) to @id's count; at 0 it leaves (linear probing: the
- * entries after the hole move back into place). */
-static int map_add(struct iv_map *m, uint64_t id, int d)
+/* Take @id's entry at slot @i out (linear probing: the entries after
+ * the hole move back into place). */
+static void map_del_at(struct iv_map *m, size_t i)
 {
-	size_t i, j;
+	size_t j;
 	uint64_t x;
 	uint32_t c;
 
-	if (d > 0 && (m->used + 1) * 2 > m->cap && map_grow(m) < 0)
-		return -ENOMEM;
-	if (m->cap == 0)
-		return 0;
-	i = map_slot(m, id);
-	if (m->k[i] == 0) {
-		if (d < 0)
-			return 0;
-		m->k[i] = id;
-		m->used++;
-	}
-	if (d > 0 || m->n[i] > 1) {
-		m->n[i] = d > 0 ? m->n[i] + 1 : m->n[i] - 1;
-		return 0;
-	}
 	m->k[i] = 0;
 	m->n[i] = 0;
 	m->used--;
@@ -390,6 +314,31 @@ static int map_add(struct iv_map *m, uint64_t id, int d)
 		m->k[i] = x;
 		m->n[i] = c;
 	}
+}
+
+/* Add @d (+1 or -1) to @id's count; at 0 it leaves. @set: as a set, a
+ * count never above 1. */
+static int map_add(struct iv_map *m, uint64_t id, int d, int set)
+{
+	size_t i;
+
+	if (d > 0 && (m->used + 1) * 2 > m->cap && map_grow(m) < 0)
+		return -ENOMEM;
+	if (m->cap == 0)
+		return 0;
+	i = map_slot(m, id);
+	if (m->k[i] == 0) {
+		if (d < 0)
+			return 0;
+		m->k[i] = id;
+		m->used++;
+	}
+	if (d > 0)
+		m->n[i] = set ? 1 : m->n[i] + 1;
+	else if (m->n[i] > 1)
+		m->n[i]--;
+	else
+		map_del_at(m, i);
 	return 0;
 }
 
@@ -398,12 +347,23 @@ static int map_has(const struct iv_map *m, uint64_t id)
 	return m->cap > 0 && m->k[map_slot(m, id)] != 0;
 }
 
+/* The set "dirs": @id in, out. */
+static int set_add(struct iv_map *st, uint64_t id)
+{
+	return map_add(st, id, 1, 1);
+}
+
+static void set_del(struct iv_map *st, uint64_t id)
+{
+	map_add(st, id, -1, 1);
+}
+
 void fs_inval_open(struct fs_inval *iv, uint64_t ino, int d)
 {
 	int ret;
 
 	pthread_mutex_lock(&iv->rw_mu);
-	ret = map_add(&iv->rw, to_nodeid(iv, ino), d);
+	ret = map_add(&iv->rw, to_nodeid(iv, ino), d, 0);
 	__atomic_store_n(&iv->nrw, iv->rw.used, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&iv->rw_mu);
 	if (ret < 0)
@@ -506,7 +466,7 @@ static void dirs_clear(struct iv_dirs *t)
 static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 		     size_t len)
 {
-	size_t need = d->used + 1 + len;
+	size_t need = d->used + 1 + len + 1;
 	char *b;
 
 	if (d->overflow)
@@ -533,6 +493,7 @@ static int names_add(struct iv_dirs *t, struct iv_names *d, const char *name,
 	d->last = d->used;
 	d->buf[d->used] = (char)len;
 	memcpy(d->buf + d->used + 1, name, len);
+	d->buf[d->used + 1 + len] = '\0';
 	d->used = need;
 	d->n++;
 	t->names++;
@@ -571,6 +532,46 @@ void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode)
 	pthread_mutex_unlock(&iv->set_mu);
 	if (ret < 0)
 		IV_ADD(iv, errors, 1);
+}
+
+/*
+ * The kernel asks about names in a directory only while it holds the
+ * directory, i.e. while fs_ino_held: so once @held says no, under
+ * names_mu, no name of a live dentry is among the directory's records,
+ * and every name recorded later (a new lookup of the directory first)
+ * goes to a new entry. Asked under the lock, so that a lookup cannot
+ * slip in between the question and the drop.
+ */
+void fs_inval_forgot(struct fs_inval *iv, uint64_t ino, int (*held)(void *),
+		     void *held_arg)
+{
+	uint64_t id = to_nodeid(iv, ino);
+	struct iv_names *d = NULL;
+	int kept = 0;
+
+	if (id == FUSE_ROOT_ID)
+		return; /* never forgotten */
+	pthread_mutex_lock(&iv->names_mu);
+	if (dirs_get(&iv->names_out, id, 0) != NULL) {
+		kept = held(held_arg);
+		if (!kept)
+			d = dirs_take(&iv->names_out, id);
+	}
+	pthread_mutex_unlock(&iv->names_mu);
+	pthread_mutex_lock(&iv->set_mu);
+	if (map_has(&iv->dirs, id)) {
+		kept = kept || held(held_arg);
+		if (!kept)
+			set_del(&iv->dirs, id);
+	}
+	pthread_mutex_unlock(&iv->set_mu);
+	if (kept) /* looked up again before its FORGET came */
+		IV_ADD(iv, forgets_kept, 1);
+	if (d != NULL) {
+		IV_ADD(iv, dirs_forgotten, 1);
+		IV_ADD(iv, names_forgotten, d->n);
+		names_free(d);
+	}
 }
 
 /* ---- talking to the kernel (the threads only) ---- */
@@ -648,11 +649,11 @@ static int make_all(struct fs_inval *iv)
 	if (__atomic_load_n(&iv->names, __ATOMIC_ACQUIRE) != 0)
 		ret = send_epoch(iv);
 	pthread_mutex_lock(&iv->set_mu);
-	n = iv->dirs.n;
+	n = iv->dirs.used;
 	ids = malloc((n > 0 ? n : 1) * sizeof(*ids));
 	for (size_t i = 0; ids != NULL && i < iv->dirs.cap; i++)
-		if (iv->dirs.v[i] != 0)
-			ids[k++] = iv->dirs.v[i];
+		if (iv->dirs.k[i] != 0)
+			ids[k++] = iv->dirs.k[i];
 	pthread_mutex_unlock(&iv->set_mu);
 	if (ids == NULL)
 		return -ENOMEM;
@@ -684,7 +685,7 @@ static int make_names(struct fs_inval *iv, const struct iv_names *d)
 	size_t len;
 	int ret = 0, r;
 
-	for (size_t o = 0; o < d->used; o += 1 + len) {
+	for (size_t o = 0; o < d->used; o += 1 + len + 1) {
 		len = (unsigned char)d->buf[o];
 		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir,
 						     d->buf + o + 1, len);
@@ -1033,6 +1034,9 @@ void fs_inval_stats(struct fs_json *o, void *arg)
 	IV_U64(dir_skips);
 	IV_U64(dir_fallbacks);
 	IV_U64(dir_busy);
+	IV_U64(dirs_forgotten);
+	IV_U64(names_forgotten);
+	IV_U64(forgets_kept);
 	IV_U64(errors);
 	IV_U64(syncs);
 	IV_U64(sync_ns);
@@ -1104,7 +1108,8 @@ void fs_inval_free(struct fs_inval *iv)
 	pthread_mutex_destroy(&iv->set_mu);
 	pthread_mutex_destroy(&iv->rw_mu);
 	pthread_mutex_destroy(&iv->names_mu);
-	free(iv->dirs.v);
+	free(iv->dirs.k);
+	free(iv->dirs.n);
 	free(iv->rw.k);
 	free(iv->rw.n);
 	dirs_clear(&iv->names_out);

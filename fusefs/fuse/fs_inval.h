@@ -55,6 +55,17 @@ void fs_inval_note(struct fs_inval *iv, uint64_t ino, unsigned mode);
  * late reply is used by that walk only). Any thread; takes
  * the names' lock (a leaf). */
 void fs_inval_name(struct fs_inval *iv, uint64_t parent, const char *name);
+/* The kernel may have forgotten @ino (a FORGET dropped references):
+ * if it is a directory the sink tracks, its records go (the names
+ * handed out in it, which the kernel cannot hold without the directory:
+ * every dentry pins its parent; and its place in the set "all" drops),
+ * unless @held(@held_arg) says the kernel holds @ino (looked up again
+ * before this FORGET came): then they stay. @held is asked only when
+ * there is something to drop, under the sink's names lock or set lock
+ * (so that no lookup slips in between): it may take leaf locks only
+ * (fs_ino_held: ns->tbl_lock). Any thread. */
+void fs_inval_forgot(struct fs_inval *iv, uint64_t ino, int (*held)(void *),
+		     void *held_arg);
 /* An open (@d 1) or release (@d -1) of @ino for reading and writing
  * (O_RDWR: the only mode a shared writable mapping can be made from).
  * Any thread; takes the set's lock (a leaf). */

@@ -195,6 +195,19 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	return unref;
 }
 
+int fs_ino_held(struct fs *fs, uint64_t ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int ret;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	ret = n != NULL && n->nlookup > 0;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return ret;
+}
+
 struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino)
 {
 	struct fs_ns *ns = fs->ns;

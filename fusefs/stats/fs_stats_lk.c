@@ -157,7 +157,8 @@ void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s)
 		const struct lk_peer_stats *p = &s->peer[i];
 		struct fs_json *e;
 
-		if (p->frames_tx == 0 && p->frames_rx == 0 && p->dropped == 0)
+		if (p->frames_tx == 0 && p->frames_rx == 0 && p->dropped == 0 &&
+		    p->basts_for == 0)
 			continue;
 		e = fs_json_obj(peers, NULL);
 		fs_json_u64(e, "node", i);
@@ -168,6 +169,7 @@ void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s)
 		fs_json_u64(e, "records_tx", p->records_tx);
 		fs_json_u64(e, "records_rx", p->records_rx);
 		fs_json_u64(e, "dropped", p->dropped);
+		fs_json_u64(e, "basts_for", p->basts_for);
 	}
 }
 

@@ -13,6 +13,7 @@ struct ev {
 	char kind; /* 'g' grant outcome, 'b' blocking callback */
 	struct lk_rq *rq;
 	int val;
+	uint32_t from; /* 'b': the node that wants the mode */
 };
 static struct ev evs[MAXEV];
 static int nev;
@@ -22,15 +23,16 @@ static void on_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int st)
 	(void)ctx;
 	(void)q;
 	if (nev < MAXEV)
-		evs[nev++] = (struct ev){'g', rq, st};
+		evs[nev++] = (struct ev){'g', rq, st, 0};
 }
 
-static void on_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode)
+static void on_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode,
+		    uint32_t from)
 {
 	(void)ctx;
 	(void)q;
 	if (nev < MAXEV)
-		evs[nev++] = (struct ev){'b', rq, mode};
+		evs[nev++] = (struct ev){'b', rq, mode, from};
 }
 
 static const struct lk_grant_out out = {on_grant, on_bast, NULL};
@@ -42,6 +44,17 @@ static int has(char kind, struct lk_rq *rq, int val)
 		if (evs[i].kind == kind && evs[i].rq == rq && evs[i].val == val)
 			return 1;
 	return 0;
+}
+
+/* The node named by the last blocking callback to @rq, 0 if none. */
+static uint32_t bast_from(struct lk_rq *rq)
+{
+	uint32_t from = 0;
+
+	for (int i = 0; i < nev; i++)
+		if (evs[i].kind == 'b' && evs[i].rq == rq)
+			from = evs[i].from;
+	return from;
 }
 
 static struct lk_rsq q;
@@ -353,6 +366,48 @@ static void test_covers_and_names(void)
 	CHECK(!lk_mode_compat(7, 0));
 }
 
+/* Every blocking callback names the node whose request wants the mode:
+ * a waiter's, a converter's, a NOQUEUEBAST request's (r[i] is node i+1). */
+static void test_bast_names_requester(void)
+{
+	reset();
+	lk_grant_request(&q, &r[0], LK_EX, 0, &out);
+	nev = 0;
+	lk_grant_request(&q, &r[1], LK_PR, 0, &out); /* waits */
+	CHECK(has('b', &r[0], LK_PR));
+	CHECK_EQ(bast_from(&r[0]), 2);
+	/* the waiter behind the head is not the cause */
+	nev = 0;
+	lk_grant_request(&q, &r[4], LK_EX, 0, &out);
+	CHECK_EQ(nev, 0);
+	lk_grant_unlock(&q, &r[0], NULL, 0, &out);
+	CHECK(has('g', &r[1], 0));
+	CHECK(has('b', &r[1], LK_EX));
+	CHECK_EQ(bast_from(&r[1]), 5);
+	lk_grant_unlock(&q, &r[1], NULL, 0, &out);
+	lk_grant_unlock(&q, &r[4], NULL, 0, &out);
+	CHECK(lk_grant_check(&q) == 0);
+
+	/* a converter: r[2] PR -> EX blocked by r[3] PR */
+	reset();
+	lk_grant_request(&q, &r[2], LK_PR, 0, &out);
+	lk_grant_request(&q, &r[3], LK_PR, 0, &out);
+	nev = 0;
+	lk_grant_convert(&q, &r[2], LK_EX, 0, NULL, &out);
+	CHECK_EQ(r[2].queue, LK_Q_CONVERT);
+	CHECK(has('b', &r[3], LK_EX));
+	CHECK_EQ(bast_from(&r[3]), 3);
+	CHECK(!has('b', &r[2], LK_EX));
+
+	/* NOQUEUE with a blocking callback: still names the asker */
+	reset();
+	lk_grant_request(&q, &r[0], LK_PR, 0, &out);
+	nev = 0;
+	lk_grant_request(&q, &r[6], LK_EX, LK_NOQUEUE | LK_NOQUEUEBAST, &out);
+	CHECK(has('g', &r[6], -EAGAIN));
+	CHECK_EQ(bast_from(&r[0]), 7);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -362,6 +417,7 @@ int main(int argc, char **argv)
 	T_RUN(test_convert_queue_first);
 	T_RUN(test_convert_up_immediate);
 	T_RUN(test_noqueue_bast);
+	T_RUN(test_bast_names_requester);
 	T_RUN(test_cancel);
 	T_RUN(test_conversion_deadlock);
 	T_RUN(test_no_false_deadlock);

@@ -285,14 +285,41 @@ static void test_local_resource_no_message(void)
 }
 
 static int bast_seen;
+static uint32_t bast_node; /* lk_bast_node in the last one */
 static void count_bast(struct lk_lock *lk, int mode, void *arg)
 {
-	(void)lk;
 	(void)mode;
 	(void)arg;
 	bast_seen++;
+	bast_node = lk_bast_node(lk);
 }
 static const struct lk_lock_ops bast_ops = {NULL, count_bast};
+
+/* A BAST frame (master 1, holder 2, asker 3) names the asker, and the
+ * holder counts it per peer (net.peers[].basts_for). */
+static void test_bast_frame_names_asker(const struct lk_name *x)
+{
+	struct lk_lock *a, *b;
+	struct lk_stats st;
+
+	bast_seen = 0;
+	bast_node = 0;
+	CHECK_EQ(lk_lock(node[2], x, LK_EX, 0, &bast_ops, NULL, &a), 0);
+	settle();
+	CHECK(lk_lock_granted(a));
+	CHECK_EQ(lk_lock(node[3], x, LK_EX, 0, NULL, NULL, &b), 0);
+	settle();
+	CHECK_EQ(bast_seen, 1);
+	CHECK_EQ(bast_node, 3);
+	lk_ls_stats(node[2], &st);
+	CHECK_EQ(st.peer[3].basts_for, 1);
+	CHECK_EQ(st.peer[1].basts_for, 0);
+	lk_unlock(a, 0);
+	settle();
+	CHECK(lk_lock_granted(b));
+	lk_unlock(b, 0);
+	settle();
+}
 
 static void test_remote_grant_and_bast(void)
 {
@@ -307,6 +334,8 @@ static void test_remote_grant_and_bast(void)
 	CHECK_EQ(lk_lock(node[3], &x, LK_PR, 0, NULL, NULL, &b), 0);
 	settle();
 	CHECK_EQ(bast_seen, 1);
+	/* the holder is the master: the callback names the asker */
+	CHECK_EQ(bast_node, 3);
 	CHECK(!lk_lock_granted(b));
 	CHECK_EQ(lk_convert(a, LK_PR, 0), LK_GRANTED_NOW);
 	settle();
@@ -315,6 +344,7 @@ static void test_remote_grant_and_bast(void)
 	lk_unlock(a, 0);
 	lk_unlock(b, 0);
 	settle();
+	test_bast_frame_names_asker(&x);
 	sim_fini();
 }
 

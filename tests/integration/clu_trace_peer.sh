@@ -1,0 +1,90 @@
+#!/bin/sh
+# clu_trace_peer: the trace names who asked for a lock. Two lockproto=dlm
+# nodes, both traced (trace=), take turns writing one small file (each
+# write needs the file's inode lock in EX, each read PR), so the lock
+# ping-pongs between them:
+#  (1) node 1's blocking callbacks and demotes of that file's lock name
+#      node 2 as their "peer", node 2's name node 1, and no blocking
+#      callback of either trace lacks a peer or names a third node (the
+#      lock manager carries the asking node in the BAST frame);
+#  (2) ucfs-trace's "who takes locks from whom" pairs count the
+#      demotes both ways (asker 2 -> node 1 and asker 1 -> node 2);
+#  (3) the stats say the same without a trace: net.peers[].basts_for of
+#      the other node is > 0 on both nodes, and ucfs-top's "callbacks
+#      from (top)" row names the other node on each.
+# Node 3 is a quorum witness (ucfs-witness).
+. "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/fslib.sh"
+. "$UCFS_TOP/tests/clulib.sh"
+fs_require_ucfs clu_trace_peer
+if ! command -v jq >/dev/null 2>&1; then
+	skip clu_trace_peer "jq missing"
+	exit 0
+fi
+
+ROUNDS=8
+clu_setup clu_trace_peer 2 128 -j 2 -r 64
+clu_mount clu_trace_peer 1 "trace=$T/tr1.json"
+clu_mount clu_trace_peer 2 "trace=$T/tr2.json"
+
+echo start >"$M1/f"
+ino=$(stat -c %i "$M1/f")
+i=0
+while [ $i -lt $ROUNDS ]; do
+	echo "one $i" >>"$M1/f"
+	cat "$M2/f" >/dev/null
+	echo "two $i" >>"$M2/f"
+	cat "$M1/f" >/dev/null
+	i=$((i + 1))
+done
+check clu_trace_peer_content test "$(wc -l <"$M2/f")" -eq $((2 * ROUNDS + 1))
+
+# (3) per-peer blocking callbacks in the stats
+for n in 1 2; do
+	o=$((3 - n))
+	eval "m=\$M$n"
+	"$B/ucfs-stat" --json "$m" >"$T/st$n.json"
+	echo "node $n net.peers: $(jq -c '[.net.peers[] |
+		{node, basts_for}]' "$T/st$n.json")"
+	check clu_trace_peer_stats_basts_for_$n jq -e --argjson o "$o" \
+		'any(.net.peers[]; .node == $o and .basts_for > 0)' \
+		"$T/st$n.json"
+done
+
+# ... and ucfs-top's node table names the other node as the top asker
+"$B/ucfs-top" --batch --iterations 1 "$M1" "$M2" >"$T/top.txt" 2>&1
+grep 'callbacks from' "$T/top.txt"
+check clu_trace_peer_top_asker grep -Eq \
+	'^callbacks from \(top\) +n2 [0-9.]+/s +n1 [0-9.]+/s' "$T/top.txt"
+
+check clu_trace_peer_umount2 fs_umount "$M2"
+check clu_trace_peer_umount1 fs_umount "$M1"
+
+# (1) the file's lock events name the other node
+for n in 1 2; do
+	o=$((3 - n))
+	jq -s --arg r "inode:$ino" '[.[] | select(.res == $r and
+		(.ev == "bast_recv" or .ev == "demote"))]' "$T/tr$n.json" \
+		>"$T/ev$n.json"
+	echo "node $n: $(jq length "$T/ev$n.json") bast_recv/demote events" \
+		"of inode:$ino, peers $(jq -c '[.[].peer] | unique' \
+		"$T/ev$n.json")"
+	check clu_trace_peer_demotes_name_$o jq -e --argjson o "$o" \
+		'[.[] | select(.ev == "demote" and .peer == $o)] | length >= 2' \
+		"$T/ev$n.json"
+	check clu_trace_peer_basts_name_$o jq -e --argjson o "$o" \
+		'[.[] | select(.ev == "bast_recv")] | length > 0 and
+		all(.[]; .peer == $o)' "$T/ev$n.json"
+	check clu_trace_peer_no_bast_without_peer_$n jq -e -s --argjson o "$o" \
+		'all(.[] | select(.ev == "bast_recv"); .peer == $o)' \
+		"$T/tr$n.json"
+done
+
+# (2) the summary
+"$B/ucfs-trace" "$T/tr1.json" "$T/tr2.json" | sed -n '/Who takes/,/no peer/p'
+"$B/ucfs-trace" --json "$T/tr1.json" "$T/tr2.json" >"$T/sum.json" 2>&1
+check clu_trace_peer_summary_pairs jq -e '.peers.pairs as $p |
+	any($p[]; .asker == 2 and .node == 1 and .demotes > 0) and
+	any($p[]; .asker == 1 and .node == 2 and .demotes > 0)' "$T/sum.json"
+rm -f "$IMG"
+exit 0
