@@ -689,11 +689,14 @@ static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
 	free(inos);
 }
 
-/* Adopt dead slot @s's orphan list (its journal replayed), if no other
- * node holds the slot's lock. */
-/* 0 done (or not ours: a new mount of the slot, an error), -EAGAIN the
- * slot's lock is held by recovery (the free log's applier here, or
- * another survivor) while nobody mounted it again: try again later. */
+/*
+ * Recover dead slot @s (its journal replayed), if no other node holds
+ * the slot's lock: adopt its orphan list and apply its free log
+ * (fs_flog_dead_apply), both written back in place before the lock
+ * goes. 0 done (or not ours: a new mount of the slot, an error),
+ * -EAGAIN the slot's lock is held by recovery (another survivor) while
+ * nobody mounted it again: try again later.
+ */
 static int adopt(struct fs *fs, unsigned s)
 {
 	uint64_t ino;
@@ -708,12 +711,34 @@ static int adopt(struct fs *fs, unsigned s)
 	do
 		ret = fs_ino_orphan_adopt(fs, s, &ino);
 	while (ret == 0 && ino != 0);
-	/* that slot's list in place before anybody else may take it */
+	/* an error leaves the rest of the log to the slot's next recovery
+	 * (counted: alloc.flog_dead_errors) */
+	if (ret == 0)
+		fs_flog_dead_apply(fs, s);
+	/* that slot's list and log in place before anybody else may take
+	 * it */
 	if (ret < 0 || fs_journal_writeback(fs) < 0)
-		fs_cluster_fence(fs->cl, "cannot adopt a dead node's orphans");
+		fs_cluster_fence(fs->cl, "cannot recover a dead node's slot");
 	fs_core_slotinfo_forget(fs, s);
 	fs_cluster_slot_drop(fs->cl, s);
+	fs_alloc_flog_kick(fs); /* what adopted orphans freed */
 	return 0;
+}
+
+/* Slots that were left with orphans or a free log while free in the slot
+ * map (a mount recovered them, the first after a whole-cluster crash
+ * included, or their node unmounted while another node used one of its
+ * orphans): the worker's to recover too. */
+static uint64_t leftovers(struct fs *fs)
+{
+	uint64_t m = 0;
+
+	if (fs_core_slots_leftover(fs, &m) < 0)
+		return 0;
+	if (m != 0)
+		FS_NS_STAT_ADD(fs, leftover_slots,
+			       (uint64_t)__builtin_popcountll(m));
+	return m;
 }
 
 static void *worker(void *arg)
@@ -724,7 +749,9 @@ static void *worker(void *arg)
 	uint64_t dead;
 	size_t nl;
 
+	dead = leftovers(io->fs); /* the mount's first: before any wait */
 	pthread_mutex_lock(&io->mu);
+	io->dead |= dead;
 	for (;;) {
 		while (!io->stop && io->ready == NULL && io->dead == 0 &&
 		       io->nbasts == 0)

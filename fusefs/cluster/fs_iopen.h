@@ -17,7 +17,11 @@
  * the slot's lock (NOQUEUE: one survivor does it), moves every inode of
  * that slot's orphan list onto its own list (adoption) and treats each
  * like one of its own: freed now if no node uses it, else when the last
- * one lets go.
+ * one lets go; under the same slot lock it applies the slot's free log
+ * (fs_flog_dead_apply). When it starts, the worker takes over the same
+ * way every slot free in the slot map that still holds orphans or a
+ * free log (fs_core_slots_leftover: the slots this mount recovered, the
+ * first mount after a whole-cluster crash included).
  *
  * nolock mounts have none of this (fs->cl == NULL: every call is a
  * no-op, the orphan code works as before).
@@ -72,10 +76,14 @@ void fs_iopen_done(struct fs *fs, struct fs_inode *n);
  * reference, and with it our PR, until memory pressure. */
 void fs_iopen_closed(struct fs *fs, uint64_t ino);
 
-/* Node-down recovery replayed slot @slot's journal: its orphan list is
- * the worker's to adopt. From the lock manager's callback thread: only
- * queues. A no-op while no worker runs (mounting, unmounting: the slot
- * keeps its orphans for the next mount of that slot). */
+/* Node-down recovery replayed slot @slot's journal: its orphan list and
+ * free log are the worker's to take over. From the lock manager's
+ * callback thread: only queues. A no-op while no worker runs: a slot
+ * the mount itself recovered and freed is found by the worker's first
+ * scan; one whose node died after that, before the worker started, or
+ * while this node unmounts, stays "mounted" in the slot map until a
+ * mount or unmount frees it, and the next worker's first scan (the
+ * next read-write mount) takes it over. */
 void fs_iopen_slot_dead(struct fs *fs, unsigned slot);
 
 #endif /* UCFS_FS_IOPEN_H */
