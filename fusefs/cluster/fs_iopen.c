@@ -45,6 +45,7 @@
 #include "lockmgr/lk.h"
 
 #define IOPEN_STOP_WAIT_S 10 /* unmount: cancelled requests' answers */
+#define IOPEN_MEMBERS_MS 500 /* the worker looks for a node that left */
 
 /* Prefetched PR holds kept at most (the oldest granted ones go first). */
 #define IOPEN_PF_MAX 1024
@@ -79,6 +80,9 @@ struct fs_iopen {
 					  given up: mu */
 	size_t nbasts, capbasts;       /* mu */
 	int stop;		       /* mu */
+	uint64_t members;	       /* the worker's: the lockspace's
+					  members when it last looked */
+	uint64_t members_ms;	       /* the worker's: when */
 	pthread_t thr;
 	/* lock-ahead: PR holds asked for before the kernel's first
 	 * reference, oldest first (mu) */
@@ -741,6 +745,49 @@ static uint64_t leftovers(struct fs *fs)
 	return m;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * Every IOPEN_MEMBERS_MS: the slots to take over because a node left the
+ * lockspace since the last look. An owner that unmounted cleanly while
+ * another node still used one of its orphans left it on its slot's list
+ * (its slot now free in the slot map): a node still in the cluster
+ * adopts it here (leftovers), so that the last node to let it go frees
+ * it, with no remount. A node that died is found too (harmless: its
+ * slot is not free until recovered, and node-down recovery hands it
+ * over itself). The worker's only.
+ */
+static uint64_t left_nodes(struct fs_iopen *io)
+{
+	uint64_t m = 0, now = mono_ms(), left;
+
+	if (now < io->members_ms + IOPEN_MEMBERS_MS)
+		return 0;
+	io->members_ms = now;
+	fs_cluster_members(io->fs->cl, &m);
+	left = io->members & ~m;
+	io->members = m;
+	return left != 0 ? leftovers(io->fs) : 0;
+}
+
+/* Sleep on io->cv for at most IOPEN_MEMBERS_MS (io->mu held). */
+static void wait_work(struct fs_iopen *io)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += IOPEN_MEMBERS_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&io->cv, &io->mu, &ts);
+}
+
 static void *worker(void *arg)
 {
 	struct fs_iopen *io = arg;
@@ -749,13 +796,16 @@ static void *worker(void *arg)
 	uint64_t dead;
 	size_t nl;
 
-	dead = leftovers(io->fs); /* the mount's first: before any wait */
+	/* the mount's first: before any wait */
+	fs_cluster_members(io->fs->cl, &io->members);
+	io->members_ms = mono_ms();
+	dead = leftovers(io->fs);
 	pthread_mutex_lock(&io->mu);
 	io->dead |= dead;
 	for (;;) {
-		while (!io->stop && io->ready == NULL && io->dead == 0 &&
-		       io->nbasts == 0)
-			pthread_cond_wait(&io->cv, &io->mu);
+		if (!io->stop && io->ready == NULL && io->dead == 0 &&
+		    io->nbasts == 0)
+			wait_work(io); /* or a timeout: left_nodes below */
 		if (io->stop)
 			break;
 		w = io->ready;
@@ -776,6 +826,7 @@ static void *worker(void *arg)
 		if (nl > 0)
 			wanted(io->fs, lks, nl);
 		free(lks);
+		dead |= left_nodes(io);
 		for (unsigned s = 0; s < FS_MAX_SLOTS; s++)
 			if ((dead & (1ull << s)) && adopt(io->fs, s) == 0)
 				dead &= ~(1ull << s);

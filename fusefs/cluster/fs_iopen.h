@@ -21,7 +21,11 @@
  * (fs_flog_dead_apply). When it starts, the worker takes over the same
  * way every slot free in the slot map that still holds orphans or a
  * free log (fs_core_slots_leftover: the slots this mount recovered, the
- * first mount after a whole-cluster crash included).
+ * first mount after a whole-cluster crash included), and again whenever
+ * a node left the lockspace (it looks every IOPEN_MEMBERS_MS): an owner
+ * that unmounted cleanly while another node used one of its orphans
+ * left it on its free slot's list, and a node still mounted adopts it,
+ * so that the last node to let it go frees it.
  *
  * nolock mounts have none of this (fs->cl == NULL: every call is a
  * no-op, the orphan code works as before).
