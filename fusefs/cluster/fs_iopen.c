@@ -863,6 +863,13 @@ int fs_iopen_start(struct fs *fs)
 	}
 	pthread_mutex_lock(&io_mu);
 	fs->io = io;
+	/* slots a node-down recovery replayed while this mount was on its
+	 * way (fs_iopen_slot_dead: no worker yet) */
+	pthread_mutex_lock(&io->mu);
+	io->dead |= fs->io_dead;
+	fs->io_dead = 0;
+	pthread_cond_broadcast(&io->cv);
+	pthread_mutex_unlock(&io->mu);
 	pthread_mutex_unlock(&io_mu);
 	return 0;
 }
@@ -982,6 +989,8 @@ void fs_iopen_slot_dead(struct fs *fs, unsigned slot)
 		io->dead |= 1ull << slot;
 		pthread_cond_broadcast(&io->cv);
 		pthread_mutex_unlock(&io->mu);
+	} else if (!fs->ro) { /* mounting: the worker takes it at start */
+		fs->io_dead |= 1ull << slot;
 	}
 	pthread_mutex_unlock(&io_mu);
 }

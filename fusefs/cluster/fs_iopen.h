@@ -82,12 +82,11 @@ void fs_iopen_closed(struct fs *fs, uint64_t ino);
 
 /* Node-down recovery replayed slot @slot's journal: its orphan list and
  * free log are the worker's to take over. From the lock manager's
- * callback thread: only queues. A no-op while no worker runs: a slot
- * the mount itself recovered and freed is found by the worker's first
- * scan; one whose node died after that, before the worker started, or
- * while this node unmounts, stays "mounted" in the slot map until a
- * mount or unmount frees it, and the next worker's first scan (the
- * next read-write mount) takes it over. */
+ * callback thread: only queues. Before the worker runs (this node is
+ * mounting) the slot is kept for it (fs->io_dead) and taken over as
+ * soon as it starts; after it stopped (unmounting), the next read-write
+ * mount's worker finds the slot (freed by this unmount) in its first
+ * scan. */
 void fs_iopen_slot_dead(struct fs *fs, unsigned slot);
 
 #endif /* UCFS_FS_IOPEN_H */

@@ -174,6 +174,9 @@ struct fs {
 					   glock in EX */
 	struct fs_iopen *io;		/* dlm: the iopen worker (fs_iopen.c)
 					   or NULL: its io_mu */
+	uint64_t io_dead;		/* dlm: slots (bit s) node-down
+					   recovery replayed before the
+					   worker started: io_mu */
 	int share_fd;			/* dlm on a path: fd holding a shared
 					   flock on the device (a nolock
 					   mount's BD_EXCL conflicts); -1 */
