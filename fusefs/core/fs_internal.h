@@ -625,8 +625,10 @@ int fs_core_slots_leftover(struct fs *fs, uint64_t *slots);
 void fs_core_slotinfo_forget(struct fs *fs, unsigned slot);
 /* A ro cluster node: 1 (slot in *@slot) if a slot left mounted by a
  * node that is not in @members (bit n: node n) or is @dead needs its
- * journal replayed and no member with a mounted slot (a read-write
- * node, which replays it) is left to do it; 0 if not; -errno. */
+ * journal replayed (read only: it holds committed transactions not
+ * written home yet; an empty journal needs none) and no member with a
+ * mounted slot (a read-write node, which replays it) is left to do it;
+ * 0 if not; -errno. */
 int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
 			   unsigned *slot);
 

@@ -379,32 +379,49 @@ void fs_core_slotinfo_forget(struct fs *fs, unsigned slot)
 	fs_buf_put(b);
 }
 
+/* Does gone node's slot @s hold committed transactions to replay? Read
+ * only (the journal scan of a ro mount); an unreadable journal counts
+ * as one that does. */
+static int journal_pending(struct fs *fs, unsigned s)
+{
+	char why[160];
+	unsigned n = 0;
+
+	return fs_journal_replay(fs, s, 1, &n, why, sizeof(why)) != 0;
+}
+
 int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
 			   unsigned *slot)
 {
 	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret, rw = 0, need = -1;
+	uint64_t gone = 0;
+	int ret, rw = 0;
 
 	if (sm == NULL)
 		return -ENOMEM;
 	ret = slotmap_io(fs, sm, 0);
-	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
+	for (unsigned s = 0; s < fs->sb.slot_count && s < 64 && ret == 0;
+	     s++) {
 		uint32_t n = sm->slots[s].node_id;
 
 		if (sm->slots[s].state != FS_SLOT_MOUNTED)
 			continue;
 		if (n < 64 && n != dead && (members >> n & 1))
 			rw = 1;
-		else if (need < 0)
-			need = (int)s;
+		else
+			gone |= 1ull << s;
 	}
 	free(sm);
 	if (ret < 0)
 		return ret;
-	if (need < 0 || rw)
-		return 0;
-	*slot = (unsigned)need;
-	return 1;
+	/* a gone node whose journal is empty (idle, or checkpointed since
+	 * its last change) left nothing half written: nothing to wait for */
+	for (unsigned s = 0; !rw && gone != 0; s++, gone >>= 1)
+		if ((gone & 1) && journal_pending(fs, s)) {
+			*slot = s;
+			return 1;
+		}
+	return 0;
 }
 
 /* A ro cluster node takes no slot and replays nothing: it mounts only
