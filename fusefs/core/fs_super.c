@@ -400,8 +400,7 @@ int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
 	if (sm == NULL)
 		return -ENOMEM;
 	ret = slotmap_io(fs, sm, 0);
-	for (unsigned s = 0; s < fs->sb.slot_count && s < 64 && ret == 0;
-	     s++) {
+	for (unsigned s = 0; s < fs->sb.slot_count && s < 64 && ret == 0; s++) {
 		uint32_t n = sm->slots[s].node_id;
 
 		if (sm->slots[s].state != FS_SLOT_MOUNTED)

@@ -1120,8 +1120,10 @@ static void summary(struct fsck *ck)
 		ULL(r->blocks_free), ULL(ck->nblocks), ULL(r->unwritten_blocks),
 		ULL(r->shared_blocks));
 	if (r->flog_blocks)
-		fprintf(ck->o->out, "%llu blocks in free logs (freed, to be "
-			"applied by a cluster node)\n", ULL(r->flog_blocks));
+		fprintf(ck->o->out,
+			"%llu blocks in free logs (freed, to be "
+			"applied by a cluster node)\n",
+			ULL(r->flog_blocks));
 	if (r->leaked || r->doubly_used || r->used_but_free)
 		fprintf(ck->o->out, "%llu leaked, %llu doubly used, %llu used "
 			"but free blocks\n", ULL(r->leaked),
