@@ -206,7 +206,12 @@ uint32_t lk_ls_nodeid(const struct lk_ls *ls);
 uint32_t lk_place_node(struct lk_ls *ls, uint32_t place);
 /* Fence this node now (the user lost its disk lease, or gave up): every
  * call fails with -ESHUTDOWN from now on, connections are dropped and
- * nobody is dialed, so the others see it dead. @why is logged. */
+ * nobody is dialed, so the others see it dead. @why is logged. Nothing
+ * will answer a fenced node, however it was fenced (here, by the others,
+ * by the disk tie-break): every pending request and conversion completes
+ * with -ESHUTDOWN (within one turn of the network thread; a conversion
+ * keeps the mode it held), so no lk_wait and no completion callback
+ * waits for ever. */
 void lk_ls_fence(struct lk_ls *ls, const char *why);
 /* 1 once this node was fenced (by lk_ls_fence, by the others, or by the
  * disk tie-break). */
@@ -260,7 +265,8 @@ int lk_lock_batch_args(struct lk_ls *ls, const struct lk_name *names, size_t n,
  * lk_lock. Until it completes the lock protects only what both the old
  * and the new mode protect (e.g. CR while converting CW -> PR). -EBUSY if
  * a request or conversion is already pending, -ENOENT if the handle was
- * released, -EINVAL. When the master is this node, -EAGAIN (LK_NOQUEUE)
+ * released, -ESHUTDOWN (this node was fenced), -EINVAL. When the master
+ * is this node, -EAGAIN (LK_NOQUEUE)
  * or -EDEADLK may come back directly; the lock keeps its mode.
  * A down-conversion from PW/EX writes the value block back (LK_VALBLK).
  */
@@ -290,7 +296,8 @@ int lk_cancel(struct lk_lock *lk);
 
 /*
  * Wait until no request or conversion is pending on @lk; returns the last
- * completion status (0 if granted). Do not call from a callback. Works
+ * completion status (0 if granted; -ESHUTDOWN once this node is fenced:
+ * see lk_ls_fence). Do not call from a callback. Works
  * whether or not the lock has a completion callback. While it waits for a
  * remote master's reply, the calling thread may itself read and process
  * what that master sends (saving a thread wake-up per remote grant); user

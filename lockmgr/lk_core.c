@@ -235,9 +235,13 @@ static void toss_free(struct lk_ls *ls, struct lk_res *res)
 	lk_res_free(ls, res);
 }
 
+static void fail_all_pending(struct lk_ls *ls);
+
 void lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
 	ls->now = now;
+	if (ls->fenced && !ls->fence_failed)
+		fail_all_pending(ls);
 	if (!lk_traffic_ok(ls) || ls->rphase != 0)
 		return;
 	while (!lk_list_empty(&ls->toss)) {
@@ -1504,6 +1508,10 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 		ret = -EBUSY;
 		goto out_unlock;
 	}
+	if (ls->fenced) { /* it would wait for ever */
+		ret = -ESHUTDOWN;
+		goto out_unlock;
+	}
 	lk->res->stats.conversions++;
 	lk_stats_type(ls, lk->res->name.type)->c.conversions++;
 	if (lk->grmode >= LK_PW && !lk_mode_covers(mode, lk->grmode))
@@ -1635,6 +1643,39 @@ static int pending(const struct lk_lock *lk)
 }
 
 /*
+ * A fenced node's lockspace answers nothing more (its links are dropped,
+ * the others recovered its locks): @lk's pending request or conversion
+ * fails with -ESHUTDOWN, as lk.h promises. A conversion keeps the mode it
+ * holds; a new request's handle goes as for any failure (zombie_release),
+ * and its queue entry if this node masters it. ls->mu held.
+ */
+static void fail_shutdown(struct lk_ls *ls, struct lk_lock *lk)
+{
+	if (lk->state != LK_S_CONVERTING && lk->res->master == ls->nodeid &&
+	    lk->rq.queue != LK_Q_NONE)
+		lk_grant_purge(&lk->res->q, &lk->rq, NULL);
+	lkb_undefer(lk);
+	lk_lkb_complete(ls, lk, -ESHUTDOWN, lk->grmode, NULL);
+}
+
+/* Once fenced (from the network thread's tick, within one turn of the
+ * fence): every pending request fails, so that completion callbacks and
+ * lk_wait report -ESHUTDOWN instead of waiting for ever. ls->mu held. */
+static void fail_all_pending(struct lk_ls *ls)
+{
+	ls->fence_failed = 1;
+	for (size_t i = 0; i < LK_HASH_SIZE; i++) {
+		struct lk_lock *lk = ls->lkb_hash[i], *next;
+
+		for (; lk != NULL; lk = next) {
+			next = lk->hnext;
+			if (pending(lk))
+				fail_shutdown(ls, lk);
+		}
+	}
+}
+
+/*
  * Wait for @lk's reply by reading its master's connection in this thread
  * (xp.wait_rx): one thread wake-up fewer than the network thread reading
  * it and signalling us. A lock whose master is being looked up waits
@@ -1687,6 +1728,10 @@ static int wait_locked(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns,
 	}
 	lk->waiters++;
 	while (pending(lk)) {
+		if (ls->fenced) { /* no answer will come */
+			fail_shutdown(ls, lk);
+			break;
+		}
 		if (mine && rx_wait(ls, lk, spin_ns) == 0)
 			continue;
 		pthread_cond_wait(mine ? &own : &ls->cv, &ls->mu);

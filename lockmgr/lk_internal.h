@@ -268,6 +268,7 @@ struct lk_ls {
 	unsigned nmemb;
 	int quorate;
 	int fenced;	      /* excluded from the membership: no more locks */
+	int fence_failed;     /* pending requests failed since the fence */
 	unsigned quorum_need; /* members needed for quorum (0: always) */
 
 	/* recovery (lk_recover.c) */

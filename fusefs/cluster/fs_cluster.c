@@ -548,9 +548,10 @@ static void *cl_thread(void *arg)
 
 /* A ro node cannot replay the journal of dead node @nodeid: a read-write
  * survivor does it in its own callback (before any grant). With none
- * left, what this node would read may be half written: it stops serving
- * (fenced: every request fails with EIO) until remounted after a
- * read-write node recovered the journal. */
+ * left and transactions in that journal (an empty one leaves nothing
+ * half written: the node goes on), what this node would read may be
+ * half written: it stops serving (fenced: every request fails with EIO)
+ * until remounted after a read-write node recovered the journal. */
 static void ro_recover(struct fs_cluster *cl, struct fs *fs, uint32_t nodeid)
 {
 	uint64_t members = 0;

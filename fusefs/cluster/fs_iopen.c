@@ -45,6 +45,7 @@
 #include "lockmgr/lk.h"
 
 #define IOPEN_STOP_WAIT_S 10 /* unmount: cancelled requests' answers */
+#define IOPEN_MEMBERS_MS 500 /* the worker looks for a node that left */
 
 /* Prefetched PR holds kept at most (the oldest granted ones go first). */
 #define IOPEN_PF_MAX 1024
@@ -79,6 +80,9 @@ struct fs_iopen {
 					  given up: mu */
 	size_t nbasts, capbasts;       /* mu */
 	int stop;		       /* mu */
+	uint64_t members;	       /* the worker's: the lockspace's
+					  members when it last looked */
+	uint64_t members_ms;	       /* the worker's: when */
 	pthread_t thr;
 	/* lock-ahead: PR holds asked for before the kernel's first
 	 * reference, oldest first (mu) */
@@ -689,11 +693,14 @@ static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
 	free(inos);
 }
 
-/* Adopt dead slot @s's orphan list (its journal replayed), if no other
- * node holds the slot's lock. */
-/* 0 done (or not ours: a new mount of the slot, an error), -EAGAIN the
- * slot's lock is held by recovery (the free log's applier here, or
- * another survivor) while nobody mounted it again: try again later. */
+/*
+ * Recover dead slot @s (its journal replayed), if no other node holds
+ * the slot's lock: adopt its orphan list and apply its free log
+ * (fs_flog_dead_apply), both written back in place before the lock
+ * goes. 0 done (or not ours: a new mount of the slot, an error),
+ * -EAGAIN the slot's lock is held by recovery (another survivor) while
+ * nobody mounted it again: try again later.
+ */
 static int adopt(struct fs *fs, unsigned s)
 {
 	uint64_t ino;
@@ -708,12 +715,77 @@ static int adopt(struct fs *fs, unsigned s)
 	do
 		ret = fs_ino_orphan_adopt(fs, s, &ino);
 	while (ret == 0 && ino != 0);
-	/* that slot's list in place before anybody else may take it */
+	/* an error leaves the rest of the log to the slot's next recovery
+	 * (counted: alloc.flog_dead_errors) */
+	if (ret == 0)
+		fs_flog_dead_apply(fs, s);
+	/* that slot's list and log in place before anybody else may take
+	 * it */
 	if (ret < 0 || fs_journal_writeback(fs) < 0)
-		fs_cluster_fence(fs->cl, "cannot adopt a dead node's orphans");
+		fs_cluster_fence(fs->cl, "cannot recover a dead node's slot");
 	fs_core_slotinfo_forget(fs, s);
 	fs_cluster_slot_drop(fs->cl, s);
+	fs_alloc_flog_kick(fs); /* what adopted orphans freed */
 	return 0;
+}
+
+/* Slots that were left with orphans or a free log while free in the slot
+ * map (a mount recovered them, the first after a whole-cluster crash
+ * included, or their node unmounted while another node used one of its
+ * orphans): the worker's to recover too. */
+static uint64_t leftovers(struct fs *fs)
+{
+	uint64_t m = 0;
+
+	if (fs_core_slots_leftover(fs, &m) < 0)
+		return 0;
+	if (m != 0)
+		FS_NS_STAT_ADD(fs, leftover_slots,
+			       (uint64_t)__builtin_popcountll(m));
+	return m;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * Every IOPEN_MEMBERS_MS: the slots to take over because a node left the
+ * lockspace since the last look. An owner that unmounted cleanly while
+ * another node still used one of its orphans left it on its slot's list
+ * (its slot now free in the slot map): a node still in the cluster
+ * adopts it here (leftovers), so that the last node to let it go frees
+ * it, with no remount. A node that died is found too (harmless: its
+ * slot is not free until recovered, and node-down recovery hands it
+ * over itself). The worker's only.
+ */
+static uint64_t left_nodes(struct fs_iopen *io)
+{
+	uint64_t m = 0, now = mono_ms(), left;
+
+	if (now < io->members_ms + IOPEN_MEMBERS_MS)
+		return 0;
+	io->members_ms = now;
+	fs_cluster_members(io->fs->cl, &m);
+	left = io->members & ~m;
+	io->members = m;
+	return left != 0 ? leftovers(io->fs) : 0;
+}
+
+/* Sleep on io->cv for at most IOPEN_MEMBERS_MS (io->mu held). */
+static void wait_work(struct fs_iopen *io)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += IOPEN_MEMBERS_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&io->cv, &io->mu, &ts);
 }
 
 static void *worker(void *arg)
@@ -724,11 +796,16 @@ static void *worker(void *arg)
 	uint64_t dead;
 	size_t nl;
 
+	/* the mount's first: before any wait */
+	fs_cluster_members(io->fs->cl, &io->members);
+	io->members_ms = mono_ms();
+	dead = leftovers(io->fs);
 	pthread_mutex_lock(&io->mu);
+	io->dead |= dead;
 	for (;;) {
-		while (!io->stop && io->ready == NULL && io->dead == 0 &&
-		       io->nbasts == 0)
-			pthread_cond_wait(&io->cv, &io->mu);
+		if (!io->stop && io->ready == NULL && io->dead == 0 &&
+		    io->nbasts == 0)
+			wait_work(io); /* or a timeout: left_nodes below */
 		if (io->stop)
 			break;
 		w = io->ready;
@@ -749,6 +826,7 @@ static void *worker(void *arg)
 		if (nl > 0)
 			wanted(io->fs, lks, nl);
 		free(lks);
+		dead |= left_nodes(io);
 		for (unsigned s = 0; s < FS_MAX_SLOTS; s++)
 			if ((dead & (1ull << s)) && adopt(io->fs, s) == 0)
 				dead &= ~(1ull << s);
@@ -785,6 +863,13 @@ int fs_iopen_start(struct fs *fs)
 	}
 	pthread_mutex_lock(&io_mu);
 	fs->io = io;
+	/* slots a node-down recovery replayed while this mount was on its
+	 * way (fs_iopen_slot_dead: no worker yet) */
+	pthread_mutex_lock(&io->mu);
+	io->dead |= fs->io_dead;
+	fs->io_dead = 0;
+	pthread_cond_broadcast(&io->cv);
+	pthread_mutex_unlock(&io->mu);
 	pthread_mutex_unlock(&io_mu);
 	return 0;
 }
@@ -904,6 +989,8 @@ void fs_iopen_slot_dead(struct fs *fs, unsigned slot)
 		io->dead |= 1ull << slot;
 		pthread_cond_broadcast(&io->cv);
 		pthread_mutex_unlock(&io->mu);
+	} else if (!fs->ro) { /* mounting: the worker takes it at start */
+		fs->io_dead |= 1ull << slot;
 	}
 	pthread_mutex_unlock(&io_mu);
 }

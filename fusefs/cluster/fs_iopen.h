@@ -17,7 +17,15 @@
  * the slot's lock (NOQUEUE: one survivor does it), moves every inode of
  * that slot's orphan list onto its own list (adoption) and treats each
  * like one of its own: freed now if no node uses it, else when the last
- * one lets go.
+ * one lets go; under the same slot lock it applies the slot's free log
+ * (fs_flog_dead_apply). When it starts, the worker takes over the same
+ * way every slot free in the slot map that still holds orphans or a
+ * free log (fs_core_slots_leftover: the slots this mount recovered, the
+ * first mount after a whole-cluster crash included), and again whenever
+ * a node left the lockspace (it looks every IOPEN_MEMBERS_MS): an owner
+ * that unmounted cleanly while another node used one of its orphans
+ * left it on its free slot's list, and a node still mounted adopts it,
+ * so that the last node to let it go frees it.
  *
  * nolock mounts have none of this (fs->cl == NULL: every call is a
  * no-op, the orphan code works as before).
@@ -72,10 +80,13 @@ void fs_iopen_done(struct fs *fs, struct fs_inode *n);
  * reference, and with it our PR, until memory pressure. */
 void fs_iopen_closed(struct fs *fs, uint64_t ino);
 
-/* Node-down recovery replayed slot @slot's journal: its orphan list is
- * the worker's to adopt. From the lock manager's callback thread: only
- * queues. A no-op while no worker runs (mounting, unmounting: the slot
- * keeps its orphans for the next mount of that slot). */
+/* Node-down recovery replayed slot @slot's journal: its orphan list and
+ * free log are the worker's to take over. From the lock manager's
+ * callback thread: only queues. Before the worker runs (this node is
+ * mounting) the slot is kept for it (fs->io_dead) and taken over as
+ * soon as it starts; after it stopped (unmounting), the next read-write
+ * mount's worker finds the slot (freed by this unmount) in its first
+ * scan. */
 void fs_iopen_slot_dead(struct fs *fs, unsigned slot);
 
 #endif /* UCFS_FS_IOPEN_H */

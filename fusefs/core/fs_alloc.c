@@ -54,30 +54,15 @@
  * handle, so the change reaches the disk before another node reads it.
  *
  * Frees into a group this node cannot get without waiting go to the
- * free log (OCFS2's truncate log): entries {start, len, inode} in this
- * slot's slotinfo block, journaled in the freeing transaction, applied
- * later by fs_alloc_flog_apply() (end of writing operations when due,
- * unmount) in transactions of their own under the group's glock.
- * The log never outgrows slotinfo (FS_FLOG_MAX entries, adjacent
- * extents merged): between the transactions of a long free (a file's
- * extents, a few per transaction: fs_file_unmap) and at the end
- * of writing operations, fs_alloc_flog_room() applies it, no handle
- * held, once fewer than FLOG_ROOM entries are left (OCFS2 flushes its
- * truncate log the same way). Should a transaction still find it full,
- * the entry is kept in memory only (counted: flog_overflows; a crash
- * then leaks those blocks until fsck). A crash leaves the log on disk:
- * a survivor that replayed the dead node's journal applies it
- * (fs_alloc_flog_dead, then the next writing operation's end, under the
- * dead slot's lock; else the next mount of the slot does). fsck counts
- * logged blocks as in use.
+ * free log (fs_flog.c), applied later under the group's glock
+ * (fs_alloc_group_hold, fs_alloc_free_held).
  *
  * Locking: rg->lock (order 3) protects the rgroup's header and bitmap
  * buffers' content, free/dinodes/hint, the pending list and the
  * reservations. Taken inside a handle (fs_alloc_resv_drop: any context,
  * no handle needed); takes the journal and cache locks below it.
- * fl->mu (the free log) is taken inside a handle before rg->lock;
- * fl->apply_mu serializes appliers (no handle held), a dead slot's log
- * included (its slot lock, then group glocks, taken under it).
+ * The free log's mutex (fs_flog.c) is taken inside a handle before
+ * rg->lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -107,8 +92,6 @@ struct pend {
 #define INODE_CHUNK_MIN 8u	/* ... or at least that many */
 #define REFUSE_MS 200u		/* a group refused by try is left alone */
 #define RESERVE_MIN 64u		/* fs_alloc_reserve: free blocks wanted */
-#define FLOG_AGE_MS 1000u	/* a free log entry is applied after this */
-#define FLOG_ROOM 64u		/* entries kept free for one transaction */
 
 /* Free bits [start, start + len) of the group kept for @owner. */
 struct resv {
@@ -136,16 +119,6 @@ struct fs_rgrp {
 	uint64_t refused_ms;	/* atomic: try refused until then */
 };
 
-/* The free log's memory mirror (the first FS_FLOG_MAX entries are in
- * slotinfo). */
-struct flog {
-	pthread_mutex_t mu;
-	pthread_mutex_t apply_mu;
-	struct fs_flog_ent *e; /* mu */
-	unsigned n, cap;       /* mu; n also read relaxed */
-	uint64_t first_ms;     /* mu: when the log became non-empty */
-};
-
 struct fs_alloc {
 	uint32_t count;
 	struct fs_rgrp *rg;
@@ -154,9 +127,6 @@ struct fs_alloc {
 	uint64_t tick;		/* atomic: reservation LRU clock */
 	uint32_t nrs;		/* atomic: reservations in all rgroups */
 	uint32_t mine;		/* atomic: dlm, the group reserve chose */
-	uint64_t dead_flogs;	/* atomic: slots (bit s) whose dead node's
-				   log a survivor is to apply */
-	struct flog fl;
 };
 
 /* dlm: the group a refused try left for fs_alloc_starved (per thread) */
@@ -215,39 +185,6 @@ static int glocks_get(struct fs *fs, struct fs_alloc *a)
 	return 0;
 }
 
-/* The free log of our slot into memory (rw mounts with a slot). */
-static int flog_load(struct fs *fs, struct fs_alloc *a)
-{
-	const struct fs_slotinfo *si;
-	struct fs_buf *b;
-	int ret;
-
-	pthread_mutex_init(&a->fl.mu, NULL);
-	pthread_mutex_init(&a->fl.apply_mu, NULL);
-	if (fs->ro || fs->slot >= fs->sb.slot_count)
-		return 0;
-	ret = fs_buf_read(fs, fs_slotinfo_blk(fs->slot), FS_BT_SLOTINFO, &b);
-	if (ret < 0)
-		return ret;
-	si = b->data;
-	if (si->flog_count > FS_FLOG_MAX) {
-		ret = -EUCLEAN;
-	} else if (si->flog_count > 0) {
-		a->fl.e = malloc(FS_FLOG_MAX * sizeof(*a->fl.e));
-		if (a->fl.e == NULL) {
-			ret = -ENOMEM;
-		} else {
-			memcpy(a->fl.e, si->flog,
-			       si->flog_count * sizeof(*a->fl.e));
-			a->fl.n = si->flog_count;
-			a->fl.cap = FS_FLOG_MAX;
-			a->fl.first_ms = 1; /* long due */
-		}
-	}
-	fs_buf_put(b);
-	return ret;
-}
-
 int fs_alloc_init(struct fs *fs)
 {
 	struct fs_alloc *a = calloc(1, sizeof(*a));
@@ -293,7 +230,7 @@ int fs_alloc_init(struct fs *fs)
 	if (ret == 0 && fs->cl != NULL)
 		ret = glocks_get(fs, a);
 	if (ret == 0)
-		ret = flog_load(fs, a);
+		ret = fs_flog_init(fs);
 	if (ret < 0)
 		fs_alloc_destroy(fs);
 	return ret;
@@ -343,12 +280,12 @@ void fs_alloc_destroy(struct fs *fs)
 
 	if (a == NULL)
 		return;
+	fs_flog_destroy(fs);
 	for (uint32_t g = 0; g < a->count; g++) {
 		pthread_mutex_destroy(&a->rg[g].lock);
 		free(a->rg[g].pend);
 		fs_glock_put(a->rg[g].gl);
 	}
-	free(a->fl.e);
 	free(a->rg);
 	free(a);
 	fs->alloc = NULL;
@@ -1103,124 +1040,40 @@ static int free_bits(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t s,
 	return ret;
 }
 
-/* Our slot's slotinfo block, to change in @tx (fl->mu held). */
-static int flog_si(struct fs_tx *tx, struct fs_slotinfo **si, struct fs_buf **b)
+/* The group of extent [start, start + len) in *@rg and its first bit in
+ * *@s: 0, or -EUCLEAN unless it lies in one group's data area. */
+static int extent_group(struct fs *fs, uint64_t start, uint32_t len,
+			struct fs_rgrp **rg, uint32_t *s)
 {
-	struct fs *fs = fs_tx_fs(tx);
-	int ret = fs_buf_read(fs, fs_slotinfo_blk(fs->slot), FS_BT_SLOTINFO, b);
+	uint32_t g = rg_of(fs, start);
 
-	if (ret == 0)
-		ret = fs_tx_write(tx, *b);
-	if (ret < 0) {
-		fs_buf_put(*b);
-		*b = NULL;
-		return ret;
-	}
-	*si = (*b)->data;
+	if (g == UINT32_MAX || len == 0)
+		return -EUCLEAN;
+	*rg = &fs->alloc->rg[g];
+	*s = (uint32_t)(start - (*rg)->start);
+	if (*s < 1 + (*rg)->nbm || (uint64_t)*s + len > (*rg)->len)
+		return -EUCLEAN;
 	return 0;
-}
-
-/* The first FS_FLOG_MAX entries of the memory log into slotinfo (fl->mu
- * held, the block written in the handle). */
-static void flog_store(struct flog *fl, struct fs_slotinfo *si)
-{
-	unsigned n = fl->n < FS_FLOG_MAX ? fl->n : FS_FLOG_MAX;
-
-	memcpy(si->flog, fl->e, n * sizeof(*fl->e));
-	memset(si->flog + n, 0, (FS_FLOG_MAX - n) * sizeof(*fl->e));
-	si->flog_count = n;
-}
-
-/* Join the last entry if adjacent (same group, same kind). fl->mu. */
-static int flog_merge(struct fs *fs, struct flog *fl, uint64_t start,
-		      uint32_t len, uint32_t flags)
-{
-	struct fs_flog_ent *l;
-
-	if (fl->n == 0)
-		return 0;
-	l = &fl->e[fl->n - 1];
-	if (l->flags != flags || rg_of(fs, l->start) != rg_of(fs, start) ||
-	    (uint64_t)l->len + len > UINT32_MAX)
-		return 0;
-	if (l->start + l->len == start) {
-		l->len += len;
-		return 1;
-	}
-	if (start + len == l->start) {
-		l->start = start;
-		l->len += len;
-		return 1;
-	}
-	return 0;
-}
-
-static int flog_append(struct flog *fl, uint64_t start, uint32_t len,
-		       uint32_t flags)
-{
-	if (fl->n == fl->cap) {
-		unsigned nc = fl->cap ? fl->cap * 2 : FS_FLOG_MAX;
-		struct fs_flog_ent *n = realloc(fl->e, nc * sizeof(*n));
-
-		if (n == NULL)
-			return -ENOMEM;
-		fl->e = n;
-		fl->cap = nc;
-	}
-	fl->e[fl->n++] = (struct fs_flog_ent){start, len, flags};
-	return 0;
-}
-
-/* Log the free of [start, start + len) in @tx (another node owns its
- * group). */
-static int flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode)
-{
-	struct fs *fs = fs_tx_fs(tx);
-	struct flog *fl = &fs->alloc->fl;
-	uint32_t flags = inode ? FS_FLOG_INODE : 0;
-	struct fs_slotinfo *si;
-	struct fs_buf *b;
-	int ret;
-
-	pthread_mutex_lock(&fl->mu);
-	ret = flog_si(tx, &si, &b);
-	if (ret == 0 && !flog_merge(fs, fl, start, len, flags)) {
-		ret = flog_append(fl, start, len, flags);
-		if (ret == 0 && fl->n > FS_FLOG_MAX)
-			FS_STAT_ADD(fs, flog_overflows, 1);
-	}
-	if (ret == 0) {
-		if (fl->first_ms == 0)
-			fl->first_ms = now_ms();
-		flog_store(fl, si);
-		FS_STAT_ADD(fs, flog_logged, len);
-	}
-	pthread_mutex_unlock(&fl->mu);
-	fs_buf_put(b);
-	return ret;
 }
 
 static int free_common(struct fs_tx *tx, uint64_t start, uint32_t len,
 		       int inode)
 {
 	struct fs *fs = fs_tx_fs(tx);
-	uint32_t g = rg_of(fs, start), s;
 	struct fs_rgrp *rg;
+	uint32_t s;
 	int ret;
 
-	if (g == UINT32_MAX || len == 0)
-		return -EUCLEAN;
-	rg = &fs->alloc->rg[g];
-	s = (uint32_t)(start - rg->start);
-	if (s < 1 + rg->nbm || (uint64_t)s + len > rg->len)
-		return -EUCLEAN;
+	ret = extent_group(fs, start, len, &rg, &s);
+	if (ret < 0)
+		return ret;
 	ret = rg_enter(rg, P_OWNED, 0);
 	if (ret == 0)
 		ret = rg_enter(rg, P_TRY, 0);
 	if (ret < 0)
 		return ret;
 	if (ret == 0) {
-		ret = flog_add(tx, start, len, inode);
+		ret = fs_flog_add(tx, start, len, inode);
 	} else {
 		ret = free_bits(tx, rg, s, len, inode);
 		rg_leave(rg);
@@ -1376,263 +1229,33 @@ int fs_alloc_rgrp_inval(struct fs *fs, uint32_t g)
 	return ret;
 }
 
-unsigned fs_alloc_flog_len(struct fs *fs)
+/* ---- for the free log (fs_flog.c) ------------------------------------ */
+
+uint32_t fs_alloc_group_of(struct fs *fs, uint64_t blk)
 {
-	if (fs->alloc == NULL)
-		return 0;
-	return __atomic_load_n(&fs->alloc->fl.n, __ATOMIC_RELAXED);
+	return rg_of(fs, blk);
 }
 
-/* Free the logged entries of group @g in one transaction (its glock
- * held, no handle before). 0 or -errno. */
-static int flog_apply_group(struct fs *fs, uint32_t g)
-{
-	struct flog *fl = &fs->alloc->fl;
-	struct fs_rgrp *rg = &fs->alloc->rg[g];
-	struct fs_slotinfo *si;
-	struct fs_tx *tx;
-	struct fs_buf *b;
-	unsigned k = 0;
-	int ret;
-
-	ret = fs_tx_begin(fs, 2 + fs_alloc_credits(fs), &tx);
-	if (ret < 0)
-		return ret;
-	pthread_mutex_lock(&fl->mu);
-	ret = flog_si(tx, &si, &b);
-	for (unsigned i = 0; i < fl->n; i++) {
-		struct fs_flog_ent *e = &fl->e[i];
-
-		if (ret == 0 && rg_of(fs, e->start) == g) {
-			ret =
-			    free_bits(tx, rg, (uint32_t)(e->start - rg->start),
-				      e->len, e->flags & FS_FLOG_INODE);
-			if (ret == 0) {
-				FS_STAT_ADD(fs, flog_applied, e->len);
-				continue;
-			}
-		}
-		fl->e[k++] = *e;
-	}
-	fl->n = k;
-	if (fl->n == 0)
-		fl->first_ms = 0;
-	if (b != NULL)
-		flog_store(fl, si);
-	pthread_mutex_unlock(&fl->mu);
-	fs_buf_put(b);
-	if (fs_tx_end(tx) < 0 && ret == 0)
-		ret = -EIO;
-	return ret;
-}
-
-static void dead_logs(struct fs *fs);
-
-int fs_alloc_flog_apply(struct fs *fs, int all)
-{
-	struct flog *fl = &fs->alloc->fl;
-	int ret = 0;
-
-	pthread_mutex_lock(&fl->apply_mu);
-	if (all && fs->cl != NULL)
-		dead_logs(fs);
-	while (ret == 0) {
-		struct fs_rgrp *rg;
-		uint32_t g;
-
-		pthread_mutex_lock(&fl->mu);
-		g = fl->n > (all ? 0u : FS_FLOG_MAX / 4)
-			? rg_of(fs, fl->e[0].start)
-			: UINT32_MAX;
-		pthread_mutex_unlock(&fl->mu);
-		if (g == UINT32_MAX)
-			break;
-		rg = &fs->alloc->rg[g];
-		if (rg->gl != NULL && fs_glock_acquire(rg->gl, LK_EX) < 0) {
-			ret = -EIO;
-			break;
-		}
-		ret = flog_apply_group(fs, g);
-		rg_leave(rg);
-	}
-	pthread_mutex_unlock(&fl->apply_mu);
-	return ret;
-}
-
-int fs_alloc_flog_room(struct fs *fs)
-{
-	if (fs->cl == NULL || fs->alloc == NULL || fs->ro ||
-	    fs_alloc_flog_len(fs) + FLOG_ROOM <= FS_FLOG_MAX)
-		return 0;
-	FS_STAT_ADD(fs, flog_room_applies, 1);
-	return fs_alloc_flog_apply(fs, 0);
-}
-
-/* ---- a dead node's free log ------------------------------------------- */
-
-void fs_alloc_flog_dead(struct fs *fs, unsigned slot)
-{
-	if (fs->alloc == NULL || fs->cl == NULL || slot >= 64)
-		return;
-	__atomic_or_fetch(&fs->alloc->dead_flogs, 1ull << slot,
-			  __ATOMIC_RELAXED);
-}
-
-/* Free the entries of group @g in slot @s's log (its slot lock and the
- * group's glock held, no handle) in one transaction. 0 or -errno. */
-static int dead_apply_group(struct fs *fs, unsigned s, uint32_t g)
+int fs_alloc_group_hold(struct fs *fs, uint32_t g)
 {
 	struct fs_rgrp *rg = &fs->alloc->rg[g];
-	struct fs_slotinfo *si;
-	struct fs_tx *tx;
-	struct fs_buf *b;
-	unsigned k = 0;
-	int ret;
 
-	ret = fs_tx_begin(fs, 2 + fs_alloc_credits(fs), &tx);
-	if (ret < 0)
-		return ret;
-	ret = fs_buf_read(fs, fs_slotinfo_blk(s), FS_BT_SLOTINFO, &b);
-	if (ret == 0)
-		ret = fs_tx_write(tx, b);
-	si = ret == 0 ? b->data : NULL;
-	for (unsigned i = 0; si != NULL && i < si->flog_count; i++) {
-		struct fs_flog_ent e = si->flog[i];
-
-		if (ret == 0 && rg_of(fs, e.start) == g) {
-			ret = free_bits(tx, rg, (uint32_t)(e.start - rg->start),
-					e.len, e.flags & FS_FLOG_INODE);
-			if (ret == 0) {
-				FS_STAT_ADD(fs, flog_dead_applied, e.len);
-				continue;
-			}
-		}
-		si->flog[k++] = e;
-	}
-	if (si != NULL) {
-		memset(si->flog + k, 0,
-		       (si->flog_count - k) * sizeof(*si->flog));
-		si->flog_count = k;
-	}
-	if (b != NULL)
-		fs_buf_put(b);
-	if (fs_tx_end(tx) < 0 && ret == 0)
-		ret = -EIO;
-	return ret;
+	if (rg->gl != NULL && fs_glock_acquire(rg->gl, LK_EX) < 0)
+		return -EIO;
+	return 0;
 }
 
-/* The group of the first entry of slot @s's log: 0 and *@g, 1 when the
- * log is empty, -errno. */
-static int dead_first(struct fs *fs, unsigned s, uint32_t *g)
+void fs_alloc_group_release(struct fs *fs, uint32_t g)
 {
-	const struct fs_slotinfo *si;
-	struct fs_buf *b;
-	int ret = fs_buf_read(fs, fs_slotinfo_blk(s), FS_BT_SLOTINFO, &b);
-
-	if (ret < 0)
-		return ret;
-	si = b->data;
-	if (si->flog_count > FS_FLOG_MAX)
-		ret = -EUCLEAN;
-	else if (si->flog_count == 0)
-		ret = 1;
-	else
-		*g = rg_of(fs, si->flog[0].start);
-	if (ret == 0 && *g == UINT32_MAX)
-		ret = -EUCLEAN;
-	fs_buf_put(b);
-	return ret;
+	rg_leave(&fs->alloc->rg[g]);
 }
 
-/* Apply slot @s's whole log, group by group (its slot lock held). */
-static int dead_apply(struct fs *fs, unsigned s)
+int fs_alloc_free_held(struct fs_tx *tx, uint64_t start, uint32_t len,
+		       int inode)
 {
-	uint32_t g;
-	int ret;
+	struct fs_rgrp *rg;
+	uint32_t s;
+	int ret = extent_group(fs_tx_fs(tx), start, len, &rg, &s);
 
-	while ((ret = dead_first(fs, s, &g)) == 0) {
-		struct fs_rgrp *rg = &fs->alloc->rg[g];
-
-		if (fs_glock_acquire(rg->gl, LK_EX) < 0)
-			return -EIO;
-		ret = dead_apply_group(fs, s, g);
-		rg_leave(rg);
-		if (ret < 0)
-			return ret;
-	}
-	return ret == 1 ? 0 : ret;
-}
-
-/*
- * Slot @s's node died and a survivor replayed its journal: its log is
- * applied here under its slot lock (NOQUEUE: a node that mounted the
- * slot again holds it and applies the log itself), and made durable in
- * place (a full write-back) before the lock goes, so the slot's next
- * owner reads the log emptied. fl->apply_mu held, no lock or handle.
- */
-static void dead_slot(struct fs *fs, unsigned s)
-{
-	int got = fs_cluster_slot_try(fs->cl, s), ret;
-
-	/* held while nobody mounted it again: by recovery (the iopen
-	 * worker adopting its orphans, or another survivor): again at the
-	 * next writing request's end */
-	if (got == 0 && !fs_cluster_slot_alive(fs->cl, s))
-		fs_alloc_flog_dead(fs, s);
-	if (got <= 0)
-		return; /* mounted again (or gone): its own mount applies */
-	ret = dead_apply(fs, s);
-	if (fs_journal_writeback(fs) < 0) {
-		/* the slot lock stays: our journal must be replayed first */
-		fs_cluster_fence(fs->cl, "cannot write back a dead node's "
-					 "free log");
-		return;
-	}
-	fs_core_slotinfo_forget(fs, s); /* its next owner changes it */
-	fs_cluster_slot_drop(fs->cl, s);
-	if (ret < 0) /* what is left waits for the next mount of the slot */
-		FS_STAT_ADD(fs, flog_dead_errors, 1);
-}
-
-static void dead_logs(struct fs *fs)
-{
-	uint64_t m =
-	    __atomic_exchange_n(&fs->alloc->dead_flogs, 0, __ATOMIC_ACQ_REL);
-
-	for (unsigned s = 0; m != 0; s++, m >>= 1)
-		if ((m & 1) && s != fs->slot)
-			dead_slot(fs, s);
-}
-
-void fs_alloc_flog_kick(struct fs *fs)
-{
-	struct flog *fl;
-	unsigned n;
-	uint64_t first;
-
-	if (fs->alloc == NULL || fs->ro)
-		return;
-	fl = &fs->alloc->fl;
-	if (__atomic_load_n(&fs->alloc->dead_flogs, __ATOMIC_RELAXED) != 0 &&
-	    pthread_mutex_trylock(&fl->apply_mu) == 0) {
-		dead_logs(fs);
-		pthread_mutex_unlock(&fl->apply_mu);
-	}
-	n = __atomic_load_n(&fl->n, __ATOMIC_RELAXED);
-	if (n == 0)
-		return;
-	if (n + FLOG_ROOM > FS_FLOG_MAX) {
-		/* nearly full: wait for the applier rather than skip */
-		fs_alloc_flog_room(fs);
-		return;
-	}
-	pthread_mutex_lock(&fl->mu);
-	first = fl->first_ms;
-	pthread_mutex_unlock(&fl->mu);
-	if (n < FS_FLOG_MAX / 2 && first + FLOG_AGE_MS > now_ms())
-		return;
-	if (pthread_mutex_trylock(&fl->apply_mu) != 0)
-		return; /* another thread applies it */
-	pthread_mutex_unlock(&fl->apply_mu);
-	fs_alloc_flog_apply(fs, n < FS_FLOG_MAX / 2);
+	return ret < 0 ? ret : free_bits(tx, rg, s, len, inode);
 }

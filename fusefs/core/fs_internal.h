@@ -117,7 +117,9 @@ struct fs_core_stats {
 	uint64_t flog_room_applies; /* dlm: applied early, nearly full */
 	uint64_t flog_dead_applied; /* dlm: blocks of dead nodes' logs
 				       freed by this survivor */
-	uint64_t flog_dead_errors;  /* dlm: ... left for the next mount */
+	uint64_t flog_dead_errors;  /* dlm: ... left for the next
+				       recovery of the slot */
+	uint64_t flog_dead_slots;   /* dlm: dead slots' logs applied */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
@@ -161,6 +163,7 @@ struct fs {
 	struct fs_cache *cache;		/* fs_cache.c */
 	struct fs_journal *j;		/* fs_journal.c */
 	struct fs_alloc *alloc;		/* fs_alloc.c */
+	struct fs_flog *flog;		/* fs_flog.c (dlm free log) */
 	struct fs_data *data;		/* fs_data.c */
 	struct fs_ns *ns;		/* NS layer (fs_ns.h); core never
 					   touches it */
@@ -171,6 +174,9 @@ struct fs {
 					   glock in EX */
 	struct fs_iopen *io;		/* dlm: the iopen worker (fs_iopen.c)
 					   or NULL: its io_mu */
+	uint64_t io_dead;		/* dlm: slots (bit s) node-down
+					   recovery replayed before the
+					   worker started: io_mu */
 	int share_fd;			/* dlm on a path: fd holding a shared
 					   flock on the device (a nolock
 					   mount's BD_EXCL conflicts); -1 */
@@ -559,23 +565,44 @@ int fs_alloc_starved(struct fs *fs);
 /* Glock inval of rgroup @g (another node changed it): its cached blocks
  * dropped, its counts re-read, its reservations forgotten. 0 or -errno. */
 int fs_alloc_rgrp_inval(struct fs *fs, uint32_t g);
+/* For the free log (fs_flog.c): the group of block @blk (UINT32_MAX:
+ * none); hold group @g's glock in EX, waiting (no handle held: 0, -EIO
+ * fenced) and release it; free [start, start + len) in @tx, a group
+ * held (every bit must be set: -EUCLEAN and nothing changes). */
+uint32_t fs_alloc_group_of(struct fs *fs, uint64_t blk);
+int fs_alloc_group_hold(struct fs *fs, uint32_t g);
+void fs_alloc_group_release(struct fs *fs, uint32_t g);
+int fs_alloc_free_held(struct fs_tx *tx, uint64_t start, uint32_t len,
+		       int inode);
+
+/* ---- free log (fs_flog.c; dlm, FORMAT.md "Free log") ------------------ */
+
+/* Set up (this slot's log read into memory, long due) and tear down;
+ * from fs_alloc_init and fs_alloc_destroy. */
+int fs_flog_init(struct fs *fs);
+void fs_flog_destroy(struct fs *fs);
+/* Log the free of [start, start + len) in @tx (another node owns its
+ * group; the caller revokes and counts it). 0 or -errno. */
+int fs_flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode);
 /* Apply the free log: every entry (@all), else until it is at most a
  * quarter full. Takes the groups' glocks, waiting; no handle or lock may
  * be held. 0 or -errno. */
 int fs_alloc_flog_apply(struct fs *fs, int all);
 /* End of a writing operation (no lock held): apply the free log if it
- * is due (half full, or its oldest entry is a second old), and the logs
- * of dead nodes fs_alloc_flog_dead noted. */
+ * is due (half full, or its oldest entry is a second old). */
 void fs_alloc_flog_kick(struct fs *fs);
 /* Between the transactions of a long free (no handle held; inode locks
  * may be): apply the free log if fewer than FLOG_ROOM entries are left,
  * so that no transaction finds it full. Waits for group glocks. 0 or
  * -errno. */
 int fs_alloc_flog_room(struct fs *fs);
-/* dlm node-down recovery replayed slot @slot's journal (device I/O only,
- * no lock wait here): its free log is to be applied by this node (the
- * next writing operation's end, or unmount), under its slot lock. */
-void fs_alloc_flog_dead(struct fs *fs, unsigned slot);
+/* Apply dead slot @s's whole log (its journal replayed, its slot lock
+ * held by the caller, no handle; the recovery worker, fs_iopen.c),
+ * group by group under their glocks, each group in one transaction
+ * that frees the blocks and removes the entries from its slotinfo. The
+ * caller writes the journal back before it lets the slot lock go. 0 or
+ * -errno (what is left stays in the log: stats flog_dead_errors). */
+int fs_flog_dead_apply(struct fs *fs, unsigned s);
 /* Entries in the free log now (stats, tests). */
 unsigned fs_alloc_flog_len(struct fs *fs);
 
@@ -585,15 +612,23 @@ unsigned fs_alloc_flog_len(struct fs *fs);
  * I/O only; the slot stays mounted in the map until the next mount or
  * unmount frees it under the fs lock). 0 or -errno. */
 int fs_core_recover_node(struct fs *fs, uint32_t node);
+/* dlm: in *@slots (bit s), the slots free in the slot map (replayed:
+ * their node unmounted or was recovered) whose slotinfo still holds
+ * orphans or free log entries (a crash, or a clean unmount while
+ * another node used one of its orphans), for the recovery worker to
+ * take over under their slot locks. Device reads only. 0 or -errno. */
+int fs_core_slots_leftover(struct fs *fs, uint64_t *slots);
 /* Forget the cached copy of slot @slot's slotinfo block (a dead node's,
- * after fs_iopen.c adopted its orphans or fs_alloc.c applied its free
+ * after fs_iopen.c adopted its orphans and fs_flog.c applied its free
  * log: read from the disk the next time). Clean (the
  * journal written back) or never written by this node. */
 void fs_core_slotinfo_forget(struct fs *fs, unsigned slot);
 /* A ro cluster node: 1 (slot in *@slot) if a slot left mounted by a
  * node that is not in @members (bit n: node n) or is @dead needs its
- * journal replayed and no member with a mounted slot (a read-write
- * node, which replays it) is left to do it; 0 if not; -errno. */
+ * journal replayed (read only: it holds committed transactions not
+ * written home yet; an empty journal needs none) and no member with a
+ * mounted slot (a read-write node, which replays it) is left to do it;
+ * 0 if not; -errno. */
 int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
 			   unsigned *slot);
 

@@ -325,13 +325,46 @@ int fs_core_recover_node(struct fs *fs, uint32_t node)
 		if (!fs_cluster_slot_dead(fs->cl, s))
 			continue; /* still beating: not ours to replay */
 		ret = recover_one(fs, s);
-		/* its orphans: adopted by the iopen worker, off this
-		 * thread (it takes locks; fs_iopen.h) */
+		/* its orphans and its free log: recovered by the iopen
+		 * worker, off this thread (it takes locks; fs_iopen.h) */
 		if (ret == 0)
 			fs_iopen_slot_dead(fs, s);
-		if (ret == 0) /* its free log: applied later (no wait here) */
-			fs_alloc_flog_dead(fs, s);
 	}
+	free(sm);
+	return ret;
+}
+
+/* 1 if slot @s's slotinfo, read from the disk, holds orphans or free
+ * log entries; 0 if not (or unreadable: a hint only). */
+static int slot_has_leftovers(struct fs *fs, unsigned s)
+{
+	const struct fs_slotinfo *si;
+	struct fs_buf *b;
+	int ret;
+
+	fs_core_slotinfo_forget(fs, s); /* no stale copy */
+	if (fs_buf_read(fs, fs_slotinfo_blk(s), FS_BT_SLOTINFO, &b) < 0)
+		return 0;
+	si = b->data;
+	ret = si->orphan_head != 0 || si->flog_count != 0;
+	fs_buf_put(b);
+	fs_core_slotinfo_forget(fs, s); /* read again under its lock */
+	return ret;
+}
+
+int fs_core_slots_leftover(struct fs *fs, uint64_t *slots)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret;
+
+	*slots = 0;
+	if (sm == NULL)
+		return -ENOMEM;
+	ret = slotmap_io(fs, sm, 0);
+	for (unsigned s = 0; s < fs->sb.slot_count && s < 64 && ret == 0; s++)
+		if (s != fs->slot && sm->slots[s].state == FS_SLOT_FREE &&
+		    slot_has_leftovers(fs, s))
+			*slots |= 1ull << s;
 	free(sm);
 	return ret;
 }
@@ -346,32 +379,48 @@ void fs_core_slotinfo_forget(struct fs *fs, unsigned slot)
 	fs_buf_put(b);
 }
 
+/* Does gone node's slot @s hold committed transactions to replay? Read
+ * only (the journal scan of a ro mount); an unreadable journal counts
+ * as one that does. */
+static int journal_pending(struct fs *fs, unsigned s)
+{
+	char why[160];
+	unsigned n = 0;
+
+	return fs_journal_replay(fs, s, 1, &n, why, sizeof(why)) != 0;
+}
+
 int fs_core_ro_unrecovered(struct fs *fs, uint64_t members, uint32_t dead,
 			   unsigned *slot)
 {
 	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret, rw = 0, need = -1;
+	uint64_t gone = 0;
+	int ret, rw = 0;
 
 	if (sm == NULL)
 		return -ENOMEM;
 	ret = slotmap_io(fs, sm, 0);
-	for (unsigned s = 0; s < fs->sb.slot_count && ret == 0; s++) {
+	for (unsigned s = 0; s < fs->sb.slot_count && s < 64 && ret == 0; s++) {
 		uint32_t n = sm->slots[s].node_id;
 
 		if (sm->slots[s].state != FS_SLOT_MOUNTED)
 			continue;
 		if (n < 64 && n != dead && (members >> n & 1))
 			rw = 1;
-		else if (need < 0)
-			need = (int)s;
+		else
+			gone |= 1ull << s;
 	}
 	free(sm);
 	if (ret < 0)
 		return ret;
-	if (need < 0 || rw)
-		return 0;
-	*slot = (unsigned)need;
-	return 1;
+	/* a gone node whose journal is empty (idle, or checkpointed since
+	 * its last change) left nothing half written: nothing to wait for */
+	for (unsigned s = 0; !rw && gone != 0; s++, gone >>= 1)
+		if ((gone & 1) && journal_pending(fs, s)) {
+			*slot = s;
+			return 1;
+		}
+	return 0;
 }
 
 /* A ro cluster node takes no slot and replays nothing: it mounts only

@@ -1047,6 +1047,7 @@ static void check_flogs(struct fsck *ck)
 				if (!in_data_area(ck, b) ||
 				    mark(ck, b, "free log entry", s) < 0)
 					continue;
+				ck->res->flog_blocks++;
 				if (ck->live != NULL)
 					fsck_bit_set(ck->live, b);
 				if (e->flags & FS_FLOG_INODE)
@@ -1118,6 +1119,11 @@ static void summary(struct fsck *ck)
 		ULL(r->others), ULL(r->orphans), ULL(r->blocks_used),
 		ULL(r->blocks_free), ULL(ck->nblocks), ULL(r->unwritten_blocks),
 		ULL(r->shared_blocks));
+	if (r->flog_blocks)
+		fprintf(ck->o->out,
+			"%llu blocks in free logs (freed, to be "
+			"applied by a cluster node)\n",
+			ULL(r->flog_blocks));
 	if (r->leaked || r->doubly_used || r->used_but_free)
 		fprintf(ck->o->out, "%llu leaked, %llu doubly used, %llu used "
 			"but free blocks\n", ULL(r->leaked),

@@ -73,6 +73,8 @@ struct fs_fsck_result {
 	uint64_t shared_blocks;		/* in shared extents (reflink) */
 	uint64_t leaked, doubly_used, used_but_free;
 	uint64_t orphans;
+	uint64_t flog_blocks;	/* dlm: in slots' free logs (freed,
+				   not applied yet: in use) */
 	unsigned journal_tx;	/* committed transactions in the overlay */
 	unsigned replayed_tx;	/* repair: of those, written home */
 	uint64_t fixed;		/* repair: problems fixed */

@@ -1404,6 +1404,7 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(orphans_added);
 	NS_U64(orphans_reclaimed);
 	NS_U64(orphans_adopted);
+	NS_U64(leftover_slots);
 	NS_U64(iopen_frees_now);
 	NS_U64(iopen_frees_later);
 	NS_U64(iopen_in_use);

@@ -113,6 +113,9 @@ struct fs_ns_stats {
 					   in use on another node */
 	uint64_t orphans_adopted;	/* dlm: taken from a dead node's
 					   slot by this node's recovery */
+	uint64_t leftover_slots;	/* dlm: free slots found holding
+					   orphans or a free log, taken
+					   over by the recovery worker */
 	uint64_t data_read_bytes, data_write_bytes, rmw_blocks;
 	uint64_t inline_to_extents;
 	uint64_t unwritten_allocated; /* blocks fallocated unwritten */

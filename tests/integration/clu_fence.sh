@@ -10,7 +10,10 @@
 #      are silent, replays its journal (the file is there) and goes on;
 #      node 2 resumes (SIGCONT): its disk lease ran out, so it fences
 #      itself without writing (its heartbeat counter in the image stands
-#      still), every request fails with EIO; node 3 mounts while the
+#      still), every request fails with EIO, a flock(2) waiter node 2
+#      had queued behind node 1's lock fails instead of waiting for ever
+#      (the lock manager answers no waiter of a fenced node with
+#      -ESHUTDOWN); node 3 mounts while the
 #      fenced node 2 is still mounted (a fenced node blocks nobody); node
 #      2's unmount completes and its daemon exits within seconds, and
 #      node 2 mounts again;
@@ -45,6 +48,34 @@ head -c 300000 /dev/urandom >"$T/ref"
 cp "$T/ref" "$M2/frozen"
 python3 -c "import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); \
 os.fsync(fd)" "$M2/frozen"
+# a flock(2) waiter on node 2 behind node 1's lock: it waits in the
+# lock manager (lk_wait or a completion) when node 2 is fenced below
+: >"$M1/lockf"
+python3 -c "
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open(sys.argv[2], 'w').close()
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.1)
+" "$M1/lockf" "$T/locked" "$T/unlock" &
+LOCKER=$!
+on_exit "kill $LOCKER 2>/dev/null"
+wait_for 30 test -f "$T/locked"
+python3 -c "
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+open(sys.argv[2], 'w').close()
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    r = 0
+except OSError as e:
+    r = e.errno
+open(sys.argv[3], 'w').write(str(r))
+" "$M2/lockf" "$T/opened2" "$T/waiter.rc" &
+check clu_fence_flock_opened wait_for 30 test -f "$T/opened2"
+sleep 1
+check clu_fence_flock_waits test ! -f "$T/waiter.rc"
 pid2=$(cat "$(fs_daemon_log "$M2" | sed 's|/log$|/pid|')")
 kill -STOP "$pid2"
 tstop=$(now)
@@ -70,6 +101,12 @@ else
 fi
 tfenced=$(now)
 check clu_fence_resumed_eio sh -c "! ls '$M2' >/dev/null 2>&1"
+# nothing answers a fenced node: its flock waiter fails (it waited for
+# ever before), while node 2 is still mounted
+check clu_fence_flock_waiter_ends wait_for 30 test -s "$T/waiter.rc"
+check clu_fence_flock_waiter_failed test "$(cat "$T/waiter.rc")" -ne 0
+: >"$T/unlock"
+wait $LOCKER
 sleep 1
 hb_after=$(od -An -tu8 -j $hb_off -N8 "$IMG")
 check clu_fence_resumed_wrote_no_beat test "$hb_stop" -eq "$hb_after"

@@ -9,10 +9,12 @@
 #    (B holds its locks in PR only: the locks stats count no EX);
 #  * B holds no journal slot; B unmounts, then A; fsck.ucfs -n finds
 #    the image clean;
-#  * A killed while B is the only other node: B cannot replay A's
-#    journal, so it stops serving (fenced, EIO); a ro mount is refused
+#  * A killed while B is the only other node, A's journal written home
+#    (idle): nothing to replay, B goes on serving alone; A mounts again;
+#  * A killed with a committed transaction in its journal: B cannot
+#    replay it, so it stops serving (fenced, EIO); a ro mount is refused
 #    then ("needs replay"); A's rw mount recovers, and B mounts ro again
-#    and reads A's fsync'ed file.
+#    and reads A's fsync'ed files.
 # Node 5 is a lockspace-only witness (tests/clulib.sh: quorum).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -86,6 +88,21 @@ fs_mount "$IMG" "$MB" "$(clu_opts "$CFG" 2 ro)" || { fail clu_ro_mount2b; exit 1
 echo synced >"$MA/s"
 sync "$MA/s"
 check clu_ro_b_reads_before eq "$(cat "$MB/s")" synced
+# A dies with its journal written home (B's reads made it give its locks
+# up, which writes home what they covered): nothing is half written, B
+# goes on alone and reads
+fs_kill9 "$MA"
+wait_for 30 sh -c "'$B/ucfs-stat' --json '$MB' |
+	jq -e '.cluster.node_deaths >= 1'" >/dev/null 2>&1
+check clu_ro_alone_clean_journal_goes_on sh -c "'$B/ucfs-stat' --json '$MB' |
+	jq -e '.cluster.node_deaths >= 1 and (.cluster.fenced | not)'"
+check clu_ro_alone_reads eq "$(cat "$MB/s")" synced
+fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1)" || { fail clu_ro_mount1c; exit 1; }
+check clu_ro_b_sees_new_rw sh -c "ls '$MB' >/dev/null"
+# A dies with a committed transaction not written home yet: B cannot
+# replay it
+echo more >"$MA/t"
+sync "$MA/t"
 fs_kill9 "$MA"
 # B cannot replay A's journal and no read-write node is left: it stops
 # serving (fenced), never reading a half-written tree
@@ -106,6 +123,7 @@ check clu_ro_rw_recovers fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1)"
 check clu_ro_mount_after_recovery fs_mount "$IMG" "$MB" \
 	"$(clu_opts "$CFG" 2 ro)"
 check clu_ro_fsynced_seen eq "$(cat "$MB/s")" synced
+check clu_ro_fsynced_replayed eq "$(cat "$MB/t")" more
 check clu_ro_umount2b fs_umount "$MB"
 check clu_ro_umount1b fs_umount "$MA"
 check clu_ro_fsck_clean_after fs_fsck "$IMG"

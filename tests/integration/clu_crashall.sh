@@ -1,0 +1,105 @@
+#!/bin/sh
+# clu_crashall: the whole cluster crashes (kill -9 of both nodes), then
+# ONE node mounts: its mount replays the other slot's journal, and its
+# recovery worker then applies that slot's free log and adopts its
+# orphans at once, with no writing request and no mount of that slot
+# (fusefs/MOUNT.md "Cluster mounts", FORMAT.md "Free log"):
+#  * node 2 unlinks a file while a process keeps it open (an orphan on
+#    node 2's list); node 1 writes files (its groups); node 2 truncates
+#    two of them (logged in node 2's free log: node 1 holds the groups);
+#    both daemons are killed;
+#  * node 1 mounts alone (the witness keeps quorum): without touching
+#    the filesystem, alloc.flog_dead_applied reaches what node 2 had
+#    pending, alloc.flog_dead_slots and namespace.leftover_slots count
+#    node 2's slot, its orphan is adopted and freed;
+#  * node 1 unmounts: fsck -n is clean, with nothing left in any free
+#    log and no orphan (before, node 2's log and orphan stayed until
+#    node 2's slot was mounted again: fsck counted them as in use).
+# Node 3 is a lockspace-only witness (tests/clulib.sh: quorum).
+. "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/fslib.sh"
+. "$UCFS_TOP/tests/clulib.sh"
+fs_require_ucfs clu_crashall
+if ! command -v jq >/dev/null 2>&1; then
+	skip clu_crashall "jq missing"
+	exit 0
+fi
+
+clu_two_nodes clu_crashall 256 -j 3
+st() { "$B/ucfs-stat" --json "$1"; }
+
+# node 2 unlinks a file of its own while it keeps it open: an orphan of
+# node 2's slot
+echo orphan >"$M2/o"
+python3 - "$M2/o" "$T/held" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.unlink(sys.argv[1])
+os.fsync(fd)
+open(sys.argv[2], "w").close()
+time.sleep(600)
+PY
+HOLDER=$!
+on_exit "kill $HOLDER 2>/dev/null"
+check clu_crashall_unlinked wait_for 30 test -f "$T/held"
+
+# node 2 frees into node 1's groups (logged, and not applied yet: its
+# entries are younger than a second); if node 1 happened not to hold
+# them at that moment (a busy machine), the frees went straight to the
+# bitmap: another round
+r=0
+while :; do
+	K=k$r
+	mkdir "$M1/$K"
+	for i in 0 1 2; do head -c 65536 /dev/urandom >"$M1/$K/k$i"; done
+	python3 -c "import os; fd=os.open('$M1/$K/k2', os.O_RDONLY); os.fsync(fd)"
+	python3 - "$M2/$K" <<'PY' || fail clu_crashall_truncates
+import os, sys
+for n in ("k0", "k1"):
+    fd = os.open(os.path.join(sys.argv[1], n), os.O_WRONLY | os.O_TRUNC)
+    os.fsync(fd)
+    os.close(fd)
+PY
+	st "$M2" >"$T/st2.json"
+	pending=$(jq '.alloc.flog_logged - .alloc.flog_applied' "$T/st2.json")
+	[ "${pending:-0}" -gt 0 ] || [ $r -ge 4 ] && break
+	r=$((r + 1))
+done
+echo "node 2's free log before the crash: $pending blocks (round $r)"
+check clu_crashall_pending test "${pending:-0}" -gt 0
+check clu_crashall_orphan jq -e '.namespace.orphans_added >= 1' "$T/st2.json"
+
+# the whole cluster dies
+fs_kill9 "$M2"
+kill "$HOLDER" 2>/dev/null
+fs_kill9 "$M1"
+
+# one node mounts; it writes nothing itself
+clu_mount clu_crashall 1
+recovered() {
+	st "$M1" >"$T/st1.json" &&
+		jq -e ".alloc.flog_dead_applied >= $pending and
+			.namespace.orphans_adopted >= 1" "$T/st1.json" \
+			>/dev/null
+}
+check clu_crashall_applied_at_mount wait_for 60 recovered
+echo "node 1: $(jq -c '{dead_applied: .alloc.flog_dead_applied,
+	dead_slots: .alloc.flog_dead_slots,
+	dead_errors: .alloc.flog_dead_errors,
+	leftover_slots: .namespace.leftover_slots,
+	adopted: .namespace.orphans_adopted}' "$T/st1.json")"
+check clu_crashall_exact jq -e \
+	".alloc.flog_dead_applied == $pending and
+	 .alloc.flog_dead_errors == 0 and .alloc.flog_dead_slots >= 1 and
+	 .namespace.leftover_slots >= 1" "$T/st1.json"
+check clu_crashall_data test ! -s "$M1/$K/k0" -a ! -s "$M1/$K/k1" \
+	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$K/k2")" -eq 65536
+check clu_crashall_umount fs_umount "$M1"
+"$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
+rc=$?
+cat "$T/fsck.log"
+check clu_crashall_fsck test "$rc" -eq 0
+check clu_crashall_no_flog_left sh -c "! grep -q 'in free logs' '$T/fsck.log'"
+check clu_crashall_no_orphan grep -q ' 0 orphans;' "$T/fsck.log"
+rm -f "$IMG"
+exit 0
