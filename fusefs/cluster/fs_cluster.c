@@ -379,7 +379,9 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	int dir = 1;
 
 	(void)from;
-	if (fs == NULL || fs->cache == NULL) {
+	/* the kernel holds no reference: it caches nothing of the inode
+	 * (a directory's names went with it), so nothing to tell it */
+	if (fs == NULL || fs->cache == NULL || !fs_kinval_held(fs, ino)) {
 		cl_fs_put(cl, fs);
 		return;
 	}
@@ -856,6 +858,23 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
 	return cl->ls;
 }
 
+/* The engine's prune function (fs_glock_pin): the kernel is asked to
+ * forget the inodes whose glocks only its references keep. */
+static int cl_prune(void *arg, uint16_t type, const uint64_t *nums, size_t n)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs;
+	int ret = 0;
+
+	if (type != FS_LK_INODE)
+		return 0; /* only inodes are pinned */
+	fs = cl_fs(cl);
+	if (fs != NULL)
+		ret = fs_kinval_forget(fs, nums, n);
+	cl_fs_put(cl, fs);
+	return ret;
+}
+
 /* The engine, its ops per lock type, and the fs lock. */
 static int engine_start(struct fs_cluster *cl)
 {
@@ -872,6 +891,7 @@ static int engine_start(struct fs_cluster *cl)
 			  cl);
 	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
 	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
+	fs_glocks_set_prune(cl->e, cl_prune, cl);
 	/* FS_LK_RENAME protects nothing cached: no ops */
 	ret = fs_glock_get(cl->e, FS_LK_FS, 0, &cl->gl);
 	if (ret < 0) {

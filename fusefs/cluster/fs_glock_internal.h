@@ -78,6 +78,24 @@ struct fs_glocks {
 	size_t nevict;		      /* mu: ... of them picked for dropping */
 	struct lk_list lru;	      /* mu: idle glocks, oldest first */
 	size_t nidle;		      /* mu: on the LRU */
+	struct lk_list plru;	      /* mu: glocks only a pin keeps (the
+					 kernel holds the inode, nobody uses
+					 it), least recently used first */
+	size_t npidle;		      /* mu: on plru */
+	size_t npinned;		      /* mu: glocks pinned */
+	size_t nasked;		      /* mu: ... asked to be let go (asked) */
+	struct {
+		int (*fn)(void *arg, uint16_t type, const uint64_t *nums,
+			  size_t n);
+		void *arg;
+	} prune;		      /* mu: fs_glocks_set_prune */
+	int prune_off;		      /* mu: no prune (none set, or it said
+					 -EOPNOTSUPP): pins are dropped */
+	int prune_want;		      /* mu: a prune round is wanted */
+	uint64_t prune_next;	      /* mu: no round before (ns) */
+	uint64_t prune_rounds;	      /* mu: rounds run */
+	uint64_t prune_asked;	      /* mu: glocks asked to be let go */
+	uint64_t pin_drops;	      /* mu: pins dropped by the engine */
 	struct fs_glock *free;	      /* mu: dropped structs, for reuse */
 	size_t nalloc;		      /* mu: structs allocated (table + free) */
 	struct fs_glock *ready;	      /* mu: jobs to run now (FIFO) */
@@ -103,6 +121,7 @@ struct fs_glocks {
 };
 
 enum { GQ_NOW = 1, GQ_LATER = 2 }; /* fs_glock.queued */
+enum { GL_IDLE = 1, GL_PIDLE = 2 }; /* fs_glock.on_lru */
 
 struct fs_glock {
 	struct fs_glocks *e; /* immutable */
@@ -113,13 +132,20 @@ struct fs_glock {
 	struct fs_glock *hnext;		/* hash chain, or free list */
 	struct lk_list lru;		/* on e->lru when on_lru */
 	struct fs_glock *qnext;		/* e->ready chain */
-	unsigned ref;			/* references (holders', workers') */
+	unsigned ref;			/* references (holders', workers',
+					   the pin's) */
 	uint8_t live;			/* in the table */
-	uint8_t on_lru;
+	uint8_t on_lru;			/* GL_IDLE: on e->lru, GL_PIDLE: on
+					   e->plru (lru is the link) */
+	uint8_t pinned;			/* a pin's reference is in ref
+					   (fs_glock_pin) */
+	uint8_t asked;			/* pinned, and handed to the prune
+					   function since its last use */
 	uint8_t queued; /* GQ_NOW: on e->ready or e->delayed; GQ_LATER:
 			   on e->later */
 	uint8_t evict;	/* picked from the LRU to be dropped */
 	uint64_t idle_ns; /* when it went on the LRU (demote-ahead) */
+	uint64_t asked_ns; /* when it was asked last (asked) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	     /* any state change (broadcast) */

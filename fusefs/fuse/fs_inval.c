@@ -909,24 +909,25 @@ static void op_all(void *arg)
 		enqueue(iv, Q_ATTR, it);
 }
 
-static void op_forget(void *arg, const uint64_t *inos, size_t n)
+static int op_forget(void *arg, const uint64_t *inos, size_t n)
 {
 	struct fs_inval *iv = arg;
 	struct iv_item *it;
 	size_t k;
 
 	if (!__atomic_load_n(&iv->prune, __ATOMIC_ACQUIRE))
-		return;
+		return -EOPNOTSUPP;
 	for (size_t i = 0; i < n; i += k) {
 		k = n - i < IV_PRUNE_BATCH ? n - i : IV_PRUNE_BATCH;
 		it = item_new(iv, IV_PRUNE, 0, k * sizeof(uint64_t));
 		if (it == NULL)
-			return;
+			return 0; /* a hint: the next round asks again */
 		for (size_t j = 0; j < k; j++)
 			it->v[j] = to_nodeid(iv, inos[i + j]);
 		it->n = k;
 		enqueue(iv, Q_ATTR, it);
 	}
+	return 0;
 }
 
 static int op_flush(void *arg, uint64_t ino, void (*done)(void *),
