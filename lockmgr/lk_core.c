@@ -196,6 +196,7 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 		pp = &(*pp)->hnext;
 	*pp = res->hnext;
 	lk_res_untoss(ls, res);
+	lk_res_rc_free(res);
 	ls->nres--;
 	ls->stats.resources = ls->nres;
 	lk_pool_put(&ls->res_pool, res);

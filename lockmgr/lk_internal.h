@@ -148,15 +148,27 @@ struct lk_res {
 	 * LK_RES_HOT); those below only the toss list and recovery */
 	uint64_t toss_time; /* ns, when put on the toss list */
 	uint8_t remaster;   /* recovery: old master died */
-	int8_t rc_mode;	    /* recovery: best mode seen with an LVB */
-	uint64_t rc_seq;    /* recovery: its sequence */
-	uint8_t rc_lvb[LK_LVB_LEN];
-	uint8_t rc_valid; /* recovery: validity of rc_lvb at rank 4 */
+	struct lk_res_rc *rc; /* recovery's value blocks, or NULL: made
+				 when one is offered or handed over, freed
+				 when recovery ends (lk_recover.c) */
+};
+
+/* A resource's value blocks while recovery (or a leaving master's
+ * HANDOFF) needs them: apart, as few resources ever have one. */
+struct lk_res_rc {
+	int8_t rc_mode;	  /* best mode seen with an LVB, -1 none */
+	uint8_t rc_valid; /* validity of rc_lvb at rank 4 */
 	uint8_t ho;	  /* a leaving master handed us its LVB: */
 	uint8_t ho_valid;
+	uint64_t rc_seq; /* rc_lvb's sequence */
 	uint64_t ho_seq;
+	uint8_t rc_lvb[LK_LVB_LEN];
 	uint8_t ho_lvb[LK_LVB_LEN];
 };
+/* @r's recovery block, made (rc_mode -1) if it has none; NULL on
+ * -ENOMEM (the value block is then treated as lost: invalid). */
+struct lk_res_rc *lk_res_rc(struct lk_res *r);
+void lk_res_rc_free(struct lk_res *r);
 /* Bytes of struct lk_res worth prefetching before a lock operation. */
 #define LK_RES_HOT offsetof(struct lk_res, toss_time)
 

@@ -38,16 +38,21 @@
 
 /* One glock's counters, copied out into struct fs_glock_stats (the same
  * meanings; per mode only PR [0] and EX [1]: holders use nothing else).
- * Kept small: the engine holds up to conf.max of them. */
+ * Kept small: the engine holds up to conf.max of them. Events that
+ * come at most once per lock request, transfer or lock-ahead batch of
+ * the glock are 32-bit (4 billion of them on one glock; the engine adds
+ * a dropped glock's into 64-bit totals); acquires, hits, tries and
+ * times 64-bit. */
 struct fs_glock_counts {
-	uint64_t acquires, hits, requests, retries, try_fails, waits;
-	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
-	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
-	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
-	uint64_t bad_releases, flushes, aheads;
-	uint64_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
+	uint64_t acquires, hits, requests, try_fails, waits;
+	uint64_t demote_ns, wait_ns, max_wait_ns, generation;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
-	uint64_t mode_failed[2];
+	uint32_t retries, demote_pr, demote_nl;
+	uint32_t invals, recovers, drops, syncs, bounces, hold_refusals;
+	uint32_t minhold_grows, minhold_shrinks, evict_syncs;
+	uint32_t bad_releases, flushes, aheads;
+	uint32_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
+	uint32_t mode_failed[2];
 };
 
 struct fs_glocks_job {
@@ -158,20 +163,20 @@ struct fs_glock {
 	unsigned nwaiters;	     /* mu: acquires waiting now */
 	uint64_t grant_ns;	     /* mu: time of the last grant */
 	uint64_t minhold_ns;	     /* mu: adaptive minimum hold */
-	int seen;		     /* mu: gen is meaningful */
 	uint64_t gen;		     /* mu: last generation seen */
-	int lost;		     /* mu: demoted for another node since
+	int comp_status;	     /* mu: the pending DLM call's status */
+	uint8_t seen;		     /* mu: gen is meaningful */
+	uint8_t lost;		     /* mu: demoted for another node since
 					the last grant (a bounce follows) */
-	int contended;		     /* mu: holders waited on this grant */
-	int refused;		     /* mu: this demote was deferred */
-	int flush;		     /* mu: ops->flush for this demote: 0 not
+	uint8_t contended;	     /* mu: holders waited on this grant */
+	uint8_t refused;	     /* mu: this demote was deferred */
+	uint8_t flush;		     /* mu: ops->flush for this demote: 0 not
 					run, 1 running (every holder the mode
 					covers is admitted), 2 done */
-	int fenced;		     /* mu */
-	int stop;		     /* mu: no DLM request from now on */
-	int comp_done;		     /* mu: the pending DLM call ended */
-	int comp_status;	     /* mu: ... with this status */
-	int ahead;		     /* mu: granted by a lock-ahead batch,
+	uint8_t fenced;		     /* mu */
+	uint8_t stop;		     /* mu: no DLM request from now on */
+	uint8_t comp_done;	     /* mu: the pending DLM call ended */
+	uint8_t ahead;		     /* mu: granted by a lock-ahead batch,
 					no holder yet */
 	struct fs_glock_counts st;   /* mu */
 	struct fs_trace_wb rep;	     /* busy: what the running demote's or
