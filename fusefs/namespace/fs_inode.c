@@ -144,6 +144,8 @@ int fs_kinval_held(struct fs *fs, uint64_t ino)
 	struct fs_inode *n;
 	int held;
 
+	if (ino == ns->root)
+		return 1; /* the kernel holds it with no lookup */
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_find(ns, ino);
 	held = n != NULL && (n->nlookup > 0 || n->nopen > 0);
@@ -361,6 +363,10 @@ int fs_ns_init(struct fs *fs, const struct fs_opts *o)
 	pthread_mutex_init(&ns->tbl_lock, NULL);
 	pthread_cond_init(&ns->range_cond, NULL);
 	fs->ns = ns;
+	/* dlm: the kernel holds the root for the whole mount, with no
+	 * lookup: its glock stays pinned (never dropped for the bound) */
+	if (fs->cl != NULL && fs_cluster_glocks(fs->cl) != NULL)
+		fs_glock_pin(fs_cluster_glocks(fs->cl), FS_LK_INODE, ns->root);
 	return 0;
 }
 
