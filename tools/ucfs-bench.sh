@@ -1403,6 +1403,9 @@ find_run() {	# SYS NCLIENTS (1)
 		"glock_mb \((.glocks.bytes_now // 0) / 1048576)",
 		"locks_mb \((.locks.bytes_now // 0) / 1048576)",
 		"pinned \(.glocks.pinned_now // 0)",
+		"lock_b \(if (.glocks.glocks_now // 0) > 0 then
+			((.glocks.bytes_now // 0) + (.locks.bytes_now // 0))
+			/ .glocks.glocks_now else 0 end)",
 		"kinval \((.kcache.attrs // 0) + (.kcache.dirs // 0) +
 			(.kcache.epochs // 0))",
 		"cache_bufs \(.cache.bufs_now // 0)",
@@ -1657,7 +1660,8 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			mktree:rate:mktree/s find:real:find_s find:rss_mb:rss_mb
 			find:cache_mb:cache_mb find:glock_max:glock_max
 			find:glocks:glocks find:glock_mb:glock_mb
-			find:locks_mb:locks_mb find:pinned:pinned
+			find:locks_mb:locks_mb find:lock_b:B/glock
+			find:pinned:pinned
 			find:kinval:kinval
 			find:cache_bufs:bufs find:inodes:inodes
 			find:inode_b:B/inode find:lookups:lookups

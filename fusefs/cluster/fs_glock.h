@@ -10,7 +10,9 @@
  * the engine holds more than conf.max glocks the oldest idle ones are
  * dropped: a worker writes back what an EX mode covered (ops->sync), lets
  * the cached copies go (ops->drop), unlocks, and frees the glock. A glock
- * with holders or references is never dropped.
+ * with holders or references is never dropped; an inode the kernel
+ * holds keeps one on its glock (a pin, fs_glock_pin), and the bound
+ * asks the kernel to forget such inodes instead (a prune round).
  *
  * A holder asks for PR (read) or EX (modify) with fs_glock_acquire() and
  * gives it back with fs_glock_release(). The first holder that needs a
