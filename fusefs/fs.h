@@ -451,8 +451,9 @@ struct fs_inval_ops {
 	 * names, attributes and pages go; no promise: a hint). The kernel
 	 * then sends FORGETs, i.e. fs_forget calls, which take the cluster
 	 * lock: fs_kinval_* do not use it (it would pull the lock back
-	 * right after it left) */
-	void (*forget)(void *arg, const uint64_t *inos, size_t n);
+	 * right after it left). 0 (queued), or -EOPNOTSUPP: the kernel
+	 * cannot prune (never will on this mount) */
+	int (*forget)(void *arg, const uint64_t *inos, size_t n);
 	/* wait until what was queued so far and can never wait on a
 	 * request in flight (attributes, every name at once) was told to
 	 * the kernel; pages and single names may follow later (a page
@@ -494,7 +495,13 @@ void fs_kinval_dir(struct fs *fs, uint64_t dir, int (*busy)(void *),
  * files, and the open files' pages. */
 void fs_kinval_all(struct fs *fs);
 /* A hint that the kernel may forget @n inodes if nothing uses them
- * (dlm: an unlinked inode another node waits to free, fs_iopen.c). */
-void fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n);
+ * (dlm: an unlinked inode another node waits to free, fs_iopen.c; the
+ * glock bound, fs_glock_pin). 0, or -EOPNOTSUPP: no sink, or the kernel
+ * cannot prune. */
+int fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n);
+/* 1 if the kernel (or a library caller) holds a reference on @ino now
+ * (a lookup or an open: it may cache its attributes, pages, names; the
+ * root always), else 0: nothing of it is cached there to drop. */
+int fs_kinval_held(struct fs *fs, uint64_t ino);
 
 #endif /* UCFS_FS_H */

@@ -381,6 +381,11 @@ struct lk_stats {
 	uint64_t resources;   /* resources in memory now */
 	uint64_t tossed;      /* now on the toss list */
 	uint64_t toss_freed;  /* freed from the toss list since open */
+	uint64_t toss_max;    /* the toss list's bound (0: none) */
+	uint64_t bytes;	      /* memory of the lkbs, master copies,
+				 resources, directory entries (their
+				 pools' slabs: kept at their peak) and
+				 hash tables */
 	uint64_t lookups;     /* master lookups sent */
 	uint64_t dir_entries; /* directory entries held now */
 	uint64_t recoveries;  /* recovery generations completed */
@@ -414,7 +419,15 @@ struct lk_stats {
 
 /* Copy the lockspace statistics. Any thread. */
 void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out);
-/* Counters of one resource known on this node; -ENOENT if none. */
+/* Keep at most @n unused resources on the toss list (0: no bound but
+ * the configuration's toss_ms): beyond, the oldest are freed as if
+ * toss_ms had passed, at the network thread's next tick. A user that
+ * bounds the locks it keeps (a glock cache) bounds the lockspace's
+ * memory with it. Any thread. */
+void lk_ls_set_toss_max(struct lk_ls *ls, uint64_t n);
+/* Counters of one resource known on this node: requests,
+ * grants_remote, basts_sent, basts_recv, srttb and srttvarb (a node
+ * keeps only these per resource; the rest are 0). -ENOENT if none. */
 int lk_res_stats(struct lk_ls *ls, const struct lk_name *name,
 		 struct lk_counts *out);
 

@@ -196,6 +196,7 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 		pp = &(*pp)->hnext;
 	*pp = res->hnext;
 	lk_res_untoss(ls, res);
+	lk_res_rc_free(res);
 	ls->nres--;
 	ls->stats.resources = ls->nres;
 	lk_pool_put(&ls->res_pool, res);
@@ -237,6 +238,8 @@ static void toss_free(struct lk_ls *ls, struct lk_res *res)
 
 static void fail_all_pending(struct lk_ls *ls);
 
+/* The toss list: a resource unused for toss_ns goes, and the oldest
+ * go while more than toss_max are kept. */
 void lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
 	ls->now = now;
@@ -248,7 +251,8 @@ void lk_core_tick(struct lk_ls *ls, uint64_t now)
 		struct lk_res *res =
 		    LK_CONTAINER(ls->toss.next, struct lk_res, toss);
 
-		if (now - res->toss_time < ls->toss_ns)
+		if (now - res->toss_time < ls->toss_ns &&
+		    (ls->toss_max == 0 || ls->stats.tossed <= ls->toss_max))
 			break;
 		toss_free(ls, res);
 	}
@@ -470,7 +474,6 @@ static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 	if (dir == ls->nodeid) {
 		res->master =
 		    lk_dir_lookup(ls, &res->name, res->hash, ls->nodeid);
-		res->stats.lookups_local++;
 		lk_stats_type(ls, res->name.type)->c.lookups_local++;
 		lk_res_master_known(ls, res);
 		return;
@@ -481,7 +484,6 @@ static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 	r->name = res->name;
 	res->lookup_sent = 1;
 	ls->stats.lookups++;
-	res->stats.lookups++;
 	lk_stats_type(ls, res->name.type)->c.lookups++;
 }
 
@@ -586,11 +588,10 @@ void lk_lkb_complete(struct lk_ls *ls, struct lk_lock *lk, int status, int mode,
 	complete(ls, lk, status, mode, r, NULL);
 }
 
-/* A down-conversion or unlock of PW/EX: counted per resource and per type
- * (the type's counter feeds the stats export). */
+/* A down-conversion or unlock of PW/EX: counted per type (the stats
+ * export). */
 static void count_demote(struct lk_ls *ls, struct lk_lock *lk)
 {
-	lk->res->stats.demotes++;
 	lk_stats_type(ls, lk->res->name.type)->c.demotes++;
 }
 
@@ -1175,7 +1176,6 @@ static int lock_one(struct lk_ls *ls, const struct lock_args *a,
 	lk->cached = 0;
 	lk->ops = a->ops;
 	lk->arg = a->arg;
-	res->stats.cache_hits++;
 	lk_stats_type(ls, name->type)->c.cache_hits++;
 	*out = lk;
 	return LK_GRANTED_NOW;
@@ -1512,7 +1512,6 @@ int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 		ret = -ESHUTDOWN;
 		goto out_unlock;
 	}
-	lk->res->stats.conversions++;
 	lk_stats_type(ls, lk->res->name.type)->c.conversions++;
 	if (lk->grmode >= LK_PW && !lk_mode_covers(mode, lk->grmode))
 		count_demote(ls, lk);

@@ -100,6 +100,7 @@ struct lk_pool {
 	size_t n;    /* objects on the free list */
 	size_t size; /* object size, rounded up to 16 bytes */
 	struct lk_slab *slabs;
+	size_t nslabs;	  /* slabs allocated (LK_SLAB_BYTES each) */
 	char *next, *end; /* never used part of the newest slab */
 };
 
@@ -113,6 +114,17 @@ struct lk_outbuf {
 	uint16_t count; /* its records (the header gets it when closed) */
 	size_t run_off; /* RUNREQ: offset of its last run header, 0 none */
 	uint64_t seq;	/* frames sent to this peer */
+};
+
+/* One resource's counters (lk_res_stats: the contention tracker's
+ * top): the few it shows, so that a node keeping a resource per cached
+ * lock keeps them small (the lock types' counters have the rest). */
+struct lk_res_counts {
+	uint64_t requests;	 /* lk_lock + lk_lock_batch entries */
+	uint64_t grants_remote;	 /* granted by another master */
+	uint64_t basts_sent;	 /* blocking callbacks sent as its master */
+	uint64_t basts_recv;	 /* blocking callbacks this node got */
+	int64_t srttb, srttvarb; /* remote, granted after waiting */
 };
 
 /* A resource as this node knows it. */
@@ -130,21 +142,33 @@ struct lk_res {
 	struct lk_list toss;  /* on ls->toss when unused */
 	uint64_t remote_ns;   /* master: last lock record from a peer (in
 				 the cache line of the queues' tails) */
-	uint64_t last_req;    /* ns, for sirt */
-	struct lk_counts stats;
+	uint64_t last_req;    /* ns, for the type's sirt */
+	struct lk_res_counts stats;
 	/* the fields above are what a lock operation touches (see
 	 * LK_RES_HOT); those below only the toss list and recovery */
 	uint64_t toss_time; /* ns, when put on the toss list */
 	uint8_t remaster;   /* recovery: old master died */
-	int8_t rc_mode;	    /* recovery: best mode seen with an LVB */
-	uint64_t rc_seq;    /* recovery: its sequence */
-	uint8_t rc_lvb[LK_LVB_LEN];
-	uint8_t rc_valid; /* recovery: validity of rc_lvb at rank 4 */
+	struct lk_res_rc *rc; /* recovery's value blocks, or NULL: made
+				 when one is offered or handed over, freed
+				 when recovery ends (lk_recover.c) */
+};
+
+/* A resource's value blocks while recovery (or a leaving master's
+ * HANDOFF) needs them: apart, as few resources ever have one. */
+struct lk_res_rc {
+	int8_t rc_mode;	  /* best mode seen with an LVB, -1 none */
+	uint8_t rc_valid; /* validity of rc_lvb at rank 4 */
 	uint8_t ho;	  /* a leaving master handed us its LVB: */
 	uint8_t ho_valid;
+	uint64_t rc_seq; /* rc_lvb's sequence */
 	uint64_t ho_seq;
+	uint8_t rc_lvb[LK_LVB_LEN];
 	uint8_t ho_lvb[LK_LVB_LEN];
 };
+/* @r's recovery block, made (rc_mode -1) if it has none; NULL on
+ * -ENOMEM (the value block is then treated as lost: invalid). */
+struct lk_res_rc *lk_res_rc(struct lk_res *r);
+void lk_res_rc_free(struct lk_res *r);
 /* Bytes of struct lk_res worth prefetching before a lock operation. */
 #define LK_RES_HOT offsetof(struct lk_res, toss_time)
 
@@ -308,6 +332,8 @@ struct lk_ls {
 	struct lk_list toss;
 	struct lk_list deferred; /* lkbs with a deferred_op */
 	uint64_t toss_ns;	 /* keep unused resources this long */
+	uint64_t toss_max;	 /* ... and no more of them than this (0:
+				    no bound; lk_ls_set_toss_max) */
 	uint64_t spin_ns;	 /* a waiter polls this long (immutable
 				    after open; lk_wait_batch: + 100 ns a
 				    lock, at most 25/3 of it) */
@@ -387,6 +413,8 @@ static inline void lk_pool_put(struct lk_pool *p, void *obj)
 }
 /* Free every slab: every object of the pool, in use or not. */
 void lk_pool_destroy(struct lk_pool *p);
+/* Bytes of the pool's slabs. */
+size_t lk_pool_bytes(const struct lk_pool *p);
 /* @bytes of zeroed memory for hash tables (huge pages if offered). */
 void *lk_tables_alloc(size_t bytes);
 /* Lock ls->mu from an API call: lets a waiting network thread go first. */

@@ -154,7 +154,6 @@ static void m_grant(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int status)
 		r.lvbf |= LK_RF_QUEUED;
 	if (status == 0)
 		lk_master_fill_lvb(res, rq, &r.lvbf, &r.lvb_seq, r.lvb);
-	res->stats.grants_local += status == 0;
 	lk_lkb_complete(ls, rq->owner, status, rq->grmode, &r);
 }
 

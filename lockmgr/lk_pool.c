@@ -46,6 +46,7 @@ int lk_pool_grow(struct lk_pool *p)
 		return -1;
 	s->next = p->slabs;
 	p->slabs = s;
+	p->nslabs++;
 	p->next = (char *)s + LK_LINE;
 	p->end = (char *)s + LK_SLAB_BYTES;
 	return 0;
@@ -94,6 +95,12 @@ void lk_pool_destroy(struct lk_pool *p)
 	p->head = NULL;
 	p->next = p->end = NULL;
 	p->n = 0;
+	p->nslabs = 0;
+}
+
+size_t lk_pool_bytes(const struct lk_pool *p)
+{
+	return p->nslabs * LK_SLAB_BYTES;
 }
 
 /*

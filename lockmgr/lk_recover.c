@@ -108,14 +108,32 @@ static void free_saved(struct lk_ls *ls)
 	ls->rl_n = 0;
 }
 
+struct lk_res_rc *lk_res_rc(struct lk_res *r)
+{
+	if (r->rc == NULL) {
+		r->rc = calloc(1, sizeof(*r->rc));
+		if (r->rc != NULL)
+			r->rc->rc_mode = -1;
+	}
+	return r->rc;
+}
+
+void lk_res_rc_free(struct lk_res *r)
+{
+	free(r->rc);
+	r->rc = NULL;
+}
+
 static void phase1(struct lk_ls *ls, uint64_t dead)
 {
 	struct lk_res *r, *nx;
 
 	EACH_RES (ls, r, nx) {
 		r->lookup_sent = 0;
-		r->rc_mode = -1;
-		r->rc_seq = 0;
+		if (r->rc != NULL) { /* a handoff (ho) stays */
+			r->rc->rc_mode = -1;
+			r->rc->rc_seq = 0;
+		}
 		if (r->master == ls->nodeid) {
 			purge_queue(ls, r, &r->q.grantq, dead);
 			purge_queue(ls, r, &r->q.convertq, dead);
@@ -206,6 +224,7 @@ static void phase3(struct lk_ls *ls)
 static void rc_offer(struct lk_res *r, int grmode, int rqmode, uint32_t flags,
 		     uint8_t lvbf, uint64_t seq, const uint8_t *lvb)
 {
+	struct lk_res_rc *rc;
 	int rank;
 
 	if ((lvbf & LK_RF_LVB_WB) && !r->remaster) {
@@ -217,9 +236,12 @@ static void rc_offer(struct lk_res *r, int grmode, int rqmode, uint32_t flags,
 	}
 	if (!r->remaster || !(flags & LK_VALBLK) || !(lvbf & LK_RF_LVB))
 		return;
+	rc = lk_res_rc(r);
+	if (rc == NULL)
+		return; /* no memory: the value block is lost (invalid) */
 	if (lvbf & LK_RF_LVB_WB) {
 		rank = 4; /* newest of all: written back, or handed on */
-		r->rc_valid = (lvbf & LK_RF_LVB_VALID) != 0;
+		rc->rc_valid = (lvbf & LK_RF_LVB_VALID) != 0;
 		goto take;
 	}
 	/* a converting lock is only sure to hold the meet of its modes */
@@ -235,12 +257,12 @@ static void rc_offer(struct lk_res *r, int grmode, int rqmode, uint32_t flags,
 		return;
 	if (!(lvbf & LK_RF_LVB_VALID))
 		rank = 1;
-	if (rank < r->rc_mode || (rank == r->rc_mode && seq <= r->rc_seq))
+	if (rank < rc->rc_mode || (rank == rc->rc_mode && seq <= rc->rc_seq))
 		return;
 take:
-	r->rc_mode = (int8_t)rank;
-	r->rc_seq = seq;
-	memcpy(r->rc_lvb, lvb, LK_LVB_LEN);
+	rc->rc_mode = (int8_t)rank;
+	rc->rc_seq = seq;
+	memcpy(rc->rc_lvb, lvb, LK_LVB_LEN);
 }
 
 /* Settle a cancel that never reached the master, and a pending
@@ -300,13 +322,14 @@ static void send_lock(struct lk_ls *ls, struct lk_res *r, struct lk_lock *lk)
 /* Phase 4: a LVB a leaving master handed us goes to the new master. */
 static void pass_handoff(struct lk_ls *ls, struct lk_res *r)
 {
+	struct lk_res_rc *rc = r->rc;
 	uint8_t lvbf =
-	    LK_RF_LVB | LK_RF_LVB_WB | (r->ho_valid ? LK_RF_LVB_VALID : 0);
+	    LK_RF_LVB | LK_RF_LVB_WB | (rc->ho_valid ? LK_RF_LVB_VALID : 0);
 	struct lk_rec_rcom *c;
 
-	r->ho = 0;
+	rc->ho = 0;
 	if (r->master == ls->nodeid) {
-		rc_offer(r, LK_EX, -1, LK_VALBLK, lvbf, r->ho_seq, r->ho_lvb);
+		rc_offer(r, LK_EX, -1, LK_VALBLK, lvbf, rc->ho_seq, rc->ho_lvb);
 		return;
 	}
 	c = lk_out_add(ls, r->master, LK_M_HANDOFF);
@@ -315,8 +338,8 @@ static void pass_handoff(struct lk_ls *ls, struct lk_res *r)
 	c->name = r->name;
 	c->flags = LK_VALBLK;
 	c->lvbf = lvbf;
-	c->lvb_seq = r->ho_seq;
-	memcpy(c->lvb, r->ho_lvb, LK_LVB_LEN);
+	c->lvb_seq = rc->ho_seq;
+	memcpy(c->lvb, rc->ho_lvb, LK_LVB_LEN);
 }
 
 static void phase4(struct lk_ls *ls)
@@ -325,7 +348,7 @@ static void phase4(struct lk_ls *ls)
 	struct lk_list *l, *n;
 
 	EACH_RES (ls, r, nx) {
-		if (r->ho && r->master != 0)
+		if (r->rc != NULL && r->rc->ho && r->master != 0)
 			pass_handoff(ls, r);
 		lk_list_each (l, n, &r->locks) {
 			struct lk_lock *lk =
@@ -383,6 +406,7 @@ static void rx_rcom(struct lk_ls *ls, uint32_t sender,
 static int rx_handoff(struct lk_ls *ls, uint32_t sender,
 		      const struct lk_rec_rcom *c)
 {
+	struct lk_res_rc *rc;
 	struct lk_res *r;
 
 	if (lk_wire_check_name(&c->name) != 0)
@@ -398,10 +422,13 @@ static int rx_handoff(struct lk_ls *ls, uint32_t sender,
 	}
 	if (r->master != sender && r->master != 0)
 		return -EPROTO;
-	r->ho = 1;
-	r->ho_valid = (c->lvbf & LK_RF_LVB_VALID) != 0;
-	r->ho_seq = c->lvb_seq;
-	memcpy(r->ho_lvb, c->lvb, LK_LVB_LEN);
+	rc = lk_res_rc(r);
+	if (rc == NULL)
+		return -ENOMEM; /* the value block is lost (invalid) */
+	rc->ho = 1;
+	rc->ho_valid = (c->lvbf & LK_RF_LVB_VALID) != 0;
+	rc->ho_seq = c->lvb_seq;
+	memcpy(rc->ho_lvb, c->lvb, LK_LVB_LEN);
 	return 0;
 }
 
@@ -428,13 +455,15 @@ static void phase5(struct lk_ls *ls)
 	o.ctx = ls;
 	EACH_RES (ls, r, nx) {
 		if (r->master == ls->nodeid && r->remaster) {
-			r->q.lvb_valid =
-			    r->rc_mode == 4 ? r->rc_valid : r->rc_mode >= 2;
-			r->q.lvb_seq = r->rc_seq;
-			if (r->rc_mode >= 2)
-				memcpy(r->q.lvb, r->rc_lvb, LK_LVB_LEN);
+			const struct lk_res_rc *rc = r->rc;
+			int m = rc != NULL ? rc->rc_mode : -1;
+
+			r->q.lvb_valid = m == 4 ? rc->rc_valid : m >= 2;
+			r->q.lvb_seq = rc != NULL ? rc->rc_seq : 0;
+			if (m >= 2)
+				memcpy(r->q.lvb, rc->rc_lvb, LK_LVB_LEN);
 		}
-		r->ho = 0;
+		lk_res_rc_free(r); /* and a handoff with it */
 		r->remaster = 0;
 		if (r->master != ls->nodeid)
 			continue;
@@ -745,6 +774,10 @@ int lk_recover_filter(struct lk_ls *ls, uint32_t sender, const void *frame,
 
 void lk_recover_free(struct lk_ls *ls)
 {
+	struct lk_res *r, *nx;
+
+	EACH_RES (ls, r, nx)
+		lk_res_rc_free(r);
 	free_saved(ls);
 	free(ls->rl_saved);
 	free(ls->rl_from);

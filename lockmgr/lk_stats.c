@@ -46,7 +46,6 @@ void lk_stats_request_add(struct lk_ls *ls, struct lk_req_stats *g,
 	if (res->last_req != 0) {
 		int64_t d = (int64_t)(now - res->last_req);
 
-		smooth(&res->stats.sirt, &res->stats.sirtvar, d);
 		g->irt_sum += d;
 		g->irt_n++;
 	}
@@ -85,7 +84,7 @@ void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 			struct lk_lock *lk, int remote, int queued,
 			uint64_t now)
 {
-	struct lk_counts *rc = &lk->res->stats;
+	struct lk_res_counts *rc = &lk->res->stats;
 	uint64_t d = now > lk->t_req ? now - lk->t_req : 0;
 	uint32_t key = (uint32_t)lk->res->name.type << 16 |
 		       (uint32_t)(uint8_t)lk->grmode << 8 |
@@ -95,10 +94,7 @@ void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 		rc->grants_remote++;
 		if (queued)
 			smooth(&rc->srttb, &rc->srttvarb, (int64_t)d);
-		else
-			smooth(&rc->srtt, &rc->srttvar, (int64_t)d);
 	}
-	rc->waits += queued != 0;
 	if (g->n != 0 && g->key == key && g->d == d) {
 		g->n++;
 		return;
@@ -160,6 +156,18 @@ void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out)
 {
 	lk_api_lock(ls);
 	*out = ls->stats;
+	out->toss_max = ls->toss_max;
+	out->bytes =
+	    lk_pool_bytes(&ls->lkb_pool) + lk_pool_bytes(&ls->mst_pool) +
+	    lk_pool_bytes(&ls->res_pool) + lk_pool_bytes(&ls->dir_pool) +
+	    4 * LK_HASH_SIZE * sizeof(void *);
+	pthread_mutex_unlock(&ls->mu);
+}
+
+void lk_ls_set_toss_max(struct lk_ls *ls, uint64_t n)
+{
+	lk_api_lock(ls);
+	ls->toss_max = n;
 	pthread_mutex_unlock(&ls->mu);
 }
 
@@ -172,7 +180,14 @@ int lk_res_stats(struct lk_ls *ls, const struct lk_name *name,
 	lk_api_lock(ls);
 	res = lk_res_find(ls, name, lk_name_hash(name));
 	if (res != NULL) {
-		*out = res->stats;
+		*out = (struct lk_counts){
+		    .requests = res->stats.requests,
+		    .grants_remote = res->stats.grants_remote,
+		    .basts_sent = res->stats.basts_sent,
+		    .basts_recv = res->stats.basts_recv,
+		    .srttb = res->stats.srttb,
+		    .srttvarb = res->stats.srttvarb,
+		};
 		ret = 0;
 	}
 	pthread_mutex_unlock(&ls->mu);

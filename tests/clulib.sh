@@ -6,7 +6,9 @@
 #                              127.0.0.<id>, one fresh TCP port (from the
 #                              shell's PID, like the lk tests)
 #                              ($CLU_EXTRA: more JSON fields, e.g.
-#                              '"two_node": true,')
+#                              '"two_node": true,'); the port is
+#                              reserved among these tests (a directory
+#                              in /tmp/ucfs-clu-ports, removed on exit)
 #   clu_witness FILE ID        start a quorum witness (ucfs-witness: a
 #                              lockspace-only member that only adds its
 #                              vote); stopped by PID on exit
@@ -44,9 +46,28 @@
 # every filesystem node, the last one included, leaves cleanly.
 
 CLU_PORT=$((20000 + ($$ + 11) % 30000))
+CLU_PORT_HELD=""
+
+# Reserve CLU_PORT among the tests using this file (a directory per
+# port, made atomically, removed on exit): two scripts whose PIDs are
+# 30,000 apart would otherwise listen on the same port, and one of them
+# finds it in use (or, between its mounts, the other's node on it).
+clu_port_reserve() {
+	[ -n "$CLU_PORT_HELD" ] && return 0
+	mkdir -p /tmp/ucfs-clu-ports 2>/dev/null
+	_cpr_n=0 # (shell variables are global: clu_setup has an _n)
+	while ! mkdir "/tmp/ucfs-clu-ports/$CLU_PORT" 2>/dev/null; do
+		CLU_PORT=$((20000 + (CLU_PORT - 20000 + 1) % 30000))
+		_cpr_n=$((_cpr_n + 1))
+		[ $_cpr_n -gt 1000 ] && return 0
+	done
+	CLU_PORT_HELD=$CLU_PORT
+	on_exit "rmdir /tmp/ucfs-clu-ports/$CLU_PORT"
+}
 
 clu_config() {
 	_f=$1; shift
+	clu_port_reserve
 	[ -f "$T/clu.secret" ] ||
 		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
 			>"$T/clu.secret"

@@ -1413,6 +1413,13 @@ find_run() {	# SYS NCLIENTS (1)
 		"glock_max \(.glocks.glock_max // 0)",
 		"glocks \(.glocks.glocks_now // 0)",
 		"glock_mb \((.glocks.bytes_now // 0) / 1048576)",
+		"locks_mb \((.locks.bytes_now // 0) / 1048576)",
+		"pinned \(.glocks.pinned_now // 0)",
+		"lock_b \(if (.glocks.glocks_now // 0) > 0 then
+			((.glocks.bytes_now // 0) + (.locks.bytes_now // 0))
+			/ .glocks.glocks_now else 0 end)",
+		"kinval \((.kcache.attrs // 0) + (.kcache.dirs // 0) +
+			(.kcache.epochs // 0))",
 		"cache_bufs \(.cache.bufs_now // 0)",
 		"inodes \(.namespace.inodes_referenced // 0)",
 		"inode_b \(if (.namespace.inodes_referenced // 0) > 0 then
@@ -1665,6 +1672,9 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 			mktree:rate:mktree/s find:real:find_s find:rss_mb:rss_mb
 			find:cache_mb:cache_mb find:glock_max:glock_max
 			find:glocks:glocks find:glock_mb:glock_mb
+			find:locks_mb:locks_mb find:lock_b:B/glock
+			find:pinned:pinned
+			find:kinval:kinval
 			find:cache_bufs:bufs find:inodes:inodes
 			find:inode_b:B/inode find:lookups:lookups
 			find:forgets:forgets" ;;
@@ -1788,7 +1798,13 @@ make_targets() {
 		s, v[k, "rss_mb"], lim, 1, "cache_mb " v[k, "cache_mb"] \
 		", glocks " v[k, "glocks"] " of " v[k, "glock_max"] " in " \
 		v[k, "glock_mb"] " MB")
-	} } }' "$OUT/ratios.tsv" "$OUT/results.tsv" >"$OUT/targets.tsv"
+	if (v[k, "locks_mb"] + 0 > 0) {
+	lim = v[k, "cache_mb"] + v[k, "glock_mb"] + v[k, "locks_mb"] + 64
+	out("find, " findn " files: peak RSS MB (cache_mb + glocks + lock manager + 64)",
+		s, v[k, "rss_mb"], lim, 1, "lock manager " v[k, "locks_mb"] \
+		" MB, pinned " v[k, "pinned"] ", kernel invalidations " \
+		v[k, "kinval"])
+	} } } }' "$OUT/ratios.tsv" "$OUT/results.tsv" >"$OUT/targets.tsv"
 }
 
 # The lens's targets (issue: faster than passthrough_ll on the untar steps,

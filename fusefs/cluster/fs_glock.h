@@ -10,7 +10,9 @@
  * the engine holds more than conf.max glocks the oldest idle ones are
  * dropped: a worker writes back what an EX mode covered (ops->sync), lets
  * the cached copies go (ops->drop), unlocks, and frees the glock. A glock
- * with holders or references is never dropped.
+ * with holders or references is never dropped; an inode the kernel
+ * holds keeps one on its glock (a pin, fs_glock_pin), and the bound
+ * asks the kernel to forget such inodes instead (a prune round).
  *
  * A holder asks for PR (read) or EX (modify) with fs_glock_acquire() and
  * gives it back with fs_glock_release(). The first holder that needs a
@@ -242,6 +244,16 @@ struct fs_glocks_stats {
 	uint64_t queued_now; /* jobs waiting for a worker */
 	uint64_t workers;
 	uint64_t jobs; /* jobs the workers ran */
+	/* pins (fs_glock_pin) */
+	uint64_t pinned_now;	   /* glocks in the table pinned */
+	uint64_t pinned_idle_now;  /* ... of them kept by the pin alone */
+	uint64_t pinned_asked_now; /* ... asked to go, not let go yet */
+	int prune;		   /* pins are let go by a prune round (a
+				      prune function set, not refused) */
+	uint64_t prune_rounds;	   /* prune rounds run */
+	uint64_t prune_asked;	   /* glocks handed to the prune function */
+	uint64_t pin_drops;	   /* pins the engine dropped for the bound
+				      (no prune) */
 };
 
 /* ---- the engine --------------------------------------------------- */
@@ -269,6 +281,34 @@ int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 		 struct fs_glock **out);
 /* Give a reference back (after its holds). NULL is a no-op. */
 void fs_glock_put(struct fs_glock *gl);
+
+/*
+ * Pins (GFS2: an in-core inode's reference on its inode glock). A pin is
+ * one reference on glock (@type, @num), kept by its owner for as long as
+ * that owner caches what the lock covers outside ucfs (an inode the
+ * kernel holds: its attributes, pages, names). Pinning a pinned glock
+ * does nothing (at most one pin per glock). The LRU bound never drops a
+ * pinned glock while a prune function is set: once glocks kept by
+ * their pin alone fill 7/8 of conf.max, a worker hands the least
+ * recently used of them to it (at most one round every 5 ms), down to
+ * 3/4 of conf.max, and their owner lets go (the kernel forgets the
+ * inodes; their unpins put them on the LRU). With no prune function (or
+ * one that answered -EOPNOTSUPP: the kernel cannot prune), a pinned
+ * glock is dropped as an idle one once no idle one is left, its pin
+ * with it (counted: pin_drops; its owner's unpin then finds none).
+ * fs_glock_pin: 0, -EINVAL, -ENOMEM, -EIO (fenced, stopped); never
+ * waits for the DLM. fs_glock_unpin: the pin goes (none: nothing).
+ */
+int fs_glock_pin(struct fs_glocks *e, uint16_t type, uint64_t num);
+void fs_glock_unpin(struct fs_glocks *e, uint16_t type, uint64_t num);
+/* The prune function: asked, from a worker with no engine lock held,
+ * to have the pins of @n glocks of @type (numbers @nums) let go. 0
+ * (asked: a hint, the owner may keep some), -EOPNOTSUPP (never can:
+ * pins are dropped by the bound from then on). NULL: none. */
+void fs_glocks_set_prune(struct fs_glocks *e,
+			 int (*fn)(void *arg, uint16_t type,
+				   const uint64_t *nums, size_t n),
+			 void *arg);
 
 /* Become a holder in @mode (LK_PR or LK_EX): 0, or -EIO (fenced),
  * -EINVAL (mode). May block (DLM round trips, a demote in progress,

@@ -38,16 +38,21 @@
 
 /* One glock's counters, copied out into struct fs_glock_stats (the same
  * meanings; per mode only PR [0] and EX [1]: holders use nothing else).
- * Kept small: the engine holds up to conf.max of them. */
+ * Kept small: the engine holds up to conf.max of them. Events that
+ * come at most once per lock request, transfer or lock-ahead batch of
+ * the glock are 32-bit (4 billion of them on one glock; the engine adds
+ * a dropped glock's into 64-bit totals); acquires, hits, tries and
+ * times 64-bit. */
 struct fs_glock_counts {
-	uint64_t acquires, hits, requests, retries, try_fails, waits;
-	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
-	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
-	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
-	uint64_t bad_releases, flushes, aheads;
-	uint64_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
+	uint64_t acquires, hits, requests, try_fails, waits;
+	uint64_t demote_ns, wait_ns, max_wait_ns, generation;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
-	uint64_t mode_failed[2];
+	uint32_t retries, demote_pr, demote_nl;
+	uint32_t invals, recovers, drops, syncs, bounces, hold_refusals;
+	uint32_t minhold_grows, minhold_shrinks, evict_syncs;
+	uint32_t bad_releases, flushes, aheads;
+	uint32_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
+	uint32_t mode_failed[2];
 };
 
 struct fs_glocks_job {
@@ -78,6 +83,24 @@ struct fs_glocks {
 	size_t nevict;		      /* mu: ... of them picked for dropping */
 	struct lk_list lru;	      /* mu: idle glocks, oldest first */
 	size_t nidle;		      /* mu: on the LRU */
+	struct lk_list plru;	      /* mu: glocks only a pin keeps (the
+					 kernel holds the inode, nobody uses
+					 it), least recently used first */
+	size_t npidle;		      /* mu: on plru */
+	size_t npinned;		      /* mu: glocks pinned */
+	size_t nasked;		      /* mu: ... asked to be let go (asked) */
+	struct {
+		int (*fn)(void *arg, uint16_t type, const uint64_t *nums,
+			  size_t n);
+		void *arg;
+	} prune;		      /* mu: fs_glocks_set_prune */
+	int prune_off;		      /* mu: no prune (none set, or it said
+					 -EOPNOTSUPP): pins are dropped */
+	int prune_want;		      /* mu: a prune round is wanted */
+	uint64_t prune_next;	      /* mu: no round before (ns) */
+	uint64_t prune_rounds;	      /* mu: rounds run */
+	uint64_t prune_asked;	      /* mu: glocks asked to be let go */
+	uint64_t pin_drops;	      /* mu: pins dropped by the engine */
 	struct fs_glock *free;	      /* mu: dropped structs, for reuse */
 	size_t nalloc;		      /* mu: structs allocated (table + free) */
 	struct fs_glock *ready;	      /* mu: jobs to run now (FIFO) */
@@ -103,6 +126,7 @@ struct fs_glocks {
 };
 
 enum { GQ_NOW = 1, GQ_LATER = 2 }; /* fs_glock.queued */
+enum { GL_IDLE = 1, GL_PIDLE = 2 }; /* fs_glock.on_lru */
 
 struct fs_glock {
 	struct fs_glocks *e; /* immutable */
@@ -113,13 +137,20 @@ struct fs_glock {
 	struct fs_glock *hnext;		/* hash chain, or free list */
 	struct lk_list lru;		/* on e->lru when on_lru */
 	struct fs_glock *qnext;		/* e->ready chain */
-	unsigned ref;			/* references (holders', workers') */
+	unsigned ref;			/* references (holders', workers',
+					   the pin's) */
 	uint8_t live;			/* in the table */
-	uint8_t on_lru;
+	uint8_t on_lru;			/* GL_IDLE: on e->lru, GL_PIDLE: on
+					   e->plru (lru is the link) */
+	uint8_t pinned;			/* a pin's reference is in ref
+					   (fs_glock_pin) */
+	uint8_t asked;			/* pinned, and handed to the prune
+					   function since its last use */
 	uint8_t queued; /* GQ_NOW: on e->ready or e->delayed; GQ_LATER:
 			   on e->later */
 	uint8_t evict;	/* picked from the LRU to be dropped */
 	uint64_t idle_ns; /* when it went on the LRU (demote-ahead) */
+	uint64_t asked_ns; /* when it was asked last (asked) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	     /* any state change (broadcast) */
@@ -135,20 +166,20 @@ struct fs_glock {
 	unsigned nwaiters;	     /* mu: acquires waiting now */
 	uint64_t grant_ns;	     /* mu: time of the last grant */
 	uint64_t minhold_ns;	     /* mu: adaptive minimum hold */
-	int seen;		     /* mu: gen is meaningful */
 	uint64_t gen;		     /* mu: last generation seen */
-	int lost;		     /* mu: demoted for another node since
+	int comp_status;	     /* mu: the pending DLM call's status */
+	uint8_t seen;		     /* mu: gen is meaningful */
+	uint8_t lost;		     /* mu: demoted for another node since
 					the last grant (a bounce follows) */
-	int contended;		     /* mu: holders waited on this grant */
-	int refused;		     /* mu: this demote was deferred */
-	int flush;		     /* mu: ops->flush for this demote: 0 not
+	uint8_t contended;	     /* mu: holders waited on this grant */
+	uint8_t refused;	     /* mu: this demote was deferred */
+	uint8_t flush;		     /* mu: ops->flush for this demote: 0 not
 					run, 1 running (every holder the mode
 					covers is admitted), 2 done */
-	int fenced;		     /* mu */
-	int stop;		     /* mu: no DLM request from now on */
-	int comp_done;		     /* mu: the pending DLM call ended */
-	int comp_status;	     /* mu: ... with this status */
-	int ahead;		     /* mu: granted by a lock-ahead batch,
+	uint8_t fenced;		     /* mu */
+	uint8_t stop;		     /* mu: no DLM request from now on */
+	uint8_t comp_done;	     /* mu: the pending DLM call ended */
+	uint8_t ahead;		     /* mu: granted by a lock-ahead batch,
 					no holder yet */
 	struct fs_glock_counts st;   /* mu */
 	struct fs_trace_wb rep;	     /* busy: what the running demote's or

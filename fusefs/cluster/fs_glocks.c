@@ -19,6 +19,15 @@
  * drop, unlock) and puts its struct on the free list. A glock with
  * holders or references is never on the LRU, so never picked.
  *
+ * Pins (fs_glock_pin: an inode the kernel holds): a pin is a reference
+ * too; a glock only its pin keeps waits on e->plru (least recently
+ * used first) instead. Once pins not yet asked to go exceed 7/8 of
+ * conf.max (evict_some sets prune_want), a worker runs a prune round:
+ * the head of e->plru, down to 3/4, goes to the prune function (the
+ * kernel is asked to forget those inodes), marked asked; their unpins
+ * (FORGETs) put them on e->lru. With no prune function, evict_some
+ * takes the head of e->plru once e->lru is empty, pin and all.
+ *
  * Lock-ahead (fs_glocks_prefetch): the names are looked up, created and
  * claimed (fs_glock_ahead_claim: busy, so nobody starts another request
  * on them) under e->mu, each with a reference; the batch is sent and
@@ -53,6 +62,12 @@
  * (so that unmount never hangs on a lockspace that stopped answering). */
 #define GL_STOP_NS 10000000000ull
 #define GL_NBUCKET_MIN 1024
+/* Prune rounds: at most one every GL_PRUNE_GAP_NS (the owner's answers,
+ * the kernel's FORGETs, come in meanwhile), of at most GL_PRUNE_MAX
+ * glocks. */
+#define GL_PRUNE_GAP_NS 5000000ull
+#define GL_PRUNE_MAX 4096u
+#define GL_PRUNE_REASK_NS 1000000000ull
 
 static const struct fs_glock_ops no_ops;
 
@@ -195,6 +210,7 @@ static void gl_retire(struct fs_glocks *e, struct fs_glock *gl)
 	stats_add(&e->gone[gl->name.type], &s);
 	hash_del(e, gl);
 	gl->live = 0;
+	gl->pinned = 0; /* unreferenced: never pinned here */
 	e->count--;
 	gl->hnext = e->free;
 	e->free = gl;
@@ -202,13 +218,58 @@ static void gl_retire(struct fs_glocks *e, struct fs_glock *gl)
 
 /* ---- LRU and jobs ----------------------------------------------------- */
 
+/* Off e->lru or e->plru. e->mu held. */
 static void lru_del(struct fs_glocks *e, struct fs_glock *gl)
 {
 	if (!gl->on_lru)
 		return;
 	lk_list_del(&gl->lru);
+	if (gl->on_lru == GL_IDLE)
+		e->nidle--;
+	else
+		e->npidle--;
 	gl->on_lru = 0;
-	e->nidle--;
+}
+
+/* At the tail of e->lru (@where GL_IDLE) or e->plru (GL_PIDLE). */
+static void lru_add(struct fs_glocks *e, struct fs_glock *gl, int where)
+{
+	lk_list_add_tail(where == GL_IDLE ? &e->lru : &e->plru, &gl->lru);
+	gl->on_lru = (uint8_t)where;
+	if (where == GL_IDLE)
+		e->nidle++;
+	else
+		e->npidle++;
+	gl->idle_ns = fs_glock_now();
+}
+
+/* @gl was used (a reference taken) or unpinned: no longer counted as
+ * asked to be let go. e->mu held. */
+static void unask(struct fs_glocks *e, struct fs_glock *gl)
+{
+	if (gl->asked) {
+		gl->asked = 0;
+		e->nasked--;
+	}
+}
+
+/* The pin of @gl goes (its reference stays with the caller to put).
+ * e->mu held. */
+static void unpin_locked(struct fs_glocks *e, struct fs_glock *gl)
+{
+	if (gl->on_lru == GL_PIDLE)
+		lru_del(e, gl);
+	unask(e, gl);
+	gl->pinned = 0;
+	e->npinned--;
+}
+
+/* Pins not yet asked to go, beyond @mark. e->mu held. */
+static size_t pins_over(const struct fs_glocks *e, size_t mark)
+{
+	size_t n = e->npinned - e->nasked;
+
+	return n > mark ? n - mark : 0;
 }
 
 static void heap_swap(struct fs_glocks_job *h, size_t a, size_t b)
@@ -340,33 +401,127 @@ void fs_glocks_kick(struct fs_glock *gl)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Pins are let go (a prune round) above prune_hi pinned glocks not yet
+ * asked, down to prune_lo: a quarter of the bound stays free for
+ * glocks nobody pins (lock-ahead's, a request's). */
+static size_t prune_hi(const struct fs_glocks *e)
+{
+	return e->conf.max - e->conf.max / 8;
+}
+
+static size_t prune_lo(const struct fs_glocks *e)
+{
+	return e->conf.max - e->conf.max / 4;
+}
+
+/* The glock evict_some drops next: the oldest idle one; with no prune,
+ * the oldest one only a pin keeps, its pin dropped (the kernel's entry
+ * goes with the lock: ops->drop). NULL: none. e->mu held. */
+static struct fs_glock *evict_next(struct fs_glocks *e)
+{
+	struct fs_glock *gl;
+
+	if (!lk_list_empty(&e->lru))
+		return LK_CONTAINER(e->lru.next, struct fs_glock, lru);
+	if (!e->prune_off || lk_list_empty(&e->plru))
+		return NULL;
+	gl = LK_CONTAINER(e->plru.next, struct fs_glock, lru);
+	unpin_locked(e, gl);
+	gl->ref--; /* the pin's: 0 now */
+	e->pin_drops++;
+	return gl;
+}
+
 /* Pick idle glocks from the LRU head while the table holds more than
- * conf.max not yet picked. e->mu held. */
+ * conf.max not yet picked; ask a worker for a prune round when pinned
+ * ones fill it. e->mu held. */
 static void evict_some(struct fs_glocks *e)
 {
+	struct fs_glock *gl;
+
 	if (e->conf.max == 0 || e->fenced || e->stopping)
 		return;
-	while (e->count - e->nevict > e->conf.max && !lk_list_empty(&e->lru)) {
-		struct fs_glock *gl =
-		    LK_CONTAINER(e->lru.next, struct fs_glock, lru);
-
+	while (e->count - e->nevict > e->conf.max &&
+	       (gl = evict_next(e)) != NULL) {
 		lru_del(e, gl);
 		gl->evict = 1;
 		e->nevict++;
 		enqueue(e, gl, 0);
+	}
+	if (!e->prune_off && !e->prune_want && e->npidle > 0 &&
+	    pins_over(e, prune_hi(e)) > 0) {
+		e->prune_want = 1;
+		pthread_cond_signal(&e->wcv);
 	}
 }
 
 /* Drop a reference. e->mu held. */
 static void put_locked(struct fs_glocks *e, struct fs_glock *gl)
 {
-	if (--gl->ref > 0)
+	if (--gl->ref == 0)
+		lru_add(e, gl, GL_IDLE);
+	else if (gl->ref == 1 && gl->pinned)
+		lru_add(e, gl, GL_PIDLE); /* a job holds a reference: queued
+					     ones never get here */
+	else
 		return;
-	lk_list_add_tail(&e->lru, &gl->lru);
-	gl->on_lru = 1;
-	gl->idle_ns = fs_glock_now();
-	e->nidle++;
 	evict_some(e);
+}
+
+/* A prune round (worker, e->mu held; dropped around the call): the
+ * least recently used glocks only a pin keeps, as many as bring the
+ * pins not yet asked down to prune_lo, are handed to the pins' owner
+ * to let go (fs_glocks_set_prune: the kernel is asked to forget those
+ * inodes; their unpins follow, and the LRU drops them). Each goes to
+ * the tail of e->plru, marked asked until its unpin or next use: one
+ * the owner keeps (in use, a directory with children cached) is asked
+ * again after GL_PRUNE_REASK_NS, once the others were. */
+static void prune_round(struct fs_glocks *e)
+{
+	size_t want = pins_over(e, prune_lo(e)), k = 0;
+	uint64_t now = fs_glock_now(), *nums;
+	uint16_t type = 0;
+	int ret;
+
+	e->prune_want = 0;
+	e->prune_next = now + GL_PRUNE_GAP_NS;
+	if (e->prune_off || want == 0)
+		return;
+	if (want > e->npidle)
+		want = e->npidle;
+	if (want > GL_PRUNE_MAX)
+		want = GL_PRUNE_MAX;
+	nums = malloc(want * sizeof(*nums));
+	if (nums == NULL)
+		return;
+	for (size_t i = 0, n = e->npidle; i < n && k < want; i++) {
+		struct fs_glock *gl =
+		    LK_CONTAINER(e->plru.next, struct fs_glock, lru);
+
+		if (k > 0 && gl->name.type != type)
+			break; /* one type a call */
+		lk_list_del(&gl->lru);
+		lk_list_add_tail(&e->plru, &gl->lru);
+		if (gl->asked && now < gl->asked_ns + GL_PRUNE_REASK_NS)
+			continue; /* its answer may still come */
+		type = gl->name.type;
+		nums[k++] = gl->name.num;
+		gl->asked_ns = now;
+		if (!gl->asked) {
+			gl->asked = 1;
+			e->nasked++;
+		}
+	}
+	e->prune_rounds++;
+	e->prune_asked += k;
+	pthread_mutex_unlock(&e->mu);
+	ret = e->prune.fn(e->prune.arg, type, nums, k);
+	pthread_mutex_lock(&e->mu);
+	free(nums);
+	if (ret == -EOPNOTSUPP) {
+		e->prune_off = 1; /* the pins go instead (evict_next) */
+		evict_some(e);
+	}
 }
 
 /* The next job, or NULL and in *@until when the next delayed one is due
@@ -465,9 +620,17 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&e->mu);
 	while (!e->stopping) {
 		uint64_t until;
-		struct fs_glock *gl = next_job(e, &until);
+		struct fs_glock *gl;
 
+		if (e->prune_want && fs_glock_now() >= e->prune_next) {
+			prune_round(e);
+			continue;
+		}
+		gl = next_job(e, &until);
 		if (gl == NULL) {
+			if (e->prune_want &&
+			    (until == 0 || e->prune_next < until))
+				until = e->prune_next;
 			e_wait(e, &e->wcv, until);
 			continue;
 		}
@@ -547,6 +710,8 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	pthread_cond_init(&e->idle_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	lk_list_init(&e->lru);
+	lk_list_init(&e->plru);
+	e->prune_off = 1; /* until fs_glocks_set_prune */
 	e->ready_tail = &e->ready;
 	e->later_tail = &e->later;
 	e->bucket = calloc(e->nbucket, sizeof(*e->bucket));
@@ -628,10 +793,74 @@ int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 	}
 	gl->ref++;
 	lru_del(e, gl);
+	unask(e, gl);
 	*out = gl;
 out:
 	pthread_mutex_unlock(&e->mu);
 	return ret;
+}
+
+/* ---- pins ------------------------------------------------------------- */
+
+void fs_glocks_set_prune(struct fs_glocks *e,
+			 int (*fn)(void *arg, uint16_t type,
+				   const uint64_t *nums, size_t n),
+			 void *arg)
+{
+	pthread_mutex_lock(&e->mu);
+	e->prune.fn = fn;
+	e->prune.arg = arg;
+	e->prune_off = fn == NULL;
+	evict_some(e);
+	pthread_mutex_unlock(&e->mu);
+}
+
+int fs_glock_pin(struct fs_glocks *e, uint16_t type, uint64_t num)
+{
+	struct fs_glock *gl;
+	int ret = 0;
+
+	if (type >= FS_GLOCK_TYPES)
+		return -EINVAL;
+	pthread_mutex_lock(&e->mu);
+	if (e->fenced || e->stopping) {
+		ret = -EIO;
+		goto out;
+	}
+	gl = lookup(e, type, num);
+	if (gl == NULL)
+		gl = create(e, type, num);
+	if (gl == NULL) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (gl->pinned)
+		goto out;
+	gl->pinned = 1;
+	e->npinned++;
+	if (gl->ref++ == 0) { /* idle, or new: only the pin keeps it now */
+		lru_del(e, gl);
+		lru_add(e, gl, GL_PIDLE);
+	}
+	evict_some(e);
+out:
+	pthread_mutex_unlock(&e->mu);
+	return ret;
+}
+
+void fs_glock_unpin(struct fs_glocks *e, uint16_t type, uint64_t num)
+{
+	struct fs_glock *gl;
+
+	if (type >= FS_GLOCK_TYPES)
+		return;
+	pthread_mutex_lock(&e->mu);
+	gl = lookup(e, type, num);
+	if (gl != NULL && gl->pinned) {
+		unpin_locked(e, gl);
+		put_locked(e, gl);
+	}
+	pthread_mutex_unlock(&e->mu);
 }
 
 /* ---- lock-ahead ------------------------------------------------------- */
@@ -679,9 +908,7 @@ static long ahead_claim(struct fs_glocks *e, uint16_t type,
 			idx[k++] = i;
 		} else if (gl->ref == 0 && !gl->on_lru && !gl->queued) {
 			/* created above but not claimable: idle */
-			lk_list_add_tail(&e->lru, &gl->lru);
-			gl->on_lru = 1;
-			e->nidle++;
+			lru_add(e, gl, GL_IDLE);
 		}
 	}
 	if (k > 0)
@@ -944,6 +1171,13 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 			 e->nbucket * sizeof(*e->bucket) +
 			 e->delayed_cap * sizeof(*e->delayed);
 	out->idle_now = e->nidle;
+	out->pinned_now = e->npinned;
+	out->pinned_idle_now = e->npidle;
+	out->pinned_asked_now = e->nasked;
+	out->prune = !e->prune_off;
+	out->prune_rounds = e->prune_rounds;
+	out->prune_asked = e->prune_asked;
+	out->pin_drops = e->pin_drops;
 	out->max = e->conf.max;
 	out->queued_now = e->nready + e->ndelayed + e->nlater;
 	out->workers = e->conf.workers;
@@ -1114,6 +1348,13 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_glocks_stats(e, s);
 	fs_json_u64(o, "glocks_now", s->glocks_now);
 	fs_json_u64(o, "idle_now", s->idle_now);
+	fs_json_u64(o, "pinned_now", s->pinned_now);
+	fs_json_u64(o, "pinned_idle_now", s->pinned_idle_now);
+	fs_json_u64(o, "pinned_asked_now", s->pinned_asked_now);
+	fs_json_bool(o, "prune", s->prune);
+	fs_json_u64(o, "prune_rounds", s->prune_rounds);
+	fs_json_u64(o, "prune_asked", s->prune_asked);
+	fs_json_u64(o, "pin_drops", s->pin_drops);
 	fs_json_u64(o, "held_now", s->held_now);
 	fs_json_u64(o, "bytes_now", s->bytes_now);
 	fs_json_u64(o, "glock_max", s->max);

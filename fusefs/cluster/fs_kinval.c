@@ -110,15 +110,17 @@ void fs_kinval_inode(struct fs *fs, uint64_t ino)
 	sink_put(s);
 }
 
-void fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n)
+int fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n)
 {
 	struct fs_sink *s = sink_get(fs);
+	int ret = -EOPNOTSUPP;
 
 	if (s == NULL)
-		return;
+		return ret;
 	if (s->ops->forget != NULL)
-		s->ops->forget(s->arg, inos, n);
+		ret = s->ops->forget(s->arg, inos, n);
 	sink_put(s);
+	return ret;
 }
 
 int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),

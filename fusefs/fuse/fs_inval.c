@@ -682,13 +682,15 @@ static int make_all(struct fs_inval *iv)
  * day; an unhashed one is found by no later path walk. */
 static int make_names(struct fs_inval *iv, const struct iv_names *d)
 {
+	char name[256]; /* libfuse sends the name's NUL too */
 	size_t len;
 	int ret = 0, r;
 
 	for (size_t o = 0; o < d->used; o += 1 + len + 1) {
 		len = (unsigned char)d->buf[o];
-		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir,
-						     d->buf + o + 1, len);
+		memcpy(name, d->buf + o + 1, len);
+		name[len] = '\0';
+		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir, name, len);
 		IV_ADD(iv, entries, 1);
 		if (r < 0 && r != -ENOENT && ret == 0)
 			ret = r;
@@ -910,24 +912,25 @@ static void op_all(void *arg)
 		enqueue(iv, Q_ATTR, it);
 }
 
-static void op_forget(void *arg, const uint64_t *inos, size_t n)
+static int op_forget(void *arg, const uint64_t *inos, size_t n)
 {
 	struct fs_inval *iv = arg;
 	struct iv_item *it;
 	size_t k;
 
 	if (!__atomic_load_n(&iv->prune, __ATOMIC_ACQUIRE))
-		return;
+		return -EOPNOTSUPP;
 	for (size_t i = 0; i < n; i += k) {
 		k = n - i < IV_PRUNE_BATCH ? n - i : IV_PRUNE_BATCH;
 		it = item_new(iv, IV_PRUNE, 0, k * sizeof(uint64_t));
 		if (it == NULL)
-			return;
+			return 0; /* a hint: the next round asks again */
 		for (size_t j = 0; j < k; j++)
 			it->v[j] = to_nodeid(iv, inos[i + j]);
 		it->n = k;
 		enqueue(iv, Q_ATTR, it);
 	}
+	return 0;
 }
 
 static int op_flush(void *arg, uint64_t ino, void (*done)(void *),

@@ -65,7 +65,9 @@
  *       ENOSPC retry, fsync, the journal being full). NEVER a blocking
  *       glock wait while holding a handle.
  *   2a  ns->orphan_lock, inside a handle: the orphan list
- *   then the core's locks (fs_internal.h) and ns->tbl_lock (a leaf).
+ *   then the core's locks (fs_internal.h) and ns->tbl_lock (a leaf but
+ *   for the glock engine's e->mu: fs_glock_pin/unpin of an inode's
+ *   first and last kernel reference).
  */
 #ifndef UCFS_FS_ILOCK_H
 #define UCFS_FS_ILOCK_H

@@ -27,6 +27,7 @@
  * worker; a dead node's list is adopted (fs_ino_orphan_adopt).
  */
 #include "fusefs/cluster/fs_cluster.h"
+#include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_iopen.h"
 #include "fusefs/namespace/fs_ns.h"
 #include "lockmgr/lk.h"
@@ -120,6 +121,38 @@ static void tbl_maybe_drop(struct fs_ns *ns, struct fs_inode *n)
 	free(n);
 }
 
+/* dlm: the kernel's first reference to @n (nlookup + nopen went from 0)
+ * pins the inode's glock, its last unpins it (fs_glock_pin: the LRU
+ * bound then asks the kernel to forget the inode instead of dropping
+ * its lock under the kernel's cached copy). tbl_lock held (then the
+ * engine's e->mu: README "Lock order" 2b, 2c). */
+static void kref_pin(struct fs *fs, const struct fs_inode *n, int pin)
+{
+	struct fs_glocks *e;
+
+	if (fs->cl == NULL || (e = fs_cluster_glocks(fs->cl)) == NULL)
+		return;
+	if (pin)
+		fs_glock_pin(e, FS_LK_INODE, n->ino); /* -EIO: fenced */
+	else
+		fs_glock_unpin(e, FS_LK_INODE, n->ino);
+}
+
+int fs_kinval_held(struct fs *fs, uint64_t ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int held;
+
+	if (ino == ns->root)
+		return 1; /* the kernel holds it with no lookup */
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	held = n != NULL && (n->nlookup > 0 || n->nopen > 0);
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return held;
+}
+
 /* Reference counting never fails the operation: on ENOMEM the inode is
  * simply not tracked (an unlink then frees it at once). */
 static void ino_get(struct fs *fs, uint64_t ino, int open)
@@ -135,6 +168,8 @@ static void ino_get(struct fs *fs, uint64_t ino, int open)
 		n->nopen++;
 	else if (n != NULL)
 		n->nlookup++;
+	if (n != NULL && n->nlookup + n->nopen == 1)
+		kref_pin(fs, n, 1);
 	/* dlm: the first kernel reference takes the iopen lock in PR */
 	take = n != NULL && fs->cl != NULL && n->iopen == NULL &&
 	       !n->iopen_busy && !n->iopen_ex && n->iopen_wait == NULL;
@@ -176,8 +211,12 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_find(ns, ino);
 	if (n != NULL) {
+		int held = n->nlookup > 0 || n->nopen > 0;
+
 		n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
 		n->nopen -= nopen < n->nopen ? nopen : n->nopen;
+		if (held && n->nlookup == 0 && n->nopen == 0)
+			kref_pin(fs, n, 0);
 		if (n->nlookup == 0 && n->nopen == 0 && n->pins == 0)
 			unref = n->orphan && !n->iopen_left;
 		/* dlm: the kernel let go: our PR goes, but an owner's
@@ -337,6 +376,10 @@ int fs_ns_init(struct fs *fs, const struct fs_opts *o)
 	pthread_mutex_init(&ns->tbl_lock, NULL);
 	pthread_cond_init(&ns->range_cond, NULL);
 	fs->ns = ns;
+	/* dlm: the kernel holds the root for the whole mount, with no
+	 * lookup: its glock stays pinned (never dropped for the bound) */
+	if (fs->cl != NULL && fs_cluster_glocks(fs->cl) != NULL)
+		fs_glock_pin(fs_cluster_glocks(fs->cl), FS_LK_INODE, ns->root);
 	return 0;
 }
 

@@ -30,8 +30,10 @@
  *     orphan/oprev/onext, slotinfo.orphan_head, dinode.orphan_next),
  *     taken inside a handle.
  *   - ns->tbl_lock, a mutex over the reference table (hash, nlookup,
- *     nopen, pins, I/O ranges). A leaf: nothing is taken while it is
- *     held (waiting on range_cond releases it).
+ *     nopen, pins, I/O ranges). A leaf but for the glock engine's
+ *     e->mu (dlm: an inode's first kernel reference pins its glock, its
+ *     last unpins it: fs_glock_pin), which takes nothing of ours;
+ *     waiting on range_cond releases it.
  * File data I/O runs under the inode's lock (shared for reads, exclusive
  * for writes); a write hands its data to fs_data_write with its
  * transaction handle open, so with data=ordered the commit that makes

@@ -1609,7 +1609,8 @@ struct rd {
 };
 
 /* readdirplus: the attributes of one child, under its lock (shared, a
- * child after its parent), released before the next. */
+ * child after its parent), held on success (readdir_cb releases it
+ * before the next). */
 static int child_attr(struct rd *r, uint64_t ino, struct fs_attr *a)
 {
 	struct fs_buf *b;
@@ -1623,8 +1624,9 @@ static int child_attr(struct rd *r, uint64_t ino, struct fs_attr *a)
 	if (ret == 0) {
 		fs_ino_attr(fs_di(b), a);
 		fs_buf_put(b);
+	} else {
+		fs_iunlock_one(r->il, ino);
 	}
-	fs_iunlock_one(r->il, ino);
 	return ret;
 }
 
@@ -1632,6 +1634,7 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 {
 	struct rd *r = arg;
 	struct fs_attr a;
+	int full;
 
 	fs_sa_pass(r->sa, de);
 	if (!(r->flags & FS_READDIR_PLUS) || is_dot_ent(de))
@@ -1639,10 +1642,14 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 	r->err = child_attr(r, de->ino, &a);
 	if (r->err < 0)
 		return 1;
-	if (r->fill(r->arg, de, &a))
-		return 1;
-	fs_ino_get_lookup(r->fs, de->ino);
-	return 0;
+	/* the kernel's reference (and the glock's pin, fs_glock_pin) is
+	 * taken under the child's lock: its glock cannot be dropped for
+	 * the bound in between, under the entry handed out */
+	full = r->fill(r->arg, de, &a);
+	if (!full)
+		fs_ino_get_lookup(r->fs, de->ino);
+	fs_iunlock_one(r->il, de->ino);
+	return full;
 }
 
 /*

@@ -10,7 +10,7 @@
 #    also through an open file (fstat) and a working directory (stat .);
 #  * names: create, unlink, rename, mkdir on A seen by lookup and readdir
 #    on B, also where B cached the name as absent; `rm -rf d; mkdir d`
-#    on A, then `ls d` on B is empty;
+#    on A, then `ls d` on B is empty; the same for names in the root;
 #  * shared mappings: a write through a shared mapping on A + msync seen
 #    by read(2) on B; a shared mapping on B sees a write(2) of A;
 #  * a change in one directory on A drops B's names of that directory
@@ -113,6 +113,13 @@ wait $cwp
 check clu_kcache_cwd_attrs eq "$(cat "$T/cw.out")" 700
 
 # ---- names ----
+# in the root, which the kernel holds with no lookup (its lock's drop
+# always tells the kernel)
+check clu_kcache_root_absent_first test ! -e "$MB/rootname"
+touch "$MA/rootname"
+check clu_kcache_root_create_seen test -e "$MB/rootname"
+rm "$MA/rootname"
+check clu_kcache_root_unlink_seen test ! -e "$MB/rootname"
 mkdir "$MA/d"
 touch "$MA/d/a" "$MA/d/b"
 check clu_kcache_ls_first eq "$(ls "$MB/d" | tr '\n' ' ')" "a b "

@@ -62,10 +62,11 @@ static void s_names(void *arg)
 	add(arg, 'n', 0, 0, 0);
 }
 
-static void s_forget(void *arg, const uint64_t *inos, size_t n)
+static int s_forget(void *arg, const uint64_t *inos, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		add(arg, 'f', inos[i], 0, 0);
+	return 0;
 }
 
 static void s_sync(void *arg)

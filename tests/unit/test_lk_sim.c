@@ -415,6 +415,51 @@ static void test_toss_list(void)
 	sim_fini();
 }
 
+/* lk_ls_set_toss_max: beyond the bound the oldest unused resources go
+ * at the next tick, however recent (toss_ms not passed); the newest
+ * stay, and so does the memory gauge's floor. */
+static void test_toss_bound(void)
+{
+	struct lk_lock *a;
+	struct lk_stats st;
+
+	start_cluster(2);
+	lk_ls_set_toss_max(node[1], 3);
+	for (uint64_t i = 0; i < 10; i++) {
+		struct lk_name x = nm(950 + i);
+
+		CHECK(lk_lock(node[1], &x, LK_PR, 0, NULL, NULL, &a) >= 0);
+		settle();
+		CHECK_EQ(lk_unlock(a, 0), 0);
+		settle();
+	}
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.tossed, 10); /* toss_ms (10 s) not passed */
+	CHECK_EQ(st.toss_max, 3);
+	CHECK(st.bytes > 0);
+	pthread_mutex_lock(&node[1]->mu);
+	lk_core_tick(node[1], lk_now_ns());
+	lk_out_flush(node[1]);
+	pthread_mutex_unlock(&node[1]->mu);
+	settle();
+	lk_ls_stats(node[1], &st);
+	CHECK_EQ(st.tossed, 3);
+	CHECK_EQ(st.toss_freed, 7);
+	CHECK_EQ(st.resources, 3);
+	/* the newest three stay: a lock on one finds its resource */
+	{
+		struct lk_name x = nm(959);
+
+		CHECK(lk_lock(node[1], &x, LK_PR, 0, NULL, NULL, &a) >= 0);
+		settle();
+		lk_ls_stats(node[1], &st);
+		CHECK_EQ(st.resources, 3);
+		CHECK_EQ(lk_unlock(a, 0), 0);
+		settle();
+	}
+	sim_fini();
+}
+
 static void test_batch_one_frame_per_master(void)
 {
 	enum { N = 500 };
@@ -1471,6 +1516,7 @@ int main(int argc, char **argv)
 	T_RUN(test_remote_grant_and_bast);
 	T_RUN(test_hold_cache);
 	T_RUN(test_toss_list);
+	T_RUN(test_toss_bound);
 	T_RUN(test_batch_one_frame_per_master);
 	T_RUN(test_short_and_long_requests);
 	T_RUN(test_runreq_malformed);
