@@ -24,7 +24,9 @@
  *   blocking callback: demote_to = PR (we hold EX, they want PR/CR) or
  *            NL; queues a job for a worker (fs_glocks_kick)
  *   job (worker): demote_to set, not busy; before the minimum hold time
- *            since the grant has passed -> queued again for then; from
+ *            since the grant has passed while a local holder uses the
+ *            glock or waits for it (in_use) -> queued again for then (a
+ *            release or the hold's end runs it); from
  *            EX with an ops->flush not run yet for this demote -> start
  *            it (flush 1: every holder the mode covers is still
  *            admitted, so the requests it causes can run) and wait for
@@ -44,7 +46,9 @@
  * bounce) while other local acquires wait doubles minhold_ns (at least
  * FS_GLOCK_MINHOLD_STEP_NS, at most FS_GLOCK_MINHOLD_MAX_MS); a demote
  * for another node of a grant no other local acquire waited for halves
- * it (never below the engine's base).
+ * it (never below the engine's base). The hold only keeps a lock for
+ * local holders: a blocking callback finding no holder and no waiter
+ * here, or the last holder leaving, gives it up at once.
  *
  * Locking: fs_glock_internal.h. gl->mu is released around every DLM call
  * that may wait and around the ops (busy keeps the state stable
@@ -285,6 +289,15 @@ static void minhold_shrink(struct fs_glock *gl)
 	if (v != gl->minhold_ns)
 		gl->st.minhold_shrinks++;
 	gl->minhold_ns = v;
+}
+
+/* Is a local holder using @gl, or waiting for it? The minimum hold keeps
+ * a lock only for those: one nobody here uses goes at once to the node
+ * that asks (GFS2 delays a demote only for a glock with holders). mu
+ * held. */
+static int in_use(const struct fs_glock *gl)
+{
+	return gl->nholders > 0 || gl->nwaiters > 0;
 }
 
 /* ---- acquire ---------------------------------------------------------- */
@@ -880,7 +893,7 @@ void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence)
 		goto out;
 	}
 	t = gl->grant_ns + gl->minhold_ns;
-	if (now < t) {
+	if (now < t && in_use(gl)) {
 		gl->st.hold_refusals += !gl->refused;
 		gl->refused = 1;
 		*due = t;

@@ -13,7 +13,8 @@
  * unlock) and never a referenced one; demotes run on the engine's
  * workers with sync/drop; a flush op lets holders in until it is done;
  * the adaptive minimum hold grows on a bounce
- * with local acquires queued and shrinks again; a fence ends a wait for
+ * with local acquires queued and shrinks again, and keeps a lock only for
+ * local holders; a fence ends a wait for
  * another node; drop_all; the type's value block bytes go from one
  * node's lvb_write to the next grant's lvb_read; lock events in the
  * trace.
@@ -705,6 +706,56 @@ static void test_minhold_adapts(void)
 	fs_glocks_free(eb);
 }
 
+/* The minimum hold keeps a lock only for local holders: with a hold far
+ * longer than any wait here (10 s), a lock nobody on A uses goes to B at
+ * once (no deferral counted); while A has a holder, B's request is
+ * deferred and new holders of A still run, and once the last one left,
+ * the lock goes at once, before the hold ends. */
+static void test_minhold_only_for_holders(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 10000), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+	struct fs_glock_stats s;
+	struct acq q;
+	pthread_t t;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 650, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 650, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX); /* cached EX, no holder */
+	q = (struct acq){b, LK_EX, 1};
+	pthread_create(&t, NULL, acq_main, &q);
+	pthread_join(t, NULL);
+	CHECK_EQ(q.ret, 0);
+	WAIT_FOR(gstats(a).demote_nl == 1);
+	s = gstats(a);
+	CHECK_EQ(s.demote_nl, 1);
+	CHECK_EQ(s.hold_refusals, 0); /* nobody here used it: no hold */
+	/* A takes it back and keeps a holder: B's request waits */
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	q = (struct acq){b, LK_EX, 1};
+	pthread_create(&t, NULL, acq_main, &q);
+	WAIT_FOR(gstats(a).hold_refusals == 1);
+	CHECK_EQ(gstats(a).hold_refusals, 1);
+	CHECK_EQ(q.ret, 1);
+	/* within the hold, a new holder of A still runs */
+	CHECK_EQ(fs_glock_try(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(gstats(a).demote_nl, 1);
+	fs_glock_release(a, LK_EX); /* the last holder: it goes now */
+	pthread_join(t, NULL);
+	CHECK_EQ(q.ret, 0);
+	WAIT_FOR(gstats(a).demote_nl == 2);
+	s = gstats(a);
+	CHECK_EQ(s.demote_nl, 2);
+	CHECK_EQ(s.hold_refusals, 1);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
 static void test_fence_ends_wait(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
@@ -1050,6 +1101,7 @@ int main(int argc, char **argv)
 		T_RUN(test_flush_admits_holders);
 		T_RUN(test_demote_ahead);
 		T_RUN(test_minhold_adapts);
+		T_RUN(test_minhold_only_for_holders);
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);
 		T_RUN(test_lvb_carries);
