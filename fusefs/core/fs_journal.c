@@ -465,14 +465,17 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
 /*
  * Write @n single-block writes (journal: consecutive log positions;
  * checkpoint: sorted by block number) as few large writes: copy them into
- * a staging buffer of STAGE_BLOCKS (a constant 2 MiB) and submit each
- * window's contiguous runs in one batch.
+ * a staging buffer of at most STAGE_BLOCKS (2 MiB) and submit each
+ * window's contiguous runs in one batch. The buffer is only as large as
+ * the writes: a lock's demote writes a few blocks, and zeroing 2 MiB
+ * (bd_buf_alloc) took longer than their I/O.
  */
 #define STAGE_BLOCKS 512u
 static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
 {
-	uint8_t *stage = bd_buf_alloc((size_t)STAGE_BLOCKS * FS_BLOCK_SIZE);
-	struct bd_io *out = calloc(STAGE_BLOCKS, sizeof(*out));
+	unsigned cap = n < STAGE_BLOCKS ? (n > 0 ? n : 1) : STAGE_BLOCKS;
+	uint8_t *stage = bd_buf_alloc((size_t)cap * FS_BLOCK_SIZE);
+	struct bd_io *out = calloc(cap, sizeof(*out));
 	int ret = 0;
 
 	if (stage == NULL || out == NULL) {
