@@ -25,8 +25,8 @@
  *            NL; queues a job for a worker (fs_glocks_kick)
  *   job (worker): demote_to set, not busy; before the minimum hold time
  *            since the grant has passed while a local holder uses the
- *            glock or waits for it (in_use) -> queued again for then (a
- *            release or the hold's end runs it); from
+ *            glock (in_use) -> queued again for then (the last holder's
+ *            release runs it sooner: fs_glocks_kick); from
  *            EX with an ops->flush not run yet for this demote -> start
  *            it (flush 1: every holder the mode covers is still
  *            admitted, so the requests it causes can run) and wait for
@@ -47,8 +47,8 @@
  * FS_GLOCK_MINHOLD_STEP_NS, at most FS_GLOCK_MINHOLD_MAX_MS); a demote
  * for another node of a grant no other local acquire waited for halves
  * it (never below the engine's base). The hold only keeps a lock for
- * local holders: a blocking callback finding no holder and no waiter
- * here, or the last holder leaving, gives it up at once.
+ * local holders: a blocking callback finding no holder here, or the
+ * last holder leaving, gives it up at once.
  *
  * Locking: fs_glock_internal.h. gl->mu is released around every DLM call
  * that may wait and around the ops (busy keeps the state stable
@@ -291,13 +291,14 @@ static void minhold_shrink(struct fs_glock *gl)
 	gl->minhold_ns = v;
 }
 
-/* Is a local holder using @gl, or waiting for it? The minimum hold keeps
- * a lock only for those: one nobody here uses goes at once to the node
- * that asks (GFS2 delays a demote only for a glock with holders). mu
- * held. */
+/* Is a local holder using @gl? The minimum hold keeps a lock only for
+ * them: one nobody here holds goes at once to the node that asks (GFS2
+ * delays a demote only for a glock with holders). Waiters do not count:
+ * one whose mode the lock covers is admitted at once during the hold,
+ * one that needs another mode needs this demote first. mu held. */
 static int in_use(const struct fs_glock *gl)
 {
-	return gl->nholders > 0 || gl->nwaiters > 0;
+	return gl->nholders > 0;
 }
 
 /* ---- acquire ---------------------------------------------------------- */

@@ -20,11 +20,11 @@
  * holders: it only goes down when another node asks (the DLM's blocking
  * callback) or when the glock is dropped from the LRU. A blocking
  * callback queues the glock for the engine's small pool of demote
- * workers (no thread per glock); once no local holder uses the glock or
- * waits for it, or else once its minimum hold time has passed since its
- * grant (new local holders are admitted until then), a worker stops
- * admitting new holders, waits for
- * the ones in flight to leave (their release queues it again), calls
+ * workers (no thread per glock); once no local holder uses the glock,
+ * or else once its minimum hold time has passed since its grant (new
+ * local holders are admitted until then), a worker stops admitting new
+ * holders, waits for the ones in flight to leave (their release queues
+ * it again), calls
  * ops->sync (from EX), ops->drop (to NL) and converts down: EX -> PR when
  * the other node wants PR, else to NL.
  *
@@ -37,9 +37,10 @@
  * that no other local acquire waited for. Both are counted. (One thread
  * per node taking turns never grows it: a transfer costs no more than it
  * must.) The hold only serves local holders: a glock that no local
- * holder uses or waits for goes at once when another node asks, however
- * recent its grant (GFS2 delays a demote only for a glock with holders);
- * counted: hold_refusals are the demotes deferred for local holders.
+ * holder uses goes at once when another node asks (or when its last
+ * holder leaves), however recent its grant (GFS2 delays a demote only
+ * for a glock with holders); hold_refusals counts the demotes deferred
+ * for local holders.
  *
  * Cache validity: the lock carries its value block (LK_VALBLK) whose
  * first 8 bytes are a generation (little-endian u64, FORMAT.md "Cluster

@@ -276,11 +276,47 @@ static void later_del(struct fs_glocks *e, struct fs_glock *gl)
 	e->nlater--;
 }
 
-/* Queue a job for @gl, to run at @due (0: now). e->mu held. */
+/* Take @gl's job out of the delayed heap; 1 if it was there (its
+ * reference goes with it to the caller). e->mu held. */
+static int heap_take(struct fs_glocks *e, struct fs_glock *gl)
+{
+	struct fs_glocks_job *h = e->delayed;
+	size_t i = 0;
+
+	while (i < e->ndelayed && h[i].gl != gl)
+		i++;
+	if (i == e->ndelayed)
+		return 0;
+	h[i].due = 0; /* due before any other: up to the root, popped */
+	for (; i > 0; i = (i - 1) / 2)
+		heap_swap(h, i, (i - 1) / 2);
+	heap_pop(e);
+	return 1;
+}
+
+static void ready_push(struct fs_glocks *e, struct fs_glock *gl)
+{
+	gl->qnext = NULL;
+	*e->ready_tail = gl;
+	e->ready_tail = &gl->qnext;
+	e->nready++;
+}
+
+/* Queue a job for @gl, to run at @due (0: now). A job delayed already
+ * and now wanted at once (the local holders a minimum hold deferred a
+ * demote for are gone: fs_glock.c) moves to the ready queue. e->mu
+ * held. */
 static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 {
-	if (!gl->live || e->stopping || gl->queued == GQ_NOW)
+	if (!gl->live || e->stopping)
 		return;
+	if (gl->queued == GQ_NOW) {
+		if (due == 0 && heap_take(e, gl)) {
+			ready_push(e, gl);
+			pthread_cond_signal(&e->wcv);
+		}
+		return;
+	}
 	if (gl->queued == GQ_LATER) {
 		later_del(e, gl); /* due now: ahead of the other ahead jobs */
 	} else {
@@ -288,12 +324,8 @@ static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 		lru_del(e, gl);
 	}
 	gl->queued = GQ_NOW;
-	if (due == 0 || heap_push(e, gl, due) < 0) {
-		gl->qnext = NULL;
-		*e->ready_tail = gl;
-		e->ready_tail = &gl->qnext;
-		e->nready++;
-	}
+	if (due == 0 || heap_push(e, gl, due) < 0)
+		ready_push(e, gl);
 	pthread_cond_signal(&e->wcv);
 }
 

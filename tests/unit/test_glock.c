@@ -707,13 +707,14 @@ static void test_minhold_adapts(void)
 }
 
 /* The minimum hold keeps a lock only for local holders: with a hold far
- * longer than any wait here (10 s), a lock nobody on A uses goes to B at
- * once (no deferral counted); while A has a holder, B's request is
- * deferred and new holders of A still run, and once the last one left,
- * the lock goes at once, before the hold ends. */
+ * longer than any wait here (60 s; WAIT_FOR gives up after 20), a lock
+ * nobody on A uses goes to B at once (no deferral counted); while A has
+ * a holder, B's request is deferred and new holders of A still run, and
+ * once the last one left, the lock goes at once, before the hold ends
+ * (the deferred job is brought forward). */
 static void test_minhold_only_for_holders(void)
 {
-	struct fs_glocks *ea = eng_on(0, 0, 10000), *eb = eng_on(1, 0, 0);
+	struct fs_glocks *ea = eng_on(0, 0, 60000), *eb = eng_on(1, 0, 0);
 	struct fs_glock *a, *b;
 	struct fs_glock_stats s;
 	struct acq q;
@@ -726,8 +727,9 @@ static void test_minhold_only_for_holders(void)
 	fs_glock_release(a, LK_EX); /* cached EX, no holder */
 	q = (struct acq){b, LK_EX, 1};
 	pthread_create(&t, NULL, acq_main, &q);
+	WAIT_FOR(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE) == 0);
+	CHECK_EQ(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE), 0);
 	pthread_join(t, NULL);
-	CHECK_EQ(q.ret, 0);
 	WAIT_FOR(gstats(a).demote_nl == 1);
 	s = gstats(a);
 	CHECK_EQ(s.demote_nl, 1);
@@ -738,14 +740,15 @@ static void test_minhold_only_for_holders(void)
 	pthread_create(&t, NULL, acq_main, &q);
 	WAIT_FOR(gstats(a).hold_refusals == 1);
 	CHECK_EQ(gstats(a).hold_refusals, 1);
-	CHECK_EQ(q.ret, 1);
+	CHECK_EQ(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE), 1);
 	/* within the hold, a new holder of A still runs */
 	CHECK_EQ(fs_glock_try(a, LK_EX), 0);
 	fs_glock_release(a, LK_EX);
 	CHECK_EQ(gstats(a).demote_nl, 1);
 	fs_glock_release(a, LK_EX); /* the last holder: it goes now */
+	WAIT_FOR(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE) == 0);
+	CHECK_EQ(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE), 0);
 	pthread_join(t, NULL);
-	CHECK_EQ(q.ret, 0);
 	WAIT_FOR(gstats(a).demote_nl == 2);
 	s = gstats(a);
 	CHECK_EQ(s.demote_nl, 2);
