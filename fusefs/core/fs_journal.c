@@ -1133,6 +1133,44 @@ int fs_journal_sync(struct fs *fs)
 	return sync_data(fs);
 }
 
+/* The newest transaction that holds a block of @o and is not yet
+ * written home (0: none); every transaction up to all_dirty_seq counts
+ * (the owner table lacked memory). j->lock held. */
+static uint64_t owner_seq_locked(struct fs *fs, struct fs_owner o)
+{
+	struct fs_journal *j = fs->j;
+	uint64_t seq = j->all_dirty_seq;
+	struct oseq *e;
+
+	if (j->npend > 0)
+		pend_resolve(fs, 0);
+	if (j->ocap == 0)
+		return seq;
+	e = otab_find(j->otab, j->ocap, o);
+	return e->type != FS_OWNER_NONE && e->seq > seq ? e->seq : seq;
+}
+
+int fs_journal_sync_ino(struct fs *fs, uint64_t ino)
+{
+	struct fs_journal *j = fs->j;
+	struct fs_owner o = {FS_OWNER_INODE, ino};
+	uint64_t seq, done;
+	int ret;
+
+	if (fs->ro)
+		return 0;
+	pthread_mutex_lock(&j->lock);
+	seq = owner_seq_locked(fs, o);
+	done = j->committed_seq;
+	ret = j->aborted;
+	pthread_mutex_unlock(&j->lock);
+	if (ret == 0 && seq > done)
+		ret = sync_seq(fs, seq);
+	else if (ret == 0)
+		FS_STAT_ADD(fs, fsync_clean, 1);
+	return ret < 0 ? ret : sync_data(fs);
+}
+
 /* fs_journal_owner_dirty; *err = the journal's abort error. */
 static int owner_dirty(struct fs *fs, struct fs_owner o, int *err)
 {
