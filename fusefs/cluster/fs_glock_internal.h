@@ -44,7 +44,7 @@ struct fs_glock_counts {
 	uint64_t demote_pr, demote_nl, demote_ns, wait_ns, max_wait_ns;
 	uint64_t invals, recovers, drops, syncs, bounces, hold_refusals;
 	uint64_t minhold_grows, minhold_shrinks, evict_syncs, generation;
-	uint64_t bad_releases, flushes, aheads;
+	uint64_t bad_releases, flushes, aheads, gen_kept;
 	uint64_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
 	uint64_t mode_acquires[2], mode_wait_ns[2], mode_max_ns[2];
 	uint64_t mode_failed[2];
@@ -147,6 +147,10 @@ struct fs_glock {
 	int comp_status;	     /* mu: ... with this status */
 	int ahead;		     /* mu: granted by a lock-ahead batch,
 					no holder yet */
+	int tracked;		     /* mu: the generation moves when EX is
+					given up, if ops->changed (the EX
+					grant left it as it was) */
+	uint64_t mark;		     /* mu: ops->stamp at the EX grant */
 	struct fs_glock_counts st;   /* mu */
 	struct fs_trace_wb rep;	     /* busy: what the running demote's or
 					unlock's ops did (fs_glock_report) */
@@ -167,6 +171,11 @@ struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret,
 				      int *fence);
 void fs_glock_unlock_end(struct fs_glock *gl);
 void fs_glock_fence_one(struct fs_glock *gl);
+/* fs_glocks_free is about to unlock @gl without ops: a generation a
+ * tracking EX grant left as it was (fs_glock_ops.changed) moves on, since
+ * nothing tells what its holders changed. Only once the engine stopped
+ * (no lock taken). */
+void fs_glock_free_lvb(struct fs_glock *gl);
 void fs_glock_stop_one(struct fs_glock *gl, uint64_t deadline);
 void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 		    uint64_t ns);

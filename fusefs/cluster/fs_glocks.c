@@ -940,8 +940,10 @@ void fs_glocks_free(struct fs_glocks *e)
 			struct fs_glock *gl = e->bucket[b];
 
 			e->bucket[b] = gl->hnext;
-			if (gl->lk != NULL && !gl->fenced)
+			if (gl->lk != NULL && !gl->fenced) {
+				fs_glock_free_lvb(gl);
 				lk_unlock(gl->lk, 0);
+			}
 			gl_destroy(gl);
 		}
 	}
@@ -1084,6 +1086,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "bad_releases", s->bad_releases);
 	fs_json_u64(o, "flushes", s->flushes);
 	fs_json_u64(o, "demotes_ahead", s->aheads);
+	fs_json_u64(o, "gen_kept", s->gen_kept);
 	fs_json_u64(o, "ahead_batches", s->ahead_batches);
 	fs_json_u64(o, "ahead_ns", s->ahead_ns);
 	fs_json_u64(o, "ahead_requests", s->ahead_requests);

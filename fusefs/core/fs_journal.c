@@ -1171,6 +1171,29 @@ int fs_journal_sync_ino(struct fs *fs, uint64_t ino)
 	return ret < 0 ? ret : sync_data(fs);
 }
 
+uint64_t fs_journal_stamp(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+	uint64_t seq;
+
+	pthread_mutex_lock(&j->lock);
+	seq = j->run_seq;
+	pthread_mutex_unlock(&j->lock);
+	return seq;
+}
+
+int fs_journal_owner_since(struct fs *fs, struct fs_owner o, uint64_t stamp)
+{
+	struct fs_journal *j = fs->j;
+	int since;
+
+	pthread_mutex_lock(&j->lock);
+	since = owner_seq_locked(fs, o) >= stamp || j->ckpt_seq >= stamp ||
+		j->npend > 0 || j->aborted;
+	pthread_mutex_unlock(&j->lock);
+	return since;
+}
+
 /* fs_journal_owner_dirty; *err = the journal's abort error. */
 static int owner_dirty(struct fs *fs, struct fs_owner o, int *err)
 {
