@@ -516,14 +516,37 @@ static void test_enospc(void)
 
 /* fsync is durable: after a power loss (unflushed writes dropped by the
  * fault device) the fsync'ed file is there with its data. */
+/* Power loss on @fault (the device under t->fs), then mount @lower
+ * again. */
+static int crash_remount(struct tfs *t, struct bd_dev *lower,
+			 struct bd_fault *fault)
+{
+	bd_fault_crash(fault, 0);
+	fs_abandon(t->fs);
+	t->fs = NULL;
+	t->bd = lower;
+	return tfs_mount(t);
+}
+
+/* 1 if the root's file @name holds exactly @want. */
+static int file_is(struct tfs *t, const char *name, const char *want)
+{
+	char buf[64] = "";
+	int64_t ino = tfs_lookup(t, t->root, name);
+	ssize_t n;
+
+	if (ino <= 0)
+		return 0;
+	n = fs_read(t->fs, (uint64_t)ino, buf, sizeof(buf), 0);
+	return n == (ssize_t)strlen(want) && memcmp(buf, want, (size_t)n) == 0;
+}
+
 static void test_fsync_durable(void)
 {
 	struct tfs t;
 	struct bd_dev *lower, *fdev;
 	struct bd_fault *fault;
 	struct fs_attr a;
-	char buf[16] = "";
-	int64_t ino;
 
 	REQUIRE(tfs_format(&t, 64) == 0);
 	lower = t.bd;
@@ -535,17 +558,8 @@ static void test_fsync_durable(void)
 	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, "synced", 6, 0), 6);
 	CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
 	fs_release(t.fs, a.ino);
-	bd_fault_crash(fault, 0);
-	fs_abandon(t.fs);
-	t.fs = NULL;
-	t.bd = lower;
-	REQUIRE(tfs_mount(&t) == 0);
-	ino = tfs_lookup(&t, t.root, "durable");
-	CHECK(ino > 0);
-	if (ino > 0) {
-		CHECK_EQ(fs_read(t.fs, (uint64_t)ino, buf, sizeof(buf), 0), 6);
-		CHECK(memcmp(buf, "synced", 6) == 0);
-	}
+	REQUIRE(crash_remount(&t, lower, fault) == 0);
+	CHECK(file_is(&t, "durable", "synced"));
 	fs_unmount(t.fs);
 	bd_close(fdev);	/* closes lower too */
 }
@@ -570,8 +584,6 @@ static void test_fsync_one_inode(void)
 	struct bd_fault *fault;
 	struct fs_attr a, b;
 	uint64_t c0, c1, k0, k1;
-	char buf[16] = "";
-	int64_t ino;
 
 	REQUIRE(tfs_format(&t, 64) == 0);
 	lower = t.bd;
@@ -603,23 +615,9 @@ static void test_fsync_one_inode(void)
 	CHECK_EQ(k0, k1 + 1);
 	fs_release(t.fs, a.ino);
 	fs_release(t.fs, b.ino);
-	bd_fault_crash(fault, 0);
-	fs_abandon(t.fs);
-	t.fs = NULL;
-	t.bd = lower;
-	REQUIRE(tfs_mount(&t) == 0);
-	ino = tfs_lookup(&t, t.root, "a");
-	CHECK(ino > 0);
-	if (ino > 0) {
-		CHECK_EQ(fs_read(t.fs, (uint64_t)ino, buf, sizeof(buf), 0), 10);
-		CHECK(memcmp(buf, "firstagain", 10) == 0);
-	}
-	ino = tfs_lookup(&t, t.root, "b");
-	CHECK(ino > 0);
-	if (ino > 0) {
-		CHECK_EQ(fs_read(t.fs, (uint64_t)ino, buf, sizeof(buf), 0), 5);
-		CHECK(memcmp(buf, "other", 5) == 0);
-	}
+	REQUIRE(crash_remount(&t, lower, fault) == 0);
+	CHECK(file_is(&t, "a", "firstagain"));
+	CHECK(file_is(&t, "b", "other"));
 	fs_unmount(t.fs);
 	bd_close(fdev);
 }
