@@ -119,6 +119,7 @@ struct fs_glock {
 	uint8_t queued; /* GQ_NOW: on e->ready or e->delayed; GQ_LATER:
 			   on e->later */
 	uint8_t evict;	/* picked from the LRU to be dropped */
+	uint8_t delayed;  /* its GQ_NOW job is on e->delayed (the heap) */
 	uint64_t idle_ns; /* when it went on the LRU (demote-ahead) */
 
 	pthread_mutex_t mu;

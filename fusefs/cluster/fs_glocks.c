@@ -236,6 +236,7 @@ static int heap_push(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 	}
 	h[i] = (struct fs_glocks_job){.due = due, .gl = gl};
 	e->ndelayed++;
+	gl->delayed = 1;
 	for (; i > 0 && h[(i - 1) / 2].due > h[i].due; i = (i - 1) / 2)
 		heap_swap(h, i, (i - 1) / 2);
 	return 0;
@@ -247,6 +248,7 @@ static struct fs_glock *heap_pop(struct fs_glocks *e)
 	struct fs_glock *gl = h[0].gl;
 	size_t i = 0, n = --e->ndelayed;
 
+	gl->delayed = 0;
 	h[0] = h[n];
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
@@ -283,6 +285,8 @@ static int heap_take(struct fs_glocks *e, struct fs_glock *gl)
 	struct fs_glocks_job *h = e->delayed;
 	size_t i = 0;
 
+	if (!gl->delayed)
+		return 0;
 	while (i < e->ndelayed && h[i].gl != gl)
 		i++;
 	if (i == e->ndelayed)
