@@ -308,8 +308,10 @@ ssize_t fs_read_ex(struct fs *fs, uint64_t ino, void *buf, size_t len,
 ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 		 const void *buf, size_t len, uint64_t off);
 
-/* Make @ino's data and metadata durable (a journal commit + device
- * flush). */
+/* Make @ino's data and metadata durable: a journal commit if a change of
+ * @ino is not durable yet (other inodes' changes go with it), then the
+ * file data issued so far and a device flush if needed. @ino 0: every
+ * change (syncfs). */
 int fs_fsync(struct fs *fs, uint64_t ino, int datasync);
 
 /* fallocate(2), as ext4 (fs_falloc.c): mode 0 and FALLOC_FL_KEEP_SIZE

@@ -460,6 +460,36 @@ static int inode_flush(struct fs_glock *gl, void *arg)
 	cl_fs_put(cl, fs);
 	return ret;
 }
+/* Change tracking (fs_glock_ops.stamp, changed): the value block's
+ * generation moves on only when a holder of this EX grant changed the
+ * inode's blocks (a transaction since the grant holds one, as the
+ * journal's owner table tells; in doubt: changed), so that another
+ * node's next grant keeps the blocks it cached when nothing changed. */
+static uint64_t inode_stamp(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	uint64_t s = 0;
+
+	(void)gl;
+	if (fs != NULL && fs->j != NULL)
+		s = fs_journal_stamp(fs);
+	cl_fs_put(cl, fs);
+	return s;
+}
+
+static int inode_changed(struct fs_glock *gl, uint64_t mark, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int changed = 1;
+
+	if (fs != NULL && fs->j != NULL && mark != 0)
+		changed = fs_journal_owner_since(fs, owner_of(gl), mark);
+	cl_fs_put(cl, fs);
+	return changed;
+}
+
 /* Demote-ahead (fs_glock.h): a node asking for an inode this node only
  * reads idle will likely ask for its neighbours next (rm -rf of a tree
  * read here: a directory's inodes come from one chunk of INODE_CHUNK
@@ -476,6 +506,8 @@ static const struct fs_glock_ops inode_ops = {
     .drop = inode_drop,
     .place = inode_place,
     .flush = inode_flush,
+    .stamp = inode_stamp,
+    .changed = inode_changed,
     .ahead_span = INODE_AHEAD_SPAN,
 };
 

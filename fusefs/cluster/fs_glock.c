@@ -24,7 +24,9 @@
  *   blocking callback: demote_to = PR (we hold EX, they want PR/CR) or
  *            NL; queues a job for a worker (fs_glocks_kick)
  *   job (worker): demote_to set, not busy; before the minimum hold time
- *            since the grant has passed -> queued again for then; from
+ *            since the grant has passed while a local holder uses the
+ *            glock (in_use) -> queued again for then (the last holder's
+ *            release runs it sooner: fs_glocks_kick); from
  *            EX with an ops->flush not run yet for this demote -> start
  *            it (flush 1: every holder the mode covers is still
  *            admitted, so the requests it causes can run) and wait for
@@ -44,7 +46,9 @@
  * bounce) while other local acquires wait doubles minhold_ns (at least
  * FS_GLOCK_MINHOLD_STEP_NS, at most FS_GLOCK_MINHOLD_MAX_MS); a demote
  * for another node of a grant no other local acquire waited for halves
- * it (never below the engine's base).
+ * it (never below the engine's base). The hold only keeps a lock for
+ * local holders: a blocking callback finding no holder here, or the
+ * last holder leaving, gives it up at once.
  *
  * Locking: fs_glock_internal.h. gl->mu is released around every DLM call
  * that may wait and around the ops (busy keeps the state stable
@@ -291,6 +295,16 @@ static void minhold_shrink(struct fs_glock *gl)
 	gl->minhold_ns = v;
 }
 
+/* Is a local holder using @gl? The minimum hold keeps a lock only for
+ * them: one nobody here holds goes at once to the node that asks (GFS2
+ * delays a demote only for a glock with holders). Waiters do not count:
+ * one whose mode the lock covers is admitted at once during the hold,
+ * one that needs another mode needs this demote first. mu held. */
+static int in_use(const struct fs_glock *gl)
+{
+	return gl->nholders > 0;
+}
+
 /* ---- acquire ---------------------------------------------------------- */
 
 /* May a new holder in @mode run now? mu held. */
@@ -372,21 +386,83 @@ static void lvb_read(struct fs_glock *gl, const uint8_t *lvb, int valid)
 	pthread_mutex_lock(&gl->mu);
 }
 
-/* Before leaving EX: ops->lvb_write fills the type's bytes the DLM writes
- * back with the down-conversion or unlock. mu not held, busy set. */
-static void lvb_write(struct fs_glock *gl)
+/* Does this type move the generation only when something changed
+ * (fs_glock_ops.stamp, changed)? */
+static int tracks(const struct fs_glock *gl)
+{
+	return gl->ops->stamp != NULL && gl->ops->changed != NULL;
+}
+
+/* Before leaving EX: may the holders have changed what the lock covers
+ * since its grant (then the generation moves on: lvb_write)? 0 for a
+ * grant that moved it already. mu held on entry and return (released
+ * around the op), busy set. */
+static int ex_changed(struct fs_glock *gl)
+{
+	uint64_t mark = gl->mark;
+	int changed;
+
+	if (!gl->tracked)
+		return 0;
+	pthread_mutex_unlock(&gl->mu);
+	changed = gl->ops->changed(gl, mark, gl->arg);
+	pthread_mutex_lock(&gl->mu);
+	return changed;
+}
+
+/* Before leaving EX: move the generation on if @bump, and ops->lvb_write
+ * fills the type's bytes the DLM writes back with the down-conversion or
+ * unlock. The new generation, or 0 if it did not move. mu not held, busy
+ * set. */
+static uint64_t lvb_write(struct fs_glock *gl, int bump)
 {
 	uint8_t lvb[LK_LVB_LEN];
+	uint64_t g = 0;
 
-	if (gl->ops->lvb_write == NULL || lk_lvb_get(gl->lk, lvb) < 0)
-		return;
-	gl->ops->lvb_write(gl, lvb + 8, gl->arg);
+	if ((gl->ops->lvb_write == NULL && !bump) ||
+	    lk_lvb_get(gl->lk, lvb) < 0)
+		return 0;
+	if (bump) {
+		g = lvb_gen(lvb) + 1;
+		lvb_put_gen(lvb, g);
+	}
+	if (gl->ops->lvb_write != NULL)
+		gl->ops->lvb_write(gl, lvb + 8, gl->arg);
 	lk_lvb_set(gl->lk, lvb);
+	return g;
+}
+
+/* After lvb_write(@bump) returned @g: what this node saw last is what it
+ * wrote. mu held. */
+static void left_ex(struct fs_glock *gl, int bump, uint64_t g)
+{
+	if (bump && g != 0) {
+		gl->gen = g;
+		gl->st.generation = g;
+	} else if (gl->tracked && !bump) {
+		gl->st.gen_kept++;
+	}
+	gl->tracked = 0;
+}
+
+/* An EX grant on a valid LVB of a tracking type: the generation stays,
+ * the holders' changes are looked for when EX is given up. mu held on
+ * entry and return (released around the op), busy set. */
+static void ex_track(struct fs_glock *gl)
+{
+	uint64_t mark;
+
+	pthread_mutex_unlock(&gl->mu);
+	mark = gl->ops->stamp(gl, gl->arg);
+	pthread_mutex_lock(&gl->mu);
+	gl->mark = mark;
+	gl->tracked = 1;
 }
 
 /* After a grant in @mode, converted from @from (-1: a new lock): read the
  * generation; an invalid LVB means recover (in EX); move the generation
- * on for EX; hand the type its bytes; drop the caches if the generation
+ * on for EX (a tracking type: stamp, and move it when EX is given up, if
+ * anything changed); hand the type its bytes; drop the caches if the generation
  * is not the one we saw last. An up-conversion from PR held since its own
  * grant cannot have missed another node's EX (and that grant already ran
  * inval if needed): no inval then, even with an invalid LVB (a fresh
@@ -405,11 +481,15 @@ static int check_gen(struct fs_glock *gl, int mode, int from)
 		ret = run_op(gl, 1); /* mode is EX here (request) */
 	if (ret < 0)
 		return ret;
-	if (mode == LK_EX) {
+	if (mode == LK_EX && valid && tracks(gl)) {
+		if (!gl->tracked)
+			ex_track(gl); /* moves on when EX is given up */
+	} else if (mode == LK_EX) {
 		g = valid ? g + 1 : random_gen(gl->e);
 		lvb_put_gen(lvb, g);
 		lk_lvb_set(gl->lk, lvb);
 		valid = 1;
+		gl->tracked = 0;
 	}
 	lvb_read(gl, lvb, was_valid);
 	if (stale && gl->ops->inval != NULL)
@@ -791,19 +871,22 @@ static void ahead_unused(struct fs_glock *gl)
  * failure must fence the engine. */
 static void demote(struct fs_glock *gl, int *fence)
 {
-	int from = gl->mode, to = gl->demote_to, ret = 0;
-	uint64_t t0 = fs_glock_now();
+	int from = gl->mode, to = gl->demote_to, ret = 0, bump;
+	uint64_t t0 = fs_glock_now(), g = 0;
 
 	gl->busy = 1;
 	memset(&gl->rep, 0, sizeof(gl->rep));
+	bump = from == LK_EX && ex_changed(gl);
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		ret = gl->ops->sync(gl, from, to, gl->arg);
 	if (ret == 0 && from == LK_EX)
-		lvb_write(gl);
+		g = lvb_write(gl, bump);
 	if (ret == 0 && to == LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
+	if (ret == 0 && from == LK_EX)
+		left_ex(gl, bump, g);
 	gl->st.syncs += from == LK_EX && gl->ops->sync != NULL;
 	gl->st.drops += ret == 0 && to == LK_NL && gl->ops->drop != NULL;
 	if (ret == 0)
@@ -886,7 +969,7 @@ void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence)
 		goto out;
 	}
 	t = gl->grant_ns + gl->minhold_ns;
-	if (now < t) {
+	if (now < t && in_use(gl)) {
 		gl->st.hold_refusals += !gl->refused;
 		gl->refused = 1;
 		*due = t;
@@ -923,10 +1006,22 @@ int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now)
 
 /* ---- unlock, fence, stop ---------------------------------------------- */
 
+void fs_glock_free_lvb(struct fs_glock *gl)
+{
+	uint8_t lvb[LK_LVB_LEN];
+
+	if (!gl->tracked || gl->mode != LK_EX || gl->lk == NULL ||
+	    lk_lvb_get(gl->lk, lvb) < 0)
+		return;
+	lvb_put_gen(lvb, lvb_gen(lvb) + 1);
+	lk_lvb_set(gl->lk, lvb);
+}
+
 struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret, int *fence)
 {
 	struct lk_lock *lk = NULL;
-	int from, r = 0;
+	int from, r = 0, bump;
+	uint64_t g = 0;
 
 	pthread_mutex_lock(&gl->mu);
 	while (gl->busy && !gl->fenced)
@@ -939,14 +1034,17 @@ struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret, int *fence)
 	}
 	gl->busy = 1;
 	memset(&gl->rep, 0, sizeof(gl->rep));
+	bump = from == LK_EX && ex_changed(gl);
 	pthread_mutex_unlock(&gl->mu);
 	if (from == LK_EX && gl->ops->sync != NULL)
 		r = gl->ops->sync(gl, from, -1, gl->arg);
 	if (r == 0 && from == LK_EX)
-		lvb_write(gl);
+		g = lvb_write(gl, bump);
 	if (r == 0 && from > LK_NL && gl->ops->drop != NULL)
 		gl->ops->drop(gl, from, gl->arg);
 	pthread_mutex_lock(&gl->mu);
+	if (r == 0 && from == LK_EX)
+		left_ex(gl, bump, g);
 	gl->st.syncs += from == LK_EX && gl->ops->sync != NULL;
 	gl->st.drops += r == 0 && from > LK_NL && gl->ops->drop != NULL;
 	if (r == 0) {
@@ -1047,6 +1145,8 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	gl->comp_done = 0;
 	gl->comp_status = 0;
 	gl->ahead = 0;
+	gl->tracked = 0;
+	gl->mark = 0;
 	memset(&gl->st, 0, sizeof(gl->st));
 	pthread_mutex_unlock(&gl->mu);
 }
@@ -1142,6 +1242,7 @@ void fs_glock_stats_get(struct fs_glock *gl, struct fs_glock_stats *out)
 	out->bad_releases = c->bad_releases;
 	out->flushes = c->flushes;
 	out->aheads = c->aheads;
+	out->gen_kept = c->gen_kept;
 	out->ahead_requests = c->ahead_requests;
 	out->ahead_grants = c->ahead_grants;
 	out->ahead_hits = c->ahead_hits;

@@ -22,9 +22,11 @@
  * holders: it only goes down when another node asks (the DLM's blocking
  * callback) or when the glock is dropped from the LRU. A blocking
  * callback queues the glock for the engine's small pool of demote
- * workers (no thread per glock); once the glock's minimum hold time has
- * passed since its grant, a worker stops admitting new holders, waits for
- * the ones in flight to leave (their release queues it again), calls
+ * workers (no thread per glock); once no local holder uses the glock,
+ * or else once its minimum hold time has passed since its grant (new
+ * local holders are admitted until then), a worker stops admitting new
+ * holders, waits for the ones in flight to leave (their release queues
+ * it again), calls
  * ops->sync (from EX), ops->drop (to NL) and converts down: EX -> PR when
  * the other node wants PR, else to NL.
  *
@@ -36,13 +38,20 @@
  * (never below conf.minhold_ms) at a demote for another node of a grant
  * that no other local acquire waited for. Both are counted. (One thread
  * per node taking turns never grows it: a transfer costs no more than it
- * must.)
+ * must.) The hold only serves local holders: a glock that no local
+ * holder uses goes at once when another node asks (or when its last
+ * holder leaves), however recent its grant (GFS2 delays a demote only
+ * for a glock with holders); hold_refusals counts the demotes deferred
+ * for local holders.
  *
  * Cache validity: the lock carries its value block (LK_VALBLK) whose
  * first 8 bytes are a generation (little-endian u64, FORMAT.md "Cluster
  * locks"). Each EX grant moves it on (+1; a fresh random value when the
  * LVB is invalid, i.e. unset or a PW/EX holder died) and the DLM writes
- * it back when EX is given up. A grant that finds a generation other than
+ * it back when EX is given up; for a type with ops->stamp and
+ * ops->changed, a valid one moves on (+1) only when EX is given up after
+ * ops->changed said the holders may have changed something (counted:
+ * gen_kept when it did not move). A grant that finds a generation other than
  * the last one this node saw (or an invalid LVB) calls ops->inval before
  * any holder runs: what this node cached under the lock may be stale;
  * not an up-conversion from PR, which this node held since a grant that
@@ -143,6 +152,17 @@ struct fs_glock_ops {
 	 * be a pure function of @num, the same on every node. May be NULL
 	 * (0). */
 	uint32_t (*place)(uint64_t num, void *arg);
+	/* Change tracking: with both set, the generation moves on only when
+	 * EX is given up after a holder may have changed what the lock
+	 * covers, so that the next grant on another node keeps what it
+	 * cached if nothing changed (without them: at every EX grant).
+	 * stamp: at each EX grant (before any holder runs), a mark of "now"
+	 * for changed. changed: when the mode leaves EX, before sync: 1 if
+	 * anything the lock covers may have changed since @mark (when in
+	 * doubt: 1; a wrong 0 serves stale caches on other nodes), 0 if
+	 * surely not. */
+	uint64_t (*stamp)(struct fs_glock *gl, void *arg);
+	int (*changed)(struct fs_glock *gl, uint64_t mark, void *arg);
 	/* Demote-ahead span (0: none). A blocking callback that takes an
 	 * idle PR glock of this type to NL (another node will change what
 	 * it covers) also gives up, in the same pass, the idle PR glocks of
@@ -198,6 +218,9 @@ struct fs_glock_stats {
 				     (a demote that let holders in first) */
 	uint64_t aheads;	  /* demotes to NL queued ahead (without
 				     a blocking callback of their own) */
+	uint64_t gen_kept;	  /* EX given up with the generation
+				     unchanged (ops->changed: nothing
+				     changed; other nodes keep caches) */
 	/* lock-ahead (fs_glocks_prefetch): */
 	uint64_t ahead_batches;	 /* batches sent (per type; engine) */
 	uint64_t ahead_ns;	 /* time in them: answers, grants */

@@ -50,7 +50,7 @@ struct fs_glock_counts {
 	uint32_t retries, demote_pr, demote_nl;
 	uint32_t invals, recovers, drops, syncs, bounces, hold_refusals;
 	uint32_t minhold_grows, minhold_shrinks, evict_syncs;
-	uint32_t bad_releases, flushes, aheads;
+	uint32_t bad_releases, flushes, aheads, gen_kept;
 	uint32_t ahead_requests, ahead_grants, ahead_hits, ahead_unused;
 	uint32_t mode_failed[2];
 };
@@ -149,6 +149,7 @@ struct fs_glock {
 	uint8_t queued; /* GQ_NOW: on e->ready or e->delayed; GQ_LATER:
 			   on e->later */
 	uint8_t evict;	/* picked from the LRU to be dropped */
+	uint8_t delayed;  /* its GQ_NOW job is on e->delayed (the heap) */
 	uint64_t idle_ns; /* when it went on the LRU (demote-ahead) */
 	uint64_t asked_ns; /* when it was asked last (asked) */
 
@@ -181,6 +182,10 @@ struct fs_glock {
 	uint8_t comp_done;	     /* mu: the pending DLM call ended */
 	uint8_t ahead;		     /* mu: granted by a lock-ahead batch,
 					no holder yet */
+	uint8_t tracked;	     /* mu: the generation moves when EX is
+					given up, if ops->changed (the EX
+					grant left it as it was) */
+	uint64_t mark;		     /* mu: ops->stamp at the EX grant */
 	struct fs_glock_counts st;   /* mu */
 	struct fs_trace_wb rep;	     /* busy: what the running demote's or
 					unlock's ops did (fs_glock_report) */
@@ -201,6 +206,11 @@ struct lk_lock *fs_glock_unlock_begin(struct fs_glock *gl, int *ret,
 				      int *fence);
 void fs_glock_unlock_end(struct fs_glock *gl);
 void fs_glock_fence_one(struct fs_glock *gl);
+/* fs_glocks_free is about to unlock @gl without ops: a generation a
+ * tracking EX grant left as it was (fs_glock_ops.changed) moves on, since
+ * nothing tells what its holders changed. Only once the engine stopped
+ * (no lock taken). */
+void fs_glock_free_lvb(struct fs_glock *gl);
 void fs_glock_stop_one(struct fs_glock *gl, uint64_t deadline);
 void fs_glock_trace(struct fs_glock *gl, int ev, int mode, int from, int remote,
 		    uint64_t ns);

@@ -297,6 +297,7 @@ static int heap_push(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 	}
 	h[i] = (struct fs_glocks_job){.due = due, .gl = gl};
 	e->ndelayed++;
+	gl->delayed = 1;
 	for (; i > 0 && h[(i - 1) / 2].due > h[i].due; i = (i - 1) / 2)
 		heap_swap(h, i, (i - 1) / 2);
 	return 0;
@@ -308,6 +309,7 @@ static struct fs_glock *heap_pop(struct fs_glocks *e)
 	struct fs_glock *gl = h[0].gl;
 	size_t i = 0, n = --e->ndelayed;
 
+	gl->delayed = 0;
 	h[0] = h[n];
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
@@ -337,11 +339,49 @@ static void later_del(struct fs_glocks *e, struct fs_glock *gl)
 	e->nlater--;
 }
 
-/* Queue a job for @gl, to run at @due (0: now). e->mu held. */
+/* Take @gl's job out of the delayed heap; 1 if it was there (its
+ * reference goes with it to the caller). e->mu held. */
+static int heap_take(struct fs_glocks *e, struct fs_glock *gl)
+{
+	struct fs_glocks_job *h = e->delayed;
+	size_t i = 0;
+
+	if (!gl->delayed)
+		return 0;
+	while (i < e->ndelayed && h[i].gl != gl)
+		i++;
+	if (i == e->ndelayed)
+		return 0;
+	h[i].due = 0; /* due before any other: up to the root, popped */
+	for (; i > 0; i = (i - 1) / 2)
+		heap_swap(h, i, (i - 1) / 2);
+	heap_pop(e);
+	return 1;
+}
+
+static void ready_push(struct fs_glocks *e, struct fs_glock *gl)
+{
+	gl->qnext = NULL;
+	*e->ready_tail = gl;
+	e->ready_tail = &gl->qnext;
+	e->nready++;
+}
+
+/* Queue a job for @gl, to run at @due (0: now). A job delayed already
+ * and now wanted at once (the local holders a minimum hold deferred a
+ * demote for are gone: fs_glock.c) moves to the ready queue. e->mu
+ * held. */
 static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 {
-	if (!gl->live || e->stopping || gl->queued == GQ_NOW)
+	if (!gl->live || e->stopping)
 		return;
+	if (gl->queued == GQ_NOW) {
+		if (due == 0 && heap_take(e, gl)) {
+			ready_push(e, gl);
+			pthread_cond_signal(&e->wcv);
+		}
+		return;
+	}
 	if (gl->queued == GQ_LATER) {
 		later_del(e, gl); /* due now: ahead of the other ahead jobs */
 	} else {
@@ -349,12 +389,8 @@ static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 		lru_del(e, gl);
 	}
 	gl->queued = GQ_NOW;
-	if (due == 0 || heap_push(e, gl, due) < 0) {
-		gl->qnext = NULL;
-		*e->ready_tail = gl;
-		e->ready_tail = &gl->qnext;
-		e->nready++;
-	}
+	if (due == 0 || heap_push(e, gl, due) < 0)
+		ready_push(e, gl);
 	pthread_cond_signal(&e->wcv);
 }
 
@@ -1135,8 +1171,10 @@ void fs_glocks_free(struct fs_glocks *e)
 			struct fs_glock *gl = e->bucket[b];
 
 			e->bucket[b] = gl->hnext;
-			if (gl->lk != NULL && !gl->fenced)
+			if (gl->lk != NULL && !gl->fenced) {
+				fs_glock_free_lvb(gl);
 				lk_unlock(gl->lk, 0);
+			}
 			gl_destroy(gl);
 		}
 	}
@@ -1286,6 +1324,7 @@ static void render_type(struct fs_json *o, const struct fs_glock_stats *s)
 	fs_json_u64(o, "bad_releases", s->bad_releases);
 	fs_json_u64(o, "flushes", s->flushes);
 	fs_json_u64(o, "demotes_ahead", s->aheads);
+	fs_json_u64(o, "gen_kept", s->gen_kept);
 	fs_json_u64(o, "ahead_batches", s->ahead_batches);
 	fs_json_u64(o, "ahead_ns", s->ahead_ns);
 	fs_json_u64(o, "ahead_requests", s->ahead_requests);

@@ -136,6 +136,14 @@ void fs_journal_revoke(struct fs_tx *tx, uint64_t blkno);
  * the caller; may block (I/O).
  */
 int fs_journal_owner_dirty(struct fs *fs, struct fs_owner o);
+/* Change tracking for a cluster lock (fs_glock_ops.stamp/changed): a
+ * stamp of the journal now (the running transaction's sequence); and
+ * whether a block of @o may have joined a transaction since @stamp: 1
+ * if it did, or if that cannot be told any more (a checkpoint since
+ * then forgot the owners it wrote, the owner table lacked memory, a new
+ * block's owner is not known yet, the journal aborted), else 0. */
+uint64_t fs_journal_stamp(struct fs *fs);
+int fs_journal_owner_since(struct fs *fs, struct fs_owner o, uint64_t stamp);
 int fs_journal_sync_owner(struct fs *fs, struct fs_owner o);
 /* What one fs_journal_sync_owner_done wrote (the demote trace event's
  * figures, fusefs/STATS.md): blocks committed to the log and written

@@ -100,6 +100,8 @@ struct fs_core_stats {
 	uint64_t commit_reason[FS_CR_NR];
 	uint64_t commit_waited;	/* commits a request made (and waited for)
 				 * because the commit thread had not */
+	uint64_t fsync_clean;	/* fsyncs of one inode that needed no
+				 * commit (fs_journal_sync_ino) */
 	uint64_t checkpoints, checkpoint_blocks;
 	uint64_t flushes;
 	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;
@@ -402,6 +404,15 @@ int fs_tx_end(struct fs_tx *tx);
  * share commits. Never call with a handle held. 0 or -EIO.
  */
 int fs_journal_sync(struct fs *fs);
+/*
+ * fsync of one inode: commit only if a transaction not yet durable holds
+ * a block of inode @ino (its inode block, B+tree, xattr block: owner
+ * (FS_OWNER_INODE, @ino)), then as fs_journal_sync (file data issued so
+ * far durable, the kept data write error). Other inodes' changes in the
+ * running transaction do not make it commit (they go with it when it
+ * must). Never call with a handle held. 0 or -EIO.
+ */
+int fs_journal_sync_ino(struct fs *fs, uint64_t ino);
 
 /* Note that file data was written to the device behind fs_data's back
  * (data=ordered: the next commit flushes before its commit record).

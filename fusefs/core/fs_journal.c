@@ -465,14 +465,17 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
 /*
  * Write @n single-block writes (journal: consecutive log positions;
  * checkpoint: sorted by block number) as few large writes: copy them into
- * a staging buffer of STAGE_BLOCKS (a constant 2 MiB) and submit each
- * window's contiguous runs in one batch.
+ * a staging buffer of at most STAGE_BLOCKS (2 MiB) and submit each
+ * window's contiguous runs in one batch. The buffer is only as large as
+ * the writes: a lock's demote writes a few blocks, and zeroing 2 MiB
+ * (bd_buf_alloc) took longer than their I/O.
  */
 #define STAGE_BLOCKS 512u
 static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
 {
-	uint8_t *stage = bd_buf_alloc((size_t)STAGE_BLOCKS * FS_BLOCK_SIZE);
-	struct bd_io *out = calloc(STAGE_BLOCKS, sizeof(*out));
+	unsigned cap = n < STAGE_BLOCKS ? (n > 0 ? n : 1) : STAGE_BLOCKS;
+	uint8_t *stage = bd_buf_alloc((size_t)cap * FS_BLOCK_SIZE);
+	struct bd_io *out = calloc(cap, sizeof(*out));
 	int ret = 0;
 
 	if (stage == NULL || out == NULL) {
@@ -1128,6 +1131,67 @@ int fs_journal_sync(struct fs *fs)
 			return ret;
 	}
 	return sync_data(fs);
+}
+
+/* The newest transaction that holds a block of @o and is not yet
+ * written home (0: none); every transaction up to all_dirty_seq counts
+ * (the owner table lacked memory). j->lock held. */
+static uint64_t owner_seq_locked(struct fs *fs, struct fs_owner o)
+{
+	struct fs_journal *j = fs->j;
+	uint64_t seq = j->all_dirty_seq;
+	struct oseq *e;
+
+	if (j->npend > 0)
+		pend_resolve(fs, 0);
+	if (j->ocap == 0)
+		return seq;
+	e = otab_find(j->otab, j->ocap, o);
+	return e->type != FS_OWNER_NONE && e->seq > seq ? e->seq : seq;
+}
+
+int fs_journal_sync_ino(struct fs *fs, uint64_t ino)
+{
+	struct fs_journal *j = fs->j;
+	struct fs_owner o = {FS_OWNER_INODE, ino};
+	uint64_t seq, done;
+	int ret;
+
+	if (fs->ro)
+		return 0;
+	pthread_mutex_lock(&j->lock);
+	seq = owner_seq_locked(fs, o);
+	done = j->committed_seq;
+	ret = j->aborted;
+	pthread_mutex_unlock(&j->lock);
+	if (ret == 0 && seq > done)
+		ret = sync_seq(fs, seq);
+	else if (ret == 0)
+		FS_STAT_ADD(fs, fsync_clean, 1);
+	return ret < 0 ? ret : sync_data(fs);
+}
+
+uint64_t fs_journal_stamp(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+	uint64_t seq;
+
+	pthread_mutex_lock(&j->lock);
+	seq = j->run_seq;
+	pthread_mutex_unlock(&j->lock);
+	return seq;
+}
+
+int fs_journal_owner_since(struct fs *fs, struct fs_owner o, uint64_t stamp)
+{
+	struct fs_journal *j = fs->j;
+	int since;
+
+	pthread_mutex_lock(&j->lock);
+	since = owner_seq_locked(fs, o) >= stamp || j->ckpt_seq >= stamp ||
+		j->npend > 0 || j->aborted;
+	pthread_mutex_unlock(&j->lock);
+	return since;
 }
 
 /* fs_journal_owner_dirty; *err = the journal's abort error. */

@@ -1454,11 +1454,11 @@ int fs_fsync(struct fs *fs, uint64_t ino, int datasync)
 	struct fs_ilock il;
 	int ret;
 
-	(void)ino;
 	(void)datasync;
 	OP_BEGIN(&il, fs, LK_PR);
-	/* waits for the data writes behind too; a failed one: -EIO */
-	ret = fs_journal_sync(fs);
+	/* waits for the data writes behind too; a failed one: -EIO. One
+	 * inode commits only if it has changes not yet durable; 0: all */
+	ret = ino != 0 ? fs_journal_sync_ino(fs, ino) : fs_journal_sync(fs);
 	fs_op_end(&il);
 	return ret;
 }

@@ -36,6 +36,7 @@ static void fs_stats_journal(struct fs_json *o, void *arg)
 	fs_json_u64(fl, "full_cache", r[FS_CR_CACHE]);
 	fs_json_u64(fl, "unmount", r[FS_CR_UNMOUNT]);
 	fs_json_u64(o, "commits_waited", s.commit_waited);
+	fs_json_u64(o, "fsync_clean", s.fsync_clean);
 	fs_json_u64(o, "checkpoints", s.checkpoints);
 	fs_json_u64(o, "checkpoint_blocks", s.checkpoint_blocks);
 	fs_json_u64(o, "device_flushes", s.flushes);

@@ -13,7 +13,9 @@
  * unlock) and never a referenced one; demotes run on the engine's
  * workers with sync/drop; a flush op lets holders in until it is done;
  * the adaptive minimum hold grows on a bounce
- * with local acquires queued and shrinks again; a fence ends a wait for
+ * with local acquires queued and shrinks again, and keeps a lock only for
+ * local holders; with change tracking the generation moves only when an
+ * EX holder changed something; a fence ends a wait for
  * another node; drop_all; the type's value block bytes go from one
  * node's lvb_write to the next grant's lvb_read; lock events in the
  * trace.
@@ -803,6 +805,139 @@ static void test_minhold_adapts(void)
 	fs_glocks_free(eb);
 }
 
+/* The minimum hold keeps a lock only for local holders: with a hold far
+ * longer than any wait here (60 s; WAIT_FOR gives up after 20), a lock
+ * nobody on A uses goes to B at once (no deferral counted); while A has
+ * a holder, B's request is deferred and new holders of A still run, and
+ * once the last one left, the lock goes at once, before the hold ends
+ * (the deferred job is brought forward). */
+static void test_minhold_only_for_holders(void)
+{
+	struct fs_glocks *ea = eng_on(0, 0, 60000), *eb = eng_on(1, 0, 0);
+	struct fs_glock *a, *b;
+	struct fs_glock_stats s;
+	struct acq q;
+	pthread_t t;
+
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 650, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 650, &b) == 0);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX); /* cached EX, no holder */
+	q = (struct acq){b, LK_EX, 1};
+	pthread_create(&t, NULL, acq_main, &q);
+	WAIT_FOR(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE) == 0);
+	CHECK_EQ(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE), 0);
+	pthread_join(t, NULL);
+	WAIT_FOR(gstats(a).demote_nl == 1);
+	s = gstats(a);
+	CHECK_EQ(s.demote_nl, 1);
+	CHECK_EQ(s.hold_refusals, 0); /* nobody here used it: no hold */
+	/* A takes it back and keeps a holder: B's request waits */
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0);
+	q = (struct acq){b, LK_EX, 1};
+	pthread_create(&t, NULL, acq_main, &q);
+	WAIT_FOR(gstats(a).hold_refusals == 1);
+	CHECK_EQ(gstats(a).hold_refusals, 1);
+	CHECK_EQ(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE), 1);
+	/* within the hold, a new holder of A still runs */
+	CHECK_EQ(fs_glock_try(a, LK_EX), 0);
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(gstats(a).demote_nl, 1);
+	fs_glock_release(a, LK_EX); /* the last holder: it goes now */
+	WAIT_FOR(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE) == 0);
+	CHECK_EQ(__atomic_load_n(&q.ret, __ATOMIC_ACQUIRE), 0);
+	pthread_join(t, NULL);
+	WAIT_FOR(gstats(a).demote_nl == 2);
+	s = gstats(a);
+	CHECK_EQ(s.demote_nl, 2);
+	CHECK_EQ(s.hold_refusals, 1);
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+/* Change tracking ops: stamp 1; changed as the test sets it. */
+static atomic_int track_changes;
+
+static uint64_t c_stamp(struct fs_glock *gl, void *arg)
+{
+	(void)gl;
+	(void)arg;
+	return 1;
+}
+
+static int c_changed(struct fs_glock *gl, uint64_t mark, void *arg)
+{
+	(void)gl;
+	(void)arg;
+	return mark == 1 ? atomic_load(&track_changes) : 1;
+}
+
+static const struct fs_glock_ops track_ops = {
+    .sync = c_sync,
+    .inval = c_inval,
+    .recover = c_recover,
+    .drop = c_drop,
+    .stamp = c_stamp,
+    .changed = c_changed,
+};
+
+static struct fs_glocks *eng_track(int node)
+{
+	struct fs_glocks_conf c = {.workers = 2};
+	struct fs_glocks *e = NULL;
+
+	if (fs_glocks_new(ls[node], &c, &e) < 0)
+		return NULL;
+	fs_glocks_set_ops(e, T_INODE, &track_ops, &cnt[node]);
+	return e;
+}
+
+/* A's EX turn with (@change) or without a change, then B reads: B drops
+ * its cache (inval) only after a change. Returns B's invals. */
+static int track_turn(struct fs_glock *a, struct fs_glock *b, int change)
+{
+	atomic_store(&track_changes, change);
+	CHECK_EQ(fs_glock_acquire(a, LK_EX), 0); /* B goes to NL */
+	fs_glock_release(a, LK_EX);
+	CHECK_EQ(fs_glock_acquire(b, LK_PR), 0); /* A goes to PR */
+	fs_glock_release(b, LK_PR);
+	return atomic_load(&cnt[1].inval);
+}
+
+/* With ops->stamp and ops->changed, the generation moves on only when an
+ * EX holder changed something: an EX turn on A that changed nothing
+ * leaves B's cache valid (no inval on B, gen_kept on A); one that
+ * changed something makes B drop it; A never drops its own. */
+static void test_gen_moves_only_on_change(void)
+{
+	struct fs_glocks *ea = eng_track(0), *eb = eng_track(1);
+	struct fs_glock *a, *b;
+	uint64_t g;
+
+	reset();
+	REQUIRE(ea != NULL && eb != NULL);
+	REQUIRE(fs_glock_get(ea, T_INODE, 660, &a) == 0);
+	REQUIRE(fs_glock_get(eb, T_INODE, 660, &b) == 0);
+	CHECK_EQ(track_turn(a, b, 1), 1); /* B's first grant */
+	g = gstats(b).generation;
+	CHECK_EQ(track_turn(a, b, 0), 1); /* nothing changed */
+	CHECK_EQ(gstats(b).generation, g);
+	CHECK_EQ(gstats(a).gen_kept, 1);
+	CHECK_EQ(track_turn(a, b, 1), 2); /* changed */
+	CHECK_EQ(gstats(b).generation, g + 1);
+	CHECK_EQ(gstats(a).generation, g + 1);
+	CHECK_EQ(track_turn(a, b, 0), 2);
+	CHECK_EQ(gstats(a).gen_kept, 2);
+	CHECK_EQ(atomic_load(&cnt[0].inval), 1); /* A's first grant only */
+	fs_glock_put(a);
+	fs_glock_put(b);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
 static void test_fence_ends_wait(void)
 {
 	struct fs_glocks *ea = eng_on(0, 0, 0), *eb = eng_on(1, 0, 0);
@@ -1150,6 +1285,8 @@ int main(int argc, char **argv)
 		T_RUN(test_flush_admits_holders);
 		T_RUN(test_demote_ahead);
 		T_RUN(test_minhold_adapts);
+		T_RUN(test_minhold_only_for_holders);
+		T_RUN(test_gen_moves_only_on_change);
 		T_RUN(test_fence_ends_wait);
 		T_RUN(test_drop_all);
 		T_RUN(test_lvb_carries);

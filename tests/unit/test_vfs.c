@@ -5,6 +5,7 @@
  * the library applies (setgid dirs, sticky bit, suid clearing, ctime),
  * xattrs and ACL mode mirroring, ENOSPC, remount persistence.
  */
+#include "fusefs/core/fs_internal.h"
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
 
@@ -515,14 +516,37 @@ static void test_enospc(void)
 
 /* fsync is durable: after a power loss (unflushed writes dropped by the
  * fault device) the fsync'ed file is there with its data. */
+/* Power loss on @fault (the device under t->fs), then mount @lower
+ * again. */
+static int crash_remount(struct tfs *t, struct bd_dev *lower,
+			 struct bd_fault *fault)
+{
+	bd_fault_crash(fault, 0);
+	fs_abandon(t->fs);
+	t->fs = NULL;
+	t->bd = lower;
+	return tfs_mount(t);
+}
+
+/* 1 if the root's file @name holds exactly @want. */
+static int file_is(struct tfs *t, const char *name, const char *want)
+{
+	char buf[64] = "";
+	int64_t ino = tfs_lookup(t, t->root, name);
+	ssize_t n;
+
+	if (ino <= 0)
+		return 0;
+	n = fs_read(t->fs, (uint64_t)ino, buf, sizeof(buf), 0);
+	return n == (ssize_t)strlen(want) && memcmp(buf, want, (size_t)n) == 0;
+}
+
 static void test_fsync_durable(void)
 {
 	struct tfs t;
 	struct bd_dev *lower, *fdev;
 	struct bd_fault *fault;
 	struct fs_attr a;
-	char buf[16] = "";
-	int64_t ino;
 
 	REQUIRE(tfs_format(&t, 64) == 0);
 	lower = t.bd;
@@ -534,19 +558,68 @@ static void test_fsync_durable(void)
 	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, "synced", 6, 0), 6);
 	CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
 	fs_release(t.fs, a.ino);
-	bd_fault_crash(fault, 0);
-	fs_abandon(t.fs);
-	t.fs = NULL;
-	t.bd = lower;
-	REQUIRE(tfs_mount(&t) == 0);
-	ino = tfs_lookup(&t, t.root, "durable");
-	CHECK(ino > 0);
-	if (ino > 0) {
-		CHECK_EQ(fs_read(t.fs, (uint64_t)ino, buf, sizeof(buf), 0), 6);
-		CHECK(memcmp(buf, "synced", 6) == 0);
-	}
+	REQUIRE(crash_remount(&t, lower, fault) == 0);
+	CHECK(file_is(&t, "durable", "synced"));
 	fs_unmount(t.fs);
 	bd_close(fdev);	/* closes lower too */
+}
+
+static uint64_t fsync_commits(struct fs *fs, uint64_t *clean)
+{
+	struct fs_core_stats st;
+
+	fs_core_stats_get(fs, &st);
+	*clean = st.fsync_clean;
+	return st.commit_reason[FS_CR_SYNC];
+}
+
+/* An fsync of one file commits only when a change of that file is not
+ * durable yet: another file's change in the running transaction does
+ * not make it commit (counted: fsync_clean); the fsync'ed data survives
+ * a power loss. */
+static void test_fsync_one_inode(void)
+{
+	struct tfs t;
+	struct bd_dev *lower, *fdev;
+	struct bd_fault *fault;
+	struct fs_attr a, b;
+	uint64_t c0, c1, k0, k1;
+
+	REQUIRE(tfs_format(&t, 64) == 0);
+	lower = t.bd;
+	REQUIRE(bd_fault_open(lower, &fdev, &fault) == 0);
+	t.bd = fdev;
+	REQUIRE(tfs_mount(&t) == 0);
+	REQUIRE(fs_create(t.fs, tfs_cred(&t), t.root, "a", 0644, 0, &a) == 0);
+	REQUIRE(fs_create(t.fs, tfs_cred(&t), t.root, "b", 0644, 0, &b) == 0);
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, "first", 5, 0), 5);
+	c0 = fsync_commits(t.fs, &k0);
+	CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
+	c1 = fsync_commits(t.fs, &k1);
+	CHECK_EQ(c1, c0 + 1);
+	CHECK_EQ(k1, k0);
+	/* only b changes now: a's fsync has nothing to commit */
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), b.ino, "other", 5, 0), 5);
+	CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
+	c0 = fsync_commits(t.fs, &k0);
+	CHECK_EQ(c0, c1);
+	CHECK_EQ(k0, k1 + 1);
+	/* a changes again: its fsync commits (b's change goes with it) */
+	CHECK_EQ(fs_write(t.fs, tfs_cred(&t), a.ino, "again", 5, 5), 5);
+	CHECK_EQ(fs_fsync(t.fs, a.ino, 0), 0);
+	c1 = fsync_commits(t.fs, &k1);
+	CHECK_EQ(c1, c0 + 1);
+	CHECK_EQ(k1, k0);
+	CHECK_EQ(fs_fsync(t.fs, b.ino, 0), 0);
+	CHECK_EQ(fsync_commits(t.fs, &k0), c1); /* b went with a's */
+	CHECK_EQ(k0, k1 + 1);
+	fs_release(t.fs, a.ino);
+	fs_release(t.fs, b.ino);
+	REQUIRE(crash_remount(&t, lower, fault) == 0);
+	CHECK(file_is(&t, "a", "firstagain"));
+	CHECK(file_is(&t, "b", "other"));
+	fs_unmount(t.fs);
+	bd_close(fdev);
 }
 
 /* A data write that fails after fs_write returned (the write behind)
@@ -712,6 +785,7 @@ int main(int argc, char **argv)
 	T_RUN(test_xattr_acl);
 	T_RUN(test_enospc);
 	T_RUN(test_fsync_durable);
+	T_RUN(test_fsync_one_inode);
 	T_RUN(test_fsync_write_error);
 	T_RUN(test_crash_ordered);
 	T_RUN(test_atime_modes);
