@@ -682,15 +682,14 @@ static int make_all(struct fs_inval *iv)
  * day; an unhashed one is found by no later path walk. */
 static int make_names(struct fs_inval *iv, const struct iv_names *d)
 {
-	char name[256]; /* libfuse sends the name's NUL too */
 	size_t len;
 	int ret = 0, r;
 
+	/* each record ends with its name's NUL: libfuse sends it too */
 	for (size_t o = 0; o < d->used; o += 1 + len + 1) {
 		len = (unsigned char)d->buf[o];
-		memcpy(name, d->buf + o + 1, len);
-		name[len] = '\0';
-		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir, name, len);
+		r = fuse_lowlevel_notify_inval_entry(iv->se, d->dir,
+						     d->buf + o + 1, len);
 		IV_ADD(iv, entries, 1);
 		if (r < 0 && r != -ENOENT && ret == 0)
 			ret = r;
