@@ -368,6 +368,8 @@ struct lk_stats {
 	uint64_t tossed;      /* now on the toss list */
 	uint64_t toss_freed;  /* freed from the toss list since open */
 	uint64_t lookups;     /* master lookups sent */
+	uint64_t placed_mastered; /* another node's LOOKUP of a placed
+				     name mastered here (lk_dir.c) */
 	uint64_t dir_entries; /* directory entries held now */
 	uint64_t recoveries;  /* recovery generations completed */
 	uint64_t bad_frames;  /* dropped: size, type, state */

@@ -285,6 +285,23 @@ int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino)
 	return ret;
 }
 
+size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n)
+{
+	struct fs_ns *ns = fs->ns;
+	size_t k = 0;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct fs_inode *r = tbl_find(ns, inos[i]);
+
+		if (r == NULL || (r->iopen == NULL && !r->iopen_busy &&
+				  !r->iopen_ex && r->iopen_wait == NULL))
+			inos[k++] = inos[i];
+	}
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return k;
+}
+
 static int tbl_known(struct fs_ns *ns, uint64_t ino)
 {
 	struct fs_inode *n;

@@ -228,6 +228,11 @@ int fs_ino_orphan_adopt(struct fs *fs, unsigned slot, uint64_t *ino);
 /* dlm: 1 if @ino is looked up but not open, and unlinked: its iopen
  * owner waits for it, or this node is its owner (fs_iopen.c). */
 int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino);
+/* dlm: keep among inos[0..n) those whose record holds no iopen lock and
+ * takes none now (a prefetched PR for one that has a hold would be a
+ * second hold of this node, which its own owner's EX try then waits
+ * for); returns how many are kept. */
+size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n);
 
 /* ---- fs_dir.c ---- */
 
