@@ -103,6 +103,7 @@
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_hb.h"
+#include "fusefs/namespace/fs_ns.h"
 #include "fusefs/stats/fs_stats.h"
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_config.h"
@@ -146,6 +147,7 @@ struct fs_cluster {
 	uint64_t recoveries;	      /* mu: slots replayed here */
 	uint64_t recovered_tx;	      /* mu */
 	uint64_t drops, dropped_bufs; /* mu: cache drops */
+	uint64_t kinval_skips; /* atomic: drops the kernel had nothing of */
 	uint64_t sync_errors;	      /* mu */
 	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
 };
@@ -394,6 +396,14 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 			dir = 0;
 	}
 	fs_buf_put(b);
+	/* no reference of the kernel (it forgot the inode: a name dropped
+	 * with its directory's lock, an unlink): nothing cached to drop,
+	 * and no wait for the sink (most of a 2-node rm -rf's demotes) */
+	if (!fs_ino_kernel_held(fs, ino)) {
+		__atomic_add_fetch(&cl->kinval_skips, 1, __ATOMIC_RELAXED);
+		cl_fs_put(cl, fs);
+		return;
+	}
 	if (dir)
 		fs_kinval_dir(fs, ino, gl_waited, gl);
 	else
@@ -1334,6 +1344,8 @@ static void cluster_section(struct fs_json *o, void *arg)
 	pthread_mutex_lock(&cl->mu);
 	fs_json_u64(o, "cache_drops", cl->drops);
 	fs_json_u64(o, "cache_dropped_blocks", cl->dropped_bufs);
+	fs_json_u64(o, "kinval_skips",
+		    __atomic_load_n(&cl->kinval_skips, __ATOMIC_RELAXED));
 	fs_json_u64(o, "node_deaths", cl->deaths);
 	fs_json_u64(o, "recoveries", cl->recoveries);
 	fs_json_u64(o, "recovered_tx", cl->recovered_tx);

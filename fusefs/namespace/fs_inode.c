@@ -131,6 +131,8 @@ static void ino_get(struct fs *fs, uint64_t ino, int open)
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_get(ns, ino);
+	if (n == NULL)
+		__atomic_store_n(&ns->untracked, 1, __ATOMIC_RELEASE);
 	if (n != NULL && open)
 		n->nopen++;
 	else if (n != NULL)
@@ -281,6 +283,22 @@ int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino)
 	n = tbl_find(ns, ino);
 	ret = n != NULL && (n->iopen_wanted || n->orphan) && n->nopen == 0 &&
 	      n->nlookup > 0;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return ret;
+}
+
+int fs_ino_kernel_held(struct fs *fs, uint64_t ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int ret;
+
+	if (ino == ns->root ||
+	    __atomic_load_n(&ns->untracked, __ATOMIC_ACQUIRE))
+		return 1;
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	ret = n != NULL && (n->nlookup > 0 || n->nopen > 0);
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return ret;
 }
