@@ -501,9 +501,5 @@ void fs_kinval_all(struct fs *fs);
  * glock bound, fs_glock_pin). 0, or -EOPNOTSUPP: no sink, or the kernel
  * cannot prune. */
 int fs_kinval_forget(struct fs *fs, const uint64_t *inos, size_t n);
-/* 1 if the kernel (or a library caller) holds a reference on @ino now
- * (a lookup or an open: it may cache its attributes, pages, names; the
- * root always), else 0: nothing of it is cached there to drop. */
-int fs_kinval_held(struct fs *fs, uint64_t ino);
 
 #endif /* UCFS_FS_H */

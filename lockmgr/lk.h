@@ -387,6 +387,8 @@ struct lk_stats {
 				 pools' slabs: kept at their peak) and
 				 hash tables */
 	uint64_t lookups;     /* master lookups sent */
+	uint64_t placed_mastered; /* another node's LOOKUP of a placed
+				     name mastered here (lk_dir.c) */
 	uint64_t dir_entries; /* directory entries held now */
 	uint64_t recoveries;  /* recovery generations completed */
 	uint64_t bad_frames;  /* dropped: size, type, state */

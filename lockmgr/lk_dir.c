@@ -4,8 +4,9 @@
  * a placement key (lk_dir_node): every member computes the same node
  * from the same name and membership, so no lock server is needed. The directory
  * node records which node masters the name; the first node that looks a
- * name up becomes its master. Entries go away when the master drops the
- * resource from its toss list (REMOVE) and are rebuilt from the masters at
+ * name up becomes its master, but a placed name is mastered by its
+ * directory node itself (lookup_remote). Entries go away when the master drops
+ * the resource from its toss list (REMOVE) and are rebuilt from the masters at
  * each membership change (lk_recover.c). All under ls->mu.
  */
 #include <stdlib.h>
@@ -53,6 +54,42 @@ uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		return d->master;
 	lk_dir_set(ls, n, hash, requester);
 	return requester;
+}
+
+/*
+ * A LOOKUP from @requester: a placed name nobody masters yet is mastered
+ * here, by its directory node (the node whose allocator made the object:
+ * PROTOCOL.md §5), not by the first node that asks. Otherwise a node
+ * that only read another node's objects first (a du of its tree after a
+ * fresh mount) would master them, and each of their owner's later
+ * requests (an rm of its own tree: PR, then EX, on the inode and iopen
+ * locks of every entry) would be a round trip to the reader. The
+ * resource is made here, idle on the toss list, until the requester's
+ * request comes. Falls back to the requester if it cannot be made, or
+ * if this node has locks on it waiting for a master (not expected: a
+ * directory node's own lookups are answered at once).
+ */
+static uint32_t lookup_remote(struct lk_ls *ls, const struct lk_name *n,
+			      uint64_t hash, uint32_t requester)
+{
+	struct lk_dirent *d = *slot(ls, n, hash);
+	struct lk_res *res;
+
+	if (d != NULL || n->place == 0)
+		return lk_dir_lookup(ls, n, hash, requester);
+	res = lk_res_get(ls, n);
+	if (res == NULL)
+		return lk_dir_lookup(ls, n, hash, requester);
+	if (!lk_list_empty(&res->locks) || res->q.nlocks != 0) {
+		lk_res_maybe_toss(ls, res);
+		return lk_dir_lookup(ls, n, hash, requester);
+	}
+	res->master = ls->nodeid;
+	res->lookup_sent = 0;
+	lk_dir_set(ls, n, hash, ls->nodeid);
+	lk_res_maybe_toss(ls, res);
+	ls->stats.placed_mastered++;
+	return ls->nodeid;
 }
 
 void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
@@ -111,7 +148,7 @@ static void rx_name(struct lk_ls *ls, uint32_t sender, unsigned type,
 		if (rep == NULL)
 			return;
 		rep->name = r->name;
-		rep->master = lk_dir_lookup(ls, &r->name, hash, sender);
+		rep->master = lookup_remote(ls, &r->name, hash, sender);
 		break;
 	case LK_M_LOOKUP_REPLY:
 		res = lk_res_find(ls, &r->name, hash);

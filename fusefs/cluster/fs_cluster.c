@@ -103,6 +103,7 @@
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_hb.h"
+#include "fusefs/namespace/fs_ns.h"
 #include "fusefs/stats/fs_stats.h"
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_config.h"
@@ -146,6 +147,7 @@ struct fs_cluster {
 	uint64_t recoveries;	      /* mu: slots replayed here */
 	uint64_t recovered_tx;	      /* mu */
 	uint64_t drops, dropped_bufs; /* mu: cache drops */
+	uint64_t kinval_skips; /* atomic: drops the kernel had nothing of */
 	uint64_t sync_errors;	      /* mu */
 	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
 };
@@ -379,9 +381,16 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	int dir = 1;
 
 	(void)from;
-	/* the kernel holds no reference: it caches nothing of the inode
-	 * (a directory's names went with it), so nothing to tell it */
-	if (fs == NULL || fs->cache == NULL || !fs_kinval_held(fs, ino)) {
+	if (fs == NULL || fs->cache == NULL) {
+		cl_fs_put(cl, fs);
+		return;
+	}
+	/* no reference of the kernel (it forgot the inode: a name dropped
+	 * with its directory's lock, an unlink): nothing cached to drop
+	 * (a directory's names went with it), and no wait for the sink
+	 * (most of a 2-node rm -rf's demotes) */
+	if (!fs_ino_kernel_held(fs, ino)) {
+		__atomic_add_fetch(&cl->kinval_skips, 1, __ATOMIC_RELAXED);
 		cl_fs_put(cl, fs);
 		return;
 	}
@@ -1393,6 +1402,8 @@ static void cluster_section(struct fs_json *o, void *arg)
 	pthread_mutex_lock(&cl->mu);
 	fs_json_u64(o, "cache_drops", cl->drops);
 	fs_json_u64(o, "cache_dropped_blocks", cl->dropped_bufs);
+	fs_json_u64(o, "kinval_skips",
+		    __atomic_load_n(&cl->kinval_skips, __ATOMIC_RELAXED));
 	fs_json_u64(o, "node_deaths", cl->deaths);
 	fs_json_u64(o, "recoveries", cl->recoveries);
 	fs_json_u64(o, "recovered_tx", cl->recovered_tx);

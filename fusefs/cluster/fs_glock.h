@@ -167,7 +167,9 @@ struct fs_glock_ops {
 	 * idle PR glock of this type to NL (another node will change what
 	 * it covers) also gives up, in the same pass, the idle PR glocks of
 	 * this type whose numbers lie within this distance of it and that
-	 * no holder used for FS_GLOCK_AHEAD_IDLE_MS: the other node's next
+	 * no holder used for FS_GLOCK_AHEAD_IDLE_MS (unlocked by a worker,
+	 * fs_glocks.c run_job: no wait for the master's answer that a
+	 * conversion to NL needs): the other node's next
 	 * requests (an rm -rf of a tree this node read: the inodes of a
 	 * directory are allocated side by side) then find them free, with
 	 * no blocking callback round trip each. Costs this node a new PR

@@ -561,12 +561,14 @@ static void prune_round(struct fs_glocks *e)
 }
 
 /* The next job, or NULL and in *@until when the next delayed one is due
- * (0: none). e->mu held. */
-static struct fs_glock *next_job(struct fs_glocks *e, uint64_t *until)
+ * (0: none); *@ahead = 1 for a demote-ahead job. e->mu held. */
+static struct fs_glock *next_job(struct fs_glocks *e, uint64_t *until,
+				 int *ahead)
 {
 	struct fs_glock *gl = e->ready;
 
 	*until = 0;
+	*ahead = 0;
 	if (gl != NULL) {
 		e->ready = gl->qnext;
 		if (e->ready == NULL)
@@ -584,6 +586,7 @@ static struct fs_glock *next_job(struct fs_glocks *e, uint64_t *until)
 		if (e->later == NULL)
 			e->later_tail = &e->later;
 		e->nlater--;
+		*ahead = 1;
 	}
 	if (gl != NULL)
 		gl->queued = 0; /* the job's reference is the worker's now */
@@ -629,13 +632,18 @@ static void drop_picked(struct fs_glocks *e, struct fs_glock *gl, int *fence)
 }
 
 /* One job: a demote due (fs_glock_job), then the drop of a picked glock
- * (picked only while unreferenced, so before it was queued). */
-static void run_job(struct fs_glocks *e, struct fs_glock *gl)
+ * (picked only while unreferenced, so before it was queued). A
+ * demote-ahead job (@ahead) gives the lock up altogether: an unlock is
+ * sent and not answered, where a conversion to NL waits for its
+ * master's reply (a round trip per lock when the master is the node
+ * about to change the inodes); one with a holder by now demotes. */
+static void run_job(struct fs_glocks *e, struct fs_glock *gl, int ahead)
 {
 	uint64_t due = 0;
 	int fence = 0, evict;
 
-	fs_glock_job(gl, &due, &fence);
+	if (!ahead || fs_glock_unlock(gl, &fence) == -EBUSY)
+		fs_glock_job(gl, &due, &fence);
 	pthread_mutex_lock(&e->mu);
 	evict = gl->evict;
 	if (due != 0)
@@ -656,13 +664,14 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&e->mu);
 	while (!e->stopping) {
 		uint64_t until;
+		int ahead;
 		struct fs_glock *gl;
 
 		if (e->prune_want && fs_glock_now() >= e->prune_next) {
 			prune_round(e);
 			continue;
 		}
-		gl = next_job(e, &until);
+		gl = next_job(e, &until, &ahead);
 		if (gl == NULL) {
 			if (e->prune_want &&
 			    (until == 0 || e->prune_next < until))
@@ -672,7 +681,7 @@ static void *worker_main(void *arg)
 		}
 		e->jobs++;
 		pthread_mutex_unlock(&e->mu);
-		run_job(e, gl);
+		run_job(e, gl, ahead);
 		pthread_mutex_lock(&e->mu);
 	}
 	e->alive--;

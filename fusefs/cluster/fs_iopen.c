@@ -335,11 +335,29 @@ static void pf_room(struct fs_iopen *io, size_t n, struct lk_lock **drop,
 	}
 }
 
-void fs_iopen_prefetch(struct fs *fs, const uint64_t *inos, size_t n)
+/* Keep among inos[0..n) those not prefetched already; how many are
+ * left. io->mu held. */
+static size_t pf_unasked(struct fs_iopen *io, uint64_t *inos, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+
+		while (j < io->npf && io->pf[j].ino != inos[i])
+			j++;
+		if (j == io->npf)
+			inos[k++] = inos[i];
+	}
+	return k;
+}
+
+void fs_iopen_prefetch(struct fs *fs, const uint64_t *want, size_t n)
 {
 	struct lk_name *names;
 	struct lk_lock **out, **drop;
 	struct fs_iopen *io;
+	uint64_t *inos;
 	void **args;
 	uint8_t *now;
 	size_t nd = 0;
@@ -348,15 +366,23 @@ void fs_iopen_prefetch(struct fs *fs, const uint64_t *inos, size_t n)
 		return;
 	if (n > IOPEN_PF_MAX / 2)
 		n = IOPEN_PF_MAX / 2;
+	inos = malloc(n * sizeof(*inos));
 	names = malloc(n * sizeof(*names));
 	out = calloc(n, sizeof(*out));
 	now = calloc(n, 1);
 	drop = malloc(IOPEN_PF_MAX * sizeof(*drop));
 	args = malloc(n * sizeof(*args));
+	/* a second PR hold of this node would refuse its own EX try (a
+	 * du, then an rm of the same tree: each unlinked file waited for
+	 * the worker): the inodes whose records hold none */
+	if (inos != NULL) {
+		memcpy(inos, want, n * sizeof(*inos));
+		n = fs_ino_iopen_unheld(fs, inos, n);
+	}
 	pthread_mutex_lock(&io_mu);
 	io = fs->io;
-	if (io == NULL || names == NULL || out == NULL || now == NULL ||
-	    drop == NULL || args == NULL) {
+	if (io == NULL || inos == NULL || names == NULL || out == NULL ||
+	    now == NULL || drop == NULL || args == NULL) {
 		pthread_mutex_unlock(&io_mu);
 		goto out_free;
 	}
@@ -364,6 +390,8 @@ void fs_iopen_prefetch(struct fs *fs, const uint64_t *inos, size_t n)
 	pthread_mutex_lock(&io->pf_call);
 	pthread_mutex_lock(&io->mu);
 	pthread_mutex_unlock(&io_mu);
+	/* only inodes with no hold here, asked once */
+	n = pf_unasked(io, inos, n);
 	io->nearly = 0;
 	pf_room(io, n, drop, &nd);
 	if (io->pf_closed || io->npf + n > IOPEN_PF_MAX) {
@@ -386,6 +414,7 @@ void fs_iopen_prefetch(struct fs *fs, const uint64_t *inos, size_t n)
 out_free:
 	for (size_t i = 0; i < nd; i++)
 		lk_unlock(drop[i], 0);
+	free(inos);
 	free(names);
 	free(out);
 	free(now);
@@ -563,6 +592,8 @@ int fs_iopen_claim(struct fs *fs, struct fs_inode *n, int queue)
 	lk = n->iopen;
 	n->iopen = NULL;
 	pthread_mutex_unlock(&ns->tbl_lock);
+	/* a hold prefetched after ours would refuse our own try */
+	fs_iopen_put(pf_take(fs, n->ino));
 	ret = try_ex(fs, n->ino, &lk);
 	if (ret == 0) {
 		set_ex(ns, n, lk, 1);

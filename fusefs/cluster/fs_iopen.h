@@ -55,12 +55,14 @@ void fs_iopen_stop(struct fs *fs);
 struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino);
 /* Statahead (fs_statahead.c): ask ahead, in one lk_lock_batch with
  * LK_NOQUEUE (waiting for nobody), for the PR holds of inodes @inos the
- * kernel is about to reference; fs_iopen_hold then adopts a prefetched
+ * kernel is about to reference (@want; those this node holds or asked
+ * for already are left out: a second PR hold of one node would refuse
+ * its own owner's EX try); fs_iopen_hold then adopts a prefetched
  * hold instead of asking (waiting at most for its master's answer). At
  * most 1,024 are kept (the oldest let go first); one another node wants
  * EX (an owner waits to free it) is let go by the worker, the rest at
  * unmount. A no-op for nolock. */
-void fs_iopen_prefetch(struct fs *fs, const uint64_t *inos, size_t n);
+void fs_iopen_prefetch(struct fs *fs, const uint64_t *want, size_t n);
 /* Give a PR (or EX) hold back. NULL is a no-op. */
 void fs_iopen_put(struct lk_lock *lk);
 

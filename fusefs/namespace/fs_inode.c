@@ -138,21 +138,6 @@ static void kref_pin(struct fs *fs, const struct fs_inode *n, int pin)
 		fs_glock_unpin(e, FS_LK_INODE, n->ino);
 }
 
-int fs_kinval_held(struct fs *fs, uint64_t ino)
-{
-	struct fs_ns *ns = fs->ns;
-	struct fs_inode *n;
-	int held;
-
-	if (ino == ns->root)
-		return 1; /* the kernel holds it with no lookup */
-	pthread_mutex_lock(&ns->tbl_lock);
-	n = tbl_find(ns, ino);
-	held = n != NULL && (n->nlookup > 0 || n->nopen > 0);
-	pthread_mutex_unlock(&ns->tbl_lock);
-	return held;
-}
-
 /* Reference counting never fails the operation: on ENOMEM the inode is
  * simply not tracked (an unlink then frees it at once). */
 static void ino_get(struct fs *fs, uint64_t ino, int open)
@@ -164,6 +149,8 @@ static void ino_get(struct fs *fs, uint64_t ino, int open)
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_get(ns, ino);
+	if (n == NULL)
+		__atomic_store_n(&ns->untracked, 1, __ATOMIC_RELEASE);
 	if (n != NULL && open)
 		n->nopen++;
 	else if (n != NULL)
@@ -335,6 +322,39 @@ int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino)
 	      n->nlookup > 0;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return ret;
+}
+
+int fs_ino_kernel_held(struct fs *fs, uint64_t ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int ret;
+
+	if (ino == ns->root ||
+	    __atomic_load_n(&ns->untracked, __ATOMIC_ACQUIRE))
+		return 1;
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	ret = n != NULL && (n->nlookup > 0 || n->nopen > 0);
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return ret;
+}
+
+size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n)
+{
+	struct fs_ns *ns = fs->ns;
+	size_t k = 0;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct fs_inode *r = tbl_find(ns, inos[i]);
+
+		if (r == NULL || (r->iopen == NULL && !r->iopen_busy &&
+				  !r->iopen_ex && r->iopen_wait == NULL))
+			inos[k++] = inos[i];
+	}
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return k;
 }
 
 static int tbl_known(struct fs_ns *ns, uint64_t ino)

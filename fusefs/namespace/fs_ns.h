@@ -149,6 +149,9 @@ struct fs_ns {
 	int reap_pending;		/* atomic: dlm: an orphan became
 					   unreferenced in a request that may
 					   not write (fs_reap_orphans) */
+	int untracked;			/* atomic: an inode the kernel got
+					   could not be tracked (ENOMEM):
+					   fs_ino_kernel_held says 1 */
 	struct fs_ns_stats st;		/* atomics */
 };
 
@@ -233,6 +236,18 @@ int fs_ino_orphan_adopt(struct fs *fs, unsigned slot, uint64_t *ino);
 /* dlm: 1 if @ino is looked up but not open, and unlinked: its iopen
  * owner waits for it, or this node is its owner (fs_iopen.c). */
 int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino);
+/* dlm: keep among inos[0..n) those whose record holds no iopen lock and
+ * takes none now (a prefetched PR for one that has a hold would be a
+ * second hold of this node, which its own owner's EX try then waits
+ * for); returns how many are kept. */
+size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n);
+/* 1 if the kernel may hold @ino (a lookup reference or an open file,
+ * the root, or any inode since one could not be tracked): only then can
+ * it have cached the inode's attributes, pages or names. Exact when no
+ * request that hands the inode to the kernel runs meanwhile: every one
+ * counts its reference (fs_ino_get_lookup/open) under the inode's lock,
+ * or (readdirplus) before its reply. */
+int fs_ino_kernel_held(struct fs *fs, uint64_t ino);
 
 /* ---- fs_dir.c ---- */
 

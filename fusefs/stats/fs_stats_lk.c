@@ -137,6 +137,7 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 	fs_json_u64(o, "toss_freed", s->toss_freed);
 	fs_json_u64(o, "toss_max", s->toss_max);
 	fs_json_u64(o, "bytes_now", s->bytes);
+	fs_json_u64(o, "placed_mastered", s->placed_mastered);
 	fs_json_u64(o, "lookups", s->lookups);
 	fs_json_u64(o, "remote_round_trips", rtt);
 	fs_json_u64(o, "dir_entries_now", s->dir_entries);
