@@ -814,28 +814,35 @@ static struct fs_glock *create(struct fs_glocks *e, uint16_t type, uint64_t num)
 	return gl;
 }
 
+/* The glock of (@type, @num) into *@out, made if there is none: 1 if
+ * made, 0 if found, -EIO (fenced, stopping) or -ENOMEM. e->mu held. */
+static int find_or_create(struct fs_glocks *e, uint16_t type, uint64_t num,
+			  struct fs_glock **out)
+{
+	if (e->fenced || e->stopping)
+		return -EIO;
+	*out = lookup(e, type, num);
+	if (*out != NULL)
+		return 0;
+	*out = create(e, type, num);
+	return *out != NULL ? 1 : -ENOMEM;
+}
+
 int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 		 struct fs_glock **out)
 {
 	struct fs_glock *gl = NULL;
-	int ret = 0;
+	int ret;
 
 	if (type >= FS_GLOCK_TYPES)
 		return -EINVAL;
 	pthread_mutex_lock(&e->mu);
-	if (e->fenced || e->stopping) {
-		ret = -EIO;
+	ret = find_or_create(e, type, num, &gl);
+	if (ret < 0)
 		goto out;
-	}
-	gl = lookup(e, type, num);
-	if (gl == NULL) {
-		gl = create(e, type, num);
-		if (gl == NULL) {
-			ret = -ENOMEM;
-			goto out;
-		}
+	if (ret == 1)
 		evict_some(e);
-	}
+	ret = 0;
 	gl->ref++;
 	lru_del(e, gl);
 	unask(e, gl);
@@ -863,22 +870,15 @@ void fs_glocks_set_prune(struct fs_glocks *e,
 int fs_glock_pin(struct fs_glocks *e, uint16_t type, uint64_t num)
 {
 	struct fs_glock *gl;
-	int ret = 0;
+	int ret;
 
 	if (type >= FS_GLOCK_TYPES)
 		return -EINVAL;
 	pthread_mutex_lock(&e->mu);
-	if (e->fenced || e->stopping) {
-		ret = -EIO;
+	ret = find_or_create(e, type, num, &gl);
+	if (ret < 0)
 		goto out;
-	}
-	gl = lookup(e, type, num);
-	if (gl == NULL)
-		gl = create(e, type, num);
-	if (gl == NULL) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	ret = 0;
 	if (gl->pinned)
 		goto out;
 	gl->pinned = 1;
