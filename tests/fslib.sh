@@ -104,7 +104,7 @@ _fs_mounted() {	# MNT: 0 if MNT is a mountpoint now
 _fs_daemon() {
 	_src=$1 _mnt=$2 _opts=$3
 	_st=$(_fs_state "$_mnt")
-	rm -f "$_st/pid" "$_st/rc"
+	rm -f "$_st/pid" "$_st/rc" "$_st/rc.tmp"
 	# a wrapper records the daemon's PID and, when it exits, its
 	# status (fs_umount may run in a subshell: no "wait" there)
 	(
@@ -116,7 +116,9 @@ _fs_daemon() {
 		echo $! >"$_st/pid.tmp"
 		mv "$_st/pid.tmp" "$_st/pid"
 		wait $!
-		echo $? >"$_st/rc"
+		# written whole, then renamed: a reader never sees it empty
+		echo $? >"$_st/rc.tmp"
+		mv "$_st/rc.tmp" "$_st/rc"
 	) >>"$_st/log" 2>&1 &
 	wait_for 5 test -f "$_st/pid" || return 1
 	_pid=$(cat "$_st/pid")
