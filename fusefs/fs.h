@@ -98,6 +98,10 @@ struct fs_opts {
 	int glock_max;			/* glock_max=N (dlm): cluster locks
 					   kept cached, the idle ones beyond
 					   dropped (LRU); -1 default */
+	int inode_max;			/* inode_max=N: in-core inode records
+					   kept; past 7/8 of it the kernel is
+					   asked to forget the least recently
+					   used (fs_iprune.c); -1 default */
 	int passthrough;		/* passthrough: DEVICE is a directory
 					   to forward to (fs_pt.h) */
 	unsigned hb_interval_ms;	/* hb_interval=MS (dlm): disk
@@ -114,6 +118,7 @@ struct fs_opts {
 
 #define FS_DEFAULT_COMMIT_S 5
 #define FS_DEFAULT_CACHE_MB 256
+#define FS_DEFAULT_INODE_MAX 65536
 #define FS_DEFAULT_READAHEAD_KB 1024
 #define FS_DEFAULT_STATAHEAD 512
 #define FS_MAX_STATAHEAD 65536

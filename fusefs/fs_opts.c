@@ -3,10 +3,11 @@
  *
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, cluster=,
- *    node=, minhold=, glock_max=, hb_interval=, hb_timeout=, data=, commit=,
- *    cache_mb=, readahead=, statahead=, noatime/relatime/strictatime,
- *    ro/rw, writeback_cache/nowriteback_cache, uring=, allow_other,
- *    debug, passthrough);
+ *    node=, minhold=, glock_max=, inode_max=, hb_interval=, hb_timeout=,
+ *    data=, commit=, cache_mb=, readahead=, statahead=,
+ *    noatime/relatime/strictatime, ro/rw,
+ *    writeback_cache/nowriteback_cache, uring=, allow_other, debug,
+ *    passthrough);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -36,6 +37,7 @@ void fs_opts_init(struct fs_opts *o)
 	o->statahead = FS_DEFAULT_STATAHEAD;
 	o->minhold_ms = -1;
 	o->glock_max = -1;
+	o->inode_max = -1;
 }
 
 /* Flags passed to libfuse unchanged (its mount-flag and option tables). */
@@ -153,6 +155,12 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 		*ret = parse_uint(val, 16, 1u << 24, &n);
 		if (*ret == 0)
 			o->glock_max = (int)n;
+	} else if (strcmp(key, "inode_max") == 0) {
+		unsigned n;
+
+		*ret = parse_uint(val, 16, 1u << 24, &n);
+		if (*ret == 0)
+			o->inode_max = (int)n;
 	} else if (strcmp(key, "hb_interval") == 0) {
 		*ret = parse_uint(val, 10, 60000, &o->hb_interval_ms);
 	} else if (strcmp(key, "hb_timeout") == 0) {

@@ -24,7 +24,9 @@
  * tells the kernel what to drop; data is revalidated by mtime and size
  * (FUSE_AUTO_INVAL_DATA) at the next read(2) after the attributes were
  * dropped; names are cached only on kernels that can drop them all at
- * once (fs_inval_names: else entry timeout 0); no writeback_cache. Locks,
+ * once (fs_inval_names: else entry timeout 0); no writeback_cache. A
+ * nolock node has the sink too, for one thing: asking the kernel to
+ * forget inodes past inode_max (fs_iprune.c). Locks,
  * the cluster's glock included, are taken by the fs.h calls themselves
  * (fs_ilock.h).
  *
@@ -85,6 +87,10 @@ struct fs_fuse {
 	struct fs_plock *pk;	/* immutable: file locks (dlm) or NULL */
 	struct fs_inval *iv;	/* immutable after fs_fuse_new: the kernel
 				   cache sink (dlm) or NULL */
+	struct fs_inval *sink;	/* immutable after fs_fuse_new: the sink
+				   on every mount (ucfs, not pt): nolock
+				   uses only its prune (fs_iprune.c);
+				   dlm: iv */
 	struct fuse_session *se; /* main thread only */
 	int mounted;		/* main thread only */
 };
@@ -272,8 +278,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 			      (FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	else
 		conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-	if (ff->iv != NULL)
-		fs_inval_init(ff->iv, conn->proto_minor);
+	if (ff->sink != NULL)
+		fs_inval_init(ff->sink, conn->proto_minor);
 	/* With the kernel's writeback cache a write(2) is acknowledged
 	 * before ucfs sees it, so a full filesystem can only fail the later
 	 * writeback (ENOSPC at fsync/close, the data lost): opt-in only. */
@@ -1388,12 +1394,15 @@ static void ns_section(struct fs_json *o, void *arg)
 {
 	struct fs_ns *ns = ((struct fs *)arg)->ns;
 	const struct fs_ns_stats *st = &ns->st;
-	size_t refs;
+	size_t refs, lru;
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	refs = ns->count;
+	lru = ns->nlru;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	fs_json_u64(o, "inodes_referenced", refs);
+	fs_json_u64(o, "inode_max", ns->inode_max);
+	fs_json_u64(o, "inodes_lru_now", lru);
 	fs_json_u64(o, "root_ino", ns->root);
 #define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))
 	NS_U64(inodes_created);
@@ -1417,6 +1426,9 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(copy_bytes);
 	NS_U64(clone_bytes);
 	NS_U64(cow_blocks);
+	NS_U64(iprune_rounds);
+	NS_U64(iprune_asked);
+	NS_U64(iprune_refused);
 #undef NS_U64
 }
 
@@ -1464,7 +1476,7 @@ static void remove_sections(struct fs_fuse *ff)
 	}
 	if (ff->pk != NULL)
 		fs_plock_stats_remove(ff->pk, ff->st);
-	if (ff->iv != NULL)
+	if (ff->sink != NULL)
 		fs_stats_remove_section(ff->st, "kcache");
 	fs_stats_remove_section(ff->st, "namespace");
 	fs_stats_remove_fs(ff->st);
@@ -1609,21 +1621,23 @@ out_session:
 	return ret;
 }
 
-/* dlm: the kernel cache sink (fs_inval.h), before the loop starts (INIT
- * reads ff->iv). */
+/* The kernel cache sink (fs_inval.h), before the loop starts (INIT
+ * reads ff->sink); dlm: ff->iv, the kernel's caches kept coherent. */
 static int kcache_start(struct fs_fuse *ff)
 {
 	int ret;
 
-	ret = fs_inval_new(ff->se, ff->root, &ff->iv);
+	ret = fs_inval_new(ff->se, ff->root, &ff->sink);
 	if (ret < 0)
 		return ret;
+	if (ff->cl != NULL)
+		ff->iv = ff->sink;
 	if (ff->st != NULL)
 		ret = fs_stats_add_section(ff->st, "kcache", fs_inval_stats,
-					   ff->iv);
+					   ff->sink);
 	if (ret < 0)
 		return ret;
-	fs_set_inval(ff->fs, fs_inval_ops(), ff->iv);
+	fs_set_inval(ff->fs, fs_inval_ops(), ff->sink);
 	return 0;
 }
 
@@ -1651,16 +1665,13 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 			    device, mountpoint, err, errlen);
 	if (ret < 0)
 		goto out_free;
-	if (fs->cl != NULL) {
-		ret = kcache_start(ff);
-		if (ret < 0) {
-			snprintf(err, errlen,
-				 "ucfs: cannot start the kernel cache "
-				 "notifications: %s",
-				 strerror(-ret));
-			fs_fuse_free(ff);
-			return ret;
-		}
+	ret = kcache_start(ff);
+	if (ret < 0) {
+		snprintf(err, errlen,
+			 "ucfs: cannot start the kernel cache notifications: %s",
+			 strerror(-ret));
+		fs_fuse_free(ff);
+		return ret;
 	}
 	*out = ff;
 	return 0;
@@ -1733,14 +1744,14 @@ void fs_fuse_free(struct fs_fuse *ff)
 {
 	if (ff == NULL)
 		return;
-	if (ff->iv != NULL)
+	if (ff->sink != NULL)
 		fs_set_inval(ff->fs, NULL, NULL);
 	if (ff->mounted)
 		fuse_session_unmount(ff->se);
 	ff->mounted = 0;
 	fs_fuse_io_detach();
 	stop_stats(ff);
-	fs_inval_free(ff->iv);
+	fs_inval_free(ff->sink);
 	fuse_session_destroy(ff->se);
 	fs_plock_free(ff->pk);
 	free(ff);

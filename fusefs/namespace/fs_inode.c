@@ -6,7 +6,9 @@
  * holds — the kernel's lookup count (nlookup), opens (nopen) — or that is
  * an orphan. Records of unreferenced, non-orphan inodes are freed at
  * once: the inode itself lives in its block in the core cache, so memory
- * stays within cache_mb plus one record per referenced inode.
+ * stays within cache_mb plus one record per referenced inode; and those
+ * records stay near inode_max: past it the kernel is asked to forget
+ * the least recently used inodes only its lookups keep (fs_iprune.c).
  *
  * Orphans: when an inode's link count reaches 0 it is put on this slot's
  * on-disk orphan list (slotinfo.orphan_head -> dinode.orphan_next ...) in
@@ -108,6 +110,7 @@ static void tbl_maybe_drop(struct fs_ns *ns, struct fs_inode *n)
 {
 	struct fs_inode **pp;
 
+	fs_iprune_note(ns, n);
 	if (n->nlookup > 0 || n->nopen > 0 || n->orphan || n->pins > 0 ||
 	    n->ranges != NULL || n->iopen != NULL || n->iopen_wait != NULL ||
 	    n->iopen_busy)
@@ -157,6 +160,8 @@ static void ino_get(struct fs *fs, uint64_t ino, int open)
 		n->nlookup++;
 	if (n != NULL && n->nlookup + n->nopen == 1)
 		kref_pin(fs, n, 1);
+	if (n != NULL)
+		fs_iprune_note(ns, n); /* used now: the LRU's tail */
 	/* dlm: the first kernel reference takes the iopen lock in PR */
 	take = n != NULL && fs->cl != NULL && n->iopen == NULL &&
 	       !n->iopen_busy && !n->iopen_ex && n->iopen_wait == NULL;
@@ -241,8 +246,10 @@ struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino)
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_get(ns, ino);
-	if (n != NULL)
+	if (n != NULL) {
 		n->pins++;
+		fs_iprune_note(ns, n); /* in use: off the LRU */
+	}
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return n;
 }
@@ -279,6 +286,7 @@ void fs_range_add(struct fs *fs, struct fs_inode *n, struct fs_range *r)
 		pthread_cond_wait(&ns->range_cond, &ns->tbl_lock);
 	r->next = n->ranges;
 	n->ranges = r;
+	fs_iprune_note(ns, n);
 	pthread_mutex_unlock(&ns->tbl_lock);
 }
 
@@ -395,7 +403,13 @@ int fs_ns_init(struct fs *fs, const struct fs_opts *o)
 	pthread_mutex_init(&ns->orphan_lock, NULL);
 	pthread_mutex_init(&ns->tbl_lock, NULL);
 	pthread_cond_init(&ns->range_cond, NULL);
+	ns->inode_max = o->inode_max > 0 ? (size_t)o->inode_max
+					 : FS_DEFAULT_INODE_MAX;
 	fs->ns = ns;
+	if (fs_iprune_start(fs) < 0) {
+		fs_ns_free(fs);
+		return -ENOMEM;
+	}
 	/* dlm: the kernel holds the root for the whole mount, with no
 	 * lookup: its glock stays pinned (never dropped for the bound) */
 	if (fs->cl != NULL && fs_cluster_glocks(fs->cl) != NULL)
@@ -410,6 +424,7 @@ void fs_ns_free(struct fs *fs)
 
 	if (ns == NULL)
 		return;
+	fs_iprune_stop(fs);
 	for (size_t i = 0; i < ns->nbuckets; i++)
 		for (n = ns->hash[i]; n != NULL; n = next) {
 			next = n->hnext;

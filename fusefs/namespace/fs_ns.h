@@ -6,10 +6,11 @@
  * State: struct fs_ns hangs off struct fs (fs->ns). Inode contents live
  * in the inode's block in the core buffer cache (bounded by cache_mb);
  * the namespace layer keeps in memory only a small record (struct
- * fs_inode, 120 bytes with its lock) per inode the kernel (or a library
- * caller) holds a reference to — lookup count, open count, orphan links,
- * the inode lock — so memory is cache_mb plus 120 bytes per referenced
- * inode, however many files exist.
+ * fs_inode, about 200 bytes with its lock) per inode the kernel (or a
+ * library caller) holds a reference to — lookup count, open count,
+ * orphan links, the inode lock — so memory is cache_mb plus a record per
+ * referenced inode, however many files exist; and past inode_max the
+ * kernel is asked to forget the least recently used (fs_iprune.c).
  *
  * Locking: the holders and the full order are in fs_ilock.h (every
  * fs.h operation takes its locks there). In short:
@@ -33,7 +34,9 @@
  *     nopen, pins, I/O ranges). A leaf but for the glock engine's
  *     e->mu (dlm: an inode's first kernel reference pins its glock, its
  *     last unpins it: fs_glock_pin), which takes nothing of ours;
- *     waiting on range_cond releases it.
+ *     waiting on range_cond releases it. It also protects the LRU of
+ *     kernel-held records (fs_iprune.c); the prune worker drops it
+ *     around fs_kinval_forget.
  * File data I/O runs under the inode's lock (shared for reads, exclusive
  * for writes); a write hands its data to fs_data_write with its
  * transaction handle open, so with data=ordered the commit that makes
@@ -53,6 +56,7 @@
 
 struct fs_sink;
 struct fs_iopen_wait;
+struct fs_iprune;
 
 /*
  * A byte range of a file with data I/O in flight (see fs_file.c). Lives on the
@@ -92,6 +96,10 @@ struct fs_inode {
 	uint8_t iopen_left;   /* an owner's claim found it in use
 				 elsewhere: no longer "unreferenced" (the
 				 worker frees it at the grant) */
+	uint8_t on_lru;	      /* on ns->lru: tbl_lock */
+	/* the LRU of records only the kernel's lookups keep (fs_iprune.c):
+	 * tbl_lock */
+	struct fs_inode *lprev, *lnext;
 };
 
 struct fs_glock;
@@ -125,6 +133,12 @@ struct fs_ns_stats {
 	uint64_t copy_bytes;	      /* copied by fs_copy_file_range */
 	uint64_t clone_bytes;	      /* shared by fs_clone_range */
 	uint64_t cow_blocks;	      /* shared blocks copied on write */
+	uint64_t iprune_rounds;	      /* fs_iprune.c: rounds that asked the
+					 kernel to forget inodes */
+	uint64_t iprune_asked;	      /* ... inodes asked in them */
+	uint64_t iprune_refused;      /* ... rounds the kernel could not
+					 prune (no FUSE session, or Linux
+					 before 6.18): records stay */
 };
 
 #define FS_NS_STAT_ADD(fs, field, n) \
@@ -152,6 +166,15 @@ struct fs_ns {
 	int untracked;			/* atomic: an inode the kernel got
 					   could not be tracked (ENOMEM):
 					   fs_ino_kernel_held says 1 */
+	/* fs_iprune.c: the records only the kernel's lookups keep, least
+	 * recently used first (tbl_lock), and the worker that asks the
+	 * kernel to forget them past 7/8 of inode_max */
+	struct fs_inode *lru_head, *lru_tail; /* tbl_lock */
+	size_t nlru;			/* tbl_lock */
+	uint64_t lru_forgot;		/* tbl_lock: records that left the
+					   LRU at their last lookup */
+	size_t inode_max;		/* immutable: inode_max= */
+	struct fs_iprune *iprune;	/* immutable after fs_ns_init */
 	struct fs_ns_stats st;		/* atomics */
 };
 
@@ -163,6 +186,17 @@ static inline struct fs_dinode *fs_di(struct fs_buf *b)
 /* ---- fs_inode.c ---- */
 
 int fs_ns_init(struct fs *fs, const struct fs_opts *o);
+
+/* ---- fs_iprune.c: the in-core inode bound ---- */
+
+/* Start, stop the worker (fs_ns_init, fs_ns_free; stop before the table
+ * goes). */
+int fs_iprune_start(struct fs *fs);
+void fs_iprune_stop(struct fs *fs);
+/* @n's counts changed (tbl_lock held): on the LRU's tail if only the
+ * kernel's lookups keep it (so the most recently looked up or used go
+ * last), off it otherwise; wakes the worker past the bound. */
+void fs_iprune_note(struct fs_ns *ns, struct fs_inode *n);
 /* Frees the in-memory state (not the on-disk orphans). No operation may
  * be running. */
 void fs_ns_free(struct fs *fs);

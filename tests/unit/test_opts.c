@@ -46,6 +46,9 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.statahead, 0);
 	CHECK_EQ(fs_opts_parse(&o, "statahead=65536", err, sizeof(err)), 0);
 	CHECK_EQ(o.statahead, 65536);
+	CHECK_EQ(o.inode_max, -1);
+	CHECK_EQ(fs_opts_parse(&o, "inode_max=16", err, sizeof(err)), 0);
+	CHECK_EQ(o.inode_max, 16);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
 			       "nowriteback_cache,uring=on",
@@ -96,6 +99,9 @@ static void test_rejects(void)
 		{ "readahead=100000", NULL },
 		{ "statahead=65537", NULL },
 		{ "statahead=-1", NULL },
+		{ "inode_max=15", "ucfs: bad value in mount option "
+				  "'inode_max=15'" },
+		{ "inode_max=16777217", NULL },
 		{ "data=journal", NULL },
 		{ "lockproto=gulm", NULL },
 		{ "uring=yes", "ucfs: bad value in mount option 'uring=yes'" },
