@@ -55,6 +55,13 @@ struct fs_glock_counts {
 	uint32_t mode_failed[2];
 };
 
+/* A job queue: glocks chained by qnext, first in first out. */
+struct gl_fifo {
+	struct fs_glock *head;
+	struct fs_glock **tail; /* &head when empty */
+	size_t n;
+};
+
 struct fs_glocks_job {
 	uint64_t due; /* CLOCK_MONOTONIC ns */
 	struct fs_glock *gl;
@@ -103,13 +110,9 @@ struct fs_glocks {
 	uint64_t pin_drops;	      /* mu: pins dropped by the engine */
 	struct fs_glock *free;	      /* mu: dropped structs, for reuse */
 	size_t nalloc;		      /* mu: structs allocated (table + free) */
-	struct fs_glock *ready;	      /* mu: jobs to run now (FIFO) */
-	struct fs_glock **ready_tail; /* mu */
-	size_t nready;		      /* mu */
-	struct fs_glock *later;	      /* mu: demote-ahead jobs, run when
-					 nothing else is due (FIFO) */
-	struct fs_glock **later_tail; /* mu */
-	size_t nlater;		      /* mu */
+	struct gl_fifo ready;	      /* mu: jobs to run now */
+	struct gl_fifo later;	      /* mu: demote-ahead jobs, run when
+					 nothing else is due */
 	struct fs_glocks_job *delayed; /* mu: min-heap by due */
 	size_t ndelayed, delayed_cap;  /* mu */
 	pthread_t *workers;	       /* immutable after new */
@@ -136,7 +139,7 @@ struct fs_glock {
 	void *arg;			/* + set at (re)init */
 	struct fs_glock *hnext;		/* hash chain, or free list */
 	struct lk_list lru;		/* on e->lru when on_lru */
-	struct fs_glock *qnext;		/* e->ready chain */
+	struct fs_glock *qnext;		/* e->ready or e->later chain */
 	unsigned ref;			/* references (holders', workers',
 					   the pin's) */
 	uint8_t live;			/* in the table */

@@ -326,17 +326,47 @@ static struct fs_glock *heap_pop(struct fs_glocks *e)
 	return gl;
 }
 
-/* Take @gl off e->later (it keeps the job's reference). e->mu held. */
-static void later_del(struct fs_glocks *e, struct fs_glock *gl)
+/* The job queues (e->ready, e->later); e->mu held. */
+static void fifo_init(struct gl_fifo *q)
 {
-	struct fs_glock **p = &e->later;
+	q->head = NULL;
+	q->tail = &q->head;
+	q->n = 0;
+}
+
+static void fifo_push(struct gl_fifo *q, struct fs_glock *gl)
+{
+	gl->qnext = NULL;
+	*q->tail = gl;
+	q->tail = &gl->qnext;
+	q->n++;
+}
+
+/* The first glock of @q, taken off, or NULL. */
+static struct fs_glock *fifo_pop(struct gl_fifo *q)
+{
+	struct fs_glock *gl = q->head;
+
+	if (gl == NULL)
+		return NULL;
+	q->head = gl->qnext;
+	if (q->head == NULL)
+		q->tail = &q->head;
+	q->n--;
+	return gl;
+}
+
+/* Take @gl, which is on @q, off it (it keeps the job's reference). */
+static void fifo_del(struct gl_fifo *q, struct fs_glock *gl)
+{
+	struct fs_glock **p = &q->head;
 
 	while (*p != gl)
 		p = &(*p)->qnext;
 	*p = gl->qnext;
-	if (e->later_tail == &gl->qnext)
-		e->later_tail = p;
-	e->nlater--;
+	if (q->tail == &gl->qnext)
+		q->tail = p;
+	q->n--;
 }
 
 /* Take @gl's job out of the delayed heap; 1 if it was there (its
@@ -359,14 +389,6 @@ static int heap_take(struct fs_glocks *e, struct fs_glock *gl)
 	return 1;
 }
 
-static void ready_push(struct fs_glocks *e, struct fs_glock *gl)
-{
-	gl->qnext = NULL;
-	*e->ready_tail = gl;
-	e->ready_tail = &gl->qnext;
-	e->nready++;
-}
-
 /* Queue a job for @gl, to run at @due (0: now). A job delayed already
  * and now wanted at once (the local holders a minimum hold deferred a
  * demote for are gone: fs_glock.c) moves to the ready queue. e->mu
@@ -377,20 +399,21 @@ static void enqueue(struct fs_glocks *e, struct fs_glock *gl, uint64_t due)
 		return;
 	if (gl->queued == GQ_NOW) {
 		if (due == 0 && heap_take(e, gl)) {
-			ready_push(e, gl);
+			fifo_push(&e->ready, gl);
 			pthread_cond_signal(&e->wcv);
 		}
 		return;
 	}
 	if (gl->queued == GQ_LATER) {
-		later_del(e, gl); /* due now: ahead of the other ahead jobs */
+		fifo_del(&e->later, gl); /* due now: ahead of the other
+					    ahead jobs */
 	} else {
 		gl->ref++;
 		lru_del(e, gl);
 	}
 	gl->queued = GQ_NOW;
 	if (due == 0 || heap_push(e, gl, due) < 0)
-		ready_push(e, gl);
+		fifo_push(&e->ready, gl);
 	pthread_cond_signal(&e->wcv);
 }
 
@@ -400,10 +423,7 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 	gl->queued = GQ_LATER;
 	gl->ref++;
 	lru_del(e, gl);
-	gl->qnext = NULL;
-	*e->later_tail = gl;
-	e->later_tail = &gl->qnext;
-	e->nlater++;
+	fifo_push(&e->later, gl);
 	pthread_cond_signal(&e->wcv);
 }
 
@@ -565,28 +585,19 @@ static void prune_round(struct fs_glocks *e)
 static struct fs_glock *next_job(struct fs_glocks *e, uint64_t *until,
 				 int *ahead)
 {
-	struct fs_glock *gl = e->ready;
+	struct fs_glock *gl = fifo_pop(&e->ready);
 
 	*until = 0;
 	*ahead = 0;
-	if (gl != NULL) {
-		e->ready = gl->qnext;
-		if (e->ready == NULL)
-			e->ready_tail = &e->ready;
-		e->nready--;
-	} else if (e->ndelayed > 0) {
+	if (gl == NULL && e->ndelayed > 0) {
 		if (e->delayed[0].due > fs_glock_now()) {
 			*until = e->delayed[0].due;
 			return NULL;
 		}
 		gl = heap_pop(e);
-	} else if (e->later != NULL) {
-		gl = e->later;
-		e->later = gl->qnext;
-		if (e->later == NULL)
-			e->later_tail = &e->later;
-		e->nlater--;
-		*ahead = 1;
+	} else if (gl == NULL) {
+		gl = fifo_pop(&e->later);
+		*ahead = gl != NULL;
 	}
 	if (gl != NULL)
 		gl->queued = 0; /* the job's reference is the worker's now */
@@ -757,8 +768,8 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	lk_list_init(&e->lru);
 	lk_list_init(&e->plru);
 	e->prune_off = 1; /* until fs_glocks_set_prune */
-	e->ready_tail = &e->ready;
-	e->later_tail = &e->later;
+	fifo_init(&e->ready);
+	fifo_init(&e->later);
 	e->bucket = calloc(e->nbucket, sizeof(*e->bucket));
 	if (e->bucket == NULL)
 		e->nbucket = 0;
@@ -1105,27 +1116,17 @@ int fs_glocks_drop_all(struct fs_glocks *e)
 /* Give back the references of queued jobs. e->mu held, stopping. */
 static void drain_jobs(struct fs_glocks *e)
 {
-	while (e->ready != NULL) {
-		struct fs_glock *gl = e->ready;
+	struct gl_fifo *queues[] = {&e->ready, &e->later};
+	struct fs_glock *gl;
 
-		e->ready = gl->qnext;
-		gl->queued = 0;
-		put_locked(e, gl);
+	for (size_t i = 0; i < 2; i++) {
+		while ((gl = fifo_pop(queues[i])) != NULL) {
+			gl->queued = 0;
+			put_locked(e, gl);
+		}
 	}
-	e->ready_tail = &e->ready;
-	e->nready = 0;
-	while (e->later != NULL) {
-		struct fs_glock *gl = e->later;
-
-		e->later = gl->qnext;
-		gl->queued = 0;
-		put_locked(e, gl);
-	}
-	e->later_tail = &e->later;
-	e->nlater = 0;
 	while (e->ndelayed > 0) {
-		struct fs_glock *gl = heap_pop(e);
-
+		gl = heap_pop(e);
 		gl->queued = 0;
 		put_locked(e, gl);
 	}
@@ -1226,7 +1227,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->prune_asked = e->prune_asked;
 	out->pin_drops = e->pin_drops;
 	out->max = e->conf.max;
-	out->queued_now = e->nready + e->ndelayed + e->nlater;
+	out->queued_now = e->ready.n + e->ndelayed + e->later.n;
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
