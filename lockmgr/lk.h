@@ -389,7 +389,8 @@ struct lk_stats {
 	uint64_t lookups;     /* master lookups sent */
 	uint64_t placed_mastered; /* another node's LOOKUP of a placed
 				     name mastered here (lk_dir.c) */
-	uint64_t dir_entries; /* directory entries held now */
+	uint64_t dir_entries; /* directory entries held now (names
+				 another node masters: lk_dir.c) */
 	uint64_t recoveries;  /* recovery generations completed */
 	uint64_t bad_frames;  /* dropped: size, type, state */
 	uint64_t auth_failures;

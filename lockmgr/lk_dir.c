@@ -7,7 +7,11 @@
  * name up becomes its master, but a placed name is mastered by its
  * directory node itself (lookup_remote). Entries go away when the master drops
  * the resource from its toss list (REMOVE) and are rebuilt from the masters at
- * each membership change (lk_recover.c). All under ls->mu.
+ * each membership change (lk_recover.c). A name this node both directs and
+ * masters has no entry of its own: its resource (master = this node) is the
+ * entry, as the Linux DLM's rsb table is its directory; this saves an entry
+ * per lock of a node working alone or on its own placed names (the 1M-file
+ * find: 130,000 of 56 bytes). All under ls->mu.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +29,47 @@ static struct lk_dirent **slot(struct lk_ls *ls, const struct lk_name *n,
 	return pp;
 }
 
+/* This node masters @n and has its resource: the resource is the entry. */
+static int res_is_entry(struct lk_ls *ls, const struct lk_name *n,
+			uint64_t hash)
+{
+	struct lk_res *res = lk_res_find(ls, n, hash);
+
+	return res != NULL && res->master == ls->nodeid;
+}
+
+/* The master the directory knows for @n, 0 if none. */
+static uint32_t dir_master(struct lk_ls *ls, const struct lk_name *n,
+			   uint64_t hash)
+{
+	struct lk_dirent *d = *slot(ls, n, hash);
+
+	if (d != NULL)
+		return d->master;
+	return res_is_entry(ls, n, hash) ? ls->nodeid : 0;
+}
+
+static void dirent_del(struct lk_ls *ls, struct lk_dirent **pp)
+{
+	struct lk_dirent *d = *pp;
+
+	*pp = d->hnext;
+	lk_pool_put(&ls->dir_pool, d);
+	ls->ndir--;
+	ls->stats.dir_entries = ls->ndir;
+}
+
 void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		uint32_t master)
 {
 	struct lk_dirent **pp = slot(ls, n, hash);
 	struct lk_dirent *d = *pp;
 
+	if (master == ls->nodeid && res_is_entry(ls, n, hash)) {
+		if (d != NULL)
+			dirent_del(ls, pp);
+		return;
+	}
 	if (d == NULL) {
 		d = lk_pool_get(&ls->dir_pool);
 		if (d == NULL)
@@ -44,15 +83,18 @@ void lk_dir_set(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 	d->master = master;
 }
 
-/* The master of @n; makes @requester the master if there is none. */
+/* The master of @n; makes @requester the master if there is none. This
+ * node's own lookups (requester = this node) come with the resource,
+ * whose master the caller sets to the answer: no entry is made. */
 uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		       uint32_t requester)
 {
-	struct lk_dirent *d = *slot(ls, n, hash);
+	uint32_t m = dir_master(ls, n, hash);
 
-	if (d != NULL)
-		return d->master;
-	lk_dir_set(ls, n, hash, requester);
+	if (m != 0)
+		return m;
+	if (requester != ls->nodeid || lk_res_find(ls, n, hash) == NULL)
+		lk_dir_set(ls, n, hash, requester);
 	return requester;
 }
 
@@ -72,10 +114,9 @@ uint32_t lk_dir_lookup(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 static uint32_t lookup_remote(struct lk_ls *ls, const struct lk_name *n,
 			      uint64_t hash, uint32_t requester)
 {
-	struct lk_dirent *d = *slot(ls, n, hash);
 	struct lk_res *res;
 
-	if (d != NULL || n->place == 0)
+	if (n->place == 0 || dir_master(ls, n, hash) != 0)
 		return lk_dir_lookup(ls, n, hash, requester);
 	res = lk_res_get(ls, n);
 	if (res == NULL)
@@ -84,9 +125,8 @@ static uint32_t lookup_remote(struct lk_ls *ls, const struct lk_name *n,
 		lk_res_maybe_toss(ls, res);
 		return lk_dir_lookup(ls, n, hash, requester);
 	}
-	res->master = ls->nodeid;
+	res->master = ls->nodeid; /* the resource is the entry */
 	res->lookup_sent = 0;
-	lk_dir_set(ls, n, hash, ls->nodeid);
 	lk_res_maybe_toss(ls, res);
 	ls->stats.placed_mastered++;
 	return ls->nodeid;
@@ -96,14 +136,9 @@ void lk_dir_remove(struct lk_ls *ls, const struct lk_name *n, uint64_t hash,
 		   uint32_t master)
 {
 	struct lk_dirent **pp = slot(ls, n, hash);
-	struct lk_dirent *d = *pp;
 
-	if (d == NULL || d->master != master)
-		return;
-	*pp = d->hnext;
-	lk_pool_put(&ls->dir_pool, d);
-	ls->ndir--;
-	ls->stats.dir_entries = ls->ndir;
+	if (*pp != NULL && (*pp)->master == master)
+		dirent_del(ls, pp);
 }
 
 void lk_dir_clear(struct lk_ls *ls)

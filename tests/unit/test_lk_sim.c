@@ -1478,7 +1478,10 @@ static void test_place_membership_and_reuse(void)
 	CHECK_EQ(lk_lock(node[3], &x, LK_EX, 0, NULL, NULL, &ex), 0);
 	settle();
 	CHECK(lk_lock_granted(ex));
-	CHECK_EQ(node[2]->ndir, 1);
+	/* node 2 masters it (placed): its resource is the entry */
+	CHECK_EQ(node[2]->ndir, 0);
+	CHECK(lk_res_find(node[2], &x, lk_name_hash(&x)) != NULL &&
+	      lk_res_find(node[2], &x, lk_name_hash(&x))->master == 2);
 	kill_node(2);
 	begin_gen(1, 2, (1ull << 1) | (1ull << 3), 1ull << 2);
 	settle();
