@@ -648,7 +648,7 @@ void lk_lkb_bast(struct lk_ls *ls, struct lk_lock *lk, int mode, uint32_t from)
 	struct lk_counts *c = &lk_stats_type(ls, lk->res->name.type)->c;
 
 	c->basts_recv++;
-	lk->res->stats.basts_recv++;
+	lk_res_count(&lk->res->stats.basts_recv);
 	if (from >= LK_MAX_NODES)
 		from = 0;
 	ls->stats.peer[from].basts_for++;

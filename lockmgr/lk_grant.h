@@ -40,17 +40,19 @@ enum lk_queue { LK_Q_NONE = 0, LK_Q_GRANT, LK_Q_CONVERT, LK_Q_WAIT };
 /* One lock as the master sees it. Owned by the caller of the engine. */
 struct lk_rq {
 	struct lk_list link; /* on the queue named by @queue */
-	uint32_t nodeid;     /* holder's node */
 	uint64_t lkid;	     /* holder's lock id (unique per node) */
+	uint64_t qtime;	     /* caller's timestamp when queued */
+	void *owner;	     /* caller's (local lkb or master copy) */
+	uint32_t nodeid;     /* holder's node */
+	uint32_t flags;	     /* LK_* request flags of the pending op */
 	int8_t grmode;	     /* granted mode, -1 none */
 	int8_t rqmode;	     /* requested mode while queued, else -1 */
 	int8_t bastmode;     /* highest mode a blocking cb was sent for */
 	uint8_t queue;	     /* enum lk_queue */
 	uint8_t lvbret;	     /* last grant returns the LVB (lk_lvb_op) */
 	uint8_t waited;	     /* set when put on convertq/waitq */
-	uint32_t flags;	     /* LK_* request flags of the pending op */
-	uint64_t qtime;	     /* caller's timestamp when queued */
-	void *owner;	     /* caller's (local lkb or master copy) */
+	/* no holes: 56 bytes, one per lock mastered here (in its lkb, or
+	 * a master copy) */
 };
 
 /* A resource's queues and value block. */

@@ -118,14 +118,25 @@ struct lk_outbuf {
 
 /* One resource's counters (lk_res_stats: the contention tracker's
  * top): the few it shows, so that a node keeping a resource per cached
- * lock keeps them small (the lock types' counters have the rest). */
+ * lock keeps them small (the lock types' counters have the rest). The
+ * counts are 32-bit, saturating (lk_res_count): a resource lives
+ * while it is used or on the toss list, and 4G requests on one name are
+ * far beyond what the top compares; the 16 bytes saved per resource are
+ * 2 MiB at 130,000 cached locks. */
 struct lk_res_counts {
-	uint64_t requests;	 /* lk_lock + lk_lock_batch entries */
-	uint64_t grants_remote;	 /* granted by another master */
-	uint64_t basts_sent;	 /* blocking callbacks sent as its master */
-	uint64_t basts_recv;	 /* blocking callbacks this node got */
+	uint32_t requests;	 /* lk_lock + lk_lock_batch entries */
+	uint32_t grants_remote;	 /* granted by another master */
+	uint32_t basts_sent;	 /* blocking callbacks sent as its master */
+	uint32_t basts_recv;	 /* blocking callbacks this node got */
 	int64_t srttb, srttvarb; /* remote, granted after waiting */
 };
+
+/* Count one in a resource's saturating counter. */
+static inline void lk_res_count(uint32_t *c)
+{
+	if (*c != UINT32_MAX)
+		(*c)++;
+}
 
 /* A resource as this node knows it. */
 struct lk_res {
@@ -200,17 +211,17 @@ struct lk_lock {
 	int8_t bast_mode;     /* highest mode asked by a blocking callback
 				 since the last grant, -1 none */
 	uint8_t deferred_op;  /* LK_M_* op waiting for traffic, or 0 */
+	uint8_t lvb_valid : 1;
+	uint8_t lvb_dirty : 1; /* set by lk_lvb_set, not yet written back */
 	uint32_t cb_node;     /* callback thread only: the node whose
 				 request the running blocking callback is
 				 for (lk_bast_node) */
 	struct lk_list dlink; /* ls->deferred while deferred_op != 0 */
-	uint8_t lvb_valid;
-	uint8_t lvb_dirty;   /* set by lk_lvb_set, not yet written back */
-	uint32_t flags;	     /* LK_* of the lock/pending op */
-	int status;	     /* last completion status */
-	int refs;	     /* user + callback queue + waiters */
-	int waiters;	     /* threads in lk_wait */
-	pthread_cond_t *wcv; /* the sole waiter's own condvar, or NULL */
+	uint32_t flags;	      /* LK_* of the lock/pending op */
+	int status;	      /* last completion status */
+	int refs;	      /* user + callback queue + waiters */
+	int waiters;	      /* threads in lk_wait */
+	pthread_cond_t *wcv;  /* the sole waiter's own condvar, or NULL */
 	const struct lk_lock_ops *ops;
 	void *arg;
 	uint64_t t_req; /* ns, start of pending op */

@@ -164,7 +164,7 @@ static void m_bast(void *ctx, struct lk_rsq *q, struct lk_rq *rq, int mode,
 	struct lk_res *res = res_of(q);
 	struct lk_rec_bast *b;
 
-	res->stats.basts_sent++;
+	lk_res_count(&res->stats.basts_sent);
 	lk_stats_type(ls, res->name.type)->c.basts_sent++;
 	if (rq->nodeid == ls->nodeid) {
 		lk_lkb_bast(ls, rq->owner, mode, from);

@@ -42,7 +42,7 @@ void lk_stats_request_add(struct lk_ls *ls, struct lk_req_stats *g,
 		lk_stats_requests_end(g);
 	g->t = t;
 	g->n++;
-	res->stats.requests++;
+	lk_res_count(&res->stats.requests);
 	if (res->last_req != 0) {
 		int64_t d = (int64_t)(now - res->last_req);
 
@@ -91,7 +91,7 @@ void lk_stats_grant_add(struct lk_ls *ls, struct lk_grant_stats *g,
 		       (uint32_t)(remote != 0) << 1 | (uint32_t)(queued != 0);
 
 	if (remote) {
-		rc->grants_remote++;
+		lk_res_count(&rc->grants_remote);
 		if (queued)
 			smooth(&rc->srttb, &rc->srttvarb, (int64_t)d);
 	}

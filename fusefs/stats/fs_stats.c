@@ -15,6 +15,7 @@
  * that the callback is not running when it returns.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -526,6 +527,18 @@ static void proc_rss(uint64_t *now_kb, uint64_t *peak_kb)
 	fclose(f);
 }
 
+/* malloc's view (mallinfo2, every arena): what the heap holds in use,
+ * what it keeps free (fragmentation and the arenas' tops), and its
+ * mmap'ed blocks: the part of the RSS no section's bytes_now explains. */
+static void render_heap(struct fs_json *n)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	fs_json_u64(n, "heap_used_kb", (uint64_t)mi.uordblks / 1024);
+	fs_json_u64(n, "heap_free_kb", (uint64_t)mi.fordblks / 1024);
+	fs_json_u64(n, "heap_mmap_kb", (uint64_t)mi.hblkhd / 1024);
+}
+
 static void fs_render_node(struct fs_stats *st, struct fs_json *root)
 {
 	uint64_t rss_kb, peak_kb;
@@ -549,6 +562,7 @@ static void fs_render_node(struct fs_stats *st, struct fs_json *root)
 	proc_rss(&rss_kb, &peak_kb);
 	fs_json_u64(n, "rss_kb_now", rss_kb);
 	fs_json_u64(n, "max_rss_kb", peak_kb);
+	render_heap(n);
 }
 
 static void fs_render_fuse(struct fs_stats *st, struct fs_json *root)
