@@ -904,23 +904,6 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
  * this many glocks of the bound. */
 #define FS_TOSS_PER_GLOCKS 8
 
-/* The engine's prune function (fs_glock_pin): the kernel is asked to
- * forget the inodes whose glocks only its references keep. */
-static int cl_prune(void *arg, uint16_t type, const uint64_t *nums, size_t n)
-{
-	struct fs_cluster *cl = arg;
-	struct fs *fs;
-	int ret = 0;
-
-	if (type != FS_LK_INODE)
-		return 0; /* only inodes are pinned */
-	fs = cl_fs(cl);
-	if (fs != NULL)
-		ret = fs_kinval_forget(fs, nums, n);
-	cl_fs_put(cl, fs);
-	return ret;
-}
-
 /* The engine, its ops per lock type, and the fs lock. */
 static int engine_start(struct fs_cluster *cl)
 {
@@ -937,7 +920,8 @@ static int engine_start(struct fs_cluster *cl)
 			  cl);
 	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
 	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
-	fs_glocks_set_prune(cl->e, cl_prune, cl);
+	/* the pins (inodes the kernel holds) are bounded by the namespace's
+	 * prune (fs_iprune.c), which tells the engine when it runs */
 	/* the lock manager's unused resources within the bound too */
 	lk_ls_set_toss_max(cl->ls, cl->glock_max / FS_TOSS_PER_GLOCKS);
 	/* FS_LK_RENAME protects nothing cached: no ops */

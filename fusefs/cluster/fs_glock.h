@@ -278,11 +278,8 @@ struct fs_glocks_stats {
 	/* pins (fs_glock_pin) */
 	uint64_t pinned_now;	   /* glocks in the table pinned */
 	uint64_t pinned_idle_now;  /* ... of them kept by the pin alone */
-	uint64_t pinned_asked_now; /* ... asked to go, not let go yet */
-	int prune;		   /* pins are let go by a prune round (a
-				      prune function set, not refused) */
-	uint64_t prune_rounds;	   /* prune rounds run */
-	uint64_t prune_asked;	   /* glocks handed to the prune function */
+	int prune;		   /* pins are let go by their owner's prune
+				      (fs_glocks_set_pruned) */
 	uint64_t pin_drops;	   /* pins the engine dropped for the bound
 				      (no prune) */
 };
@@ -318,28 +315,24 @@ void fs_glock_put(struct fs_glock *gl);
  * one reference on glock (@type, @num), kept by its owner for as long as
  * that owner caches what the lock covers outside ucfs (an inode the
  * kernel holds: its attributes, pages, names). Pinning a pinned glock
- * does nothing (at most one pin per glock). The LRU bound never drops a
- * pinned glock while a prune function is set: once glocks kept by
- * their pin alone fill 7/8 of conf.max, a worker hands the least
- * recently used of them to it (at most one round every 5 ms), down to
- * 3/4 of conf.max, and their owner lets go (the kernel forgets the
- * inodes; their unpins put them on the LRU). With no prune function (or
- * one that answered -EOPNOTSUPP: the kernel cannot prune), a pinned
- * glock is dropped as an idle one once no idle one is left, its pin
- * with it (counted: pin_drops; its owner's unpin then finds none).
+ * does nothing (at most one pin per glock). While the pins' owner
+ * bounds them itself (fs_glocks_set_pruned: on dlm mounts the inode
+ * bound, fs_iprune.c, asks the kernel to forget the least recently used
+ * inodes past 7/8 of the smaller of inode_max and conf.max, and their
+ * FORGETs unpin them), the LRU bound never drops a pinned glock: the
+ * table may then pass conf.max until the unpins come. Otherwise (the
+ * default, or the kernel cannot prune), a pinned glock is dropped as an
+ * idle one once no idle one is left, its pin with it (counted:
+ * pin_drops; its owner's unpin then finds none).
  * fs_glock_pin: 0, -EINVAL, -ENOMEM, -EIO (fenced, stopped); never
  * waits for the DLM. fs_glock_unpin: the pin goes (none: nothing).
  */
 int fs_glock_pin(struct fs_glocks *e, uint16_t type, uint64_t num);
 void fs_glock_unpin(struct fs_glocks *e, uint16_t type, uint64_t num);
-/* The prune function: asked, from a worker with no engine lock held,
- * to have the pins of @n glocks of @type (numbers @nums) let go. 0
- * (asked: a hint, the owner may keep some), -EOPNOTSUPP (never can:
- * pins are dropped by the bound from then on). NULL: none. */
-void fs_glocks_set_prune(struct fs_glocks *e,
-			 int (*fn)(void *arg, uint16_t type,
-				   const uint64_t *nums, size_t n),
-			 void *arg);
+/* @on: the pins' owner bounds them (above); 0: the bound drops them. */
+void fs_glocks_set_pruned(struct fs_glocks *e, int on);
+/* conf.max (0: unbounded). */
+unsigned fs_glocks_max(const struct fs_glocks *e);
 
 /* Become a holder in @mode (LK_PR or LK_EX): 0, or -EIO (fenced),
  * -EINVAL (mode). May block (DLM round trips, a demote in progress,

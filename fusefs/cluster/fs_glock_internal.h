@@ -95,18 +95,9 @@ struct fs_glocks {
 					 it), least recently used first */
 	size_t npidle;		      /* mu: on plru */
 	size_t npinned;		      /* mu: glocks pinned */
-	size_t nasked;		      /* mu: ... asked to be let go (asked) */
-	struct {
-		int (*fn)(void *arg, uint16_t type, const uint64_t *nums,
-			  size_t n);
-		void *arg;
-	} prune;		      /* mu: fs_glocks_set_prune */
-	int prune_off;		      /* mu: no prune (none set, or it said
-					 -EOPNOTSUPP): pins are dropped */
-	int prune_want;		      /* mu: a prune round is wanted */
-	uint64_t prune_next;	      /* mu: no round before (ns) */
-	uint64_t prune_rounds;	      /* mu: rounds run */
-	uint64_t prune_asked;	      /* mu: glocks asked to be let go */
+	int prune_off;		      /* mu: the pins' owner does not bound
+					 them (fs_glocks_set_pruned): the
+					 bound drops them */
 	uint64_t pin_drops;	      /* mu: pins dropped by the engine */
 	struct fs_glock *free;	      /* mu: dropped structs, for reuse */
 	size_t nalloc;		      /* mu: structs allocated (table + free) */
@@ -147,14 +138,11 @@ struct fs_glock {
 					   e->plru (lru is the link) */
 	uint8_t pinned;			/* a pin's reference is in ref
 					   (fs_glock_pin) */
-	uint8_t asked;			/* pinned, and handed to the prune
-					   function since its last use */
 	uint8_t queued; /* GQ_NOW: on e->ready or e->delayed; GQ_LATER:
 			   on e->later */
 	uint8_t evict;	/* picked from the LRU to be dropped */
 	uint8_t delayed;  /* its GQ_NOW job is on e->delayed (the heap) */
 	uint64_t idle_ns; /* when it went on the LRU (demote-ahead) */
-	uint64_t asked_ns; /* when it was asked last (asked) */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	     /* any state change (broadcast) */

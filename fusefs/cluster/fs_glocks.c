@@ -21,12 +21,12 @@
  *
  * Pins (fs_glock_pin: an inode the kernel holds): a pin is a reference
  * too; a glock only its pin keeps waits on e->plru (least recently
- * used first) instead. Once pins not yet asked to go exceed 7/8 of
- * conf.max (evict_some sets prune_want), a worker runs a prune round:
- * the head of e->plru, down to 3/4, goes to the prune function (the
- * kernel is asked to forget those inodes), marked asked; their unpins
- * (FORGETs) put them on e->lru. With no prune function, evict_some
- * takes the head of e->plru once e->lru is empty, pin and all.
+ * used first) instead, idle for demote-ahead but never picked while
+ * the pins' owner bounds them (fs_glocks_set_pruned: on dlm mounts the
+ * namespace's one prune, fs_iprune.c, asks the kernel to forget inodes
+ * for both bounds; the unpins at their FORGETs put the glocks on
+ * e->lru). Otherwise evict_some takes the head of e->plru once e->lru
+ * is empty, pin and all.
  *
  * Lock-ahead (fs_glocks_prefetch): the names are looked up, created and
  * claimed (fs_glock_ahead_claim: busy, so nobody starts another request
@@ -62,12 +62,6 @@
  * (so that unmount never hangs on a lockspace that stopped answering). */
 #define GL_STOP_NS 10000000000ull
 #define GL_NBUCKET_MIN 1024
-/* Prune rounds: at most one every GL_PRUNE_GAP_NS (the owner's answers,
- * the kernel's FORGETs, come in meanwhile), of at most GL_PRUNE_MAX
- * glocks. */
-#define GL_PRUNE_GAP_NS 5000000ull
-#define GL_PRUNE_MAX 4096u
-#define GL_PRUNE_REASK_NS 1000000000ull
 
 static const struct fs_glock_ops no_ops;
 
@@ -243,33 +237,14 @@ static void lru_add(struct fs_glocks *e, struct fs_glock *gl, int where)
 	gl->idle_ns = fs_glock_now();
 }
 
-/* @gl was used (a reference taken) or unpinned: no longer counted as
- * asked to be let go. e->mu held. */
-static void unask(struct fs_glocks *e, struct fs_glock *gl)
-{
-	if (gl->asked) {
-		gl->asked = 0;
-		e->nasked--;
-	}
-}
-
 /* The pin of @gl goes (its reference stays with the caller to put).
  * e->mu held. */
 static void unpin_locked(struct fs_glocks *e, struct fs_glock *gl)
 {
 	if (gl->on_lru == GL_PIDLE)
 		lru_del(e, gl);
-	unask(e, gl);
 	gl->pinned = 0;
 	e->npinned--;
-}
-
-/* Pins not yet asked to go, beyond @mark. e->mu held. */
-static size_t pins_over(const struct fs_glocks *e, size_t mark)
-{
-	size_t n = e->npinned - e->nasked;
-
-	return n > mark ? n - mark : 0;
 }
 
 static void heap_swap(struct fs_glocks_job *h, size_t a, size_t b)
@@ -457,19 +432,6 @@ void fs_glocks_kick(struct fs_glock *gl)
 	pthread_mutex_unlock(&e->mu);
 }
 
-/* Pins are let go (a prune round) above prune_hi pinned glocks not yet
- * asked, down to prune_lo: a quarter of the bound stays free for
- * glocks nobody pins (lock-ahead's, a request's). */
-static size_t prune_hi(const struct fs_glocks *e)
-{
-	return e->conf.max - e->conf.max / 8;
-}
-
-static size_t prune_lo(const struct fs_glocks *e)
-{
-	return e->conf.max - e->conf.max / 4;
-}
-
 /* The glock evict_some drops next: the oldest idle one; with no prune,
  * the oldest one only a pin keeps, its pin dropped (the kernel's entry
  * goes with the lock: ops->drop). NULL: none. e->mu held. */
@@ -489,8 +451,7 @@ static struct fs_glock *evict_next(struct fs_glocks *e)
 }
 
 /* Pick idle glocks from the LRU head while the table holds more than
- * conf.max not yet picked; ask a worker for a prune round when pinned
- * ones fill it. e->mu held. */
+ * conf.max not yet picked. e->mu held. */
 static void evict_some(struct fs_glocks *e)
 {
 	struct fs_glock *gl;
@@ -503,11 +464,6 @@ static void evict_some(struct fs_glocks *e)
 		gl->evict = 1;
 		e->nevict++;
 		enqueue(e, gl, 0);
-	}
-	if (!e->prune_off && !e->prune_want && e->npidle > 0 &&
-	    pins_over(e, prune_hi(e)) > 0) {
-		e->prune_want = 1;
-		pthread_cond_signal(&e->wcv);
 	}
 }
 
@@ -522,62 +478,6 @@ static void put_locked(struct fs_glocks *e, struct fs_glock *gl)
 	else
 		return;
 	evict_some(e);
-}
-
-/* A prune round (worker, e->mu held; dropped around the call): the
- * least recently used glocks only a pin keeps, as many as bring the
- * pins not yet asked down to prune_lo, are handed to the pins' owner
- * to let go (fs_glocks_set_prune: the kernel is asked to forget those
- * inodes; their unpins follow, and the LRU drops them). Each goes to
- * the tail of e->plru, marked asked until its unpin or next use: one
- * the owner keeps (in use, a directory with children cached) is asked
- * again after GL_PRUNE_REASK_NS, once the others were. */
-static void prune_round(struct fs_glocks *e)
-{
-	size_t want = pins_over(e, prune_lo(e)), k = 0;
-	uint64_t now = fs_glock_now(), *nums;
-	uint16_t type = 0;
-	int ret;
-
-	e->prune_want = 0;
-	e->prune_next = now + GL_PRUNE_GAP_NS;
-	if (e->prune_off || want == 0)
-		return;
-	if (want > e->npidle)
-		want = e->npidle;
-	if (want > GL_PRUNE_MAX)
-		want = GL_PRUNE_MAX;
-	nums = malloc(want * sizeof(*nums));
-	if (nums == NULL)
-		return;
-	for (size_t i = 0, n = e->npidle; i < n && k < want; i++) {
-		struct fs_glock *gl =
-		    LK_CONTAINER(e->plru.next, struct fs_glock, lru);
-
-		if (k > 0 && gl->name.type != type)
-			break; /* one type a call */
-		lk_list_del(&gl->lru);
-		lk_list_add_tail(&e->plru, &gl->lru);
-		if (gl->asked && now < gl->asked_ns + GL_PRUNE_REASK_NS)
-			continue; /* its answer may still come */
-		type = gl->name.type;
-		nums[k++] = gl->name.num;
-		gl->asked_ns = now;
-		if (!gl->asked) {
-			gl->asked = 1;
-			e->nasked++;
-		}
-	}
-	e->prune_rounds++;
-	e->prune_asked += k;
-	pthread_mutex_unlock(&e->mu);
-	ret = e->prune.fn(e->prune.arg, type, nums, k);
-	pthread_mutex_lock(&e->mu);
-	free(nums);
-	if (ret == -EOPNOTSUPP) {
-		e->prune_off = 1; /* the pins go instead (evict_next) */
-		evict_some(e);
-	}
 }
 
 /* The next job, or NULL and in *@until when the next delayed one is due
@@ -678,15 +578,8 @@ static void *worker_main(void *arg)
 		int ahead;
 		struct fs_glock *gl;
 
-		if (e->prune_want && fs_glock_now() >= e->prune_next) {
-			prune_round(e);
-			continue;
-		}
 		gl = next_job(e, &until, &ahead);
 		if (gl == NULL) {
-			if (e->prune_want &&
-			    (until == 0 || e->prune_next < until))
-				until = e->prune_next;
 			e_wait(e, &e->wcv, until);
 			continue;
 		}
@@ -767,7 +660,7 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	pthread_condattr_destroy(&ca);
 	lk_list_init(&e->lru);
 	lk_list_init(&e->plru);
-	e->prune_off = 1; /* until fs_glocks_set_prune */
+	e->prune_off = 1; /* until fs_glocks_set_pruned */
 	fifo_init(&e->ready);
 	fifo_init(&e->later);
 	e->bucket = calloc(e->nbucket, sizeof(*e->bucket));
@@ -856,7 +749,6 @@ int fs_glock_get(struct fs_glocks *e, uint16_t type, uint64_t num,
 	ret = 0;
 	gl->ref++;
 	lru_del(e, gl);
-	unask(e, gl);
 	*out = gl;
 out:
 	pthread_mutex_unlock(&e->mu);
@@ -865,15 +757,15 @@ out:
 
 /* ---- pins ------------------------------------------------------------- */
 
-void fs_glocks_set_prune(struct fs_glocks *e,
-			 int (*fn)(void *arg, uint16_t type,
-				   const uint64_t *nums, size_t n),
-			 void *arg)
+unsigned fs_glocks_max(const struct fs_glocks *e)
+{
+	return e->conf.max;
+}
+
+void fs_glocks_set_pruned(struct fs_glocks *e, int on)
 {
 	pthread_mutex_lock(&e->mu);
-	e->prune.fn = fn;
-	e->prune.arg = arg;
-	e->prune_off = fn == NULL;
+	e->prune_off = !on;
 	evict_some(e);
 	pthread_mutex_unlock(&e->mu);
 }
@@ -1221,10 +1113,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->idle_now = e->nidle;
 	out->pinned_now = e->npinned;
 	out->pinned_idle_now = e->npidle;
-	out->pinned_asked_now = e->nasked;
 	out->prune = !e->prune_off;
-	out->prune_rounds = e->prune_rounds;
-	out->prune_asked = e->prune_asked;
 	out->pin_drops = e->pin_drops;
 	out->max = e->conf.max;
 	out->queued_now = e->ready.n + e->ndelayed + e->later.n;
@@ -1399,10 +1288,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "idle_now", s->idle_now);
 	fs_json_u64(o, "pinned_now", s->pinned_now);
 	fs_json_u64(o, "pinned_idle_now", s->pinned_idle_now);
-	fs_json_u64(o, "pinned_asked_now", s->pinned_asked_now);
 	fs_json_bool(o, "prune", s->prune);
-	fs_json_u64(o, "prune_rounds", s->prune_rounds);
-	fs_json_u64(o, "prune_asked", s->prune_asked);
 	fs_json_u64(o, "pin_drops", s->pin_drops);
 	fs_json_u64(o, "held_now", s->held_now);
 	fs_json_u64(o, "bytes_now", s->bytes_now);

@@ -22,15 +22,21 @@
  * Only this worker talks to the kernel, never a request handler: the
  * kernel's FORGETs come back as requests (research/fuse-coherence.md).
  *
- * dlm mounts bound the glocks of kernel-held inodes the same way
- * (fs_glocks.c prune_round, glock_max=); both ask, each for its own
- * bound, and the kernel's answer (FORGETs) serves both.
+ * On dlm mounts this is the one prune for both bounds: each inode the
+ * kernel holds pins its glock (fs_glock_pin), so the records are bounded
+ * by the smaller of inode_max and glock_max (ns->bound), and the glock
+ * engine leaves the pins to this worker (fs_glocks_set_pruned) instead
+ * of running a prune of its own over a second LRU of the same inodes.
+ * If the kernel cannot prune (-EOPNOTSUPP), the engine is told so and
+ * drops the oldest pins itself for the glock bound, as without pins.
  *
  * Locking: ns->tbl_lock protects the LRU, nlru, lru_forgot and the
  * worker's want/stop (its condition variable waits with tbl_lock);
  * the worker drops it around fs_kinval_forget.
  */
 #include "fusefs/namespace/fs_ns.h"
+#include "fusefs/cluster/fs_cluster.h"
+#include "fusefs/cluster/fs_glock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -50,6 +56,9 @@ struct fs_iprune {
 	uint64_t next;		/* worker only: no round before (ns) */
 	uint64_t forgot;	/* worker only: lru_forgot at the last round */
 	int idle;		/* worker only: rounds in a row nothing left */
+	int pruned;		/* worker only: the glock engine was told
+				   the pins are pruned here (dlm) */
+	struct fs_glocks *e;	/* immutable: dlm: the glock engine */
 	uint64_t ids[IP_BATCH]; /* worker only */
 };
 
@@ -63,12 +72,12 @@ static uint64_t ip_now(void)
 
 static size_t ip_hi(const struct fs_ns *ns)
 {
-	return ns->inode_max - ns->inode_max / 8;
+	return ns->bound - ns->bound / 8;
 }
 
 static size_t ip_lo(const struct fs_ns *ns)
 {
-	return ns->inode_max - ns->inode_max / 4;
+	return ns->bound - ns->bound / 4;
 }
 
 /* tbl_lock held */
@@ -141,6 +150,17 @@ static size_t ip_pick(struct fs_ns *ns, struct fs_iprune *ip)
 	return k;
 }
 
+/* dlm: the kernel's answer says whether the pins are pruned here. */
+static void ip_tell_engine(struct fs_iprune *ip, int ret)
+{
+	int on = ret != -EOPNOTSUPP;
+
+	if (ip->e == NULL || (ret < 0 && on) || on == ip->pruned)
+		return;
+	ip->pruned = on;
+	fs_glocks_set_pruned(ip->e, on);
+}
+
 /* A round (tbl_lock held; dropped around the kernel call). */
 static void ip_round(struct fs_ns *ns, struct fs_iprune *ip)
 {
@@ -161,6 +181,7 @@ static void ip_round(struct fs_ns *ns, struct fs_iprune *ip)
 		FS_NS_STAT_ADD(ip->fs, iprune_rounds, 1);
 		FS_NS_STAT_ADD(ip->fs, iprune_asked, k);
 	}
+	ip_tell_engine(ip, ret);
 	pthread_mutex_lock(&ns->tbl_lock);
 	/* refused, or nothing forgotten since the last round: the kernel
 	 * keeps those inodes in use; ask again later */
@@ -214,6 +235,12 @@ int fs_iprune_start(struct fs *fs)
 	if (ip == NULL)
 		return -ENOMEM;
 	ip->fs = fs;
+	fs->ns->bound = fs->ns->inode_max;
+	if (fs->cl != NULL)
+		ip->e = fs_cluster_glocks(fs->cl);
+	if (ip->e != NULL && fs_glocks_max(ip->e) != 0 &&
+	    fs_glocks_max(ip->e) < fs->ns->bound)
+		fs->ns->bound = fs_glocks_max(ip->e);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ip->cv, &ca);
@@ -225,6 +252,10 @@ int fs_iprune_start(struct fs *fs)
 		return -ret;
 	}
 	fs->ns->iprune = ip;
+	if (ip->e != NULL) { /* until the kernel refuses */
+		ip->pruned = 1;
+		fs_glocks_set_pruned(ip->e, 1);
+	}
 	return 0;
 }
 

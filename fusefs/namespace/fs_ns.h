@@ -168,12 +168,16 @@ struct fs_ns {
 					   fs_ino_kernel_held says 1 */
 	/* fs_iprune.c: the records only the kernel's lookups keep, least
 	 * recently used first (tbl_lock), and the worker that asks the
-	 * kernel to forget them past 7/8 of inode_max */
+	 * kernel to forget them past 7/8 of bound */
 	struct fs_inode *lru_head, *lru_tail; /* tbl_lock */
 	size_t nlru;			/* tbl_lock */
 	uint64_t lru_forgot;		/* tbl_lock: records that left the
 					   LRU at their last lookup */
 	size_t inode_max;		/* immutable: inode_max= */
+	size_t bound;			/* immutable after fs_iprune_start:
+					   inode_max, or on dlm mounts the
+					   smaller of it and glock_max (each
+					   kernel-held inode pins a glock) */
 	struct fs_iprune *iprune;	/* immutable after fs_ns_init */
 	struct fs_ns_stats st;		/* atomics */
 };

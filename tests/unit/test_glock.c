@@ -472,32 +472,6 @@ static void test_lru_keeps_referenced(void)
 	fs_glocks_free(ea);
 }
 
-/* Pins (fs_glock_pin): the prune function records what it was asked;
- * the test plays the kernel and unpins those. */
-static pthread_mutex_t pr_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t pr_nums[256];
-static size_t pr_n;
-
-static int c_prune(void *arg, uint16_t type, const uint64_t *nums, size_t n)
-{
-	(void)arg;
-	pthread_mutex_lock(&pr_mu);
-	for (size_t i = 0; i < n && pr_n < 256 && type == T_INODE; i++)
-		pr_nums[pr_n++] = nums[i];
-	pthread_mutex_unlock(&pr_mu);
-	return 0;
-}
-
-static size_t pr_count(void)
-{
-	size_t n;
-
-	pthread_mutex_lock(&pr_mu);
-	n = pr_n;
-	pthread_mutex_unlock(&pr_mu);
-	return n;
-}
-
 static struct fs_glocks_stats estats(struct fs_glocks *e)
 {
 	struct fs_glocks_stats s;
@@ -506,40 +480,53 @@ static struct fs_glocks_stats estats(struct fs_glocks *e)
 	return s;
 }
 
-/* A pinned glock is never dropped for the bound; once pins fill 7/8 of
- * it, the oldest are handed to the prune function (down to 3/4), and
- * their unpins let the LRU drop them. */
+/* While the pins' owner prunes them (fs_glocks_set_pruned: the
+ * namespace's one prune asks the kernel to forget inodes, fs_iprune.c),
+ * a pinned glock is never dropped for the bound, even past it; the
+ * unpins the owner's prune brings let the LRU drop those glocks, not
+ * the pinned ones; once the owner says it cannot prune, the bound drops
+ * the oldest pins itself. */
 static void test_pins_pruned(void)
 {
 	struct fs_glocks *ea = eng_on(0, 16, 0);
-	size_t asked;
+	struct fs_glocks_stats s;
 
 	reset();
-	pr_n = 0;
 	REQUIRE(ea != NULL);
-	fs_glocks_set_prune(ea, c_prune, NULL);
+	fs_glocks_set_pruned(ea, 1);
+	CHECK_EQ(fs_glocks_max(ea), 16u);
 	for (uint64_t n = 500; n < 540; n++) {
 		CHECK_EQ(fs_glock_pin(ea, T_INODE, n), 0);
 		CHECK_EQ(fs_glock_pin(ea, T_INODE, n), 0); /* one pin */
 		CHECK_EQ(touch(ea, n, LK_EX), 0);
 	}
-	WAIT_FOR(pr_count() >= 40 - 12);
-	asked = pr_count();
-	CHECK_EQ(asked, 40 - 12);     /* each once: no answer is late yet */
-	CHECK_EQ(glocks_now(ea), 40); /* nothing dropped under a pin */
+	s = estats(ea);
+	CHECK_EQ(s.glocks_now, 40); /* nothing dropped under a pin */
 	CHECK_EQ(atomic_load(&cnt[0].drop), 0);
-	CHECK_EQ(estats(ea).pinned_now, 40);
-	CHECK_EQ(estats(ea).pin_drops, 0);
-	CHECK(asked >= 40 - 12);
-	CHECK_EQ(pr_nums[0], 500); /* least recently used first */
-	CHECK_EQ(pr_nums[27], 527);
-	/* the owner lets them go: the bound drops them */
-	for (size_t i = 0; i < asked; i++)
-		fs_glock_unpin(ea, T_INODE, pr_nums[i]);
+	CHECK_EQ(s.pinned_now, 40);
+	CHECK_EQ(s.pinned_idle_now, 40); /* idle: demote-ahead sees them */
+	CHECK_EQ(s.pin_drops, 0);
+	CHECK_EQ(s.prune, 1);
+	/* the owner's prune: the kernel forgot the 28 oldest */
+	for (uint64_t n = 500; n < 528; n++)
+		fs_glock_unpin(ea, T_INODE, n);
 	WAIT_FOR(glocks_now(ea) <= 16);
-	CHECK(glocks_now(ea) <= 16);
-	CHECK_EQ(estats(ea).pinned_asked_now, 0);
-	CHECK_EQ(estats(ea).pinned_now, 40 - asked);
+	s = estats(ea);
+	CHECK(s.glocks_now <= 16);
+	CHECK_EQ(s.pinned_now, 12);
+	CHECK_EQ(s.pin_drops, 0);
+	/* the kernel cannot prune: the bound takes the oldest pins */
+	for (uint64_t n = 540; n < 550; n++) {
+		CHECK_EQ(fs_glock_pin(ea, T_INODE, n), 0);
+		CHECK_EQ(touch(ea, n, LK_PR), 0);
+	}
+	CHECK(glocks_now(ea) > 16);
+	fs_glocks_set_pruned(ea, 0);
+	WAIT_FOR(glocks_now(ea) <= 16);
+	s = estats(ea);
+	CHECK(s.glocks_now <= 16);
+	CHECK(s.pin_drops >= 22 - 16);
+	CHECK_EQ(s.prune, 0);
 	fs_glocks_free(ea);
 }
 
