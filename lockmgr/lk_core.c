@@ -144,7 +144,7 @@ struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 	struct lk_res *r = ls->res_hash[hash & LK_HASH_MASK];
 
 	for (; r != NULL; r = r->hnext)
-		if (r->hash == hash && lk_name_eq(&r->name, n))
+		if (lk_name_eq(&r->name, n))
 			return r;
 	return NULL;
 }
@@ -172,7 +172,6 @@ static struct lk_res *res_get_hashed(struct lk_ls *ls, const struct lk_name *n,
 	if (r == NULL)
 		return NULL;
 	r->name = *n;
-	r->hash = hash;
 	lk_rsq_init(&r->q);
 	lk_list_init(&r->locks);
 	lk_list_init(&r->toss);
@@ -190,7 +189,7 @@ struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n)
 
 void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 {
-	struct lk_res **pp = &ls->res_hash[res->hash & LK_HASH_MASK];
+	struct lk_res **pp = &ls->res_hash[lk_res_hash(res) & LK_HASH_MASK];
 
 	while (*pp != res)
 		pp = &(*pp)->hnext;
@@ -218,10 +217,11 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 static void toss_free(struct lk_ls *ls, struct lk_res *res)
 {
 	if (res->master == ls->nodeid) {
-		uint32_t dir = lk_dir_node(ls, &res->name, res->hash);
+		uint64_t h = lk_res_hash(res);
+		uint32_t dir = lk_dir_node(ls, &res->name, h);
 
 		if (dir == ls->nodeid) {
-			lk_dir_remove(ls, &res->name, res->hash, ls->nodeid);
+			lk_dir_remove(ls, &res->name, h, ls->nodeid);
 		} else {
 			struct lk_rec_name *r =
 			    lk_out_add(ls, dir, LK_M_REMOVE);
@@ -468,12 +468,12 @@ static void send_request(struct lk_ls *ls, struct lk_lock *lk)
 
 static void start_lookup(struct lk_ls *ls, struct lk_res *res)
 {
-	uint32_t dir = lk_dir_node(ls, &res->name, res->hash);
+	uint64_t h = lk_res_hash(res);
+	uint32_t dir = lk_dir_node(ls, &res->name, h);
 	struct lk_rec_name *r;
 
 	if (dir == ls->nodeid) {
-		res->master =
-		    lk_dir_lookup(ls, &res->name, res->hash, ls->nodeid);
+		res->master = lk_dir_lookup(ls, &res->name, h, ls->nodeid);
 		lk_stats_type(ls, res->name.type)->c.lookups_local++;
 		lk_res_master_known(ls, res);
 		return;
@@ -1689,8 +1689,9 @@ static int rx_wait(struct lk_ls *ls, struct lk_lock *lk, uint64_t spin_ns)
 	int ret;
 
 	if (lk->state == LK_S_NEW) /* its LOOKUP_REPLY comes first */
-		m = res->lookup_sent ? lk_dir_node(ls, &res->name, res->hash)
-				     : 0;
+		m = res->lookup_sent
+			? lk_dir_node(ls, &res->name, lk_res_hash(res))
+			: 0;
 	if (ls->xp.wait_rx == NULL || ls->rx_poller || m == 0 ||
 	    m == ls->nodeid)
 		return -EAGAIN;

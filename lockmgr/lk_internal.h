@@ -141,13 +141,14 @@ static inline void lk_res_count(uint32_t *c)
 /* A resource as this node knows it. */
 struct lk_res {
 	struct lk_res *hnext; /* ls->res_hash chain */
-	struct lk_name name;  /* immutable */
-	uint64_t hash;	      /* immutable */
+	struct lk_name name;  /* immutable; its hash is lk_res_hash (not
+				 kept: 8 bytes per cached lock) */
 	uint32_t master;      /* node id, 0 = unknown */
 	uint8_t lookup_sent;  /* LOOKUP in flight */
 	uint8_t on_toss;
 	uint8_t streak;	      /* master: unlocks here since the last lock record
 				 from a peer, while contended (lk_unlock) */
+	uint8_t remaster;     /* recovery: old master died */
 	struct lk_rsq q;      /* master side: queues + LVB */
 	struct lk_list locks; /* this node's lkbs (lkb->res_link) */
 	struct lk_list toss;  /* on ls->toss when unused */
@@ -158,7 +159,6 @@ struct lk_res {
 	/* the fields above are what a lock operation touches (see
 	 * LK_RES_HOT); those below only the toss list and recovery */
 	uint64_t toss_time; /* ns, when put on the toss list */
-	uint8_t remaster;   /* recovery: old master died */
 	struct lk_res_rc *rc; /* recovery's value blocks, or NULL: made
 				 when one is offered or handed over, freed
 				 when recovery ends (lk_recover.c) */
@@ -180,6 +180,11 @@ struct lk_res_rc {
  * -ENOMEM (the value block is then treated as lost: invalid). */
 struct lk_res_rc *lk_res_rc(struct lk_res *r);
 void lk_res_rc_free(struct lk_res *r);
+/* @r's name hash (lk_name_hash: a multiply or two for a numeric name). */
+static inline uint64_t lk_res_hash(const struct lk_res *r)
+{
+	return lk_name_hash(&r->name);
+}
 /* Bytes of struct lk_res worth prefetching before a lock operation. */
 #define LK_RES_HOT offsetof(struct lk_res, toss_time)
 

@@ -159,14 +159,16 @@ static void phase2(struct lk_ls *ls)
 	struct lk_res *r, *nx;
 
 	EACH_RES (ls, r, nx) {
+		uint64_t h;
 		uint32_t dir;
 		struct lk_rec_name *d;
 
 		if (r->master != ls->nodeid)
 			continue;
-		dir = lk_dir_node(ls, &r->name, r->hash);
+		h = lk_res_hash(r);
+		dir = lk_dir_node(ls, &r->name, h);
 		if (dir == ls->nodeid) {
-			lk_dir_set(ls, &r->name, r->hash, ls->nodeid);
+			lk_dir_set(ls, &r->name, h, ls->nodeid);
 			continue;
 		}
 		d = lk_out_add(ls, dir, LK_M_DIR_ADD);
@@ -199,15 +201,16 @@ static void phase3(struct lk_ls *ls)
 	ls->rl_n = 0;
 	ls->rlookups = 0;
 	EACH_RES (ls, r, nx) {
+		uint64_t h;
 		uint32_t dir;
 		struct lk_rec_name *q;
 
 		if (r->master != 0 || lk_list_empty(&r->locks))
 			continue;
-		dir = lk_dir_node(ls, &r->name, r->hash);
+		h = lk_res_hash(r);
+		dir = lk_dir_node(ls, &r->name, h);
 		if (dir == ls->nodeid) {
-			r->master =
-			    lk_dir_lookup(ls, &r->name, r->hash, ls->nodeid);
+			r->master = lk_dir_lookup(ls, &r->name, h, ls->nodeid);
 			continue;
 		}
 		q = lk_out_add(ls, dir, LK_M_RLOOKUP);

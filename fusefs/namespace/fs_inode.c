@@ -659,7 +659,7 @@ static int slotinfo_read(struct fs *fs, struct fs_buf **out)
 	return fs_buf_read(fs, fs_slotinfo_blk(fs->slot), FS_BT_SLOTINFO, out);
 }
 
-static void set_orphan(struct fs_ns *ns, struct fs_inode *n, uint32_t v)
+static void set_orphan(struct fs_ns *ns, struct fs_inode *n, uint8_t v)
 {
 	pthread_mutex_lock(&ns->tbl_lock);
 	n->orphan = v;

@@ -75,9 +75,6 @@ struct fs_inode {
 					   or waited for */
 	uint64_t nlookup;		/* tbl_lock */
 	uint32_t nopen;			/* tbl_lock */
-	uint32_t orphan;		/* on the orphan list: written under
-					   orphan_lock and tbl_lock, read
-					   under either */
 	uint32_t pins;			/* ops using the record: tbl_lock */
 	struct fs_range *ranges;	/* I/O in flight: tbl_lock */
 	struct fs_inode *hnext;		/* tbl_lock */
@@ -89,6 +86,13 @@ struct fs_inode {
 	 * (the lock calls run outside it) */
 	struct lk_lock *iopen;
 	struct fs_iopen_wait *iopen_wait;
+	/* the LRU of records only the kernel's lookups keep (fs_iprune.c):
+	 * tbl_lock */
+	struct fs_inode *lprev, *lnext;
+	/* bytes last: no holes (a record per kernel-held inode) */
+	uint8_t orphan;	      /* on the orphan list: written under
+				 orphan_lock and tbl_lock, read under
+				 either */
 	uint8_t iopen_ex;     /* held EX: 1 at a try, 2 at a queued grant */
 	uint8_t iopen_busy;   /* a thread is taking the PR */
 	uint8_t iopen_wanted; /* a blocking callback came on our PR: the
@@ -97,9 +101,6 @@ struct fs_inode {
 				 elsewhere: no longer "unreferenced" (the
 				 worker frees it at the grant) */
 	uint8_t on_lru;	      /* on ns->lru: tbl_lock */
-	/* the LRU of records only the kernel's lookups keep (fs_iprune.c):
-	 * tbl_lock */
-	struct fs_inode *lprev, *lnext;
 };
 
 struct fs_glock;
