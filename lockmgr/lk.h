@@ -318,6 +318,9 @@ int lk_wait_batch(struct lk_lock **locks, size_t n);
 int lk_lock_mode(const struct lk_lock *lk);
 /* 1 if granted and nothing pending. */
 int lk_lock_granted(const struct lk_lock *lk);
+/* The name the lock was asked for (immutable: no lock taken; valid
+ * while the handle is). */
+const struct lk_name *lk_lock_name(const struct lk_lock *lk);
 /* Copy the value block into @buf (LK_LVB_LEN). 0, or -ENODATA if it is
  * invalid — no value written yet, or a PW/EX holder died (buf zeroed) —
  * or -EINVAL if the lock has no LK_VALBLK or is not granted. */

@@ -1809,6 +1809,11 @@ int lk_lock_mode(const struct lk_lock *lk)
 	return m;
 }
 
+const struct lk_name *lk_lock_name(const struct lk_lock *lk)
+{
+	return &lk->res->name;
+}
+
 int lk_lock_granted(const struct lk_lock *lk)
 {
 	int g;

@@ -699,26 +699,17 @@ static void pf_wanted(struct fs_iopen *io, struct lk_lock **lks, size_t nl)
 }
 
 /* Records whose PR hold another node wants given up (@lks): the kernel
- * may forget those no file keeps open; the others at their last close. */
+ * may forget those no file keeps open; the others at their last close.
+ * Each record is found by its inode number, the lock's name (it was a
+ * walk of the whole table per batch of callbacks). */
 static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
 {
-	struct fs_ns *ns = fs->ns;
 	uint64_t *inos = malloc(nl * sizeof(*inos));
-	size_t k = 0;
+	size_t k;
 
 	if (inos == NULL)
 		return;
-	pthread_mutex_lock(&ns->tbl_lock);
-	for (size_t i = 0; i < ns->nbuckets; i++)
-		for (struct fs_inode *r = ns->hash[i]; r != NULL; r = r->hnext)
-			for (size_t j = 0; r->iopen != NULL && j < nl; j++) {
-				if (r->iopen != lks[j])
-					continue;
-				r->iopen_wanted = 1;
-				if (r->nopen == 0 && k < nl)
-					inos[k++] = r->ino;
-			}
-	pthread_mutex_unlock(&ns->tbl_lock);
+	k = fs_ino_iopen_mark_wanted(fs, lks, nl, inos);
 	if (k > 0)
 		fs_kinval_forget(fs, inos, k);
 	free(inos);

@@ -365,6 +365,26 @@ size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n)
 	return k;
 }
 
+size_t fs_ino_iopen_mark_wanted(struct fs *fs, struct lk_lock *const *lks,
+				size_t n, uint64_t *inos)
+{
+	struct fs_ns *ns = fs->ns;
+	size_t k = 0;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct fs_inode *r = tbl_find(ns, lk_lock_name(lks[i])->num);
+
+		if (r == NULL || r->iopen != lks[i])
+			continue;
+		r->iopen_wanted = 1;
+		if (r->nopen == 0)
+			inos[k++] = r->ino;
+	}
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return k;
+}
+
 static int tbl_known(struct fs_ns *ns, uint64_t ino)
 {
 	struct fs_inode *n;

@@ -280,6 +280,13 @@ int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino);
  * second hold of this node, which its own owner's EX try then waits
  * for); returns how many are kept. */
 size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n);
+/* dlm: another node wants the PR holds @lks[0..n) given up (an owner
+ * waits to free those inodes): the records holding them are marked
+ * (iopen_wanted), each found by its number (the lock's name); the
+ * numbers of those no file keeps open go to @inos (room for @n), their
+ * count returned. */
+size_t fs_ino_iopen_mark_wanted(struct fs *fs, struct lk_lock *const *lks,
+				size_t n, uint64_t *inos);
 /* 1 if the kernel may hold @ino (a lookup reference or an open file,
  * the root, or any inode since one could not be tracked): only then can
  * it have cached the inode's attributes, pages or names. Exact when no
