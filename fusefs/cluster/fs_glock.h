@@ -318,7 +318,7 @@ void fs_glock_put(struct fs_glock *gl);
  * does nothing (at most one pin per glock). While the pins' owner
  * bounds them itself (fs_glocks_set_pruned: on dlm mounts the inode
  * bound, fs_iprune.c, asks the kernel to forget the least recently used
- * inodes past 7/8 of the smaller of inode_max and conf.max, and their
+ * inodes past 7/8 of the smaller of inode_max and conf.max / 2, and their
  * FORGETs unpin them), the LRU bound never drops a pinned glock: the
  * table may then pass conf.max until the unpins come. Otherwise (the
  * default, or the kernel cannot prune), a pinned glock is dropped as an

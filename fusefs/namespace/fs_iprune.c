@@ -23,10 +23,14 @@
  * kernel's FORGETs come back as requests (research/fuse-coherence.md).
  *
  * On dlm mounts this is the one prune for both bounds: each inode the
- * kernel holds pins its glock (fs_glock_pin), so the records are bounded
- * by the smaller of inode_max and glock_max (ns->bound), and the glock
- * engine leaves the pins to this worker (fs_glocks_set_pruned) instead
- * of running a prune of its own over a second LRU of the same inodes.
+ * kernel holds keeps two cluster locks, its glock (pinned: fs_glock_pin)
+ * and its iopen lock (PR), as GFS2's in-core inodes hold their inode
+ * and iopen glocks; so the records are bounded by the smaller of
+ * inode_max and glock_max / 2 (ns->bound: the pinned glocks and the
+ * iopen holds together within glock_max, the other half of the table
+ * for glocks nobody pins), and the glock engine leaves the pins to this
+ * worker (fs_glocks_set_pruned) instead of running a prune of its own
+ * over a second LRU of the same inodes.
  * If the kernel cannot prune (-EOPNOTSUPP), the engine is told so and
  * drops the oldest pins itself for the glock bound, as without pins.
  *
@@ -239,8 +243,8 @@ int fs_iprune_start(struct fs *fs)
 	if (fs->cl != NULL)
 		ip->e = fs_cluster_glocks(fs->cl);
 	if (ip->e != NULL && fs_glocks_max(ip->e) != 0 &&
-	    fs_glocks_max(ip->e) < fs->ns->bound)
-		fs->ns->bound = fs_glocks_max(ip->e);
+	    fs_glocks_max(ip->e) / 2 < fs->ns->bound)
+		fs->ns->bound = fs_glocks_max(ip->e) / 2; /* two locks each */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ip->cv, &ca);

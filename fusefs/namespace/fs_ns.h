@@ -177,8 +177,10 @@ struct fs_ns {
 	size_t inode_max;		/* immutable: inode_max= */
 	size_t bound;			/* immutable after fs_iprune_start:
 					   inode_max, or on dlm mounts the
-					   smaller of it and glock_max (each
-					   kernel-held inode pins a glock) */
+					   smaller of it and glock_max / 2
+					   (each kernel-held inode holds two
+					   cluster locks: its pinned glock,
+					   its iopen lock) */
 	struct fs_iprune *iprune;	/* immutable after fs_ns_init */
 	struct fs_ns_stats st;		/* atomics */
 };
