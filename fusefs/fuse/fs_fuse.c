@@ -1402,6 +1402,7 @@ static void ns_section(struct fs_json *o, void *arg)
 	pthread_mutex_unlock(&ns->tbl_lock);
 	fs_json_u64(o, "inodes_referenced", refs);
 	fs_json_u64(o, "inode_max", ns->inode_max);
+	fs_json_u64(o, "inode_bound", ns->bound);
 	fs_json_u64(o, "inodes_lru_now", lru);
 	fs_json_u64(o, "root_ino", ns->root);
 #define NS_U64(f) fs_json_u64(o, #f, __atomic_load_n(&st->f, __ATOMIC_RELAXED))

@@ -61,14 +61,15 @@ ls -lR "$M1" >/dev/null
 check clu_glockpin_settle2 settle s2
 jq '{g: .glocks | {glock_max, glocks_now, idle_now, pinned_now,
 	pinned_idle_now, prune, pin_drops},
-	n: .namespace | {inode_max, iprune_rounds, iprune_asked,
+	n: .namespace | {inode_max, inode_bound, iprune_rounds, iprune_asked,
 	iprune_refused},
 	k: .kcache | {attrs, dirs, epochs},
 	refs: .namespace.inodes_referenced,
 	forgets: (.fuse.ops.forget.count + .fuse.ops.forget_multi.count)}' \
 	"$T/s2.json"
 check clu_glockpin_pruned jq -e '.namespace.iprune_asked > 0 and
-	.namespace.inode_max > .glocks.glock_max and .glocks.prune and
+	.namespace.inode_max > .glocks.glock_max and
+	.namespace.inode_bound == .glocks.glock_max / 2 and .glocks.prune and
 	.glocks.pin_drops == 0' "$T/s2.json"
 check clu_glockpin_forgot jq -e '(.fuse.ops.forget.count +
 	.fuse.ops.forget_multi.count) > 0 and

@@ -55,7 +55,8 @@ if ! jq -e '.kcache.prune' "$T/s0.json" >/dev/null; then
 	fs_umount "$MNT"
 	exit 0
 fi
-check inodemax_bound jq -e ".namespace.inode_max == $MAX" "$T/s0.json"
+check inodemax_bound jq -e ".namespace.inode_max == $MAX and
+	.namespace.inode_bound == $MAX" "$T/s0.json"
 (cd "$MNT" && find . -printf '%p %y %s %n\n' | LC_ALL=C sort) >"$T/l1"
 check inodemax_settle1 settle s1
 (cd "$MNT" && find . -printf '%p %y %s %n\n' | LC_ALL=C sort) >"$T/l2"
