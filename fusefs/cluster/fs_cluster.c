@@ -78,10 +78,13 @@
  * (all checked every 100 ms by the thread) fences the node: the device
  * refuses every write from then on (bd_fence), the journal is aborted,
  * the disk heartbeat stops, the lockspace drops its connections (the
- * others see us dead once our beat is old), and every request fails
- * with EIO. No wait on the unmount path is unbounded then (fs_glock.c):
- * unmount leaves the lockspace as if crashed so that a survivor replays
- * our journal, and the daemon exits.
+ * others see us dead once our beat is old), every request fails with
+ * EIO, and the watchdog thread then drops the kernel's caches
+ * (fenced_drop_kernel). Fencing is final: no rejoin in place (MOUNT.md
+ * "Cluster mounts" says why); a remount is the way back. No wait on the
+ * unmount path is unbounded then (fs_glock.c): unmount leaves the
+ * lockspace as if crashed so that a survivor replays our journal, and
+ * the daemon exits.
  *
  * Locking: cl->mu protects fs, the job fields, fenced and the counters;
  * it is never held across a DLM call, and never taken by the glock
@@ -136,6 +139,9 @@ struct fs_cluster {
 	uint32_t rg_blocks;	  /*   geometry, for lock placement */
 	uint32_t rg_count;
 	uint64_t fence_ms;	  /* mu: when we fenced (now_ms), 0 */
+	char fence_why[160];	  /* mu: why we fenced ("" until then) */
+	int kernel_dropped;	  /* mu: the kernel's caches dropped after
+				     the fence (cl_thread) */
 
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -559,6 +565,30 @@ static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
 		fs_cluster_fence(cl, "quorum lost");
 }
 
+/* Fenced: what the kernel cached under our locks is no longer ours to
+ * serve (the others recover our locks and change what they covered), and
+ * the kernel answers from it without asking (names and attributes for a
+ * day, the pages of open files): drop all of it (every name, the root's
+ * and every open file's attributes and pages), so that each next use
+ * asks ucfs and fails with EIO. Done here, on the watchdog thread, not
+ * in fs_cluster_fence: the fence may come from a demote worker or a
+ * request, and the kernel may hold a directory for a request of ours
+ * while it drops that directory's names. Called with cl->mu held. */
+static void fenced_drop_kernel(struct fs_cluster *cl)
+{
+	struct fs *fs;
+
+	cl->kernel_dropped = 1;
+	fs = cl->fs;
+	if (fs == NULL)
+		return;
+	cl->ops_busy++;
+	pthread_mutex_unlock(&cl->mu);
+	fs_kinval_all(fs);
+	cl_fs_put(cl, fs);
+	pthread_mutex_lock(&cl->mu);
+}
+
 static void *cl_thread(void *arg)
 {
 	struct fs_cluster *cl = arg;
@@ -567,6 +597,8 @@ static void *cl_thread(void *arg)
 	pthread_mutex_lock(&cl->mu);
 	while (!cl->stop) {
 		timed_wait(&cl->cv, &cl->mu, 100);
+		if (cl->fenced && !cl->kernel_dropped && !cl->stop)
+			fenced_drop_kernel(cl);
 		if (cl->fs != NULL && !cl->fenced && !cl->stop) {
 			pthread_mutex_unlock(&cl->mu);
 			check_quorum(cl, &lost_since);
@@ -1311,8 +1343,11 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 	first = !cl->fenced;
 	cl->fenced = 1;
 	fs = cl->fs;
-	if (first)
+	if (first) {
 		cl->fence_ms = now_ms();
+		snprintf(cl->fence_why, sizeof(cl->fence_why), "%s", why);
+	}
+	pthread_cond_broadcast(&cl->cv); /* cl_thread: the kernel's caches */
 	pthread_mutex_unlock(&cl->mu);
 	if (!first)
 		return;
@@ -1411,6 +1446,8 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_bool(o, "fenced", cl->fenced);
 	fs_json_i64(o, "fenced_ms_ago",
 		    cl->fence_ms ? (int64_t)(now_ms() - cl->fence_ms) : -1);
+	fs_json_str(o, "fence_reason", cl->fence_why);
+	fs_json_bool(o, "fence_kernel_dropped", cl->kernel_dropped);
 	pthread_mutex_unlock(&cl->mu);
 	fs_hb_stats(cl->hb, o);
 	peers_section(cl, fs_json_arr(o, "peers"));

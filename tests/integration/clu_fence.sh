@@ -10,7 +10,8 @@
 #      are silent, replays its journal (the file is there) and goes on;
 #      node 2 resumes (SIGCONT): its disk lease ran out, so it fences
 #      itself without writing (its heartbeat counter in the image stands
-#      still), every request fails with EIO, a flock(2) waiter node 2
+#      still), every request fails with EIO (also stat of a name and
+#      statfs: its kernel's caches are dropped; the stats say why), a flock(2) waiter node 2
 #      had queued behind node 1's lock fails instead of waiting for ever
 #      (the lock manager answers no waiter of a fenced node with
 #      -ESHUTDOWN); node 3 mounts while the
@@ -101,6 +102,14 @@ else
 fi
 tfenced=$(now)
 check clu_fence_resumed_eio sh -c "! ls '$M2' >/dev/null 2>&1"
+# no stale answer from the kernel's caches of node 2 either (it held
+# "frozen" in EX: its name and attributes were cached for a day)
+check clu_fence_resumed_kernel_dropped wait_for 30 sh -c "'$B/ucfs-stat' \
+	--json '$M2' | jq -e '.cluster.fence_kernel_dropped' >/dev/null"
+check clu_fence_resumed_stat_eio sh -c "! stat '$M2/frozen' >/dev/null 2>&1"
+check clu_fence_resumed_statfs_eio sh -c "! stat -f '$M2' >/dev/null 2>&1"
+check clu_fence_resumed_reason sh -c "'$B/ucfs-stat' --json '$M2' |
+	jq -e '.cluster.fence_reason | test(\"disk lease\")'"
 # nothing answers a fenced node: its flock waiter fails (it waited for
 # ever before), while node 2 is still mounted
 check clu_fence_flock_waiter_ends wait_for 30 test -s "$T/waiter.rc"
