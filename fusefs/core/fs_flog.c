@@ -23,7 +23,15 @@
  * whole-cluster crash) applies it under the slot's lock with
  * fs_flog_dead_apply(), together with adopting its orphans, and writes
  * both back in place before it lets the slot lock go. If the slot was
- * mounted again first, that mount applies its own log.
+ * mounted again first, that mount applies its own log. A pass that
+ * fails (a read error, no memory, the journal full) is tried again
+ * while the caller still holds the slot lock: FS_FLOG_DEAD_TRIES passes
+ * in all, FLOG_DEAD_PAUSE_MS between the first two, doubled each time,
+ * with apply_mu let go meanwhile (our own log's appliers are writers
+ * and must not wait that long). Entries already applied are gone from
+ * the log, so a pass resumes where the last one stopped. A damaged log
+ * (-EUCLEAN) or a fenced node is not tried again; what is left after
+ * the last pass waits for the slot's next recovery or mount (counted).
  *
  * One applier for both logs (apply_group): the entries of one group are
  * freed in one transaction and removed from the log they came from, our
@@ -41,11 +49,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "lockmgr/lk.h"
 
-#define FLOG_AGE_MS 1000u /* a free log entry is applied after this */
-#define FLOG_ROOM 64u	  /* entries kept free for one transaction */
+#define FLOG_AGE_MS 1000u      /* a free log entry is applied after this */
+#define FLOG_ROOM 64u	       /* entries kept free for one transaction */
+#define FLOG_DEAD_PAUSE_MS 25u /* before the 2nd pass over a dead log */
 
 /* The free log's memory mirror (the first FS_FLOG_MAX entries are in
  * slotinfo). */
@@ -369,14 +379,14 @@ int fs_alloc_flog_apply(struct fs *fs, int all)
 	return ret;
 }
 
-int fs_flog_dead_apply(struct fs *fs, unsigned s)
+/* One pass over dead slot @s's log, group by group: 0 when it is empty,
+ * -errno (the entries applied so far are out of the log). */
+static int dead_pass(struct fs *fs, unsigned s)
 {
 	struct fs_flog *fl = fs->flog;
 	uint32_t g;
 	int ret;
 
-	if (fl == NULL || s == fs->slot)
-		return 0;
 	pthread_mutex_lock(&fl->apply_mu);
 	while ((ret = dead_next(fs, s, &g)) == 0) {
 		ret = apply_held(fs, s, g);
@@ -384,11 +394,41 @@ int fs_flog_dead_apply(struct fs *fs, unsigned s)
 			break;
 	}
 	pthread_mutex_unlock(&fl->apply_mu);
+	return ret == 1 ? 0 : ret;
+}
+
+/* Whether a pass that failed with @err may succeed if tried again. */
+static int dead_retryable(struct fs *fs, int err)
+{
+	if (err == -EUCLEAN) /* a damaged log: the same next time */
+		return 0;
+	return fs->cl == NULL || !fs_cluster_fenced(fs->cl);
+}
+
+int fs_flog_dead_apply(struct fs *fs, unsigned s)
+{
+	unsigned pause_ms = FLOG_DEAD_PAUSE_MS;
+	struct timespec ts;
+	int ret;
+
+	if (fs->flog == NULL || s == fs->slot)
+		return 0;
+	for (unsigned pass = 1;; pass++) {
+		ret = dead_pass(fs, s);
+		if (ret == 0 || pass == FS_FLOG_DEAD_TRIES ||
+		    !dead_retryable(fs, ret))
+			break;
+		FS_STAT_ADD(fs, flog_dead_retries, 1);
+		ts.tv_sec = pause_ms / 1000;
+		ts.tv_nsec = (long)(pause_ms % 1000) * 1000000L;
+		nanosleep(&ts, NULL);
+		pause_ms *= 2;
+	}
 	if (ret < 0) /* what is left waits for the next recovery of it */
 		FS_STAT_ADD(fs, flog_dead_errors, 1);
 	else
 		FS_STAT_ADD(fs, flog_dead_slots, 1);
-	return ret == 1 ? 0 : ret;
+	return ret;
 }
 
 int fs_alloc_flog_room(struct fs *fs)

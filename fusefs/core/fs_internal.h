@@ -121,6 +121,8 @@ struct fs_core_stats {
 				       freed by this survivor */
 	uint64_t flog_dead_errors;  /* dlm: ... left for the next
 				       recovery of the slot */
+	uint64_t flog_dead_retries; /* dlm: passes over a dead log
+				       tried again after an error */
 	uint64_t flog_dead_slots;   /* dlm: dead slots' logs applied */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
@@ -611,8 +613,12 @@ int fs_alloc_flog_room(struct fs *fs);
  * held by the caller, no handle; the recovery worker, fs_iopen.c),
  * group by group under their glocks, each group in one transaction
  * that frees the blocks and removes the entries from its slotinfo. The
- * caller writes the journal back before it lets the slot lock go. 0 or
- * -errno (what is left stays in the log: stats flog_dead_errors). */
+ * caller writes the journal back before it lets the slot lock go. A
+ * failed pass is tried again, FS_FLOG_DEAD_TRIES passes in all with a
+ * doubling pause (25 ms first; stats flog_dead_retries), unless the log
+ * is damaged or the node fenced. 0 or -errno (what is left stays in the
+ * log: stats flog_dead_errors). */
+#define FS_FLOG_DEAD_TRIES 5u
 int fs_flog_dead_apply(struct fs *fs, unsigned s);
 /* Entries in the free log now (stats, tests). */
 unsigned fs_alloc_flog_len(struct fs *fs);

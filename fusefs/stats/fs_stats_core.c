@@ -87,6 +87,7 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "flog_room_applies", s.flog_room_applies);
 	fs_json_u64(o, "flog_dead_applied", s.flog_dead_applied);
 	fs_json_u64(o, "flog_dead_errors", s.flog_dead_errors);
+	fs_json_u64(o, "flog_dead_retries", s.flog_dead_retries);
 	fs_json_u64(o, "flog_dead_slots", s.flog_dead_slots);
 }
 
