@@ -51,6 +51,7 @@
 
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 
 #define FLOG_AGE_MS 1000u      /* a free log entry is applied after this */
@@ -66,14 +67,6 @@ struct fs_flog {
 	unsigned n, cap;       /* mu; n also read relaxed */
 	uint64_t first_ms;     /* mu: when the log became non-empty */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Our slot's log into memory (rw mounts with a slot); long due. */
 static int flog_load(struct fs *fs, struct fs_flog *fl)
@@ -223,7 +216,7 @@ int fs_flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode)
 	}
 	if (ret == 0) {
 		if (fl->first_ms == 0)
-			fl->first_ms = now_ms();
+			fl->first_ms = cvw_now_ms();
 		flog_store(fl, si);
 		FS_STAT_ADD(fs, flog_logged, len);
 	}
@@ -459,7 +452,7 @@ void fs_alloc_flog_kick(struct fs *fs)
 	pthread_mutex_lock(&fl->mu);
 	first = fl->first_ms;
 	pthread_mutex_unlock(&fl->mu);
-	if (n < FS_FLOG_MAX / 2 && first + FLOG_AGE_MS > now_ms())
+	if (n < FS_FLOG_MAX / 2 && first + FLOG_AGE_MS > cvw_now_ms())
 		return;
 	if (pthread_mutex_trylock(&fl->apply_mu) != 0)
 		return; /* another thread applies it */
