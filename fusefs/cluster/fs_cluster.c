@@ -587,9 +587,7 @@ static void *cl_thread(void *arg)
 						     "wrote our heartbeat "
 						     "slot");
 			else if (fs_hb_fenced(cl->hb))
-				fs_cluster_fence(cl, "disk lease ran out (the "
-						     "node was held up past "
-						     "hb_timeout)");
+				fs_cluster_fence(cl, fs_hb_fence_why(cl->hb));
 			else if (lk_ls_fenced(cl->ls))
 				fs_cluster_fence(cl, "the lock manager fenced "
 						     "us");

@@ -94,6 +94,7 @@ struct fs_hb {
 	int slot;	    /* ours, -1 before fs_hb_start */
 	int fenced;	    /* the gate is shut for good */
 	uint64_t last_beat; /* completion of our last beat (ns) */
+	int write_failed;   /* our last beat's write failed (device) */
 	uint32_t thief;	    /* a node found writing our slot's block (or
 			       ~0u: unreadable); 0 none. Set once. */
 
@@ -124,6 +125,14 @@ static void fs_hb_fence(struct fs_hb *hb)
 int fs_hb_fenced(struct fs_hb *hb)
 {
 	return hb_is_fenced(hb);
+}
+
+const char *fs_hb_fence_why(struct fs_hb *hb)
+{
+	if (__atomic_load_n(&hb->write_failed, __ATOMIC_ACQUIRE))
+		return "disk lease ran out: the heartbeat could not be "
+		       "written (the device failed the writes)";
+	return "disk lease ran out (the node was held up past hb_timeout)";
 }
 
 /* The last word of a fenced node (fs_hb_fence_mark): its block says
@@ -207,6 +216,7 @@ static int beat_locked(struct fs_hb *hb, uint32_t state)
 		       fs_heartbeat_blk((unsigned)slot) * FS_BLOCK_SIZE,
 		       BD_IO_FUA);
 	t1 = cvw_now_ns();
+	__atomic_store_n(&hb->write_failed, ret < 0, __ATOMIC_RELEASE);
 	prev = __atomic_load_n(&hb->last_beat, __ATOMIC_ACQUIRE);
 	if (ret == 0 && t1 - prev > hb->lease_ns)
 		ret = -EIO; /* a gap past the lease: do not renew it */
