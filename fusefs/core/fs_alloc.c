@@ -45,7 +45,12 @@
  * once and is not asked again for REFUSE_MS). When only refused groups
  * could have served it, the allocation fails with -ENOSPC and marks the
  * thread starved; the operation ends its handle and fs_alloc_starved()
- * takes such a group, waiting, before the retry (fs_vfs.c). Writing
+ * takes such a group, waiting, before the retry (fs_vfs.c). When no
+ * group at all seemed to have room, the counts of groups this node does
+ * not own may be stale (another node freed there since this node last
+ * held them): fs_alloc_starved() then takes all of those, waiting
+ * (sweep_others; at most one sweep per SWEEP_MS), so a node does not
+ * report ENOSPC for space another node freed. Writing
  * operations call fs_alloc_reserve() first, holding nothing, so that
  * the node owns a group with space (the slot's share of the groups
  * first: nodes start in different groups) and retries stay rare. The
@@ -92,6 +97,7 @@ struct pend {
 #define INODE_CHUNK_MIN 8u	/* ... or at least that many */
 #define REFUSE_MS 200u		/* a group refused by try is left alone */
 #define RESERVE_MIN 64u		/* fs_alloc_reserve: free blocks wanted */
+#define SWEEP_MS 1000u		/* ENOSPC sweeps of others' groups: apart */
 
 /* Free bits [start, start + len) of the group kept for @owner. */
 struct resv {
@@ -127,6 +133,8 @@ struct fs_alloc {
 	uint64_t tick;		/* atomic: reservation LRU clock */
 	uint32_t nrs;		/* atomic: reservations in all rgroups */
 	uint32_t mine;		/* atomic: dlm, the group reserve chose */
+	pthread_mutex_t sweep_mu; /* dlm: one ENOSPC sweep at a time */
+	uint64_t swept_ms;	/* sweep_mu: when the last sweep ended */
 };
 
 /* dlm: the group a refused try left for fs_alloc_starved (per thread) */
@@ -198,6 +206,7 @@ int fs_alloc_init(struct fs *fs)
 		free(a);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&a->sweep_mu, NULL);
 	fs->alloc = a;
 	for (uint32_t g = 0; g < a->count; g++) {
 		struct fs_rgrp *rg = &a->rg[g];
@@ -287,6 +296,7 @@ void fs_alloc_destroy(struct fs *fs)
 		fs_glock_put(a->rg[g].gl);
 	}
 	free(a->rg);
+	pthread_mutex_destroy(&a->sweep_mu);
 	free(a);
 	fs->alloc = NULL;
 }
@@ -1182,11 +1192,67 @@ int fs_alloc_reserve(struct fs *fs)
 	return 0;
 }
 
+/* Some group has room as this node counts it (a hint for groups it
+ * does not own). sweep_mu held. */
+static int any_room(struct fs_alloc *a)
+{
+	for (uint32_t g = 0; g < a->count; g++)
+		if (__atomic_load_n(&a->rg[g].free, __ATOMIC_RELAXED) >
+		    a->rg[g].pend_blocks)
+			return 1;
+	return 0;
+}
+
+/*
+ * dlm, an allocation failed with no group refused: every group is full
+ * as this node counts it, but its counts of the groups it does not own
+ * are as it last held them, and others may have freed there since (a
+ * node that removed its files). Take each such group (waiting: its
+ * holder writes it back, and the grant reloads the counts when the group
+ * changed), all of them: the retries that follow within SWEEP_MS find
+ * their room by the counts (any_room) without sweeping again. 1 (some
+ * group has room: retry), 0 (full; or swept less than SWEEP_MS ago, so
+ * a writer hammering a full disk does not pull every group from the
+ * others at each write).
+ */
+static int sweep_others(struct fs *fs)
+{
+	struct fs_alloc *a = fs->alloc;
+	int ret = 0;
+
+	pthread_mutex_lock(&a->sweep_mu);
+	if (any_room(a)) {
+		ret = 1; /* another thread's sweep found some */
+		goto out;
+	}
+	if (a->swept_ms != 0 && now_ms() < a->swept_ms + SWEEP_MS)
+		goto out;
+	for (uint32_t g = 0; g < a->count; g++) {
+		struct fs_rgrp *rg = &a->rg[g];
+
+		if (rg_owned(rg))
+			continue;
+		FS_STAT_ADD(fs, alloc_swept, 1);
+		if (rg_take(fs, rg) < 0)
+			break;
+		if (ret == 0 && rg->free > rg->pend_blocks) {
+			__atomic_store_n(&a->mine, g, __ATOMIC_RELAXED);
+			ret = 1;
+		}
+	}
+	a->swept_ms = now_ms();
+out:
+	pthread_mutex_unlock(&a->sweep_mu);
+	return ret;
+}
+
 int fs_alloc_starved(struct fs *fs)
 {
 	uint32_t g = starved_g;
 
 	starved_g = UINT32_MAX;
+	if (fs->cl != NULL && g == UINT32_MAX && !fs->ro)
+		return sweep_others(fs);
 	if (fs->cl == NULL || g == UINT32_MAX || g >= fs->alloc->count)
 		return 0;
 	FS_STAT_ADD(fs, alloc_starved, 1);

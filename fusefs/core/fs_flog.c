@@ -33,6 +33,10 @@
  * (-EUCLEAN) or a fenced node is not tried again; what is left after
  * the last pass waits for the slot's next recovery or mount (counted).
  *
+ * Our own log is also applied by a worker thread of the mount once it
+ * is due (fs_flog_start; flog_worker), so that a node that stops
+ * writing does not keep the blocks it logged from the others.
+ *
  * One applier for both logs (apply_group): the entries of one group are
  * freed in one transaction and removed from the log they came from, our
  * memory mirror (then stored into our slotinfo) or a dead slot's
@@ -66,6 +70,10 @@ struct fs_flog {
 	struct fs_flog_ent *e; /* mu */
 	unsigned n, cap;       /* mu; n also read relaxed */
 	uint64_t first_ms;     /* mu: when the log became non-empty */
+	pthread_cond_t cv;     /* mu: the worker's (a new log, stop) */
+	pthread_t thr;	       /* the worker (fs_flog_start) */
+	int started;	       /* mount thread: thr runs */
+	int stop;	       /* mu */
 };
 
 /* Our slot's log into memory (rw mounts with a slot); long due. */
@@ -108,6 +116,7 @@ int fs_flog_init(struct fs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&fl->mu, NULL);
 	pthread_mutex_init(&fl->apply_mu, NULL);
+	pthread_cond_init(&fl->cv, NULL);
 	fs->flog = fl;
 	ret = flog_load(fs, fl);
 	if (ret < 0)
@@ -121,6 +130,8 @@ void fs_flog_destroy(struct fs *fs)
 
 	if (fl == NULL)
 		return;
+	fs_flog_stop(fs);
+	pthread_cond_destroy(&fl->cv);
 	pthread_mutex_destroy(&fl->mu);
 	pthread_mutex_destroy(&fl->apply_mu);
 	free(fl->e);
@@ -215,8 +226,10 @@ int fs_flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode)
 			FS_STAT_ADD(fs, flog_overflows, 1);
 	}
 	if (ret == 0) {
-		if (fl->first_ms == 0)
+		if (fl->first_ms == 0) {
 			fl->first_ms = cvw_now_ms();
+			pthread_cond_signal(&fl->cv); /* the worker: due soon */
+		}
 		flog_store(fl, si);
 		FS_STAT_ADD(fs, flog_logged, len);
 	}
@@ -422,6 +435,70 @@ int fs_flog_dead_apply(struct fs *fs, unsigned s)
 	else
 		FS_STAT_ADD(fs, flog_dead_slots, 1);
 	return ret;
+}
+
+/*
+ * The worker: applies our log once it is due (FLOG_AGE_MS after it
+ * became non-empty) also when no writing operation ends here to kick it
+ * (an idle node after an rm -rf): the blocks it logged are free for the
+ * other nodes only once applied (OCFS2's truncate log worker flushes on
+ * a timer the same way). A pass that left the log non-empty (another
+ * applier, an error) is tried again a quarter of FLOG_AGE_MS later.
+ */
+static void *flog_worker(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_flog *fl = fs->flog;
+
+	pthread_mutex_lock(&fl->mu);
+	while (!fl->stop) {
+		uint64_t due = fl->first_ms + FLOG_AGE_MS;
+
+		if (fl->n == 0) {
+			cvw_wait_until(&fl->cv, &fl->mu, CVW_NEVER);
+			continue;
+		}
+		if (cvw_now_ms() < due) {
+			cvw_wait_until(&fl->cv, &fl->mu, due * 1000000ull);
+			continue;
+		}
+		pthread_mutex_unlock(&fl->mu);
+		FS_STAT_ADD(fs, flog_worker_runs, 1);
+		fs_alloc_flog_kick(fs);
+		pthread_mutex_lock(&fl->mu);
+		if (fl->n != 0 && !fl->stop)
+			cvw_wait_ms(&fl->cv, &fl->mu, FLOG_AGE_MS / 4);
+	}
+	pthread_mutex_unlock(&fl->mu);
+	return NULL;
+}
+
+int fs_flog_start(struct fs *fs)
+{
+	struct fs_flog *fl = fs->flog;
+	int ret;
+
+	if (fl == NULL || fs->cl == NULL || fs->ro || fl->started)
+		return 0;
+	fl->stop = 0;
+	ret = -pthread_create(&fl->thr, NULL, flog_worker, fs);
+	if (ret == 0)
+		fl->started = 1;
+	return ret;
+}
+
+void fs_flog_stop(struct fs *fs)
+{
+	struct fs_flog *fl = fs->flog;
+
+	if (fl == NULL || !fl->started)
+		return;
+	pthread_mutex_lock(&fl->mu);
+	fl->stop = 1;
+	pthread_cond_signal(&fl->cv);
+	pthread_mutex_unlock(&fl->mu);
+	pthread_join(fl->thr, NULL);
+	fl->started = 0;
 }
 
 int fs_alloc_flog_room(struct fs *fs)
