@@ -135,6 +135,8 @@ struct fs_alloc {
 	uint32_t mine;		/* atomic: dlm, the group reserve chose */
 	pthread_mutex_t sweep_mu; /* dlm: one ENOSPC sweep at a time */
 	uint64_t swept_ms;	/* sweep_mu: when the last sweep ended */
+	uint64_t sweeps;	/* sweep_mu (reads: atomic): sweeps ended */
+	int swept_room;		/* sweep_mu: the last sweep found room */
 };
 
 /* dlm: the group a refused try left for fs_alloc_starved (per thread) */
@@ -1192,8 +1194,8 @@ int fs_alloc_reserve(struct fs *fs)
 	return 0;
 }
 
-/* Some group has room as this node counts it (a hint for groups it
- * does not own). sweep_mu held. */
+/* Some group has room as this node counts it (exact for the groups it
+ * owns, a hint for the others). */
 static int any_room(struct fs_alloc *a)
 {
 	for (uint32_t g = 0; g < a->count; g++)
@@ -1209,20 +1211,31 @@ static int any_room(struct fs_alloc *a)
  * are as it last held them, and others may have freed there since (a
  * node that removed its files). Take each such group (waiting: its
  * holder writes it back, and the grant reloads the counts when the group
- * changed), all of them: the retries that follow within SWEEP_MS find
- * their room by the counts (any_room) without sweeping again. 1 (some
- * group has room: retry), 0 (full; or swept less than SWEEP_MS ago, so
- * a writer hammering a full disk does not pull every group from the
- * others at each write).
+ * changed), all of them: the node then owns every group, with exact
+ * counts, for the retries that follow. 1 (some group has room: retry;
+ * also without a sweep when the counts show room, which another node
+ * took meanwhile or this one swept lately: the caller's retries are
+ * bounded), 0 (none; no sweep less than SWEEP_MS after the last, so
+ * that a writer hammering a full disk does not pull every group from
+ * the others at each write). A thread that waited for another's sweep
+ * takes that sweep's answer. Frees pending in the journal go first:
+ * the caller commits them (need_nospc_retry) before a sweep.
  */
 static int sweep_others(struct fs *fs)
 {
 	struct fs_alloc *a = fs->alloc;
+	uint64_t seen = __atomic_load_n(&a->sweeps, __ATOMIC_ACQUIRE);
 	int ret = 0;
 
+	if (fs_alloc_pending(fs) > 0)
+		return 0; /* committing those may do */
 	pthread_mutex_lock(&a->sweep_mu);
+	if (a->sweeps != seen) {
+		ret = a->swept_room; /* one ended while we waited */
+		goto out;
+	}
 	if (any_room(a)) {
-		ret = 1; /* another thread's sweep found some */
+		ret = 1;
 		goto out;
 	}
 	if (a->swept_ms != 0 && now_ms() < a->swept_ms + SWEEP_MS)
@@ -1241,6 +1254,8 @@ static int sweep_others(struct fs *fs)
 		}
 	}
 	a->swept_ms = now_ms();
+	a->swept_room = ret;
+	__atomic_store_n(&a->sweeps, a->sweeps + 1, __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&a->sweep_mu);
 	return ret;

@@ -577,9 +577,10 @@ int fs_alloc_reserve(struct fs *fs);
  * space only in groups other nodes hold? Then one of them is taken here
  * (waiting) and 1 returned: retry. Did it find none at all? Then this
  * node's counts of the groups it does not own may be stale (others
- * freed there since it last held them): all of those are taken,
- * waiting, and 1 returned if one has room (retry); at most one such
- * sweep a second per mount (stats alloc.swept). 0: no retry. */
+ * freed there since it last held them): unless frees are pending in
+ * the journal (the caller commits those first), all of those are
+ * taken, waiting, and 1 returned if one has room (retry); at most one
+ * such sweep a second per mount (stats alloc.swept). 0: no retry. */
 int fs_alloc_starved(struct fs *fs);
 /* Glock inval of rgroup @g (another node changed it): its cached blocks
  * dropped, its counts re-read, its reservations forgotten. 0 or -errno. */
