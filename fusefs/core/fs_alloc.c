@@ -77,6 +77,7 @@
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/cluster/fs_glock.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 
 #include <time.h>
@@ -141,14 +142,6 @@ struct fs_alloc {
 
 /* dlm: the group a refused try left for fs_alloc_starved (per thread) */
 static __thread uint32_t starved_g = UINT32_MAX;
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /*
  * One allocation request. With rmax > 0 (a data stream's new
@@ -759,7 +752,7 @@ static int rg_enter(struct fs_rgrp *rg, int pass, int note)
 	if ((pass == P_OWNED) != rg_owned(rg))
 		return 0;
 	if (pass == P_TRY &&
-	    __atomic_load_n(&rg->refused_ms, __ATOMIC_RELAXED) > now_ms()) {
+	    __atomic_load_n(&rg->refused_ms, __ATOMIC_RELAXED) > cvw_now_ms()) {
 		ret = -EAGAIN; /* refused lately: not asked again */
 	} else {
 		ret = fs_glock_try(rg->gl, LK_EX);
@@ -769,7 +762,7 @@ static int rg_enter(struct fs_rgrp *rg, int pass, int note)
 			return -EIO;
 		if (pass == P_TRY) {
 			FS_STAT_ADD(rg->gl_fs, alloc_rg_refused, 1);
-			__atomic_store_n(&rg->refused_ms, now_ms() + REFUSE_MS,
+			__atomic_store_n(&rg->refused_ms, cvw_now_ms() + REFUSE_MS,
 					 __ATOMIC_RELAXED);
 		}
 	}
@@ -1168,7 +1161,7 @@ int fs_alloc_reserve(struct fs *fs)
 {
 	struct fs_alloc *a = fs->alloc;
 	uint32_t g0, pick = 0;
-	uint64_t now = now_ms();
+	uint64_t now = cvw_now_ms();
 	int best = -1;
 
 	if (fs->cl == NULL || a == NULL)
@@ -1238,7 +1231,7 @@ static int sweep_others(struct fs *fs)
 		ret = 1;
 		goto out;
 	}
-	if (a->swept_ms != 0 && now_ms() < a->swept_ms + SWEEP_MS)
+	if (a->swept_ms != 0 && cvw_now_ms() < a->swept_ms + SWEEP_MS)
 		goto out;
 	for (uint32_t g = 0; g < a->count; g++) {
 		struct fs_rgrp *rg = &a->rg[g];
@@ -1253,7 +1246,7 @@ static int sweep_others(struct fs *fs)
 			ret = 1;
 		}
 	}
-	a->swept_ms = now_ms();
+	a->swept_ms = cvw_now_ms();
 	a->swept_room = ret;
 	__atomic_store_n(&a->sweeps, a->sweeps + 1, __ATOMIC_RELEASE);
 out:
