@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk_config.h"
 #include "lockmgr/lk_internal.h"
 #include "lockmgr/lk_net.h"
@@ -86,27 +87,16 @@ int lk_ls_open(const struct lk_ls_config *c, struct lk_ls **out)
 	return 0;
 }
 
-static void deadline_after(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 int lk_ls_wait_quorum(struct lk_ls *ls, int timeout_ms)
 {
-	struct timespec ts;
+	uint64_t end =
+	    cvw_deadline_ms(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
 	int ret = 0;
 
-	deadline_after(&ts, timeout_ms);
 	lk_api_lock(ls);
 	while (!(ls->gen != 0 && ls->rphase == 0 && ls->quorate) &&
 	       !ls->fenced && ret == 0)
-		ret = pthread_cond_timedwait(&ls->cv, &ls->mu, &ts);
+		ret = cvw_wait_until(&ls->cv, &ls->mu, end);
 	ret = ls->fenced ? -ESHUTDOWN : ret != 0 ? -ETIMEDOUT : 0;
 	pthread_mutex_unlock(&ls->mu);
 	return ret;

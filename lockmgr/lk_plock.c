@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk_internal.h"
 
 #define PL_HASH 1024u
@@ -828,20 +829,6 @@ static int plock_rx_wait(struct lk_ls *ls, struct lk_plock *pl)
 	return ret;
 }
 
-/* Sleep on @cv for at most 100 ms (a fence is not signalled to it). */
-static void wait_a_while(pthread_cond_t *cv, pthread_mutex_t *mu)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 100000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(cv, mu, &ts);
-}
-
 int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl)
 {
 	pthread_cond_t own;
@@ -858,7 +845,8 @@ int lk_plock_wait(struct lk_ls *ls, struct lk_plock *pl)
 			}
 			if (plock_rx_wait(ls, pl) == 0)
 				continue;
-			wait_a_while(&own, &ls->mu);
+			/* 100 ms at most: a fence is not signalled to it */
+			cvw_wait_ms(&own, &ls->mu, 100);
 		}
 		pl->wcv = NULL;
 		pthread_cond_destroy(&own);

@@ -78,10 +78,13 @@
  * (all checked every 100 ms by the thread) fences the node: the device
  * refuses every write from then on (bd_fence), the journal is aborted,
  * the disk heartbeat stops, the lockspace drops its connections (the
- * others see us dead once our beat is old), and every request fails
- * with EIO. No wait on the unmount path is unbounded then (fs_glock.c):
- * unmount leaves the lockspace as if crashed so that a survivor replays
- * our journal, and the daemon exits.
+ * others see us dead once our beat is old), every request fails with
+ * EIO, and the watchdog thread then drops the kernel's caches
+ * (fenced_drop_kernel). Fencing is final: no rejoin in place (MOUNT.md
+ * "Cluster mounts" says why); a remount is the way back. No wait on the
+ * unmount path is unbounded then (fs_glock.c): unmount leaves the
+ * lockspace as if crashed so that a survivor replays our journal, and
+ * the daemon exits.
  *
  * Locking: cl->mu protects fs, the job fields, fenced and the counters;
  * it is never held across a DLM call, and never taken by the glock
@@ -105,6 +108,7 @@
 #include "fusefs/cluster/fs_hb.h"
 #include "fusefs/namespace/fs_ns.h"
 #include "fusefs/stats/fs_stats.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_config.h"
 
@@ -135,7 +139,10 @@ struct fs_cluster {
 	uint64_t rg_start;	  /* immutable after attach: the rgroup */
 	uint32_t rg_blocks;	  /*   geometry, for lock placement */
 	uint32_t rg_count;
-	uint64_t fence_ms;	  /* mu: when we fenced (now_ms), 0 */
+	uint64_t fence_ms;   /* mu: when we fenced (cvw_now_ms), 0 */
+	char fence_why[160]; /* mu: why we fenced ("" until then) */
+	int kernel_dropped;  /* mu: the kernel's caches dropped after
+				the fence (cl_thread) */
 
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -151,28 +158,6 @@ struct fs_cluster {
 	uint64_t sync_errors;	      /* mu */
 	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* pthread_cond_timedwait for @ms at most (CLOCK_REALTIME condvars). */
-static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	while (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(cv, mu, &ts);
-}
 
 static void log_msg(int level, const char *msg, void *arg)
 {
@@ -554,9 +539,33 @@ static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
 		return;
 	}
 	if (*lost_since == 0)
-		*lost_since = now_ms();
-	else if (now_ms() - *lost_since > cl->timeout_ms)
+		*lost_since = cvw_now_ms();
+	else if (cvw_now_ms() - *lost_since > cl->timeout_ms)
 		fs_cluster_fence(cl, "quorum lost");
+}
+
+/* Fenced: what the kernel cached under our locks is no longer ours to
+ * serve (the others recover our locks and change what they covered), and
+ * the kernel answers from it without asking (names and attributes for a
+ * day, the pages of open files): drop all of it (every name, the root's
+ * and every open file's attributes and pages), so that each next use
+ * asks ucfs and fails with EIO. Done here, on the watchdog thread, not
+ * in fs_cluster_fence: the fence may come from a demote worker or a
+ * request, and the kernel may hold a directory for a request of ours
+ * while it drops that directory's names. Called with cl->mu held. */
+static void fenced_drop_kernel(struct fs_cluster *cl)
+{
+	struct fs *fs;
+
+	cl->kernel_dropped = 1;
+	fs = cl->fs;
+	if (fs == NULL)
+		return;
+	cl->ops_busy++;
+	pthread_mutex_unlock(&cl->mu);
+	fs_kinval_all(fs);
+	cl_fs_put(cl, fs);
+	pthread_mutex_lock(&cl->mu);
 }
 
 static void *cl_thread(void *arg)
@@ -566,7 +575,9 @@ static void *cl_thread(void *arg)
 
 	pthread_mutex_lock(&cl->mu);
 	while (!cl->stop) {
-		timed_wait(&cl->cv, &cl->mu, 100);
+		cvw_wait_ms(&cl->cv, &cl->mu, 100);
+		if (cl->fenced && !cl->kernel_dropped && !cl->stop)
+			fenced_drop_kernel(cl);
 		if (cl->fs != NULL && !cl->fenced && !cl->stop) {
 			pthread_mutex_unlock(&cl->mu);
 			check_quorum(cl, &lost_since);
@@ -576,9 +587,7 @@ static void *cl_thread(void *arg)
 						     "wrote our heartbeat "
 						     "slot");
 			else if (fs_hb_fenced(cl->hb))
-				fs_cluster_fence(cl, "disk lease ran out (the "
-						     "node was held up past "
-						     "hb_timeout)");
+				fs_cluster_fence(cl, fs_hb_fence_why(cl->hb));
 			else if (lk_ls_fenced(cl->ls))
 				fs_cluster_fence(cl, "the lock manager fenced "
 						     "us");
@@ -775,7 +784,7 @@ static int refuse_join(struct fs_cluster *cl, uint32_t n, char *why,
 static int join(struct fs_cluster *cl, unsigned quorum_ms, char *why,
 		size_t whylen)
 {
-	uint64_t t0 = now_ms();
+	uint64_t t0 = cvw_now_ms();
 	uint64_t check = t0 + cl->timeout_ms + fs_hb_timeout_ms(cl->hb);
 	char msg[300];
 
@@ -785,7 +794,7 @@ static int join(struct fs_cluster *cl, unsigned quorum_ms, char *why,
 
 		if (ret == 0)
 			return 0;
-		n = ret == -ESHUTDOWN || now_ms() >= check
+		n = ret == -ESHUTDOWN || cvw_now_ms() >= check
 			? alive_unreachable(cl)
 			: 0;
 		if (n != 0)
@@ -794,7 +803,7 @@ static int join(struct fs_cluster *cl, unsigned quorum_ms, char *why,
 			return fs_why(why, whylen, -EIO,
 				      "the lock manager fenced this node "
 				      "while it joined");
-		if (now_ms() - t0 >= quorum_ms) {
+		if (cvw_now_ms() - t0 >= quorum_ms) {
 			snprintf(msg, sizeof(msg),
 				 "cluster %s: no quorum after %u ms "
 				 "(are enough nodes up?)",
@@ -1014,18 +1023,18 @@ static const struct lk_lock_ops slot_ops = {.completion = slot_done};
 static int slot_wait_answer(struct fs_cluster *cl, struct slot_wait *w,
 			    struct lk_lock *lk)
 {
-	uint64_t end = now_ms() + SLOT_ANSWER_MS;
+	uint64_t end = cvw_now_ms() + SLOT_ANSWER_MS;
 	int cancelled = 0;
 
 	while (!w->done && !fs_cluster_fenced(cl)) {
-		if (now_ms() < end) {
-			timed_wait(&w->cv, &w->mu, 100);
+		if (cvw_now_ms() < end) {
+			cvw_wait_ms(&w->cv, &w->mu, 100);
 			continue;
 		}
 		if (cancelled)
 			break;
 		cancelled = 1;
-		end = now_ms() + SLOT_ANSWER_MS;
+		end = cvw_now_ms() + SLOT_ANSWER_MS;
 		pthread_mutex_unlock(&w->mu);
 		lk_cancel(lk);
 		pthread_mutex_lock(&w->mu);
@@ -1153,7 +1162,7 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
 {
 	struct timespec nap = {0, 50 * 1000 * 1000};
-	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+	uint64_t end = cvw_now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
 	int ret;
 
 	if (slot >= cl->nslots || (int)slot == cl->slot)
@@ -1163,7 +1172,7 @@ int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
 	 * writing (the lock manager waited for that already, unless the
 	 * coordinator had no disk: a witness) */
 	while (ret == 1 && fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
-		if (now_ms() > end || fs_cluster_fenced(cl)) {
+		if (cvw_now_ms() > end || fs_cluster_fenced(cl)) {
 			fs_cluster_slot_drop(cl, slot);
 			return 0; /* still beating: not ours to recover */
 		}
@@ -1275,10 +1284,10 @@ void fs_cluster_gunlock(struct fs_glock *gl, int mode)
 int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot)
 {
 	struct timespec nap = {0, 50 * 1000 * 1000};
-	uint64_t end = now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
+	uint64_t end = cvw_now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
 
 	while (fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
-		if (now_ms() > end || fs_cluster_fenced(cl))
+		if (cvw_now_ms() > end || fs_cluster_fenced(cl))
 			return 0;
 		nanosleep(&nap, NULL);
 	}
@@ -1295,8 +1304,11 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 	first = !cl->fenced;
 	cl->fenced = 1;
 	fs = cl->fs;
-	if (first)
-		cl->fence_ms = now_ms();
+	if (first) {
+		cl->fence_ms = cvw_now_ms();
+		snprintf(cl->fence_why, sizeof(cl->fence_why), "%s", why);
+	}
+	pthread_cond_broadcast(&cl->cv); /* cl_thread: the kernel's caches */
 	pthread_mutex_unlock(&cl->mu);
 	if (!first)
 		return;
@@ -1330,7 +1342,7 @@ int fs_cluster_fenced(struct fs_cluster *cl)
 static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
 {
 	static const char *const disk[] = {"none", "dead", "alive"};
-	uint64_t now = now_ms() * 1000000ull;
+	uint64_t now = cvw_now_ms() * 1000000ull;
 
 	for (uint32_t n = 1; n < 64; n++) {
 		struct fs_json *p;
@@ -1394,7 +1406,9 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_u64(o, "sync_errors", cl->sync_errors);
 	fs_json_bool(o, "fenced", cl->fenced);
 	fs_json_i64(o, "fenced_ms_ago",
-		    cl->fence_ms ? (int64_t)(now_ms() - cl->fence_ms) : -1);
+		    cl->fence_ms ? (int64_t)(cvw_now_ms() - cl->fence_ms) : -1);
+	fs_json_str(o, "fence_reason", cl->fence_why);
+	fs_json_bool(o, "fence_kernel_dropped", cl->kernel_dropped);
 	pthread_mutex_unlock(&cl->mu);
 	fs_hb_stats(cl->hb, o);
 	peers_section(cl, fs_json_arr(o, "peers"));

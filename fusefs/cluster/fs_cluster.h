@@ -141,7 +141,10 @@ int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot);
  * can start any more: the glock ops stop using the mount (a demote from
  * now on has nothing to write back); waits for ops in progress. */
 void fs_cluster_quiesce(struct fs_cluster *cl);
-/* Fence this node: no more device writes, every request -EIO. */
+/* Fence this node: no more device writes, every request -EIO, the
+ * kernel's caches dropped right after (the watchdog thread); final until
+ * unmounted (stats cluster.fenced, fence_reason, fence_kernel_dropped).
+ * @why is logged and kept for the stats. */
 void fs_cluster_fence(struct fs_cluster *cl, const char *why);
 int fs_cluster_fenced(struct fs_cluster *cl);
 /* Count a slot recovered (replayed) by this node. */

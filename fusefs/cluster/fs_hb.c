@@ -67,6 +67,7 @@
 #include "blockdev/bd.h"
 #include "fusefs/fs_format.h"
 #include "fusefs/stats/fs_stats.h"
+#include "lockmgr/cv_wait.h"
 
 struct hb_slot {
 	uint32_t node;	     /* block's node_id; 0 none */
@@ -93,6 +94,7 @@ struct fs_hb {
 	int slot;	    /* ours, -1 before fs_hb_start */
 	int fenced;	    /* the gate is shut for good */
 	uint64_t last_beat; /* completion of our last beat (ns) */
+	int write_failed;   /* our last beat's write failed (device) */
 	uint32_t thief;	    /* a node found writing our slot's block (or
 			       ~0u: unreadable); 0 none. Set once. */
 
@@ -106,14 +108,6 @@ struct fs_hb {
 	uint64_t beat_max_ns;		/* mu: slowest beat write */
 	uint64_t passes, read_errors;	/* mu */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- the lease and the gate ------------------------------------------ */
 
@@ -131,6 +125,14 @@ static void fs_hb_fence(struct fs_hb *hb)
 int fs_hb_fenced(struct fs_hb *hb)
 {
 	return hb_is_fenced(hb);
+}
+
+const char *fs_hb_fence_why(struct fs_hb *hb)
+{
+	if (__atomic_load_n(&hb->write_failed, __ATOMIC_ACQUIRE))
+		return "disk lease ran out: the heartbeat could not be "
+		       "written (the device failed the writes)";
+	return "disk lease ran out (the node was held up past hb_timeout)";
 }
 
 /* The last word of a fenced node (fs_hb_fence_mark): its block says
@@ -159,7 +161,7 @@ void fs_hb_fence_mark(struct fs_hb *hb, struct bd_dev *dev)
 	end = last + hb->lease_ns;
 	ok = !hb_is_fenced(hb) &&
 	     __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) >= 0 &&
-	     now_ns() < end;
+	     cvw_now_ns() < end;
 	__atomic_store_n(&hb->fenced, 1, __ATOMIC_SEQ_CST);
 	if (dev != NULL)
 		bd_fence(dev);
@@ -169,10 +171,10 @@ void fs_hb_fence_mark(struct fs_hb *hb, struct bd_dev *dev)
 		bd_stats_get(dev, &st);
 		if (st.inflight == 0)
 			break;
-		ok = now_ns() < end;
+		ok = cvw_now_ns() < end;
 		nanosleep(&nap, NULL);
 	}
-	if (ok && dev != hb->bd && now_ns() < end)
+	if (ok && dev != hb->bd && cvw_now_ns() < end)
 		mark_fenced(hb);
 	bd_fence(hb->bd);
 	pthread_mutex_unlock(&hb->wmu);
@@ -187,7 +189,7 @@ int fs_hb_gate(void *arg)
 		return -EIO;
 	if (__atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) < 0)
 		return -EIO; /* no lease before the first beat */
-	if (now_ns() - last > hb->lease_ns) {
+	if (cvw_now_ns() - last > hb->lease_ns) {
 		fs_hb_fence(hb); /* frozen past our lease: maybe dead */
 		return -EIO;
 	}
@@ -199,7 +201,7 @@ static int beat_locked(struct fs_hb *hb, uint32_t state)
 {
 	struct fs_heartbeat *b = hb->wbuf;
 	int slot = __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE);
-	uint64_t t0 = now_ns(), t1, prev;
+	uint64_t t0 = cvw_now_ns(), t1, prev;
 	int ret = fs_hb_gate(hb);
 
 	if (ret < 0)
@@ -213,7 +215,8 @@ static int beat_locked(struct fs_hb *hb, uint32_t state)
 	ret = bd_write(hb->bd, b, FS_BLOCK_SIZE,
 		       fs_heartbeat_blk((unsigned)slot) * FS_BLOCK_SIZE,
 		       BD_IO_FUA);
-	t1 = now_ns();
+	t1 = cvw_now_ns();
+	__atomic_store_n(&hb->write_failed, ret < 0, __ATOMIC_RELEASE);
 	prev = __atomic_load_n(&hb->last_beat, __ATOMIC_ACQUIRE);
 	if (ret == 0 && t1 - prev > hb->lease_ns)
 		ret = -EIO; /* a gap past the lease: do not renew it */
@@ -297,12 +300,12 @@ static void check_own(struct fs_hb *hb, const void *blk)
 
 static void read_pass(struct fs_hb *hb)
 {
-	uint64_t start = now_ns(), end;
+	uint64_t start = cvw_now_ns(), end;
 	int slot = __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE);
 	int ret = bd_read(hb->bd, hb->rbuf, 2ull * hb->nslots * FS_BLOCK_SIZE,
 			  FS_SLOTAREA_BLK * FS_BLOCK_SIZE);
 
-	end = now_ns();
+	end = cvw_now_ns();
 	if (ret == 0 && slot >= 0)
 		check_own(hb, (const char *)hb->rbuf +
 				  2ull * (unsigned)slot * FS_BLOCK_SIZE);
@@ -325,7 +328,7 @@ static void read_pass(struct fs_hb *hb)
 
 int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 {
-	uint64_t now = now_ns(), changed = 0;
+	uint64_t now = cvw_now_ns(), changed = 0;
 	int seen = 0, fenced = 0, state;
 
 	pthread_mutex_lock(&hb->mu);
@@ -357,7 +360,7 @@ int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 
 int fs_hb_slot(struct fs_hb *hb, unsigned slot)
 {
-	uint64_t now = now_ns();
+	uint64_t now = cvw_now_ns();
 	int state;
 
 	if (slot >= hb->nslots)
@@ -382,19 +385,15 @@ int fs_hb_slot(struct fs_hb *hb, unsigned slot)
 static void *hb_thread(void *arg)
 {
 	struct fs_hb *hb = arg;
-	uint64_t next = now_ns();
+	uint64_t next = cvw_now_ns();
 
 	pthread_mutex_lock(&hb->mu);
 	while (!hb->stop) {
-		struct timespec ts;
-
-		if (now_ns() < next) {
-			ts.tv_sec = (time_t)(next / 1000000000ull);
-			ts.tv_nsec = (long)(next % 1000000000ull);
-			pthread_cond_timedwait(&hb->cv, &hb->mu, &ts);
+		if (cvw_now_ns() < next) {
+			cvw_wait_until(&hb->cv, &hb->mu, next);
 			continue;
 		}
-		next = now_ns() + hb->interval_ns;
+		next = cvw_now_ns() + hb->interval_ns;
 		pthread_mutex_unlock(&hb->mu);
 		/* read, then beat: never over a beat we could have seen */
 		pthread_mutex_lock(&hb->wmu);
@@ -452,7 +451,6 @@ int fs_hb_open(struct bd_dev *bd, const struct fs_hb_opts *o,
 	       struct fs_hb **out, char *why, size_t whylen)
 {
 	struct fs_hb *hb = calloc(1, sizeof(*hb));
-	pthread_condattr_t ca;
 	int ret;
 
 	if (hb == NULL)
@@ -465,7 +463,7 @@ int fs_hb_open(struct bd_dev *bd, const struct fs_hb_opts *o,
 	hb->lease_ns = hb->timeout_ns - 2 * hb->interval_ns;
 	if (getrandom(&hb->generation, sizeof(hb->generation), 0) !=
 	    (ssize_t)sizeof(hb->generation))
-		hb->generation = now_ns() ^ ((uint64_t)o->node << 56);
+		hb->generation = cvw_now_ns() ^ ((uint64_t)o->node << 56);
 	ret = read_slot_count(bd, &hb->nslots, why, whylen);
 	if (ret < 0)
 		goto out_free;
@@ -477,10 +475,7 @@ int fs_hb_open(struct bd_dev *bd, const struct fs_hb_opts *o,
 	init_block(hb);
 	pthread_mutex_init(&hb->mu, NULL);
 	pthread_mutex_init(&hb->wmu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&hb->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&hb->cv, NULL); /* waits: cv_wait.h (monotonic) */
 	ret = -pthread_create(&hb->thread, NULL, hb_thread, hb);
 	if (ret < 0) {
 		pthread_cond_destroy(&hb->cv);
@@ -510,7 +505,7 @@ static int wait_pass(struct fs_hb *hb, uint64_t t)
 		pthread_mutex_lock(&hb->mu);
 		seen = hb->pass_start;
 		pthread_mutex_unlock(&hb->mu);
-		if (hb_is_fenced(hb) || now_ns() > t + hb->timeout_ns)
+		if (hb_is_fenced(hb) || cvw_now_ns() > t + hb->timeout_ns)
 			return -EIO;
 		if (seen > t)
 			return 0;
@@ -526,11 +521,11 @@ static int wait_pass(struct fs_hb *hb, uint64_t t)
 static int slot_free(struct fs_hb *hb, unsigned slot, uint32_t *other)
 {
 	struct timespec nap = {0, 20 * 1000 * 1000};
-	uint64_t t0 = now_ns();
+	uint64_t t0 = cvw_now_ns();
 	int ret = wait_pass(hb, t0);
 
 	while (ret == 0 && fs_hb_slot(hb, slot) == FS_HB_ALIVE) {
-		if (now_ns() > t0 + hb->timeout_ns + 2 * hb->interval_ns) {
+		if (cvw_now_ns() > t0 + hb->timeout_ns + 2 * hb->interval_ns) {
 			pthread_mutex_lock(&hb->mu);
 			*other = hb->s[slot].node;
 			pthread_mutex_unlock(&hb->mu);
@@ -564,7 +559,7 @@ int fs_hb_start(struct fs_hb *hb, unsigned slot, unsigned watch_ms,
 		pthread_mutex_unlock(&hb->wmu);
 		return -EBUSY;
 	}
-	__atomic_store_n(&hb->last_beat, now_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&hb->last_beat, cvw_now_ns(), __ATOMIC_RELEASE);
 	__atomic_store_n(&hb->slot, (int)slot, __ATOMIC_RELEASE);
 	ret = beat_locked(hb, FS_HB_LIVE);
 	first = __atomic_load_n(&hb->last_beat, __ATOMIC_ACQUIRE);
@@ -575,8 +570,8 @@ int fs_hb_start(struct fs_hb *hb, unsigned slot, unsigned watch_ms,
 	}
 	/* the watch: every pass until one that started after it ended
 	 * found our beat in place (check_own) */
-	while (now_ns() < first + watch)
-		if (wait_pass(hb, now_ns()) < 0)
+	while (cvw_now_ns() < first + watch)
+		if (wait_pass(hb, cvw_now_ns()) < 0)
 			break;
 	ret = hb_is_fenced(hb) ? -EIO : wait_pass(hb, first + watch);
 	if (ret < 0)
@@ -601,7 +596,7 @@ unsigned fs_hb_timeout_ms(const struct fs_hb *hb)
 
 void fs_hb_stats(struct fs_hb *hb, struct fs_json *o)
 {
-	uint64_t now = now_ns();
+	uint64_t now = cvw_now_ns();
 	uint64_t last = __atomic_load_n(&hb->last_beat, __ATOMIC_ACQUIRE);
 
 	fs_json_u64(o, "hb_interval_ms", hb->o.interval_ms);

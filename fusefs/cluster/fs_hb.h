@@ -85,6 +85,9 @@ int fs_hb_gate(void *hb);
  */
 void fs_hb_fence_mark(struct fs_hb *hb, struct bd_dev *dev);
 int fs_hb_fenced(struct fs_hb *hb);
+/* Why the lease ran out, for the fence's message: the last beat's write
+ * failed (the device: a lost path), or the node was held up. */
+const char *fs_hb_fence_why(struct fs_hb *hb);
 /*
  * @node's state on the disk (enum fs_hb_state) as this node's reads
  * saw it, and in *@changed_ns (may be NULL) the CLOCK_MONOTONIC time

@@ -45,7 +45,12 @@
  * once and is not asked again for REFUSE_MS). When only refused groups
  * could have served it, the allocation fails with -ENOSPC and marks the
  * thread starved; the operation ends its handle and fs_alloc_starved()
- * takes such a group, waiting, before the retry (fs_vfs.c). Writing
+ * takes such a group, waiting, before the retry (fs_vfs.c). When no
+ * group at all seemed to have room, the counts of groups this node does
+ * not own may be stale (another node freed there since this node last
+ * held them): fs_alloc_starved() then takes all of those, waiting
+ * (sweep_others; at most one sweep per SWEEP_MS), so a node does not
+ * report ENOSPC for space another node freed. Writing
  * operations call fs_alloc_reserve() first, holding nothing, so that
  * the node owns a group with space (the slot's share of the groups
  * first: nodes start in different groups) and retries stay rare. The
@@ -72,6 +77,7 @@
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/cluster/fs_glock.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 
 #include <time.h>
@@ -92,6 +98,7 @@ struct pend {
 #define INODE_CHUNK_MIN 8u	/* ... or at least that many */
 #define REFUSE_MS 200u		/* a group refused by try is left alone */
 #define RESERVE_MIN 64u		/* fs_alloc_reserve: free blocks wanted */
+#define SWEEP_MS 1000u		/* ENOSPC sweeps of others' groups: apart */
 
 /* Free bits [start, start + len) of the group kept for @owner. */
 struct resv {
@@ -127,18 +134,14 @@ struct fs_alloc {
 	uint64_t tick;		/* atomic: reservation LRU clock */
 	uint32_t nrs;		/* atomic: reservations in all rgroups */
 	uint32_t mine;		/* atomic: dlm, the group reserve chose */
+	pthread_mutex_t sweep_mu; /* dlm: one ENOSPC sweep at a time */
+	uint64_t swept_ms;	/* sweep_mu: when the last sweep ended */
+	uint64_t sweeps;	/* sweep_mu (reads: atomic): sweeps ended */
+	int swept_room;		/* sweep_mu: the last sweep found room */
 };
 
 /* dlm: the group a refused try left for fs_alloc_starved (per thread) */
 static __thread uint32_t starved_g = UINT32_MAX;
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /*
  * One allocation request. With rmax > 0 (a data stream's new
@@ -198,6 +201,7 @@ int fs_alloc_init(struct fs *fs)
 		free(a);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&a->sweep_mu, NULL);
 	fs->alloc = a;
 	for (uint32_t g = 0; g < a->count; g++) {
 		struct fs_rgrp *rg = &a->rg[g];
@@ -287,6 +291,7 @@ void fs_alloc_destroy(struct fs *fs)
 		fs_glock_put(a->rg[g].gl);
 	}
 	free(a->rg);
+	pthread_mutex_destroy(&a->sweep_mu);
 	free(a);
 	fs->alloc = NULL;
 }
@@ -747,7 +752,7 @@ static int rg_enter(struct fs_rgrp *rg, int pass, int note)
 	if ((pass == P_OWNED) != rg_owned(rg))
 		return 0;
 	if (pass == P_TRY &&
-	    __atomic_load_n(&rg->refused_ms, __ATOMIC_RELAXED) > now_ms()) {
+	    __atomic_load_n(&rg->refused_ms, __ATOMIC_RELAXED) > cvw_now_ms()) {
 		ret = -EAGAIN; /* refused lately: not asked again */
 	} else {
 		ret = fs_glock_try(rg->gl, LK_EX);
@@ -757,7 +762,7 @@ static int rg_enter(struct fs_rgrp *rg, int pass, int note)
 			return -EIO;
 		if (pass == P_TRY) {
 			FS_STAT_ADD(rg->gl_fs, alloc_rg_refused, 1);
-			__atomic_store_n(&rg->refused_ms, now_ms() + REFUSE_MS,
+			__atomic_store_n(&rg->refused_ms, cvw_now_ms() + REFUSE_MS,
 					 __ATOMIC_RELAXED);
 		}
 	}
@@ -1156,7 +1161,7 @@ int fs_alloc_reserve(struct fs *fs)
 {
 	struct fs_alloc *a = fs->alloc;
 	uint32_t g0, pick = 0;
-	uint64_t now = now_ms();
+	uint64_t now = cvw_now_ms();
 	int best = -1;
 
 	if (fs->cl == NULL || a == NULL)
@@ -1182,11 +1187,80 @@ int fs_alloc_reserve(struct fs *fs)
 	return 0;
 }
 
+/* Some group has room as this node counts it (exact for the groups it
+ * owns, a hint for the others). */
+static int any_room(struct fs_alloc *a)
+{
+	for (uint32_t g = 0; g < a->count; g++)
+		if (__atomic_load_n(&a->rg[g].free, __ATOMIC_RELAXED) >
+		    a->rg[g].pend_blocks)
+			return 1;
+	return 0;
+}
+
+/*
+ * dlm, an allocation failed with no group refused: every group is full
+ * as this node counts it, but its counts of the groups it does not own
+ * are as it last held them, and others may have freed there since (a
+ * node that removed its files). Take each such group (waiting: its
+ * holder writes it back, and the grant reloads the counts when the group
+ * changed), all of them: the node then owns every group, with exact
+ * counts, for the retries that follow. 1 (some group has room: retry;
+ * also without a sweep when the counts show room, which another node
+ * took meanwhile or this one swept lately: the caller's retries are
+ * bounded), 0 (none; no sweep less than SWEEP_MS after the last, so
+ * that a writer hammering a full disk does not pull every group from
+ * the others at each write). A thread that waited for another's sweep
+ * takes that sweep's answer. Frees pending in the journal go first:
+ * the caller commits them (need_nospc_retry) before a sweep.
+ */
+static int sweep_others(struct fs *fs)
+{
+	struct fs_alloc *a = fs->alloc;
+	uint64_t seen = __atomic_load_n(&a->sweeps, __ATOMIC_ACQUIRE);
+	int ret = 0;
+
+	if (fs_alloc_pending(fs) > 0)
+		return 0; /* committing those may do */
+	pthread_mutex_lock(&a->sweep_mu);
+	if (a->sweeps != seen) {
+		ret = a->swept_room; /* one ended while we waited */
+		goto out;
+	}
+	if (any_room(a)) {
+		ret = 1;
+		goto out;
+	}
+	if (a->swept_ms != 0 && cvw_now_ms() < a->swept_ms + SWEEP_MS)
+		goto out;
+	for (uint32_t g = 0; g < a->count; g++) {
+		struct fs_rgrp *rg = &a->rg[g];
+
+		if (rg_owned(rg))
+			continue;
+		FS_STAT_ADD(fs, alloc_swept, 1);
+		if (rg_take(fs, rg) < 0)
+			break;
+		if (ret == 0 && rg->free > rg->pend_blocks) {
+			__atomic_store_n(&a->mine, g, __ATOMIC_RELAXED);
+			ret = 1;
+		}
+	}
+	a->swept_ms = cvw_now_ms();
+	a->swept_room = ret;
+	__atomic_store_n(&a->sweeps, a->sweeps + 1, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&a->sweep_mu);
+	return ret;
+}
+
 int fs_alloc_starved(struct fs *fs)
 {
 	uint32_t g = starved_g;
 
 	starved_g = UINT32_MAX;
+	if (fs->cl != NULL && g == UINT32_MAX && !fs->ro)
+		return sweep_others(fs);
 	if (fs->cl == NULL || g == UINT32_MAX || g >= fs->alloc->count)
 		return 0;
 	FS_STAT_ADD(fs, alloc_starved, 1);

@@ -23,7 +23,19 @@
  * whole-cluster crash) applies it under the slot's lock with
  * fs_flog_dead_apply(), together with adopting its orphans, and writes
  * both back in place before it lets the slot lock go. If the slot was
- * mounted again first, that mount applies its own log.
+ * mounted again first, that mount applies its own log. A pass that
+ * fails (a read error, no memory, the journal full) is tried again
+ * while the caller still holds the slot lock: FS_FLOG_DEAD_TRIES passes
+ * in all, FLOG_DEAD_PAUSE_MS between the first two, doubled each time,
+ * with apply_mu let go meanwhile (our own log's appliers are writers
+ * and must not wait that long). Entries already applied are gone from
+ * the log, so a pass resumes where the last one stopped. A damaged log
+ * (-EUCLEAN) or a fenced node is not tried again; what is left after
+ * the last pass waits for the slot's next recovery or mount (counted).
+ *
+ * Our own log is also applied by a worker thread of the mount once it
+ * is due (fs_flog_start; flog_worker), so that a node that stops
+ * writing does not keep the blocks it logged from the others.
  *
  * One applier for both logs (apply_group): the entries of one group are
  * freed in one transaction and removed from the log they came from, our
@@ -41,11 +53,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 
-#define FLOG_AGE_MS 1000u /* a free log entry is applied after this */
-#define FLOG_ROOM 64u	  /* entries kept free for one transaction */
+#define FLOG_AGE_MS 1000u      /* a free log entry is applied after this */
+#define FLOG_ROOM 64u	       /* entries kept free for one transaction */
+#define FLOG_DEAD_PAUSE_MS 25u /* before the 2nd pass over a dead log */
 
 /* The free log's memory mirror (the first FS_FLOG_MAX entries are in
  * slotinfo). */
@@ -55,15 +70,11 @@ struct fs_flog {
 	struct fs_flog_ent *e; /* mu */
 	unsigned n, cap;       /* mu; n also read relaxed */
 	uint64_t first_ms;     /* mu: when the log became non-empty */
+	pthread_cond_t cv;     /* mu: the worker's (a new log, stop) */
+	pthread_t thr;	       /* the worker (fs_flog_start) */
+	int started;	       /* mount thread: thr runs */
+	int stop;	       /* mu */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Our slot's log into memory (rw mounts with a slot); long due. */
 static int flog_load(struct fs *fs, struct fs_flog *fl)
@@ -105,6 +116,7 @@ int fs_flog_init(struct fs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&fl->mu, NULL);
 	pthread_mutex_init(&fl->apply_mu, NULL);
+	pthread_cond_init(&fl->cv, NULL);
 	fs->flog = fl;
 	ret = flog_load(fs, fl);
 	if (ret < 0)
@@ -118,6 +130,8 @@ void fs_flog_destroy(struct fs *fs)
 
 	if (fl == NULL)
 		return;
+	fs_flog_stop(fs);
+	pthread_cond_destroy(&fl->cv);
 	pthread_mutex_destroy(&fl->mu);
 	pthread_mutex_destroy(&fl->apply_mu);
 	free(fl->e);
@@ -212,8 +226,10 @@ int fs_flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode)
 			FS_STAT_ADD(fs, flog_overflows, 1);
 	}
 	if (ret == 0) {
-		if (fl->first_ms == 0)
-			fl->first_ms = now_ms();
+		if (fl->first_ms == 0) {
+			fl->first_ms = cvw_now_ms();
+			pthread_cond_signal(&fl->cv); /* the worker: due soon */
+		}
 		flog_store(fl, si);
 		FS_STAT_ADD(fs, flog_logged, len);
 	}
@@ -369,14 +385,14 @@ int fs_alloc_flog_apply(struct fs *fs, int all)
 	return ret;
 }
 
-int fs_flog_dead_apply(struct fs *fs, unsigned s)
+/* One pass over dead slot @s's log, group by group: 0 when it is empty,
+ * -errno (the entries applied so far are out of the log). */
+static int dead_pass(struct fs *fs, unsigned s)
 {
 	struct fs_flog *fl = fs->flog;
 	uint32_t g;
 	int ret;
 
-	if (fl == NULL || s == fs->slot)
-		return 0;
 	pthread_mutex_lock(&fl->apply_mu);
 	while ((ret = dead_next(fs, s, &g)) == 0) {
 		ret = apply_held(fs, s, g);
@@ -384,11 +400,105 @@ int fs_flog_dead_apply(struct fs *fs, unsigned s)
 			break;
 	}
 	pthread_mutex_unlock(&fl->apply_mu);
+	return ret == 1 ? 0 : ret;
+}
+
+/* Whether a pass that failed with @err may succeed if tried again. */
+static int dead_retryable(struct fs *fs, int err)
+{
+	if (err == -EUCLEAN) /* a damaged log: the same next time */
+		return 0;
+	return fs->cl == NULL || !fs_cluster_fenced(fs->cl);
+}
+
+int fs_flog_dead_apply(struct fs *fs, unsigned s)
+{
+	unsigned pause_ms = FLOG_DEAD_PAUSE_MS;
+	struct timespec ts;
+	int ret;
+
+	if (fs->flog == NULL || s == fs->slot)
+		return 0;
+	for (unsigned pass = 1;; pass++) {
+		ret = dead_pass(fs, s);
+		if (ret == 0 || pass == FS_FLOG_DEAD_TRIES ||
+		    !dead_retryable(fs, ret))
+			break;
+		FS_STAT_ADD(fs, flog_dead_retries, 1);
+		ts.tv_sec = pause_ms / 1000;
+		ts.tv_nsec = (long)(pause_ms % 1000) * 1000000L;
+		nanosleep(&ts, NULL);
+		pause_ms *= 2;
+	}
 	if (ret < 0) /* what is left waits for the next recovery of it */
 		FS_STAT_ADD(fs, flog_dead_errors, 1);
 	else
 		FS_STAT_ADD(fs, flog_dead_slots, 1);
-	return ret == 1 ? 0 : ret;
+	return ret;
+}
+
+/*
+ * The worker: applies our log once it is due (FLOG_AGE_MS after it
+ * became non-empty) also when no writing operation ends here to kick it
+ * (an idle node after an rm -rf): the blocks it logged are free for the
+ * other nodes only once applied (OCFS2's truncate log worker flushes on
+ * a timer the same way). A pass that left the log non-empty (another
+ * applier, an error) is tried again a quarter of FLOG_AGE_MS later.
+ */
+static void *flog_worker(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_flog *fl = fs->flog;
+
+	pthread_mutex_lock(&fl->mu);
+	while (!fl->stop) {
+		uint64_t due = fl->first_ms + FLOG_AGE_MS;
+
+		if (fl->n == 0) {
+			cvw_wait_until(&fl->cv, &fl->mu, CVW_NEVER);
+			continue;
+		}
+		if (cvw_now_ms() < due) {
+			cvw_wait_until(&fl->cv, &fl->mu, due * 1000000ull);
+			continue;
+		}
+		pthread_mutex_unlock(&fl->mu);
+		FS_STAT_ADD(fs, flog_worker_runs, 1);
+		fs_alloc_flog_kick(fs);
+		pthread_mutex_lock(&fl->mu);
+		if (fl->n != 0 && !fl->stop)
+			cvw_wait_ms(&fl->cv, &fl->mu, FLOG_AGE_MS / 4);
+	}
+	pthread_mutex_unlock(&fl->mu);
+	return NULL;
+}
+
+int fs_flog_start(struct fs *fs)
+{
+	struct fs_flog *fl = fs->flog;
+	int ret;
+
+	if (fl == NULL || fs->cl == NULL || fs->ro || fl->started)
+		return 0;
+	fl->stop = 0;
+	ret = -pthread_create(&fl->thr, NULL, flog_worker, fs);
+	if (ret == 0)
+		fl->started = 1;
+	return ret;
+}
+
+void fs_flog_stop(struct fs *fs)
+{
+	struct fs_flog *fl = fs->flog;
+
+	if (fl == NULL || !fl->started)
+		return;
+	pthread_mutex_lock(&fl->mu);
+	fl->stop = 1;
+	pthread_cond_signal(&fl->cv);
+	pthread_mutex_unlock(&fl->mu);
+	pthread_join(fl->thr, NULL);
+	fl->started = 0;
 }
 
 int fs_alloc_flog_room(struct fs *fs)
@@ -419,7 +529,7 @@ void fs_alloc_flog_kick(struct fs *fs)
 	pthread_mutex_lock(&fl->mu);
 	first = fl->first_ms;
 	pthread_mutex_unlock(&fl->mu);
-	if (n < FS_FLOG_MAX / 2 && first + FLOG_AGE_MS > now_ms())
+	if (n < FS_FLOG_MAX / 2 && first + FLOG_AGE_MS > cvw_now_ms())
 		return;
 	if (pthread_mutex_trylock(&fl->apply_mu) != 0)
 		return; /* another thread applies it */

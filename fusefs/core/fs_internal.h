@@ -112,6 +112,7 @@ struct fs_core_stats {
 	uint64_t alloc_stolen;	/* allocations that took reserved blocks */
 	uint64_t alloc_rg_refused; /* dlm: rgroup tries another node refused */
 	uint64_t alloc_starved;	   /* dlm: ENOSPC retries that took a group */
+	uint64_t alloc_swept;	   /* dlm: groups taken by ENOSPC sweeps */
 	uint64_t alloc_rg_waits;   /* dlm: rgroup glocks waited for */
 	uint64_t flog_logged;	   /* dlm: blocks put in the free log */
 	uint64_t flog_applied;	   /* dlm: ... freed from it */
@@ -121,6 +122,9 @@ struct fs_core_stats {
 				       freed by this survivor */
 	uint64_t flog_dead_errors;  /* dlm: ... left for the next
 				       recovery of the slot */
+	uint64_t flog_dead_retries; /* dlm: passes over a dead log
+				       tried again after an error */
+	uint64_t flog_worker_runs;  /* dlm: the worker's applies */
 	uint64_t flog_dead_slots;   /* dlm: dead slots' logs applied */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
@@ -571,7 +575,12 @@ uint64_t fs_alloc_pending(struct fs *fs);
 int fs_alloc_reserve(struct fs *fs);
 /* After -ENOSPC, no handle held: did this thread's last allocation find
  * space only in groups other nodes hold? Then one of them is taken here
- * (waiting) and 1 returned: retry. */
+ * (waiting) and 1 returned: retry. Did it find none at all? Then this
+ * node's counts of the groups it does not own may be stale (others
+ * freed there since it last held them): unless frees are pending in
+ * the journal (the caller commits those first), all of those are
+ * taken, waiting, and 1 returned if one has room (retry); at most one
+ * such sweep a second per mount (stats alloc.swept). 0: no retry. */
 int fs_alloc_starved(struct fs *fs);
 /* Glock inval of rgroup @g (another node changed it): its cached blocks
  * dropped, its counts re-read, its reservations forgotten. 0 or -errno. */
@@ -592,6 +601,12 @@ int fs_alloc_free_held(struct fs_tx *tx, uint64_t start, uint32_t len,
  * from fs_alloc_init and fs_alloc_destroy. */
 int fs_flog_init(struct fs *fs);
 void fs_flog_destroy(struct fs *fs);
+/* The free log's worker (rw dlm mounts; fs_flog.c): applies our log
+ * once due also on an idle node. Started when the mount is complete,
+ * stopped before the unmount applies the rest (no-ops otherwise).
+ * 0 or -errno. */
+int fs_flog_start(struct fs *fs);
+void fs_flog_stop(struct fs *fs);
 /* Log the free of [start, start + len) in @tx (another node owns its
  * group; the caller revokes and counts it). 0 or -errno. */
 int fs_flog_add(struct fs_tx *tx, uint64_t start, uint32_t len, int inode);
@@ -611,8 +626,12 @@ int fs_alloc_flog_room(struct fs *fs);
  * held by the caller, no handle; the recovery worker, fs_iopen.c),
  * group by group under their glocks, each group in one transaction
  * that frees the blocks and removes the entries from its slotinfo. The
- * caller writes the journal back before it lets the slot lock go. 0 or
- * -errno (what is left stays in the log: stats flog_dead_errors). */
+ * caller writes the journal back before it lets the slot lock go. A
+ * failed pass is tried again, FS_FLOG_DEAD_TRIES passes in all with a
+ * doubling pause (25 ms first; stats flog_dead_retries), unless the log
+ * is damaged or the node fenced. 0 or -errno (what is left stays in the
+ * log: stats flog_dead_errors). */
+#define FS_FLOG_DEAD_TRIES 5u
 int fs_flog_dead_apply(struct fs *fs, unsigned s);
 /* Entries in the free log now (stats, tests). */
 unsigned fs_alloc_flog_len(struct fs *fs);

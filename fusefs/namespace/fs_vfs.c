@@ -234,10 +234,17 @@ static int ns_attach(struct fs *fs, const struct fs_opts *o, char *err,
 				 strerror(-ret));
 			goto out_free;
 		}
+		ret = fs_flog_start(fs);
+		if (ret < 0) {
+			snprintf(err, errlen, "cannot start the free log "
+				 "worker (%s)", strerror(-ret));
+			goto out_free;
+		}
 	}
 	return 0;
 
 out_free:
+	fs_flog_stop(fs);
 	fs_iopen_stop(fs);
 	fs_ns_free(fs);
 	return ret < 0 ? ret : -EUCLEAN;
@@ -360,8 +367,10 @@ int fs_unmount(struct fs *fs)
 
 	if (fs == NULL)
 		return 0;
-	/* no queued iopen request or adoption from here on */
+	/* no queued iopen request or adoption from here on, and no apply
+	 * of the free log but the one below */
 	fs_iopen_stop(fs);
+	fs_flog_stop(fs);
 	/* dlm: EX until fs_core_unmount closed the cluster membership;
 	 * fenced: fails, and fs_core_unmount then writes nothing */
 	if (fs->cl != NULL)
@@ -382,6 +391,7 @@ void fs_abandon(struct fs *fs)
 	if (fs == NULL)
 		return;
 	fs_iopen_stop(fs);
+	fs_flog_stop(fs);
 	fs_ns_free(fs);
 	fs_core_abandon(fs);
 }

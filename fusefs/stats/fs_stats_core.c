@@ -81,12 +81,15 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "rgrp_refused", s.alloc_rg_refused);
 	fs_json_u64(o, "rgrp_waits", s.alloc_rg_waits);
 	fs_json_u64(o, "starved", s.alloc_starved);
+	fs_json_u64(o, "swept", s.alloc_swept);
 	fs_json_u64(o, "flog_logged", s.flog_logged);
 	fs_json_u64(o, "flog_applied", s.flog_applied);
 	fs_json_u64(o, "flog_overflows", s.flog_overflows);
 	fs_json_u64(o, "flog_room_applies", s.flog_room_applies);
 	fs_json_u64(o, "flog_dead_applied", s.flog_dead_applied);
 	fs_json_u64(o, "flog_dead_errors", s.flog_dead_errors);
+	fs_json_u64(o, "flog_dead_retries", s.flog_dead_retries);
+	fs_json_u64(o, "flog_worker_runs", s.flog_worker_runs);
 	fs_json_u64(o, "flog_dead_slots", s.flog_dead_slots);
 }
 

@@ -10,7 +10,9 @@
 #      are silent, replays its journal (the file is there) and goes on;
 #      node 2 resumes (SIGCONT): its disk lease ran out, so it fences
 #      itself without writing (its heartbeat counter in the image stands
-#      still), every request fails with EIO, a flock(2) waiter node 2
+#      still), every request fails with EIO (also stat of a name,
+#      statfs, and fstat, pread and write on a descriptor opened before:
+#      its kernel's caches are dropped; the stats say why), a flock(2) waiter node 2
 #      had queued behind node 1's lock fails instead of waiting for ever
 #      (the lock manager answers no waiter of a fenced node with
 #      -ESHUTDOWN); node 3 mounts while the
@@ -76,6 +78,28 @@ open(sys.argv[3], 'w').write(str(r))
 check clu_fence_flock_opened wait_for 30 test -f "$T/opened2"
 sleep 1
 check clu_fence_flock_waits test ! -f "$T/waiter.rc"
+# a descriptor node 2 opened (read-write) before it is stopped, its
+# pages and attributes in node 2's kernel: once fenced, fstat, pread and
+# write through it must fail with EIO, not answer from those caches
+python3 -c "
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pread(fd, 4096, 0)
+open(sys.argv[2], 'w').close()
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.1)
+r = []
+for f in (lambda: os.fstat(fd).st_size, lambda: len(os.pread(fd, 4096, 0)),
+          lambda: os.pwrite(fd, b'late', 0)):
+    try:
+        r.append('got %r' % (f(),))
+    except OSError as e:
+        r.append('errno %d' % e.errno)
+open(sys.argv[4], 'w').write(' '.join(r))
+" "$M2/frozen" "$T/fd_open" "$T/fd_go" "$T/fd_result" &
+FDP=$!
+on_exit "kill $FDP 2>/dev/null"
+check clu_fence_fd_opened wait_for 30 test -f "$T/fd_open"
 pid2=$(cat "$(fs_daemon_log "$M2" | sed 's|/log$|/pid|')")
 kill -STOP "$pid2"
 tstop=$(now)
@@ -101,6 +125,19 @@ else
 fi
 tfenced=$(now)
 check clu_fence_resumed_eio sh -c "! ls '$M2' >/dev/null 2>&1"
+# no stale answer from the kernel's caches of node 2 either (it held
+# "frozen" in EX: its name and attributes were cached for a day)
+check clu_fence_resumed_kernel_dropped wait_for 30 sh -c "'$B/ucfs-stat' \
+	--json '$M2' | jq -e '.cluster.fence_kernel_dropped' >/dev/null"
+check clu_fence_resumed_stat_eio sh -c "! stat '$M2/frozen' >/dev/null 2>&1"
+check clu_fence_resumed_statfs_eio sh -c "! stat -f '$M2' >/dev/null 2>&1"
+: >"$T/fd_go"
+check clu_fence_resumed_fd_result wait_for 30 test -s "$T/fd_result"
+check clu_fence_resumed_fd_eio test "$(cat "$T/fd_result")" = \
+	"errno 5 errno 5 errno 5"
+echo "node 2's old descriptor after the fence: $(cat "$T/fd_result")"
+check clu_fence_resumed_reason sh -c "'$B/ucfs-stat' --json '$M2' |
+	jq -e '.cluster.fence_reason | test(\"disk lease\")'"
 # nothing answers a fenced node: its flock waiter fails (it waited for
 # ever before), while node 2 is still mounted
 check clu_fence_flock_waiter_ends wait_for 30 test -s "$T/waiter.rc"

@@ -13,6 +13,7 @@
  *    recovery), then the plock server dies (the survivors' ranges are
  *    rebuilt on the new server: still enforced, still reported).
  */
+#include "lockmgr/cv_wait.h"
 #include "tests/unit/harness.h"
 #include "tests/unit/lk_local.h"
 
@@ -65,18 +66,11 @@ static int w_submit(int node, struct waiter *w, uint8_t op, uint64_t ino,
 /* Wait up to @ms for @w: its status, or 1 if still pending. */
 static int w_wait(struct waiter *w, int ms)
 {
-	struct timespec ts;
+	uint64_t end = cvw_deadline_ms((uint64_t)ms);
 	int done;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&w->mu);
-	while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
+	while (!w->done && cvw_wait_until(&w->cv, &w->mu, end) == 0)
 		;
 	done = w->done;
 	pthread_mutex_unlock(&w->mu);

@@ -1,0 +1,138 @@
+/*
+ * test_cvwait.c — lockmgr/cv_wait.h, the one "wait on a condition
+ * variable until a deadline" of the tree: a wait with nobody to wake it
+ * ends with -ETIMEDOUT no earlier than its deadline (on a condition
+ * variable initialized with no attribute, i.e. the realtime clock, and
+ * on one initialized for CLOCK_MONOTONIC); a deadline already passed
+ * returns at once; a waiter woken before its deadline gets 0 (a far
+ * deadline, and CVW_NEVER); deadlines that do not fit saturate to
+ * CVW_NEVER. Only lower bounds on elapsed time are checked (a wait can
+ * end late on a busy machine, never early).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "lockmgr/cv_wait.h"
+#include "harness.h"
+
+struct waker {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int flag; /* mu */
+};
+
+static void *wake(void *arg)
+{
+	struct waker *w = arg;
+	struct timespec ts = {0, 20 * 1000 * 1000};
+
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&w->mu);
+	w->flag = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+static void times_out(pthread_cond_t *cv)
+{
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	uint64_t t0 = cvw_now_ns();
+	int ret;
+
+	pthread_mutex_lock(&mu);
+	while ((ret = cvw_wait_ms(cv, &mu, 30)) == 0)
+		; /* spurious: the next wait starts a new 30 ms */
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(ret, -ETIMEDOUT);
+	CHECK(cvw_now_ns() - t0 >= 30ull * 1000000ull);
+}
+
+static void test_timeout_default_cond(void)
+{
+	pthread_cond_t cv;
+
+	pthread_cond_init(&cv, NULL);
+	times_out(&cv);
+	pthread_cond_destroy(&cv);
+}
+
+static void test_timeout_monotonic_cond(void)
+{
+	pthread_condattr_t ca;
+	pthread_cond_t cv;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cv, &ca);
+	pthread_condattr_destroy(&ca);
+	times_out(&cv);
+	pthread_cond_destroy(&cv);
+}
+
+static void test_deadline_passed(void)
+{
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+	pthread_mutex_lock(&mu);
+	CHECK_EQ(cvw_wait_until(&cv, &mu, 0), -ETIMEDOUT);
+	CHECK_EQ(cvw_wait_until(&cv, &mu, cvw_now_ns()), -ETIMEDOUT);
+	CHECK_EQ(cvw_wait_ms(&cv, &mu, 0), -ETIMEDOUT);
+	pthread_mutex_unlock(&mu);
+}
+
+/* A waiter woken by another thread before @deadline (cvw_deadline_ms of
+ * @ms, or CVW_NEVER) sees the flag and a 0 from its last wait. */
+static void woken(uint64_t ms)
+{
+	struct waker w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+			  0};
+	uint64_t end = ms == CVW_NEVER ? CVW_NEVER : cvw_deadline_ms(ms);
+	pthread_t th;
+	int ret = 0;
+
+	REQUIRE(pthread_create(&th, NULL, wake, &w) == 0);
+	pthread_mutex_lock(&w.mu);
+	while (!w.flag && ret == 0)
+		ret = cvw_wait_until(&w.cv, &w.mu, end);
+	CHECK_EQ(w.flag, 1);
+	CHECK_EQ(ret, 0);
+	pthread_mutex_unlock(&w.mu);
+	pthread_join(th, NULL);
+}
+
+static void test_woken_before_deadline(void)
+{
+	woken(600000); /* 10 minutes: the waker comes long before */
+}
+
+static void test_woken_never(void)
+{
+	woken(CVW_NEVER);
+}
+
+static void test_deadline_saturates(void)
+{
+	uint64_t now = cvw_now_ns();
+
+	CHECK_EQ(cvw_deadline_ms(UINT64_MAX), CVW_NEVER);
+	CHECK_EQ(cvw_deadline_ms(UINT64_MAX / 1000), CVW_NEVER);
+	CHECK(cvw_deadline_ms(0) >= now);
+	CHECK(cvw_deadline_ms(1000) >= now + 1000000000ull);
+	CHECK(cvw_deadline_ms(1000) != CVW_NEVER);
+	CHECK(cvw_now_ms() >= now / 1000000ull);
+}
+
+int main(int argc, char **argv)
+{
+	t_init(argc, argv);
+	T_RUN(test_timeout_default_cond);
+	T_RUN(test_timeout_monotonic_cond);
+	T_RUN(test_deadline_passed);
+	T_RUN(test_woken_before_deadline);
+	T_RUN(test_woken_never);
+	T_RUN(test_deadline_saturates);
+	return t_done();
+}
