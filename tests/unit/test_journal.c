@@ -472,14 +472,21 @@ static void test_wraparound(void)
 		REQUIRE(write_blocks(fs, pick, n, (uint32_t)round + 2) == 0);
 		if (t_rnd() % 3 == 0)
 			CHECK_EQ(fs_journal_sync(fs), 0);
+		else if (t_rnd() % 3 == 0) /* a lock leaves: a record */
+			CHECK_EQ(fs_journal_sync_owner(fs, (struct fs_owner){
+				FS_OWNER_INODE, pick[0]}), 0);
 	}
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	fs_core_stats_get(fs, &st);
-	printf("  commits %llu checkpoints %llu (journal-full %llu)\n",
+	printf("  commits %llu checkpoints %llu (journal-full %llu, records "
+	       "%llu, header moves %llu)\n",
 	       (unsigned long long)st.commits,
 	       (unsigned long long)st.checkpoints,
-	       (unsigned long long)st.commit_reason[FS_CR_JOURNAL]);
+	       (unsigned long long)st.commit_reason[FS_CR_JOURNAL],
+	       (unsigned long long)st.ckpt_records,
+	       (unsigned long long)st.ckpt_headers);
 	CHECK(st.checkpoints > 0);
+	CHECK(st.ckpt_records > 0 && st.ckpt_headers > 0);
 	fs_core_abandon(fs);
 	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 200; i++)
