@@ -481,7 +481,7 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
  * Write @n single-block writes (journal: consecutive log positions;
  * checkpoint: sorted by block number) as few large writes: copy them into
  * a staging buffer of at most STAGE_BLOCKS (2 MiB) and submit each
- * window's contiguous runs in one batch. The buffer is only as large as
+ * window's contiguous runs in one batch (a single run as one write). The buffer is only as large as
  * the writes: a lock's demote writes a few blocks, and zeroing 2 MiB
  * (bd_buf_alloc) took longer than their I/O.
  */
@@ -516,7 +516,11 @@ static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
 				.buf = dst, .len = FS_BLOCK_SIZE,
 				.off = io->off };
 		}
-		ret = bd_submit(fs->bd, out, nout);
+		/* one run (a commit that does not wrap): written by this
+		 * thread, no hand-off to the device's completion thread */
+		ret = nout == 1 ? bd_write(fs->bd, out[0].buf, out[0].len,
+					   out[0].off, 0)
+				: bd_submit(fs->bd, out, nout);
 	}
 	free(stage);
 	free(out);
