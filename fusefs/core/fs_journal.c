@@ -481,9 +481,9 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
  * Write @n single-block writes (journal: consecutive log positions;
  * checkpoint: sorted by block number) as few large writes: copy them into
  * a staging buffer of at most STAGE_BLOCKS (2 MiB) and submit each
- * window's contiguous runs in one batch (a single run as one write). The buffer is only as large as
- * the writes: a lock's demote writes a few blocks, and zeroing 2 MiB
- * (bd_buf_alloc) took longer than their I/O.
+ * window's contiguous runs in one batch (a single run as one write). The
+ * buffer is only as large as the writes: a lock's demote writes a few
+ * blocks, and zeroing 2 MiB (bd_buf_alloc) took longer than their I/O.
  */
 #define STAGE_BLOCKS 512u
 static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)

@@ -9,8 +9,9 @@
  * the selected images in an in-memory overlay keyed by home block number.
  * fsck_read() reads through it. A checkpoint record drops what the scan
  * found before it (written home already); a torn tail ends the scan
- * (normal after a crash); an image of the committed range that fails its own checksum
- * or lies outside the filesystem is reported and not applied.
+ * (normal after a crash); an image of the committed range that fails its
+ * own checksum or lies outside the filesystem is reported and not
+ * applied.
  *
  * Repair (fsck -y) uses the overlay twice more: a slot whose scan found
  * no problem is then replayed for real (replay_slot: the same scan again,
