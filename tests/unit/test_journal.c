@@ -646,14 +646,14 @@ static void test_ckpt_record(void)
 {
 	struct bd_dev *bd = cf_ram_fs(64, 2, 8);
 	struct fs_core_stats st;
-	uint64_t blk[2] = { 0 }, w0;
+	uint64_t blk[2] = {0}, w0;
 	struct fs *fs;
 
 	REQUIRE(bd != NULL && (fs = cf_mount(bd, 16)) != NULL);
 	REQUIRE(write_blocks(fs, blk, 2, 1) == 0);
 	CHECK_EQ(fs_journal_checkpoint(fs, FS_CR_SYNC), 0);
 	REQUIRE(write_blocks(fs, blk, 2, 2) == 0);
-	CHECK_EQ(fs_journal_sync(fs), 0);	/* the writer's fsync */
+	CHECK_EQ(fs_journal_sync(fs), 0); /* the writer's fsync */
 	w0 = dur_waits(bd);
 	CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
 	CHECK_EQ(dur_waits(bd) - w0, 1);
@@ -667,10 +667,10 @@ static void test_ckpt_record(void)
 	CHECK_EQ(other_node_writes(bd, blk[0], 9), 0);
 	REQUIRE(write_blocks(fs, blk + 1, 1, 3) == 0);
 	CHECK_EQ(fs_journal_sync(fs), 0);
-	fs_core_abandon(fs);	/* crash */
+	fs_core_abandon(fs); /* crash */
 	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	fs_core_stats_get(fs, &st);
-	CHECK_EQ(st.replay_tx, 1);	/* only the one after the record */
+	CHECK_EQ(st.replay_tx, 1); /* only the one after the record */
 	CHECK(home_has(bd, blk[0], 9));
 	CHECK(home_has(bd, blk[1], 3));
 	CHECK_EQ(fs_core_unmount(fs), 0);
@@ -685,7 +685,7 @@ static void test_ckpt_no_feature(void)
 	struct bd_dev *bd = cf_ram_fs(64, 2, 8);
 	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
 	struct fs_core_stats st;
-	uint64_t blk[1] = { 0 }, w0;
+	uint64_t blk[1] = {0}, w0;
 	struct fs *fs;
 
 	REQUIRE(bd != NULL && sb != NULL);
@@ -702,7 +702,7 @@ static void test_ckpt_no_feature(void)
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	w0 = dur_waits(bd);
 	CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
-	CHECK_EQ(dur_waits(bd) - w0, 2);	/* flush + FUA header */
+	CHECK_EQ(dur_waits(bd) - w0, 2); /* flush + FUA header */
 	fs_core_stats_get(fs, &st);
 	CHECK_EQ(st.ckpt_records, 0);
 	CHECK(st.ckpt_headers >= 1);
@@ -753,7 +753,7 @@ static int fsck_journal_clean(struct bd_dev *bd, struct fs_fsck_result *r)
 static void test_ckpt_record_power_loss(void)
 {
 	struct bd_dev *tmpl = cf_ram_fs(64, 2, 8);
-	uint64_t blk[2] = { 0 };
+	uint64_t blk[2] = {0};
 	struct fs *fs;
 	int bad = 0;
 
@@ -771,7 +771,7 @@ static void test_ckpt_record_power_loss(void)
 		REQUIRE(write_blocks(fs, blk, 2, 2) == 0);
 		CHECK_EQ(fs_journal_sync(fs), 0);
 		CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
-		if (trial % 2)	/* a later transaction, not synced */
+		if (trial % 2) /* a later transaction, not synced */
 			REQUIRE(write_blocks(fs, blk, 1, 3) == 0);
 		bd_fault_crash(f, trial == 0 ? 0 : t_rnd() | 1);
 		fs_core_abandon(fs);
