@@ -191,9 +191,14 @@ static void count_batch(struct bd_dev *dev, struct bd_io *ios, unsigned n,
 {
 	uint64_t ns = bd_now_ns() - start;
 
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		count_op(op_counters(dev, ios[i].op), ios[i].len, ios[i].ret,
 			 ns);
+		if (ios[i].op == BD_WRITE && (ios[i].flags & BD_IO_FUA) &&
+		    ios[i].ret == 0)
+			atomic_fetch_add_explicit(&dev->stats.fua_writes, 1,
+						  memory_order_relaxed);
+	}
 }
 
 int bd_read(struct bd_dev *dev, void *buf, size_t len, uint64_t off)
@@ -228,6 +233,9 @@ int bd_write(struct bd_dev *dev, const void *buf, size_t len, uint64_t off,
 	ret = dev->ops->write(dev, buf, len, off, io_flags);
 	inflight_sub(dev, 1);
 	count_op(&dev->stats.write, len, ret, bd_now_ns() - start);
+	if ((io_flags & BD_IO_FUA) && ret == 0)
+		atomic_fetch_add_explicit(&dev->stats.fua_writes, 1,
+					  memory_order_relaxed);
 	return ret;
 }
 
@@ -334,6 +342,8 @@ void bd_stats_get(struct bd_dev *dev, struct bd_stats *out)
 	load_op(&s->read, &out->read);
 	load_op(&s->write, &out->write);
 	load_op(&s->flush, &out->flush);
+	out->fua_writes = atomic_load_explicit(&s->fua_writes,
+					      memory_order_relaxed);
 	out->batches = atomic_load_explicit(&s->batches, memory_order_relaxed);
 	out->inflight = atomic_load_explicit(&s->inflight,
 					     memory_order_relaxed);

@@ -85,6 +85,8 @@ struct bd_stats {
 	struct bd_op_stats read;
 	struct bd_op_stats write;
 	struct bd_op_stats flush;
+	uint64_t fua_writes;   /* writes with BD_IO_FUA that succeeded (also
+				  in write): each one a durability wait */
 	uint64_t batches;      /* bd_submit / bd_submit_async calls */
 	uint64_t inflight;     /* I/Os submitted and not yet complete */
 	uint64_t max_inflight; /* high-water mark of inflight */

@@ -70,6 +70,7 @@ struct bd_counters {
 	struct bd_op_counters read;
 	struct bd_op_counters write;
 	struct bd_op_counters flush;
+	_Atomic uint64_t fua_writes;
 	_Atomic uint64_t batches;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t max_inflight;

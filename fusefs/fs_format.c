@@ -147,6 +147,7 @@ const char *fs_blk_type_name(unsigned type)
 		[FS_BT_JHDR] = "journal header",
 		[FS_BT_JDESC] = "journal descriptor",
 		[FS_BT_JCOMMIT] = "journal commit",
+		[FS_BT_JCKPT] = "journal checkpoint",
 		[FS_BT_RGRP] = "rgroup header",
 		[FS_BT_BITMAP] = "bitmap",
 		[FS_BT_INODE] = "inode",

@@ -40,9 +40,13 @@
  * refuses unknown ro_compat bits; unknown compat bits are ignored. */
 /* incompat: files may share blocks (refcount trees); mkfs sets it */
 #define FS_FEATURE_INCOMPAT_REFLINK 0x1ull
+/* incompat: journals may hold checkpoint records (FS_BT_JCKPT); mkfs
+ * sets it. Without it a journal moves its header instead. */
+#define FS_FEATURE_INCOMPAT_JCKPT 0x2ull
 #define FS_FEATURE_COMPAT_SUPP 0ull
 #define FS_FEATURE_RO_COMPAT_SUPP 0ull
-#define FS_FEATURE_INCOMPAT_SUPP FS_FEATURE_INCOMPAT_REFLINK
+#define FS_FEATURE_INCOMPAT_SUPP \
+	(FS_FEATURE_INCOMPAT_REFLINK | FS_FEATURE_INCOMPAT_JCKPT)
 
 /* Fixed layout: blocks 0..2, then 2 blocks per slot, then journals, then
  * resource groups. */
@@ -67,7 +71,8 @@ enum fs_blk_type {
 	FS_BT_BTREE = 11,	/* B+tree node (not the inline root) */
 	FS_BT_XATTR = 12,	/* external xattr block of an inode */
 	FS_BT_REFCOUNT = 13,	/* root of a refcount tree */
-	FS_BT_MAX = 14
+	FS_BT_JCKPT = 14,	/* journal checkpoint record */
+	FS_BT_MAX = 15
 };
 
 /* ---- block header ----------------------------------------------------- */
@@ -206,7 +211,10 @@ static_assert(sizeof(struct fs_slotinfo) == FS_BLOCK_SIZE, "slotinfo");
  * each followed by the images of its non-revoke entries, then one commit
  * record (JCOMMIT, hdr.seq = S) whose crc covers every block of the
  * transaction before it. Images are stored verbatim (they carry their own
- * home header). See FORMAT.md for replay rules.
+ * home header). Between two transactions (incompat JCKPT) there may be
+ * checkpoint records (JCKPT, hdr.seq = the next transaction's sequence):
+ * every transaction before one is written home, so a replay drops what it
+ * collected before it. See FORMAT.md for replay rules.
  */
 
 struct fs_jhdr {
@@ -250,6 +258,16 @@ struct fs_jcommit {
 	uint8_t reserved[FS_BLOCK_SIZE - 56];
 };
 static_assert(sizeof(struct fs_jcommit) == FS_BLOCK_SIZE, "jcommit");
+
+struct fs_jckpt {
+	struct fs_blk_hdr hdr;	/* seq: the next transaction's */
+	uint64_t home_seq;	/* newest transaction written home (seq - 1) */
+	int64_t time_sec;
+	uint32_t time_nsec;
+	uint32_t pad;
+	uint8_t reserved[FS_BLOCK_SIZE - 56];
+};
+static_assert(sizeof(struct fs_jckpt) == FS_BLOCK_SIZE, "jckpt");
 
 /* ---- resource groups -------------------------------------------------- */
 /*

@@ -1283,8 +1283,9 @@ sc_dd() {
 # (ucfs-bench-ops appendcheck): each writer's records exactly once, whole,
 # in order. Figures: records/s of each client and of both; for ucfs
 # systems the lock's transfers (glocks.types.inode.bounces of both nodes
-# over the run), transfers/s, demotes and the mean demote time, journal
-# commits and kernel page invalidations; lost = records not read back
+# over the run), transfers/s, demotes and the mean demote time, device
+# durability waits (flushes + FUA writes of both nodes) per transfer,
+# journal commits and kernel page invalidations; lost = records not read back
 # whole exactly once (0, else the step fails).
 
 app_stats() {	# SYS before|after — stats of every node of SYS
@@ -1314,6 +1315,8 @@ app_delta() {
 		"demote_ns \(d(i("demote_ns")))",
 		"bast_recv \(d(["locks", "types", "inode", "bast_recv"]))",
 		"commits \(d(["journal", "commits"]))",
+		"dev_waits \(d(["blockdev", "flush", "count"]) +
+			d(["blockdev", "fua_writes"]))",
 		"page_invals \(d(["kcache", "pages"]))"'
 		_an=$((_an + 1))
 	done | awk '{ s[$1] += $2 } END { for (k in s) print k, s[k] }' \
@@ -1329,6 +1332,9 @@ app_delta() {
 	rec "$1" all append demote_ms "$(awk -v n="$(_ad demotes)" \
 		-v t="$(_ad demote_ns)" 'BEGIN { printf "%.3f",
 		(n > 0 ? t / n / 1e6 : 0) }')" ms
+	rec "$1" all append waits_per_xfer "$(awk -v n="$(_ad transfers)" \
+		-v w="$(_ad dev_waits)" 'BEGIN { printf "%.2f",
+		(n > 0 ? w / n : 0) }')" ""
 }
 
 append_one() {	# SYS CLIENT
@@ -1665,6 +1671,7 @@ report_tables() {	# SCEN (column lists: whitespace-separated, any lines)
 		table_wide append "append: 4 KiB O_APPEND + fsync from 2 writers to one file" "
 			append:records_ps:records/s append:transfers_ps:transfer/s
 			append:transfers:transfers append:demote_ms:demote_ms
+			append:waits_per_xfer:waits/xfer
 			append:commits:commits append:page_invals:pg_invals
 			check:lost:lost" ;;
 	find)

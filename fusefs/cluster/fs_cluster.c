@@ -21,8 +21,9 @@
  * DLM's callback thread):
  *  - sync (leaving EX): fs_journal_sync_owner: nothing if the owner was
  *    not written since the last checkpoint, else commit + checkpoint
- *    (the whole journal: afterwards no journal block of ours carries an
- *    image of it) and, for an inode, its file data written and flushed;
+ *    (the whole journal, ending with a checkpoint record: afterwards no
+ *    journal block of ours that a replay would write carries an image of
+ *    it) and, for an inode, its file data written and flushed;
  *    the mount lock: fs_journal_writeback;
  *  - inval (a grant with a new generation): fs_cache_drop_owner of that
  *    owner (an rgroup: also its counts reloaded, fs_alloc_rgrp_inval);
@@ -43,8 +44,9 @@
  * finds a journal to replay is refused (fs_super.c), and a node-down
  * with no read-write survivor fences it (ro_recover).
  *
- * Recovery: a demote from EX checkpoints what the lock covered, so a
- * node's journal only holds images of blocks whose locks it holds in EX;
+ * Recovery: a demote from EX checkpoints what the lock covered, so what
+ * a node's journal holds past its header's tail and last checkpoint
+ * record are images of blocks whose locks it holds in EX;
  * when it dies, nobody else was granted those. The lock manager grants
  * no lock (but NOEXP ones) anywhere until every node's node-down
  * callback returned, and in that callback (cl_recover) each mounted

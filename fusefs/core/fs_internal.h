@@ -103,6 +103,8 @@ struct fs_core_stats {
 	uint64_t fsync_clean;	/* fsyncs of one inode that needed no
 				 * commit (fs_journal_sync_ino) */
 	uint64_t checkpoints, checkpoint_blocks;
+	uint64_t ckpt_records;	/* checkpoints marked by a log record */
+	uint64_t ckpt_headers;	/* ... by moving the header's tail (FUA) */
 	uint64_t flushes;
 	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;
 	uint64_t cache_bufs, cache_pinned;	/* current values */

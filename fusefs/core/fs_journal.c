@@ -6,7 +6,8 @@
  *   clean -> (fs_tx_write) in the running tx [tx pin]
  *   -> (commit snapshot) committed copy b->ckpt awaiting checkpoint
  *      [ckpt pin, on the checkpoint list with a reference]
- *   -> (checkpoint: ckpt written in place, flushed, tail advanced) clean.
+ *   -> (checkpoint: ckpt written in place, flushed, then the header's
+ *      tail advanced or a checkpoint record appended) clean.
  * A buffer may be in the running tx and hold an older committed copy at
  * the same time; the checkpoint writes the copy, never the live data, so
  * nothing uncommitted reaches its home location (write-ahead rule).
@@ -23,6 +24,14 @@
  * record's crc covers the whole transaction.
  * If the log lacks room, a checkpoint runs first (while handles are still
  * blocked, before the snapshot, so only committed copies are written).
+ *
+ * Checkpoint marks (ckpt_mark): after the home writes and their flush, a
+ * replay must no longer write what the log holds, since another node may
+ * change those blocks next. The header's tail moves to the head (FUA
+ * write), or, for a lock leaving this node, a checkpoint record is
+ * appended to the log (JCKPT, a plain write: FORMAT.md "Journal" says why
+ * no flush is needed); records stop at half the log, where the commit
+ * thread moves the header and frees the space.
  *
  * Who commits: the commit thread, on the commit= timer, when kicked
  * (fsync), and early, once a handle finds the running transaction past
@@ -97,7 +106,13 @@ struct fs_journal {
 	uint64_t tail_pos;	/* commit_mutex */
 	uint64_t used;		/* commit_mutex: log blocks tail..head */
 	uint64_t committed_seq;	/* commit_mutex (read under lock too) */
-	void *hdrbuf;		/* commit_mutex: journal header I/O */
+	int log_dirty;		/* commit_mutex: a transaction was written
+				   since the last tail move or checkpoint
+				   record */
+	int jckpt;		/* immutable: checkpoint records allowed
+				   (incompat JCKPT) */
+	void *hdrbuf;		/* commit_mutex: journal header and
+				   checkpoint record I/O */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	/* handles drained / commit unblocked */
@@ -466,9 +481,9 @@ static int submit_chunks(struct fs *fs, struct bd_io *ios, size_t n)
  * Write @n single-block writes (journal: consecutive log positions;
  * checkpoint: sorted by block number) as few large writes: copy them into
  * a staging buffer of at most STAGE_BLOCKS (2 MiB) and submit each
- * window's contiguous runs in one batch. The buffer is only as large as
- * the writes: a lock's demote writes a few blocks, and zeroing 2 MiB
- * (bd_buf_alloc) took longer than their I/O.
+ * window's contiguous runs in one batch (a single run as one write). The
+ * buffer is only as large as the writes: a lock's demote writes a few
+ * blocks, and zeroing 2 MiB (bd_buf_alloc) took longer than their I/O.
  */
 #define STAGE_BLOCKS 512u
 static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
@@ -501,7 +516,11 @@ static int write_staged(struct fs *fs, const struct bd_io *ios, unsigned n)
 				.buf = dst, .len = FS_BLOCK_SIZE,
 				.off = io->off };
 		}
-		ret = bd_submit(fs->bd, out, nout);
+		/* one run (a commit that does not wrap): written by this
+		 * thread, no hand-off to the device's completion thread */
+		ret = nout == 1 ? bd_write(fs->bd, out[0].buf, out[0].len,
+					   out[0].off, 0)
+				: bd_submit(fs->bd, out, nout);
 	}
 	free(stage);
 	free(out);
@@ -527,8 +546,63 @@ static void drop_ckpt(struct fs *fs, struct fs_buf *b)
 	fs_cache_unpin(b);
 }
 
-/* Write every committed copy home, flush, move the tail. commit_mutex. */
-static int checkpoint_locked(struct fs *fs)
+/*
+ * Append a checkpoint record at the head: every transaction before it is
+ * written home (and flushed). No flush: until one (ours or another
+ * node's, which covers every completed write of the device) makes it
+ * durable, nobody has written home a newer copy of what our log holds,
+ * so a replay that still finds the transactions before it (the record
+ * lost or torn) writes home what is there already. commit_mutex.
+ */
+static int ckpt_record(struct fs *fs)
+{
+	struct fs_journal *j = fs->j;
+	struct fs_jckpt *c = j->hdrbuf;
+	uint64_t blk = log_blk(j, j->head_pos);
+	struct timespec ts;
+
+	memset(c, 0, FS_BLOCK_SIZE);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	c->home_seq = j->committed_seq;
+	c->time_sec = ts.tv_sec;
+	c->time_nsec = (uint32_t)ts.tv_nsec;
+	/* sequence of the next transaction: the scan expects it there */
+	fs_blk_seal(c, FS_BT_JCKPT, blk, j->committed_seq + 1);
+	if (bd_write(fs->bd, c, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT, 0) < 0)
+		return -EIO;
+	j->head_pos = log_next(j, j->head_pos);
+	j->used++;
+	FS_STAT_ADD(fs, ckpt_records, 1);
+	return 0;
+}
+
+/*
+ * After a checkpoint wrote everything home and flushed: tell a future
+ * replay that nothing before the head is needed. With @rec (a lock
+ * leaving this node) and room in the log (the filesystem has the JCKPT
+ * feature), a checkpoint record: one block, no flush. Else the header's
+ * tail moves to the head (FUA), which also frees the log; the commit
+ * thread does that once the log is half full. commit_mutex.
+ */
+static int ckpt_mark(struct fs *fs, int rec)
+{
+	struct fs_journal *j = fs->j;
+
+	if (rec ? !j->log_dirty : j->used == 0)
+		return 0;
+	j->log_dirty = 0;
+	if (rec && j->jckpt && j->used + 1 < j->log_blocks / 2)
+		return ckpt_record(fs);
+	j->tail_pos = j->head_pos;
+	j->used = 0;
+	FS_STAT_ADD(fs, ckpt_headers, 1);
+	return jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
+			  j->committed_seq + 1, 0);
+}
+
+/* Write every committed copy home, flush, then mark the log written home
+ * (ckpt_mark: with @rec, a record may do). commit_mutex. */
+static int checkpoint_locked(struct fs *fs, int rec)
 {
 	struct fs_journal *j = fs->j;
 	struct fs_buf *list, *b, *next;
@@ -586,15 +660,9 @@ static int checkpoint_locked(struct fs *fs)
 	FS_STAT_ADD(fs, checkpoints, 1);
 	FS_STAT_ADD(fs, checkpoint_blocks, n);
 	FS_STAT_ADD(fs, flushes, 1);
-	if (j->used > 0) {
-		j->tail_pos = j->head_pos;
-		j->used = 0;
-		ret = jhdr_write(fs, fs->slot, j->hdrbuf, j->tail_pos,
-				 j->committed_seq + 1, 0);
-		if (ret < 0) {
-			abort_journal(j);
-			return -EIO;
-		}
+	if (ckpt_mark(fs, rec) < 0) {
+		abort_journal(j);
+		return -EIO;
 	}
 	/* a replay now writes nothing: every owner so far is clean */
 	pthread_mutex_lock(&j->lock);
@@ -725,6 +793,7 @@ static int write_tx(struct fs *fs, struct commit_set *cs)
 	if (ret == 0) {
 		j->head_pos = pos;
 		j->used += total;
+		j->log_dirty = 1;
 		FS_STAT_ADD(fs, commit_blocks, total);
 		FS_STAT_ADD(fs, commit_bytes, (uint64_t)total * FS_BLOCK_SIZE);
 		FS_STAT_ADD(fs, flushes, 1);
@@ -821,7 +890,7 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 	need = desc_count(j->run_count + j->nrev) + j->run_count + 1;
 	if (j->used + need > j->log_blocks) {
 		pthread_mutex_unlock(&j->lock);
-		ret = checkpoint_locked(fs);
+		ret = checkpoint_locked(fs, 0);
 		pthread_mutex_lock(&j->lock);
 		if (ret == 0 && j->used + need > j->log_blocks)
 			ret = -EIO;	/* tx bigger than the log */
@@ -940,7 +1009,7 @@ int fs_tx_begin(struct fs *fs, unsigned credits, struct fs_tx **out)
 			ret = commit_locked(fs, why);
 		}
 		if (ret == 0 && why == FS_CR_CACHE)
-			ret = checkpoint_locked(fs);
+			ret = checkpoint_locked(fs, 1);
 		pthread_mutex_unlock(&j->commit_mutex);
 		pthread_mutex_lock(&j->lock);
 		if (ret < 0)
@@ -1257,7 +1326,7 @@ static int owner_commit_locked(struct fs *fs, struct fs_sync_done *done)
 	int ret = commit_locked(fs, FS_CR_LOCK);
 
 	if (ret == 0)
-		ret = checkpoint_locked(fs);
+		ret = checkpoint_locked(fs, 1);
 	done->log_blocks += stat_get(&fs->st.commit_blocks) - log;
 	done->home_blocks += stat_get(&fs->st.checkpoint_blocks) - home;
 	done->flushes += (uint32_t)(stat_get(&fs->st.flushes) - fl);
@@ -1320,7 +1389,7 @@ int fs_journal_checkpoint(struct fs *fs, enum fs_commit_reason why)
 	pthread_mutex_lock(&j->commit_mutex);
 	ret = commit_locked(fs, why);
 	if (ret == 0)
-		ret = checkpoint_locked(fs);
+		ret = checkpoint_locked(fs, 0);
 	pthread_mutex_unlock(&j->commit_mutex);
 	return ret;
 }
@@ -1398,7 +1467,7 @@ static void *commit_thread(void *arg)
 			pthread_mutex_unlock(&j->lock);
 		}
 		if (need_checkpoint(fs))
-			checkpoint_locked(fs);
+			checkpoint_locked(fs, 0);
 		pthread_mutex_unlock(&j->commit_mutex);
 		pthread_mutex_lock(&j->lock);
 	}
@@ -1436,6 +1505,7 @@ int fs_journal_init(struct fs *fs)
 	j->run_seq = h->tail_seq;
 	j->committed_seq = h->tail_seq - 1;
 	j->ckpt_seq = j->committed_seq; /* replayed at mount */
+	j->jckpt = (fs->sb.feature_incompat & FS_FEATURE_INCOMPAT_JCKPT) != 0;
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
 	if (lim > fs_cache_capacity(fs) / 4)

@@ -6,12 +6,15 @@
  * log in order through a window of JS_WIN blocks, checks each
  * transaction's structure and chained crc, and records every image
  * {home, log position, seq} and every revoke {home, seq}; an incomplete
- * transaction leaves no record. The selection (select_imgs) marks the
- * last image of each home block, unless a revoke with a higher sequence
- * exists; the apply pass (apply_imgs) rereads the marked images in log
- * order and hands on those inside the filesystem that verify (and, for
- * a caller that wants problems reported, checks the older unrevoked
- * images too).
+ * transaction leaves no record. A checkpoint record between two
+ * transactions (scan_ckpt) says that everything before it is written
+ * home: the records so far are dropped, so a replay never writes an image
+ * older than the record over a block another node changed since. The
+ * selection (select_imgs) marks the last image of each home block, unless
+ * a revoke with a higher sequence exists; the apply pass (apply_imgs)
+ * rereads the marked images in log order and hands on those inside the
+ * filesystem that verify (and, for a caller that wants problems
+ * reported, checks the older unrevoked images too).
  *
  * Invariants: the scan never reads more than log_blocks positions per
  * transaction nor the whole log more than once; an image handed to
@@ -142,7 +145,8 @@ static int add_rev(struct jscan *js, uint64_t home, uint64_t seq)
 }
 
 /* Kind of log block @pos for sequence @seq: 1 descriptor (copied to
- * js->desc), 2 commit record (*out points to it), 0 neither, -EIO. */
+ * js->desc), 2 commit record (*out points to it), 3 checkpoint record,
+ * 0 none of them, -EIO. */
 static int log_kind(struct jscan *js, uint64_t pos, uint64_t seq,
 		    const uint8_t **out)
 {
@@ -159,6 +163,8 @@ static int log_kind(struct jscan *js, uint64_t pos, uint64_t seq,
 		memcpy(js->desc, d, FS_BLOCK_SIZE);
 		return 1;
 	}
+	if (d->hdr.type == FS_BT_JCKPT)
+		return 3;
 	return d->hdr.type == FS_BT_JCOMMIT ? 2 : 0;
 }
 
@@ -212,7 +218,7 @@ static int scan_tx(struct jscan *js, uint64_t *pos, uint64_t seq)
 		k = log_kind(js, p, seq, &blk);
 		if (k < 0)
 			return k;
-		if (k == 0 || (k == 2 && first))
+		if (k == 0 || k == 3 || (k == 2 && first))
 			goto out_bad;
 		if (k == 2)
 			break;
@@ -235,6 +241,25 @@ out_bad:
 	js->nimg = img0;
 	js->nrev = rev0;
 	return 0;
+}
+
+/* A checkpoint record for @seq at *pos: every transaction before it is
+ * written home, so what the scan recorded so far is dropped. 1 (*pos
+ * moves past it), 0 not one, -EIO. */
+static int scan_ckpt(struct jscan *js, uint64_t *pos, uint64_t seq,
+		     struct fs_jscan_res *res)
+{
+	const uint8_t *blk;
+	int k = log_kind(js, *pos, seq, &blk);
+
+	if (k != 3)
+		return k < 0 ? k : 0;
+	js->nimg = 0;
+	js->nrev = 0;
+	res->ntx = 0;
+	res->nckpt++;
+	*pos = log_next(js, *pos);
+	return 1;
 }
 
 static int rev_cmp(const void *a, const void *b)
@@ -370,6 +395,13 @@ int fs_jscan(struct bd_dev *bd, const struct fs_sb *sb, unsigned slot,
 	while (scanned < js.log_blocks) {
 		uint64_t before = pos;
 
+		ret = scan_ckpt(&js, &pos, seq, res);
+		if (ret < 0)
+			goto out_free;
+		if (ret == 1) {
+			scanned++;
+			continue;
+		}
 		ret = scan_tx(&js, &pos, seq);
 		if (ret < 0)
 			goto out_free;

@@ -8,8 +8,10 @@
  * The scan only reads the device. It walks the log from the header's
  * tail: descriptor(s) of the expected sequence, the images they announce,
  * a commit record of the same sequence whose nblocks and chained crc
- * match; then the next sequence; it stops at the first block that does
- * not fit (a torn or stale tail is the normal end of a log, not an
+ * match; then the next sequence; between two transactions, checkpoint
+ * records of the next sequence (everything before one is written home:
+ * what was found so far is dropped); it stops at the first block that
+ * does not fit (a torn or stale tail is the normal end of a log, not an
  * error). Of the committed images it selects, per home block, the last
  * one, unless a later transaction revoked the block; those are handed to
  * the caller, in log order.
@@ -46,7 +48,9 @@ struct fs_jscan_ops {
 };
 
 struct fs_jscan_res {
-	unsigned ntx;		/* committed transactions found */
+	unsigned ntx;		/* committed transactions found after the
+				   last checkpoint record (those replayed) */
+	unsigned nckpt;		/* checkpoint records found */
 	uint64_t end_pos;	/* log position after the last of them */
 	uint64_t next_seq;	/* sequence a next transaction would carry */
 };

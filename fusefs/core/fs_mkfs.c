@@ -320,7 +320,8 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
 		return fs_why(why, whylen, -EINVAL,
 			      "lockproto must be dlm or nolock");
 	sb->version = FS_FORMAT_VERSION;
-	sb->feature_incompat = FS_FEATURE_INCOMPAT_REFLINK;
+	sb->feature_incompat =
+	    FS_FEATURE_INCOMPAT_REFLINK | FS_FEATURE_INCOMPAT_JCKPT;
 	sb->root_ino = sb->rgrp_start + 1 + fs_rgrp_nbitmaps(
 				fs_rgrp_len(sb, 0));
 	sb->ctime = now;

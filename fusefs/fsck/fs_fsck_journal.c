@@ -7,9 +7,11 @@
  * parser replay uses (fs_jscan.c: the same structure and crc checks, the
  * same selection of the last unrevoked image of each block) and keeps
  * the selected images in an in-memory overlay keyed by home block number.
- * fsck_read() reads through it. A torn tail ends the scan (normal after
- * a crash); an image of the committed range that fails its own checksum
- * or lies outside the filesystem is reported and not applied.
+ * fsck_read() reads through it. A checkpoint record drops what the scan
+ * found before it (written home already); a torn tail ends the scan
+ * (normal after a crash); an image of the committed range that fails its
+ * own checksum or lies outside the filesystem is reported and not
+ * applied.
  *
  * Repair (fsck -y) uses the overlay twice more: a slot whose scan found
  * no problem is then replayed for real (replay_slot: the same scan again,
@@ -191,6 +193,10 @@ static int scan_slot(struct fsck *ck, unsigned slot, void *buf)
 	errors = ck->res->errors;
 	ret = fs_jscan(ck->bd, &ck->sb, slot, h->tail_pos, h->tail_seq,
 		       &ovl_ops, ck, &res);
+	if (ret == 0 && res.nckpt > 0)
+		fsck_note(ck, "journal %u: %u checkpoint record(s): what "
+			  "precedes the last one is written home", slot,
+			  res.nckpt);
 	if (ret < 0 || res.ntx == 0)
 		return ret;
 	fsck_note(ck, "journal %u: %u committed transaction(s) not yet "

@@ -24,6 +24,7 @@ void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s)
 	fs_stats_bd_op(o, "read", &s->read);
 	fs_stats_bd_op(o, "write", &s->write);
 	fs_stats_bd_op(o, "flush", &s->flush);
+	fs_json_u64(o, "fua_writes", s->fua_writes);
 	fs_json_u64(o, "batches", s->batches);
 	fs_json_u64(o, "inflight", s->inflight);
 	fs_json_u64(o, "max_inflight", s->max_inflight);

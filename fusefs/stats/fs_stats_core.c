@@ -39,6 +39,8 @@ static void fs_stats_journal(struct fs_json *o, void *arg)
 	fs_json_u64(o, "fsync_clean", s.fsync_clean);
 	fs_json_u64(o, "checkpoints", s.checkpoints);
 	fs_json_u64(o, "checkpoint_blocks", s.checkpoint_blocks);
+	fs_json_u64(o, "checkpoint_records", s.ckpt_records);
+	fs_json_u64(o, "header_writes", s.ckpt_headers);
 	fs_json_u64(o, "device_flushes", s.flushes);
 	fs_json_u64(o, "replay_tx", s.replay_tx);
 	fs_json_u64(o, "replay_blocks", s.replay_blocks);

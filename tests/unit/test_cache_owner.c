@@ -12,7 +12,10 @@
  * With UCFS_OWNER_BENCH=PATH (a file, created, 64 MiB) it also times
  * fs_journal_sync_owner of a clean owner against fs_journal_writeback
  * with other dirty state on that file (real flushes) and prints the
- * figures; no assertion is made on them.
+ * figures, and times the journal's part of a lock hand-over (an
+ * appender's fsync, then the sync of its inode owner) with checkpoint
+ * records against the header move of a filesystem without JCKPT; no
+ * assertion is made on the times.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -675,6 +678,104 @@ static void bench(const char *path)
 	unlink(path);
 }
 
+/* A 64 MiB file at @path with a fresh filesystem, JCKPT on or off (a
+ * filesystem made before it), mounted. NULL on failure. */
+static struct fs *bench_fs(const char *path, int jckpt, struct bd_dev **bd)
+{
+	struct fs_mkfs_params p;
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	char why[200];
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	int ok = fd >= 0 && ftruncate(fd, 64 << 20) == 0 && sb != NULL;
+
+	if (fd >= 0)
+		close(fd);
+	ok = ok && bd_file_open(path, 0, bd) == 0;
+	fs_mkfs_defaults(&p);
+	p.journal_mb = 4;
+	p.rgrp_mb = 8;
+	ok = ok && fs_mkfs(*bd, &p, why, sizeof(why)) == 0;
+	for (uint64_t b = 0; ok && !jckpt && b < 2; b++) {
+		ok = bd_read(*bd, sb, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE) == 0;
+		sb->feature_incompat &= ~FS_FEATURE_INCOMPAT_JCKPT;
+		fs_blk_update_crc(sb);
+		ok = ok && bd_write(*bd, sb, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE,
+				    0) == 0;
+	}
+	free(sb);
+	return ok ? cf_mount(*bd, 16) : NULL;
+}
+
+/* One appender's turn on @fs: a 4 KiB data write and its inode block in
+ * a transaction, fsync (the commit), then the lock leaves (sync of the
+ * inode owner: checkpoint). Adds the times to @t_fsync / @t_sync. */
+static int bench_turn(struct fs *fs, uint64_t blk, uint64_t data_off,
+		      void *data, uint32_t v, uint64_t *t_fsync,
+		      uint64_t *t_sync)
+{
+	uint64_t t0;
+	int ret = fs_data_write(fs, data, FS_BLOCK_SIZE, data_off);
+
+	if (ret == 0)
+		ret = dirty_b(fs, &blk, 1, v, 0);
+	t0 = now_ns();
+	if (ret == 0)
+		ret = fs_journal_sync(fs);
+	*t_fsync += now_ns() - t0;
+	t0 = now_ns();
+	if (ret == 0)
+		ret = fs_journal_sync_owner(fs, OI(300));
+	*t_sync += now_ns() - t0;
+	return ret;
+}
+
+/* The journal's part of a lock hand-over with checkpoint records and with
+ * the header move (JCKPT off), interleaved in blocks of 20 turns on two
+ * files beside @path, each with real flushes. */
+static void bench_handover(const char *path)
+{
+	enum { ROUNDS = 400, BLOCK = 20 };
+	char alt[4096];
+	struct bd_dev *bd[2];
+	struct fs *fs[2];
+	uint64_t blk[2], t_f[2] = {0}, t_s[2] = {0}, w0[2], w1[2];
+	uint8_t *data = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct bd_stats st;
+
+	snprintf(alt, sizeof(alt), "%s.old", path);
+	REQUIRE(data != NULL);
+	memset(data, 0x5a, FS_BLOCK_SIZE);
+	for (int k = 0; k < 2; k++) {
+		REQUIRE((fs[k] = bench_fs(k ? alt : path, !k, &bd[k])) != NULL);
+		REQUIRE((blk[k] = new_block(fs[k], FS_BT_XATTR, 300)) != 0);
+		bd_stats_get(bd[k], &st);
+		w0[k] = st.flush.count + st.fua_writes;
+	}
+	for (int r = 0; r < ROUNDS; r++) {
+		int k = (r / BLOCK) % 2;
+		uint64_t off = (fs[k]->sb.total_blocks - 1 - (uint64_t)r / 2)
+			       << FS_BLOCK_SHIFT;
+
+		REQUIRE(bench_turn(fs[k], blk[k], off, data, (uint32_t)r,
+				   &t_f[k], &t_s[k]) == 0);
+	}
+	for (int k = 0; k < 2; k++) {
+		bd_stats_get(bd[k], &st);
+		w1[k] = st.flush.count + st.fua_writes;
+		printf("bench hand-over, %s (%d turns, %s): fsync %.1f us, "
+		       "lock sync %.1f us, durability waits %.2f a turn\n",
+		       k ? "header move" : "checkpoint record", ROUNDS / 2,
+		       k ? alt : path, (double)t_f[k] / (ROUNDS / 2) / 1000,
+		       (double)t_s[k] / (ROUNDS / 2) / 1000,
+		       (double)(w1[k] - w0[k]) / (ROUNDS / 2));
+		CHECK_EQ(fs_core_unmount(fs[k]), 0);
+		bd_close(bd[k]);
+	}
+	unlink(path);
+	unlink(alt);
+	free(data);
+}
+
 /* drop_owner of one owner among many cached vs drop_all (RAM device). */
 static void bench_drop(void)
 {
@@ -717,6 +818,7 @@ static void test_bench(void)
 
 	if (path != NULL && path[0] != '\0') {
 		bench(path);
+		bench_handover(path);
 		bench_drop();
 	}
 }

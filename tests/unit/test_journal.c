@@ -9,7 +9,12 @@
  * is still writing; ro mount refuses a dirty journal; fsck
  * reads a crashed journal as replay does (fs_jscan.c): a torn tail is no
  * error, a bad image or one outside the filesystem inside the committed
- * range is reported by fsck and skipped by replay.
+ * range is reported by fsck and skipped by replay; a lock leaving the
+ * node (fs_journal_sync_owner) ends its checkpoint with a checkpoint
+ * record, one durability wait fewer than a header move, after which a
+ * replay never writes an older image over a block another node wrote
+ * home, and a lost or garbled record (power loss before any flush) still
+ * mounts and keeps what was synced.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +23,7 @@
 #include <time.h>
 
 #include "fusefs/fsck/fs_fsck.h"
+#include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
 #include "core_fixture.h"
 #include "harness.h"
@@ -466,14 +472,21 @@ static void test_wraparound(void)
 		REQUIRE(write_blocks(fs, pick, n, (uint32_t)round + 2) == 0);
 		if (t_rnd() % 3 == 0)
 			CHECK_EQ(fs_journal_sync(fs), 0);
+		else if (t_rnd() % 3 == 0) /* a lock leaves: a record */
+			CHECK_EQ(fs_journal_sync_owner(fs, (struct fs_owner){
+				FS_OWNER_INODE, pick[0]}), 0);
 	}
 	CHECK_EQ(fs_journal_sync(fs), 0);
 	fs_core_stats_get(fs, &st);
-	printf("  commits %llu checkpoints %llu (journal-full %llu)\n",
+	printf("  commits %llu checkpoints %llu (journal-full %llu, records "
+	       "%llu, header moves %llu)\n",
 	       (unsigned long long)st.commits,
 	       (unsigned long long)st.checkpoints,
-	       (unsigned long long)st.commit_reason[FS_CR_JOURNAL]);
+	       (unsigned long long)st.commit_reason[FS_CR_JOURNAL],
+	       (unsigned long long)st.ckpt_records,
+	       (unsigned long long)st.ckpt_headers);
 	CHECK(st.checkpoints > 0);
+	CHECK(st.ckpt_records > 0 && st.ckpt_headers > 0);
 	fs_core_abandon(fs);
 	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	for (int i = 0; i < 200; i++)
@@ -586,6 +599,199 @@ static void test_power_loss(void)
 		CHECK_EQ(fs_core_unmount(fs), 0);
 	}
 	bd_close(lower);
+}
+
+/* Durability waits of @bd so far: flushes and FUA writes. */
+static uint64_t dur_waits(struct bd_dev *bd)
+{
+	struct bd_stats st;
+
+	bd_stats_get(bd, &st);
+	return st.flush.count + st.fua_writes;
+}
+
+/* The owner of a block written by pattern() or of an inode number. */
+static struct fs_owner owner_of_blk(uint64_t blk)
+{
+	return (struct fs_owner){FS_OWNER_INODE, blk};
+}
+
+/* Write xattr block @blk home with version @ver and flush, as another
+ * node's checkpoint does after its commit. */
+static int other_node_writes(struct bd_dev *bd, uint64_t blk, uint32_t ver)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = -ENOMEM;
+
+	if (d != NULL) {
+		pattern(d, blk, ver);
+		fs_blk_seal(d, FS_BT_XATTR, blk, 1);
+		ret = bd_write(bd, d, FS_BLOCK_SIZE, blk * FS_BLOCK_SIZE, 0);
+		if (ret == 0)
+			ret = bd_flush(bd);
+	}
+	free(d);
+	return ret;
+}
+
+/*
+ * An owner whose transaction is durable (fsync) gives its lock up: the
+ * checkpoint writes home, flushes once and appends a checkpoint record:
+ * one durability wait (the header move also cost a FUA write). Another
+ * node then writes a newer copy of block 0 home; after a crash of ours,
+ * replay must not put our older image back over it, while a transaction
+ * committed after the record (block 1) is replayed.
+ */
+static void test_ckpt_record(void)
+{
+	struct bd_dev *bd = cf_ram_fs(64, 2, 8);
+	struct fs_core_stats st;
+	uint64_t blk[2] = {0}, w0;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && (fs = cf_mount(bd, 16)) != NULL);
+	REQUIRE(write_blocks(fs, blk, 2, 1) == 0);
+	CHECK_EQ(fs_journal_checkpoint(fs, FS_CR_SYNC), 0);
+	REQUIRE(write_blocks(fs, blk, 2, 2) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0); /* the writer's fsync */
+	w0 = dur_waits(bd);
+	CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
+	CHECK_EQ(dur_waits(bd) - w0, 1);
+	CHECK(home_has(bd, blk[0], 2) && home_has(bd, blk[1], 2));
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.ckpt_records, 1);
+	/* nothing new: a second sync writes nothing at all */
+	w0 = dur_waits(bd);
+	CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
+	CHECK_EQ(dur_waits(bd), w0);
+	CHECK_EQ(other_node_writes(bd, blk[0], 9), 0);
+	REQUIRE(write_blocks(fs, blk + 1, 1, 3) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_abandon(fs); /* crash */
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.replay_tx, 1); /* only the one after the record */
+	CHECK(home_has(bd, blk[0], 9));
+	CHECK(home_has(bd, blk[1], 3));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+/* A filesystem made before JCKPT (bit cleared in both superblocks): the
+ * same lock hand-over moves the header (FUA), writes no record, and the
+ * crash replays nothing of what it wrote home. */
+static void test_ckpt_no_feature(void)
+{
+	struct bd_dev *bd = cf_ram_fs(64, 2, 8);
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_core_stats st;
+	uint64_t blk[1] = {0}, w0;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && sb != NULL);
+	for (uint64_t b = 0; b < 2; b++) { /* and the backup */
+		REQUIRE(bd_read(bd, sb, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE) == 0);
+		sb->feature_incompat &= ~FS_FEATURE_INCOMPAT_JCKPT;
+		fs_blk_update_crc(sb);
+		REQUIRE(bd_write(bd, sb, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE, 0) ==
+			0);
+	}
+	free(sb);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
+	REQUIRE(write_blocks(fs, blk, 1, 1) == 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	w0 = dur_waits(bd);
+	CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
+	CHECK_EQ(dur_waits(bd) - w0, 2); /* flush + FUA header */
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.ckpt_records, 0);
+	CHECK(st.ckpt_headers >= 1);
+	CHECK_EQ(other_node_writes(bd, blk[0], 9), 0);
+	fs_core_abandon(fs);
+	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
+	CHECK(home_has(bd, blk[0], 9));
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+/* Copy of a whole RAM device of @mb MiB. */
+static struct bd_dev *dev_copy(struct bd_dev *src, unsigned mb)
+{
+	uint8_t *buf = bd_buf_alloc(1 << 20);
+	struct bd_dev *d = NULL;
+
+	if (buf != NULL && bd_ram_open((uint64_t)mb << 20, &d) == 0)
+		for (uint64_t off = 0; off < ((uint64_t)mb << 20);
+		     off += 1 << 20) {
+			bd_read(src, buf, 1 << 20, off);
+			bd_write(d, buf, 1 << 20, off, 0);
+		}
+	free(buf);
+	return d;
+}
+
+/* fsck reads @bd's journals without a complaint (the test's blocks
+ * belong to no inode: other kinds of errors are expected). */
+static int fsck_journal_clean(struct bd_dev *bd, struct fs_fsck_result *r)
+{
+	char *out = NULL;
+	int ok = fsck_out(bd, r, &out) == 0 && out != NULL &&
+		 strstr(out, "ERROR: journal") == NULL;
+
+	if (!ok)
+		fprintf(stderr, "%s", out != NULL ? out : "(no fsck output)\n");
+	free(out);
+	return ok;
+}
+
+/*
+ * Power loss right after a lock left (its checkpoint record not flushed:
+ * kept, dropped or garbled, by seed): the filesystem mounts, fsck is
+ * reads the journal without a complaint before and after, and both
+ * blocks hold the synced version (block 0 maybe a later one).
+ */
+static void test_ckpt_record_power_loss(void)
+{
+	struct bd_dev *tmpl = cf_ram_fs(64, 2, 8);
+	uint64_t blk[2] = {0};
+	struct fs *fs;
+	int bad = 0;
+
+	t_rnd_seed(t_seed());
+	REQUIRE(tmpl != NULL && (fs = cf_mount(tmpl, 16)) != NULL);
+	REQUIRE(write_blocks(fs, blk, 2, 1) == 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	for (int trial = 0; trial < 12; trial++) {
+		struct bd_dev *lower = dev_copy(tmpl, 64), *bd, *after;
+		struct fs_fsck_result r;
+		struct bd_fault *f;
+
+		REQUIRE(lower != NULL && bd_fault_open(lower, &bd, &f) == 0);
+		REQUIRE((fs = cf_mount(bd, 16)) != NULL);
+		REQUIRE(write_blocks(fs, blk, 2, 2) == 0);
+		CHECK_EQ(fs_journal_sync(fs), 0);
+		CHECK_EQ(fs_journal_sync_owner(fs, owner_of_blk(blk[0])), 0);
+		if (trial % 2) /* a later transaction, not synced */
+			REQUIRE(write_blocks(fs, blk, 1, 3) == 0);
+		bd_fault_crash(f, trial == 0 ? 0 : t_rnd() | 1);
+		fs_core_abandon(fs);
+		after = dev_copy(lower, 64);
+		bd_close(bd);
+		REQUIRE(after != NULL);
+		bad |= !fsck_journal_clean(after, &r);
+		REQUIRE((fs = cf_mount(after, 16)) != NULL);
+		bad |= !cache_has(fs, blk[0], 2) && !cache_has(fs, blk[0], 3);
+		bad |= !cache_has(fs, blk[1], 2);
+		CHECK_EQ(fs_core_unmount(fs), 0);
+		bad |= !fsck_journal_clean(after, &r);
+		if (bad)
+			fprintf(stderr, "  trial %d failed\n", trial);
+		bd_close(after);
+		if (bad)
+			break;
+	}
+	CHECK(!bad);
+	bd_close(tmpl);
 }
 
 /*
@@ -825,7 +1031,9 @@ static struct bd_dev *cp_template(uint64_t *ino)
 	return bd;
 }
 
-/* Inserts keys 0.. with a sync every 50; returns keys known durable. */
+/* Inserts keys 0.. with a sync every 50 (fsync or, every other time,
+ * the inode's lock leaving: fs_journal_sync_owner); returns keys known
+ * durable. */
 static uint64_t cp_workload(struct fs *fs, uint64_t ino)
 {
 	struct fs_btree bt;
@@ -848,7 +1056,10 @@ static uint64_t cp_workload(struct fs *fs, uint64_t ino)
 		if (fs_tx_end(tx) < 0 || ret < 0)
 			break;
 		if (i % 50 == 49) {
-			if (fs_journal_sync(fs) < 0)
+			/* every other one as a lock leaving the node: a
+			 * checkpoint ending with a record, no header move */
+			if ((i % 100 == 49 ? fs_journal_sync(fs) :
+			     fs_journal_sync_owner(fs, owner_of_blk(ino))) < 0)
 				break;
 			synced = i + 1;
 		}
@@ -974,6 +1185,9 @@ int main(int argc, char **argv)
 	T_RUN(test_wraparound);
 	T_RUN(test_revoke);
 	T_RUN(test_power_loss);
+	T_RUN(test_ckpt_record);
+	T_RUN(test_ckpt_no_feature);
+	T_RUN(test_ckpt_record_power_loss);
 	T_RUN(test_sync_waits_inflight_commit);
 	T_RUN(test_group_commit);
 	T_RUN(test_ro_dirty);
