@@ -403,9 +403,9 @@ struct lk_stats {
 				   yield found the CPU busy with others */
 	uint64_t runs_answered_first; /* batch runs granted before their
 					 master copies were made */
-	uint64_t unlocks_waited; /* idle unlocks whose record waited for
-				    the next frame to their master
-				    (lk_unlock) */
+	uint64_t unlocks_waited;      /* idle unlocks whose record waited for
+					 the next frame to their master
+					 (lk_unlock) */
 	struct lk_plock_stats {	      /* POSIX record locks (lk_plock) */
 		uint64_t locks;	      /* LK_PL_LOCK requests */
 		uint64_t unlocks;     /* LK_PL_UNLOCK and LK_PL_DROP */
