@@ -399,6 +399,9 @@ struct lk_stats {
 	uint64_t net_spins;	/* network thread waits that polled first
 				   (lock traffic came in lately) */
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
+	uint64_t net_spin_skips; /* ... did not poll: of the last 16 poll
+				    windows, under 4 saw input (lk_net.c
+				    net_wait) */
 	uint64_t poll_backoffs; /* polling switched off for a while: a
 				   yield found the CPU busy with others */
 	uint64_t runs_answered_first; /* batch runs granted before their

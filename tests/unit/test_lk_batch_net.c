@@ -15,7 +15,8 @@
  * run_answer_first): checked that the master then knows every lock it
  * granted, and that runs it must not answer first take the usual path.
  * Idle unlocks wait for the next frame to their master, and an unlock a
- * blocking callback asked for does not.
+ * blocking callback asked for does not; the network thread stops polling
+ * when its poll windows go empty.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -396,6 +397,35 @@ static void test_asked_unlock_now(void)
 	CHECK_EQ(lk_unlock(ex, 0), 0);
 }
 
+/*
+ * The network thread polls after a lock frame only while recent poll
+ * windows saw input (lk_net.c spin_learn): node 1 locks a name mastered
+ * by node 2, holds it 3 ms, unlocks it and waits 3 ms, 100 times, so
+ * every frame node 2 gets is followed by milliseconds of nothing; after
+ * a dozen empty windows node 2 stops polling (net_spin_skips) and polls
+ * in far fewer waits than the frames it got (one per frame before).
+ */
+static void test_net_spin_skips(void)
+{
+	struct timespec gap = {0, 3 * 1000 * 1000};
+	struct lk_name n = nm(14, 1, NULL);
+	struct lk_stats s0, s1;
+
+	REQUIRE(master_on(2, &n) == 0);
+	lk_ls_stats(lkl_ls[2], &s0);
+	for (int i = 0; i < 100; i++) {
+		struct lk_lock *lk = lock_wait(1, &n, LK_EX);
+
+		REQUIRE(lk != NULL);
+		nanosleep(&gap, NULL);
+		CHECK_EQ(lk_unlock(lk, 0), 0);
+		nanosleep(&gap, NULL);
+	}
+	lk_ls_stats(lkl_ls[2], &s1);
+	CHECK(s1.net_spin_skips - s0.net_spin_skips > 0);
+	CHECK(s1.net_spins - s0.net_spins < 50);
+}
+
 static atomic_int completions;
 
 static void on_completion(struct lk_lock *lk, int status, void *arg)
@@ -437,6 +467,7 @@ int main(int argc, char **argv)
 	T_RUN(test_noqueue_batch);
 	T_RUN(test_idle_unlocks_wait);
 	T_RUN(test_asked_unlock_now);
+	T_RUN(test_net_spin_skips);
 	lkl_close();
 	return t_done();
 }
