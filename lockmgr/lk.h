@@ -198,6 +198,11 @@ void lk_ls_abandon(struct lk_ls *ls);
 /* Membership as seen now: generation and bitmap of node ids (bit n =
  * node n). Returns 1 if quorate. */
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
+/* lk_ls_members' answer without taking the lockspace's mutex (a request
+ * handler asks before every operation): as the network thread saw it at
+ * the end of its last turn (it turns at least every 5 ms), 0 at once
+ * after lk_ls_fence. 0 may be stale: ask lk_ls_members then. */
+int lk_ls_usable(struct lk_ls *ls);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
 /* The directory node of the names with placement key @place (> 0) in the
  * membership in force: the ((@place - 1) % members)-th member by node id.

@@ -291,6 +291,9 @@ struct lk_ls {
 	uint32_t memv[LK_MAX_NODES]; /* members, sorted */
 	unsigned nmemb;
 	int quorate;
+	int usable;	      /* atomic: quorate, not recovering, not fenced,
+				 as of the network thread's last turn or
+				 lk_ls_fence (lk_ls_usable) */
 	int fenced;	      /* excluded from the membership: no more locks */
 	int fence_failed;     /* pending requests failed since the fence */
 	unsigned quorum_need; /* members needed for quorum (0: always) */

@@ -883,6 +883,9 @@ static void *net_main(void *arg)
 		lk_member_tick(ls, now);
 		lk_core_tick(ls, now);
 		lk_out_flush(ls);
+		__atomic_store_n(&ls->usable,
+				 ls->quorate && ls->rphase == 0 && !ls->fenced,
+				 __ATOMIC_RELEASE);
 		if (ls->fenced && !net->no_dial) {
 			/* out of the cluster for good: stop looking alive */
 			net->no_dial = 1;
@@ -893,6 +896,15 @@ static void *net_main(void *arg)
 	}
 	pthread_mutex_unlock(&ls->mu);
 	return NULL;
+}
+
+/* Published by net_main at the end of every turn, under ls->mu: request
+ * handlers ask before every operation, and taking ls->mu for it made
+ * them queue behind the network and callback threads (about 1,500
+ * futex calls per node in a 2-node rm -rf of 14,806 files). */
+int lk_ls_usable(struct lk_ls *ls)
+{
+	return __atomic_load_n(&ls->usable, __ATOMIC_ACQUIRE);
 }
 
 /*
