@@ -1562,8 +1562,9 @@ static int unlock_may_wait(const struct lk_ls *ls, const struct lk_lock *lk)
 {
 	uint32_t m = lk->res->master;
 
-	return m != ls->nodeid && m != 0 && m < LK_MAX_NODES &&
-	       lk->bast_mode < 0 && ls->now - lk->t_req >= LK_CONTENDED_NS &&
+	return ls->xp.flushes && m != ls->nodeid && m != 0 &&
+	       m < LK_MAX_NODES && lk->bast_mode < 0 &&
+	       ls->now - lk->t_req >= LK_CONTENDED_NS &&
 	       !((lk->flags & LK_VALBLK) && lk->grmode >= LK_PW) &&
 	       lk_traffic_ok(ls) && ls->out[m].len < LK_UNLOCK_WAIT_MAX;
 }

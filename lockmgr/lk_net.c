@@ -1123,6 +1123,7 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	epoll_ctl(net->epfd, EPOLL_CTL_ADD, net->evfd, &ev);
 	xp->xmit = net_xmit;
 	xp->wait_rx = net_wait_rx;
+	xp->flushes = 1;
 	xp->wake_rx = net_wake_rx;
 	xp->poll_rx = net_poll_rx;
 	xp->rx_hold = net_rx_hold;
