@@ -198,6 +198,11 @@ void lk_ls_abandon(struct lk_ls *ls);
 /* Membership as seen now: generation and bitmap of node ids (bit n =
  * node n). Returns 1 if quorate. */
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
+/* lk_ls_members' answer without taking the lockspace's mutex (a request
+ * handler asks before every operation): as the network thread saw it at
+ * the end of its last turn (it turns at least every 5 ms), 0 at once
+ * after lk_ls_fence. 0 may be stale: ask lk_ls_members then. */
+int lk_ls_usable(struct lk_ls *ls);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
 /* The directory node of the names with placement key @place (> 0) in the
  * membership in force: the ((@place - 1) % members)-th member by node id.
@@ -403,10 +408,16 @@ struct lk_stats {
 	uint64_t net_spins;	/* network thread waits that polled first
 				   (lock traffic came in lately) */
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */
+	uint64_t net_spin_skips; /* ... did not poll: of the last 16 poll
+				    windows, under 4 saw input (lk_net.c
+				    net_wait) */
 	uint64_t poll_backoffs; /* polling switched off for a while: a
 				   yield found the CPU busy with others */
 	uint64_t runs_answered_first; /* batch runs granted before their
 					 master copies were made */
+	uint64_t unlocks_waited;      /* idle unlocks whose record waited for
+					 the next frame to their master
+					 (lk_unlock) */
 	struct lk_plock_stats {	      /* POSIX record locks (lk_plock) */
 		uint64_t locks;	      /* LK_PL_LOCK requests */
 		uint64_t unlocks;     /* LK_PL_UNLOCK and LK_PL_DROP */

@@ -50,6 +50,9 @@ uint64_t lk_tl[LK_TL_N];
 /* lk_unlock of such a resource yields the CPU once this many unlocks here
  * followed without a peer's lock record in between. */
 #define LK_STREAK_YIELD 4
+/* Output queued for a node past which an idle unlock sends at once
+ * (unlock_may_wait): about a thousand UNLOCKS records. */
+#define LK_UNLOCK_WAIT_MAX (16u << 10)
 
 uint64_t lk_now_ns(void)
 {
@@ -1540,10 +1543,36 @@ out_unlock:
 	return ret;
 }
 
+/*
+ * Whether the unlock of @lk may leave its UNLOCKS record in the master's
+ * output buffer for the next frame to that node (the next API call that
+ * sends, or the network thread's next turn: at most its 5 ms wait)
+ * instead of sending a frame of its own now. Only an idle release: the
+ * master is another node, no value block is written back, no blocking
+ * callback asked for it (a peer that waits gets it at once; one whose
+ * blocking callback is still on the way gets it when that frame comes in
+ * and its reader flushes), it was not asked for within the last 1 ms (a
+ * lock taken and released in a loop that a peer takes turns with: that
+ * peer's next request would find it still held), traffic flows, and
+ * little is queued already.
+ * A node giving up the locks of a tree another node removes paid a
+ * system call and a wake-up of the master's network thread per lock.
+ */
+static int unlock_may_wait(const struct lk_ls *ls, const struct lk_lock *lk)
+{
+	uint32_t m = lk->res->master;
+
+	return ls->xp.flushes && m != ls->nodeid && m != 0 &&
+	       m < LK_MAX_NODES && lk->bast_mode < 0 &&
+	       ls->now - lk->t_req >= LK_CONTENDED_NS &&
+	       !((lk->flags & LK_VALBLK) && lk->grmode >= LK_PW) &&
+	       lk_traffic_ok(ls) && ls->out[m].len < LK_UNLOCK_WAIT_MAX;
+}
+
 int lk_unlock(struct lk_lock *lk, unsigned flags)
 {
 	struct lk_ls *ls = lk->ls;
-	int ret = 0, yield = 0;
+	int ret = 0, yield = 0, later;
 
 	lk_api_lock(ls);
 	ls->now = lk_now_ns();
@@ -1566,8 +1595,12 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 			++res->streak >= LK_STREAK_YIELD;
 		if (yield)
 			res->streak = 0;
+		later = unlock_may_wait(ls, lk);
 		do_unlock(ls, lk, flags);
-		lk_out_flush(ls);
+		if (later)
+			ls->stats.unlocks_waited++;
+		else
+			lk_out_flush(ls);
 	}
 	pthread_mutex_unlock(&ls->mu);
 	if (yield)

@@ -92,6 +92,11 @@ struct lk_xport {
 	 * hand the link back to the network thread. */
 	int (*rx_hold)(void *ctx, uint32_t node);
 	void (*rx_release)(void *ctx, uint32_t node);
+	/* Set if the transport's own thread sends what is queued at least
+	 * every few ms (lk_net.c: lk_out_flush every turn, 5 ms at most):
+	 * an idle unlock's record may then wait for the next frame
+	 * (lk_core.c unlock_may_wait). 0 in simulation. */
+	int flushes;
 };
 
 /* Pool of fixed-size objects carved from slabs (lk_pool.c). Under ls->mu. */
@@ -307,6 +312,9 @@ struct lk_ls {
 	uint32_t memv[LK_MAX_NODES]; /* members, sorted */
 	unsigned nmemb;
 	int quorate;
+	int usable;	      /* atomic: quorate, not recovering, not fenced,
+				 as of the network thread's last turn or
+				 lk_ls_fence (lk_ls_usable) */
 	int fenced;	      /* excluded from the membership: no more locks */
 	int fence_failed;     /* pending requests failed since the fence */
 	unsigned quorum_need; /* members needed for quorum (0: always) */

@@ -429,6 +429,7 @@ void lk_ls_fence(struct lk_ls *ls, const char *why)
 	if (!ls->fenced)
 		lk_log(ls, 0, "fenced: %s", why);
 	ls->fenced = 1;
+	__atomic_store_n(&ls->usable, 0, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&ls->cv);
 	pthread_mutex_unlock(&ls->mu);
 }

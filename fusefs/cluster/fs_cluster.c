@@ -1222,6 +1222,8 @@ int fs_cluster_wait_quorum(struct fs_cluster *cl)
 	struct timespec nap = {0, 10 * 1000 * 1000};
 	uint64_t gen, members;
 
+	if (lk_ls_usable(cl->ls)) /* no lock taken: asked per operation */
+		return 0;
 	while (!lk_ls_members(cl->ls, &gen, &members)) {
 		if (fs_cluster_fenced(cl))
 			return -EIO;

@@ -133,9 +133,14 @@ static void wpipe_note(const void *buf, size_t len);
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
+	static _Thread_local int named;
 	ssize_t n;
 
 	(void)userdata;
+	if (!named) { /* a libfuse worker: "ucfs-fuse" in top and perf */
+		named = 1;
+		pthread_setname_np(pthread_self(), "ucfs-fuse");
+	}
 	if (atomic_load_explicit(&wsplice_next, memory_order_relaxed))
 		n = wpipe_recv(fd, buf, len);
 	else

@@ -593,11 +593,15 @@ int fs_fuse_uring_prepare(struct fuse_session *se, int fd, size_t max_write,
 		ret = -pthread_create(&u->workers[i], NULL, worker_thread, u);
 		if (ret != 0)
 			u->nworkers = i;
+		else
+			pthread_setname_np(u->workers[i], "ucfs-urw");
 	}
 	for (unsigned i = 0; i < u->nq && ret == 0; i++) {
 		ret = -pthread_create(&u->q[i].tid, NULL, queue_thread,
 				      &u->q[i]);
 		u->q[i].started = ret == 0;
+		if (ret == 0)
+			pthread_setname_np(u->q[i].tid, "ucfs-urq");
 	}
 	if (ret == 0) {
 		unsigned want = u->nq;

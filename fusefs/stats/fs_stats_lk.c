@@ -148,8 +148,10 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 	fs_json_u64(o, "rx_spin_hits", s->rx_spin_hits);
 	fs_json_u64(o, "net_spins", s->net_spins);
 	fs_json_u64(o, "net_spin_hits", s->net_spin_hits);
+	fs_json_u64(o, "net_spin_skips", s->net_spin_skips);
 	fs_json_u64(o, "poll_backoffs", s->poll_backoffs);
 	fs_json_u64(o, "runs_answered_first", s->runs_answered_first);
+	fs_json_u64(o, "unlocks_waited", s->unlocks_waited);
 }
 
 void fs_stats_net_render(struct fs_json *o, const struct lk_stats *s)

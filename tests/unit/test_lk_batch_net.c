@@ -14,6 +14,9 @@
  * run to one master is answered before the master's bookkeeping (lk_master.c
  * run_answer_first): checked that the master then knows every lock it
  * granted, and that runs it must not answer first take the usual path.
+ * Idle unlocks wait for the next frame to their master, and an unlock a
+ * blocking callback asked for does not; the network thread stops polling
+ * when its poll windows go empty.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -324,6 +327,105 @@ static void test_failed_handle(void)
 		CHECK_EQ(lk_unlock(a, 0), 0);
 }
 
+/*
+ * Idle unlocks (lk_core.c unlock_may_wait): node 1 lets 200 PR locks
+ * mastered by node 2, held for over 1 ms, go one lk_unlock at a time
+ * with no blocking callback pending: their records wait for the next
+ * frame to node 2, so far fewer frames than unlocks leave (one each
+ * before); still they all reach the master: node 3's EX on every name
+ * is granted.
+ */
+static void test_idle_unlocks_wait(void)
+{
+	struct timespec held = {0, 5 * 1000 * 1000};
+	struct lk_stats s0, s1;
+
+	REQUIRE(setup_run(13, 200) == 0);
+	REQUIRE(lk_lock_batch(lkl_ls[1], names, 200, LK_PR, 0, NULL, NULL,
+			      lks) >= 0);
+	REQUIRE(lk_wait_batch(lks, 200) == 0);
+	nanosleep(&held, NULL); /* requested over 1 ms ago */
+	lk_ls_stats(lkl_ls[1], &s0);
+	for (int i = 0; i < 200; i++)
+		CHECK_EQ(lk_unlock(lks[i], 0), 0);
+	lk_ls_stats(lkl_ls[1], &s1);
+	CHECK_EQ(s1.unlocks_waited - s0.unlocks_waited, 200);
+	CHECK(s1.peer[2].frames_tx - s0.peer[2].frames_tx < 50);
+	REQUIRE(lk_lock_batch(lkl_ls[3], names, 200, LK_EX, 0, NULL, NULL,
+			      lks) >= 0);
+	CHECK_EQ(lk_wait_batch(lks, 200), 0);
+	check_and_unlock(200, LK_EX);
+}
+
+static atomic_int basts;
+
+static void on_bast(struct lk_lock *lk, int mode, void *arg)
+{
+	(void)lk;
+	(void)mode;
+	(void)arg;
+	atomic_fetch_add(&basts, 1);
+}
+
+/* An unlock a blocking callback asked for is sent at once (unlocks_waited
+ * unchanged), and node 3's waiting EX is granted. */
+static void test_asked_unlock_now(void)
+{
+	static const struct lk_lock_ops ops = {NULL, on_bast};
+	struct timespec held = {0, 5 * 1000 * 1000};
+	struct lk_name n = nm(13, 1000, NULL);
+	struct lk_lock *pr = NULL, *ex = NULL;
+	struct lk_stats s0, s1;
+	int tries = 0, ret;
+
+	REQUIRE(master_on(2, &n) == 0);
+	atomic_store(&basts, 0);
+	ret = lk_lock(lkl_ls[1], &n, LK_PR, 0, &ops, NULL, &pr);
+	REQUIRE(ret >= 0);
+	if (ret == 0)
+		CHECK_EQ(lk_wait(pr), 0);
+	nanosleep(&held, NULL);
+	REQUIRE(lk_lock(lkl_ls[3], &n, LK_EX, 0, NULL, NULL, &ex) == 0);
+	while (atomic_load(&basts) == 0 && tries++ < 2000)
+		usleep(5000);
+	CHECK(atomic_load(&basts) > 0);
+	lk_ls_stats(lkl_ls[1], &s0);
+	CHECK_EQ(lk_unlock(pr, 0), 0);
+	lk_ls_stats(lkl_ls[1], &s1);
+	CHECK_EQ(s1.unlocks_waited - s0.unlocks_waited, 0);
+	CHECK_EQ(lk_wait(ex), 0);
+	CHECK_EQ(lk_unlock(ex, 0), 0);
+}
+
+/*
+ * The network thread polls after a lock frame only while recent poll
+ * windows saw input (lk_net.c spin_learn): node 1 locks a name mastered
+ * by node 2, holds it 3 ms, unlocks it and waits 3 ms, 100 times, so
+ * every frame node 2 gets is followed by milliseconds of nothing; after
+ * a dozen empty windows node 2 stops polling (net_spin_skips) and polls
+ * in far fewer waits than the frames it got (one per frame before).
+ */
+static void test_net_spin_skips(void)
+{
+	struct timespec gap = {0, 3 * 1000 * 1000};
+	struct lk_name n = nm(14, 1, NULL);
+	struct lk_stats s0, s1;
+
+	REQUIRE(master_on(2, &n) == 0);
+	lk_ls_stats(lkl_ls[2], &s0);
+	for (int i = 0; i < 100; i++) {
+		struct lk_lock *lk = lock_wait(1, &n, LK_EX);
+
+		REQUIRE(lk != NULL);
+		nanosleep(&gap, NULL);
+		CHECK_EQ(lk_unlock(lk, 0), 0);
+		nanosleep(&gap, NULL);
+	}
+	lk_ls_stats(lkl_ls[2], &s1);
+	CHECK(s1.net_spin_skips - s0.net_spin_skips > 0);
+	CHECK(s1.net_spins - s0.net_spins < 50);
+}
+
 static atomic_int completions;
 
 static void on_completion(struct lk_lock *lk, int status, void *arg)
@@ -363,6 +465,9 @@ int main(int argc, char **argv)
 	T_RUN(test_answer_first_not);
 	T_RUN(test_failed_handle);
 	T_RUN(test_noqueue_batch);
+	T_RUN(test_idle_unlocks_wait);
+	T_RUN(test_asked_unlock_now);
+	T_RUN(test_net_spin_skips);
 	lkl_close();
 	return t_done();
 }

@@ -6,7 +6,9 @@
  *   has no quorum and grants nothing (every configured node has a vote);
  * - two-node mode: the higher id alone is not quorate until the peer has
  *   come up or timeout_ms has passed (the lower may start alone); two
- *   nodes opened at once form one membership of two.
+ *   nodes opened at once form one membership of two;
+ * - lk_ls_usable (no mutex) follows lk_ls_members: 1 once quorate, 0
+ *   once quorum is lost, and 0 at once after lk_ls_fence.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -41,10 +43,19 @@ static int quorate(int i)
 	return lk_ls_members(lkl_ls[i], &gen, &m);
 }
 
+/* lk_ls_usable(@i) becomes @want within a few seconds: 1 if it did. */
+static int usable_soon(int i, int want)
+{
+	for (int t = 0; t < 300 && lk_ls_usable(lkl_ls[i]) != want; t++)
+		usleep(10000);
+	return lk_ls_usable(lkl_ls[i]) == want;
+}
+
 static void test_dead_node_keeps_its_vote(void)
 {
 	REQUIRE(lkl_open(3, 3, "", 1000) == 0);
 	REQUIRE(lkl_full(3, 20000) == 0);
+	CHECK(usable_soon(1, 1));
 	lk_ls_close(lkl_ls[3]); /* leaves: 2 of 2 needed now */
 	lkl_ls[3] = NULL;
 	CHECK_EQ(lkl_full(2, 10000), 0);
@@ -53,6 +64,7 @@ static void test_dead_node_keeps_its_vote(void)
 	for (int t = 0; t < 300 && quorate(1); t++)
 		usleep(10000);
 	CHECK(!quorate(1));
+	CHECK(usable_soon(1, 0));
 	CHECK_EQ(lock_soon(1, 3), -ETIMEDOUT);
 	lkl_close();
 }
@@ -77,6 +89,9 @@ static void test_two_nodes_opened_together_form_one_membership(void)
 	/* both quorate, each seeing both: never two memberships of one */
 	CHECK_EQ(lkl_full(2, 10000), 0);
 	CHECK_EQ(lock_soon(2, 4), 0);
+	CHECK(usable_soon(2, 1));
+	lk_ls_fence(lkl_ls[2], "test"); /* no turn of its thread needed */
+	CHECK_EQ(lk_ls_usable(lkl_ls[2]), 0);
 	lkl_close();
 }
 
