@@ -78,6 +78,8 @@ usage: $ME SCENARIO [options]
   --no-install        never apt-get a missing package: fail with a message
   --no-plots          skip gnuplot
   --keep              keep the scratch directory
+  --fill              write the image full of zeros first (no holes: as a
+                      disk, no host allocation in the runs' flushes)
 EOF
 }
 
@@ -2187,6 +2189,7 @@ main() {
 		--no-install) INSTALL=0 ;;
 		--no-plots) PLOTS=0 ;;
 		--keep) KEEP=1 ;;
+		--fill) FILL=1 ;;
 		-h|--help) usage; exit 0 ;;
 		*) usage; die "unknown option $1" ;;
 		esac
@@ -2212,7 +2215,7 @@ main() {
 	trap 'exit 130' INT TERM
 	mkdir -p "$WORK/log" "$WORK/mnt"
 	IMG=$WORK/disk.img
-	truncate -s "${SIZE_MB}M" "$IMG" || die "cannot create $IMG"
+	make_image
 	define_systems
 	say "ucfs-bench $SCEN_ARG: systems:$RUN_SYSTEMS; image ${SIZE_MB} MiB;" \
 		"$(nproc) CPUs; results in $OUT"
@@ -2224,6 +2227,20 @@ main() {
 	say ""
 	say "results: $OUT/results.json, tables: $OUT/tables.txt," \
 		"plots: $OUT/plots/"
+}
+
+# The scratch image: sparse (truncate), or with --fill written full of
+# zeros, so that no run's write lands in a hole of the host file: in a
+# hole, the host filesystem allocates, and every later fdatasync of the
+# image commits the host's journal too (a cost a disk does not have).
+make_image() {
+	if [ "${FILL:-0}" = 1 ]; then
+		progress "writing the ${SIZE_MB} MiB image full of zeros (--fill)"
+		dd if=/dev/zero of="$IMG" bs=1M count="$SIZE_MB" conv=fsync \
+			status=none || die "cannot fill $IMG"
+	else
+		truncate -s "${SIZE_MB}M" "$IMG" || die "cannot create $IMG"
+	fi
 }
 
 # UCFS_BENCH_LIB=1: define the functions only (tests source this file).
