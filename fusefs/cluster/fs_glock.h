@@ -275,6 +275,9 @@ struct fs_glocks_stats {
 	uint64_t queued_now; /* jobs waiting for a worker */
 	uint64_t workers;
 	uint64_t jobs; /* jobs the workers ran */
+	uint64_t ahead_unlock_calls; /* lockspace calls that unlocked the
+					demote-ahead ones, GL_AHEAD_BATCH
+					at most each */
 	/* pins (fs_glock_pin) */
 	uint64_t pinned_now;	   /* glocks in the table pinned */
 	uint64_t pinned_idle_now;  /* ... of them kept by the pin alone */

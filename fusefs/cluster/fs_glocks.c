@@ -41,7 +41,9 @@
  * jobs (fs_glocks_ahead), run only when nothing else is due; a glock
  * queued there that gets a job of its own (a blocking callback, a
  * holder waiting) moves to e->ready. conf.workers threads take jobs:
- * fs_glock_job (demote), then the drop of a picked glock.
+ * fs_glock_job (demote), then the drop of a picked glock; demote-ahead
+ * jobs up to GL_AHEAD_BATCH at a time, unlocked in one lockspace call
+ * (run_aheads).
  *
  * Locking: fs_glock_internal.h (e->mu before gl->mu; e->mu is never held
  * across a DLM call, an op, or a wait for a glock).
@@ -68,6 +70,13 @@
 #define GL_PRUNE_GAP_NS 5000000ull
 #define GL_PRUNE_MAX 4096u
 #define GL_PRUNE_REASK_NS 1000000000ull
+/* Demote-ahead jobs a worker takes at once: their drop ops run one after
+ * another, then one lockspace call unlocks them all (one message per
+ * master, lk_unlock_batch), where one unlock each cost a frame each way
+ * (a reader giving up the tree another node removes: ~2 frames per
+ * removed entry). A holder arriving meanwhile waits for the batch's ops
+ * (drops of idle PR locks: no write-back). */
+#define GL_AHEAD_BATCH 32u
 
 static const struct fs_glock_ops no_ops;
 
@@ -428,7 +437,7 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 }
 
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
-		     unsigned span)
+		     unsigned span, int peer)
 {
 	uint64_t now = fs_glock_now();
 	uint64_t idle = FS_GLOCK_AHEAD_IDLE_MS * 1000000ull;
@@ -442,7 +451,7 @@ void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 		if (gl == NULL || !gl->on_lru || gl->queued || gl->evict ||
 		    now < gl->idle_ns + idle)
 			continue;
-		if (fs_glock_ahead_one(gl, now))
+		if (fs_glock_ahead_one(gl, now, peer))
 			enqueue_later(e, gl);
 	}
 	pthread_mutex_unlock(&e->mu);
@@ -642,19 +651,13 @@ static void drop_picked(struct fs_glocks *e, struct fs_glock *gl, int *fence)
 	pthread_mutex_unlock(&e->mu);
 }
 
-/* One job: a demote due (fs_glock_job), then the drop of a picked glock
- * (picked only while unreferenced, so before it was queued). A
- * demote-ahead job (@ahead) gives the lock up altogether: an unlock is
- * sent and not answered, where a conversion to NL waits for its
- * master's reply (a round trip per lock when the master is the node
- * about to change the inodes); one with a holder by now demotes. */
-static void run_job(struct fs_glocks *e, struct fs_glock *gl, int ahead)
+/* After a job on @gl: its next demote queued (@due), its reference
+ * given back or, picked, its drop. No lock held. */
+static void job_done(struct fs_glocks *e, struct fs_glock *gl, uint64_t due,
+		     int *fence)
 {
-	uint64_t due = 0;
-	int fence = 0, evict;
+	int evict;
 
-	if (!ahead || fs_glock_unlock(gl, &fence) == -EBUSY)
-		fs_glock_job(gl, &due, &fence);
 	pthread_mutex_lock(&e->mu);
 	evict = gl->evict;
 	if (due != 0)
@@ -663,7 +666,44 @@ static void run_job(struct fs_glocks *e, struct fs_glock *gl, int ahead)
 		put_locked(e, gl);
 	pthread_mutex_unlock(&e->mu);
 	if (evict)
-		drop_picked(e, gl, &fence);
+		drop_picked(e, gl, fence);
+}
+
+/* One job: a demote due (fs_glock_job), then the drop of a picked glock
+ * (picked only while unreferenced, so before it was queued). */
+static void run_job(struct fs_glocks *e, struct fs_glock *gl)
+{
+	uint64_t due = 0;
+	int fence = 0;
+
+	fs_glock_job(gl, &due, &fence);
+	job_done(e, gl, due, &fence);
+	if (fence)
+		fs_glocks_fence(e);
+}
+
+/* Demote-ahead jobs @v[0..@n) give their locks up altogether: an unlock
+ * is sent and not answered, where a conversion to NL waits for its
+ * master's reply (a round trip per lock when the master is the node
+ * about to change the inodes); all of them in one lockspace call
+ * (GL_AHEAD_BATCH). One with a holder by now demotes instead. */
+static void run_aheads(struct fs_glocks *e, struct fs_glock **v, size_t n)
+{
+	struct lk_lock *lks[GL_AHEAD_BATCH];
+	uint64_t due[GL_AHEAD_BATCH] = {0};
+	int fence = 0, r;
+
+	for (size_t i = 0; i < n; i++) {
+		lks[i] = fs_glock_unlock_begin(v[i], &r, &fence);
+		if (r == -EBUSY)
+			fs_glock_job(v[i], &due[i], &fence);
+	}
+	lk_unlock_batch(lks, n, 0);
+	for (size_t i = 0; i < n; i++) {
+		if (lks[i] != NULL)
+			fs_glock_unlock_end(v[i]);
+		job_done(e, v[i], due[i], &fence);
+	}
 	if (fence)
 		fs_glocks_fence(e);
 }
@@ -676,7 +716,8 @@ static void *worker_main(void *arg)
 	while (!e->stopping) {
 		uint64_t until;
 		int ahead;
-		struct fs_glock *gl;
+		struct fs_glock *gl, *v[GL_AHEAD_BATCH];
+		size_t n = 1;
 
 		if (e->prune_want && fs_glock_now() >= e->prune_next) {
 			prune_round(e);
@@ -691,8 +732,19 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		e->jobs++;
+		v[0] = gl;
+		while (ahead && n < GL_AHEAD_BATCH &&
+		       (gl = fifo_pop(&e->later)) != NULL) {
+			gl->queued = 0; /* its reference is the worker's */
+			v[n++] = gl;
+			e->jobs++;
+		}
+		e->ahead_unlock_calls += ahead;
 		pthread_mutex_unlock(&e->mu);
-		run_job(e, gl, ahead);
+		if (ahead)
+			run_aheads(e, v, n);
+		else
+			run_job(e, v[0]);
 		pthread_mutex_lock(&e->mu);
 	}
 	e->alive--;
@@ -1230,6 +1282,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->queued_now = e->ready.n + e->ndelayed + e->later.n;
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
+	out->ahead_unlock_calls = e->ahead_unlock_calls;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
 		out->type[t].ahead_batches += e->ahead_batches[t];
 		out->type[t].ahead_ns += e->ahead_ns[t];
@@ -1410,6 +1463,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "workers", s->workers);
 	fs_json_u64(o, "queued_now", s->queued_now);
 	fs_json_u64(o, "jobs", s->jobs);
+	fs_json_u64(o, "ahead_unlock_calls", s->ahead_unlock_calls);
 	types = fs_json_obj(o, "types");
 	for (unsigned t = 0; t < FS_GLOCK_TYPES; t++)
 		if (s->type[t].acquires + s->type[t].try_fails +
