@@ -278,6 +278,8 @@ struct fs_glocks_stats {
 	uint64_t ahead_unlock_calls; /* lockspace calls that unlocked the
 					demote-ahead ones, GL_AHEAD_BATCH
 					at most each */
+	uint64_t ahead_widened;	     /* demote-ahead passes wider than
+					ahead_span (one node kept asking) */
 	/* pins (fs_glock_pin) */
 	uint64_t pinned_now;	   /* glocks in the table pinned */
 	uint64_t pinned_idle_now;  /* ... of them kept by the pin alone */

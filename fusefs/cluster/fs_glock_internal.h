@@ -121,6 +121,10 @@ struct fs_glocks {
 	uint64_t jobs;		       /* mu: jobs run */
 	uint64_t ahead_unlock_calls;   /* mu: lockspace calls that unlocked
 					  demote-ahead jobs (run_aheads) */
+	uint64_t ahead_last_ns;	       /* mu: the last demote-ahead pass */
+	int ahead_last_peer;	       /* mu: ... for this node */
+	unsigned ahead_grow;	       /* mu: its span was ahead_span << this */
+	uint64_t ahead_widened;	       /* mu: passes wider than ahead_span */
 	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of
 						       freed glocks */
 	uint64_t ahead_batches[FS_GLOCK_TYPES];	    /* mu: lock-ahead

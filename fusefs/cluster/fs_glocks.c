@@ -77,6 +77,16 @@
  * removed entry). A holder arriving meanwhile waits for the batch's ops
  * (drops of idle PR locks: no write-back). */
 #define GL_AHEAD_BATCH 32u
+/* Demote-ahead widens while one node keeps asking (an rm -rf of a tree
+ * read here: a blocking callback every few ms, each covering only the
+ * inodes of ahead_span blocks around it, where files' data lies between
+ * inodes): a pass within GL_AHEAD_STREAK_NS of the previous one, for
+ * the same node, doubles the span, up to << GL_AHEAD_GROW_MAX; any
+ * other pass starts again at ahead_span. The scan lets e->mu go every
+ * GL_AHEAD_SCAN_CHUNK numbers. */
+#define GL_AHEAD_STREAK_NS 200000000ull
+#define GL_AHEAD_GROW_MAX 6u
+#define GL_AHEAD_SCAN_CHUNK 256u
 
 static const struct fs_glock_ops no_ops;
 
@@ -436,16 +446,43 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 	pthread_cond_signal(&e->wcv);
 }
 
+/* The span of a demote-ahead pass for @peer now (GL_AHEAD_STREAK_NS).
+ * e->mu held. */
+static uint64_t ahead_widen(struct fs_glocks *e, unsigned span, int peer,
+			    uint64_t now)
+{
+	if (e->ahead_last_ns != 0 &&
+	    now < e->ahead_last_ns + GL_AHEAD_STREAK_NS &&
+	    peer == e->ahead_last_peer) {
+		if (e->ahead_grow < GL_AHEAD_GROW_MAX)
+			e->ahead_grow++;
+	} else {
+		e->ahead_grow = 0;
+	}
+	e->ahead_last_ns = now;
+	e->ahead_last_peer = peer;
+	e->ahead_widened += e->ahead_grow > 0;
+	return (uint64_t)span << e->ahead_grow;
+}
+
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 		     unsigned span, int peer)
 {
 	uint64_t now = fs_glock_now();
 	uint64_t idle = FS_GLOCK_AHEAD_IDLE_MS * 1000000ull;
-	uint64_t n = num > span ? num - span : 0;
+	uint64_t n, w;
 
 	pthread_mutex_lock(&e->mu);
-	for (; n <= num + span && !e->stopping && !e->fenced; n++) {
+	w = ahead_widen(e, span, peer, now);
+	n = num > w ? num - w : 0;
+	for (; n <= num + w && !e->stopping && !e->fenced; n++) {
 		struct fs_glock *gl = n == num ? NULL : lookup(e, type, n);
+
+		if ((n & (GL_AHEAD_SCAN_CHUNK - 1)) == 0) {
+			/* a long scan: let requests in */
+			pthread_mutex_unlock(&e->mu);
+			pthread_mutex_lock(&e->mu);
+		}
 
 		/* idle (no reference: on the LRU), used long enough ago */
 		if (gl == NULL || !gl->on_lru || gl->queued || gl->evict ||
@@ -1283,6 +1320,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
 	out->ahead_unlock_calls = e->ahead_unlock_calls;
+	out->ahead_widened = e->ahead_widened;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
 		out->type[t].ahead_batches += e->ahead_batches[t];
 		out->type[t].ahead_ns += e->ahead_ns[t];
@@ -1464,6 +1502,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "queued_now", s->queued_now);
 	fs_json_u64(o, "jobs", s->jobs);
 	fs_json_u64(o, "ahead_unlock_calls", s->ahead_unlock_calls);
+	fs_json_u64(o, "ahead_widened", s->ahead_widened);
 	types = fs_json_obj(o, "types");
 	for (unsigned t = 0; t < FS_GLOCK_TYPES; t++)
 		if (s->type[t].acquires + s->type[t].try_fails +
