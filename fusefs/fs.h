@@ -498,6 +498,10 @@ int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
 		    void *done_arg);
 /* A demote to NL of @ino's lock: its attributes and pages. */
 void fs_kinval_inode(struct fs *fs, uint64_t ino);
+/* @on 1: this thread's fs_kinval_inode calls queue without waiting for
+ * the kernel; @on 0: one wait for all of them (a glock worker around a
+ * demote-ahead batch's drops, before any of their locks leaves). */
+void fs_kinval_defer(int on);
 /* Every name under directory @dir, and @dir's attributes and pages
  * (readdir cache); @busy(@busy_arg): requests of this node wait for its
  * lock (the sink's dir op; may be NULL). */

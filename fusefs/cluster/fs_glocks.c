@@ -723,22 +723,29 @@ static void run_job(struct fs_glocks *e, struct fs_glock *gl)
  * is sent and not answered, where a conversion to NL waits for its
  * master's reply (a round trip per lock when the master is the node
  * about to change the inodes); all of them in one lockspace call
- * (GL_AHEAD_BATCH). One with a holder by now demotes instead. */
+ * (GL_AHEAD_BATCH), after their drops (ops->drops around them: one wait
+ * for the kernel). One with a holder by now demotes instead, after. */
 static void run_aheads(struct fs_glocks *e, struct fs_glock **v, size_t n)
 {
+	const struct fs_glock_ops *ops = v[0]->ops; /* one type: ahead_span */
 	struct lk_lock *lks[GL_AHEAD_BATCH];
 	uint64_t due[GL_AHEAD_BATCH] = {0};
-	int fence = 0, r;
+	int fence = 0, busy[GL_AHEAD_BATCH];
 
+	if (ops->drops != NULL)
+		ops->drops(1, v[0]->arg);
 	for (size_t i = 0; i < n; i++) {
-		lks[i] = fs_glock_unlock_begin(v[i], &r, &fence);
-		if (r == -EBUSY)
-			fs_glock_job(v[i], &due[i], &fence);
+		lks[i] = fs_glock_unlock_begin(v[i], &busy[i], &fence);
+		busy[i] = busy[i] == -EBUSY;
 	}
+	if (ops->drops != NULL)
+		ops->drops(0, v[0]->arg);
 	lk_unlock_batch(lks, n, 0);
 	for (size_t i = 0; i < n; i++) {
 		if (lks[i] != NULL)
 			fs_glock_unlock_end(v[i]);
+		if (busy[i])
+			fs_glock_job(v[i], &due[i], &fence);
 		job_done(e, v[i], due[i], &fence);
 	}
 	if (fence)

@@ -720,13 +720,15 @@ static void test_demote_ahead_widens(void)
 	fs_glocks_stats(ea, &s);
 	if (t1 - t0 < 150000000ull) {
 		CHECK_EQ(s.ahead_widened, 1);
-		WAIT_FOR(mode_of(ea, 1020) == -1);
+		WAIT_FOR(mode_of(ea, 1000) == -1 && mode_of(ea, 1020) == -1 &&
+			 mode_of(ea, 1026) == -1);
 		CHECK_EQ(mode_of(ea, 1000), -1);
 		CHECK_EQ(mode_of(ea, 1020), -1);
 		CHECK_EQ(mode_of(ea, 1026), -1);
 	} else {
 		printf("# passes more than 150 ms apart: not checked\n");
 	}
+	WAIT_FOR(mode_of(ea, 1033) == -1);
 	CHECK_EQ(mode_of(ea, 1029), LK_PR);
 	CHECK_EQ(mode_of(ea, 1033), -1);
 	fs_glocks_free(ea);
