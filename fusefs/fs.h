@@ -231,6 +231,12 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
  * inode whose references reach 0 (dlm: once no other node uses it, by
  * this node's iopen worker; statahead's: fs_reap_orphans). Never fails. */
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t n);
+/* Around the fs_forget calls of one FUSE batch forget (@on 1 before, 0
+ * after, on the calling thread): the locks they give back (dlm: each
+ * inode's iopen PR hold) go in one lockspace call at the end, one
+ * message per master, instead of one message each (a node whose kernel
+ * forgets a tree another node removed). */
+void fs_forget_batch(struct fs *fs, int on);
 /* 1 while the kernel holds lookup references to @ino (lookups not yet
  * forgotten), else 0. Any thread; a snapshot. */
 int fs_ino_held(struct fs *fs, uint64_t ino);
@@ -492,6 +498,10 @@ int fs_kinval_flush(struct fs *fs, uint64_t ino, void (*done)(void *),
 		    void *done_arg);
 /* A demote to NL of @ino's lock: its attributes and pages. */
 void fs_kinval_inode(struct fs *fs, uint64_t ino);
+/* @on 1: this thread's fs_kinval_inode calls queue without waiting for
+ * the kernel; @on 0: one wait for all of them (a glock worker around a
+ * demote-ahead batch's drops, before any of their locks leaves). */
+void fs_kinval_defer(int on);
 /* Every name under directory @dir, and @dir's attributes and pages
  * (readdir cache); @busy(@busy_arg): requests of this node wait for its
  * lock (the sink's dir op; may be NULL). */

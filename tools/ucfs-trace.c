@@ -15,7 +15,8 @@
  *     number of transfers and transfers per second;
  *   - who takes locks from whom: per pair (asking node, node that gave
  *     way), the blocking callbacks and demotes the trace's "peer" names,
- *     and the time those demotes took;
+ *     the time those demotes took, and the demote-aheads (releases that
+ *     name a peer: idle neighbours given up with a blocking callback);
  *   - a per-second timeline: grants, lock wait ms, blocking callbacks,
  *     demotes, FUSE ops and their mean latency, for each second that saw
  *     events (entries carry their "sec").
@@ -65,7 +66,8 @@ struct ev {
 	int res; /* index into the resource table, -1 for ops */
 	char mode[4];
 	double wait_us; /* grant: wait; op: latency; demote: its time */
-	int peer;	/* bast_recv, demote: the node that asked, -1 none */
+	int peer;	/* bast_recv, demote, a demote-ahead's release: the
+			   node that asked, -1 none */
 	size_t seq;	/* input order, for a stable sort */
 };
 
@@ -92,7 +94,7 @@ struct trace {
 	unsigned long count[MAX_NODES][K__COUNT];
 	/* by node id: [asker][node that gave way] */
 	struct took {
-		unsigned long basts, demotes;
+		unsigned long basts, demotes, aheads; /* aheads: releases */
 		double demote_us;
 	} took[MAX_NODES][MAX_NODES];
 	unsigned long no_peer[2]; /* bast_recv, demote without "peer" */
@@ -291,12 +293,18 @@ static void count_pair(struct res *r, int a, int b)
 	}
 }
 
-/* A blocking callback or demote of node e->node for node e->peer. */
+/* A blocking callback, demote or demote-ahead (a release with a peer)
+ * of node e->node for node e->peer. */
 static void count_took(struct trace *tr, const struct ev *e)
 {
 	int id = tr->node_ids[e->node];
 	struct took *t;
 
+	if (e->k == K_RELEASE) {
+		if (e->peer > 0 && id > 0 && id < MAX_NODES)
+			tr->took[e->peer][id].aheads++;
+		return;
+	}
 	if (e->peer < 0 || id <= 0 || id >= MAX_NODES) {
 		tr->no_peer[e->k == K_DEMOTE]++;
 		return;
@@ -321,7 +329,8 @@ static void analyse(struct trace *tr)
 		struct res *r;
 
 		tr->count[e->node][e->k]++;
-		if (e->k == K_BAST_RECV || e->k == K_DEMOTE)
+		if (e->k == K_BAST_RECV || e->k == K_DEMOTE ||
+		    e->k == K_RELEASE)
 			count_took(tr, e);
 		if (e->k != K_GRANT)
 			continue;
@@ -530,7 +539,8 @@ static json_t *summary_peers(struct trace *tr)
 
 	for (int a = 1; a < MAX_NODES; a++)
 		for (int b = 1; b < MAX_NODES; b++)
-			if (tr->took[a][b].basts || tr->took[a][b].demotes)
+			if (tr->took[a][b].basts || tr->took[a][b].demotes ||
+			    tr->took[a][b].aheads)
 				idx[n++] = a * MAX_NODES + b;
 	for (int i = 1; i < n; i++) { /* insertion sort: few pairs */
 		int x = idx[i], j = i;
@@ -549,10 +559,11 @@ static json_t *summary_peers(struct trace *tr)
 		const struct took *t = &tr->took[a][b];
 
 		json_array_append_new(
-		    arr, json_pack("{s:i,s:i,s:I,s:I,s:f}", "asker", a, "node",
-				   b, "basts", (json_int_t)t->basts, "demotes",
-				   (json_int_t)t->demotes, "demote_ms",
-				   t->demote_us / 1e3));
+		    arr, json_pack("{s:i,s:i,s:I,s:I,s:f,s:I}", "asker", a,
+				   "node", b, "basts", (json_int_t)t->basts,
+				   "demotes", (json_int_t)t->demotes,
+				   "demote_ms", t->demote_us / 1e3, "aheads",
+				   (json_int_t)t->aheads));
 	}
 	o = json_pack("{s:o,s:I,s:I}", "pairs", arr, "basts_no_peer",
 		      (json_int_t)tr->no_peer[0], "demotes_no_peer",
@@ -565,16 +576,18 @@ static void print_peers(json_t *s)
 	json_t *p = json_object_get(s, "peers"), *v;
 	size_t i;
 
-	printf("\nWho takes locks from whom (blocking callbacks and demotes "
-	       "by the node that asked)\n%6s %6s %10s %10s %12s\n",
-	       "asker", "node", "basts", "demotes", "demote_ms");
+	printf("\nWho takes locks from whom (blocking callbacks, demotes "
+	       "and demote-aheads by the node that asked)\n"
+	       "%6s %6s %10s %10s %12s %10s\n",
+	       "asker", "node", "basts", "demotes", "demote_ms", "aheads");
 	json_array_foreach(json_object_get(p, "pairs"), i, v)
-	    printf("%6lld %6lld %10lld %10lld %12.3f\n",
+	    printf("%6lld %6lld %10lld %10lld %12.3f %10lld\n",
 		   (long long)json_integer_value(json_object_get(v, "asker")),
 		   (long long)json_integer_value(json_object_get(v, "node")),
 		   (long long)json_integer_value(json_object_get(v, "basts")),
 		   (long long)json_integer_value(json_object_get(v, "demotes")),
-		   json_number_value(json_object_get(v, "demote_ms")));
+		   json_number_value(json_object_get(v, "demote_ms")),
+		   (long long)json_integer_value(json_object_get(v, "aheads")));
 	if (json_array_size(json_object_get(p, "pairs")) == 0)
 		printf("  (none)\n");
 	printf(

@@ -401,6 +401,14 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	cl_fs_put(cl, fs);
 }
 
+/* A demote-ahead batch's drops (fs_glock.h ops->drops): their
+ * attributes' kernel wait is one for the batch (fs_kinval_defer). */
+static void inode_drops(int on, void *arg)
+{
+	(void)arg;
+	fs_kinval_defer(on);
+}
+
 /*
  * Placement (PROTOCOL.md §5, FORMAT.md "Cluster locks"): the inode and
  * rgroup locks of resource group g carry the key g + 1, so their
@@ -500,6 +508,7 @@ static const struct fs_glock_ops inode_ops = {
     .sync = gl_sync,
     .inval = inode_inval,
     .drop = inode_drop,
+    .drops = inode_drops,
     .place = inode_place,
     .flush = inode_flush,
     .stamp = inode_stamp,

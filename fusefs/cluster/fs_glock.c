@@ -164,7 +164,10 @@ static void trace_ev(struct fs_glock *gl, int ev, int mode, int from,
 		 (unsigned long long)gl->name.num);
 	/* peer: who asked (blocking callbacks, demotes for them); grants
 	 * and releases leave it out */
-	peer = ev == FS_TR_BAST_RECV || ev == FS_TR_DEMOTE ? gl->bast_peer : -1;
+	peer = ev == FS_TR_BAST_RECV || ev == FS_TR_DEMOTE ||
+		       (ev == FS_TR_RELEASE && gl->ahead_peer)
+		   ? gl->bast_peer
+		   : -1;
 	t = (struct fs_trace_lock){.ev = (enum fs_trace_ev)ev,
 				   .type = tn,
 				   .res = res,
@@ -220,7 +223,9 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 	pthread_mutex_unlock(&gl->mu);
 	kick(gl);
 	if (span > 0)
-		fs_glocks_ahead(gl->e, gl->name.type, gl->name.num, span);
+		fs_glocks_ahead(gl->e, gl->name.type, gl->name.num, span,
+				lk_bast_node(lk) > 0 ? (int)lk_bast_node(lk)
+						     : -1);
 }
 
 static void gl_completion(struct lk_lock *lk, int status, void *arg)
@@ -903,6 +908,7 @@ static void demote(struct fs_glock *gl, int *fence)
 		trace_ev(gl, FS_TR_DEMOTE, to, from, 0, fs_glock_now() - t0,
 			 &gl->rep);
 		gl->bast_peer = -1;
+		gl->ahead_peer = 0;
 	} else {
 		/* never hand the lock on with unwritten state: fenced, the
 		 * cluster recovers this node's journal once it is gone */
@@ -965,6 +971,7 @@ void fs_glock_job(struct fs_glock *gl, uint64_t *due, int *fence)
 	if (gl->mode < 0 || !(gl->demote_to < gl->mode)) {
 		gl->demote_to = -1; /* nothing to give up */
 		gl->bast_peer = -1;
+		gl->ahead_peer = 0;
 		pthread_cond_broadcast(&gl->cv);
 		goto out;
 	}
@@ -988,7 +995,7 @@ out:
 	pthread_mutex_unlock(&gl->mu);
 }
 
-int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now)
+int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now, int peer)
 {
 	int ask;
 
@@ -998,6 +1005,8 @@ int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now)
 	      now >= gl->grant_ns + gl->minhold_ns;
 	if (ask) {
 		gl->demote_to = LK_NL;
+		gl->bast_peer = peer; /* its release names who asked */
+		gl->ahead_peer = 1;
 		gl->st.aheads++;
 	}
 	pthread_mutex_unlock(&gl->mu);
@@ -1071,11 +1080,13 @@ void fs_glock_unlock_end(struct fs_glock *gl)
 	gl->lk = NULL;
 	gl->mode = -1;
 	gl->demote_to = -1;
-	gl->bast_peer = -1;
 	gl->st.evict_syncs += from > LK_NL;
 	ahead_unused(gl);
-	/* busy since _begin: rep is what its ops did */
+	/* busy since _begin: rep is what its ops did; a demote-ahead's
+	 * release names the node whose request set it off */
 	trace_ev(gl, FS_TR_RELEASE, -1, from, 0, held, &gl->rep);
+	gl->bast_peer = -1;
+	gl->ahead_peer = 0;
 	gl->busy = 0;
 	pthread_cond_broadcast(&gl->cv);
 	pthread_mutex_unlock(&gl->mu);
@@ -1129,6 +1140,7 @@ void fs_glock_init(struct fs_glock *gl, const struct lk_name *name,
 	gl->busy = 0;
 	gl->demote_to = -1;
 	gl->bast_peer = -1;
+	gl->ahead_peer = 0;
 	memset(gl->holders, 0, sizeof(gl->holders));
 	gl->nholders = 0;
 	gl->nwaiters = 0;

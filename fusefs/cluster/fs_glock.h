@@ -125,6 +125,12 @@ struct fs_glock_ops {
 	 * new grant (the kernel's pages, attributes, entries). Must not
 	 * read what the lock protects. May be NULL. */
 	void (*drop)(struct fs_glock *gl, int from, void *arg);
+	/* Around the drops of a demote-ahead batch (@on 1 before, 0 after
+	 * the last, before any of their locks is given up; fs_glocks.c
+	 * run_aheads), on the worker's thread: the drops may leave a wait
+	 * to the 0 call (fs_kinval_defer: one wait for the kernel for the
+	 * batch). May be NULL. */
+	void (*drops)(int on, void *arg);
 	/* Before a demote from EX, once the minimum hold time has passed,
 	 * while holders of any mode are still admitted: start writing back
 	 * what lives outside ucfs and comes back as requests that need this
@@ -275,6 +281,11 @@ struct fs_glocks_stats {
 	uint64_t queued_now; /* jobs waiting for a worker */
 	uint64_t workers;
 	uint64_t jobs; /* jobs the workers ran */
+	uint64_t ahead_unlock_calls; /* lockspace calls that unlocked the
+					demote-ahead ones, GL_AHEAD_BATCH
+					at most each */
+	uint64_t ahead_widened;	     /* demote-ahead passes wider than
+					ahead_span (one node kept asking) */
 	/* pins (fs_glock_pin) */
 	uint64_t pinned_now;	   /* glocks in the table pinned */
 	uint64_t pinned_idle_now;  /* ... of them kept by the pin alone */

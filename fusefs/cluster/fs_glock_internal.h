@@ -110,6 +110,12 @@ struct fs_glocks {
 	unsigned nworkers;	       /* immutable after new */
 	unsigned alive;		       /* mu: workers not yet ended */
 	uint64_t jobs;		       /* mu: jobs run */
+	uint64_t ahead_unlock_calls;   /* mu: lockspace calls that unlocked
+					  demote-ahead jobs (run_aheads) */
+	uint64_t ahead_last_ns;	       /* mu: the last demote-ahead pass */
+	int ahead_last_peer;	       /* mu: ... for this node */
+	unsigned ahead_grow;	       /* mu: its span was ahead_span << this */
+	uint64_t ahead_widened;	       /* mu: passes wider than ahead_span */
 	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of
 						       freed glocks */
 	uint64_t ahead_batches[FS_GLOCK_TYPES];	    /* mu: lock-ahead
@@ -153,6 +159,9 @@ struct fs_glock {
 	int bast_peer;		     /* mu: the node whose request the last
 					blocking callback was for (trace
 					peer), -1 none since the last demote */
+	int ahead_peer;		     /* mu: bast_peer is a demote-ahead's (the
+					neighbour's blocking callback): its
+					release names it */
 	unsigned holders[LK_NMODES]; /* mu */
 	unsigned nholders;	     /* mu */
 	unsigned nwaiters;	     /* mu: acquires waiting now */
@@ -224,12 +233,14 @@ int fs_glock_ahead_run(struct fs_glocks *e, struct fs_glock **gls, size_t n,
 void fs_glocks_kick(struct fs_glock *gl);
 /* fs_glocks.c, for fs_glock.c: demote-ahead of the idle PR glocks of
  * @type numbered within @span of @num (fs_glock_ops.ahead_span), queued
- * behind every other job. No lock held. */
+ * behind every other job; @peer: the node whose request set it off (the
+ * blocking callback's, -1 unknown). No lock held. */
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
-		     unsigned span);
+		     unsigned span, int peer);
 /* fs_glock.c, for fs_glocks.c: ask idle @gl to go from PR to NL (a
- * demote-ahead); 1 if asked (queue it), 0 if it is not idle PR. e->mu
- * held (then gl->mu). */
-int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now);
+ * demote-ahead for node @peer's request, -1 unknown: its trace events
+ * name it); 1 if asked (queue it), 0 if it is not idle PR. e->mu held
+ * (then gl->mu). */
+int fs_glock_ahead_one(struct fs_glock *gl, uint64_t now, int peer);
 
 #endif /* UCFS_FS_GLOCK_INTERNAL_H */

@@ -41,7 +41,9 @@
  * jobs (fs_glocks_ahead), run only when nothing else is due; a glock
  * queued there that gets a job of its own (a blocking callback, a
  * holder waiting) moves to e->ready. conf.workers threads take jobs:
- * fs_glock_job (demote), then the drop of a picked glock.
+ * fs_glock_job (demote), then the drop of a picked glock; demote-ahead
+ * jobs up to GL_AHEAD_BATCH at a time, unlocked in one lockspace call
+ * (run_aheads).
  *
  * Locking: fs_glock_internal.h (e->mu before gl->mu; e->mu is never held
  * across a DLM call, an op, or a wait for a glock).
@@ -62,6 +64,23 @@
  * (so that unmount never hangs on a lockspace that stopped answering). */
 #define GL_STOP_NS 10000000000ull
 #define GL_NBUCKET_MIN 1024
+/* Demote-ahead jobs a worker takes at once: their drop ops run one after
+ * another, then one lockspace call unlocks them all (one message per
+ * master, lk_unlock_batch), where one unlock each cost a frame each way
+ * (a reader giving up the tree another node removes: ~2 frames per
+ * removed entry). A holder arriving meanwhile waits for the batch's ops
+ * (drops of idle PR locks: no write-back). */
+#define GL_AHEAD_BATCH 32u
+/* Demote-ahead widens while one node keeps asking (an rm -rf of a tree
+ * read here: a blocking callback every few ms, each covering only the
+ * inodes of ahead_span blocks around it, where files' data lies between
+ * inodes): a pass within GL_AHEAD_STREAK_NS of the previous one, for
+ * the same node, doubles the span, up to << GL_AHEAD_GROW_MAX; any
+ * other pass starts again at ahead_span. The scan lets e->mu go every
+ * GL_AHEAD_SCAN_CHUNK numbers. */
+#define GL_AHEAD_STREAK_NS 200000000ull
+#define GL_AHEAD_GROW_MAX 6u
+#define GL_AHEAD_SCAN_CHUNK 256u
 
 static const struct fs_glock_ops no_ops;
 
@@ -402,22 +421,49 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 	pthread_cond_signal(&e->wcv);
 }
 
+/* The span of a demote-ahead pass for @peer now (GL_AHEAD_STREAK_NS).
+ * e->mu held. */
+static uint64_t ahead_widen(struct fs_glocks *e, unsigned span, int peer,
+			    uint64_t now)
+{
+	if (e->ahead_last_ns != 0 &&
+	    now < e->ahead_last_ns + GL_AHEAD_STREAK_NS &&
+	    peer == e->ahead_last_peer) {
+		if (e->ahead_grow < GL_AHEAD_GROW_MAX)
+			e->ahead_grow++;
+	} else {
+		e->ahead_grow = 0;
+	}
+	e->ahead_last_ns = now;
+	e->ahead_last_peer = peer;
+	e->ahead_widened += e->ahead_grow > 0;
+	return (uint64_t)span << e->ahead_grow;
+}
+
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
-		     unsigned span)
+		     unsigned span, int peer)
 {
 	uint64_t now = fs_glock_now();
 	uint64_t idle = FS_GLOCK_AHEAD_IDLE_MS * 1000000ull;
-	uint64_t n = num > span ? num - span : 0;
+	uint64_t n, w;
 
 	pthread_mutex_lock(&e->mu);
-	for (; n <= num + span && !e->stopping && !e->fenced; n++) {
+	w = ahead_widen(e, span, peer, now);
+	n = num > w ? num - w : 0;
+	for (; n <= num + w && !e->stopping && !e->fenced; n++) {
 		struct fs_glock *gl = n == num ? NULL : lookup(e, type, n);
+
+		if ((n & (GL_AHEAD_SCAN_CHUNK - 1)) == 0) {
+			/* a long scan: let requests in */
+			pthread_mutex_unlock(&e->mu);
+			pthread_mutex_lock(&e->mu);
+		}
 
 		/* idle (no reference: on the LRU), used long enough ago */
 		if (gl == NULL || !gl->on_lru || gl->queued || gl->evict ||
 		    now < gl->idle_ns + idle)
 			continue;
-		if (fs_glock_ahead_one(gl, now))
+		if (fs_glock_ahead_one(gl, now, peer))
 			enqueue_later(e, gl);
 	}
 	pthread_mutex_unlock(&e->mu);
@@ -542,19 +588,13 @@ static void drop_picked(struct fs_glocks *e, struct fs_glock *gl, int *fence)
 	pthread_mutex_unlock(&e->mu);
 }
 
-/* One job: a demote due (fs_glock_job), then the drop of a picked glock
- * (picked only while unreferenced, so before it was queued). A
- * demote-ahead job (@ahead) gives the lock up altogether: an unlock is
- * sent and not answered, where a conversion to NL waits for its
- * master's reply (a round trip per lock when the master is the node
- * about to change the inodes); one with a holder by now demotes. */
-static void run_job(struct fs_glocks *e, struct fs_glock *gl, int ahead)
+/* After a job on @gl: its next demote queued (@due), its reference
+ * given back or, picked, its drop. No lock held. */
+static void job_done(struct fs_glocks *e, struct fs_glock *gl, uint64_t due,
+		     int *fence)
 {
-	uint64_t due = 0;
-	int fence = 0, evict;
+	int evict;
 
-	if (!ahead || fs_glock_unlock(gl, &fence) == -EBUSY)
-		fs_glock_job(gl, &due, &fence);
 	pthread_mutex_lock(&e->mu);
 	evict = gl->evict;
 	if (due != 0)
@@ -563,7 +603,51 @@ static void run_job(struct fs_glocks *e, struct fs_glock *gl, int ahead)
 		put_locked(e, gl);
 	pthread_mutex_unlock(&e->mu);
 	if (evict)
-		drop_picked(e, gl, &fence);
+		drop_picked(e, gl, fence);
+}
+
+/* One job: a demote due (fs_glock_job), then the drop of a picked glock
+ * (picked only while unreferenced, so before it was queued). */
+static void run_job(struct fs_glocks *e, struct fs_glock *gl)
+{
+	uint64_t due = 0;
+	int fence = 0;
+
+	fs_glock_job(gl, &due, &fence);
+	job_done(e, gl, due, &fence);
+	if (fence)
+		fs_glocks_fence(e);
+}
+
+/* Demote-ahead jobs @v[0..@n) give their locks up altogether: an unlock
+ * is sent and not answered, where a conversion to NL waits for its
+ * master's reply (a round trip per lock when the master is the node
+ * about to change the inodes); all of them in one lockspace call
+ * (GL_AHEAD_BATCH), after their drops (ops->drops around them: one wait
+ * for the kernel). One with a holder by now demotes instead, after. */
+static void run_aheads(struct fs_glocks *e, struct fs_glock **v, size_t n)
+{
+	const struct fs_glock_ops *ops = v[0]->ops; /* one type: ahead_span */
+	struct lk_lock *lks[GL_AHEAD_BATCH];
+	uint64_t due[GL_AHEAD_BATCH] = {0};
+	int fence = 0, busy[GL_AHEAD_BATCH];
+
+	if (ops->drops != NULL)
+		ops->drops(1, v[0]->arg);
+	for (size_t i = 0; i < n; i++) {
+		lks[i] = fs_glock_unlock_begin(v[i], &busy[i], &fence);
+		busy[i] = busy[i] == -EBUSY;
+	}
+	if (ops->drops != NULL)
+		ops->drops(0, v[0]->arg);
+	lk_unlock_batch(lks, n, 0);
+	for (size_t i = 0; i < n; i++) {
+		if (lks[i] != NULL)
+			fs_glock_unlock_end(v[i]);
+		if (busy[i])
+			fs_glock_job(v[i], &due[i], &fence);
+		job_done(e, v[i], due[i], &fence);
+	}
 	if (fence)
 		fs_glocks_fence(e);
 }
@@ -576,7 +660,8 @@ static void *worker_main(void *arg)
 	while (!e->stopping) {
 		uint64_t until;
 		int ahead;
-		struct fs_glock *gl;
+		struct fs_glock *gl, *v[GL_AHEAD_BATCH];
+		size_t n = 1;
 
 		gl = next_job(e, &until, &ahead);
 		if (gl == NULL) {
@@ -584,8 +669,19 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		e->jobs++;
+		v[0] = gl;
+		while (ahead && n < GL_AHEAD_BATCH &&
+		       (gl = fifo_pop(&e->later)) != NULL) {
+			gl->queued = 0; /* its reference is the worker's */
+			v[n++] = gl;
+			e->jobs++;
+		}
+		e->ahead_unlock_calls += ahead;
 		pthread_mutex_unlock(&e->mu);
-		run_job(e, gl, ahead);
+		if (ahead)
+			run_aheads(e, v, n);
+		else
+			run_job(e, v[0]);
 		pthread_mutex_lock(&e->mu);
 	}
 	e->alive--;
@@ -1119,6 +1215,8 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->queued_now = e->ready.n + e->ndelayed + e->later.n;
 	out->workers = e->conf.workers;
 	out->jobs = e->jobs;
+	out->ahead_unlock_calls = e->ahead_unlock_calls;
+	out->ahead_widened = e->ahead_widened;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
 		out->type[t].ahead_batches += e->ahead_batches[t];
 		out->type[t].ahead_ns += e->ahead_ns[t];
@@ -1296,6 +1394,8 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "workers", s->workers);
 	fs_json_u64(o, "queued_now", s->queued_now);
 	fs_json_u64(o, "jobs", s->jobs);
+	fs_json_u64(o, "ahead_unlock_calls", s->ahead_unlock_calls);
+	fs_json_u64(o, "ahead_widened", s->ahead_widened);
 	types = fs_json_obj(o, "types");
 	for (unsigned t = 0; t < FS_GLOCK_TYPES; t++)
 		if (s->type[t].acquires + s->type[t].try_fails +

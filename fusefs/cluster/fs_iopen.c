@@ -480,10 +480,40 @@ struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino)
 	return ret >= 0 ? lk : NULL;
 }
 
+/* A FUSE batch forget's PR holds (fs_iopen_put_batch): per thread, as
+ * a request thread serves one mount (one lockspace). */
+#define IOPEN_PUT_BATCH 128u
+static __thread struct {
+	int on;
+	size_t n;
+	struct lk_lock *v[IOPEN_PUT_BATCH];
+} put_batch;
+
+static void put_flush(void)
+{
+	if (put_batch.n > 0)
+		lk_unlock_batch(put_batch.v, put_batch.n, 0);
+	put_batch.n = 0;
+}
+
 void fs_iopen_put(struct lk_lock *lk)
 {
-	if (lk != NULL)
+	if (lk == NULL)
+		return;
+	if (!put_batch.on) {
 		lk_unlock(lk, 0);
+		return;
+	}
+	put_batch.v[put_batch.n++] = lk;
+	if (put_batch.n == IOPEN_PUT_BATCH)
+		put_flush();
+}
+
+void fs_iopen_put_batch(int on)
+{
+	if (!on)
+		put_flush();
+	put_batch.on = on;
 }
 
 /* EX without waiting for another node: convert the PR hold *@lk, or a

@@ -65,6 +65,12 @@ struct lk_lock *fs_iopen_hold(struct fs *fs, uint64_t ino);
 void fs_iopen_prefetch(struct fs *fs, const uint64_t *want, size_t n);
 /* Give a PR (or EX) hold back. NULL is a no-op. */
 void fs_iopen_put(struct lk_lock *lk);
+/* @on 1: this thread's fs_iopen_put calls from now on are collected;
+ * @on 0: they are given back, in one lockspace call (lk_unlock_batch:
+ * one message per master; also every 128). For a FUSE batch forget
+ * (fs_forget_batch), whose inodes' PR holds would cost a message each.
+ * Every hold collected must be of one lockspace. */
+void fs_iopen_put_batch(int on);
 
 /* Owner: orphan @n has no local reference left (its inode lock
  * exclusive, or no operation running). 1: this node holds the iopen

@@ -99,6 +99,28 @@ static void sink_put(struct fs_sink *s)
 	pthread_mutex_unlock(&sink_mu);
 }
 
+/* fs_kinval_defer: this thread's owed sync (a sink with its user). */
+static __thread struct {
+	int on;
+	struct fs_sink *owed;
+} defer;
+
+static void defer_flush(void)
+{
+	if (defer.owed == NULL)
+		return;
+	defer.owed->ops->sync(defer.owed->arg);
+	sink_put(defer.owed);
+	defer.owed = NULL;
+}
+
+void fs_kinval_defer(int on)
+{
+	if (!on)
+		defer_flush();
+	defer.on = on;
+}
+
 void fs_kinval_inode(struct fs *fs, uint64_t ino)
 {
 	struct fs_sink *s = sink_get(fs);
@@ -106,6 +128,15 @@ void fs_kinval_inode(struct fs *fs, uint64_t ino)
 	if (s == NULL)
 		return;
 	s->ops->inode(s->arg, ino, 0, -1);
+	if (defer.on && defer.owed == s) {
+		sink_put(s); /* the owed sync covers it */
+		return;
+	}
+	if (defer.on) {
+		defer_flush();
+		defer.owed = s; /* keeps its user until the sync */
+		return;
+	}
 	s->ops->sync(s->arg);
 	sink_put(s);
 }

@@ -359,8 +359,10 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 	if (op_begin(ff, req, FS_OP_FORGET_MULTI, &t0) < 0)
 		return;
 
+	fs_forget_batch(ff->fs, 1); /* their lock releases: one message */
 	for (size_t i = 0; i < count; i++)
 		forget_ino(ff, to_ino(ff, forgets[i].ino), forgets[i].nlookup);
+	fs_forget_batch(ff->fs, 0);
 	fuse_reply_none(req);
 	op_end(ff, FS_OP_FORGET_MULTI, t0, 0);
 }

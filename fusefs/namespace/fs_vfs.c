@@ -465,6 +465,12 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	fs_op_end(&il);
 }
 
+void fs_forget_batch(struct fs *fs, int on)
+{
+	(void)fs; /* one mount per request thread: fs_iopen_put_batch */
+	fs_iopen_put_batch(on);
+}
+
 int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out)
 {
 	struct fs_ilock il;

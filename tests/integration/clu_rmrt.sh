@@ -9,7 +9,13 @@
 #  * node 1 frees every inode (namespace.iopen_frees_now + _later: at
 #    its unlink, or once node 2's kernel let it go);
 #  * round trips: node 1's locks.remote_round_trips during the rm, per
-#    removed entry, stay under 0.5, and both nodes' together under 2.
+#    removed entry, stay under 0.5, and both nodes' together under 2;
+#  * the reader's releases travel in batches: node 2 gives up about two
+#    locks per entry of the tree (its inode lock, by demote-ahead, and
+#    its iopen hold, when its kernel forgets the inode), and sends them
+#    in fewer than 1.5 frames per entry (net.peers[].frames_tx to
+#    node 1; one frame per release before: a demote-ahead worker's
+#    batch and a FUSE batch forget are one lockspace call each).
 #    The tree's locks are placed on node 1 (its allocator's groups);
 #    before their directory node mastered them (lockmgr/PROTOCOL.md §5),
 #    node 2, the first to ask, did, and node 1 made about 4 round trips
@@ -39,11 +45,16 @@ du -s "$M2/t" >/dev/null
 ls -lR "$M2/t" >/dev/null
 
 rtt() { "$B/ucfs-stat" --json "$1" | jq '.locks.remote_round_trips'; }
+frames() { # node $2's frames to node $3 as seen by mount $1
+	"$B/ucfs-stat" --json "$1" |
+		jq --argjson p "$3" '[.net.peers[] | select(.node == $p) |
+			.frames_tx] | add // 0'
+}
 freed() {
 	"$B/ucfs-stat" --json "$1" |
 		jq '.namespace.iopen_frees_now + .namespace.iopen_frees_later'
 }
-a1=$(rtt "$M1") a2=$(rtt "$M2") f1=$(freed "$M1")
+a1=$(rtt "$M1") a2=$(rtt "$M2") f1=$(freed "$M1") x2=$(frames "$M2" 2 1)
 check clu_rmrt_rm rm -rf "$M1/t"
 b1=$(rtt "$M1") b2=$(rtt "$M2") g1=$(freed "$M1")
 check clu_rmrt_gone_on_1 test ! -e "$M1/t"
@@ -55,11 +66,13 @@ while [ $((g1 - f1)) -lt "$n" ] && [ $i -lt 100 ]; do
 	sleep 0.1 # frees waiting for node 2's kernel to let go
 	g1=$(freed "$M1") i=$((i + 1))
 done
+y2=$(frames "$M2" 2 1)
 echo "remote round trips for $n removed entries: node 1 $d1, node 2 $d2;" \
-	"node 1 freed $((g1 - f1)) inodes"
+	"node 1 freed $((g1 - f1)) inodes; node 2 sent $((y2 - x2)) frames"
 check clu_rmrt_freed test $((g1 - f1)) -eq "$n"
 check clu_rmrt_rtt_remover test $((d1 * 2)) -lt "$n"
 check clu_rmrt_rtt_both test $((d1 + d2)) -lt $((n * 2))
+check clu_rmrt_reader_frames test $(((y2 - x2) * 2)) -lt $((n * 3))
 
 check clu_rmrt_umount2_end fs_umount "$M2"
 check clu_rmrt_umount1_end fs_umount "$M1"

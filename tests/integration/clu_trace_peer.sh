@@ -11,7 +11,12 @@
 #      demotes both ways (asker 2 -> node 1 and asker 1 -> node 2);
 #  (3) the stats say the same without a trace: net.peers[].basts_for of
 #      the other node is > 0 on both nodes, and ucfs-top's "callbacks
-#      from (top)" row names the other node on each.
+#      from (top)" row names the other node on each;
+#  (4) demote-ahead: node 2 stats files g0..g7 of node 1 (idle PR locks
+#      of neighbouring inodes), then node 1 writes g0: node 2's blocking
+#      callback gives up g1..g7 too (released ahead, fs_glock.h
+#      ahead_span), and those releases name node 1 as their peer, as
+#      ucfs-trace's "aheads" column does.
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -38,6 +43,15 @@ while [ $i -lt $ROUNDS ]; do
 	i=$((i + 1))
 done
 check clu_trace_peer_content test "$(wc -l <"$M2/f")" -eq $((2 * ROUNDS + 1))
+
+# (4) neighbours of a lock another node asks for, released ahead
+mkdir "$M1/g"
+for i in 0 1 2 3 4 5 6 7; do echo "g $i" >"$M1/g/g$i"; done
+gino=""
+for i in 1 2 3 4 5 6 7; do gino="$gino inode:$(stat -c %i "$M1/g/g$i")"; done
+stat "$M2"/g/g* >/dev/null # PR (a read would update atime: EX)
+sleep 0.2 # idle longer than FS_GLOCK_AHEAD_IDLE_MS
+echo more >>"$M1/g/g0"
 
 # (3) per-peer blocking callbacks in the stats
 for n in 1 2; do
@@ -80,11 +94,24 @@ for n in 1 2; do
 		"$T/tr$n.json"
 done
 
+# (4) node 2 released g1..g7 ahead for node 1
+jq -c -n '[inputs | select(.ev == "release" and .peer == 1) | .res]' \
+	"$T/tr2.json" >"$T/ahead2.json"
+echo "node 2 releases naming node 1: $(jq -c . "$T/ahead2.json")"
+check clu_trace_peer_ahead_names_1 jq -e --arg g "$gino" \
+	'. as $r | ($g | split(" ") | map(select(. != ""))) as $w |
+	any($w[]; . as $x | $r | any(.[]; . == $x))' "$T/ahead2.json"
+check clu_trace_peer_release_peer_only_ahead jq -e -n \
+	'all(inputs | select(.ev == "release" and has("peer")); .peer == 1)' \
+	"$T/tr2.json"
+
 # (2) the summary
 "$B/ucfs-trace" "$T/tr1.json" "$T/tr2.json" | sed -n '/Who takes/,/no peer/p'
 "$B/ucfs-trace" --json "$T/tr1.json" "$T/tr2.json" >"$T/sum.json" 2>&1
 check clu_trace_peer_summary_pairs jq -e '.peers.pairs as $p |
 	any($p[]; .asker == 2 and .node == 1 and .demotes > 0) and
 	any($p[]; .asker == 1 and .node == 2 and .demotes > 0)' "$T/sum.json"
+check clu_trace_peer_summary_aheads jq -e '.peers.pairs as $p |
+	any($p[]; .asker == 1 and .node == 2 and .aheads > 0)' "$T/sum.json"
 rm -f "$IMG"
 exit 0

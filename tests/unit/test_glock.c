@@ -668,6 +668,60 @@ static void test_demote_ahead(void)
 	fs_glocks_free(eb);
 }
 
+/*
+ * Demote-ahead widens while one node keeps asking: B takes 1040, then
+ * at once 1010, in EX; A's second pass (same node, within the streak
+ * window) covers 16 numbers, not 8: 1020 goes too, 1029 (beyond both
+ * passes) stays. A pass after the window would not widen: then only
+ * what holds either way is checked (a slow machine).
+ */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_demote_ahead_widens(void)
+{
+	static const struct fs_glock_ops ahead_ops = {
+	    .sync = c_sync, .drop = c_drop, .ahead_span = 8};
+	struct fs_glocks_conf c = {.workers = 2};
+	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
+	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
+	struct fs_glocks_stats s;
+	uint64_t t0, t1;
+
+	reset();
+	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL);
+	fs_glocks_set_ops(ea, T_INODE, &ahead_ops, &cnt[0]);
+	for (uint64_t n = 1000; n <= 1040; n++)
+		CHECK_EQ(touch(ea, n, LK_PR), 0);
+	nanosleep(&idle, NULL);
+	t0 = mono_ns();
+	CHECK_EQ(touch(eb, 1040, LK_EX), 0); /* pass 1: 1032..1048 */
+	CHECK_EQ(touch(eb, 1010, LK_EX), 0); /* pass 2: 994..1026 */
+	t1 = mono_ns();
+	WAIT_FOR(mode_of(ea, 1002) == -1 && mode_of(ea, 1018) == -1);
+	fs_glocks_stats(ea, &s);
+	if (t1 - t0 < 150000000ull) {
+		CHECK_EQ(s.ahead_widened, 1);
+		WAIT_FOR(mode_of(ea, 1000) == -1 && mode_of(ea, 1020) == -1 &&
+			 mode_of(ea, 1026) == -1);
+		CHECK_EQ(mode_of(ea, 1000), -1);
+		CHECK_EQ(mode_of(ea, 1020), -1);
+		CHECK_EQ(mode_of(ea, 1026), -1);
+	} else {
+		printf("# passes more than 150 ms apart: not checked\n");
+	}
+	WAIT_FOR(mode_of(ea, 1033) == -1);
+	CHECK_EQ(mode_of(ea, 1029), LK_PR);
+	CHECK_EQ(mode_of(ea, 1033), -1);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
 struct acq {
 	struct fs_glock *gl;
 	int mode, ret;
@@ -1278,6 +1332,7 @@ int main(int argc, char **argv)
 		T_RUN(test_demote_on_worker);
 		T_RUN(test_flush_admits_holders);
 		T_RUN(test_demote_ahead);
+		T_RUN(test_demote_ahead_widens);
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_minhold_only_for_holders);
 		T_RUN(test_gen_moves_only_on_change);

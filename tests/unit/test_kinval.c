@@ -4,7 +4,8 @@
  * (all), names the root and the open files (pages too), not the others,
  * syncs last and prunes nothing; fs_kinval_inode
  * and fs_kinval_dir (names, or the sink's dir op with busy passed on);
- * fs_kinval_flush (the sink's flush, its done called); no sink, no calls;
+ * fs_kinval_flush (the sink's flush, its done called); fs_kinval_defer
+ * (one sync for several inodes); no sink, no calls;
  * removing the sink waits for a call in progress.
  */
 #include "tests/unit/fs_testutil.h"
@@ -185,6 +186,33 @@ static void test_all(void)
 	tfs_close(&t);
 }
 
+/* fs_kinval_defer: the inodes' attributes are queued at once, the wait
+ * (sync) comes once, when the defer ends. */
+static void test_inode_defer(void)
+{
+	struct tfs t;
+	struct sink s;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	sink_init(&s);
+	fs_set_inval(t.fs, &sink_ops, &s);
+	fs_kinval_defer(1);
+	fs_kinval_inode(t.fs, 4242);
+	fs_kinval_inode(t.fs, 4243);
+	fs_kinval_inode(t.fs, 4244);
+	REQUIRE(s.n == 3);
+	CHECK(s.r[0].kind == 'i' && s.r[2].kind == 'i' && s.r[2].ino == 4244);
+	fs_kinval_defer(0);
+	REQUIRE(s.n == 4);
+	CHECK(s.r[3].kind == 's');
+	fs_kinval_defer(0);	     /* nothing owed: no sync */
+	fs_kinval_inode(t.fs, 4245); /* not deferred: its own sync */
+	REQUIRE(s.n == 6);
+	CHECK(s.r[4].kind == 'i' && s.r[5].kind == 's');
+	fs_set_inval(t.fs, NULL, NULL); /* no user left behind: returns */
+	tfs_close(&t);
+}
+
 static void flushed(void *arg)
 {
 	add(arg, 'D', 0, 0, 0);
@@ -290,6 +318,7 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	T_RUN(test_all);
 	T_RUN(test_inode_dir);
+	T_RUN(test_inode_defer);
 	T_RUN(test_remove_waits);
 	return t_done();
 }
