@@ -30,19 +30,24 @@
  * returned; the shared file's state when a hand-over or an fsync
  * returned (the next holder built on it).
  *
- * A dry run counts the device writes W. Then at ~NPOINTS crash points
- * spread over 1..W+1 the workload runs on a fresh copy and the device
+ * A dry run counts the device writes W (about 300). Then at 150 crash
+ * points (60 without JCKPT; UCFS_CRASH_POINTS=N, 0 = all) spread over
+ * 1..W+1 the workload runs on a fresh copy and the device
  * dies at that write: unflushed writes dropped, or each kept / dropped /
  * garbled by seed, or the write torn (one in three each). Then, on what
  * survived: fsck -n BEFORE any mount finds no journal error; recovery as
  * the first mount after a whole-cluster crash does it (the slot map
- * says both slots are mounted; half the points replay slot 0 then 1, as
- * a nolock or a slot-1 dlm mount does, half slot 1 then 0, as a slot-0
- * dlm mount does: fs_core_recover_slots, then its own); the shared file is one
+ * says both slots are mounted: every journal, in slot order, before
+ * anything else is read); the shared file is one
  * of its states from the last frozen one on, with every entry's data intact;
  * every frozen private file is intact; no block is used twice; fsck
  * finds no journal error after a clean unmount. fsck's other complaints
  * (these blocks belong to no inode) are not this test's business.
+ *
+ * The dry run starts with the token on slot 0; odd crash points start
+ * it on slot 1 (the same workload, the nodes' roles swapped), so that
+ * the slot-order replay also runs in the other order of the roles (a
+ * dlm mount replays the dead slots, then its own).
  *
  * Run on an image with JCKPT (records) and on one without (the header
  * move with FUA: main's behaviour before JCKPT). UCFS_SEED / --seed.
@@ -58,11 +63,10 @@
 #include "fusefs/fsck/fs_fsck.h"
 #include "harness.h"
 
-#define IMG_MB 48
+#define IMG_MB 16
 #define JOURNAL_MB 1
-#define RGRP_MB 8
+#define RGRP_MB 4
 #define NOPS 260
-#define NPOINTS 90
 #define SH_MAX 64
 #define MAXF 160
 #define NFREED 8
@@ -522,27 +526,6 @@ static int fsck_journal_ok(struct bd_dev *bd, const char *when)
 	return ok;
 }
 
-/* Replay both journals: @order 0 slot 0 first (a mount replays every
- * slot the map says is in use, in slot order), 1 slot 1 first (slot 1
- * alone, by a mount of it while slot 0 shows free, unmounted cleanly).
- * *out: a mount of slot 0 after both. */
-static int recover(struct bd_dev *img, int order, struct fs **out)
-{
-	struct fs *fs;
-
-	if (order == 1) {
-		if (slot_states(img, FS_SLOT_FREE, FS_SLOT_MOUNTED) < 0 ||
-		    mount_slot(img, 1, &fs) < 0)
-			return -EIO;
-		if (fs_core_unmount(fs) < 0)
-			return -EIO;
-	}
-	if (slot_states(img, FS_SLOT_MOUNTED,
-			order ? FS_SLOT_FREE : FS_SLOT_MOUNTED) < 0)
-		return -EIO;
-	return mount_slot(img, 0, out);
-}
-
 static int mark(uint8_t *used, uint64_t nblk, uint64_t b, const char *what)
 {
 	if (b >= nblk || used[b]) {
@@ -631,8 +614,10 @@ static int check_private(struct run *r, struct fs *fs, struct bd_dev *bd,
 	return 1;
 }
 
-/* Recover @img (the crashed device's content) and check it. */
-static int recover_check(struct run *r, struct bd_dev *img, int order)
+/* Recover @img (the crashed device's content) as the first mount after
+ * a whole-cluster crash does (every journal the slot map says is in use,
+ * in slot order) and check it. */
+static int recover_check(struct run *r, struct bd_dev *img)
 {
 	uint64_t nblk = bd_size(img) >> FS_BLOCK_SHIFT;
 	uint8_t *used = calloc(nblk, 1);
@@ -641,7 +626,7 @@ static int recover_check(struct run *r, struct bd_dev *img, int order)
 
 	ok = ok && slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
 	ok = ok && fsck_journal_ok(img, "before mount");
-	ok = ok && recover(img, order, &fs) == 0;
+	ok = ok && mount_slot(img, 0, &fs) == 0;
 	if (ok) {
 		used[r->sh] = 1;
 		ok = check_shared(r, fs, img, used, nblk) &&
@@ -685,6 +670,7 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh, int jckpt,
 	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
 	r->rng = seed;
 	r->sh = sh;
+	r->holder = (int)(point & 1); /* see the file's comment */
 	r->nhist = 1;
 	if (r->hist == NULL || read_sb(bd, &r->sb) < 0 || mount_pair(r, bd) < 0)
 		goto out_free;
@@ -711,7 +697,7 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh, int jckpt,
 	fs_core_abandon(r->fs[0]);
 	after = point ? dev_copy(lower) : NULL;
 	if (after != NULL) {
-		ok = recover_check(r, after, (int)(point & 1));
+		ok = recover_check(r, after);
 		if (!ok)
 			fprintf(stderr,
 				"  FAILED at crash point %llu (%s) of "
@@ -730,17 +716,24 @@ out_free:
 	return ok;
 }
 
-static void crash_handover(int jckpt)
+/* Crash points: @npoints spread over the W + 1 write indices, or every
+ * one (UCFS_CRASH_POINTS=N overrides, 0: every write). */
+static void crash_handover(int jckpt, uint64_t npoints)
 {
 	uint64_t seed = t_seed(), sh = 0, w = 0;
 	struct bd_dev *tmpl = make_template(jckpt, &sh);
+	const char *env = getenv("UCFS_CRASH_POINTS");
 	unsigned bad = 0, n = 0;
 
 	REQUIRE(tmpl != NULL);
 	REQUIRE(one_run(tmpl, seed, sh, jckpt, 0, 0, &w));
 	REQUIRE(w > 0);
-	for (uint64_t i = 0; i < NPOINTS && bad < 3; i++) {
-		uint64_t point = 1 + i * w / (NPOINTS - 1);
+	if (env != NULL)
+		npoints = strtoull(env, NULL, 0);
+	if (npoints == 0 || npoints > w + 1)
+		npoints = w + 1;
+	for (uint64_t i = 0; i < npoints && bad < 3; i++) {
+		uint64_t point = npoints > 1 ? 1 + i * w / (npoints - 1) : 1;
 
 		bad +=
 		    !one_run(tmpl, seed, sh, jckpt, point, (int)(i % 3), NULL);
@@ -754,12 +747,12 @@ static void crash_handover(int jckpt)
 
 static void test_crash_handover_jckpt(void)
 {
-	crash_handover(1);
+	crash_handover(1, 150);
 }
 
 static void test_crash_handover_no_jckpt(void)
 {
-	crash_handover(0);
+	crash_handover(0, 60);
 }
 
 int main(int argc, char **argv)
