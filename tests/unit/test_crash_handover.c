@@ -30,7 +30,7 @@
  * returned; the shared file's state when a hand-over or an fsync
  * returned (the next holder built on it).
  *
- * A dry run counts the device writes W (about 300). Then at 150 crash
+ * A dry run counts the device writes W (about 700). Then at 150 crash
  * points (60 without JCKPT; UCFS_CRASH_POINTS=N, 0 = all) spread over
  * 1..W+1 the workload runs on a fresh copy and the device
  * dies at that write: unflushed writes dropped, or each kept / dropped /
@@ -66,9 +66,9 @@
 #define IMG_MB 16
 #define JOURNAL_MB 1
 #define RGRP_MB 4
-#define NOPS 260
+#define NOPS 560
 #define SH_MAX 64
-#define MAXF 160
+#define MAXF 320
 #define NFREED 8
 #define SHARED_INO 0x5ead0001ull
 
@@ -647,11 +647,15 @@ static int marks_ok(struct run *r, int jckpt)
 
 	fs_core_stats_get(r->fs[0], &st[0]);
 	fs_core_stats_get(r->fs[1], &st[1]);
-	printf("  checkpoint records %llu + %llu, header moves %llu + %llu\n",
+	printf("  checkpoint records %llu + %llu, header moves %llu + %llu, "
+	       "log blocks %llu + %llu (a log holds %llu)\n",
 	       (unsigned long long)st[0].ckpt_records,
 	       (unsigned long long)st[1].ckpt_records,
 	       (unsigned long long)st[0].ckpt_headers,
-	       (unsigned long long)st[1].ckpt_headers);
+	       (unsigned long long)st[1].ckpt_headers,
+	       (unsigned long long)(st[0].commit_blocks + st[0].ckpt_records),
+	       (unsigned long long)(st[1].commit_blocks + st[1].ckpt_records),
+	       (unsigned long long)(r->sb.journal_blocks - 1));
 	if (jckpt)
 		return st[0].ckpt_records > 0 && st[1].ckpt_records > 0;
 	return st[0].ckpt_records + st[1].ckpt_records == 0;
