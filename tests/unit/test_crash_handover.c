@@ -7,6 +7,10 @@
  * Two core mounts A and B (journal slots 0 and 1) share ONE fault device
  * (blockdev/bd_fault.c: one volatile write cache, so a flush by B also
  * makes A's completed writes durable, as on one disk or one image file).
+ * Records depend on that: with one fault wrapper per node over the same
+ * RAM device (a flush covers only its node's writes) and power loss
+ * after each operation, records lost frozen states at a third of the
+ * points of one seed while the header move (no JCKPT) lost nothing.
  * The core refuses a dlm mount without a cluster, so both are nolock
  * mounts that pick their slot (fs_core_opts.slot): B first, then A
  * with the slot map showing slot 1 free (else A's mount would replay
