@@ -158,6 +158,10 @@ void bd_fault_tear_nth(struct bd_fault *f, uint64_t n, size_t keep);
 /* Crash as bd_fault_crash(f, 0) when the @n-th write from now is issued
  * (that write is lost and returns -EIO). n = 0 disarms. */
 void bd_fault_crash_nth(struct bd_fault *f, uint64_t n);
+/* The same, but the unflushed writes before it meet the fate
+ * bd_fault_crash(f, @garble_seed) gives them. */
+void bd_fault_crash_nth_garble(struct bd_fault *f, uint64_t n,
+			       uint64_t garble_seed);
 /* Power loss now. Unflushed writes are dropped; with @garble_seed != 0,
  * each unflushed write is instead kept, dropped or filled with garbage,
  * chosen by a PRNG seeded with @garble_seed. After a crash every I/O on

@@ -14,7 +14,8 @@
  * count each of their I/Os):
  *  - fail the n-th read or write with -EIO, once or from then on; a failed
  *    write changes nothing;
- *  - crash when the n-th write is issued (that write is lost);
+ *  - crash when the n-th write is issued (that write is lost; the
+ *    unflushed ones before it dropped, or decided by a seed as below);
  *  - tear the n-th write: the unflushed writes before it are lost, and only
  *    its first keep bytes (rounded down to 512) reach @lower, as a write
  *    that was cut by the power loss;
@@ -66,6 +67,7 @@ struct bd_fault {
 	uint64_t tear_at;        /* f->lock: 0 = off */
 	size_t tear_keep;        /* f->lock */
 	uint64_t crash_at;       /* f->lock: 0 = off */
+	uint64_t crash_seed;     /* f->lock: garble seed of crash_at */
 	_Atomic int crashed;     /* written under f->lock */
 };
 
@@ -315,7 +317,7 @@ static int fault_write(struct bd_dev *dev, const void *buf, size_t len,
 	if (should_fail(f, BD_WRITE, nth))
 		goto out_unlock;
 	if (f->crash_at == nth) {
-		crash_locked(f, 0);
+		crash_locked(f, f->crash_seed);
 		goto out_unlock;
 	}
 	if (f->tear_at == nth) {
@@ -457,8 +459,15 @@ void bd_fault_tear_nth(struct bd_fault *f, uint64_t n, size_t keep)
 
 void bd_fault_crash_nth(struct bd_fault *f, uint64_t n)
 {
+	bd_fault_crash_nth_garble(f, n, 0);
+}
+
+void bd_fault_crash_nth_garble(struct bd_fault *f, uint64_t n,
+			       uint64_t garble_seed)
+{
 	pthread_mutex_lock(&f->lock);
 	f->crash_at = n ? f->writes + n : 0;
+	f->crash_seed = garble_seed;
 	pthread_mutex_unlock(&f->lock);
 }
 

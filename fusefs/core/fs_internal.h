@@ -67,7 +67,10 @@ struct fs_core_opts {
 	int data_writeback;	/* 0: data=ordered, 1: data=writeback */
 	unsigned commit_s;	/* commit interval in seconds (0: default 5) */
 	unsigned cache_mb;	/* cache bound in MiB (0: default 256) */
-	int slot;		/* dlm: slot to claim, -1 = first free */
+	int slot;		/* dlm: slot to claim, -1 = first free;
+				   nolock: -1 = slot 0 (tests may run two
+				   nolock mounts on slots 0 and 1 of one
+				   device as two nodes) */
 	uint32_t node_id;	/* dlm: this node's id; 0 for nolock */
 	int sb_backup;		/* 1: use the backup superblock (block 1)
 				   even if block 0 is not ucfs at all */

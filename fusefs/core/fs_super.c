@@ -202,7 +202,11 @@ static int claim_slot(struct fs *fs, struct fs_slotmap *sm, char *why,
 	int slot = fs->opts.slot;
 
 	if (fs->opts.nolock) {
-		slot = 0;
+		/* slot 0; a test may pick another (two library mounts
+		 * standing for two nodes on one device) */
+		slot = slot < 0 ? 0 : slot;
+		if ((unsigned)slot >= sm->slot_count)
+			return fs_why(why, whylen, -EINVAL, "no such slot");
 	} else {
 		for (unsigned s = 0; s < sm->slot_count; s++)
 			if (sm->slots[s].flags & FS_SLOT_NOLOCK)
@@ -484,8 +488,9 @@ static int mount_slots(struct fs *fs, char *why, size_t whylen)
 		goto out_free;
 	if (!fs->ro) {
 		if (fs->opts.nolock)
-			for (unsigned s = 1; s < sm->slot_count; s++)
-				sm->slots[s].state = FS_SLOT_FREE;
+			for (unsigned s = 0; s < sm->slot_count; s++)
+				if (s != fs->slot)
+					sm->slots[s].state = FS_SLOT_FREE;
 		ret = slotmap_io(fs, sm, 1);
 		if (ret < 0)
 			fs_why(why, whylen, ret, "cannot write the slot map");

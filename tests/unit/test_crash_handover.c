@@ -1,0 +1,772 @@
+/*
+ * test_crash_handover.c — power loss at every point of a 2-node lock
+ * ping-pong, against the journal's checkpoint records (FORMAT.md
+ * "Journal": a lock leaving a node ends its checkpoint with a JCKPT
+ * record written without a flush).
+ *
+ * Two core mounts A and B (journal slots 0 and 1) share ONE fault device
+ * (blockdev/bd_fault.c: one volatile write cache, so a flush by B also
+ * makes A's completed writes durable, as on one disk or one image file).
+ * Records depend on that: with one fault wrapper per node over the same
+ * RAM device (a flush covers only its node's writes) and power loss
+ * after each operation, records lost frozen states at a third of the
+ * points of one seed while the header move (no JCKPT) lost nothing.
+ * The core refuses a dlm mount without a cluster, so both are nolock
+ * mounts that pick their slot (fs_core_opts.slot): B first, then A
+ * with the slot map showing slot 1 free (else A's mount would replay
+ * B's live journal). Nothing else is shared: each mount has its own cache and
+ * allocator state, kept coherent by the test's lock, below.
+ *
+ * One token stands for the locks of a shared file (its metadata block SH,
+ * owner SHARED_INO) and of every resource group. Only its holder works;
+ * a hand-over runs the glock ops: the giver's sync
+ * (fs_journal_sync_owner of SH's owner and of each group: commit,
+ * checkpoint, JCKPT record), the taker's inval (fs_cache_drop_owner of
+ * SH, fs_alloc_rgrp_inval of each group). The seeded workload, for the
+ * holder: append to / rewrite / drop from the shared file (each entry a
+ * raw "file data" block written in place, never journaled, plus its
+ * entry in SH), create / rewrite / unlink private files (a metadata
+ * block naming a data block), fsync (fs_journal_sync). Allocations aim
+ * at blocks freed lately by either node, so a block one node's journal
+ * holds an image of is soon the other node's data or metadata (a stale
+ * replay would overwrite live data).
+ * Frozen (must survive): a private file live when its node's fsync
+ * returned; the shared file's state when a hand-over or an fsync
+ * returned (the next holder built on it).
+ *
+ * A dry run counts the device writes W (about 700). Then at 150 crash
+ * points (60 without JCKPT; UCFS_CRASH_POINTS=N, 0 = all) spread over
+ * 1..W+1 the workload runs on a fresh copy and the device
+ * dies at that write: unflushed writes dropped, or each kept / dropped /
+ * garbled by seed, or the write torn (one in three each). Then, on what
+ * survived: fsck -n BEFORE any mount finds no journal error; recovery as
+ * the first mount after a whole-cluster crash does it (the slot map
+ * says both slots are mounted: every journal, in slot order, before
+ * anything else is read); the shared file is one
+ * of its states from the last frozen one on, with every entry's data intact;
+ * every frozen private file is intact; no block is used twice; fsck
+ * finds no journal error after a clean unmount. fsck's other complaints
+ * (these blocks belong to no inode) are not this test's business.
+ *
+ * The dry run starts with the token on slot 0; odd crash points start
+ * it on slot 1 (the same workload, the nodes' roles swapped), so that
+ * the slot-order replay also runs in the other order of the roles (a
+ * dlm mount replays the dead slots, then its own).
+ *
+ * Run on an image with JCKPT (records) and on one without (the header
+ * move with FUA: main's behaviour before JCKPT). UCFS_SEED / --seed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_fixture.h"
+#include "fusefs/core/fs_core_priv.h"
+#include "fusefs/core/fs_internal.h"
+#include "fusefs/fsck/fs_fsck.h"
+#include "harness.h"
+
+#define IMG_MB 16
+#define JOURNAL_MB 1
+#define RGRP_MB 4
+#define NOPS 560
+#define SH_MAX 64
+#define MAXF 320
+#define NFREED 8
+#define SHARED_INO 0x5ead0001ull
+
+/* --- the model ---------------------------------------------------------- */
+
+struct ent {
+	uint64_t blk; /* data block */
+	uint32_t ver;
+};
+
+struct shstate {
+	unsigned n;
+	struct ent e[SH_MAX];
+};
+
+struct pfile {
+	int node, live, frozen;
+	uint64_t m, d; /* metadata block (its own owner), data block */
+	uint32_t ver;  /* of m; d holds the version it was made with */
+	uint32_t dver;
+};
+
+struct run {
+	uint64_t rng;
+	struct bd_fault *f;
+	struct fs *fs[2];
+	int holder;
+	struct fs_sb sb;
+	uint64_t sh;		/* the shared file's block */
+	struct shstate *hist;	/* the shared file's states */
+	unsigned nhist, frozen; /* frozen: index in hist */
+	struct pfile pf[MAXF];
+	unsigned npf;
+	uint64_t freed[NFREED]; /* allocation goals */
+	uint32_t ver;
+	unsigned handovers, fsyncs;
+};
+
+static uint64_t rnd(struct run *r)
+{
+	uint64_t z = (r->rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void fill_data(void *buf, uint64_t blk, uint32_t ver)
+{
+	uint64_t *p = buf;
+
+	for (size_t i = 0; i < FS_BLOCK_SIZE / 8; i++)
+		p[i] = blk * 0x100000001b3ull + ver * 0x9e3779b1ull + i;
+}
+
+static int data_ok(struct bd_dev *bd, uint64_t blk, uint32_t ver)
+{
+	uint8_t *a = bd_buf_alloc(FS_BLOCK_SIZE),
+		*b = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ok = a != NULL && b != NULL &&
+		 bd_read(bd, a, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT) == 0;
+
+	if (ok) {
+		fill_data(b, blk, ver);
+		ok = memcmp(a, b, FS_BLOCK_SIZE) == 0;
+	}
+	free(a);
+	free(b);
+	return ok;
+}
+
+/* Write file data in place, as fs_data does (not journaled). */
+static int data_write(struct run *r, uint64_t blk, uint32_t ver)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = -ENOMEM;
+
+	if (d != NULL) {
+		fill_data(d, blk, ver);
+		ret = bd_write(r->fs[r->holder]->bd, d, FS_BLOCK_SIZE,
+			       blk << FS_BLOCK_SHIFT, 0);
+	}
+	free(d);
+	return ret;
+}
+
+static uint64_t goal(struct run *r)
+{
+	return rnd(r) % 4 ? r->freed[rnd(r) % NFREED] : 0;
+}
+
+static void freed(struct run *r, uint64_t blk)
+{
+	r->freed[rnd(r) % NFREED] = blk;
+}
+
+static int alloc1(struct run *r, struct fs_tx *tx, uint64_t *blk)
+{
+	uint32_t len;
+
+	return fs_alloc(tx, goal(r), 1, 1, blk, &len);
+}
+
+static struct shstate *cur(struct run *r)
+{
+	return &r->hist[r->nhist - 1];
+}
+
+static void sh_store(struct fs_xattr_blk *x, const struct shstate *s)
+{
+	x->owner = SHARED_INO;
+	x->count = s->n;
+	memcpy(x->data, s->e, s->n * sizeof(s->e[0]));
+}
+
+/* One change of the shared file: @how 0 append, 1 rewrite, 2 drop. */
+static int op_shared(struct run *r, int how)
+{
+	struct fs *fs = r->fs[r->holder];
+	struct shstate next = *cur(r);
+	uint64_t old = 0, nb = 0;
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	unsigned k = next.n ? (unsigned)(rnd(r) % next.n) : 0;
+	int ret;
+
+	if (next.n == 0 || (how == 0 && next.n == SH_MAX))
+		how = next.n == 0 ? 0 : 2;
+	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	if (how != 2)
+		ret = alloc1(r, tx, &nb);
+	if (ret == 0 && how != 2)
+		ret = data_write(r, nb, ++r->ver);
+	if (ret == 0 && how != 0) {
+		old = next.e[k].blk;
+		ret = fs_free(tx, old, 1);
+	}
+	if (ret == 0)
+		ret = fs_buf_read(fs, r->sh, FS_BT_XATTR, &b);
+	if (ret == 0) {
+		ret = fs_tx_write(tx, b);
+		if (how == 0)
+			next.e[next.n++] = (struct ent){nb, r->ver};
+		else if (how == 1)
+			next.e[k] = (struct ent){nb, r->ver};
+		else
+			next.e[k] = next.e[--next.n];
+		if (ret == 0)
+			sh_store(b->data, &next);
+		fs_buf_put(b);
+	}
+	fs_tx_end(tx);
+	if (ret == 0) {
+		r->hist[r->nhist++] = next;
+		if (old != 0)
+			freed(r, old);
+	}
+	return ret;
+}
+
+static int op_create(struct run *r)
+{
+	struct fs *fs = r->fs[r->holder];
+	struct pfile p = {.node = r->holder, .live = 1};
+	struct fs_xattr_blk *x;
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	int ret;
+
+	if (r->npf == MAXF)
+		return 0;
+	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	ret = alloc1(r, tx, &p.m);
+	if (ret == 0)
+		ret = alloc1(r, tx, &p.d);
+	p.dver = p.ver = ++r->ver;
+	if (ret == 0)
+		ret = data_write(r, p.d, p.dver);
+	if (ret == 0)
+		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
+	if (ret == 0) {
+		x = b->data;
+		x->owner = p.m;
+		x->count = p.ver;
+		memcpy(x->data, &p.d, sizeof(p.d));
+		fs_buf_put(b);
+	}
+	fs_tx_end(tx);
+	if (ret == 0)
+		r->pf[r->npf++] = p;
+	return ret;
+}
+
+/* A live, not frozen private file of the holder, or NULL. */
+static struct pfile *pick_mine(struct run *r)
+{
+	unsigned start = r->npf ? (unsigned)(rnd(r) % r->npf) : 0;
+
+	for (unsigned i = 0; i < r->npf; i++) {
+		struct pfile *p = &r->pf[(start + i) % r->npf];
+
+		if (p->live && !p->frozen && p->node == r->holder)
+			return p;
+	}
+	return NULL;
+}
+
+/* Rewrite (@unlink 0) or unlink a private file. */
+static int op_private(struct run *r, int unlink)
+{
+	struct fs *fs = r->fs[r->holder];
+	struct pfile *p = pick_mine(r);
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	int ret;
+
+	if (p == NULL)
+		return op_create(r);
+	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
+	if (ret < 0)
+		return ret;
+	if (unlink) {
+		ret = fs_free(tx, p->m, 1);
+		if (ret == 0)
+			ret = fs_free(tx, p->d, 1);
+	} else {
+		ret = fs_buf_read(fs, p->m, FS_BT_XATTR, &b);
+		if (ret == 0) {
+			ret = fs_tx_write(tx, b);
+			if (ret == 0)
+				((struct fs_xattr_blk *)b->data)->count =
+				    ++r->ver;
+			fs_buf_put(b);
+		}
+	}
+	fs_tx_end(tx);
+	if (ret == 0 && unlink) {
+		p->live = 0;
+		freed(r, p->m);
+		freed(r, p->d);
+	} else if (ret == 0) {
+		p->ver = r->ver;
+	}
+	return ret;
+}
+
+static int op_fsync(struct run *r)
+{
+	int ret = fs_journal_sync(r->fs[r->holder]);
+
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < r->npf; i++)
+		if (r->pf[i].live && r->pf[i].node == r->holder)
+			r->pf[i].frozen = 1;
+	r->frozen = r->nhist - 1;
+	r->fsyncs++;
+	return 0;
+}
+
+/* The giver's glock sync, then the taker's inval, of every lock. */
+static int handover(struct run *r)
+{
+	struct fs *g = r->fs[r->holder], *t = r->fs[!r->holder];
+	struct fs_owner sh = {FS_OWNER_INODE, SHARED_INO};
+	int ret = fs_journal_sync_owner(g, sh);
+
+	for (uint32_t i = 0; i < r->sb.rgrp_count && ret == 0; i++)
+		ret = fs_journal_sync_owner(
+		    g, (struct fs_owner){FS_OWNER_RGRP, i});
+	if (ret < 0)
+		return ret;
+	r->frozen = r->nhist - 1;
+	fs_cache_drop_owner(t, sh, NULL);
+	for (uint32_t i = 0; i < r->sb.rgrp_count && ret == 0; i++)
+		ret = fs_alloc_rgrp_inval(t, i);
+	r->holder = !r->holder;
+	r->handovers++;
+	return ret;
+}
+
+static int workload(struct run *r)
+{
+	int ret = 0;
+
+	for (unsigned op = 0; op < NOPS && ret == 0; op++) {
+		unsigned c = (unsigned)(rnd(r) % 100);
+
+		if (c < 14)
+			ret = handover(r);
+		else if (c < 34)
+			ret = op_shared(r, 0);
+		else if (c < 44)
+			ret = op_shared(r, 1);
+		else if (c < 52)
+			ret = op_shared(r, 2);
+		else if (c < 68)
+			ret = op_create(r);
+		else if (c < 78)
+			ret = op_private(r, 0);
+		else if (c < 92)
+			ret = op_private(r, 1);
+		else
+			ret = op_fsync(r);
+	}
+	return ret;
+}
+
+/* --- setup and checks --------------------------------------------------- */
+
+static int mount_slot(struct bd_dev *bd, int slot, struct fs **out)
+{
+	struct fs_core_opts o;
+	char why[200] = "";
+	int ret;
+
+	fs_core_opts_init(&o);
+	o.slot = slot;
+	o.commit_s = 3600;
+	o.cache_mb = 8;
+	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
+	if (ret < 0)
+		fprintf(stderr, "  mount: %d %s\n", ret, why);
+	return ret;
+}
+
+static struct bd_dev *dev_copy(struct bd_dev *src)
+{
+	uint8_t *buf = bd_buf_alloc(1 << 20);
+	struct bd_dev *d = NULL;
+
+	if (buf != NULL && bd_ram_open(bd_size(src), &d) == 0)
+		for (uint64_t off = 0; off < bd_size(src); off += 1 << 20)
+			if (bd_read(src, buf, 1 << 20, off) < 0 ||
+			    bd_write(d, buf, 1 << 20, off, 0) < 0) {
+				bd_close(d);
+				d = NULL;
+				break;
+			}
+	free(buf);
+	return d;
+}
+
+/* The template: 2 slots, SH allocated and home; @jckpt 0 clears the
+ * feature (an image made before checkpoint records). */
+static struct bd_dev *make_template(int jckpt, uint64_t *sh)
+{
+	struct bd_dev *bd = cf_ram_fs_slots(IMG_MB, JOURNAL_MB, RGRP_MB, 2);
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct shstate empty = {0};
+	struct fs_tx *tx;
+	struct fs_buf *b;
+	struct fs *fs;
+	uint32_t len;
+	int ret = -ENOMEM;
+
+	for (uint64_t i = 0; bd != NULL && sb != NULL && !jckpt && i < 2; i++) {
+		if (bd_read(bd, sb, FS_BLOCK_SIZE, i * FS_BLOCK_SIZE) < 0)
+			break;
+		sb->feature_incompat &= ~FS_FEATURE_INCOMPAT_JCKPT;
+		fs_blk_update_crc(sb);
+		bd_write(bd, sb, FS_BLOCK_SIZE, i * FS_BLOCK_SIZE, 0);
+	}
+	free(sb);
+	if (bd == NULL || mount_slot(bd, 0, &fs) < 0)
+		goto out_close;
+	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
+	if (ret == 0) {
+		ret = fs_alloc(tx, 0, 1, 1, sh, &len);
+		if (ret == 0)
+			ret = fs_buf_new(tx, *sh, FS_BT_XATTR, &b);
+		if (ret == 0) {
+			sh_store(b->data, &empty);
+			fs_buf_put(b);
+		}
+		fs_tx_end(tx);
+	}
+	if (fs_core_unmount(fs) < 0 || ret < 0)
+		goto out_close;
+	return bd;
+out_close:
+	if (bd != NULL)
+		bd_close(bd);
+	return NULL;
+}
+
+static int read_sb(struct bd_dev *bd, struct fs_sb *out)
+{
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = sb ? bd_read(bd, sb, FS_BLOCK_SIZE, 0) : -ENOMEM;
+
+	if (ret == 0)
+		*out = *sb;
+	free(sb);
+	return ret;
+}
+
+/* Set the slot map's states (a crash leaves both slots mounted, as a
+ * dlm cluster would; the workload's nolock mounts marked them free). */
+static int slot_states(struct bd_dev *bd, int s0, int s1)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = -ENOMEM;
+
+	if (sm != NULL &&
+	    (ret = bd_read(bd, sm, FS_BLOCK_SIZE,
+			   FS_SLOTMAP_BLK << FS_BLOCK_SHIFT)) == 0) {
+		sm->slots[0].state = s0;
+		sm->slots[1].state = s1;
+		fs_blk_update_crc(sm);
+		ret = bd_write(bd, sm, FS_BLOCK_SIZE,
+			       FS_SLOTMAP_BLK << FS_BLOCK_SHIFT, 0);
+	}
+	free(sm);
+	return ret;
+}
+
+/* Mount B (slot 1), then A (slot 0) on @bd, slot 1 shown free to A:
+ * a nolock mount replays every other slot in use, and a replay of B's
+ * live journal would move its header under B's feet. 0 or -errno. */
+static int mount_pair(struct run *r, struct bd_dev *bd)
+{
+	if (mount_slot(bd, 1, &r->fs[1]) < 0)
+		return -EIO;
+	if (slot_states(bd, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
+	    mount_slot(bd, 0, &r->fs[0]) < 0) {
+		fs_core_unmount(r->fs[1]);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* fsck -n finds no journal error on @bd. */
+static int fsck_journal_ok(struct bd_dev *bd, const char *when)
+{
+	struct fs_fsck_opts o = {.max_report = 1000};
+	struct fs_fsck_result res;
+	char *out = NULL;
+	size_t len;
+	int ok;
+
+	o.out = open_memstream(&out, &len);
+	if (o.out == NULL)
+		return 0;
+	ok = fs_fsck_run(bd, &o, &res) >= 0;
+	fclose(o.out);
+	ok = ok && out != NULL && strstr(out, "ERROR: journal") == NULL;
+	if (!ok)
+		fprintf(stderr, "  fsck %s:\n%s", when, out ? out : "(none)\n");
+	free(out);
+	return ok;
+}
+
+static int mark(uint8_t *used, uint64_t nblk, uint64_t b, const char *what)
+{
+	if (b >= nblk || used[b]) {
+		fprintf(stderr,
+			"  block %llu (%s) used twice or out of range\n",
+			(unsigned long long)b, what);
+		return 0;
+	}
+	used[b] = 1;
+	return 1;
+}
+
+/* The shared file is a state at or after the frozen one, its data
+ * intact. */
+static int check_shared(struct run *r, struct fs *fs, struct bd_dev *bd,
+			uint8_t *used, uint64_t nblk)
+{
+	struct shstate got = {0};
+	struct fs_buf *b;
+	int ok = 0;
+
+	if (fs_buf_read(fs, r->sh, FS_BT_XATTR, &b) < 0) {
+		fprintf(stderr, "  shared block unreadable\n");
+		return 0;
+	}
+	got.n = ((struct fs_xattr_blk *)b->data)->count;
+	if (got.n <= SH_MAX)
+		memcpy(got.e, ((struct fs_xattr_blk *)b->data)->data,
+		       got.n * sizeof(got.e[0]));
+	fs_buf_put(b);
+	for (unsigned i = r->frozen; i < r->nhist && !ok; i++)
+		ok = got.n == r->hist[i].n &&
+		     memcmp(got.e, r->hist[i].e, got.n * sizeof(got.e[0])) == 0;
+	if (!ok) {
+		fprintf(stderr,
+			"  shared file: %u entries, no state from "
+			"the frozen one (%u of %u)\n",
+			got.n, r->frozen, r->nhist);
+		return 0;
+	}
+	for (unsigned i = 0; i < got.n && ok; i++) {
+		ok = mark(used, nblk, got.e[i].blk, "shared data") &&
+		     data_ok(bd, got.e[i].blk, got.e[i].ver);
+		if (!ok)
+			fprintf(stderr,
+				"  shared entry %u: block %llu lost "
+				"version %u\n",
+				i, (unsigned long long)got.e[i].blk,
+				got.e[i].ver);
+	}
+	return ok;
+}
+
+static int check_private(struct run *r, struct fs *fs, struct bd_dev *bd,
+			 uint8_t *used, uint64_t nblk)
+{
+	for (unsigned i = 0; i < r->npf; i++) {
+		struct pfile *p = &r->pf[i];
+		struct fs_xattr_blk *x;
+		struct fs_buf *b;
+		uint64_t d = 0;
+		int ok;
+
+		if (!p->frozen || !p->live)
+			continue;
+		ok = fs_buf_read(fs, p->m, FS_BT_XATTR, &b) == 0;
+		if (ok) {
+			x = b->data;
+			memcpy(&d, x->data, sizeof(d));
+			ok =
+			    x->owner == p->m && x->count == p->ver && d == p->d;
+			fs_buf_put(b);
+		}
+		ok = ok && mark(used, nblk, p->m, "file") &&
+		     mark(used, nblk, p->d, "file data") &&
+		     data_ok(bd, p->d, p->dver);
+		if (!ok) {
+			fprintf(stderr,
+				"  frozen file of node %d (blocks "
+				"%llu, %llu, version %u) lost\n",
+				p->node, (unsigned long long)p->m,
+				(unsigned long long)p->d, p->ver);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Recover @img (the crashed device's content) as the first mount after
+ * a whole-cluster crash does (every journal the slot map says is in use,
+ * in slot order) and check it. */
+static int recover_check(struct run *r, struct bd_dev *img)
+{
+	uint64_t nblk = bd_size(img) >> FS_BLOCK_SHIFT;
+	uint8_t *used = calloc(nblk, 1);
+	struct fs *fs = NULL;
+	int ok = used != NULL;
+
+	ok = ok && slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
+	ok = ok && fsck_journal_ok(img, "before mount");
+	ok = ok && mount_slot(img, 0, &fs) == 0;
+	if (ok) {
+		used[r->sh] = 1;
+		ok = check_shared(r, fs, img, used, nblk) &&
+		     check_private(r, fs, img, used, nblk);
+	}
+	if (fs != NULL && fs_core_unmount(fs) < 0)
+		ok = 0;
+	ok = ok && fsck_journal_ok(img, "after unmount");
+	free(used);
+	return ok;
+}
+
+/* The hand-overs marked their checkpoints with records (JCKPT) or
+ * header moves only (without). */
+static int marks_ok(struct run *r, int jckpt)
+{
+	struct fs_core_stats st[2];
+
+	fs_core_stats_get(r->fs[0], &st[0]);
+	fs_core_stats_get(r->fs[1], &st[1]);
+	printf("  checkpoint records %llu + %llu, header moves %llu + %llu, "
+	       "log blocks %llu + %llu (a log holds %llu)\n",
+	       (unsigned long long)st[0].ckpt_records,
+	       (unsigned long long)st[1].ckpt_records,
+	       (unsigned long long)st[0].ckpt_headers,
+	       (unsigned long long)st[1].ckpt_headers,
+	       (unsigned long long)(st[0].commit_blocks + st[0].ckpt_records),
+	       (unsigned long long)(st[1].commit_blocks + st[1].ckpt_records),
+	       (unsigned long long)(r->sb.journal_blocks - 1));
+	if (jckpt)
+		return st[0].ckpt_records > 0 && st[1].ckpt_records > 0;
+	return st[0].ckpt_records + st[1].ckpt_records == 0;
+}
+
+/* One run from the template; @point 0: the dry run (returns W). */
+static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh, int jckpt,
+		   uint64_t point, int how, uint64_t *writes)
+{
+	struct bd_dev *lower = dev_copy(tmpl), *bd, *after;
+	struct run *r = calloc(1, sizeof(*r));
+	int ok = 0;
+
+	if (r == NULL || lower == NULL || bd_fault_open(lower, &bd, &r->f) < 0)
+		return 0;
+	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
+	r->rng = seed;
+	r->sh = sh;
+	r->holder = (int)(point & 1); /* see the file's comment */
+	r->nhist = 1;
+	if (r->hist == NULL || read_sb(bd, &r->sb) < 0 || mount_pair(r, bd) < 0)
+		goto out_free;
+	if (point == 0) {
+		uint64_t w0 = bd_fault_writes(r->f);
+
+		ok = workload(r) == 0;
+		*writes = bd_fault_writes(r->f) - w0;
+		ok = ok && marks_ok(r, jckpt);
+		printf("  dry run: %llu writes, %u hand-overs, %u fsyncs\n",
+		       (unsigned long long)*writes, r->handovers, r->fsyncs);
+	} else {
+		if (how == 0)
+			bd_fault_crash_nth(r->f, point);
+		else if (how == 1)
+			bd_fault_crash_nth_garble(r->f, point, seed ^ point);
+		else
+			bd_fault_tear_nth(r->f, point,
+					  (size_t)((seed ^ point) % 8) * 512);
+		workload(r);
+		bd_fault_crash(r->f, how == 1 ? seed ^ point : 0);
+	}
+	fs_core_abandon(r->fs[1]);
+	fs_core_abandon(r->fs[0]);
+	after = point ? dev_copy(lower) : NULL;
+	if (after != NULL) {
+		ok = recover_check(r, after);
+		if (!ok)
+			fprintf(stderr,
+				"  FAILED at crash point %llu (%s) of "
+				"seed %llu\n",
+				(unsigned long long)point,
+				how == 0   ? "cut"
+				: how == 1 ? "garbled"
+					   : "torn",
+				(unsigned long long)seed);
+		bd_close(after);
+	}
+out_free:
+	bd_close(bd);
+	free(r->hist);
+	free(r);
+	return ok;
+}
+
+/* Crash points: @npoints spread over the W + 1 write indices, or every
+ * one (UCFS_CRASH_POINTS=N overrides, 0: every write). */
+static void crash_handover(int jckpt, uint64_t npoints)
+{
+	uint64_t seed = t_seed(), sh = 0, w = 0;
+	struct bd_dev *tmpl = make_template(jckpt, &sh);
+	const char *env = getenv("UCFS_CRASH_POINTS");
+	unsigned bad = 0, n = 0;
+
+	REQUIRE(tmpl != NULL);
+	REQUIRE(one_run(tmpl, seed, sh, jckpt, 0, 0, &w));
+	REQUIRE(w > 0);
+	if (env != NULL)
+		npoints = strtoull(env, NULL, 0);
+	if (npoints == 0 || npoints > w + 1)
+		npoints = w + 1;
+	for (uint64_t i = 0; i < npoints && bad < 3; i++) {
+		uint64_t point = npoints > 1 ? 1 + i * w / (npoints - 1) : 1;
+
+		bad +=
+		    !one_run(tmpl, seed, sh, jckpt, point, (int)(i % 3), NULL);
+		n++;
+	}
+	printf("  %u crash points of %llu writes, %u failed\n", n,
+	       (unsigned long long)w, bad);
+	CHECK_EQ(bad, 0);
+	bd_close(tmpl);
+}
+
+static void test_crash_handover_jckpt(void)
+{
+	crash_handover(1, 150);
+}
+
+static void test_crash_handover_no_jckpt(void)
+{
+	crash_handover(0, 60);
+}
+
+int main(int argc, char **argv)
+{
+	t_init(argc, argv);
+	T_RUN(test_crash_handover_jckpt);
+	T_RUN(test_crash_handover_no_jckpt);
+	return t_done();
+}
