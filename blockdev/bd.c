@@ -361,6 +361,11 @@ const char *bd_name(const struct bd_dev *dev)
 	return dev->name;
 }
 
+int bd_flush_covers_all(const struct bd_dev *dev)
+{
+	return !dev->flush_local;
+}
+
 int bd_readonly(const struct bd_dev *dev)
 {
 	return (dev->flags & BD_RDONLY) != 0;

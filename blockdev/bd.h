@@ -211,6 +211,12 @@ int bd_fenced(const struct bd_dev *dev);
 
 /* Make every completed write durable (fdatasync). 0 or -errno. */
 int bd_flush(struct bd_dev *dev);
+/* 1 if a flush through this device also makes the writes other clients
+ * of the same storage completed before it durable: one file's page cache,
+ * one disk's write cache, an NBD server that advertises multi-conn; 0 for
+ * an NBD export without multi-conn, whose flush may cover only this
+ * connection's writes. The journal's checkpoint records rely on it. */
+int bd_flush_covers_all(const struct bd_dev *dev);
 
 /* Snapshot of the counters (consistent per field, not across fields). */
 void bd_stats_get(struct bd_dev *dev, struct bd_stats *out);

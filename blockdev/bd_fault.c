@@ -416,6 +416,7 @@ int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
 			  lower->flags & BD_RDONLY);
 	if (ret != 0)
 		goto out_free;
+	f->dev.flush_local = lower->flush_local;
 	ret = -pthread_mutex_init(&f->lock, NULL);
 	if (ret != 0)
 		goto out_fini;

@@ -85,6 +85,8 @@ struct bd_dev {
 	bd_gate_fn gate;	  /* atomic (__atomic): bd_set_gate */
 	void *gate_arg;		  /* atomic: set before gate */
 	int fenced;		  /* atomic: bd_fence, never cleared */
+	int flush_local;	  /* immutable after open: a flush may not
+				   * cover other clients' writes */
 };
 
 /* Fill the common header; @name is copied. 0 or -ENOMEM. */

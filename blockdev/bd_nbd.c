@@ -58,8 +58,11 @@
  * nbd-server maxconnections = 1). DLM mounts share the export on purpose
  * and do not use BD_EXCL; they need a server whose connections see each
  * other's completed writes (NBD multi-conn consistency; nbdkit's file
- * plugin and nbd-server on a file give it). BD_BUFFERED means nothing here
- * and is accepted.
+ * plugin and nbd-server on a file give it). A flush that makes the other
+ * connections' completed writes durable too is what the server's
+ * multi-conn flag promises: without it, bd_flush_covers_all() is 0 and
+ * the journal writes no checkpoint records. BD_BUFFERED means nothing
+ * here and is accepted.
  *
  * Locking: d->lock protects the in-flight command list, dead, stop,
  * outstanding and every batch's remaining/finished/post_flush fields and
@@ -139,6 +142,7 @@ struct bd_nbd {
 	size_t chunk;             /* immutable: largest request */
 	int can_fua;              /* immutable */
 	int can_flush;            /* immutable */
+	int multi_conn;           /* immutable: NBD_FLAG_CAN_MULTI_CONN */
 	pthread_t thread;         /* the poll thread */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -809,6 +813,7 @@ static int conn_probe(struct bd_nbd *d, unsigned flags, uint64_t *size)
 		return -EROFS;
 	d->can_flush = nbd_can_flush(d->h) == 1;
 	d->can_fua = nbd_can_fua(d->h) == 1;
+	d->multi_conn = nbd_can_multi_conn(d->h) == 1;
 	min = nbd_get_block_size(d->h, LIBNBD_SIZE_MINIMUM);
 	max = nbd_get_block_size(d->h, LIBNBD_SIZE_MAXIMUM);
 	if (min > 0 && BD_ALIGN % (uint64_t)min != 0)
@@ -891,6 +896,7 @@ int bd_nbd_open(const char *uri, unsigned flags, struct bd_dev **out)
 	ret = bd_dev_init(&d->dev, &bdn_ops, uri, size, flags);
 	if (ret != 0)
 		goto out_close;
+	d->dev.flush_local = !d->multi_conn;
 	ret = thread_init(d);
 	if (ret != 0)
 		goto out_fini;

@@ -1505,7 +1505,10 @@ int fs_journal_init(struct fs *fs)
 	j->run_seq = h->tail_seq;
 	j->committed_seq = h->tail_seq - 1;
 	j->ckpt_seq = j->committed_seq; /* replayed at mount */
-	j->jckpt = (fs->sb.feature_incompat & FS_FEATURE_INCOMPAT_JCKPT) != 0;
+	/* a record's durability rests on the next holder's flush (FORMAT.md
+	 * "Journal"): only where that flush covers our writes too */
+	j->jckpt = (fs->sb.feature_incompat & FS_FEATURE_INCOMPAT_JCKPT) != 0 &&
+		   bd_flush_covers_all(fs->bd);
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
 	if (lim > fs_cache_capacity(fs) / 4)

@@ -492,6 +492,39 @@ static void test_nbd_fua(void)
 	free(buf);
 }
 
+/* Whether a flush covers other clients' writes (the journal's checkpoint
+ * records rely on it: bd_flush_covers_all) follows the server's multi-conn
+ * flag: nbdkit's multi-conn filter advertises it (emulate: a flush on one
+ * connection flushes them all) or withholds it (disable). */
+static void test_nbd_flush_covers_all(void)
+{
+	static const char *const multi[] = {
+		"--filter=multi-conn", "memory", "size=16M",
+		"multi-conn-mode=emulate", NULL
+	};
+	static const char *const single[] = {
+		"--filter=multi-conn", "memory", "size=16M",
+		"multi-conn-mode=disable", NULL
+	};
+	struct bd_dev *dev, *fault;
+	struct bd_fault *f;
+	struct srv s;
+
+	for (int mode = 0; mode < 2; mode++) {
+		REQUIRE(srv_start(&s, "", mode == 0 ? multi : single) == 0);
+		REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
+		CHECK_EQ(bd_flush_covers_all(dev), mode == 0);
+		/* a fault wrapper models the device under it */
+		REQUIRE(bd_fault_open(dev, &fault, &f) == 0);
+		CHECK_EQ(bd_flush_covers_all(fault), mode == 0);
+		bd_close(fault);
+		srv_stop(&s);
+	}
+	REQUIRE(bd_ram_open(1 << 20, &dev) == 0);
+	CHECK_EQ(bd_flush_covers_all(dev), 1);
+	bd_close(dev);
+}
+
 /* A server that cannot flush (nor FUA) gets neither: BD_IO_FUA writes
  * are plain writes, bd_flush sends nothing and returns 0. Errors the
  * server reports come back as they are: the "full" plugin fails every
@@ -981,6 +1014,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_refused);
 	T_RUN(test_nbd_split);
 	T_RUN(test_nbd_fua);
+	T_RUN(test_nbd_flush_covers_all);
 	T_RUN(test_nbd_no_flush_and_errors);
 	T_RUN(test_nbd_rdonly);
 	T_RUN(test_nbd_open_errors);
