@@ -67,6 +67,7 @@
 
 #include "fusefs/cluster/fs_glock_internal.h"
 #include "fusefs/stats/fs_stats.h"
+#include "lockmgr/cv_wait.h"
 
 /* Longest sleep of a wait that must notice a fence (a fence broadcasts,
  * so this only bounds a missed wake-up). */
@@ -85,15 +86,7 @@ uint64_t fs_glock_now(void)
 /* Wait on gl->cv until @deadline (CLOCK_MONOTONIC ns; 0: no limit). */
 static void gl_wait(struct fs_glock *gl, uint64_t deadline)
 {
-	struct timespec ts;
-
-	if (deadline == 0) {
-		pthread_cond_wait(&gl->cv, &gl->mu);
-		return;
-	}
-	ts.tv_sec = (time_t)(deadline / 1000000000ull);
-	ts.tv_nsec = (long)(deadline % 1000000000ull);
-	pthread_cond_timedwait(&gl->cv, &gl->mu, &ts);
+	cvw_wait_until(&gl->cv, &gl->mu, deadline == 0 ? CVW_NEVER : deadline);
 }
 
 static void kick(struct fs_glock *gl)

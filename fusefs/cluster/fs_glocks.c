@@ -59,6 +59,7 @@
 #include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_glock_internal.h"
 #include "fusefs/stats/fs_stats.h"
+#include "lockmgr/cv_wait.h"
 
 /* fs_glocks_stop waits this long for a DLM call in progress, then fences
  * (so that unmount never hangs on a lockspace that stopped answering). */
@@ -87,15 +88,7 @@ static const struct fs_glock_ops no_ops;
 /* Wait on @cv (CLOCK_MONOTONIC) under e->mu until @deadline (0: none). */
 static void e_wait(struct fs_glocks *e, pthread_cond_t *cv, uint64_t deadline)
 {
-	struct timespec ts;
-
-	if (deadline == 0) {
-		pthread_cond_wait(cv, &e->mu);
-		return;
-	}
-	ts.tv_sec = (time_t)(deadline / 1000000000ull);
-	ts.tv_nsec = (long)(deadline % 1000000000ull);
-	pthread_cond_timedwait(cv, &e->mu, &ts);
+	cvw_wait_until(cv, &e->mu, deadline == 0 ? CVW_NEVER : deadline);
 }
 
 /* ---- table ------------------------------------------------------------ */
@@ -164,7 +157,6 @@ static void maybe_grow(struct fs_glocks *e)
 static struct fs_glock *gl_alloc(struct fs_glocks *e)
 {
 	struct fs_glock *gl = e->free;
-	pthread_condattr_t ca;
 
 	if (gl != NULL) {
 		e->free = gl->hnext;
@@ -176,10 +168,7 @@ static struct fs_glock *gl_alloc(struct fs_glocks *e)
 	e->nalloc++;
 	gl->e = e;
 	pthread_mutex_init(&gl->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&gl->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&gl->cv, NULL); /* gl_wait: cv_wait.h's clock */
 	return gl;
 }
 
@@ -733,7 +722,6 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 		  struct fs_glocks **out)
 {
 	struct fs_glocks *e = calloc(1, sizeof(*e));
-	pthread_condattr_t ca;
 	int ret;
 
 	if (e == NULL)
@@ -749,11 +737,8 @@ int fs_glocks_new(struct lk_ls *ls, const struct fs_glocks_conf *c,
 	while (e->nbucket < e->conf.max)
 		e->nbucket *= 2;
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->wcv, &ca);
-	pthread_cond_init(&e->idle_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&e->wcv, NULL); /* e_wait: cv_wait.h's clock */
+	pthread_cond_init(&e->idle_cv, NULL);
 	lk_list_init(&e->lru);
 	lk_list_init(&e->plru);
 	e->prune_off = 1; /* until fs_glocks_set_pruned */

@@ -43,6 +43,7 @@
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/namespace/fs_ns.h"
 #include "lockmgr/lk.h"
+#include "lockmgr/cv_wait.h"
 
 #define IOPEN_STOP_WAIT_S 10 /* unmount: cancelled requests' answers */
 #define IOPEN_MEMBERS_MS 500 /* the worker looks for a node that left */
@@ -227,15 +228,7 @@ static const struct lk_lock_ops try_ops = {.completion = try_done};
 
 static void cb_wait(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 50 * 1000 * 1000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_cond_timedwait(&cb_cv, &cb_mu, &ts);
+	cvw_wait_ms(&cb_cv, &cb_mu, 50);
 }
 
 /* Until @lk (a hold: a new PR request, or a conversion) is granted with
@@ -799,10 +792,7 @@ static uint64_t leftovers(struct fs *fs)
 
 static uint64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return cvw_now_ms();
 }
 
 /*
@@ -831,13 +821,7 @@ static uint64_t left_nodes(struct fs_iopen *io)
 /* Sleep on io->cv for at most IOPEN_MEMBERS_MS (io->mu held). */
 static void wait_work(struct fs_iopen *io)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += IOPEN_MEMBERS_MS * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(&io->cv, &io->mu, &ts);
+	cvw_wait_ms(&io->cv, &io->mu, IOPEN_MEMBERS_MS);
 }
 
 static void *worker(void *arg)
@@ -932,17 +916,15 @@ int fs_iopen_start(struct fs *fs)
  * callback may still come. io->mu held. */
 static int drain(struct fs_iopen *io)
 {
-	struct timespec end;
+	uint64_t end = cvw_deadline_ms(IOPEN_STOP_WAIT_S * 1000ull);
 	struct fs_iopen_wait *w, *next;
 	int ret = 0;
 
 	for (w = io->pending; w != NULL; w = w->next)
 		lk_cancel(w->lk);
-	clock_gettime(CLOCK_REALTIME, &end);
-	end.tv_sec += IOPEN_STOP_WAIT_S;
 	while (io->pending != NULL && ret == 0 &&
 	       !fs_cluster_fenced(io->fs->cl))
-		ret = -pthread_cond_timedwait(&io->cv, &io->mu, &end);
+		ret = cvw_wait_until(&io->cv, &io->mu, end);
 	w = io->ready;
 	io->ready = NULL;
 	pthread_mutex_unlock(&io->mu);

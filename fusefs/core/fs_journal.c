@@ -77,6 +77,7 @@
 
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_jscan.h"
+#include "lockmgr/cv_wait.h"
 
 /* the commit thread is asked to commit once the running transaction
  * holds this share (percent) of its limit */
@@ -1434,14 +1435,10 @@ static void *commit_thread(void *arg)
 
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop) {
-		struct timespec ts;
 		int timer, kicked, early, ckpt;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
 		if (!j->kicked && !j->early && !j->want_ckpt)
-			pthread_cond_timedwait(&j->thread_cond, &j->lock,
-					       &ts);
+			cvw_wait_ms(&j->thread_cond, &j->lock, 1000);
 		if (j->stop)
 			break;
 		timer = now_ns() >= deadline;

@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "fusefs/stats/fs_stats.h"
+#include "lockmgr/cv_wait.h"
 
 /* notification codes newer than Debian 12's <linux/fuse.h> (7.38) */
 #define IV_NOTIFY_INC_EPOCH 8 /* 7.44 */
@@ -830,8 +831,7 @@ static void op_names(void *arg)
 static int wait_made(struct fs_inval *iv, int q, uint64_t target,
 		     int (*busy)(void *), void *busy_arg)
 {
-	uint64_t end = now_ns() + IV_NAMES_WAIT_NS, t;
-	struct timespec ts;
+	uint64_t end = now_ns() + IV_NAMES_WAIT_NS;
 	int made;
 
 	pthread_mutex_lock(&iv->mu);
@@ -842,12 +842,8 @@ static int wait_made(struct fs_inval *iv, int q, uint64_t target,
 		pthread_mutex_lock(&iv->mu);
 		if (iv->q[q].done >= target)
 			break;
-		/* iv->cv waits on CLOCK_REALTIME */
-		clock_gettime(CLOCK_REALTIME, &ts);
-		t = (uint64_t)ts.tv_nsec + IV_NAMES_POLL_NS;
-		ts.tv_sec += (time_t)(t / 1000000000u);
-		ts.tv_nsec = (long)(t % 1000000000u);
-		pthread_cond_timedwait(&iv->cv, &iv->mu, &ts);
+		cvw_wait_until(&iv->cv, &iv->mu,
+			       cvw_now_ns() + IV_NAMES_POLL_NS);
 	}
 	made = iv->q[q].done >= target;
 	pthread_mutex_unlock(&iv->mu);

@@ -41,6 +41,7 @@
 #include "fusefs/namespace/fs_ns.h"
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/cluster/fs_glock.h"
+#include "lockmgr/cv_wait.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -68,10 +69,7 @@ struct fs_iprune {
 
 static uint64_t ip_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return cvw_now_ns();
 }
 
 static size_t ip_hi(const struct fs_ns *ns)
@@ -195,15 +193,7 @@ static void ip_round(struct fs_ns *ns, struct fs_iprune *ip)
 /* tbl_lock held: wait for want, or until @until (CLOCK_MONOTONIC ns) */
 static void ip_wait(struct fs_ns *ns, struct fs_iprune *ip, uint64_t until)
 {
-	struct timespec ts;
-
-	if (until == 0) {
-		pthread_cond_wait(&ip->cv, &ns->tbl_lock);
-		return;
-	}
-	ts.tv_sec = (time_t)(until / 1000000000u);
-	ts.tv_nsec = (long)(until % 1000000000u);
-	pthread_cond_timedwait(&ip->cv, &ns->tbl_lock, &ts);
+	cvw_wait_until(&ip->cv, &ns->tbl_lock, until == 0 ? CVW_NEVER : until);
 }
 
 static void *ip_thread(void *arg)
@@ -233,7 +223,6 @@ static void *ip_thread(void *arg)
 int fs_iprune_start(struct fs *fs)
 {
 	struct fs_iprune *ip = calloc(1, sizeof(*ip));
-	pthread_condattr_t ca;
 	int ret;
 
 	if (ip == NULL)
@@ -245,10 +234,7 @@ int fs_iprune_start(struct fs *fs)
 	if (ip->e != NULL && fs_glocks_max(ip->e) != 0 &&
 	    fs_glocks_max(ip->e) / 2 < fs->ns->bound)
 		fs->ns->bound = fs_glocks_max(ip->e) / 2; /* two locks each */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ip->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&ip->cv, NULL); /* cv_wait.h names the clock */
 	ret = pthread_create(&ip->thread, NULL, ip_thread, ip);
 	if (ret != 0) {
 		pthread_cond_destroy(&ip->cv);
