@@ -149,6 +149,36 @@ clu_refused() {
 	fi
 }
 
+# A descriptor held across a fence: open FILE (MODE ro or rw) and read it
+# (its pages and attributes are now in this node's kernel), create
+# OPENED, wait for GO to exist, then try fstat, pread and (rw) pwrite
+# through it and write what each gave to RESULT, space separated ("got
+# VALUE" or "errno N"). Runs in the background: $FD_PROBE is its PID.
+# Usage: clu_fd_probe MODE FILE OPENED GO RESULT
+clu_fd_probe() {
+	python3 -c "
+import os, sys, time
+rw = sys.argv[1] == 'rw'
+fd = os.open(sys.argv[2], os.O_RDWR if rw else os.O_RDONLY)
+os.pread(fd, 4096, 0)
+open(sys.argv[3], 'w').close()
+while not os.path.exists(sys.argv[4]):
+    time.sleep(0.1)
+tries = [lambda: os.fstat(fd).st_size, lambda: os.pread(fd, 4096, 0)]
+if rw:
+    tries.append(lambda: os.pwrite(fd, b'late', 0))
+r = []
+for f in tries:
+    try:
+        r.append('got %r' % (f(),))
+    except OSError as e:
+        r.append('errno %d' % e.errno)
+open(sys.argv[5], 'w').write(' '.join(r))
+" "$@" &
+	FD_PROBE=$!
+	on_exit "kill $FD_PROBE 2>/dev/null"
+}
+
 clu_tree() {
 	mkdir -p "$1" || return 1
 	_d=0

@@ -81,24 +81,7 @@ check clu_fence_flock_waits test ! -f "$T/waiter.rc"
 # a descriptor node 2 opened (read-write) before it is stopped, its
 # pages and attributes in node 2's kernel: once fenced, fstat, pread and
 # write through it must fail with EIO, not answer from those caches
-python3 -c "
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-os.pread(fd, 4096, 0)
-open(sys.argv[2], 'w').close()
-while not os.path.exists(sys.argv[3]):
-    time.sleep(0.1)
-r = []
-for f in (lambda: os.fstat(fd).st_size, lambda: len(os.pread(fd, 4096, 0)),
-          lambda: os.pwrite(fd, b'late', 0)):
-    try:
-        r.append('got %r' % (f(),))
-    except OSError as e:
-        r.append('errno %d' % e.errno)
-open(sys.argv[4], 'w').write(' '.join(r))
-" "$M2/frozen" "$T/fd_open" "$T/fd_go" "$T/fd_result" &
-FDP=$!
-on_exit "kill $FDP 2>/dev/null"
+clu_fd_probe rw "$M2/frozen" "$T/fd_open" "$T/fd_go" "$T/fd_result"
 check clu_fence_fd_opened wait_for 30 test -f "$T/fd_open"
 pid2=$(cat "$(fs_daemon_log "$M2" | sed 's|/log$|/pid|')")
 kill -STOP "$pid2"

@@ -107,23 +107,7 @@ check clu_ro_b_sees_new_rw sh -c "ls '$MB' >/dev/null"
 echo more >"$MA/t"
 sync "$MA/t"
 check clu_ro_b_cached eq "$(cat "$MB/s") $(stat -c %s "$MB/s")" "synced 7"
-python3 -c "
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDONLY)
-os.pread(fd, 64, 0)
-open(sys.argv[2], 'w').close()
-while not os.path.exists(sys.argv[3]):
-    time.sleep(0.1)
-r = []
-for f in (lambda: os.fstat(fd).st_size, lambda: os.pread(fd, 64, 0)):
-    try:
-        r.append('got ' + repr(f()))
-    except OSError as e:
-        r.append('errno %d' % e.errno)
-open(sys.argv[4], 'w').write(' '.join(r))
-" "$MB/s" "$T/ro_open" "$T/ro_go" "$T/ro_read" &
-OPENER=$!
-on_exit "kill $OPENER 2>/dev/null"
+clu_fd_probe ro "$MB/s" "$T/ro_open" "$T/ro_go" "$T/ro_read"
 wait_for 30 test -f "$T/ro_open"
 echo again >>"$MA/t"
 sync "$MA/t"
