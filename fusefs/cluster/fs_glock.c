@@ -77,10 +77,7 @@
 
 uint64_t fs_glock_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return cvw_now_ns();
 }
 
 /* Wait on gl->cv until @deadline (CLOCK_MONOTONIC ns; 0: no limit). */

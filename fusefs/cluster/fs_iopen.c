@@ -790,11 +790,6 @@ static uint64_t leftovers(struct fs *fs)
 	return m;
 }
 
-static uint64_t mono_ms(void)
-{
-	return cvw_now_ms();
-}
-
 /*
  * Every IOPEN_MEMBERS_MS: the slots to take over because a node left the
  * lockspace since the last look. An owner that unmounted cleanly while
@@ -807,7 +802,7 @@ static uint64_t mono_ms(void)
  */
 static uint64_t left_nodes(struct fs_iopen *io)
 {
-	uint64_t m = 0, now = mono_ms(), left;
+	uint64_t m = 0, now = cvw_now_ms(), left;
 
 	if (now < io->members_ms + IOPEN_MEMBERS_MS)
 		return 0;
@@ -834,7 +829,7 @@ static void *worker(void *arg)
 
 	/* the mount's first: before any wait */
 	fs_cluster_members(io->fs->cl, &io->members);
-	io->members_ms = mono_ms();
+	io->members_ms = cvw_now_ms();
 	dead = leftovers(io->fs);
 	pthread_mutex_lock(&io->mu);
 	io->dead |= dead;

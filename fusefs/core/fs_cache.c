@@ -59,6 +59,7 @@
 #include <time.h>
 
 #include "fusefs/core/fs_core_priv.h"
+#include "lockmgr/cv_wait.h"
 
 /* A cached buffer with the fields only this file uses. */
 struct cbuf {
@@ -343,14 +344,6 @@ static void buf_free(struct fs *fs, struct fs_cache *c, struct fs_buf *b)
 	}
 	c->nbufs--;
 	spare_put(c, b);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Called with the lock held after ref/pins/HASHED changed. */
@@ -802,7 +795,7 @@ static int buf_fill(struct fs *fs, struct fs_buf *b)
 		prefetch_clear(c, b);
 		ra = 1;
 		if (b->flags & FS_BUF_READING)
-			t0 = now_ns();
+			t0 = cvw_now_ns();
 	}
 	while (b->flags & FS_BUF_READING)
 		pthread_cond_wait(&c->io_cond, &c->lock);
@@ -813,7 +806,7 @@ static int buf_fill(struct fs *fs, struct fs_buf *b)
 			FS_STAT_ADD(fs, ra_hits, 1);
 		if (t0 != 0) {
 			FS_STAT_ADD(fs, ra_waits, 1);
-			FS_STAT_ADD(fs, ra_wait_ns, now_ns() - t0);
+			FS_STAT_ADD(fs, ra_wait_ns, cvw_now_ns() - t0);
 		}
 		return 0;
 	}

@@ -153,14 +153,6 @@ struct fs_journal {
 	uint64_t all_dirty_seq; /* every owner dirty up to it (ENOMEM) */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t log_blk(const struct fs_journal *j, uint64_t pos)
 {
 	return j->jstart + 1 + pos;
@@ -872,7 +864,7 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 {
 	struct fs_journal *j = fs->j;
 	struct commit_set cs = { 0 };
-	uint64_t t0 = now_ns(), dt;
+	uint64_t t0 = cvw_now_ns(), dt;
 	unsigned need;
 	int ret = 0, ordered;
 
@@ -927,7 +919,7 @@ static int commit_locked(struct fs *fs, enum fs_commit_reason why)
 	j->committed_seq = cs.seq;
 	pthread_mutex_unlock(&j->lock);
 	after_commit(fs, &cs);
-	dt = now_ns() - t0;
+	dt = cvw_now_ns() - t0;
 	FS_STAT_ADD(fs, commits, 1);
 	FS_STAT_ADD(fs, commit_reason[why], 1);
 	FS_STAT_ADD(fs, commit_ns_total, dt);
@@ -1431,7 +1423,7 @@ static void *commit_thread(void *arg)
 {
 	struct fs *fs = arg;
 	struct fs_journal *j = fs->j;
-	uint64_t deadline = now_ns() + j->timer_ns;
+	uint64_t deadline = cvw_now_ns() + j->timer_ns;
 
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop) {
@@ -1441,7 +1433,7 @@ static void *commit_thread(void *arg)
 			cvw_wait_ms(&j->thread_cond, &j->lock, 1000);
 		if (j->stop)
 			break;
-		timer = now_ns() >= deadline;
+		timer = cvw_now_ns() >= deadline;
 		kicked = j->kicked;
 		early = j->early;
 		ckpt = j->want_ckpt;
@@ -1454,7 +1446,7 @@ static void *commit_thread(void *arg)
 		if (timer || kicked || early) {
 			commit_locked(fs, kicked ? FS_CR_SYNC :
 					  early ? FS_CR_TXFULL : FS_CR_TIMER);
-			deadline = now_ns() + j->timer_ns;
+			deadline = cvw_now_ns() + j->timer_ns;
 		}
 		if (early) {
 			/* cleared after the commit: until then a growing

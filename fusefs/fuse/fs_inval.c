@@ -186,14 +186,6 @@ struct fs_inval {
 
 #define IV_ADD(iv, f, n) __atomic_fetch_add(&(iv)->st.f, (n), __ATOMIC_RELAXED)
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t to_nodeid(const struct fs_inval *iv, uint64_t ino)
 {
 	return ino == iv->root ? FUSE_ROOT_ID : ino;
@@ -831,11 +823,11 @@ static void op_names(void *arg)
 static int wait_made(struct fs_inval *iv, int q, uint64_t target,
 		     int (*busy)(void *), void *busy_arg)
 {
-	uint64_t end = now_ns() + IV_NAMES_WAIT_NS;
+	uint64_t end = cvw_now_ns() + IV_NAMES_WAIT_NS;
 	int made;
 
 	pthread_mutex_lock(&iv->mu);
-	while (!iv->stop && iv->q[q].done < target && now_ns() < end) {
+	while (!iv->stop && iv->q[q].done < target && cvw_now_ns() < end) {
 		pthread_mutex_unlock(&iv->mu);
 		if (busy != NULL && busy(busy_arg))
 			return 0;
@@ -949,7 +941,7 @@ static void op_sync(void *arg)
 {
 	struct fs_inval *iv = arg;
 	struct iv_queue *qu = &iv->q[Q_ATTR];
-	uint64_t t0 = now_ns(), target;
+	uint64_t t0 = cvw_now_ns(), target;
 
 	pthread_mutex_lock(&iv->mu);
 	target = qu->queued;
@@ -957,7 +949,7 @@ static void op_sync(void *arg)
 		pthread_cond_wait(&iv->cv, &iv->mu);
 	pthread_mutex_unlock(&iv->mu);
 	IV_ADD(iv, syncs, 1);
-	IV_ADD(iv, sync_ns, now_ns() - t0);
+	IV_ADD(iv, sync_ns, cvw_now_ns() - t0);
 }
 
 static const struct fs_inval_ops iv_ops = {

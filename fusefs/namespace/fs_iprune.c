@@ -67,11 +67,6 @@ struct fs_iprune {
 	uint64_t ids[IP_BATCH]; /* worker only */
 };
 
-static uint64_t ip_now(void)
-{
-	return cvw_now_ns();
-}
-
 static size_t ip_hi(const struct fs_ns *ns)
 {
 	return ns->bound - ns->bound / 8;
@@ -187,7 +182,7 @@ static void ip_round(struct fs_ns *ns, struct fs_iprune *ip)
 	pthread_mutex_lock(&ns->tbl_lock);
 	/* refused, or nothing forgotten since the last round: the kernel
 	 * keeps those inodes in use; ask again later */
-	ip->next = ip_now() + (ret < 0 || slow ? IP_SLOW_NS : IP_GAP_NS);
+	ip->next = cvw_now_ns() + (ret < 0 || slow ? IP_SLOW_NS : IP_GAP_NS);
 }
 
 /* tbl_lock held: wait for want, or until @until (CLOCK_MONOTONIC ns) */
@@ -209,7 +204,7 @@ static void *ip_thread(void *arg)
 			ip_wait(ns, ip, 0);
 			continue;
 		}
-		now = ip_now();
+		now = cvw_now_ns();
 		if (now < ip->next) {
 			ip_wait(ns, ip, ip->next);
 			continue;
