@@ -226,7 +226,9 @@ int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	return unref;
 }
 
-int fs_ino_held(struct fs *fs, uint64_t ino)
+/* @test(the record of @ino), under tbl_lock; 0 if it has none. */
+static int ino_test(struct fs *fs, uint64_t ino,
+		    int (*test)(const struct fs_inode *))
 {
 	struct fs_ns *ns = fs->ns;
 	struct fs_inode *n;
@@ -234,9 +236,19 @@ int fs_ino_held(struct fs *fs, uint64_t ino)
 
 	pthread_mutex_lock(&ns->tbl_lock);
 	n = tbl_find(ns, ino);
-	ret = n != NULL && n->nlookup > 0;
+	ret = n != NULL && test(n);
 	pthread_mutex_unlock(&ns->tbl_lock);
 	return ret;
+}
+
+static int looked_up(const struct fs_inode *n)
+{
+	return n->nlookup > 0;
+}
+
+int fs_ino_held(struct fs *fs, uint64_t ino)
+{
+	return ino_test(fs, ino, looked_up);
 }
 
 struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino)
@@ -318,34 +330,30 @@ void fs_range_wait_all(struct fs *fs, struct fs_inode *n)
 	pthread_mutex_unlock(&ns->tbl_lock);
 }
 
+static int iopen_wanted(const struct fs_inode *n)
+{
+	return (n->iopen_wanted || n->orphan) && n->nopen == 0 &&
+	       n->nlookup > 0;
+}
+
 int fs_ino_iopen_wanted(struct fs *fs, uint64_t ino)
 {
-	struct fs_ns *ns = fs->ns;
-	struct fs_inode *n;
-	int ret;
+	return ino_test(fs, ino, iopen_wanted);
+}
 
-	pthread_mutex_lock(&ns->tbl_lock);
-	n = tbl_find(ns, ino);
-	ret = n != NULL && (n->iopen_wanted || n->orphan) && n->nopen == 0 &&
-	      n->nlookup > 0;
-	pthread_mutex_unlock(&ns->tbl_lock);
-	return ret;
+static int kernel_held(const struct fs_inode *n)
+{
+	return n->nlookup > 0 || n->nopen > 0;
 }
 
 int fs_ino_kernel_held(struct fs *fs, uint64_t ino)
 {
 	struct fs_ns *ns = fs->ns;
-	struct fs_inode *n;
-	int ret;
 
 	if (ino == ns->root ||
 	    __atomic_load_n(&ns->untracked, __ATOMIC_ACQUIRE))
 		return 1;
-	pthread_mutex_lock(&ns->tbl_lock);
-	n = tbl_find(ns, ino);
-	ret = n != NULL && (n->nlookup > 0 || n->nopen > 0);
-	pthread_mutex_unlock(&ns->tbl_lock);
-	return ret;
+	return ino_test(fs, ino, kernel_held);
 }
 
 size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n)
