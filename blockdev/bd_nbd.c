@@ -142,7 +142,6 @@ struct bd_nbd {
 	size_t chunk;             /* immutable: largest request */
 	int can_fua;              /* immutable */
 	int can_flush;            /* immutable */
-	int multi_conn;           /* immutable: NBD_FLAG_CAN_MULTI_CONN */
 	pthread_t thread;         /* the poll thread */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -813,7 +812,6 @@ static int conn_probe(struct bd_nbd *d, unsigned flags, uint64_t *size)
 		return -EROFS;
 	d->can_flush = nbd_can_flush(d->h) == 1;
 	d->can_fua = nbd_can_fua(d->h) == 1;
-	d->multi_conn = nbd_can_multi_conn(d->h) == 1;
 	min = nbd_get_block_size(d->h, LIBNBD_SIZE_MINIMUM);
 	max = nbd_get_block_size(d->h, LIBNBD_SIZE_MAXIMUM);
 	if (min > 0 && BD_ALIGN % (uint64_t)min != 0)
@@ -896,7 +894,7 @@ int bd_nbd_open(const char *uri, unsigned flags, struct bd_dev **out)
 	ret = bd_dev_init(&d->dev, &bdn_ops, uri, size, flags);
 	if (ret != 0)
 		goto out_close;
-	d->dev.flush_local = !d->multi_conn;
+	d->dev.flush_local = nbd_can_multi_conn(d->h) != 1;
 	ret = thread_init(d);
 	if (ret != 0)
 		goto out_fini;
