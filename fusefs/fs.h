@@ -77,6 +77,10 @@ struct fs_opts {
 	enum fs_lockproto lockproto;	/* lockproto=nolock|dlm */
 	enum fs_data_mode data;		/* data=ordered|writeback */
 	unsigned commit_s;		/* commit=SECONDS, journal interval */
+	unsigned statfs_quantum_s;	/* statfs_quantum=SECONDS: this node's
+					   statfs change folded into the
+					   master this often (MOUNT.md; 0:
+					   the default, 30) */
 	enum fs_atime_mode atime;	/* noatime|relatime|strictatime */
 	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
 	unsigned readahead_kb;		/* readahead=KB, kernel file readahead

@@ -148,6 +148,7 @@ const char *fs_blk_type_name(unsigned type)
 		[FS_BT_JDESC] = "journal descriptor",
 		[FS_BT_JCOMMIT] = "journal commit",
 		[FS_BT_JCKPT] = "journal checkpoint",
+		[FS_BT_STATFS] = "statfs record",
 		[FS_BT_RGRP] = "rgroup header",
 		[FS_BT_BITMAP] = "bitmap",
 		[FS_BT_INODE] = "inode",
@@ -166,6 +167,20 @@ static int sb_fail(char *why, size_t whylen, int err, const char *msg)
 	if (why != NULL && whylen > 0)
 		snprintf(why, whylen, "%s", msg);
 	return err;
+}
+
+/* The statfs records (ro_compat STATFS) lie in rgroup 0's data area,
+ * after its header and bitmaps; none without the feature. */
+static int statfs_geometry_ok(const struct fs_sb *sb)
+{
+	uint64_t first = fs_rgrp_blk(sb, 0) + 1 +
+			 fs_rgrp_nbitmaps(fs_rgrp_len(sb, 0));
+
+	if (!(sb->feature_ro_compat & FS_FEATURE_RO_COMPAT_STATFS))
+		return sb->statfs_blk == 0;
+	return sb->statfs_blk >= first &&
+	       sb->statfs_blk + 1 + sb->slot_count <=
+		       fs_rgrp_blk(sb, 0) + fs_rgrp_len(sb, 0);
 }
 
 static int sb_geometry_ok(const struct fs_sb *sb)
@@ -198,7 +213,7 @@ static int sb_geometry_ok(const struct fs_sb *sb)
 		return 0;
 	if (sb->root_ino < sb->rgrp_start || sb->root_ino >= sb->total_blocks)
 		return 0;
-	return 1;
+	return statfs_geometry_ok(sb);
 }
 
 int fs_sb_check(const struct fs_sb *sb, uint64_t dev_blocks, int rw,

@@ -43,8 +43,14 @@
 /* incompat: journals may hold checkpoint records (FS_BT_JCKPT); mkfs
  * sets it. Without it a journal moves its header instead. */
 #define FS_FEATURE_INCOMPAT_JCKPT 0x2ull
+/* ro_compat: statfs records (FS_BT_STATFS: a master record and one
+ * change record per slot, from sb.statfs_blk on); every allocation and
+ * free moves its slot's change in the same transaction. mkfs sets it.
+ * A ucfs without it would change the groups without the records, hence
+ * read-only there. */
+#define FS_FEATURE_RO_COMPAT_STATFS 0x1ull
 #define FS_FEATURE_COMPAT_SUPP 0ull
-#define FS_FEATURE_RO_COMPAT_SUPP 0ull
+#define FS_FEATURE_RO_COMPAT_SUPP FS_FEATURE_RO_COMPAT_STATFS
 #define FS_FEATURE_INCOMPAT_SUPP \
 	(FS_FEATURE_INCOMPAT_REFLINK | FS_FEATURE_INCOMPAT_JCKPT)
 
@@ -72,7 +78,8 @@ enum fs_blk_type {
 	FS_BT_XATTR = 12,	/* external xattr block of an inode */
 	FS_BT_REFCOUNT = 13,	/* root of a refcount tree */
 	FS_BT_JCKPT = 14,	/* journal checkpoint record */
-	FS_BT_MAX = 15
+	FS_BT_STATFS = 15,	/* statfs master or change record */
+	FS_BT_MAX = 16
 };
 
 /* ---- block header ----------------------------------------------------- */
@@ -119,11 +126,15 @@ struct fs_sb {
 	char label[FS_LABEL_MAX];	/* NUL-padded */
 	char lockproto[FS_LOCKPROTO_MAX];	/* "dlm" or "nolock" */
 	char locktable[FS_LOCKTABLE_MAX];	/* "cluster:fsname" */
-	uint8_t reserved[FS_BLOCK_SIZE - 288];
+	uint64_t statfs_blk;		/* ro_compat STATFS: the master record,
+					   then slot s's change at + 1 + s;
+					   0 without the feature */
+	uint8_t reserved[FS_BLOCK_SIZE - 296];
 };
 static_assert(sizeof(struct fs_sb) == FS_BLOCK_SIZE, "sb size");
 static_assert(offsetof(struct fs_sb, version) == 32, "sb version");
 static_assert(offsetof(struct fs_sb, uuid) == 128, "sb uuid");
+static_assert(offsetof(struct fs_sb, statfs_blk) == 288, "sb statfs");
 
 /* ---- slot map (block 2), heartbeat and slotinfo blocks ---------------- */
 
@@ -201,6 +212,26 @@ struct fs_slotinfo {
 	uint8_t reserved[FS_BLOCK_SIZE - 72 - 16 * FS_FLOG_MAX];
 };
 static_assert(sizeof(struct fs_slotinfo) == FS_BLOCK_SIZE, "slotinfo");
+
+/* ---- statfs records (ro_compat STATFS) ------------------------------- */
+/*
+ * The master record holds the filesystem's free blocks and inodes as of
+ * the last fold; slot s's change record what slot s allocated (-) and
+ * freed (+) since its last fold. Invariant after every transaction: the
+ * master's counts plus every slot's change equal the sums of the rgroup
+ * headers' free and dinodes.
+ */
+#define FS_STATFS_MASTER UINT32_MAX	/* fs_statfs_rec.slot of the master */
+
+struct fs_statfs_rec {
+	struct fs_blk_hdr hdr;
+	uint32_t slot;		/* the change's slot, or FS_STATFS_MASTER */
+	uint32_t pad;
+	int64_t free;		/* master: free blocks; change: delta */
+	int64_t dinodes;	/* master: inodes; change: delta */
+	uint8_t reserved[FS_BLOCK_SIZE - 56];
+};
+static_assert(sizeof(struct fs_statfs_rec) == FS_BLOCK_SIZE, "statfs");
 
 /* ---- journal ---------------------------------------------------------- */
 /*
@@ -509,6 +540,16 @@ static inline uint64_t fs_heartbeat_blk(unsigned slot)
 static inline uint64_t fs_slotinfo_blk(unsigned slot)
 {
 	return FS_SLOTAREA_BLK + 2ull * slot + 1;
+}
+/* The statfs records (ro_compat STATFS; 0 without it). */
+static inline uint64_t fs_statfs_master_blk(const struct fs_sb *sb)
+{
+	return sb->statfs_blk;
+}
+static inline uint64_t fs_statfs_change_blk(const struct fs_sb *sb,
+					    unsigned slot)
+{
+	return sb->statfs_blk == 0 ? 0 : sb->statfs_blk + 1 + slot;
 }
 static inline uint64_t fs_rgrp_blk(const struct fs_sb *sb, uint32_t g)
 {

@@ -125,6 +125,8 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 			*ret = -EINVAL;
 	} else if (strcmp(key, "commit") == 0) {
 		*ret = parse_uint(val, 1, 3600, &o->commit_s);
+	} else if (strcmp(key, "statfs_quantum") == 0) {
+		*ret = parse_uint(val, 1, 3600, &o->statfs_quantum_s);
 	} else if (strcmp(key, "cache_mb") == 0) {
 		*ret = parse_uint(val, 4, 1u << 20, &o->cache_mb);
 	} else if (strcmp(key, "uring") == 0) {

@@ -9,7 +9,8 @@
  * lock (the same type, numbered by its root block) that tree; an
  * rgroup's lock its header, bitmaps and the allocator's memory of it
  * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
- * the slot map. Nothing else mirrors shared disk state: in-memory inodes
+ * the slot map; the statfs lock (FS_LK_STATFS/0) the statfs master
+ * record (fs_statfs.c). Nothing else mirrors shared disk state: in-memory inodes
  * (fs_inode.c) hold only this node's kernel references, opens and its
  * own slot's orphan list; directory readahead (fs_statahead.c) only
  * prefetches into the block cache, the blocks of inodes whose glock it
@@ -539,6 +540,27 @@ static const struct fs_glock_ops rgrp_ops = {
     .place = rgrp_place,
 };
 
+/* The statfs master came back changed (another node folded into it):
+ * its cached block goes (fs_statfs.c reads it again). */
+static void statfs_inval(struct fs_glock *gl, void *arg)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	unsigned n = 0;
+
+	if (fs != NULL && fs->cache != NULL)
+		n = owner_drop(fs, gl);
+	cl_fs_put(cl, fs);
+	count_drop(cl, n);
+}
+
+/* No recover op: a node that died folding left its master and change
+ * records consistent in its journal, replayed before any grant. */
+static const struct fs_glock_ops statfs_ops = {
+    .sync = gl_sync,
+    .inval = statfs_inval,
+};
+
 /* ---- watchdog thread and node-down callback --------------------------- */
 
 static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
@@ -940,6 +962,7 @@ static int engine_start(struct fs_cluster *cl)
 			  cl);
 	fs_glocks_set_ops(cl->e, FS_LK_INODE, &inode_ops, cl);
 	fs_glocks_set_ops(cl->e, FS_LK_RGRP, &rgrp_ops, cl);
+	fs_glocks_set_ops(cl->e, FS_LK_STATFS, &statfs_ops, cl);
 	/* the pins (inodes the kernel holds) are bounded by the namespace's
 	 * prune (fs_iprune.c), which tells the engine when it runs */
 	/* the lock manager's unused resources within the bound too */
@@ -1433,6 +1456,7 @@ static const char *type_name(unsigned type)
 	    [FS_LK_FS] = "fs",	       [FS_LK_SLOT] = "slot",
 	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
 	    [FS_LK_RENAME] = "rename", [FS_LK_IOPEN] = "iopen",
+	    [FS_LK_STATFS] = "statfs",
 	};
 
 	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;

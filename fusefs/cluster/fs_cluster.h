@@ -43,6 +43,7 @@ enum {
 	FS_LK_RGRP = 4,
 	FS_LK_RENAME = 5,
 	FS_LK_IOPEN = 6,
+	FS_LK_STATFS = 8, /* 7: the lock manager's file locks */
 };
 
 #define FS_DEFAULT_MINHOLD_MS 5

@@ -740,9 +740,9 @@ static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
 
 /*
  * Recover dead slot @s (its journal replayed), if no other node holds
- * the slot's lock: adopt its orphan list and apply its free log
- * (fs_flog_dead_apply), both written back in place before the lock
- * goes. 0 done (or not ours: a new mount of the slot, an error),
+ * the slot's lock: adopt its orphan list, apply its free log
+ * (fs_flog_dead_apply) and fold its statfs change (fs_statfs_fold_slot),
+ * all written back in place before the lock goes. 0 done (or not ours: a new mount of the slot, an error),
  * -EAGAIN the slot's lock is held by recovery (another survivor) while
  * nobody mounted it again: try again later.
  */
@@ -764,8 +764,12 @@ static int adopt(struct fs *fs, unsigned s)
 	 * (counted: alloc.flog_dead_errors) */
 	if (ret == 0)
 		fs_flog_dead_apply(fs, s);
-	/* that slot's list and log in place before anybody else may take
-	 * it */
+	/* its statfs change into the master (an error leaves it for the
+	 * slot's next recovery or mount: consistent either way) */
+	if (ret == 0)
+		fs_statfs_fold_slot(fs, s);
+	/* that slot's list, log and statfs change in place before anybody
+	 * else may take it */
 	if (ret < 0 || fs_journal_writeback(fs) < 0)
 		fs_cluster_fence(fs->cl, "cannot recover a dead node's slot");
 	fs_core_slotinfo_forget(fs, s);

@@ -298,7 +298,7 @@ void fs_alloc_destroy(struct fs *fs)
 
 unsigned fs_alloc_credits(struct fs *fs)
 {
-	return 1 + fs->sb.rgrp_bitmaps;
+	return 1 + fs->sb.rgrp_bitmaps + fs_statfs_credits(fs);
 }
 
 /* ---- bitmap access ---------------------------------------------------- */
@@ -655,7 +655,9 @@ static int take_bits(struct fs_tx *tx, struct bmap *m, uint32_t s,
 		return ret;
 	if (h->free < n)
 		return -EUCLEAN;
-	ret = bmap_set(tx, m, s, n, 1);
+	ret = fs_statfs_change(tx, -(int64_t)n, r->inode ? 1 : 0);
+	if (ret == 0)
+		ret = bmap_set(tx, m, s, n, 1);
 	if (ret < 0)
 		return ret;
 	h->free -= n;
@@ -1030,6 +1032,8 @@ static int free_bits(struct fs_tx *tx, struct fs_rgrp *rg, uint32_t s,
 		ret = -EUCLEAN;
 	if (ret == 0)
 		ret = pend_add(fs, rg, s, len, fs_tx_seq(tx));
+	if (ret == 0)
+		ret = fs_statfs_change(tx, len, inode ? -(int64_t)len : 0);
 	if (ret == 0)
 		ret = bmap_set(tx, m, s, len, 0);
 	if (ret == 0) {

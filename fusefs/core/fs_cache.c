@@ -458,6 +458,11 @@ static struct fs_owner owner_by_type(const struct fs *fs, uint64_t blkno,
 		if (g != UINT32_MAX)
 			o = (struct fs_owner){FS_OWNER_RGRP, g};
 		break;
+	case FS_BT_STATFS:
+		/* the master (its lock); the slots' changes: none */
+		if (blkno == fs_statfs_master_blk(sb))
+			o = (struct fs_owner){FS_OWNER_STATFS, 0};
+		break;
 	}
 	return o;
 }

@@ -27,6 +27,7 @@ enum {
  *   BTREE, XATTR     -> (FS_OWNER_INODE, the block's owner field; a
  *                       refcount tree's nodes name its REFCOUNT root)
  *   RGRP, BITMAP     -> (FS_OWNER_RGRP, group index from the block number)
+ *   STATFS master    -> (FS_OWNER_STATFS, 0)
  *   anything else    -> (FS_OWNER_NONE, 0): never dropped by owner.
  * The type numbers are the lock types (lk_name.type) of those locks.
  */
@@ -34,6 +35,7 @@ enum {
 	FS_OWNER_NONE = 0,
 	FS_OWNER_INODE = 3, /* = FS_LK_INODE */
 	FS_OWNER_RGRP = 4,  /* = FS_LK_RGRP */
+	FS_OWNER_STATFS = 8, /* = FS_LK_STATFS */
 };
 struct fs_owner {
 	uint16_t type; /* FS_OWNER_* */
@@ -87,6 +89,28 @@ unsigned fs_cache_owner_count(struct fs *fs, struct fs_owner o);
  * reservations, inode chunks, pending frees and search hints. No handle
  * may be open. 0 or -errno (-EUCLEAN bad header). */
 int fs_alloc_reload(struct fs *fs);
+/* ---- fs_statfs.c (statfs records: FORMAT.md "Statfs records") ---- */
+#define FS_STATFS_QUANTUM_S 30u /* statfs_quantum= default (GFS2's) */
+/* At mount, after fs_alloc_init (dlm: the statfs glock); nothing
+ * without ro_compat STATFS. 0 or -ENOMEM. */
+int fs_statfs_init(struct fs *fs, unsigned quantum_s);
+void fs_statfs_destroy(struct fs *fs);
+/* The fold worker (rw mounts): a fold every quantum. */
+int fs_statfs_start(struct fs *fs);
+void fs_statfs_stop(struct fs *fs);
+/* Credits a handle that allocates or frees adds for our change record. */
+unsigned fs_statfs_credits(const struct fs *fs);
+/* Inside @tx (fs_alloc.c, the group's rg->lock held): the group headers
+ * gained @dfree free blocks and @dinodes inodes (either negative). */
+int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes);
+/* Our change into the master (dlm: the statfs glock in EX, waited
+ * for). No handle held. 0 or -errno. */
+int fs_statfs_fold(struct fs *fs);
+/* 1 if slot @slot's change record on disk is not zero. */
+int fs_statfs_slot_pending(struct fs *fs, unsigned slot);
+/* Forget the cached copy of slot @slot's change record. */
+void fs_statfs_forget(struct fs *fs, unsigned slot);
+
 /* Pin (not evictable) / unpin: the journal's tx and checkpoint states. */
 void fs_cache_pin(struct fs_buf *b);
 void fs_cache_unpin(struct fs_buf *b);

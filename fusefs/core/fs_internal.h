@@ -57,6 +57,7 @@ struct fs_data;
 struct fs_ns;
 struct fs_tx;
 struct fs_cluster;
+struct fs_statfs;
 
 /* ---- mount options and struct fs ------------------------------------- */
 
@@ -74,6 +75,9 @@ struct fs_core_opts {
 	uint32_t node_id;	/* dlm: this node's id; 0 for nolock */
 	int sb_backup;		/* 1: use the backup superblock (block 1)
 				   even if block 0 is not ucfs at all */
+	unsigned statfs_quantum_s; /* statfs records: our change folded
+				      into the master this often (0: the
+				      default, FS_STATFS_QUANTUM_S) */
 	unsigned busy_wait_ms;	/* fs_core_open: how long to wait for a
 				   previous holder of the device (a daemon
 				   still finishing after umount); 0: 10 s */
@@ -131,6 +135,10 @@ struct fs_core_stats {
 				       tried again after an error */
 	uint64_t flog_worker_runs;  /* dlm: the worker's applies */
 	uint64_t flog_dead_slots;   /* dlm: dead slots' logs applied */
+	uint64_t statfs_folds;	    /* our change folded into the master */
+	uint64_t statfs_dead_folds; /* dlm: dead slots' changes folded */
+	uint64_t statfs_fold_errors; /* the worker's folds that failed */
+	uint64_t statfs_reads;	    /* dlm: statfs answered from the master */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
@@ -175,6 +183,8 @@ struct fs {
 	struct fs_journal *j;		/* fs_journal.c */
 	struct fs_alloc *alloc;		/* fs_alloc.c */
 	struct fs_flog *flog;		/* fs_flog.c (dlm free log) */
+	struct fs_statfs *sfs;		/* fs_statfs.c, or NULL: no statfs
+					   records (ro_compat STATFS) */
 	struct fs_data *data;		/* fs_data.c */
 	struct fs_ns *ns;		/* NS layer (fs_ns.h); core never
 					   touches it */
@@ -257,6 +267,8 @@ struct fs_mkfs_params {
 	char label[FS_LABEL_MAX];
 	uint8_t uuid[16];	/* all zero: random */
 	int64_t now;		/* 0: time(NULL) */
+	int no_statfs;		/* tests: no statfs records (ro_compat
+				 * STATFS), as images made before them */
 };
 void fs_mkfs_defaults(struct fs_mkfs_params *p);
 /* Format @bd. Writes superblock + backup, slot map, heartbeat/slotinfo
@@ -562,6 +574,12 @@ struct fs_space {
 	uint64_t inodes;	/* inodes allocated */
 };
 void fs_space_get(struct fs *fs, struct fs_space *out);
+/* statfs(2)'s counts (fs_statfs.c): nolock (or no statfs records) as
+ * fs_space_get; dlm: free blocks and inodes from the statfs master
+ * (under its glock in PR: may wait; no handle held) plus this slot's
+ * change, so other nodes' allocations show within their statfs
+ * quantum. 0 or -EIO (fenced), -EUCLEAN (bad record). */
+int fs_statfs_space(struct fs *fs, struct fs_space *out);
 /* Blocks freed by uncommitted transactions (not allocatable yet). */
 uint64_t fs_alloc_pending(struct fs *fs);
 
@@ -640,6 +658,13 @@ int fs_alloc_flog_room(struct fs *fs);
 int fs_flog_dead_apply(struct fs *fs, unsigned s);
 /* Entries in the free log now (stats, tests). */
 unsigned fs_alloc_flog_len(struct fs *fs);
+/* dlm recovery (fs_iopen.c): dead slot @slot's statfs change (its
+ * journal replayed, its slot lock held) folded into the master, under
+ * the statfs glock in EX (waited for). No handle held. The caller
+ * writes the journal back before it lets the slot lock go. 0 or
+ * -errno (the change stays: consistent, for the slot's next recovery
+ * or mount). */
+int fs_statfs_fold_slot(struct fs *fs, unsigned slot);
 
 /* dlm node-down recovery (fs_super.c), from the lock manager's callback
  * while it grants no other lock: replay the journal of every slot the
@@ -649,7 +674,8 @@ unsigned fs_alloc_flog_len(struct fs *fs);
 int fs_core_recover_node(struct fs *fs, uint32_t node);
 /* dlm: in *@slots (bit s), the slots free in the slot map (replayed:
  * their node unmounted or was recovered) whose slotinfo still holds
- * orphans or free log entries (a crash, or a clean unmount while
+ * orphans or free log entries, or whose statfs change is not zero (a
+ * crash, or a clean unmount while
  * another node used one of its orphans), for the recovery worker to
  * take over under their slot locks. Device reads only. 0 or -errno. */
 int fs_core_slots_leftover(struct fs *fs, uint64_t *slots);

@@ -10,7 +10,9 @@
  *
  * The root directory is inode root_ino = first data block of rgroup 0:
  * mode 040755, uid/gid 0, nlink 2, generation 1, an empty depth-0
- * directory B+tree in its inline area.
+ * directory B+tree in its inline area. The statfs records (ro_compat
+ * STATFS) follow it: the master (the free blocks and inodes of the new
+ * filesystem), then one change record per slot, all zero.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -181,14 +183,22 @@ static void set_bits(uint8_t *bits, uint64_t first, uint64_t end,
 	}
 }
 
-static void mk_rgroups(struct mk *m)
+/* Blocks of rgroup 0 after its bitmaps that mkfs uses: the root inode
+ * and the statfs records. */
+static uint32_t mk_group0_used(const struct fs_sb *sb)
+{
+	return 1 + (sb->statfs_blk != 0 ? 1 + sb->slot_count : 0);
+}
+
+static void mk_rgroups(struct mk *m, uint64_t *nfree)
 {
 	const struct fs_sb *sb = &m->sb;
 
+	*nfree = 0;
 	for (uint32_t g = 0; g < sb->rgrp_count && m->ret == 0; g++) {
 		uint64_t start = fs_rgrp_blk(sb, g);
 		uint32_t len = fs_rgrp_len(sb, g), nbm = fs_rgrp_nbitmaps(len);
-		uint32_t used = 1 + nbm + (g == 0);
+		uint32_t used = 1 + nbm + (g == 0 ? mk_group0_used(sb) : 0);
 		uint8_t *p = mk_blocks(m, start, 1 + nbm);
 		struct fs_rgrp_hdr *h = (void *)p;
 
@@ -199,6 +209,7 @@ static void mk_rgroups(struct mk *m)
 		h->length = len;
 		h->bitmaps = nbm;
 		h->free = len - used;
+		*nfree += h->free;
 		h->dinodes = g == 0;
 		h->inode_gen = g == 0 ? 2 : 1;
 		fs_blk_seal(h, FS_BT_RGRP, start, 0);
@@ -238,6 +249,30 @@ static void mk_root(struct mk *m, int64_t now)
 	n->free_end = FS_INODE_INLINE_SIZE;
 	n->magic = FS_BTREE_NMAGIC;
 	fs_blk_seal(di, FS_BT_INODE, ino, 0);
+}
+
+/* The statfs records: the master with the new filesystem's counts
+ * (@free blocks, the root inode), the slots' changes zero. */
+static void mk_statfs(struct mk *m, uint64_t nfree)
+{
+	const struct fs_sb *sb = &m->sb;
+	uint8_t *p;
+
+	if (sb->statfs_blk == 0)
+		return;
+	p = mk_blocks(m, sb->statfs_blk, 1 + sb->slot_count);
+	if (p == NULL)
+		return;
+	for (unsigned i = 0; i <= sb->slot_count; i++) {
+		struct fs_statfs_rec *r = (void *)(p + i * FS_BLOCK_SIZE);
+
+		r->slot = i == 0 ? FS_STATFS_MASTER : i - 1;
+		if (i == 0) {
+			r->free = (int64_t)nfree;
+			r->dinodes = 1;
+		}
+		fs_blk_seal(r, FS_BT_STATFS, sb->statfs_blk + i, 0);
+	}
 }
 
 static void mk_slots(struct mk *m, int64_t now, uint64_t seq0)
@@ -308,7 +343,7 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
 	struct fs_sb *sb = &m.sb;
 	static const uint8_t zero_uuid[16];
 	int64_t now = p->now ? p->now : time(NULL);
-	uint64_t seq0;
+	uint64_t seq0, nfree = 0;
 	void *blk;
 	int ret;
 
@@ -324,6 +359,14 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
 	    FS_FEATURE_INCOMPAT_REFLINK | FS_FEATURE_INCOMPAT_JCKPT;
 	sb->root_ino = sb->rgrp_start + 1 + fs_rgrp_nbitmaps(
 				fs_rgrp_len(sb, 0));
+	if (!p->no_statfs) {
+		sb->feature_ro_compat = FS_FEATURE_RO_COMPAT_STATFS;
+		sb->statfs_blk = sb->root_ino + 1;
+		if (1 + sb->rgrp_bitmaps + mk_group0_used(sb) >=
+		    fs_rgrp_len(sb, 0))
+			return fs_why(why, whylen, -ENOSPC,
+				      "rgroup 0 is too small");
+	}
 	sb->ctime = now;
 	memcpy(sb->uuid, p->uuid, 16);
 	if (memcmp(sb->uuid, zero_uuid, 16) == 0)
@@ -336,8 +379,9 @@ int fs_mkfs(struct bd_dev *bd, const struct fs_mkfs_params *p, char *why,
 
 	mk_blocks(&m, FS_SB_BLK, 2);	/* zero sb + backup first */
 	mk_slots(&m, now, seq0);
-	mk_rgroups(&m);
+	mk_rgroups(&m, &nfree);
 	mk_root(&m, now);
+	mk_statfs(&m, nfree);
 	if (mk_flush_ios(&m) == 0)
 		m.ret = bd_flush(bd);
 	blk = m.ret == 0 ? mk_blocks(&m, FS_SB_BLK, 2) : NULL;

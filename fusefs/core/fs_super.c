@@ -259,6 +259,7 @@ static int release_slot(struct fs *fs)
 static void fs_free_all(struct fs *fs)
 {
 	fs_data_destroy(fs);
+	fs_statfs_destroy(fs);
 	fs_alloc_destroy(fs);
 	fs_cache_destroy(fs);
 	if (fs->own_bd)
@@ -339,7 +340,8 @@ int fs_core_recover_node(struct fs *fs, uint32_t node)
 }
 
 /* 1 if slot @s's slotinfo, read from the disk, holds orphans or free
- * log entries; 0 if not (or unreadable: a hint only). */
+ * log entries, or its statfs change record is not zero; 0 if not (or
+ * unreadable: a hint only). */
 static int slot_has_leftovers(struct fs *fs, unsigned s)
 {
 	const struct fs_slotinfo *si;
@@ -353,7 +355,7 @@ static int slot_has_leftovers(struct fs *fs, unsigned s)
 	ret = si->orphan_head != 0 || si->flog_count != 0;
 	fs_buf_put(b);
 	fs_core_slotinfo_forget(fs, s); /* read again under its lock */
-	return ret;
+	return ret || fs_statfs_slot_pending(fs, s);
 }
 
 int fs_core_slots_leftover(struct fs *fs, uint64_t *slots)
@@ -377,6 +379,7 @@ void fs_core_slotinfo_forget(struct fs *fs, unsigned slot)
 {
 	struct fs_buf *b = fs_cache_lookup(fs, fs_slotinfo_blk(slot));
 
+	fs_statfs_forget(fs, slot);
 	if (b == NULL)
 		return;
 	fs_cache_unhash(b);
@@ -583,9 +586,20 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 		fs_why(why, whylen, ret, "bad resource group header");
 		goto out_free;
 	}
+	ret = fs_statfs_init(fs, o->statfs_quantum_s);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "cannot set up the statfs records");
+		goto out_free;
+	}
 	ret = fs_journal_init(fs);
 	if (ret < 0) {
 		fs_why(why, whylen, ret, "cannot start the journal");
+		goto out_free;
+	}
+	ret = fs_statfs_start(fs);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "cannot start the statfs worker");
+		fs_journal_shutdown(fs, 0);
 		goto out_free;
 	}
 	*out = fs;
@@ -702,6 +716,12 @@ int fs_core_unmount(struct fs *fs)
 		fs_core_abandon(fs);	/* write nothing more */
 		return -EIO;
 	}
+	/* our statfs change into the master last (the worker stopped
+	 * first): a failure leaves it in our change record, consistent,
+	 * for the next mount of the slot or its recovery */
+	fs_statfs_stop(fs);
+	if (!fs->ro)
+		fs_statfs_fold(fs);
 	/* file data written back first; a data write error is reported
 	 * but does not keep the journal from being made clean */
 	derr = fs->ro ? 0 : fs_journal_sync(fs);
@@ -726,7 +746,8 @@ out_cluster:
 	if (fs->cl != NULL) {
 		if (ret < 0 || r2 < 0)
 			fs_cluster_fence(fs->cl, "unmount could not write back");
-		fs_alloc_destroy(fs); /* its glock references first */
+		fs_statfs_destroy(fs); /* their glock references first */
+		fs_alloc_destroy(fs);
 		fs_cluster_close(fs->cl);
 	}
 	fs_free_all(fs);
@@ -739,8 +760,10 @@ void fs_core_abandon(struct fs *fs)
 		return;
 	if (fs->cl != NULL)
 		fs_journal_abort(fs);
+	fs_statfs_stop(fs);
 	fs_journal_shutdown(fs, 0);
-	fs_alloc_destroy(fs); /* its glock references first */
+	fs_statfs_destroy(fs); /* their glock references first */
+	fs_alloc_destroy(fs);
 	fs_cluster_abandon(fs->cl);
 	fs_free_all(fs);
 }

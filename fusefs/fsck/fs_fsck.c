@@ -98,6 +98,11 @@ static int mark(struct fsck *ck, uint64_t b, const char *what, uint64_t owner)
 	return 0;
 }
 
+void fsck_mark_meta(struct fsck *ck, uint64_t b, const char *what)
+{
+	mark(ck, b, what, 0);
+}
+
 /* 1 if @b is a data block of some rgroup (not a header or bitmap). */
 static int in_data_area(const struct fsck *ck, uint64_t b)
 {
@@ -1083,6 +1088,7 @@ static int run(struct fsck *ck)
 	check_fixed(ck);
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
 		check_rgrp_meta(ck, g);
+	fsck_statfs_mark(ck);
 	ret = walk_namespace(ck);
 	if (ret == 0 && ck->o->repair) {
 		/* what stays reachable once the orphans are freed */
@@ -1102,6 +1108,7 @@ static int run(struct fsck *ck)
 	check_flogs(ck);
 	for (uint32_t g = 0; g < ck->sb.rgrp_count; g++)
 		check_bitmaps(ck, g, ck->ginodes[g]);
+	fsck_statfs_check(ck);
 	return ck->o->repair ? fsck_repair(ck) : 0;
 }
 

@@ -25,7 +25,10 @@
  *    subdirectories), orphan lists (chain, nlink 0, not linked);
  *  - bitmaps against reachable blocks: blocks in use but not reachable
  *    (leaked; one holding an inode that still has links is a lost file),
- *    reachable but marked free, reachable twice (doubly used).
+ *    reachable but marked free, reachable twice (doubly used);
+ *  - the statfs records (ro_compat STATFS: fs_fsck_statfs.c): each
+ *    readable, and the master plus every slot's change equal to the
+ *    bitmaps' free blocks and the inodes found.
  *
  * It must not crash on any input: every on-disk value is bounds-checked
  * before use.
@@ -41,7 +44,8 @@
  *     primary), inode link counts, directory sizes and '..' fields,
  *     bitmaps rebuilt from the reachable blocks (leaked blocks freed,
  *     used blocks marked, unreadable bitmap blocks rewritten), rgroup
- *     free and inode counts; and it releases the orphans (inodes unlinked
+ *     free and inode counts, the statfs records (the master from the
+ *     group headers, every change zero); and it releases the orphans (inodes unlinked
  *     while open when their node stopped: orphan lists emptied, their
  *     blocks freed), as a mount's orphan reclaim would.
  * Any other problem (a bad inode, tree node or directory entry, a block

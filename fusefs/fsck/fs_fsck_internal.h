@@ -19,7 +19,7 @@
  * only if every problem found is of a kind up to K_LAST_FIXABLE. */
 enum fsck_kind {
 	K_LINK, K_LEAK, K_FREE, K_COUNT, K_DSIZE, K_PARENT, K_BITMAP,
-	K_SBBACKUP, K_LAST_FIXABLE = K_SBBACKUP,
+	K_SBBACKUP, K_STATFS, K_LAST_FIXABLE = K_STATFS,
 	K_SB, K_META, K_RGRP, K_TREE, K_INODE, K_DIR, K_ORPHAN, K_DUP,
 	K_JOURNAL, K_LOST, K_REFCOUNT, K_NKINDS
 };
@@ -100,6 +100,9 @@ struct fsck {
 	uint64_t *queue;	/* directories to walk */
 	size_t q_head, q_tail, q_cap;
 	uint32_t *ginodes;	/* per rgroup: inodes found in it */
+	int64_t sf_free;	/* statfs records: master + changes */
+	int64_t sf_inodes;
+	unsigned sf_bad;	/* statfs records unusable */
 	uint64_t reported[K_NKINDS];	/* problems per kind */
 };
 
@@ -135,6 +138,17 @@ void fsck_overlay_free(struct fsck *ck);
 int fsck_write(struct fsck *ck, uint64_t blkno, const void *buf);
 /* Repair: write every block fsck_write put, flush. 0 or -EIO. */
 int fsck_write_dirty(struct fsck *ck);
+
+/* Mark metadata block @b reachable (@what for messages). */
+void fsck_mark_meta(struct fsck *ck, uint64_t b, const char *what);
+
+/* fs_fsck_statfs.c (ro_compat STATFS): mark and read the records (before
+ * the bitmaps are checked); compare them with the bitmaps' free blocks
+ * and the inodes found (after); repair: rewrite them from the repaired
+ * group headers (after fix_rgroups). */
+void fsck_statfs_mark(struct fsck *ck);
+void fsck_statfs_check(struct fsck *ck);
+int fsck_statfs_fix(struct fsck *ck);
 
 /* fs_fsck_repair.c: after the check, fix what it found if every problem
  * is fixable (fs_fsck.h). 0 or -ENOMEM / -EIO. */

@@ -287,6 +287,8 @@ int fsck_repair(struct fsck *ck)
 	if (ret == 0)
 		ret = fix_rgroups(ck);
 	if (ret == 0)
+		ret = fsck_statfs_fix(ck);
+	if (ret == 0)
 		ret = fsck_write_dirty(ck);
 	if (ret == 0)
 		ck->res->fixed = n;

@@ -202,6 +202,7 @@ static void core_opts(const struct fs_opts *o, struct fs_core_opts *co)
 	co->nolock = o->lockproto == FS_LOCK_NOLOCK;
 	co->data_writeback = o->data == FS_DATA_WRITEBACK;
 	co->commit_s = o->commit_s;
+	co->statfs_quantum_s = o->statfs_quantum_s;
 	co->cache_mb = o->cache_mb;
 }
 
@@ -1713,10 +1714,14 @@ int fs_statfs(struct fs *fs, struct statvfs *out)
 {
 	struct fs_space sp;
 	struct fs_ilock il;
+	int ret;
 
 	OP_BEGIN(&il, fs, LK_PR);
-	fs_space_get(fs, &sp);
 	fs_op_end(&il);
+	/* no lock of ours held: the statfs glock may be waited for */
+	ret = fs_statfs_space(fs, &sp);
+	if (ret < 0)
+		return ret;
 	memset(out, 0, sizeof(*out));
 	out->f_bsize = FS_BLOCK_SIZE;
 	out->f_frsize = FS_BLOCK_SIZE;

@@ -93,6 +93,10 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "flog_dead_retries", s.flog_dead_retries);
 	fs_json_u64(o, "flog_worker_runs", s.flog_worker_runs);
 	fs_json_u64(o, "flog_dead_slots", s.flog_dead_slots);
+	fs_json_u64(o, "statfs_folds", s.statfs_folds);
+	fs_json_u64(o, "statfs_dead_folds", s.statfs_dead_folds);
+	fs_json_u64(o, "statfs_fold_errors", s.statfs_fold_errors);
+	fs_json_u64(o, "statfs_reads", s.statfs_reads);
 }
 
 /* The data write-behind (fs_data.c). */

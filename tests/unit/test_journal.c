@@ -66,7 +66,7 @@ static int write_blocks(struct fs *fs, uint64_t *blks, unsigned n,
 	struct fs_tx *tx;
 	int ret;
 
-	ret = fs_tx_begin(fs, n + 4 * fs_alloc_credits(fs), &tx);
+	ret = fs_tx_begin(fs, n + 3 * fs_alloc_credits(fs), &tx);
 	if (ret < 0)
 		return ret;
 	for (unsigned i = 0; i < n && ret == 0; i++) {

@@ -1,0 +1,400 @@
+/*
+ * fs_statfs.c — statfs counts that agree across cluster nodes (GFS2's
+ * statfs design; FORMAT.md "Statfs records", MOUNT.md statfs_quantum=).
+ *
+ * A filesystem with ro_compat STATFS has a master record (the free
+ * blocks and inodes as of the last fold) and one change record per slot
+ * (what that slot allocated and freed since). Every change of an rgroup
+ * header's free or dinodes count moves this slot's change record in the
+ * same transaction (fs_statfs_change, from fs_alloc.c under the group's
+ * lock), so the master plus every slot's change always equals the sum
+ * of the group headers, whatever a crash cuts.
+ *
+ * A fold moves our change into the master: under the statfs glock
+ * (FS_LK_STATFS/0) in EX, one transaction adds the change to the master
+ * and zeroes the change. A worker folds every statfs_quantum seconds
+ * (when the change is not zero), and the unmount folds last. statfs on
+ * a dlm mount reads the master under the glock in PR (cached until
+ * another node folds: its EX grant takes ours away, and a grant with a
+ * new generation drops our cached master) plus our own change: the
+ * other nodes' allocations show within one quantum. A nolock mount
+ * keeps the records the same way but answers statfs from the group
+ * counts it holds in memory (exact: nobody else writes).
+ *
+ * A dead node's change record, after its journal was replayed, holds
+ * exactly the part of its change that was committed: the survivor that
+ * recovers its slot (fs_iopen.c adopt, under the slot's lock) folds it
+ * with fs_statfs_fold_slot. A slot left free with a change not zero
+ * (the first mount after a whole-cluster crash replayed it) is taken
+ * over the same way (fs_core_slots_leftover).
+ *
+ * Locking: sf->mu protects our change record's content (taken inside a
+ * handle, under the allocator's rg->lock, before the journal and cache
+ * locks); sf->fold_mu serializes folds (no handle held; the statfs
+ * glock is taken under it, and a dead slot's lock before it).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusefs/cluster/fs_cluster.h"
+#include "fusefs/cluster/fs_glock.h"
+#include "fusefs/core/fs_core_priv.h"
+#include "lockmgr/cv_wait.h"
+#include "lockmgr/lk.h"
+
+struct fs_statfs {
+	pthread_mutex_t mu;	 /* our change record's content */
+	pthread_mutex_t fold_mu; /* one fold at a time */
+	struct fs_glock *gl;	 /* immutable: dlm, FS_LK_STATFS/0 */
+	int rw;			 /* immutable: records kept (rw, a slot) */
+	unsigned quantum_ms;	 /* immutable: worker's period */
+	pthread_cond_t cv;	 /* mu: the worker's (stop) */
+	pthread_t thr;		 /* the worker (fs_statfs_start) */
+	int started;		 /* mount thread: thr runs */
+	int stop;		 /* mu */
+};
+
+static int have_records(const struct fs *fs)
+{
+	return (fs->sb.feature_ro_compat & FS_FEATURE_RO_COMPAT_STATFS) != 0;
+}
+
+int fs_statfs_init(struct fs *fs, unsigned quantum_s)
+{
+	struct fs_statfs *sf;
+	int ret = 0;
+
+	if (!have_records(fs))
+		return 0;
+	sf = calloc(1, sizeof(*sf));
+	if (sf == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&sf->mu, NULL);
+	pthread_mutex_init(&sf->fold_mu, NULL);
+	pthread_cond_init(&sf->cv, NULL);
+	sf->rw = !fs->ro && fs->slot < fs->sb.slot_count;
+	sf->quantum_ms = (quantum_s ? quantum_s : FS_STATFS_QUANTUM_S) * 1000u;
+	fs->sfs = sf;
+	if (fs->cl != NULL)
+		ret = fs_glock_get(fs_cluster_glocks(fs->cl), FS_LK_STATFS, 0,
+				   &sf->gl);
+	if (ret < 0)
+		fs_statfs_destroy(fs);
+	return ret;
+}
+
+void fs_statfs_destroy(struct fs *fs)
+{
+	struct fs_statfs *sf = fs->sfs;
+
+	if (sf == NULL)
+		return;
+	fs_statfs_stop(fs);
+	fs_glock_put(sf->gl);
+	pthread_cond_destroy(&sf->cv);
+	pthread_mutex_destroy(&sf->mu);
+	pthread_mutex_destroy(&sf->fold_mu);
+	free(sf);
+	fs->sfs = NULL;
+}
+
+unsigned fs_statfs_credits(const struct fs *fs)
+{
+	return fs->sfs != NULL && fs->sfs->rw ? 1 : 0;
+}
+
+/* Read statfs record @blk, checking it is the one of @slot. */
+static int rec_read(struct fs *fs, uint64_t blk, uint32_t slot,
+		    struct fs_buf **out)
+{
+	const struct fs_statfs_rec *r;
+	int ret = fs_buf_read(fs, blk, FS_BT_STATFS, out);
+
+	if (ret < 0)
+		return ret;
+	r = (*out)->data;
+	if (r->slot != slot) {
+		fs_buf_put(*out);
+		*out = NULL;
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
+{
+	struct fs *fs = fs_tx_fs(tx);
+	struct fs_statfs *sf = fs->sfs;
+	struct fs_statfs_rec *r;
+	struct fs_buf *b;
+	int ret;
+
+	if (sf == NULL || !sf->rw)
+		return 0;
+	ret =
+	    rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot), fs->slot, &b);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&sf->mu);
+	ret = fs_tx_write(tx, b);
+	if (ret == 0) {
+		r = b->data;
+		r->free += dfree;
+		r->dinodes += dinodes;
+	}
+	pthread_mutex_unlock(&sf->mu);
+	fs_buf_put(b);
+	return ret;
+}
+
+/*
+ * One transaction: slot @slot's change added to the master and zeroed.
+ * @mu: our own change's lock (NULL for a dead slot's, whose slot lock
+ * the caller holds). *moved: 1 if the change was not zero. Under the
+ * statfs glock in EX (dlm).
+ */
+static int fold_tx(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
+		   int *moved)
+{
+	struct fs_statfs_rec *m, *c;
+	struct fs_buf *bm = NULL, *bc = NULL;
+	struct fs_tx *tx;
+	int ret;
+
+	*moved = 0;
+	ret = fs_tx_begin(fs, 2, &tx);
+	if (ret < 0)
+		return ret;
+	ret =
+	    rec_read(fs, fs_statfs_master_blk(&fs->sb), FS_STATFS_MASTER, &bm);
+	if (ret == 0)
+		ret = rec_read(fs, fs_statfs_change_blk(&fs->sb, slot), slot,
+			       &bc);
+	if (ret < 0)
+		goto out_end;
+	if (mu != NULL)
+		pthread_mutex_lock(mu);
+	m = bm->data;
+	c = bc->data;
+	if (c->free != 0 || c->dinodes != 0) {
+		ret = fs_tx_write(tx, bm);
+		if (ret == 0)
+			ret = fs_tx_write(tx, bc);
+		if (ret == 0) {
+			m->free += c->free;
+			m->dinodes += c->dinodes;
+			c->free = 0;
+			c->dinodes = 0;
+			*moved = 1;
+		}
+	}
+	if (mu != NULL)
+		pthread_mutex_unlock(mu);
+out_end:
+	fs_buf_put(bm);
+	fs_buf_put(bc);
+	{
+		int r2 = fs_tx_end(tx);
+
+		return ret < 0 ? ret : r2;
+	}
+}
+
+/* 1 if slot @slot's change record is not zero (0 also if unreadable: the
+ * fold reports that). */
+static int change_pending(struct fs *fs, unsigned slot)
+{
+	const struct fs_statfs_rec *c;
+	struct fs_buf *b;
+	int ret;
+
+	if (rec_read(fs, fs_statfs_change_blk(&fs->sb, slot), slot, &b) < 0)
+		return 1;
+	c = b->data;
+	ret = c->free != 0 || c->dinodes != 0;
+	fs_buf_put(b);
+	return ret;
+}
+
+/* Fold slot @slot's change under the glock in EX (dlm). */
+static int fold_locked(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
+		       int *moved)
+{
+	struct fs_statfs *sf = fs->sfs;
+	int ret;
+
+	if (sf->gl != NULL && fs_glock_acquire(sf->gl, LK_EX) < 0)
+		return -EIO;
+	ret = fold_tx(fs, slot, mu, moved);
+	if (sf->gl != NULL)
+		fs_glock_release(sf->gl, LK_EX);
+	return ret;
+}
+
+int fs_statfs_fold(struct fs *fs)
+{
+	struct fs_statfs *sf = fs->sfs;
+	int ret = 0, moved = 0;
+
+	if (sf == NULL || !sf->rw)
+		return 0;
+	pthread_mutex_lock(&sf->fold_mu);
+	if (change_pending(fs, fs->slot))
+		ret = fold_locked(fs, fs->slot, &sf->mu, &moved);
+	pthread_mutex_unlock(&sf->fold_mu);
+	if (moved)
+		FS_STAT_ADD(fs, statfs_folds, 1);
+	return ret;
+}
+
+int fs_statfs_fold_slot(struct fs *fs, unsigned slot)
+{
+	struct fs_statfs *sf = fs->sfs;
+	int ret = 0, moved = 0;
+
+	if (sf == NULL || !sf->rw || slot >= fs->sb.slot_count ||
+	    slot == fs->slot)
+		return 0;
+	pthread_mutex_lock(&sf->fold_mu);
+	fs_statfs_forget(fs, slot); /* the disk's copy, replayed */
+	if (change_pending(fs, slot))
+		ret = fold_locked(fs, slot, NULL, &moved);
+	pthread_mutex_unlock(&sf->fold_mu);
+	if (moved)
+		FS_STAT_ADD(fs, statfs_dead_folds, 1);
+	return ret;
+}
+
+int fs_statfs_slot_pending(struct fs *fs, unsigned slot)
+{
+	int ret;
+
+	if (fs->sfs == NULL || slot >= fs->sb.slot_count)
+		return 0;
+	fs_statfs_forget(fs, slot);
+	ret = change_pending(fs, slot);
+	fs_statfs_forget(fs, slot); /* read again under its lock */
+	return ret;
+}
+
+void fs_statfs_forget(struct fs *fs, unsigned slot)
+{
+	struct fs_buf *b;
+
+	if (fs->sfs == NULL || slot >= fs->sb.slot_count)
+		return;
+	b = fs_cache_lookup(fs, fs_statfs_change_blk(&fs->sb, slot));
+	if (b == NULL)
+		return;
+	fs_cache_unhash(b);
+	fs_buf_put(b);
+}
+
+/* The master's counts (dlm: under the glock in PR) into *@nfree,
+ * *@inodes, plus our own change. */
+static int read_counts(struct fs *fs, int64_t *nfree, int64_t *inodes)
+{
+	struct fs_statfs *sf = fs->sfs;
+	const struct fs_statfs_rec *r;
+	struct fs_buf *b;
+	int ret;
+
+	if (sf->gl != NULL && fs_glock_acquire(sf->gl, LK_PR) < 0)
+		return -EIO;
+	ret = rec_read(fs, fs_statfs_master_blk(&fs->sb), FS_STATFS_MASTER, &b);
+	if (ret == 0) {
+		r = b->data;
+		*nfree = r->free;
+		*inodes = r->dinodes;
+		fs_buf_put(b);
+	}
+	if (sf->gl != NULL)
+		fs_glock_release(sf->gl, LK_PR);
+	if (ret < 0 || !sf->rw)
+		return ret;
+	ret =
+	    rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot), fs->slot, &b);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&sf->mu);
+	r = b->data;
+	*nfree += r->free;
+	*inodes += r->dinodes;
+	pthread_mutex_unlock(&sf->mu);
+	fs_buf_put(b);
+	return 0;
+}
+
+int fs_statfs_space(struct fs *fs, struct fs_space *out)
+{
+	int64_t nfree = 0, inodes = 0;
+	int ret;
+
+	fs_space_get(fs, out);
+	if (fs->sfs == NULL || fs->cl == NULL)
+		return 0; /* nolock: the group counts are exact */
+	ret = read_counts(fs, &nfree, &inodes);
+	if (ret < 0)
+		return ret;
+	FS_STAT_ADD(fs, statfs_reads, 1);
+	if (nfree < 0)
+		nfree = 0;
+	if ((uint64_t)nfree > out->data_blocks)
+		nfree = (int64_t)out->data_blocks;
+	out->free_blocks = (uint64_t)nfree;
+	out->inodes = inodes < 0 ? 0 : (uint64_t)inodes;
+	return 0;
+}
+
+/* ---- the worker: a fold every quantum ---------------------------------- */
+
+static void *fold_worker(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_statfs *sf = fs->sfs;
+
+	pthread_mutex_lock(&sf->mu);
+	while (!sf->stop) {
+		cvw_wait_ms(&sf->cv, &sf->mu, sf->quantum_ms);
+		if (sf->stop)
+			break;
+		pthread_mutex_unlock(&sf->mu);
+		/* an error (fenced, journal aborted) leaves the change
+		 * where it is: the next fold, or recovery, takes it */
+		if (fs_statfs_fold(fs) < 0)
+			FS_STAT_ADD(fs, statfs_fold_errors, 1);
+		pthread_mutex_lock(&sf->mu);
+	}
+	pthread_mutex_unlock(&sf->mu);
+	return NULL;
+}
+
+int fs_statfs_start(struct fs *fs)
+{
+	struct fs_statfs *sf = fs->sfs;
+	int ret;
+
+	if (sf == NULL || !sf->rw || sf->started)
+		return 0;
+	sf->stop = 0;
+	ret = -pthread_create(&sf->thr, NULL, fold_worker, fs);
+	if (ret == 0)
+		sf->started = 1;
+	return ret;
+}
+
+void fs_statfs_stop(struct fs *fs)
+{
+	struct fs_statfs *sf = fs->sfs;
+
+	if (sf == NULL || !sf->started)
+		return;
+	pthread_mutex_lock(&sf->mu);
+	sf->stop = 1;
+	pthread_cond_broadcast(&sf->cv);
+	pthread_mutex_unlock(&sf->mu);
+	pthread_join(sf->thr, NULL);
+	sf->started = 0;
+}
