@@ -149,6 +149,29 @@ int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
 	return ret;
 }
 
+/* In @tx: change record @bc added to master @bm and zeroed; *@moved 1
+ * if it was not zero. */
+static int fold_into(struct fs_tx *tx, struct fs_buf *bm, struct fs_buf *bc,
+		     int *moved)
+{
+	struct fs_statfs_rec *m = bm->data, *c = bc->data;
+	int ret;
+
+	if (c->free == 0 && c->dinodes == 0)
+		return 0;
+	ret = fs_tx_write(tx, bm);
+	if (ret == 0)
+		ret = fs_tx_write(tx, bc);
+	if (ret < 0)
+		return ret;
+	m->free += c->free;
+	m->dinodes += c->dinodes;
+	c->free = 0;
+	c->dinodes = 0;
+	*moved = 1;
+	return 0;
+}
+
 /*
  * One transaction: slot @slot's change added to the master and zeroed.
  * @mu: our own change's lock (NULL for a dead slot's, whose slot lock
@@ -158,10 +181,9 @@ int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
 static int fold_tx(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
 		   int *moved)
 {
-	struct fs_statfs_rec *m, *c;
 	struct fs_buf *bm = NULL, *bc = NULL;
 	struct fs_tx *tx;
-	int ret;
+	int ret, r2;
 
 	*moved = 0;
 	ret = fs_tx_begin(fs, 2, &tx);
@@ -172,34 +194,17 @@ static int fold_tx(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
 	if (ret == 0)
 		ret = rec_read(fs, fs_statfs_change_blk(&fs->sb, slot), slot,
 			       &bc);
-	if (ret < 0)
-		goto out_end;
-	if (mu != NULL)
-		pthread_mutex_lock(mu);
-	m = bm->data;
-	c = bc->data;
-	if (c->free != 0 || c->dinodes != 0) {
-		ret = fs_tx_write(tx, bm);
-		if (ret == 0)
-			ret = fs_tx_write(tx, bc);
-		if (ret == 0) {
-			m->free += c->free;
-			m->dinodes += c->dinodes;
-			c->free = 0;
-			c->dinodes = 0;
-			*moved = 1;
-		}
+	if (ret == 0) {
+		if (mu != NULL)
+			pthread_mutex_lock(mu);
+		ret = fold_into(tx, bm, bc, moved);
+		if (mu != NULL)
+			pthread_mutex_unlock(mu);
 	}
-	if (mu != NULL)
-		pthread_mutex_unlock(mu);
-out_end:
 	fs_buf_put(bm);
 	fs_buf_put(bc);
-	{
-		int r2 = fs_tx_end(tx);
-
-		return ret < 0 ? ret : r2;
-	}
+	r2 = fs_tx_end(tx);
+	return ret < 0 ? ret : r2;
 }
 
 /* 1 if slot @slot's change record is not zero (0 also if unreadable: the
