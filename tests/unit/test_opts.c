@@ -49,6 +49,9 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.inode_max, -1);
 	CHECK_EQ(fs_opts_parse(&o, "inode_max=16", err, sizeof(err)), 0);
 	CHECK_EQ(o.inode_max, 16);
+	CHECK_EQ(o.statfs_quantum_s, 0); /* the core's default, 30 s */
+	CHECK_EQ(fs_opts_parse(&o, "statfs_quantum=7", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_quantum_s, 7);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
 			       "nowriteback_cache,uring=on",
@@ -95,6 +98,9 @@ static void test_rejects(void)
 		{ "commit=", "ucfs: bad value in mount option 'commit='" },
 		{ "commit=-1", "ucfs: bad value in mount option 'commit=-1'" },
 		{ "commit=0", "ucfs: bad value in mount option 'commit=0'" },
+		{ "statfs_quantum=0", "ucfs: bad value in mount option "
+				      "'statfs_quantum=0'" },
+		{ "statfs_quantum=3601", NULL },
 		{ "cache_mb=1x", NULL },
 		{ "readahead=100000", NULL },
 		{ "statahead=65537", NULL },
