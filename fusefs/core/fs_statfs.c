@@ -207,9 +207,9 @@ static int fold_tx(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
 	return ret < 0 ? ret : r2;
 }
 
-/* 1 if slot @slot's change record is not zero (0 also if unreadable: the
- * fold reports that). */
-static int change_pending(struct fs *fs, unsigned slot)
+/* 1 if slot @slot's change record is not zero (also if unreadable: the
+ * fold reports that); @mu: our own change's lock, or NULL. */
+static int change_pending(struct fs *fs, unsigned slot, pthread_mutex_t *mu)
 {
 	const struct fs_statfs_rec *c;
 	struct fs_buf *b;
@@ -218,7 +218,11 @@ static int change_pending(struct fs *fs, unsigned slot)
 	if (rec_read(fs, fs_statfs_change_blk(&fs->sb, slot), slot, &b) < 0)
 		return 1;
 	c = b->data;
+	if (mu != NULL)
+		pthread_mutex_lock(mu);
 	ret = c->free != 0 || c->dinodes != 0;
+	if (mu != NULL)
+		pthread_mutex_unlock(mu);
 	fs_buf_put(b);
 	return ret;
 }
@@ -246,7 +250,7 @@ int fs_statfs_fold(struct fs *fs)
 	if (sf == NULL || !sf->rw)
 		return 0;
 	pthread_mutex_lock(&sf->fold_mu);
-	if (change_pending(fs, fs->slot))
+	if (change_pending(fs, fs->slot, &sf->mu))
 		ret = fold_locked(fs, fs->slot, &sf->mu, &moved);
 	pthread_mutex_unlock(&sf->fold_mu);
 	if (moved)
@@ -264,7 +268,7 @@ int fs_statfs_fold_slot(struct fs *fs, unsigned slot)
 		return 0;
 	pthread_mutex_lock(&sf->fold_mu);
 	fs_statfs_forget(fs, slot); /* the disk's copy, replayed */
-	if (change_pending(fs, slot))
+	if (change_pending(fs, slot, NULL))
 		ret = fold_locked(fs, slot, NULL, &moved);
 	pthread_mutex_unlock(&sf->fold_mu);
 	if (moved)
@@ -279,7 +283,7 @@ int fs_statfs_slot_pending(struct fs *fs, unsigned slot)
 	if (fs->sfs == NULL || slot >= fs->sb.slot_count)
 		return 0;
 	fs_statfs_forget(fs, slot);
-	ret = change_pending(fs, slot);
+	ret = change_pending(fs, slot, NULL);
 	fs_statfs_forget(fs, slot); /* read again under its lock */
 	return ret;
 }
