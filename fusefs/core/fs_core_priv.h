@@ -106,9 +106,13 @@ int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes);
 /* Our change into the master (dlm: the statfs glock in EX, waited
  * for). No handle held. 0 or -errno. */
 int fs_statfs_fold(struct fs *fs);
-/* 1 if slot @slot's change record on disk is not zero. */
+/* 1 if slot @slot's change record on disk is not zero (another slot's:
+ * read from the disk, as fs_statfs_forget). */
 int fs_statfs_slot_pending(struct fs *fs, unsigned slot);
-/* Forget the cached copy of slot @slot's change record. */
+/* Forget the cached copy of another slot's change record (a dead one's:
+ * read from the disk the next time). Clean (the journal written back
+ * since this node last folded it) or never written by this node, as
+ * fs_core_slotinfo_forget. */
 void fs_statfs_forget(struct fs *fs, unsigned slot);
 
 /* Pin (not evictable) / unpin: the journal's tx and checkpoint states. */

@@ -48,13 +48,14 @@ static struct bd_dev *ram_fs(unsigned mb, int no_statfs)
 	return bd;
 }
 
-static struct fs *mnt(struct bd_dev *bd)
+static struct fs *mnt_slot(struct bd_dev *bd, int slot)
 {
 	struct fs_core_opts o;
 	struct fs *fs;
 	char why[200];
 
 	fs_core_opts_init(&o);
+	o.slot = slot;
 	o.commit_s = 3600;
 	o.statfs_quantum_s = 3600; /* folds only where the test says */
 	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0) {
@@ -62,6 +63,11 @@ static struct fs *mnt(struct bd_dev *bd)
 		return NULL;
 	}
 	return fs;
+}
+
+static struct fs *mnt(struct bd_dev *bd)
+{
+	return mnt_slot(bd, -1);
 }
 
 /* The records on the device (read directly): master + every change in
@@ -443,6 +449,66 @@ static void test_statfs_crash(void)
 	bd_close(base);
 }
 
+/* Slot @s's change record on the device (free blocks). */
+static int64_t change_of(struct bd_dev *bd, const struct fs_sb *sb, unsigned s)
+{
+	struct fs_statfs_rec *r = bd_buf_alloc(FS_BLOCK_SIZE);
+	uint64_t b = fs_statfs_change_blk(sb, s);
+	int64_t v = INT64_MIN;
+
+	if (r != NULL &&
+	    bd_read(bd, r, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE) == 0 &&
+	    fs_blk_verify(r, FS_BT_STATFS, b) == 0 && r->slot == s)
+		v = r->free;
+	free(r);
+	return v;
+}
+
+/*
+ * A dead slot's change: slot 1 allocates and commits, then dies (its
+ * journal holds the change, nothing folded). A mount of slot 0 replays
+ * it (the records consistent, slot 1's change -41 at home) and folds
+ * it as a recovering node does (fs_statfs_fold_slot): the master gets
+ * it, slot 1's change is zero, and the statfs counts are unchanged.
+ */
+static void test_statfs_dead_slot(void)
+{
+	struct bd_dev *bd = ram_fs(64, 0);
+	struct fs_core_stats st;
+	struct fs_space sp;
+	struct fs_sb sb;
+	uint64_t blk[2];
+	int64_t f, in;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && (fs = mnt_slot(bd, 1)) != NULL);
+	CHECK_EQ(alloc_some(fs, 40, blk), 0);
+	CHECK_EQ(fs_journal_sync(fs), 0);
+	fs_core_abandon(fs); /* dies: committed, not folded */
+	REQUIRE((fs = mnt_slot(bd, 0)) != NULL);
+	sb = fs->sb;
+	fs_space_get(fs, &sp);
+	/* replayed home: 40 blocks and an inode block */
+	CHECK_EQ(change_of(bd, &sb, 1), -41);
+	cached_records(fs, &f, &in, NULL);
+	CHECK_EQ(f, (int64_t)sp.free_blocks);
+	CHECK_EQ(fs_statfs_slot_pending(fs, 1), 1);
+	CHECK_EQ(fs_statfs_fold_slot(fs, 1), 0);
+	/* written back before the slot lock goes, as recovery does */
+	CHECK_EQ(fs_journal_checkpoint(fs, FS_CR_SYNC), 0);
+	CHECK_EQ(fs_statfs_slot_pending(fs, 1), 0);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.statfs_dead_folds, 1);
+	cached_records(fs, &f, &in, NULL);
+	CHECK_EQ(f, (int64_t)sp.free_blocks);
+	CHECK_EQ(in, (int64_t)sp.inodes);
+	CHECK_EQ(free_some(fs, 40, blk), 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	CHECK_EQ(change_of(bd, &sb, 1), 0);
+	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
+	bd_close(bd);
+}
+
 /* A wrong master: fsck finds it, fsck -y rewrites the records. */
 static void test_statfs_fsck_repair(void)
 {
@@ -482,6 +548,7 @@ int main(int argc, char **argv)
 	T_RUN(test_statfs_old_image);
 	T_RUN(test_statfs_track_fold);
 	T_RUN(test_statfs_crash);
+	T_RUN(test_statfs_dead_slot);
 	T_RUN(test_statfs_fsck_repair);
 	return t_done();
 }
