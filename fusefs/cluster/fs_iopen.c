@@ -779,9 +779,9 @@ static int adopt(struct fs *fs, unsigned s)
 }
 
 /* Slots that were left with orphans, a free log or a statfs change while
- * free in the slot map (a mount recovered them, the first after a whole-cluster crash
- * included, or their node unmounted while another node used one of its
- * orphans): the worker's to recover too. */
+ * free in the slot map (a mount recovered them, the first after a
+ * whole-cluster crash included, or their node unmounted while another
+ * node used one of its orphans): the worker's to recover too. */
 static uint64_t leftovers(struct fs *fs)
 {
 	uint64_t m = 0;
