@@ -743,8 +743,9 @@ static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
  * the slot's lock: adopt its orphan list, apply its free log
  * (fs_flog_dead_apply) and fold its statfs change (fs_statfs_fold_slot),
  * all written back in place before the lock goes. 0 done (or not ours:
- * a new mount of the slot, an error), -EAGAIN the slot's lock is held by recovery (another survivor) while
- * nobody mounted it again: try again later.
+ * a new mount of the slot, an error), -EAGAIN the slot's lock is held
+ * by recovery (another survivor) while nobody mounted it again: try
+ * again later.
  */
 static int adopt(struct fs *fs, unsigned s)
 {

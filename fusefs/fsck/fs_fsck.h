@@ -45,9 +45,9 @@
  *     bitmaps rebuilt from the reachable blocks (leaked blocks freed,
  *     used blocks marked, unreadable bitmap blocks rewritten), rgroup
  *     free and inode counts, the statfs records (the master from the
- *     group headers, every change zero); and it releases the orphans (inodes unlinked
- *     while open when their node stopped: orphan lists emptied, their
- *     blocks freed), as a mount's orphan reclaim would.
+ *     group headers, every change zero); and it releases the orphans
+ *     (inodes unlinked while open when their node stopped: orphan lists
+ *     emptied, their blocks freed), as a mount's orphan reclaim would.
  * Any other problem (a bad inode, tree node or directory entry, a block
  * used twice, a leaked block that holds a lost file, ...) stops step 2:
  * nothing but the journal replay is written, so a later fsck sees the
