@@ -18,8 +18,9 @@
 #  node 2 unmounts, fsck.ucfs -n is clean (it checks the records), and
 #  a fresh mount's df equals node 2's last one;
 #  (4) both nodes (statfs_quantum=3600) write and fsync, node 1 removes
-#      a file and fsyncs the directory, both are killed: the next mount replays both journals
-#      and folds the other slot's change (stats: statfs_dead_folds);
+#      a file and fsyncs the directory, both are killed: the next mount
+#      replays both journals and folds the other slot's change (stats:
+#      statfs_dead_folds);
 #      after its unmount fsck is clean and a fresh mount's df equals
 #      what it showed.
 # No timed assert: every "shows" is polled up to a generous deadline.
