@@ -14,9 +14,10 @@
  * in-memory inodes (fs_inode.c) hold only this node's kernel
  * references, opens and its own slot's orphan list; directory
  * readahead (fs_statahead.c) only prefetches into the block cache, the
- * blocks of inodes whose glock it asked for ahead and holds (a later grant with a new generation drops
- * what it fetched); file data is read from the device (fs_data.c
- * keeps only unwritten runs, written before a demote); the superblock
+ * blocks of inodes whose glock it asked for ahead and holds (a later
+ * grant with a new generation drops what it fetched); file data is read
+ * from the device (fs_data.c keeps only unwritten runs, written before
+ * a demote); the superblock
  * never changes; this node's journal and slotinfo are its own. So, per
  * lock (ops run on a demote worker or a holder's thread, never on the
  * DLM's callback thread):
