@@ -17,8 +17,8 @@
  * blocks of inodes whose glock it asked for ahead and holds (a later
  * grant with a new generation drops what it fetched); file data is read
  * from the device (fs_data.c keeps only unwritten runs, written before
- * a demote); the superblock
- * never changes; this node's journal and slotinfo are its own. So, per
+ * a demote); the superblock never changes; this node's journal and
+ * slotinfo (and statfs change record) are its own. So, per
  * lock (ops run on a demote worker or a holder's thread, never on the
  * DLM's callback thread):
  *  - sync (leaving EX): fs_journal_sync_owner: nothing if the owner was
