@@ -173,8 +173,8 @@ static int sb_fail(char *why, size_t whylen, int err, const char *msg)
  * after its header and bitmaps; none without the feature. */
 static int statfs_geometry_ok(const struct fs_sb *sb)
 {
-	uint64_t first = fs_rgrp_blk(sb, 0) + 1 +
-			 fs_rgrp_nbitmaps(fs_rgrp_len(sb, 0));
+	uint64_t first =
+	    fs_rgrp_blk(sb, 0) + 1 + fs_rgrp_nbitmaps(fs_rgrp_len(sb, 0));
 
 	if (!(sb->feature_ro_compat & FS_FEATURE_RO_COMPAT_STATFS))
 		return sb->statfs_blk == 0;

@@ -33,8 +33,8 @@ enum {
  */
 enum {
 	FS_OWNER_NONE = 0,
-	FS_OWNER_INODE = 3, /* = FS_LK_INODE */
-	FS_OWNER_RGRP = 4,  /* = FS_LK_RGRP */
+	FS_OWNER_INODE = 3,  /* = FS_LK_INODE */
+	FS_OWNER_RGRP = 4,   /* = FS_LK_RGRP */
 	FS_OWNER_STATFS = 8, /* = FS_LK_STATFS */
 };
 struct fs_owner {

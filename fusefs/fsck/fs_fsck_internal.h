@@ -102,7 +102,7 @@ struct fsck {
 	uint32_t *ginodes;	/* per rgroup: inodes found in it */
 	int64_t sf_free;	/* statfs records: master + changes */
 	int64_t sf_inodes;
-	unsigned sf_bad;	/* statfs records unusable */
+	unsigned sf_bad;		/* statfs records unusable */
 	uint64_t reported[K_NKINDS];	/* problems per kind */
 };
 

@@ -113,8 +113,8 @@ static void test_mkfs_layout(void)
 	/* the root and the statfs records (master, a change per slot) */
 	CHECK_EQ(fs->sb.feature_ro_compat, FS_FEATURE_RO_COMPAT_STATFS);
 	CHECK_EQ(fs->sb.statfs_blk, fs->sb.root_ino + 1);
-	CHECK(sp.free_blocks > 0 && sp.free_blocks + 2 + fs->sb.slot_count ==
-				    sp.data_blocks);
+	CHECK(sp.free_blocks > 0 &&
+	      sp.free_blocks + 2 + fs->sb.slot_count == sp.data_blocks);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	/* mounts again after a clean unmount */
 	CHECK_EQ(fs_core_mount(bd, &o, &fs, why, sizeof(why)), 0);
