@@ -72,8 +72,8 @@ check clu_enospc_not_fenced sh -c "'$B/ucfs-stat' --json '$M1' |
 # 16 files' worth (1,024 blocks, 8%: inode, extent and directory blocks,
 # and the last free blocks, which the two nodes take from each other
 # until one gives up after its retries; seen: 182 to 188 of 191 files)
-# (Each node's statfs is no witness: it counts the groups the other
-# node filled after it last held them as it saw them then.)
+# (Each node's statfs is no witness: the other node's allocations show
+# only within its statfs quantum, 30 s by default; clu_statfs checks it.)
 check clu_enospc_disk_used_up test $((n1 + n2)) -ge $((total0 / 64 - 16))
 
 # every file each node wrote, read on the other node
@@ -158,8 +158,9 @@ check clu_enospc_untar_listable sh -c "ls -R '$M2/u1' '$M1/u2' >/dev/null"
 check clu_enospc_untar_rm sh -c "rm -rf '$M1/u1' '$M1'/fill* &&
 	rm -rf '$M2/u2'"
 sync
-# statfs on a node counts the groups another node holds as it last held
-# them (MOUNT.md "Known limits"): shown here, not checked
+# statfs on a node shows the other node's changes within its statfs
+# quantum (MOUNT.md statfs_quantum=; clu_statfs checks it): shown here,
+# not checked
 echo "free seen after both removed theirs: node 1 $(avail "$M1")," \
 	"node 2 $(avail "$M2") blocks (of $total0)"
 check clu_enospc_umount2 fs_umount "$M2"
