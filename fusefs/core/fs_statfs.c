@@ -54,6 +54,7 @@ struct fs_statfs {
 	pthread_t thr;		 /* the worker (fs_statfs_start) */
 	int started;		 /* mount thread: thr runs */
 	int stop;		 /* mu */
+	uint64_t folds;		 /* mu: folds of our change (read_counts) */
 };
 
 static int have_records(const struct fs *fs)
@@ -194,12 +195,13 @@ static int fold_tx(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
 	if (ret == 0)
 		ret = rec_read(fs, fs_statfs_change_blk(&fs->sb, slot), slot,
 			       &bc);
-	if (ret == 0) {
-		if (mu != NULL)
-			pthread_mutex_lock(mu);
+	if (ret == 0 && mu != NULL) {
+		pthread_mutex_lock(mu);
 		ret = fold_into(tx, bm, bc, moved);
-		if (mu != NULL)
-			pthread_mutex_unlock(mu);
+		fs->sfs->folds += *moved;
+		pthread_mutex_unlock(mu);
+	} else if (ret == 0) {
+		ret = fold_into(tx, bm, bc, moved);
 	}
 	fs_buf_put(bm);
 	fs_buf_put(bc);
@@ -302,8 +304,8 @@ void fs_statfs_forget(struct fs *fs, unsigned slot)
 }
 
 /* The master's counts (dlm: under the glock in PR) into *@nfree,
- * *@inodes, plus our own change. */
-static int read_counts(struct fs *fs, int64_t *nfree, int64_t *inodes)
+ * *@inodes. */
+static int read_master(struct fs *fs, int64_t *nfree, int64_t *inodes)
 {
 	struct fs_statfs *sf = fs->sfs;
 	const struct fs_statfs_rec *r;
@@ -321,18 +323,39 @@ static int read_counts(struct fs *fs, int64_t *nfree, int64_t *inodes)
 	}
 	if (sf->gl != NULL)
 		fs_glock_release(sf->gl, LK_PR);
-	if (ret < 0 || !sf->rw)
-		return ret;
-	ret =
-	    rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot), fs->slot, &b);
-	if (ret < 0)
-		return ret;
-	pthread_mutex_lock(&sf->mu);
-	r = b->data;
-	*nfree += r->free;
-	*inodes += r->dinodes;
-	pthread_mutex_unlock(&sf->mu);
-	fs_buf_put(b);
+	return ret;
+}
+
+/* The master plus our own change, taken between the same two folds of
+ * ours (a fold in between moves the change into the master: read
+ * again). */
+static int read_counts(struct fs *fs, int64_t *nfree, int64_t *inodes)
+{
+	struct fs_statfs *sf = fs->sfs;
+	const struct fs_statfs_rec *r;
+	uint64_t seen;
+	struct fs_buf *b;
+	int ret, again;
+
+	do {
+		pthread_mutex_lock(&sf->mu);
+		seen = sf->folds;
+		pthread_mutex_unlock(&sf->mu);
+		ret = read_master(fs, nfree, inodes);
+		if (ret < 0 || !sf->rw)
+			return ret;
+		ret = rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot),
+			       fs->slot, &b);
+		if (ret < 0)
+			return ret;
+		pthread_mutex_lock(&sf->mu);
+		r = b->data;
+		*nfree += r->free;
+		*inodes += r->dinodes;
+		again = sf->folds != seen;
+		pthread_mutex_unlock(&sf->mu);
+		fs_buf_put(b);
+	} while (again);
 	return 0;
 }
 
