@@ -132,6 +132,7 @@ struct fs_core_stats {
 	uint64_t flog_worker_runs;  /* dlm: the worker's applies */
 	uint64_t flog_dead_slots;   /* dlm: dead slots' logs applied */
 	uint64_t replay_tx, replay_blocks;
+	uint64_t replay_scanned;	/* log blocks the replays walked */
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
 	uint64_t data_throttled;	/* writers that waited for the bound */
