@@ -60,7 +60,7 @@
  * dlm mount replays the dead slots, then its own).
  *
  * Run on an image with JCKPT (records) and on one without (the header
- * move with FUA: main's behaviour before JCKPT), split as above (100
+ * move with FUA: main's behaviour before JCKPT), split as above (60
  * points), and with a 1 MiB cache (test_crash_handover_cache: fewer
  * hand-overs, so that handles find the cache half pinned and the node
  * commits and checkpoints for cache pressure, FS_CR_CACHE, ending with a
@@ -971,7 +971,7 @@ static void test_crash_handover_split(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1};
 
-	CHECK_EQ(crash_points(&m, 100, 0, 3), 0);
+	CHECK_EQ(crash_points(&m, 60, 0, 3), 0);
 }
 
 /* The same devices claiming that a flush covers all: the journal writes
