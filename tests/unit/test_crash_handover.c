@@ -107,6 +107,18 @@ struct pfile {
 	uint32_t dver;
 };
 
+/* How a run's nodes reach the device, and the workload's knobs. */
+struct mode {
+	int jckpt; /* the image has JCKPT */
+	int split; /* a fault wrapper (volatile cache) per node */
+	int lie;   /* split, but the wrappers claim a flush covers all */
+	unsigned cache_mb; /* the workload's cache_mb (0: 8) */
+	unsigned ho_skip;  /* 1 in ho_skip hand-overs drawn happens, the
+			      others create files (0: all happen) */
+	int keep;	   /* no unlinks: creates instead */
+	unsigned burst;	   /* files a create op makes (0: 1) */
+};
+
 /* Write indices from..to (1 = the workload's first write). */
 struct span {
 	uint64_t from, to;
@@ -126,11 +138,7 @@ struct run {
 	uint64_t freed[NFREED]; /* allocation goals */
 	uint32_t ver;
 	unsigned handovers, fsyncs;
-	unsigned cache_mb;   /* of the workload's mounts (0: 8) */
-	unsigned ho_skip;    /* 1 in ho_skip hand-overs drawn happens, the
-				others create a file (0: all happen) */
-	int keep;	     /* no unlinks: creates instead */
-	unsigned burst;	     /* files a create op makes (0: 1) */
+	const struct mode *m;
 	struct span *ops_cr; /* NOPS, the dry run only: the operations that
 				made a cache pressure commit */
 	unsigned nops_cr;
@@ -383,12 +391,12 @@ static int handover(struct run *r)
 	return ret;
 }
 
-/* A create op: r->burst files, a transaction each. */
+/* A create op: m->burst files, a transaction each. */
 static int op_creates(struct run *r)
 {
 	int ret = op_create(r);
 
-	for (unsigned i = 1; i < r->burst && ret == 0; i++)
+	for (unsigned i = 1; i < r->m->burst && ret == 0; i++)
 		ret = op_create(r);
 	return ret;
 }
@@ -397,7 +405,7 @@ static int one_op(struct run *r)
 {
 	unsigned c = (unsigned)(rnd(r) % 100);
 
-	if (c < 14 && r->ho_skip && rnd(r) % r->ho_skip)
+	if (c < 14 && r->m->ho_skip && rnd(r) % r->m->ho_skip)
 		return op_creates(r);
 	if (c < 14)
 		return handover(r);
@@ -412,7 +420,7 @@ static int one_op(struct run *r)
 	if (c < 78)
 		return op_private(r, 0);
 	if (c < 92)
-		return r->keep ? op_creates(r) : op_private(r, 1);
+		return r->m->keep ? op_creates(r) : op_private(r, 1);
 	return op_fsync(r);
 }
 
@@ -567,12 +575,12 @@ static int slot_states(struct bd_dev *bd, int s0, int s1)
  * A's). 0 or -errno. */
 static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
 {
-	if (mount_slot(bd1, 1, r->cache_mb, &r->fs[1]) < 0)
+	if (mount_slot(bd1, 1, r->m->cache_mb, &r->fs[1]) < 0)
 		return -EIO;
 	if (bd_flush(bd1) < 0 ||
 	    slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
 	    bd_flush(bd0) < 0 ||
-	    mount_slot(bd0, 0, r->cache_mb, &r->fs[0]) < 0) {
+	    mount_slot(bd0, 0, r->m->cache_mb, &r->fs[0]) < 0) {
 		fs_core_unmount(r->fs[1]);
 		return -EIO;
 	}
@@ -713,17 +721,6 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	return ok;
 }
 
-/* How a run's nodes reach the device. */
-struct mode {
-	int jckpt; /* the image has JCKPT */
-	int split; /* a fault wrapper (volatile cache) per node */
-	int lie;   /* split, but the wrappers claim a flush covers all */
-	unsigned cache_mb; /* the workload's cache_mb (0: 8) */
-	unsigned ho_skip;  /* run.ho_skip */
-	int keep;	   /* run.keep */
-	unsigned burst;	   /* run.burst */
-};
-
 /* The hand-overs marked their checkpoints with records (JCKPT, where a
  * flush covers every node's writes) or header moves only. */
 static int marks_ok(struct run *r, const struct mode *m)
@@ -754,25 +751,32 @@ static int marks_ok(struct run *r, const struct mode *m)
 	return st[0].ckpt_records + st[1].ckpt_records == 0;
 }
 
-/* The devices of a run over @lower: one fault wrapper for both nodes, or
- * (m->split) one per node in one power group. 0 or -errno. */
+/* The devices of a run over @lower (owned from now on): one fault
+ * wrapper for both nodes, or (m->split) one per node in one power group.
+ * 0, or -errno with everything closed. */
 static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
 		     struct bd_dev **bd)
 {
 	struct bd_fault *f1;
 	int ret = bd_fault_open(lower, &bd[0], &r->f);
 
-	bd[1] = bd[0];
-	if (ret < 0 || !m->split)
-		return ret;
-	ret = bd_fault_open_peer(r->f, &bd[1], &f1);
 	if (ret < 0) {
-		bd[1] = bd[0];
+		bd_close(lower);
 		return ret;
 	}
-	if (bd_flush_covers_all(bd[0]) || bd_flush_covers_all(bd[1])) {
+	bd[1] = bd[0];
+	if (!m->split)
+		return 0;
+	ret = bd_fault_open_peer(r->f, &bd[1], &f1);
+	if (ret == 0 &&
+	    (bd_flush_covers_all(bd[0]) || bd_flush_covers_all(bd[1]))) {
 		fprintf(stderr, "  split wrappers say a flush covers all\n");
-		return -EINVAL;
+		bd_close(bd[1]);
+		ret = -EINVAL;
+	}
+	if (ret < 0) {
+		bd_close(bd[0]);
+		return ret;
 	}
 	if (m->lie) {
 		bd_fault_set_flush_local(r->f, 0);
@@ -833,17 +837,21 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
 	struct run *r = calloc(1, sizeof(*r));
 	int ok = 0;
 
-	if (r == NULL || lower == NULL || open_devs(r, lower, m, bd) < 0)
+	if (r == NULL || lower == NULL) {
+		bd_close(lower);
+		free(r);
 		return 0;
+	}
+	if (open_devs(r, lower, m, bd) < 0) {
+		free(r);
+		return 0;
+	}
 	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
 	r->rng = seed;
 	r->sh = sh;
 	r->holder = (int)(point & 1); /* see the file's comment */
 	r->nhist = 1;
-	r->cache_mb = m->cache_mb;
-	r->ho_skip = m->ho_skip;
-	r->keep = m->keep;
-	r->burst = m->burst;
+	r->m = m;
 	if (r->hist == NULL || read_sb(bd[0], &r->sb) < 0 ||
 	    mount_pair(r, bd[0], bd[1]) < 0)
 		goto out_free;
