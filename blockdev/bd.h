@@ -145,6 +145,26 @@ int bd_ram_open(uint64_t size, struct bd_dev **out);
 int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
 		  struct bd_fault **fault);
 
+/*
+ * Another client of the storage under @first (a peer): a wrapper over the
+ * same @lower with its own volatile overlay, as a second connection to an
+ * NBD export without multi-conn. A flush through one member makes only
+ * its own writes durable, and reads see @lower plus the member's own
+ * unflushed writes; every member then reports bd_flush_covers_all() == 0.
+ * The members share one power supply: writes are counted, and crash and
+ * tear points armed, over the whole group (bd_fault_writes, *_nth through
+ * any member), and a crash through any member loses the unflushed writes
+ * of all (bd_fault_crash_nth_garble's seed decides each member's). @lower
+ * is closed with the last member. Up to 8 members. 0, -ENOSPC, -EIO (the
+ * group crashed), -ENOMEM.
+ */
+int bd_fault_open_peer(struct bd_fault *first, struct bd_dev **out,
+		       struct bd_fault **fault);
+/* What bd_flush_covers_all() reports for @f's device from now on (call it
+ * before a user asks): a test lets a split group claim 1 to show that its
+ * checks catch the user trusting a flush it must not trust. */
+void bd_fault_set_flush_local(struct bd_fault *f, int local);
+
 /* Fail the @n-th I/O of @op counted from now (1 = the next), with -EIO;
  * a failed write changes nothing. @persistent: also fail every later one.
  * Each I/O of a batch counts. n = 0 disarms. */
@@ -167,7 +187,8 @@ void bd_fault_crash_nth_garble(struct bd_fault *f, uint64_t n,
  * chosen by a PRNG seeded with @garble_seed. After a crash every I/O on
  * the wrapper returns -EIO; @lower holds what survived. */
 void bd_fault_crash(struct bd_fault *f, uint64_t garble_seed);
-/* Writes issued through the wrapper so far (to pick crash points). */
+/* Writes issued through the wrapper (its group) so far (to pick crash
+ * points). */
 uint64_t bd_fault_writes(const struct bd_fault *f);
 /* 1 once the wrapper has crashed. */
 int bd_fault_crashed(const struct bd_fault *f);

@@ -25,10 +25,19 @@
  * After a crash every I/O and flush returns -EIO; @lower holds exactly what
  * survived and can be reopened through a new wrapper by the test.
  *
- * Locking: f->lock (a mutex) protects everything below it in struct
- * bd_fault and is held across the calls into @lower, which serializes the
- * wrapper (fine for tests). writes and crashed are also atomics so that the
- * const getters need no lock. Lock order: f->lock -> @lower's locks.
+ * Peers (bd_fault_open_peer): more wrappers over the same @lower, each
+ * with its own overlay, as clients of one storage whose flush covers only
+ * their own writes (an NBD export without multi-conn): they report
+ * bd_flush_covers_all() == 0. They share one power supply (struct
+ * fault_power): writes are counted, and crash and tear points armed,
+ * over the whole group, and a crash loses the unflushed writes of every
+ * member. A lone wrapper is a group of one.
+ *
+ * Locking: pw->lock (one mutex per group) protects everything in struct
+ * fault_power and the overlay and counters of every member, and is held
+ * across the calls into @lower, which serializes the group (fine for
+ * tests). writes and crashed are also atomics so that the const getters
+ * need no lock. Lock order: pw->lock -> @lower's locks.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,23 +61,36 @@ struct fault_index {
 	size_t used;
 };
 
-struct bd_fault {
-	struct bd_dev dev;       /* first: container of the common header */
-	struct bd_dev *lower;    /* immutable; owned */
-	struct bd_worker worker; /* its own locking */
+#define FAULT_PEERS_MAX 8
+
+/* What the wrappers over one @lower share: the power. */
+struct fault_power {
 	pthread_mutex_t lock;
-	struct fault_write *log; /* f->lock: unflushed writes, oldest first */
-	size_t nlog, caplog;     /* f->lock */
-	struct fault_index idx;  /* f->lock */
-	uint64_t reads;          /* f->lock: reads issued */
-	_Atomic uint64_t writes; /* written under f->lock: writes issued */
-	uint64_t fail_at[2];     /* f->lock: by enum bd_op; 0 = off */
-	int fail_persist[2];     /* f->lock */
-	uint64_t tear_at;        /* f->lock: 0 = off */
-	size_t tear_keep;        /* f->lock */
-	uint64_t crash_at;       /* f->lock: 0 = off */
-	uint64_t crash_seed;     /* f->lock: garble seed of crash_at */
-	_Atomic int crashed;     /* written under f->lock */
+	struct bd_dev *lower; /* immutable; owned, closed with the last */
+	/* lock: the members by their index; NULL: closed */
+	struct bd_fault *member[FAULT_PEERS_MAX];
+	unsigned refs;		 /* lock: open members */
+	_Atomic uint64_t writes; /* written under lock: writes issued */
+	uint64_t tear_at;	 /* lock: 0 = off */
+	size_t tear_keep;	 /* lock */
+	uint64_t crash_at;	 /* lock: 0 = off */
+	uint64_t crash_seed;	 /* lock: garble seed of crash_at */
+	_Atomic int crashed;	 /* written under lock */
+};
+
+struct bd_fault {
+	struct bd_dev dev;	 /* first: container of the common header */
+	struct bd_dev *lower;	 /* immutable: pw->lower */
+	struct fault_power *pw;	 /* immutable; shared with the peers */
+	struct bd_worker worker; /* its own locking */
+	struct fault_write *log; /* pw->lock: unflushed writes, oldest first */
+	size_t nlog, caplog;	 /* pw->lock */
+	struct fault_index idx;	 /* pw->lock */
+	uint64_t reads;		 /* pw->lock: reads issued */
+	uint64_t fail_at[2];	 /* pw->lock: by enum bd_op, counted in
+				    this wrapper's reads / the group's
+				    writes; 0 = off */
+	int fail_persist[2];	 /* pw->lock */
 };
 
 static struct bd_fault *to_fault(struct bd_dev *dev)
@@ -237,15 +259,23 @@ static int log_apply(struct bd_fault *f, int crash, uint64_t seed)
 	return 0;
 }
 
-/* Power loss: decide the fate of the overlay, then refuse all I/O. */
-static void crash_locked(struct bd_fault *f, uint64_t seed)
+/* Power loss: decide the fate of every member's overlay (member i > 0
+ * with its own seed), then refuse all I/O. pw->lock. */
+static void crash_locked(struct fault_power *pw, uint64_t seed)
 {
-	if (f->crashed)
+	if (pw->crashed)
 		return;
-	log_apply(f, 1, seed); /* a failing lower loses the rest: also fine */
-	bd_flush(f->lower);
-	log_clear(f);
-	f->crashed = 1;
+	for (unsigned i = 0; i < FAULT_PEERS_MAX; i++) {
+		struct bd_fault *m = pw->member[i];
+
+		if (m == NULL)
+			continue;
+		/* a failing lower loses the rest: also fine */
+		log_apply(m, 1, seed ? seed ^ (i * 0x9e3779b97f4a7c15ull) : 0);
+		log_clear(m);
+	}
+	bd_flush(pw->lower);
+	pw->crashed = 1;
 }
 
 /* The torn write: its first @keep bytes (a multiple of 512) reach lower
@@ -257,7 +287,7 @@ static void tear_locked(struct bd_fault *f, const void *buf, uint64_t off,
 	size_t span = (keep + BD_ALIGN - 1) / BD_ALIGN * BD_ALIGN;
 	unsigned char *tmp;
 
-	crash_locked(f, 0);
+	crash_locked(f->pw, 0);
 	if (keep == 0)
 		return;
 	tmp = bd_buf_alloc(span);
@@ -287,8 +317,8 @@ static int fault_read(struct bd_dev *dev, void *buf, size_t len,
 	unsigned char *p;
 	int ret = -EIO;
 
-	pthread_mutex_lock(&f->lock);
-	if (f->crashed || should_fail(f, BD_READ, ++f->reads))
+	pthread_mutex_lock(&f->pw->lock);
+	if (f->pw->crashed || should_fail(f, BD_READ, ++f->reads))
 		goto out_unlock;
 	ret = bd_read(f->lower, buf, len, off);
 	if (ret != 0 || f->nlog == 0)
@@ -299,7 +329,7 @@ static int fault_read(struct bd_dev *dev, void *buf, size_t len,
 			memcpy((char *)buf + k * BD_ALIGN, p, BD_ALIGN);
 	}
 out_unlock:
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->pw->lock);
 	return ret;
 }
 
@@ -307,22 +337,24 @@ static int fault_write(struct bd_dev *dev, const void *buf, size_t len,
 		       uint64_t off, unsigned io_flags)
 {
 	struct bd_fault *f = to_fault(dev);
+	struct fault_power *pw = f->pw;
 	uint64_t nth;
 	int ret = -EIO;
 
-	pthread_mutex_lock(&f->lock);
-	if (f->crashed)
+	pthread_mutex_lock(&pw->lock);
+	if (pw->crashed)
 		goto out_unlock;
-	nth = ++f->writes;
+	nth = ++pw->writes;
 	if (should_fail(f, BD_WRITE, nth))
 		goto out_unlock;
-	if (f->crash_at == nth) {
-		crash_locked(f, f->crash_seed);
+	if (pw->crash_at == nth) {
+		crash_locked(pw, pw->crash_seed);
 		goto out_unlock;
 	}
-	if (f->tear_at == nth) {
-		tear_locked(f, buf, off, f->tear_keep < len ?
-			    f->tear_keep / 512 * 512 : len);
+	if (pw->tear_at == nth) {
+		tear_locked(f, buf, off,
+			    pw->tear_keep < len ? pw->tear_keep / 512 * 512
+						: len);
 		goto out_unlock;
 	}
 	if (io_flags & BD_IO_FUA) {
@@ -333,7 +365,7 @@ static int fault_write(struct bd_dev *dev, const void *buf, size_t len,
 		ret = log_append(f, buf, len, off, 0);
 	}
 out_unlock:
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->pw->lock);
 	return ret;
 }
 
@@ -365,8 +397,8 @@ static int fault_flush(struct bd_dev *dev)
 	struct bd_fault *f = to_fault(dev);
 	int ret = -EIO;
 
-	pthread_mutex_lock(&f->lock);
-	if (f->crashed)
+	pthread_mutex_lock(&f->pw->lock);
+	if (f->pw->crashed)
 		goto out_unlock;
 	ret = log_apply(f, 0, 0);
 	if (ret == 0)
@@ -374,20 +406,31 @@ static int fault_flush(struct bd_dev *dev)
 	if (ret == 0)
 		log_clear(f); /* on error keep it: nothing is lost */
 out_unlock:
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->pw->lock);
 	return ret;
 }
 
 static void fault_close(struct bd_dev *dev)
 {
 	struct bd_fault *f = to_fault(dev);
+	struct fault_power *pw = f->pw;
+	unsigned left;
 
 	bd_worker_fini(&f->worker);
+	pthread_mutex_lock(&pw->lock);
 	log_clear(f);
-	pthread_mutex_destroy(&f->lock);
-	bd_close(f->lower);
+	for (unsigned i = 0; i < FAULT_PEERS_MAX; i++)
+		if (pw->member[i] == f)
+			pw->member[i] = NULL;
+	left = --pw->refs;
+	pthread_mutex_unlock(&pw->lock);
 	bd_dev_fini(dev);
 	free(f);
+	if (left > 0)
+		return;
+	pthread_mutex_destroy(&pw->lock);
+	bd_close(pw->lower);
+	free(pw);
 }
 
 static const struct bd_ops fault_ops = {
@@ -399,41 +442,87 @@ static const struct bd_ops fault_ops = {
 	.close = fault_close,
 };
 
-int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
-		  struct bd_fault **fault)
+/* A new member of @pw (its lock held unless the group is new): 0, -ENOSPC
+ * (the group is full) or -errno. */
+static int member_open(struct fault_power *pw, struct bd_dev **out,
+		       struct bd_fault **fault)
 {
 	struct bd_fault *f;
 	char name[256];
+	unsigned i = 0;
 	int ret;
 
-	if (lower == NULL || out == NULL || fault == NULL)
-		return -EINVAL;
+	while (i < FAULT_PEERS_MAX && pw->member[i] != NULL)
+		i++;
+	if (i == FAULT_PEERS_MAX)
+		return -ENOSPC;
 	f = calloc(1, sizeof(*f));
 	if (f == NULL)
 		return -ENOMEM;
-	snprintf(name, sizeof(name), "fault(%s)", bd_name(lower));
-	ret = bd_dev_init(&f->dev, &fault_ops, name, bd_size(lower),
-			  lower->flags & BD_RDONLY);
+	snprintf(name, sizeof(name), "fault(%s)", bd_name(pw->lower));
+	ret = bd_dev_init(&f->dev, &fault_ops, name, bd_size(pw->lower),
+			  pw->lower->flags & BD_RDONLY);
 	if (ret != 0)
 		goto out_free;
-	f->dev.flush_local = lower->flush_local;
-	ret = -pthread_mutex_init(&f->lock, NULL);
-	if (ret != 0)
-		goto out_fini;
+	f->dev.flush_local = pw->lower->flush_local || pw->refs > 0;
 	ret = bd_worker_init(&f->worker, &f->dev, fault_submit);
 	if (ret != 0)
-		goto out_mutex;
-	f->lower = lower;
+		goto out_fini;
+	f->lower = pw->lower;
+	f->pw = pw;
+	pw->member[i] = f;
+	pw->refs++;
+	/* a second client: no member's flush covers the others' writes */
+	for (unsigned k = 0; k < FAULT_PEERS_MAX && pw->refs > 1; k++)
+		if (pw->member[k] != NULL)
+			pw->member[k]->dev.flush_local = 1;
 	*out = &f->dev;
 	*fault = f;
 	return 0;
 
-out_mutex:
-	pthread_mutex_destroy(&f->lock);
 out_fini:
 	bd_dev_fini(&f->dev);
 out_free:
 	free(f);
+	return ret;
+}
+
+int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
+		  struct bd_fault **fault)
+{
+	struct fault_power *pw;
+	int ret;
+
+	if (lower == NULL || out == NULL || fault == NULL)
+		return -EINVAL;
+	pw = calloc(1, sizeof(*pw));
+	if (pw == NULL)
+		return -ENOMEM;
+	ret = -pthread_mutex_init(&pw->lock, NULL);
+	if (ret != 0)
+		goto out_free;
+	pw->lower = lower;
+	ret = member_open(pw, out, fault);
+	if (ret == 0)
+		return 0;
+	pthread_mutex_destroy(&pw->lock);
+out_free:
+	free(pw);
+	return ret;
+}
+
+int bd_fault_open_peer(struct bd_fault *first, struct bd_dev **out,
+		       struct bd_fault **fault)
+{
+	struct fault_power *pw;
+	int ret;
+
+	if (first == NULL || out == NULL || fault == NULL)
+		return -EINVAL;
+	pw = first->pw;
+	pthread_mutex_lock(&pw->lock);
+	ret = pw->crashed ? -EIO : member_open(pw, out, fault);
+	pthread_mutex_unlock(&pw->lock);
 	return ret;
 }
 
@@ -444,18 +533,18 @@ void bd_fault_fail_nth(struct bd_fault *f, enum bd_op op, uint64_t n,
 {
 	if (op != BD_READ && op != BD_WRITE)
 		return;
-	pthread_mutex_lock(&f->lock);
-	f->fail_at[op] = n ? (op == BD_READ ? f->reads : f->writes) + n : 0;
+	pthread_mutex_lock(&f->pw->lock);
+	f->fail_at[op] = n ? (op == BD_READ ? f->reads : f->pw->writes) + n : 0;
 	f->fail_persist[op] = persistent;
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->pw->lock);
 }
 
 void bd_fault_tear_nth(struct bd_fault *f, uint64_t n, size_t keep)
 {
-	pthread_mutex_lock(&f->lock);
-	f->tear_at = n ? f->writes + n : 0;
-	f->tear_keep = keep;
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_lock(&f->pw->lock);
+	f->pw->tear_at = n ? f->pw->writes + n : 0;
+	f->pw->tear_keep = keep;
+	pthread_mutex_unlock(&f->pw->lock);
 }
 
 void bd_fault_crash_nth(struct bd_fault *f, uint64_t n)
@@ -466,25 +555,32 @@ void bd_fault_crash_nth(struct bd_fault *f, uint64_t n)
 void bd_fault_crash_nth_garble(struct bd_fault *f, uint64_t n,
 			       uint64_t garble_seed)
 {
-	pthread_mutex_lock(&f->lock);
-	f->crash_at = n ? f->writes + n : 0;
-	f->crash_seed = garble_seed;
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_lock(&f->pw->lock);
+	f->pw->crash_at = n ? f->pw->writes + n : 0;
+	f->pw->crash_seed = garble_seed;
+	pthread_mutex_unlock(&f->pw->lock);
 }
 
 void bd_fault_crash(struct bd_fault *f, uint64_t garble_seed)
 {
-	pthread_mutex_lock(&f->lock);
-	crash_locked(f, garble_seed);
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_lock(&f->pw->lock);
+	crash_locked(f->pw, garble_seed);
+	pthread_mutex_unlock(&f->pw->lock);
 }
 
 uint64_t bd_fault_writes(const struct bd_fault *f)
 {
-	return f->writes;
+	return f->pw->writes;
 }
 
 int bd_fault_crashed(const struct bd_fault *f)
 {
-	return f->crashed;
+	return f->pw->crashed;
+}
+
+void bd_fault_set_flush_local(struct bd_fault *f, int local)
+{
+	pthread_mutex_lock(&f->pw->lock);
+	f->dev.flush_local = local;
+	pthread_mutex_unlock(&f->pw->lock);
 }

@@ -140,6 +140,7 @@ struct fs_core_stats {
 	uint64_t statfs_fold_errors; /* the worker's folds that failed */
 	uint64_t statfs_reads;	     /* dlm: statfs answered from the master */
 	uint64_t replay_tx, replay_blocks;
+	uint64_t replay_scanned;	/* log blocks the replays walked */
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
 	uint64_t data_writes, data_bytes;	/* fs_data_write calls/bytes */
 	uint64_t data_throttled;	/* writers that waited for the bound */

@@ -30,8 +30,9 @@
  * change those blocks next. The header's tail moves to the head (FUA
  * write), or, for a lock leaving this node, a checkpoint record is
  * appended to the log (JCKPT, a plain write: FORMAT.md "Journal" says why
- * no flush is needed); records stop at half the log, where the commit
- * thread moves the header and frees the space.
+ * no flush is needed); records stop RECORD_SPAN blocks from the tail
+ * (a bound on what a replay walks through in vain) or at half the log,
+ * where the commit thread moves the header and frees the space.
  *
  * Who commits: the commit thread, on the commit= timer, when kicked
  * (fsync), and early, once a handle finds the running transaction past
@@ -82,6 +83,14 @@
 /* the commit thread is asked to commit once the running transaction
  * holds this share (percent) of its limit */
 #define EARLY_PCT 60u
+
+/* Checkpoint records are written only while the log from the header's
+ * tail to the head is shorter than this (blocks, and half the log):
+ * what a replay walks through before the last record, transactions
+ * written home already, stays within one read window of fs_jscan.c (1
+ * MiB); past it a lock leaving the node moves the header (FUA) instead,
+ * one more device wait per RECORD_SPAN blocks of log. */
+#define RECORD_SPAN 256u
 
 struct fs_tx {
 	struct fs *fs;
@@ -277,6 +286,7 @@ int fs_journal_replay(struct fs *fs, unsigned slot, int ro,
 	if (ro)
 		goto out_free;
 	FS_STAT_ADD(fs, replay_tx, res.ntx);
+	FS_STAT_ADD(fs, replay_scanned, res.scanned);
 	/* skip one sequence: no stale log block can carry tail_seq */
 	ret = jhdr_write(fs, slot, buf, res.end_pos, res.next_seq + 1, 0);
 out_free:
@@ -575,7 +585,9 @@ static int ckpt_record(struct fs *fs)
  * leaving this node) and room in the log (the filesystem has the JCKPT
  * feature), a checkpoint record: one block, no flush. Else the header's
  * tail moves to the head (FUA), which also frees the log; the commit
- * thread does that once the log is half full. commit_mutex.
+ * thread does that once the log is half full, and a record past
+ * RECORD_SPAN blocks from the tail becomes a header move, which bounds
+ * the replay's walk before the last record. commit_mutex.
  */
 static int ckpt_mark(struct fs *fs, int rec)
 {
@@ -584,7 +596,8 @@ static int ckpt_mark(struct fs *fs, int rec)
 	if (rec ? !j->log_dirty : j->used == 0)
 		return 0;
 	j->log_dirty = 0;
-	if (rec && j->jckpt && j->used + 1 < j->log_blocks / 2)
+	if (rec && j->jckpt && j->used + 1 < j->log_blocks / 2 &&
+	    j->used + 1 < RECORD_SPAN)
 		return ckpt_record(fs);
 	j->tail_pos = j->head_pos;
 	j->used = 0;

@@ -413,6 +413,7 @@ int fs_jscan(struct bd_dev *bd, const struct fs_sb *sb, unsigned slot,
 	}
 	res->end_pos = pos;
 	res->next_seq = seq;
+	res->scanned = scanned;
 	ret = 0;
 	if (ops != NULL && res->ntx > 0)
 		ret = apply_imgs(&js, ops, ctx);

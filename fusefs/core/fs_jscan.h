@@ -52,6 +52,8 @@ struct fs_jscan_res {
 				   last checkpoint record (those replayed) */
 	unsigned nckpt;		/* checkpoint records found */
 	uint64_t end_pos;	/* log position after the last of them */
+	uint64_t scanned;	/* log blocks of the records and complete
+				   transactions walked, from the tail */
 	uint64_t next_seq;	/* sequence a next transaction would carry */
 };
 

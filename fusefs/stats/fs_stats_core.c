@@ -44,6 +44,7 @@ static void fs_stats_journal(struct fs_json *o, void *arg)
 	fs_json_u64(o, "device_flushes", s.flushes);
 	fs_json_u64(o, "replay_tx", s.replay_tx);
 	fs_json_u64(o, "replay_blocks", s.replay_blocks);
+	fs_json_u64(o, "replay_scanned", s.replay_scanned);
 }
 
 static void fs_stats_cache(struct fs_json *o, void *arg)

@@ -1,6 +1,7 @@
 /*
  * test_bd_fault.c — unit tests of the fault-injecting wrapper: the
- * volatile overlay, flush, FUA, fail-nth, crash, crash-nth, tear, garble.
+ * volatile overlay, flush, FUA, fail-nth, crash, crash-nth, tear, garble,
+ * peers (a cache per member, one power supply).
  *
  * Most cases wrap a ram device and look at it directly after a crash (the
  * ram device is the "media"); one wraps a file and reopens it. The garble
@@ -439,6 +440,47 @@ static void test_open_errors(void)
 	CHECK_EQ(bd_fault_open(NULL, &dev, &f), -EINVAL);
 }
 
+/* Peers: a cache per member, one power supply. */
+static void test_peers(void)
+{
+	struct bd_dev *dev2, *dev3;
+	struct bd_fault *f2, *f3;
+	struct rig r;
+
+	REQUIRE(rig_open(&r) == 0);
+	CHECK_EQ(bd_flush_covers_all(r.dev), 1);
+	REQUIRE(bd_fault_open_peer(r.f, &dev2, &f2) == 0);
+	CHECK_EQ(bd_flush_covers_all(r.dev), 0);
+	CHECK_EQ(bd_flush_covers_all(dev2), 0);
+	CHECK_EQ(put(&r, r.dev, 1, 0x11, 0), 0);
+	CHECK_EQ(put(&r, dev2, 2, 0x22, 0), 0);
+	CHECK_EQ(get(&r, dev2, 1), 0); /* the other cache: not seen */
+	CHECK_EQ(get(&r, r.dev, 1), 0x11);
+	CHECK_EQ(bd_fault_writes(f2), 2); /* counted over the group */
+	CHECK_EQ(bd_flush(dev2), 0);	  /* covers only dev2's write */
+	CHECK_EQ(get(&r, r.ram, 2), 0x22);
+	CHECK_EQ(get(&r, r.ram, 1), 0);
+	CHECK_EQ(get(&r, r.dev, 2), 0x22);
+	bd_fault_set_flush_local(f2, 0);
+	CHECK_EQ(bd_flush_covers_all(dev2), 1);
+	/* a crash point armed on one member counts the other's writes */
+	CHECK_EQ(put(&r, dev2, 3, 0x33, 0), 0);
+	bd_fault_crash_nth(r.f, 2);
+	CHECK_EQ(put(&r, dev2, 4, 0x44, 0), 0);
+	CHECK_EQ(put(&r, dev2, 5, 0x55, 0), -EIO);
+	CHECK(bd_fault_crashed(f2) && bd_fault_crashed(r.f));
+	CHECK_EQ(get(&r, r.ram, 1), 0); /* both caches lost */
+	CHECK_EQ(get(&r, r.ram, 3), 0);
+	CHECK_EQ(get(&r, r.ram, 4), 0);
+	CHECK_EQ(get(&r, r.ram, 2), 0x22);
+	CHECK_EQ(bd_flush(r.dev), -EIO);
+	CHECK_EQ(bd_fault_open_peer(r.f, &dev3, &f3), -EIO);
+	bd_close(r.dev); /* ram stays open for dev2 */
+	CHECK_EQ(get(&r, r.ram, 2), 0x22);
+	bd_close(dev2); /* the last member closes ram */
+	free(r.buf);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -455,5 +497,6 @@ int main(int argc, char **argv)
 	T_RUN(test_async_overlay);
 	T_RUN(test_file_lower);
 	T_RUN(test_open_errors);
+	T_RUN(test_peers);
 	return t_done();
 }

@@ -7,10 +7,16 @@
  * Two core mounts A and B (journal slots 0 and 1) share ONE fault device
  * (blockdev/bd_fault.c: one volatile write cache, so a flush by B also
  * makes A's completed writes durable, as on one disk or one image file).
- * Records depend on that: with one fault wrapper per node over the same
- * RAM device (a flush covers only its node's writes) and power loss
- * after each operation, records lost frozen states at a third of the
- * points of one seed while the header move (no JCKPT) lost nothing.
+ * Records depend on that. The split cases give each node its own fault
+ * wrapper over the same RAM device (bd_fault_open_peer: a volatile cache
+ * per node, a flush covers only its node's writes, as an NBD export
+ * without multi-conn; one power supply, so a crash point counts the
+ * writes of both and drops both caches): bd_flush_covers_all() is 0 there,
+ * the journal must move the header instead and lose nothing
+ * (test_crash_handover_split). When the same wrappers claim that a flush
+ * covers all, the records come back and the checks must catch a lost
+ * frozen state at some crash point (test_crash_handover_split_lie_caught
+ * runs every write index until the first failure; it fails if none).
  * The core refuses a dlm mount without a cluster, so both are nolock
  * mounts that pick their slot (fs_core_opts.slot): B first, then A
  * with the slot map showing slot 1 free (else A's mount would replay
@@ -54,7 +60,13 @@
  * dlm mount replays the dead slots, then its own).
  *
  * Run on an image with JCKPT (records) and on one without (the header
- * move with FUA: main's behaviour before JCKPT). UCFS_SEED / --seed.
+ * move with FUA: main's behaviour before JCKPT), split as above (60
+ * points), and with a 1 MiB cache (test_crash_handover_cache: fewer
+ * hand-overs, so that handles find the cache half pinned and the node
+ * commits and checkpoints for cache pressure, FS_CR_CACHE, ending with a
+ * record while it keeps its locks; the dry run notes the write span of
+ * each such operation and the crash points then take every write index
+ * of the first). UCFS_SEED / --seed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,7 +84,7 @@
 #define RGRP_MB 4
 #define NOPS 560
 #define SH_MAX 64
-#define MAXF 320
+#define MAXF 1024
 #define NFREED 8
 #define SHARED_INO 0x5ead0001ull
 
@@ -95,6 +107,23 @@ struct pfile {
 	uint32_t dver;
 };
 
+/* How a run's nodes reach the device, and the workload's knobs. */
+struct mode {
+	int jckpt; /* the image has JCKPT */
+	int split; /* a fault wrapper (volatile cache) per node */
+	int lie;   /* split, but the wrappers claim a flush covers all */
+	unsigned cache_mb; /* the workload's cache_mb (0: 8) */
+	unsigned ho_skip;  /* 1 in ho_skip hand-overs drawn happens, the
+			      others create files (0: all happen) */
+	int keep;	   /* no unlinks: creates instead */
+	unsigned burst;	   /* files a create op makes (0: 1) */
+};
+
+/* Write indices from..to (1 = the workload's first write). */
+struct span {
+	uint64_t from, to;
+};
+
 struct run {
 	uint64_t rng;
 	struct bd_fault *f;
@@ -109,6 +138,10 @@ struct run {
 	uint64_t freed[NFREED]; /* allocation goals */
 	uint32_t ver;
 	unsigned handovers, fsyncs;
+	const struct mode *m;
+	struct span *ops_cr; /* NOPS, the dry run only: the operations that
+				made a cache pressure commit */
+	unsigned nops_cr;
 };
 
 static uint64_t rnd(struct run *r)
@@ -358,36 +391,77 @@ static int handover(struct run *r)
 	return ret;
 }
 
+/* A create op: m->burst files, a transaction each. */
+static int op_creates(struct run *r)
+{
+	int ret = op_create(r);
+
+	for (unsigned i = 1; i < r->m->burst && ret == 0; i++)
+		ret = op_create(r);
+	return ret;
+}
+
+static int one_op(struct run *r)
+{
+	unsigned c = (unsigned)(rnd(r) % 100);
+
+	if (c < 14 && r->m->ho_skip && rnd(r) % r->m->ho_skip)
+		return op_creates(r);
+	if (c < 14)
+		return handover(r);
+	if (c < 34)
+		return op_shared(r, 0);
+	if (c < 44)
+		return op_shared(r, 1);
+	if (c < 52)
+		return op_shared(r, 2);
+	if (c < 68)
+		return op_creates(r);
+	if (c < 78)
+		return op_private(r, 0);
+	if (c < 92)
+		return r->m->keep ? op_creates(r) : op_private(r, 1);
+	return op_fsync(r);
+}
+
+/* Cache pressure commits of both nodes so far. */
+static uint64_t cache_commits(struct run *r)
+{
+	struct fs_core_stats st;
+	uint64_t n = 0;
+
+	for (int i = 0; i < 2; i++) {
+		fs_core_stats_get(r->fs[i], &st);
+		n += st.commit_reason[FS_CR_CACHE];
+	}
+	return n;
+}
+
+/* The workload; with r->ops_cr (the dry run), note the write span of
+ * each operation that made a cache pressure commit. */
 static int workload(struct run *r)
 {
+	uint64_t w0 = bd_fault_writes(r->f), cr = 0, w;
 	int ret = 0;
 
 	for (unsigned op = 0; op < NOPS && ret == 0; op++) {
-		unsigned c = (unsigned)(rnd(r) % 100);
-
-		if (c < 14)
-			ret = handover(r);
-		else if (c < 34)
-			ret = op_shared(r, 0);
-		else if (c < 44)
-			ret = op_shared(r, 1);
-		else if (c < 52)
-			ret = op_shared(r, 2);
-		else if (c < 68)
-			ret = op_create(r);
-		else if (c < 78)
-			ret = op_private(r, 0);
-		else if (c < 92)
-			ret = op_private(r, 1);
-		else
-			ret = op_fsync(r);
+		w = bd_fault_writes(r->f);
+		if (r->ops_cr != NULL)
+			cr = cache_commits(r);
+		ret = one_op(r);
+		if (r->ops_cr != NULL && r->nops_cr < NOPS &&
+		    cache_commits(r) > cr)
+			r->ops_cr[r->nops_cr++] = (struct span){
+			    w - w0 + 1, bd_fault_writes(r->f) - w0};
 	}
 	return ret;
 }
 
 /* --- setup and checks --------------------------------------------------- */
 
-static int mount_slot(struct bd_dev *bd, int slot, struct fs **out)
+/* Mount @slot with a metadata cache of @cache_mb (0: 8). */
+static int mount_slot(struct bd_dev *bd, int slot, unsigned cache_mb,
+		      struct fs **out)
 {
 	struct fs_core_opts o;
 	char why[200] = "";
@@ -396,7 +470,7 @@ static int mount_slot(struct bd_dev *bd, int slot, struct fs **out)
 	fs_core_opts_init(&o);
 	o.slot = slot;
 	o.commit_s = 3600;
-	o.cache_mb = 8;
+	o.cache_mb = cache_mb ? cache_mb : 8;
 	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
 	if (ret < 0)
 		fprintf(stderr, "  mount: %d %s\n", ret, why);
@@ -441,7 +515,7 @@ static struct bd_dev *make_template(int jckpt, uint64_t *sh)
 		bd_write(bd, sb, FS_BLOCK_SIZE, i * FS_BLOCK_SIZE, 0);
 	}
 	free(sb);
-	if (bd == NULL || mount_slot(bd, 0, &fs) < 0)
+	if (bd == NULL || mount_slot(bd, 0, 0, &fs) < 0)
 		goto out_close;
 	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
 	if (ret == 0) {
@@ -494,15 +568,19 @@ static int slot_states(struct bd_dev *bd, int s0, int s1)
 	return ret;
 }
 
-/* Mount B (slot 1), then A (slot 0) on @bd, slot 1 shown free to A:
- * a nolock mount replays every other slot in use, and a replay of B's
- * live journal would move its header under B's feet. 0 or -errno. */
-static int mount_pair(struct run *r, struct bd_dev *bd)
+/* Mount B (slot 1) on @bd1, then A (slot 0) on @bd0, slot 1 shown free
+ * to A: a nolock mount replays every other slot in use, and a replay of
+ * B's live journal would move its header under B's feet. B's mount is
+ * flushed first (split caches: else its slot map write could land after
+ * A's). 0 or -errno. */
+static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
 {
-	if (mount_slot(bd, 1, &r->fs[1]) < 0)
+	if (mount_slot(bd1, 1, r->m->cache_mb, &r->fs[1]) < 0)
 		return -EIO;
-	if (slot_states(bd, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    mount_slot(bd, 0, &r->fs[0]) < 0) {
+	if (bd_flush(bd1) < 0 ||
+	    slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
+	    bd_flush(bd0) < 0 ||
+	    mount_slot(bd0, 0, r->m->cache_mb, &r->fs[0]) < 0) {
 		fs_core_unmount(r->fs[1]);
 		return -EIO;
 	}
@@ -630,7 +708,7 @@ static int recover_check(struct run *r, struct bd_dev *img)
 
 	ok = ok && slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
 	ok = ok && fsck_journal_ok(img, "before mount");
-	ok = ok && mount_slot(img, 0, &fs) == 0;
+	ok = ok && mount_slot(img, 0, 0, &fs) == 0;
 	if (ok) {
 		used[r->sh] = 1;
 		ok = check_shared(r, fs, img, used, nblk) &&
@@ -643,64 +721,144 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	return ok;
 }
 
-/* The hand-overs marked their checkpoints with records (JCKPT) or
- * header moves only (without). */
-static int marks_ok(struct run *r, int jckpt)
+/* The hand-overs marked their checkpoints with records (JCKPT, where a
+ * flush covers every node's writes) or header moves only. */
+static int marks_ok(struct run *r, const struct mode *m)
 {
 	struct fs_core_stats st[2];
 
+	uint64_t cr;
+
 	fs_core_stats_get(r->fs[0], &st[0]);
 	fs_core_stats_get(r->fs[1], &st[1]);
+	cr =
+	    st[0].commit_reason[FS_CR_CACHE] + st[1].commit_reason[FS_CR_CACHE];
 	printf("  checkpoint records %llu + %llu, header moves %llu + %llu, "
-	       "log blocks %llu + %llu (a log holds %llu)\n",
+	       "log blocks %llu + %llu (a log holds %llu), cache pressure "
+	       "commits %llu\n",
 	       (unsigned long long)st[0].ckpt_records,
 	       (unsigned long long)st[1].ckpt_records,
 	       (unsigned long long)st[0].ckpt_headers,
 	       (unsigned long long)st[1].ckpt_headers,
 	       (unsigned long long)(st[0].commit_blocks + st[0].ckpt_records),
 	       (unsigned long long)(st[1].commit_blocks + st[1].ckpt_records),
-	       (unsigned long long)(r->sb.journal_blocks - 1));
-	if (jckpt)
+	       (unsigned long long)(r->sb.journal_blocks - 1),
+	       (unsigned long long)cr);
+	if (m->cache_mb && cr == 0)
+		return 0;
+	if (m->jckpt && (!m->split || m->lie))
 		return st[0].ckpt_records > 0 && st[1].ckpt_records > 0;
 	return st[0].ckpt_records + st[1].ckpt_records == 0;
 }
 
-/* One run from the template; @point 0: the dry run (returns W). */
-static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh, int jckpt,
-		   uint64_t point, int how, uint64_t *writes)
+/* The devices of a run over @lower (owned from now on): one fault
+ * wrapper for both nodes, or (m->split) one per node in one power group.
+ * 0, or -errno with everything closed. */
+static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
+		     struct bd_dev **bd)
 {
-	struct bd_dev *lower = dev_copy(tmpl), *bd, *after;
+	struct bd_fault *f1;
+	int ret = bd_fault_open(lower, &bd[0], &r->f);
+
+	if (ret < 0) {
+		bd_close(lower);
+		return ret;
+	}
+	bd[1] = bd[0];
+	if (!m->split)
+		return 0;
+	ret = bd_fault_open_peer(r->f, &bd[1], &f1);
+	if (ret == 0 &&
+	    (bd_flush_covers_all(bd[0]) || bd_flush_covers_all(bd[1]))) {
+		fprintf(stderr, "  split wrappers say a flush covers all\n");
+		bd_close(bd[1]);
+		ret = -EINVAL;
+	}
+	if (ret < 0) {
+		bd_close(bd[0]);
+		return ret;
+	}
+	if (m->lie) {
+		bd_fault_set_flush_local(r->f, 0);
+		bd_fault_set_flush_local(f1, 0);
+	}
+	return 0;
+}
+
+static void close_devs(struct bd_dev **bd)
+{
+	if (bd[1] != bd[0])
+		bd_close(bd[1]);
+	bd_close(bd[0]);
+}
+
+/* What the dry run found. */
+struct dry {
+	uint64_t writes;      /* W */
+	struct span cr[NOPS]; /* operations with a cache pressure commit */
+	unsigned ncr;
+};
+
+/* The dry run: the workload without a crash. */
+static int dry_run(struct run *r, const struct mode *m, struct dry *d)
+{
+	uint64_t w0 = bd_fault_writes(r->f);
+	int ok;
+
+	r->ops_cr = d->cr;
+	ok = workload(r) == 0;
+	d->writes = bd_fault_writes(r->f) - w0;
+	d->ncr = r->nops_cr;
+	ok = ok && marks_ok(r, m);
+	printf("  dry run: %llu writes, %u hand-overs, %u fsyncs\n",
+	       (unsigned long long)d->writes, r->handovers, r->fsyncs);
+	return ok;
+}
+
+/* Power fails at write @point (@how: 0 cut, 1 garbled, 2 torn). */
+static void crash_run(struct run *r, uint64_t seed, uint64_t point, int how)
+{
+	if (how == 0)
+		bd_fault_crash_nth(r->f, point);
+	else if (how == 1)
+		bd_fault_crash_nth_garble(r->f, point, seed ^ point);
+	else
+		bd_fault_tear_nth(r->f, point,
+				  (size_t)((seed ^ point) % 8) * 512);
+	workload(r);
+	bd_fault_crash(r->f, how == 1 ? seed ^ point : 0);
+}
+
+/* One run from the template; @point 0: the dry run (fills @d). */
+static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
+		   const struct mode *m, uint64_t point, int how, struct dry *d)
+{
+	struct bd_dev *lower = dev_copy(tmpl), *bd[2], *after;
 	struct run *r = calloc(1, sizeof(*r));
 	int ok = 0;
 
-	if (r == NULL || lower == NULL || bd_fault_open(lower, &bd, &r->f) < 0)
+	if (r == NULL || lower == NULL) {
+		bd_close(lower);
+		free(r);
 		return 0;
+	}
+	if (open_devs(r, lower, m, bd) < 0) {
+		free(r);
+		return 0;
+	}
 	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
 	r->rng = seed;
 	r->sh = sh;
 	r->holder = (int)(point & 1); /* see the file's comment */
 	r->nhist = 1;
-	if (r->hist == NULL || read_sb(bd, &r->sb) < 0 || mount_pair(r, bd) < 0)
+	r->m = m;
+	if (r->hist == NULL || read_sb(bd[0], &r->sb) < 0 ||
+	    mount_pair(r, bd[0], bd[1]) < 0)
 		goto out_free;
-	if (point == 0) {
-		uint64_t w0 = bd_fault_writes(r->f);
-
-		ok = workload(r) == 0;
-		*writes = bd_fault_writes(r->f) - w0;
-		ok = ok && marks_ok(r, jckpt);
-		printf("  dry run: %llu writes, %u hand-overs, %u fsyncs\n",
-		       (unsigned long long)*writes, r->handovers, r->fsyncs);
-	} else {
-		if (how == 0)
-			bd_fault_crash_nth(r->f, point);
-		else if (how == 1)
-			bd_fault_crash_nth_garble(r->f, point, seed ^ point);
-		else
-			bd_fault_tear_nth(r->f, point,
-					  (size_t)((seed ^ point) % 8) * 512);
-		workload(r);
-		bd_fault_crash(r->f, how == 1 ? seed ^ point : 0);
-	}
+	if (point == 0)
+		ok = dry_run(r, m, d);
+	else
+		crash_run(r, seed, point, how);
 	fs_core_abandon(r->fs[1]);
 	fs_core_abandon(r->fs[0]);
 	after = point ? dev_copy(lower) : NULL;
@@ -709,58 +867,131 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh, int jckpt,
 		if (!ok)
 			fprintf(stderr,
 				"  FAILED at crash point %llu (%s) of "
-				"seed %llu\n",
+				"seed %llu%s\n",
 				(unsigned long long)point,
 				how == 0   ? "cut"
 				: how == 1 ? "garbled"
 					   : "torn",
-				(unsigned long long)seed);
+				(unsigned long long)seed,
+				m->lie ? " (expected: the device lied)" : "");
 		bd_close(after);
 	}
 out_free:
-	bd_close(bd);
+	close_devs(bd);
 	free(r->hist);
 	free(r);
 	return ok;
 }
 
-/* Crash points: @npoints spread over the W + 1 write indices, or every
- * one (UCFS_CRASH_POINTS=N overrides, 0: every write). */
-static void crash_handover(int jckpt, uint64_t npoints)
+/* Crash at @point (@how as crash_run); counts into @n, @bad. */
+static void crash_at(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
+		     const struct mode *m, uint64_t point, int how, unsigned *n,
+		     unsigned *bad)
 {
-	uint64_t seed = t_seed(), sh = 0, w = 0;
-	struct bd_dev *tmpl = make_template(jckpt, &sh);
+	*bad += !one_run(tmpl, seed, sh, m, point, how, NULL);
+	(*n)++;
+}
+
+/* Crash points: @npoints spread over the W + 1 write indices, or every
+ * one (UCFS_CRASH_POINTS=N overrides, 0: every write; not for a lying
+ * device), then every write index of the dry run's first @nspans
+ * operations that made a cache pressure commit, from SPAN_PAD writes
+ * before to SPAN_PAD after (the commit thread's early commits may shift
+ * a run's writes a little). Stops after @maxbad failed points. Returns
+ * the failed points, ~0u if the dry run failed. */
+#define SPAN_PAD 4
+static unsigned crash_points(const struct mode *m, uint64_t npoints,
+			     unsigned nspans, unsigned maxbad)
+{
+	uint64_t seed = t_seed(), sh = 0, w;
+	struct bd_dev *tmpl = make_template(m->jckpt, &sh);
 	const char *env = getenv("UCFS_CRASH_POINTS");
+	struct dry *d = calloc(1, sizeof(*d));
 	unsigned bad = 0, n = 0;
 
-	REQUIRE(tmpl != NULL);
-	REQUIRE(one_run(tmpl, seed, sh, jckpt, 0, 0, &w));
-	REQUIRE(w > 0);
-	if (env != NULL)
+	if (tmpl == NULL || d == NULL || !one_run(tmpl, seed, sh, m, 0, 0, d) ||
+	    d->writes == 0) {
+		bad = ~0u;
+		goto out;
+	}
+	w = d->writes;
+	if (env != NULL && !m->lie)
 		npoints = strtoull(env, NULL, 0);
 	if (npoints == 0 || npoints > w + 1)
 		npoints = w + 1;
-	for (uint64_t i = 0; i < npoints && bad < 3; i++) {
-		uint64_t point = npoints > 1 ? 1 + i * w / (npoints - 1) : 1;
+	for (uint64_t i = 0; i < npoints && bad < maxbad; i++)
+		crash_at(tmpl, seed, sh, m,
+			 npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
+			 (int)(i % 3), &n, &bad);
+	for (unsigned k = 0; k < d->ncr && k < nspans && bad < maxbad; k++) {
+		struct span sp = d->cr[k];
+		uint64_t p = sp.from > SPAN_PAD ? sp.from - SPAN_PAD : 1;
 
-		bad +=
-		    !one_run(tmpl, seed, sh, jckpt, point, (int)(i % 3), NULL);
-		n++;
+		printf("  cache pressure commit in writes %llu..%llu\n",
+		       (unsigned long long)sp.from, (unsigned long long)sp.to);
+		for (; p <= sp.to + SPAN_PAD && bad < maxbad; p++)
+			crash_at(tmpl, seed, sh, m, p, (int)(p % 3), &n, &bad);
 	}
 	printf("  %u crash points of %llu writes, %u failed\n", n,
 	       (unsigned long long)w, bad);
-	CHECK_EQ(bad, 0);
-	bd_close(tmpl);
+out:
+	free(d);
+	if (tmpl != NULL)
+		bd_close(tmpl);
+	return bad;
 }
 
 static void test_crash_handover_jckpt(void)
 {
-	crash_handover(1, 150);
+	struct mode m = {.jckpt = 1};
+
+	CHECK_EQ(crash_points(&m, 150, 0, 3), 0);
 }
 
 static void test_crash_handover_no_jckpt(void)
 {
-	crash_handover(0, 60);
+	struct mode m = {0};
+
+	CHECK_EQ(crash_points(&m, 60, 0, 3), 0);
+}
+
+/* A small cache (1 MiB of metadata, 256 blocks) and fewer hand-overs
+ * (1 in 4 drawn), create ops of 4 files and no unlinks: handles find
+ * more than half of the cache pinned and commit and checkpoint at once
+ * (FS_CR_CACHE: a checkpoint record, since the node keeps its locks)
+ * between the hand-overs, 3-6 times per run; both logs wrap. 30 points
+ * spread, then every write of the first such operation
+ * (UCFS_CRASH_SPANS=N: of the first N, 0 all). */
+static void test_crash_handover_cache(void)
+{
+	struct mode m = {
+	    .jckpt = 1, .cache_mb = 1, .ho_skip = 4, .keep = 1, .burst = 4};
+	const char *env = getenv("UCFS_CRASH_SPANS");
+	unsigned nspans = env ? (unsigned)strtoul(env, NULL, 0) : 1;
+
+	CHECK_EQ(crash_points(&m, 30, nspans ? nspans : ~0u, 3), 0);
+}
+
+/* A volatile cache per node (an NBD export without multi-conn): the
+ * journal sees bd_flush_covers_all() == 0, moves the header instead of
+ * writing records, and loses nothing. */
+static void test_crash_handover_split(void)
+{
+	struct mode m = {.jckpt = 1, .split = 1};
+
+	CHECK_EQ(crash_points(&m, 60, 0, 3), 0);
+}
+
+/* The same devices claiming that a flush covers all: the journal writes
+ * records whose durability no other node's flush gives, and the checks
+ * above must catch a lost frozen state (this proves the split model
+ * differs from one cache, and that the checks see the difference). */
+static void test_crash_handover_split_lie_caught(void)
+{
+	struct mode m = {.jckpt = 1, .split = 1, .lie = 1};
+	unsigned bad = crash_points(&m, 0, 0, 1);
+
+	CHECK(bad != ~0u && bad > 0);
 }
 
 int main(int argc, char **argv)
@@ -768,5 +999,8 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	T_RUN(test_crash_handover_jckpt);
 	T_RUN(test_crash_handover_no_jckpt);
+	T_RUN(test_crash_handover_cache);
+	T_RUN(test_crash_handover_split);
+	T_RUN(test_crash_handover_split_lie_caught);
 	return t_done();
 }
