@@ -504,20 +504,21 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 # image_reset — the image file as every system finds it before its
 # format: written full (make_image; nothing punches it: mkfs.ext4 runs
 # with nodiscard), or with --sparse all holes (truncated to 0 and back);
-# then written back and out of the host's page cache. Before, the image
-# was sparse and not reset: the first system of a run wrote into holes
-# (the host filesystem allocating under its writes and flushes), the
-# next ones into blocks it had allocated, or into the holes a
-# discarding mkfs.ext4 had punched (freeing host blocks, which the
-# host's discard then trims), and the dirty pages a loop-mounted ext4
-# left in the host's cache were written back during the next system's
-# run.
+# then its pages written back (a loop-mounted ext4's too, which its
+# detach left dirty in the host's cache) and dropped from that cache.
+# Before, the image was sparse and not reset: the first system of a run
+# wrote into holes (the host filesystem allocating under its writes and
+# flushes), the next ones into blocks it had allocated, or into the
+# holes a discarding mkfs.ext4 had punched (freeing host blocks, which
+# the host's discard then trims), and the dirty pages a loop-mounted
+# ext4 left in the host's cache were written back during the next
+# system's run.
 image_reset() {
 	if [ "$FILL" != 1 ]; then
 		: >"$IMG" && truncate -s "${SIZE_MB}M" "$IMG" ||
 			die "cannot reset $IMG"
 	fi
-	sync
+	sync "$IMG" # fsync: the image's pages only, not every filesystem's
 	dd if="$IMG" iflag=nocache count=0 status=none 2>/dev/null
 }
 
