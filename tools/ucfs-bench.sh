@@ -936,6 +936,8 @@ untar_run() {	# SYS NCLIENTS
 	NCL=$2
 	STATS_TAG="untar,sync"
 	progress "$SCEN: $1 $SETUP: untar + sync ($KFILES files)"
+	# the machine's load as the step starts: what a wall time swung with
+	rec "$1" all load:untar+sync load1 "$(cut -d' ' -f1 /proc/loadavg)" tasks
 	PAIR_PHASE=untar+sync clients "$1" "$2" untar_one
 	_tw=$PAIR_SECS
 	progress "$SCEN: $1 $SETUP: unmount, du -s on a fresh mount, again, rm -rf"
@@ -1594,7 +1596,7 @@ table_times() {
 	function ms(s) { return sprintf("%dm%06.3fs", int(s / 60), s - 60 * int(s / 60)) }
 	FILENAME ~ /ratios/ { if ($1 == scen && $6 == "real")
 		rat[$2, $3, $4, $5, $7] = $8; next }
-	$1 != scen || $5 ~ /^(rss|locks|cpu):/ { next }
+	$1 != scen || $5 ~ /^(rss|locks|cpu|load):/ { next }
 	{ k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5
 	  if (!(k in seen)) { seen[k] = 1; order[++n] = k
 		rank[k] = sortkey($2, $3, $4, $5) }
@@ -1825,6 +1827,9 @@ make_targets() {
 	x = r["untar", s, "1node", "1", "cpu:untar+sync", "daemon_s", "ucfs"]
 	note = "dlm / the nolock ucfs of this run"
 	if (x != "") note = note "; daemon CPU over untar + sync x nolock " x
+	l = v["untar", s, "1node", "all", "load:untar+sync", "load1"]
+	m = v["untar", "ucfs", "1node", "all", "load:untar+sync", "load1"]
+	if (l != "" && m != "") note = note "; load " l " / " m
 	out("untar + sync + unmount, 1 node: x nolock", s,
 		r["untar", s, "1node", "all", "untar+sync+umount", "real", "ucfs"],
 		1.2, 1, note)
