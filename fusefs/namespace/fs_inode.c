@@ -219,9 +219,9 @@ void fs_ino_get_open(struct fs *fs, uint64_t ino)
 	ino_get(fs, ino, 1, 0);
 }
 
-void fs_ino_get_made(struct fs *fs, uint64_t ino, int open)
+void fs_ino_get_made(struct fs *fs, uint64_t ino)
 {
-	ino_get(fs, ino, open, 1);
+	ino_get(fs, ino, 0, 1);
 }
 
 void fs_ino_iopen_late(struct fs *fs, uint64_t ino)

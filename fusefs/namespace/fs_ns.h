@@ -246,10 +246,11 @@ unsigned fs_ino_alloc_credits(struct fs *fs);
 /* Reference table. */
 void fs_ino_get_lookup(struct fs *fs, uint64_t ino);
 void fs_ino_get_open(struct fs *fs, uint64_t ino);
-/* The kernel's reference to an inode this node just made (a lookup, or
- * with @open an open), its inode lock held EX since fs_ino_alloc: on dlm
- * mounts its iopen PR is put off until that lock leaves the node. */
-void fs_ino_get_made(struct fs *fs, uint64_t ino, int open);
+/* The kernel's lookup reference to an inode this node just made, its
+ * inode lock held EX since fs_ino_alloc: on dlm mounts its iopen PR is
+ * put off until that lock leaves the node (fs_ino_iopen_late; a later
+ * fs_ino_get_* keeps it off). */
+void fs_ino_get_made(struct fs *fs, uint64_t ino);
 /* dlm: @ino's inode lock is about to go to NL or be given up (the inode
  * type's drop, before the lock manager hears of it): an inode made here
  * whose PR was put off takes it now if the kernel still holds it, so a
