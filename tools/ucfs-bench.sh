@@ -29,11 +29,12 @@ KTOP=linux-source-6.1
 SUBSET="include fs net kernel lib sound mm block crypto security scripts init ipc"
 QUICKSET="kernel ipc init block mm crypto security"
 
-QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1
+QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1 FILL=1
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
 SETUPFILTER="" FIND_N=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
 T0=$(date +%s)
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 say() { printf '%s\n' "$*"; }
 warn() { printf '%s: %s\n' "$ME" "$*" >&2; }
@@ -78,8 +79,10 @@ usage: $ME SCENARIO [options]
   --no-install        never apt-get a missing package: fail with a message
   --no-plots          skip gnuplot
   --keep              keep the scratch directory
-  --fill              write the image full of zeros first (no holes: as a
-                      disk, no host allocation in the runs' flushes)
+  --fill              write the image full of zeros first (the default:
+                      no holes, as a disk; no host allocation in the runs)
+  --sparse            a sparse image instead, punched back to holes before
+                      every system
 EOF
 }
 
@@ -388,6 +391,7 @@ ucfs_mount_node() {
 	fi
 	MOUNTED="$MOUNTED $1.$2"
 	stats_snap "$1" "$2" before
+	eval "CPU0_$1_$2=\$(daemon_ticks $_pid)"
 }
 
 ucfs_umount_node() {
@@ -396,6 +400,7 @@ ucfs_umount_node() {
 		stats_snap "$1" "$2" after
 		stats_delta "$1" "$2"
 		stats_rss "$1" "$2"
+		stats_cpu "$1" "$2"
 	fi
 	eval "STATS_CLOSED_$1_$2="
 	stop_fuse "$_m" "$(attr PID "$1_$2")"
@@ -496,15 +501,39 @@ umount_all() {
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
+# image_reset — the image file as every system finds it before its
+# format: written full (make_image; nothing punches it: mkfs.ext4 runs
+# with nodiscard), or with --sparse all holes (truncated to 0 and back);
+# then its pages written back (a loop-mounted ext4's too, which its
+# detach left dirty in the host's cache) and dropped from that cache.
+# Before, the image was sparse and not reset: the first system of a run
+# wrote into holes (the host filesystem allocating under its writes and
+# flushes), the next ones into blocks it had allocated, or into the
+# holes a discarding mkfs.ext4 had punched (freeing host blocks, which
+# the host's discard then trims), and the dirty pages a loop-mounted
+# ext4 left in the host's cache were written back during the next
+# system's run.
+image_reset() {
+	if [ "$FILL" != 1 ]; then
+		: >"$IMG" && truncate -s "${SIZE_MB}M" "$IMG" ||
+			die "cannot reset $IMG"
+	fi
+	sync "$IMG" # fsync: the image's pages only, not every filesystem's
+	dd if="$IMG" iflag=nocache count=0 status=none 2>/dev/null
+}
+
 # sys_up SYS NODES — a fresh file system on the image, mounted on NODES.
 sys_up() {
 	case $(attr K "$1") in
-	ucfs) ucfs_mkfs "$1" || return 1 ;;
+	ucfs) image_reset; ucfs_mkfs "$1" || return 1 ;;
 	ext4|pt|lens)
 		[ -n "$(attr X "$1")" ] && { rm -rf "$(lens_lower "$1")"
 			mount_all "$1" "$2"; return; }
+		image_reset
 		loop_up
-		mkfs.ext4 -q -F "$LOOP" >"$WORK/log/mkfs.ext4.log" 2>&1 ||
+		# shellcheck disable=SC2046
+		mkfs.ext4 -q -F $([ "$FILL" = 1 ] && echo -E nodiscard) \
+			"$LOOP" >"$WORK/log/mkfs.ext4.log" 2>&1 ||
 			{ warn "mkfs.ext4 failed"; return 1; } ;;
 	esac
 	mount_all "$1" "$2" || return 1
@@ -530,6 +559,7 @@ stats_close() {
 		stats_snap "$1" "$_sn" after
 		stats_delta "$1" "$_sn"
 		stats_rss "$1" "$_sn"
+		stats_cpu "$1" "$_sn"
 		eval "STATS_CLOSED_$1_$_sn=1"
 		_sn=$((_sn - 1))
 	done
@@ -544,8 +574,8 @@ sys_cold() {
 	[ $# -ge 2 ] && stats_close "$1"
 	_tcold=$(now)
 	umount_all "$1"
-	COLD_UMOUNTED=$(now)
-	[ $# -ge 2 ] && rec "$1" all "$2" real "$(fsub "$COLD_UMOUNTED" "$_tcold")" s
+	COLD_UMOUNT_SECS=$(fsub "$(now)" "$_tcold")
+	[ $# -ge 2 ] && rec "$1" all "$2" real "$COLD_UMOUNT_SECS" s
 	drop_caches
 	mount_all "$1" "$_nn"
 }
@@ -612,6 +642,26 @@ stats_rss() {	# (its variables are named for it: callers loop on _ph)
 		tr ', ' '+_')
 	rec "$1" "$2" "$_rss_ph" peak \
 		"$(awk -v k="$_rss_kb" 'BEGIN { printf "%.1f", k / 1024 }')" MB
+}
+
+# daemon_ticks PID — user + system CPU of a daemon so far, in clock
+# ticks (/proc/PID/stat fields 14 and 15); empty if it is gone.
+daemon_ticks() {
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null
+}
+
+# stats_cpu SYS N — the daemon's CPU seconds (user + system) since its
+# mount, as phase cpu:<what ran>, metric daemon_s: on a machine shared
+# with other work, wall times swing with the load, and this says what
+# the daemon itself spent.
+stats_cpu() {
+	_cpu_p=$(attr PID "$1_$2") _cpu_0=$(attr CPU0 "$1_$2")
+	[ -n "$_cpu_p" ] && [ -n "$_cpu_0" ] || return 0
+	_cpu_t=$(daemon_ticks "$_cpu_p")
+	[ -n "$_cpu_t" ] || return 0
+	rec "$1" "$2" "cpu:$(printf '%s' "${STATS_TAG:-mount}" | tr -d ':' |
+		tr ', ' '+_')" daemon_s "$(awk -v a="$_cpu_t" -v b="$_cpu_0" \
+		-v hz="$CLK_TCK" 'BEGIN { printf "%.2f", (a - b) / hz }')" s
 }
 
 # Counters of after - before (fusefs/STATS.md: gauges, latency figures and
@@ -886,11 +936,17 @@ untar_run() {	# SYS NCLIENTS
 	NCL=$2
 	STATS_TAG="untar,sync"
 	progress "$SCEN: $1 $SETUP: untar + sync ($KFILES files)"
-	_tw=$(now)
+	# the machine's load as the step starts: what a wall time swung with
+	rec "$1" all load:untar+sync load1 "$(cut -d' ' -f1 /proc/loadavg)" tasks
 	PAIR_PHASE=untar+sync clients "$1" "$2" untar_one
+	_tw=$PAIR_SECS
 	progress "$SCEN: $1 $SETUP: unmount, du -s on a fresh mount, again, rm -rf"
 	sys_cold "$1" umount
-	rec "$1" all untar+sync+umount real "$(fsub "$COLD_UMOUNTED" "$_tw")" s
+	# the two timed parts: not the stats snapshot and delta between
+	# them (0.3-4 s of jq on a loaded machine, more for dlm's larger
+	# document)
+	rec "$1" all untar+sync+umount real "$(awk -v a="$_tw" \
+		-v b="$COLD_UMOUNT_SECS" 'BEGIN { printf "%.6f", a + b }')" s
 	STATS_TAG="du_cold,du_warm,rm"
 	for _ph in du_cold du_warm rm; do
 		PAIR_PHASE=$_ph clients "$1" "$2" "${_ph}_one"
@@ -1540,7 +1596,7 @@ table_times() {
 	function ms(s) { return sprintf("%dm%06.3fs", int(s / 60), s - 60 * int(s / 60)) }
 	FILENAME ~ /ratios/ { if ($1 == scen && $6 == "real")
 		rat[$2, $3, $4, $5, $7] = $8; next }
-	$1 != scen || $5 ~ /^(rss|locks):/ { next }
+	$1 != scen || $5 ~ /^(rss|locks|cpu|load):/ { next }
 	{ k = $2 SUBSEP $3 SUBSEP $4 SUBSEP $5
 	  if (!(k in seen)) { seen[k] = 1; order[++n] = k
 		rank[k] = sortkey($2, $3, $4, $5) }
@@ -1768,9 +1824,15 @@ make_targets() {
 	x = scale("untar", s, "all", "all", "rm", "real", 0)
 	out("rm -rf 2 at once: / 1-node time", s, x, 1.3, 1, setup2)
 	if (index(dlm, " " s " ")) {	# issue 13: the locks cost little
+	x = r["untar", s, "1node", "1", "cpu:untar+sync", "daemon_s", "ucfs"]
+	note = "dlm / the nolock ucfs of this run"
+	if (x != "") note = note "; daemon CPU over untar + sync x nolock " x
+	l = v["untar", s, "1node", "all", "load:untar+sync", "load1"]
+	m = v["untar", "ucfs", "1node", "all", "load:untar+sync", "load1"]
+	if (l != "" && m != "") note = note "; load " l " / " m
 	out("untar + sync + unmount, 1 node: x nolock", s,
 		r["untar", s, "1node", "all", "untar+sync+umount", "real", "ucfs"],
-		1.2, 1, "dlm / the nolock ucfs of this run")
+		1.2, 1, note)
 	out("du -s warm (again), 1 node: x nolock", s,
 		r["untar", s, "1node", "all", "du_warm", "real", "ucfs"], 1.5, 1,
 		"kernel caches kept under the locks")
@@ -2190,6 +2252,7 @@ main() {
 		--no-plots) PLOTS=0 ;;
 		--keep) KEEP=1 ;;
 		--fill) FILL=1 ;;
+		--sparse) FILL=0 ;;
 		-h|--help) usage; exit 0 ;;
 		*) usage; die "unknown option $1" ;;
 		esac
@@ -2229,13 +2292,14 @@ main() {
 		"plots: $OUT/plots/"
 }
 
-# The scratch image: sparse (truncate), or with --fill written full of
-# zeros, so that no run's write lands in a hole of the host file: in a
-# hole, the host filesystem allocates, and every later fdatasync of the
-# image commits the host's journal too (a cost a disk does not have).
+# The scratch image: written full of zeros (the default), so that no
+# run's write lands in a hole of the host file: in a hole, the host
+# filesystem allocates, and every later fdatasync of the image commits
+# the host's journal too (a cost a disk does not have); with --sparse,
+# truncated (image_reset punches it back before every system).
 make_image() {
-	if [ "${FILL:-0}" = 1 ]; then
-		progress "writing the ${SIZE_MB} MiB image full of zeros (--fill)"
+	if [ "$FILL" = 1 ]; then
+		progress "writing the ${SIZE_MB} MiB image full of zeros (--sparse: none)"
 		dd if=/dev/zero of="$IMG" bs=1M count="$SIZE_MB" conv=fsync \
 			status=none || die "cannot fill $IMG"
 	else

@@ -374,6 +374,9 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 		cl_fs_put(cl, fs);
 		return;
 	}
+	/* an inode made here whose iopen PR was put off: taken now, before
+	 * the lock leaves (fs_ino_iopen_late) */
+	fs_ino_iopen_late(fs, ino);
 	/* no reference of the kernel (it forgot the inode: a name dropped
 	 * with its directory's lock, an unlink): nothing cached to drop
 	 * (a directory's names went with it), and no wait for the sink

@@ -3,7 +3,11 @@
  * inode, and when (fs_iopen.c; FORMAT.md "Cluster locks", "Orphans").
  *
  * FS_LK_IOPEN/ino: every node that holds inode @ino in core (a kernel
- * lookup reference or an open) holds it PR. The node whose slot's orphan
+ * lookup reference or an open) holds it PR; the node that made @ino
+ * takes its PR only when @ino's inode lock, held EX since before @ino
+ * existed, first goes to NL or is given up (fs_ino_iopen_late, from the
+ * inode type's drop): no other node can unlink @ino before that, and
+ * most new files never need a hold. The node whose slot's orphan
  * list holds an unlinked inode (its "owner": the node that unlinked it,
  * or one that adopted a dead node's list) frees it only once it gets the
  * lock EX: when its last local reference goes it tries EX (NOQUEUE); if

@@ -1420,6 +1420,8 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(iopen_frees_now);
 	NS_U64(iopen_frees_later);
 	NS_U64(iopen_in_use);
+	NS_U64(iopen_late);
+	NS_U64(iopen_late_taken);
 	NS_U64(data_read_bytes);
 	NS_U64(data_write_bytes);
 	NS_U64(rmw_blocks);

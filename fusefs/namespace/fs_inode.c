@@ -141,12 +141,46 @@ static void kref_pin(struct fs *fs, const struct fs_inode *n, int pin)
 		fs_glock_unpin(e, FS_LK_INODE, n->ino);
 }
 
-/* Reference counting never fails the operation: on ENOMEM the inode is
- * simply not tracked (an unlink then frees it at once). */
-static void ino_get(struct fs *fs, uint64_t ino, int open)
+/* dlm: take @n's iopen PR, iopen_busy set by the caller (which keeps
+ * the record); kept if the kernel still holds the inode. tbl_lock not
+ * held. */
+static void iopen_take(struct fs *fs, struct fs_inode *n)
 {
 	struct fs_ns *ns = fs->ns;
 	struct lk_lock *lk, *drop = NULL;
+
+	lk = fs_iopen_hold(fs, n->ino);
+	pthread_mutex_lock(&ns->tbl_lock);
+	n->iopen_busy = 0;
+	if (n->nlookup == 0 && n->nopen == 0)
+		drop = lk; /* forgotten meanwhile */
+	else
+		n->iopen = lk;
+	tbl_maybe_drop(ns, n);
+	pthread_mutex_unlock(&ns->tbl_lock);
+	fs_iopen_put(drop);
+}
+
+/* dlm: @n holds no iopen lock and no thread is taking one. tbl_lock. */
+static int iopen_none(const struct fs_inode *n)
+{
+	return n->iopen == NULL && !n->iopen_busy && !n->iopen_ex &&
+	       n->iopen_wait == NULL;
+}
+
+/*
+ * Reference counting never fails the operation: on ENOMEM the inode is
+ * simply not tracked (an unlink then frees it at once).
+ *
+ * dlm: the first kernel reference takes the iopen lock in PR, except for
+ * an inode this node just made (@made, its lock held EX since before it
+ * existed): no other node can unlink it before that lock leaves, so its
+ * PR is put off (iopen_late) until then (fs_ino_iopen_late), and most
+ * new files never need one.
+ */
+static void ino_get(struct fs *fs, uint64_t ino, int open, int made)
+{
+	struct fs_ns *ns = fs->ns;
 	struct fs_inode *n;
 	int take;
 
@@ -162,34 +196,53 @@ static void ino_get(struct fs *fs, uint64_t ino, int open)
 		kref_pin(fs, n, 1);
 	if (n != NULL)
 		fs_iprune_note(ns, n); /* used now: the LRU's tail */
-	/* dlm: the first kernel reference takes the iopen lock in PR */
-	take = n != NULL && fs->cl != NULL && n->iopen == NULL &&
-	       !n->iopen_busy && !n->iopen_ex && n->iopen_wait == NULL;
+	take = n != NULL && fs->cl != NULL && iopen_none(n) && !n->iopen_late;
+	if (take && made) {
+		n->iopen_late = 1;
+		take = 0;
+		FS_NS_STAT_ADD(fs, iopen_late, 1);
+	}
+	if (take)
+		n->iopen_busy = 1;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	if (take)
+		iopen_take(fs, n);
+}
+
+void fs_ino_get_lookup(struct fs *fs, uint64_t ino)
+{
+	ino_get(fs, ino, 0, 0);
+}
+
+void fs_ino_get_open(struct fs *fs, uint64_t ino)
+{
+	ino_get(fs, ino, 1, 0);
+}
+
+void fs_ino_get_made(struct fs *fs, uint64_t ino)
+{
+	ino_get(fs, ino, 0, 1);
+}
+
+void fs_ino_iopen_late(struct fs *fs, uint64_t ino)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int take;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	take = n != NULL && n->iopen_late && iopen_none(n) &&
+	       (n->nlookup > 0 || n->nopen > 0);
+	if (n != NULL)
+		n->iopen_late = 0; /* the lock leaves: from now on, eager */
 	if (take)
 		n->iopen_busy = 1;
 	pthread_mutex_unlock(&ns->tbl_lock);
 	if (!take)
 		return;
-	lk = fs_iopen_hold(fs, ino);
-	pthread_mutex_lock(&ns->tbl_lock);
-	n->iopen_busy = 0;
-	if (n->nlookup == 0 && n->nopen == 0)
-		drop = lk; /* forgotten meanwhile */
-	else
-		n->iopen = lk;
-	tbl_maybe_drop(ns, n);
-	pthread_mutex_unlock(&ns->tbl_lock);
-	fs_iopen_put(drop);
-}
-
-void fs_ino_get_lookup(struct fs *fs, uint64_t ino)
-{
-	ino_get(fs, ino, 0);
-}
-
-void fs_ino_get_open(struct fs *fs, uint64_t ino)
-{
-	ino_get(fs, ino, 1);
+	FS_NS_STAT_ADD(fs, iopen_late_taken, 1);
+	iopen_take(fs, n);
 }
 
 int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
@@ -365,8 +418,7 @@ size_t fs_ino_iopen_unheld(struct fs *fs, uint64_t *inos, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct fs_inode *r = tbl_find(ns, inos[i]);
 
-		if (r == NULL || (r->iopen == NULL && !r->iopen_busy &&
-				  !r->iopen_ex && r->iopen_wait == NULL))
+		if (r == NULL || (iopen_none(r) && !r->iopen_late))
 			inos[k++] = inos[i];
 	}
 	pthread_mutex_unlock(&ns->tbl_lock);

@@ -101,6 +101,9 @@ struct fs_inode {
 				 elsewhere: no longer "unreferenced" (the
 				 worker frees it at the grant) */
 	uint8_t on_lru;	      /* on ns->lru: tbl_lock */
+	uint8_t iopen_late;   /* made here, its PR put off until its
+				 inode lock leaves (fs_ino_iopen_late):
+				 tbl_lock */
 };
 
 struct fs_glock;
@@ -122,6 +125,10 @@ struct fs_ns_stats {
 					   go (queued EX granted) */
 	uint64_t iopen_in_use;		/* dlm: an owner's EX try refused:
 					   in use on another node */
+	uint64_t iopen_late;		/* dlm: new inodes whose PR was put
+					   off (fs_ino_get_made) */
+	uint64_t iopen_late_taken;	/* ... and taken when their inode
+					   lock left this node */
 	uint64_t orphans_adopted;	/* dlm: taken from a dead node's
 					   slot by this node's recovery */
 	uint64_t leftover_slots;	/* dlm: free slots found holding
@@ -239,6 +246,17 @@ unsigned fs_ino_alloc_credits(struct fs *fs);
 /* Reference table. */
 void fs_ino_get_lookup(struct fs *fs, uint64_t ino);
 void fs_ino_get_open(struct fs *fs, uint64_t ino);
+/* The kernel's lookup reference to an inode this node just made, its
+ * inode lock held EX since fs_ino_alloc: on dlm mounts its iopen PR is
+ * put off until that lock leaves the node (fs_ino_iopen_late; a later
+ * fs_ino_get_* keeps it off). */
+void fs_ino_get_made(struct fs *fs, uint64_t ino);
+/* dlm: @ino's inode lock is about to go to NL or be given up (the inode
+ * type's drop, before the lock manager hears of it): an inode made here
+ * whose PR was put off takes it now if the kernel still holds it, so a
+ * node that unlinks it next finds it in use here (fs_iopen.h); from then
+ * on it is held as for any other inode. */
+void fs_ino_iopen_late(struct fs *fs, uint64_t ino);
 /* Drop references; returns 1 if the inode is now unreferenced. */
 int fs_ino_put(struct fs *fs, uint64_t ino, uint64_t nlookup,
 	       uint32_t nopen);

@@ -750,7 +750,7 @@ static int create_node(struct fs *fs, const struct fs_cred *cred,
 		ret = fs_xattr_inherit_apply(fs, b, acl);
 	/* the node exists now: a failure above leaves it as it is */
 	fs_ino_attr(fs_di(b), out);
-	fs_ino_get_lookup(fs, b->blkno);
+	fs_ino_get_made(fs, b->blkno);
 	fs_buf_put(b);
 out:
 	fs_op_end(&il);
@@ -790,6 +790,9 @@ int fs_create(struct fs *fs, const struct fs_cred *cred, uint64_t parent,
 	int ret;
 
 	(void)flags;
+	/* the open reference after the lookup one create_node counted
+	 * (fs_ino_get_made): a record that put its iopen PR off keeps it
+	 * off, one that could not be made then takes it now */
 	ret = create_node(fs, cred, parent, &nn, out);
 	if (ret == 0)
 		fs_ino_get_open(fs, out->ino);

@@ -11,6 +11,9 @@
 #  (3) the unlinking node 1 is killed while node 2 has the file open:
 #      node 2's recovery adopts node 1's orphan list, node 2 still reads
 #      the file, and its last close frees it (orphans_adopted);
+#  (4) as (1), but the file made on node 2 (which took no iopen hold at
+#      the create, fs_ino_iopen_late): node 2 takes it when node 1 asks
+#      for the inode's lock, and keeps reading what it wrote;
 #  after each: the survivors unmount cleanly, fsck.ucfs -n is clean and
 #  lists no orphan.
 # Node 3 is a lockspace-only witness (tests/clulib.sh: quorum).
@@ -196,5 +199,40 @@ check clu_iopen3_last_close_frees test "$(stat_of "$M2" \
 	'.namespace.iopen_frees_now')" -ge 1
 check clu_iopen3_umount2 fs_umount "$M2"
 check clu_iopen3_fsck fsck_clean
+
+# (4) made on node 2 and open there, unlinked on node 1: node 2 took no
+# iopen hold at the creates (it held the inodes' locks EX since before
+# they existed), and takes the open file's when node 1 asks for its
+# inode lock, before that lock leaves (fs_ino_iopen_late)
+mount_both || { fail clu_iopen_mount4; exit 1; }
+R0=$(stat_of "$M2" '.locks.types.iopen.requests // 0')
+cp "$T/ref" "$M2/k"
+for i in $(seq 1 50); do echo "$i" >"$M2/small.$i"; done
+fsync_path "$M2/k"
+R1=$(stat_of "$M2" '.locks.types.iopen.requests // 0')
+echo "node 2: $((R1 - R0)) iopen requests for 51 files made," 	"$(stat_of "$M2" '.namespace.iopen_late') holds put off"
+check clu_iopen4_made_no_request test $((R1 - R0)) -lt 5
+check clu_iopen4_made_put_off test "$(stat_of "$M2" \
+	'.namespace.iopen_late')" -ge 51
+holder_start "$M2/k"
+rm "$M1/k"
+fsync_path "$M1"
+check clu_iopen4_taken_late test "$(stat_of "$M2" \
+	'.namespace.iopen_late_taken')" -ge 1
+head -c $((MB * 1048576)) /dev/zero >"$M1/filler"
+fsync_path "$M1/filler"
+holder_cmd read 1
+check clu_iopen4_open_reads_intact cmp "$T/ref" "$T/read.1"
+wait_for 30 test "$(stat_of "$M1" '.namespace.iopen_in_use')" -ge 1
+check clu_iopen4_in_use test "$(stat_of "$M1" \
+	'.namespace.iopen_in_use')" -ge 1
+holder_stop
+rm "$M1/filler"
+wait_for 60 test "$(stat_of "$M1" '.namespace.iopen_frees_later')" -ge 1
+check clu_iopen4_freed_later test "$(stat_of "$M1" \
+	'.namespace.iopen_frees_later')" -ge 1
+check clu_iopen4_umount1 fs_umount "$M1"
+check clu_iopen4_umount2 fs_umount "$M2"
+check clu_iopen4_fsck fsck_clean
 rm -f "$IMG"
 exit 0
