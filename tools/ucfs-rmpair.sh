@@ -29,9 +29,10 @@
 # Prints "SETUP RUN PHASE nodeN wall S cpu S" per node and phase, then per
 # setup the rm phase's walls, daemon CPU per node and daemon CPU per
 # removed entry (all daemons' CPU / entries freed). WORKDIR keeps the
-# stats (stats.SETUP.RUN.N.{before,after}.json) and per-thread CPU and
-# context switches (threads.SETUP.RUN.N.{before,after}: comm ticks vol
-# invol) around the rm phase.
+# stats (stats.SETUP.RUN.N.{before,after}.json; 2seq: also
+# stats.2seq.RUN.N.byC.{before,after}.json around client C's rm) and
+# per-thread CPU and context switches (threads.*, the same names: comm
+# ticks vol invol) around the rm phase.
 set -eu
 B=build W=/tmp/ucfs-rmpair TAR=/var/cache/ucfs-bench/linux-subset.tar
 PERF=0 REPEAT=1 SIZE_MB=4096 PSTAT="" KEEP=0
@@ -117,9 +118,9 @@ cpu_mark() { for _n in $NODES; do eval "C0_$_n=$(cpu "$(pid "$_n")")"; done; }
 cpu_say() {	# SETUP RUN PHASE START
 	_w=$(echo "$(now) - $4" | bc)
 	for _n in $NODES; do
-		_c=$(echo "$(cpu "$(pid "$_n")") - $(eval echo "\$C0_$_n")" | bc)
+		_cv=$(echo "$(cpu "$(pid "$_n")") - $(eval echo "\$C0_$_n")" | bc)
 		say "$(printf '%s %s %s node%s wall %.2f cpu %.2f' \
-			"$1" "$2" "$3" "$_n" "$_w" "$_c")"
+			"$1" "$2" "$3" "$_n" "$_w" "$_cv")"
 	done
 }
 phase() {	# SETUP RUN PHASE FUNC: FUNC per client, at once (2seq: rm
@@ -129,10 +130,12 @@ phase() {	# SETUP RUN PHASE FUNC: FUNC per client, at once (2seq: rm
 	if [ "$3" = rm ] && [ "$SEQ" = 1 ]; then
 		for _n in $NODES; do eval "CR_$_n=\$C0_$_n"; done
 		for _c in $CLIENTS; do
+			snap "by$_c.before"
 			_s=$(now)
 			cpu_mark
 			"$4" "$_c"
 			cpu_say "$1" "$2" "rm_by$_c" "$_s"
+			snap "by$_c.after"
 		done
 		for _n in $NODES; do eval "C0_$_n=\$CR_$_n"; done
 	else
