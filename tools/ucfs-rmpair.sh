@@ -5,7 +5,7 @@
 # the stats and per-thread CPU around the rm phase, and optionally perf.
 #
 #   sudo build/ucfs-rmpair [-b BUILD] [-w WORKDIR] [-t TAR] [-r REPEAT]
-#                          [-k] [-p] [-s EVENTS] SETUP...
+#                          [-k] [-p] [-s EVENTS] [-o OPTS] SETUP...
 #
 # Setups (one fresh image each, the untar run by each node into c<N>, then
 # all unmounted, caches dropped, mounted again):
@@ -20,7 +20,8 @@
 #   nolock1, nolock2  a nolock mount with one client, or two at once (the
 #           2-core floor of 2nodes)
 #
-# -r runs every setup REPEAT times, interleaved. -k keeps the image of each
+# -o adds mount options (every mount). -r runs every setup REPEAT times,
+# interleaved. -k keeps the image of each
 # setup after its untar (WORKDIR/snap.*) and starts later runs from a copy
 # of it. -p records `perf record -g` (PERFEV overrides `-F 999`) of every
 # daemon during the rm phase (WORKDIR/perf.SETUP.RUN.N.data); -s EVENTS
@@ -35,16 +36,17 @@
 # ticks vol invol) around the rm phase.
 set -eu
 B=build W=/tmp/ucfs-rmpair TAR=/var/cache/ucfs-bench/linux-subset.tar
-PERF=0 REPEAT=1 SIZE_MB=4096 PSTAT="" KEEP=0
-while getopts b:w:t:r:kps: o; do
+PERF=0 REPEAT=1 SIZE_MB=4096 PSTAT="" KEEP=0 OPTS=""
+while getopts b:w:t:r:kps:o: o; do
 	case $o in
+	o) OPTS=$OPTARG ;;
 	b) B=$OPTARG ;; w) W=$OPTARG ;; t) TAR=$OPTARG ;;
 	r) REPEAT=$OPTARG ;; k) KEEP=1 ;; p) PERF=1 ;; s) PSTAT=$OPTARG ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '7,8p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n "7,8p" "$0" >&2; exit 2; }
 [ -s "$TAR" ] || { echo "no $TAR (run ucfs-bench untar once)" >&2; exit 2; }
 B=$(cd "$B" && pwd)
 mkdir -p "$W"
@@ -72,7 +74,9 @@ mnt() {	# N
 	_n=$1
 	mkdir -p "$W/m$_n"
 	if [ "$PROTO" = dlm ]; then
-		set -- -o "lockproto=dlm,cluster=$W/cluster.json,node=$_n"
+		set -- -o "lockproto=dlm,cluster=$W/cluster.json,node=$_n${OPTS:+,$OPTS}"
+	elif [ -n "$OPTS" ]; then
+		set -- -o "$OPTS"
 	else
 		set --
 	fi
