@@ -157,6 +157,7 @@ struct fs_core_stats {
 	uint64_t ra_wasted;		/* prefetched blocks dropped unused */
 	uint64_t ra_skipped;		/* not prefetched: bound reached */
 	uint64_t ra_errors;		/* prefetch reads that failed */
+	uint64_t ra_bounce_maps;	/* bounce buffers mapped */
 	uint64_t ra_unused;		/* current value: prefetched, unused */
 	uint64_t data_runs;		/* combined runs closed */
 	uint64_t data_absorbed;		/* writes absorbed by an open run */

@@ -67,6 +67,7 @@ static void fs_stats_cache(struct fs_json *o, void *arg)
 	fs_json_u64(o, "ra_wasted", s.ra_wasted);
 	fs_json_u64(o, "ra_skipped", s.ra_skipped);
 	fs_json_u64(o, "ra_errors", s.ra_errors);
+	fs_json_u64(o, "ra_bounce_maps", s.ra_bounce_maps);
 	fs_json_u64(o, "ra_unused_now", s.ra_unused);
 }
 

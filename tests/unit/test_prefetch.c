@@ -4,6 +4,7 @@
  * device reads (counted; the gap blocks are not cached), later demand
  * reads of prefetched blocks are hits with the right content, the bound
  * (a quarter of the cache unused, and never past the cache bound) holds,
+ * merged reads' bounce buffers are reused, not mapped again,
  * dirty and pinned buffers are never evicted or replaced by a prefetch,
  * unused prefetched blocks are counted as wasted when evicted, a failed
  * prefetch read loses nothing, unmount with prefetches in flight is safe,
@@ -123,6 +124,39 @@ static void test_gaps(void)
 	CHECK_EQ(b.ra_ios - a.ra_ios, 100);
 	CHECK_EQ(b.ra_gap_blocks, a.ra_gap_blocks);
 	CHECK_EQ(count_bad(fs, 1000, 2000, 10, 5), 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
+/* Merged reads go through bounce buffers that are kept for the next
+ * batch: rounds of 30 merged reads map 30 buffers once, not 22 more per
+ * round (an mmap, page faults and an munmap each: a cold tree walk
+ * issues thousands of such reads). */
+static void test_bounce_reuse(void)
+{
+	struct fs_core_stats a, b;
+	uint64_t v[60];
+	struct bd_dev *bd;
+	struct fs *fs;
+
+	REQUIRE((fs = cold_fs(&bd, 6, 16)) != NULL);
+	a = stats(fs);
+	for (unsigned r = 0; r < 10; r++) {
+		/* 30 runs of 2 blocks with one between: each a bounce */
+		for (unsigned k = 0; k < 30; k++) {
+			v[2 * k] = blks[r * 240 + k * 8];
+			v[2 * k + 1] = blks[r * 240 + k * 8 + 2];
+			REQUIRE(v[2 * k + 1] == v[2 * k] + 2); /* layout */
+		}
+		CHECK_EQ(fs_buf_readahead(fs, v, 60), 0);
+	}
+	b = stats(fs);
+	printf("  300 merged reads: %llu bounce buffers mapped\n",
+	       (unsigned long long)(b.ra_bounce_maps - a.ra_bounce_maps));
+	CHECK_EQ(b.ra_ios - a.ra_ios, 300);
+	CHECK_EQ(b.ra_gap_blocks - a.ra_gap_blocks, 300);
+	CHECK(b.ra_bounce_maps - a.ra_bounce_maps <= 30);
+	CHECK_EQ(count_bad(fs, 0, 2400, 1, 6), 0);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(bd);
 }
@@ -350,6 +384,7 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	T_RUN(test_merged_hits);
 	T_RUN(test_gaps);
+	T_RUN(test_bounce_reuse);
 	T_RUN(test_bound);
 	T_RUN(test_dirty_kept);
 	T_RUN(test_cache_full);
