@@ -35,24 +35,16 @@ srv_start() {	# serve $IMG on $SOCK; PID in $SRV (stopped on exit)
 	wait_for 10 test -S "$SOCK"
 }
 # srv_dead KILL|STOP: wait until the server signalled so serves no more.
-# kill(2) returns before the signal is taken: a SIGSTOP is taken by one
-# thread, which stops the others, so until the kernel runs it the
-# connection's threads still serve (seen under load: a create and its
-# fsync issued after "kill -STOP" succeeded, durable).
+# kill(2) returns before the signal is taken (lib.sh "stopped"): seen
+# under load, a create and its fsync issued after "kill -STOP" were
+# served, durable.
 srv_dead() {
 	if [ "$1" = KILL ]; then
 		wait "$SRV"
 		SRV=""
 	else
-		wait_for 10 srv_stopped
+		wait_for 10 stopped "$SRV"
 	fi
-}
-srv_stopped() {	# every thread of the server is stopped
-	for _t in /proc/"$SRV"/task/*/stat; do
-		read -r _st <"$_t" || return 1
-		_st=${_st##*) }
-		[ "${_st%% *}" = T ] || return 1
-	done
 }
 srv_stop() {	# SIGTERM: nbdkit exits 0 after closing the image
 	kill "$SRV" && wait "$SRV"
