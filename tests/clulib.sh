@@ -1,6 +1,9 @@
 # tests/clulib.sh — helpers for cluster (lockproto=dlm) integration tests
 # (POSIX sh). Source it after tests/lib.sh and tests/fslib.sh.
 #
+#   clu_require NAME [CMD...]  the preamble: SKIP NAME and exit 0 unless
+#                              the target is ucfs (fs_require_ucfs) and
+#                              every CMD is installed ("CMD missing")
 #   clu_config FILE NODES...   write a cluster configuration (secret in
 #                              $T/clu.secret) listing node ids NODES on
 #                              127.0.0.<id>, one fresh TCP port (from the
@@ -63,6 +66,18 @@ clu_port_reserve() {
 	done
 	CLU_PORT_HELD=$CLU_PORT
 	on_exit "rmdir /tmp/ucfs-clu-ports/$CLU_PORT"
+}
+
+clu_require() {
+	_crq=$1
+	shift
+	fs_require_ucfs "$_crq"
+	for _c in "$@"; do
+		if ! command -v "$_c" >/dev/null 2>&1; then
+			skip "$_crq" "$_c missing"
+			exit 0
+		fi
+	done
 }
 
 clu_config() {

@@ -16,11 +16,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_rmrf
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_rmrf "jq missing"
-	exit 0
-fi
+clu_require clu_rmrf jq
 
 clu_setup clu_rmrf 2 512 -j 3
 clu_mount clu_rmrf 1
