@@ -25,8 +25,10 @@
 #      record back on both nodes (lost 0); "find --files 2000" makes the
 #      tree, walks it, and records the daemon's peak RSS beside its bounds,
 #      each with its target row;
-# and after all nothing may stay mounted. About 1.5 minutes on 2 quiet
-# cores (all --quick with ucfs_dlm in every scenario took 3.5).
+# and after all nothing may stay mounted. About 2 minutes on 2 cores
+# under a load of 3-5 (1: 45 s, 2: 11 s, 3: 41 s, 4: 15 + 12 s; "all" on
+# every system in every setup took 2.3 minutes on quiet cores, and with
+# ucfs_dlm in every scenario 3.5).
 # run.sh: alone (ucfs-bench drops the caches of the machine, loads both cores)
 . "$UCFS_TOP/tests/lib.sh"
 
