@@ -1,6 +1,9 @@
 # tests/clulib.sh — helpers for cluster (lockproto=dlm) integration tests
 # (POSIX sh). Source it after tests/lib.sh and tests/fslib.sh.
 #
+#   clu_require NAME [CMD...]  the preamble: SKIP NAME and exit 0 unless
+#                              the target is ucfs (fs_require_ucfs) and
+#                              every CMD is installed ("CMD missing")
 #   clu_config FILE NODES...   write a cluster configuration (secret in
 #                              $T/clu.secret) listing node ids NODES on
 #                              127.0.0.<id>, one fresh TCP port (from the
@@ -28,6 +31,10 @@
 #   clu_two_nodes NAME MB [MKFS_ARGS...]
 #                              the usual set-up: clu_setup NAME 2 MB ...,
 #                              then nodes 1 and 2 mounted on M1 and M2
+#   clu_at_once NAME CMD1 CMD2 runs the shell commands CMD1 and CMD2 (each
+#                              eval'd in a subshell: the test's functions
+#                              work) at the same time: PASS NAME if both
+#                              exit 0, else FAIL NAME with their output
 #   clu_refused NAME PATTERN IMAGE OPTS
 #                              runs the daemon in the foreground on IMAGE
 #                              with OPTS: PASS NAME if it exits != 0 with
@@ -63,6 +70,18 @@ clu_port_reserve() {
 	done
 	CLU_PORT_HELD=$CLU_PORT
 	on_exit "rmdir /tmp/ucfs-clu-ports/$CLU_PORT"
+}
+
+clu_require() {
+	_crq=$1
+	shift
+	fs_require_ucfs "$_crq"
+	for _c in "$@"; do
+		if ! command -v "$_c" >/dev/null 2>&1; then
+			skip "$_crq" "$_c missing"
+			exit 0
+		fi
+	done
 }
 
 clu_config() {
@@ -132,6 +151,22 @@ clu_two_nodes() {
 	clu_setup "$_name" 2 "$@"
 	clu_mount "$_name" 1
 	clu_mount "$_name" 2
+}
+
+clu_at_once() {
+	(eval "$2") >"$T/$1.1.out" 2>&1 &
+	_cao1=$!
+	(eval "$3") >"$T/$1.2.out" 2>&1 &
+	_cao2=$!
+	wait $_cao1
+	_car1=$?
+	wait $_cao2
+	_car2=$?
+	if [ $_car1 -eq 0 ] && [ $_car2 -eq 0 ]; then
+		pass "$1"
+	else
+		fail "$1" "exit $_car1 + $_car2: $(cat "$T/$1.1.out" "$T/$1.2.out")"
+	fi
 }
 
 clu_refused() {

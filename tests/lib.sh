@@ -1,6 +1,7 @@
 # tests/lib.sh — shared by tests/integration/*.sh (POSIX sh; source it).
 #
 # Gives: pass NAME, fail NAME [why], skip NAME why, check NAME CMD...,
+# wait_for SECONDS CMD..., stopped PID,
 # a scratch dir $T removed on exit, and cleanup hooks that always run:
 # on_exit "CMD" registers a command (run last-registered first), so every
 # mount is unmounted and every daemon started is stopped by PID even when a
@@ -42,6 +43,18 @@ _ucfs_cleanup() {
 }
 trap _ucfs_cleanup EXIT
 trap 'exit 130' INT TERM
+
+# stopped PID — every thread of process PID is stopped (state T). A
+# SIGSTOP is taken by one thread, which then stops the others: kill(2)
+# returns before that, and until the kernel runs that thread the others
+# still run. After "kill -STOP PID": wait_for 10 stopped PID.
+stopped() {
+	for _t in /proc/"$1"/task/*/stat; do
+		read -r _st <"$_t" || return 1
+		_st=${_st##*) }
+		[ "${_st%% *}" = T ] || return 1
+	done
+}
 
 # wait_for SECONDS CMD... — poll until CMD succeeds; non-zero on timeout.
 wait_for() {

@@ -15,7 +15,11 @@
 # time with nothing beside them, the scripts with a line
 #   # run.sh: alone (why)
 # (they drop the caches of the whole machine or take many minutes of
-# both cores). Each program's summary ("== NAME: ... (Ns)", its wall time,
+# both cores). Scripts with a line
+#   # run.sh: long (why)
+# start first among the others, so that the last minute of the parallel
+# phase is not one long script with the other job slot idle. Each
+# program's summary ("== NAME: ... (Ns)", its wall time,
 # and the FAIL lines and log tail of a failure) is printed in one piece
 # when it ends; the logs are in BUILD/test-logs/.
 #
@@ -100,7 +104,7 @@ run_many() {
 		xargs -r -P "$_jobs" -n 1 sh "$0" "$BUILD" --run "$_kind"
 }
 
-units="" par="" alone=""
+units="" par="" long="" alone=""
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue
 	n=$(basename "$t")
@@ -112,10 +116,13 @@ for t in "$TOP"/tests/integration/*.sh; do
 	selected "$n" "$@" || continue
 	if grep -q '^# run\.sh: alone' "$t"; then
 		alone="$alone $n"
+	elif grep -q '^# run\.sh: long' "$t"; then
+		long="$long $n"
 	else
 		par="$par $n"
 	fi
 done
+par="$long $par"
 for n in $units $par $alone; do rm -f "$LOGDIR/$n.res"; done
 
 run_many unit "$JOBS" $units

@@ -2,25 +2,33 @@
 # bench_quick — the CI smoke test of ucfs-bench. It checks that the tool
 # works end to end, not the figures, so it runs the --quick sizes smaller
 # still (a 256 MiB image: less to prime and age; one iozone record size,
-# the record loop runs all the same) and the cluster system once:
-#  (1) "ucfs-bench all --quick --lockproto nolock" runs every scenario on
-#      every 1-node system (ucfs; ext4 on loop, passthrough_ll, the ucfs
-#      lens over ext4, the raw image) in each of its setups (1 node, 2
-#      clients, aged); then the JSON must be valid and carry the keys
+# the record loop runs all the same) and each system in each setup once:
+#  (1) "ucfs-bench all --quick --lockproto nolock --setups 1node" runs
+#      every scenario on every 1-node system (ucfs; ext4 on loop,
+#      passthrough_ll, the ucfs lens over ext4, the raw image, in both
+#      its setups); then the JSON must be valid and carry the keys
 #      tools/BENCH.md documents, every scenario must have measured values,
 #      ratios, lens steps, tables and plots must be there;
-#  (2) "ucfs-bench untar --quick --systems ucfs,ucfs_dlm": the cluster
+#  (2) "ucfs-bench all --quick --systems ucfs --setups 2way,aged": ucfs's
+#      other setups (2 clients at once on one mount in untar, iozone and
+#      dd, and dd on an aged image) are measured, dd reads back what it
+#      wrote, nothing failed. The baselines (ext4, pt, the lens) run only
+#      1node: their 2-client and aged runs measured other code than ours
+#      (the lens under concurrency: pt_scale, pt_fsx) through the same
+#      bench paths as ucfs's;
+#  (3) "ucfs-bench untar --quick --systems ucfs,ucfs_dlm": the cluster
 #      system (lockproto=dlm: the probe, node 2 mounted beside node 1, the
 #      2-node setup) is measured, or the JSON says why not (ucfs comes
-#      along: a run of ucfs_dlm alone stops in the probe's stats_delta,
-#      $SETUP unset);
-#  (3) the two issue-13 scenarios on ucfs_dlm, briefly: "append" (2
+#      along for the dlm / nolock target rows);
+#  (4) the two issue-13 scenarios on ucfs_dlm, briefly: "append" (2
 #      nodes, 1 s) measures records/s and lock transfers/s and reads every
 #      record back on both nodes (lost 0); "find --files 2000" makes the
 #      tree, walks it, and records the daemon's peak RSS beside its bounds,
 #      each with its target row;
-# and after all nothing may stay mounted. About 1.5 minutes on 2 quiet
-# cores (all --quick with ucfs_dlm in every scenario took 3.5).
+# and after all nothing may stay mounted. About 2 minutes on 2 cores
+# under a load of 3-5 (1: 45 s, 2: 11 s, 3: 41 s, 4: 15 + 12 s; "all" on
+# every system in every setup took 2.3 minutes on quiet cores, and with
+# ucfs_dlm in every scenario 3.5).
 # run.sh: alone (ucfs-bench drops the caches of the machine, loads both cores)
 . "$UCFS_TOP/tests/lib.sh"
 
@@ -36,50 +44,71 @@ done
 	{ skip bench_quick "linux-source-6.1 missing: run make deps"; exit 0; }
 
 # bench NAME ARGS...: ucfs-bench ARGS into $T/NAME, PASS NAME_runs if it
-# exits 0
+# exits 0; says how long it took
 bench() {
 	_n=$1; shift
+	_t0=$(date +%s)
 	timeout -k 10 600 sh "$B/ucfs-bench" "$@" --quick --no-install \
 		--size 256 --out "$T/$_n" --work "$T/work" >"$T/$_n.log" 2>&1
 	_rc=$?
+	echo "$_n: $(($(date +%s) - _t0)) s"
 	if [ "$_rc" = 0 ]; then pass "${_n}_runs"
 	else fail "${_n}_runs" "exit $_rc"
 		tail -n 30 "$T/$_n.log" | sed 's/^/    /'
 	fi
 }
-bench bench_quick all --lockproto nolock --records 1m
+bench bench_quick all --lockproto nolock --records 1m --setups 1node
+bench bench_setups all --lockproto nolock --records 1m --systems ucfs \
+	--setups 2way,aged --no-plots
 bench bench_dlm untar --systems ucfs,ucfs_dlm
 UCFS_BENCH_APPEND_SECS=1 bench bench_append append --systems ucfs_dlm
 bench bench_find find --systems ucfs_dlm --files 2000
 OUT=$T/bench_quick J2=$T/bench_dlm/results.json
-J=$OUT/results.json
+J=$OUT/results.json JS=$T/bench_setups/results.json
 
 check bench_json_valid python3 -m json.tool "$J"
+check bench_setups_json_valid python3 -m json.tool "$JS"
 check bench_json_top_keys jq -e '
 	["tool", "version", "scenario", "quick", "started", "finished",
 	 "host", "params", "systems", "results", "runs", "ratios", "targets",
 	 "skipped", "ucfs_stats", "plots"] - keys == [] and
 	.tool == "ucfs-bench" and .quick == true and .scenario == "all"' "$J"
-check bench_json_result_keys jq -e '.results | length > 0 and all(.[];
-	keys == (["client", "metric", "phase", "scenario", "setup",
-		  "system", "unit", "value"]))' "$J"
+for j in "$J" "$JS"; do
+	n=bench_json; [ "$j" = "$JS" ] && n=bench_setups
+	check "${n}_result_keys" jq -e '.results | length > 0 and all(.[];
+		keys == (["client", "metric", "phase", "scenario", "setup",
+			  "system", "unit", "value"]))' "$j"
+	# every dd write of a system has its read (cold remount between)
+	check "${n}_dd_read_after_write" jq -e '[.results[] | select(
+		.scenario == "dd" and .phase == "write" and .metric ==
+		"MBps") | [.system, .setup, .client]] - [.results[] | select(
+		.scenario == "dd" and .phase == "read" and .metric == "MBps")
+		| [.system, .setup, .client]] == []' "$j"
+	check "${n}_no_failed_steps" jq -e '[.results[] | select(.metric ==
+		"failed")] | length == 0' "$j"
+done
 for s in untar bonnie iozone fileben dd; do
 	check "bench_json_has_$s" jq -e --arg s "$s" '[.results[] |
 		select(.scenario == $s and (.value | type) == "number")]
 		| length > 0' "$J"
 done
-# every dd write of a system has its read (cold remount in between)
-check bench_dd_read_after_write jq -e '[.results[] | select(.scenario ==
-	"dd" and .phase == "write" and .metric == "MBps") | [.system, .setup,
-	.client]] - [.results[] | select(.scenario == "dd" and .phase == "read"
-	and .metric == "MBps") | [.system, .setup, .client]] == []' "$J"
+# ucfs in its other setups: 2 clients at once in untar, iozone and dd
+# (aggregate MB/s), dd fresh and aged
+for s in untar iozone dd; do
+	check "bench_setups_2clients_$s" jq -e --arg s "$s" '[.results[] |
+		select(.scenario == $s and .system == "ucfs" and .setup ==
+		"2clients" and .client == "all" and (.value | type) ==
+		"number")] | length > 0' "$JS"
+done
+check bench_setups_aged jq -e '[.results[] | select(.scenario == "dd" and
+	.system == "ucfs" and .setup == "aged" and (.phase == "fresh_write"
+	or .phase == "aged_write") and (.value | type) == "number")]
+	| length > 0 and ([.[].phase] | unique | length == 2)' "$JS"
 # the daemons' peak memory, and nothing else under an rss: phase
 check bench_daemon_rss jq -e '([.results[] | select(.system == "ucfs" and
 	(.phase | startswith("rss:")) and .metric == "peak" and .value > 0)]
 	| length > 0) and ([.results[] | select((.phase | startswith("rss:"))
 	and .metric != "peak")] | length == 0)' "$J"
-check bench_no_failed_steps jq -e '[.results[] | select(.metric ==
-	"failed")] | length == 0' "$J"
 check bench_ratio_keys jq -e '.ratios | length > 0 and all(.[];
 	(.ratio | type) == "number" and (.baseline | type) == "string")' "$J"
 check bench_ext4_vs_pt_ratio jq -e '[.ratios[] | select(.system == "pt"

@@ -17,11 +17,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_ahead
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_ahead "jq missing"
-	exit 0
-fi
+clu_require clu_ahead jq
 
 IMG=$T/img CFG=$T/cluster.json MA=$T/a MB=$T/b
 clu_config "$CFG" 1 2 5

@@ -31,11 +31,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_appendsync
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_appendsync "jq missing"
-	exit 0
-fi
+clu_require clu_appendsync jq
 
 N=${UCFS_APPEND_N:-150}
 OPS=$B/ucfs-bench-ops

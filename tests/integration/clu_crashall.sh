@@ -19,11 +19,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_crashall
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_crashall "jq missing"
-	exit 0
-fi
+clu_require clu_crashall jq
 
 clu_two_nodes clu_crashall 256 -j 3
 st() { "$B/ucfs-stat" --json "$1"; }

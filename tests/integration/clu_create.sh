@@ -32,14 +32,7 @@ for i in range(n):
                      os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
 PY
 }
-mkfiles "$M1/d1" a >"$T/mk1.out" 2>&1 &
-P1=$!
-mkfiles "$M2/d2" b >"$T/mk2.out" 2>&1 &
-P2=$!
-wait $P1; R1=$?
-wait $P2; R2=$?
-if [ $R1 -eq 0 ] && [ $R2 -eq 0 ]; then pass clu_create_both
-else fail clu_create_both "$(cat "$T/mk1.out" "$T/mk2.out")"; fi
+clu_at_once clu_create_both 'mkfiles "$M1/d1" a' 'mkfiles "$M2/d2" b'
 "$B/ucfs-stat" --json "$M1" >"$T/a1.json"
 "$B/ucfs-stat" --json "$M2" >"$T/a2.json"
 

@@ -86,6 +86,8 @@ check clu_fence_fd_opened wait_for 30 test -f "$T/fd_open"
 pid2=$(cat "$(fs_daemon_log "$M2" | sed 's|/log$|/pid|')")
 kill -STOP "$pid2"
 tstop=$(now)
+# its last beat: once it is stopped (the signal is taken later)
+wait_for 10 stopped "$pid2" || fail clu_fence_node2_stopped
 hb_stop=$(od -An -tu8 -j $hb_off -N8 "$IMG")
 # node 1 needs the fs lock node 2 holds: granted once node 2 is dead
 if timeout 60 cmp "$T/ref" "$M1/frozen"; then

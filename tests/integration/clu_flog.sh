@@ -20,11 +20,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_flog
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_flog "jq missing"
-	exit 0
-fi
+clu_require clu_flog jq
 
 clu_two_nodes clu_flog 512 -j 3
 st() { "$B/ucfs-stat" --json "$1"; }

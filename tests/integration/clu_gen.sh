@@ -17,11 +17,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_gen
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_gen "jq missing"
-	exit 0
-fi
+clu_require clu_gen jq
 
 N=20
 clu_two_nodes clu_gen 128 -j 2 -r 64

@@ -12,11 +12,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_glockmax
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_glockmax "jq missing"
-	exit 0
-fi
+clu_require clu_glockmax jq
 
 clu_setup clu_glockmax 2 256 -j 2 -r 64
 MA=$M1 MB=$M2

@@ -17,11 +17,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_glockpin
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_glockpin "jq missing"
-	exit 0
-fi
+clu_require clu_glockpin jq
 
 MAX=256
 clu_setup clu_glockpin 1 256 -j 2 -r 64

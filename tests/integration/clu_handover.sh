@@ -18,11 +18,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_handover
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_handover "jq missing"
-	exit 0
-fi
+clu_require clu_handover jq
 
 clu_two_nodes clu_handover 256 -j 3
 st() { "$B/ucfs-stat" --json "$1"; }

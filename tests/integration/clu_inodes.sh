@@ -38,10 +38,8 @@ creates() {	# DIR PREFIX COUNT
 
 # one shared directory, both nodes creating at once
 mkdir "$M1/shared"
-creates "$M1/shared" a 1500 & p1=$!
-creates "$M2/shared" b 1500 & p2=$!
-wait $p1; r1=$? ; wait $p2; r2=$?
-check clu_inodes_shared_creates test $r1 -eq 0 -a $r2 -eq 0
+clu_at_once clu_inodes_shared_creates 'creates "$M1/shared" a 1500' \
+	'creates "$M2/shared" b 1500'
 check clu_inodes_shared_all_on_1 test "$(ls "$M1/shared" | wc -l)" -eq 3000
 check clu_inodes_shared_all_on_2 test "$(ls "$M2/shared" | wc -l)" -eq 3000
 
@@ -49,10 +47,8 @@ check clu_inodes_shared_all_on_2 test "$(ls "$M2/shared" | wc -l)" -eq 3000
 clu_tree "$T/src" 20 40 big || fail clu_inodes_src_tree
 
 # separate trees at once, each read back on the other node
-cp -r "$T/src" "$M1/t1" & p1=$!
-cp -r "$T/src" "$M2/t2" & p2=$!
-wait $p1; r1=$? ; wait $p2; r2=$?
-check clu_inodes_trees_copied test $r1 -eq 0 -a $r2 -eq 0
+clu_at_once clu_inodes_trees_copied 'cp -r "$T/src" "$M1/t1"' \
+	'cp -r "$T/src" "$M2/t2"'
 check clu_inodes_tree1_on_2 diff -r "$T/src" "$M2/t1"
 check clu_inodes_tree2_on_1 diff -r "$T/src" "$M1/t2"
 

@@ -23,11 +23,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_kcache
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_kcache "jq missing"
-	exit 0
-fi
+clu_require clu_kcache jq
 
 clu_two_nodes clu_kcache 256 -j 2 -r 64
 MA=$M1 MB=$M2

@@ -18,11 +18,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_kforget
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_kforget "jq missing"
-	exit 0
-fi
+clu_require clu_kforget jq
 
 ND=24 NF=40
 clu_setup clu_kforget 1 128 -j 1 -r 64

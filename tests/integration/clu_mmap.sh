@@ -16,11 +16,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_mmap
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_mmap "jq missing"
-	exit 0
-fi
+clu_require clu_mmap jq
 
 clu_two_nodes clu_mmap 128 -j 2 -r 64
 MA=$M1 MB=$M2

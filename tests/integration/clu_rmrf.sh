@@ -16,11 +16,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_rmrf
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_rmrf "jq missing"
-	exit 0
-fi
+clu_require clu_rmrf jq
 
 clu_setup clu_rmrf 2 512 -j 3
 clu_mount clu_rmrf 1
@@ -41,19 +37,14 @@ while [ $d -lt 25 ]; do
 	d=$((d + 1))
 done
 
-cp -r "$T/src" "$M1/t1" & p1=$!
-cp -r "$T/src" "$M2/t2" & p2=$!
-wait $p1; r1=$? ; wait $p2; r2=$?
-check clu_rmrf_trees_built test $r1 -eq 0 -a $r2 -eq 0
+clu_at_once clu_rmrf_trees_built 'cp -r "$T/src" "$M1/t1"' \
+	'cp -r "$T/src" "$M2/t2"'
 # each node reads the other's tree: PR inode locks cached there
 check clu_rmrf_tree1_read_on_2 diff -r "$T/src" "$M2/t1"
 check clu_rmrf_tree2_read_on_1 diff -r "$T/src" "$M1/t2"
 sleep 0.3	# idle long enough for demote-ahead (100 ms)
 
-rm -rf "$M1/t1" & p1=$!
-rm -rf "$M2/t2" & p2=$!
-wait $p1; r1=$? ; wait $p2; r2=$?
-check clu_rmrf_both_removed test $r1 -eq 0 -a $r2 -eq 0
+clu_at_once clu_rmrf_both_removed 'rm -rf "$M1/t1"' 'rm -rf "$M2/t2"'
 check clu_rmrf_gone_on_1 test ! -e "$M1/t1" -a ! -e "$M1/t2"
 check clu_rmrf_gone_on_2 test ! -e "$M2/t1" -a ! -e "$M2/t2"
 check clu_rmrf_empty_on_1 test -z "$(ls -A "$M1")"

@@ -24,11 +24,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_rmrt
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_rmrt "jq missing"
-	exit 0
-fi
+clu_require clu_rmrt jq
 
 clu_setup clu_rmrt 2 256 -j 3
 clu_mount clu_rmrt 1

@@ -19,11 +19,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_ro
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_ro "jq missing"
-	exit 0
-fi
+clu_require clu_ro jq
 
 IMG=$T/img CFG=$T/cluster.json
 clu_config "$CFG" 1 2 5

@@ -16,6 +16,7 @@
 #      completes and its daemon exits; node 2 mounts again; fsck.ucfs -n
 #      is clean. Prints the times from the cut to node 2's fence and to
 #      node 1's first fsync'ed file after it.
+# run.sh: long (30 s: a secret refused, a link cut under two nodes)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"

@@ -13,6 +13,7 @@
 # start-to-mount time and the loser's start-to-refusal time.
 # Also: ucfs-witness refuses the lowest id of a cluster (a witness never
 # reads the disk, so it must not be the coordinator).
+# run.sh: long (about a minute: six split-brain start rounds)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"

@@ -21,11 +21,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_trace_peer
-if ! command -v jq >/dev/null 2>&1; then
-	skip clu_trace_peer "jq missing"
-	exit 0
-fi
+clu_require clu_trace_peer jq
 
 ROUNDS=8
 clu_setup clu_trace_peer 2 128 -j 2 -r 64

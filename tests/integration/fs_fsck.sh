@@ -6,6 +6,7 @@
 # repair (-y) leaves a clean image alone, refuses a bad superblock
 # without writing, and on every flipped image either fixes it (exit 1,
 # then -n is clean) or leaves problems it reports (exit 4, -n agrees).
+# run.sh: long (30 s: seeded flips, each image checked and repaired)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 fs_require_ucfs fs_fsck

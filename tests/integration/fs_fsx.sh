@@ -2,6 +2,7 @@
 # fs_fsx: the fsx and nscheck random checkers through a mount, a few seeds
 # each (UCFS_SEED adds one more), then unmount/remount: the file and the
 # tree must be exactly as they were; fsck clean at the end.
+# run.sh: long (40 s: the random checkers)
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 

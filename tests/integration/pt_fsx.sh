@@ -2,6 +2,7 @@
 # pt_fsx: the fsx and nscheck random checkers (tests/integration/fs_fsx.sh,
 # unchanged) through the pass-through lens over ext4 (fslib's "pt"
 # target). Test names get a "pt_" prefix; UCFS_SEED adds a seed.
+# run.sh: long (about a minute: the random checkers through the lens)
 . "$UCFS_TOP/tests/lib.sh"
 
 if [ "$(id -u)" -ne 0 ] || [ ! -c /dev/fuse ]; then

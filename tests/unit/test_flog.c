@@ -30,6 +30,8 @@ struct fx {
 	struct bd_dev *bd;
 	struct bd_fault *f;
 	struct fs *fs;
+	uint64_t before;    /* free blocks before the logged run */
+	uint64_t after_log; /* and once it was allocated and logged */
 };
 
 static int fx_open(struct fx *x)
@@ -115,17 +117,34 @@ static void drop_cache(struct fs *fs)
 	fs_cache_drop_all(fs, &busy);
 }
 
+/* Every case's start: the fixture mounted, slot 1 given a free log of
+ * one run (@count: its count) and the cache dropped, so that applying
+ * it reads from the device. x->before: the free blocks before the run
+ * was allocated. 0, or -1 with the fixture closed. */
+static int fx_dead_log(struct fx *x, uint32_t count)
+{
+	uint64_t start;
+
+	if (fx_open(x) < 0)
+		goto out_close;
+	x->before = free_blocks(x->fs);
+	if (log_dead_run(x->fs, count, &start) < 0)
+		goto out_close;
+	x->after_log = free_blocks(x->fs);
+	drop_cache(x->fs);
+	return 0;
+out_close:
+	fx_close(x);
+	return -1;
+}
+
 static void test_one_read_error_retried(void)
 {
 	struct fs_core_stats st;
 	struct fx x;
-	uint64_t start, before;
 
-	REQUIRE(fx_open(&x) == 0);
-	before = free_blocks(x.fs);
-	REQUIRE(log_dead_run(x.fs, 1, &start) == 0);
-	CHECK_EQ(free_blocks(x.fs), before - RUN_BLOCKS);
-	drop_cache(x.fs);
+	REQUIRE(fx_dead_log(&x, 1) == 0);
+	CHECK_EQ(x.after_log, x.before - RUN_BLOCKS);
 	bd_fault_fail_nth(x.f, BD_READ, 1, 0);
 	CHECK_EQ(fs_flog_dead_apply(x.fs, 1), 0);
 	fs_core_stats_get(x.fs, &st);
@@ -133,7 +152,7 @@ static void test_one_read_error_retried(void)
 	CHECK_EQ(st.flog_dead_errors, 0);
 	CHECK_EQ(st.flog_dead_slots, 1);
 	CHECK_EQ(st.flog_dead_applied, RUN_BLOCKS);
-	CHECK_EQ(free_blocks(x.fs), before);
+	CHECK_EQ(free_blocks(x.fs), x.before);
 	REQUIRE(fs_journal_checkpoint(x.fs, FS_CR_SYNC) == 0);
 	drop_cache(x.fs);
 	CHECK_EQ(dead_count(x.fs, 1), 0);
@@ -144,12 +163,8 @@ static void test_persistent_error_left_then_applied(void)
 {
 	struct fs_core_stats st;
 	struct fx x;
-	uint64_t start, before;
 
-	REQUIRE(fx_open(&x) == 0);
-	before = free_blocks(x.fs);
-	REQUIRE(log_dead_run(x.fs, 1, &start) == 0);
-	drop_cache(x.fs);
+	REQUIRE(fx_dead_log(&x, 1) == 0);
 	bd_fault_fail_nth(x.f, BD_READ, 1, 1);
 	CHECK_EQ(fs_flog_dead_apply(x.fs, 1), -EIO);
 	fs_core_stats_get(x.fs, &st);
@@ -163,7 +178,7 @@ static void test_persistent_error_left_then_applied(void)
 	fs_core_stats_get(x.fs, &st);
 	CHECK_EQ(st.flog_dead_retries, FS_FLOG_DEAD_TRIES - 1);
 	CHECK_EQ(st.flog_dead_applied, RUN_BLOCKS);
-	CHECK_EQ(free_blocks(x.fs), before);
+	CHECK_EQ(free_blocks(x.fs), x.before);
 	fx_close(&x);
 }
 
@@ -171,10 +186,8 @@ static void test_damaged_log_not_retried(void)
 {
 	struct fs_core_stats st;
 	struct fx x;
-	uint64_t start;
 
-	REQUIRE(fx_open(&x) == 0);
-	REQUIRE(log_dead_run(x.fs, FS_FLOG_MAX + 1, &start) == 0);
+	REQUIRE(fx_dead_log(&x, FS_FLOG_MAX + 1) == 0);
 	CHECK_EQ(fs_flog_dead_apply(x.fs, 1), -EUCLEAN);
 	fs_core_stats_get(x.fs, &st);
 	CHECK_EQ(st.flog_dead_retries, 0);

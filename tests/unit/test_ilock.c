@@ -16,12 +16,12 @@
 #include "blockdev/bd_internal.h"
 #include "fusefs/fsck/fs_fsck.h"
 #include "fusefs/namespace/fs_ns.h"
+#include "lockmgr/cv_wait.h"
 #include "harness.h"
 #include "fs_testutil.h"
 
 #include <dirent.h>
 #include <pthread.h>
-#include <time.h>
 
 /* ---- holders ---- */
 
@@ -78,23 +78,15 @@ struct gate_dev {
 
 static void rendezvous(void)
 {
-	struct timespec dl;
+	uint64_t dl = cvw_deadline_ms(G.timeout_ms);
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += G.timeout_ms / 1000;
-	dl.tv_nsec += (long)(G.timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&G.mu);
 	G.arrived++;
 	G.inside++;
 	if (G.inside > G.max_inside)
 		G.max_inside = G.inside;
 	pthread_cond_broadcast(&G.cv);
-	while (G.arrived < G.want &&
-	       pthread_cond_timedwait(&G.cv, &G.mu, &dl) == 0)
+	while (G.arrived < G.want && cvw_wait_until(&G.cv, &G.mu, dl) == 0)
 		;
 	G.inside--;
 	pthread_mutex_unlock(&G.mu);

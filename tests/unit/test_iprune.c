@@ -10,12 +10,12 @@
  * Waits are bounded (10 s per ask) but assert no time.
  */
 #include "fusefs/namespace/fs_ns.h"
+#include "lockmgr/cv_wait.h"
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NFILES 40
@@ -47,17 +47,27 @@ static const struct fs_inval_ops sink_ops = {
 /* Wait (at most 10 s) for more than @have asks; the count now. */
 static unsigned wait_asked(struct sink *s, unsigned have)
 {
-	struct timespec ts;
+	uint64_t dl = cvw_deadline_ms(10000);
 	unsigned n;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 10;
 	pthread_mutex_lock(&s->mu);
-	while (s->n <= have && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+	while (s->n <= have && cvw_wait_until(&s->cv, &s->mu, dl) == 0)
 		;
 	n = s->n;
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+/* The prune thread counts a round's asks (iprune_asked) after the sink
+ * took them: wait (at most 10 s) until the count reaches @n. */
+static uint64_t asked_stat(struct tfs *t, uint64_t n)
+{
+	const uint64_t *v = &t->fs->ns->st.iprune_asked;
+	uint64_t dl = cvw_deadline_ms(10000);
+
+	while (__atomic_load_n(v, __ATOMIC_RELAXED) < n && cvw_now_ns() < dl)
+		usleep(1000);
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 
 static int index_of(struct sink *s, uint64_t ino)
@@ -130,8 +140,7 @@ static void test_prune(void)
 	CHECK_EQ(index_of(&s, (uint64_t)f[0]), -1); /* open: never */
 	CHECK(index_of(&s, (uint64_t)f[1]) < 0 ||
 	      index_of(&s, (uint64_t)f[1]) > index_of(&s, (uint64_t)f[9]));
-	CHECK(__atomic_load_n(&t.fs->ns->st.iprune_asked, __ATOMIC_RELAXED) >=
-	      n);
+	CHECK(asked_stat(&t, n) >= n);
 	/* the open file still works */
 	CHECK_EQ(tfs_stat(&t, (uint64_t)f[0]).ino, (uint64_t)f[0]);
 	fs_release(t.fs, (uint64_t)f[0]);
