@@ -37,6 +37,7 @@
 #include "glock_util.h"
 #include "harness.h"
 #include "lk_local.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 
 struct ops_count {
@@ -631,7 +632,9 @@ static uint64_t type_stat(struct fs_glocks *e, int which)
  * pass, its idle PR neighbours within the span (8): not 1002 (used just
  * now), not 1100 (too far): unlocked (no wait for the master's answer),
  * where 1004 itself goes to NL. B then takes 1005..1007 with no demote
- * on A of their own.
+ * on A of their own. If the pass came FS_GLOCK_AHEAD_IDLE_MS or more
+ * after 1002's use (a loaded machine), 1002 was idle by then and may go
+ * too: only what holds either way is checked.
  */
 static void test_demote_ahead(void)
 {
@@ -640,6 +643,8 @@ static void test_demote_ahead(void)
 	struct fs_glocks_conf c = {.workers = 2};
 	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
 	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
+	uint64_t t0, ahead;
+	int late;
 
 	reset();
 	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL);
@@ -648,22 +653,30 @@ static void test_demote_ahead(void)
 		CHECK_EQ(touch(ea, n, LK_PR), 0);
 	CHECK_EQ(touch(ea, 1100, LK_PR), 0);
 	nanosleep(&idle, NULL);
+	t0 = cvw_now_ns();
 	CHECK_EQ(touch(ea, 1002, LK_PR), 0); /* in use lately */
 	CHECK_EQ(touch(eb, 1004, LK_EX), 0);
-	/* 1000, 1001, 1003, 1005..1010 */
-	WAIT_FOR(type_stat(ea, 2) == 9 && type_stat(ea, 0) == 1);
-	CHECK_EQ(type_stat(ea, 1), 9);
-	CHECK_EQ(type_stat(ea, 2), 9);
+	/* 1000, 1001, 1003, 1005..1010 (and 1002 if the pass came late) */
+	WAIT_FOR(type_stat(ea, 2) >= 9 && type_stat(ea, 0) == 1);
+	late = cvw_now_ns() - t0 >= FS_GLOCK_AHEAD_IDLE_MS * 1000000ull;
+	if (late)
+		printf("# pass %llu ms after 1002's use: 1002 not checked\n",
+		       (unsigned long long)((cvw_now_ns() - t0) / 1000000));
+	ahead = late ? type_stat(ea, 1) : 9;
+	CHECK(ahead == 9 || ahead == 10);
+	WAIT_FOR(type_stat(ea, 2) == ahead);
+	CHECK_EQ(type_stat(ea, 1), ahead);
+	CHECK_EQ(type_stat(ea, 2), ahead);
 	CHECK_EQ(type_stat(ea, 0), 1);
 	CHECK_EQ(mode_of(ea, 1000), -1);
 	CHECK_EQ(mode_of(ea, 1010), -1);
 	CHECK_EQ(mode_of(ea, 1004), LK_NL);
-	CHECK_EQ(mode_of(ea, 1002), LK_PR);
+	CHECK_EQ(mode_of(ea, 1002), ahead == 9 ? LK_PR : -1);
 	CHECK_EQ(mode_of(ea, 1100), LK_PR);
 	for (uint64_t n = 1005; n <= 1007; n++)
 		CHECK_EQ(touch(eb, n, LK_EX), 0);
 	CHECK_EQ(type_stat(ea, 0), 1); /* no demote of their own */
-	CHECK_EQ(atomic_load(&cnt[0].drop), 10);
+	CHECK_EQ(atomic_load(&cnt[0].drop), ahead + 1);
 	fs_glocks_free(ea);
 	fs_glocks_free(eb);
 }
@@ -675,14 +688,6 @@ static void test_demote_ahead(void)
  * passes) stays. A pass after the window would not widen: then only
  * what holds either way is checked (a slow machine).
  */
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void test_demote_ahead_widens(void)
 {
 	static const struct fs_glock_ops ahead_ops = {
@@ -699,10 +704,10 @@ static void test_demote_ahead_widens(void)
 	for (uint64_t n = 1000; n <= 1040; n++)
 		CHECK_EQ(touch(ea, n, LK_PR), 0);
 	nanosleep(&idle, NULL);
-	t0 = mono_ns();
+	t0 = cvw_now_ns();
 	CHECK_EQ(touch(eb, 1040, LK_EX), 0); /* pass 1: 1032..1048 */
 	CHECK_EQ(touch(eb, 1010, LK_EX), 0); /* pass 2: 994..1026 */
-	t1 = mono_ns();
+	t1 = cvw_now_ns();
 	WAIT_FOR(mode_of(ea, 1002) == -1 && mode_of(ea, 1018) == -1);
 	fs_glocks_stats(ea, &s);
 	if (t1 - t0 < 150000000ull) {
