@@ -200,7 +200,8 @@ void lk_ls_abandon(struct lk_ls *ls);
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
 /* lk_ls_members' answer without taking the lockspace's mutex (a request
  * handler asks before every operation): as the network thread saw it at
- * the end of its last turn (it turns at least every 5 ms), 0 at once
+ * the end of its last turn (it turns after every event that changes
+ * it, or ticks every 5 ms while membership is in flux), 0 at once
  * after lk_ls_fence. 0 may be stale: ask lk_ls_members then. */
 int lk_ls_usable(struct lk_ls *ls);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
@@ -405,6 +406,8 @@ struct lk_stats {
 	uint64_t rx_spins;	/* waits for a master's reply that polled
 				   its link briefly before sleeping */
 	uint64_t rx_spin_hits;	/* ... and saw the reply come meanwhile */
+	uint64_t net_wakeups;	/* network thread turns: returns from its
+				   wait, for events or a deadline */
 	uint64_t net_spins;	/* network thread waits that polled first
 				   (lock traffic came in lately) */
 	uint64_t net_spin_hits; /* ... and saw input come meanwhile */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "lockmgr/lk_internal.h"
+#include "lockmgr/lk_net.h"
 #ifdef LK_TIMELINE
 uint64_t lk_tl[LK_TL_N];
 #endif
@@ -53,14 +54,6 @@ uint64_t lk_tl[LK_TL_N];
 /* Output queued for a node past which an idle unlock sends at once
  * (unlock_may_wait): about a thousand UNLOCKS records. */
 #define LK_UNLOCK_WAIT_MAX (16u << 10)
-
-uint64_t lk_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
 {
@@ -242,23 +235,29 @@ static void toss_free(struct lk_ls *ls, struct lk_res *res)
 static void fail_all_pending(struct lk_ls *ls);
 
 /* The toss list: a resource unused for toss_ns goes, and the oldest
- * go while more than toss_max are kept. */
-void lk_core_tick(struct lk_ls *ls, uint64_t now)
+ * go while more than toss_max are kept. Returns when it must run next
+ * (ns; CVW_NEVER: nothing timed): the oldest tossed resource's expiry.
+ * Only a resource tossed by another thread beyond toss_max waits for the
+ * network thread's next turn (at most LK_NET_IDLE_MAX_MS). */
+uint64_t lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
 	ls->now = now;
-	if (ls->fenced && !ls->fence_failed)
+	if (ls->fenced && !ls->fence_failed) {
 		fail_all_pending(ls);
+		return now + LK_TICK_BUSY_NS;
+	}
 	if (!lk_traffic_ok(ls) || ls->rphase != 0)
-		return;
+		return CVW_NEVER; /* lk_member_tick ticks meanwhile */
 	while (!lk_list_empty(&ls->toss)) {
 		struct lk_res *res =
 		    LK_CONTAINER(ls->toss.next, struct lk_res, toss);
 
 		if (now - res->toss_time < ls->toss_ns &&
 		    (ls->toss_max == 0 || ls->stats.tossed <= ls->toss_max))
-			break;
+			return res->toss_time + ls->toss_ns;
 		toss_free(ls, res);
 	}
+	return CVW_NEVER;
 }
 
 /* ---- membership helpers ---- */
@@ -1546,7 +1545,7 @@ out_unlock:
 /*
  * Whether the unlock of @lk may leave its UNLOCKS record in the master's
  * output buffer for the next frame to that node (the next API call that
- * sends, or the network thread's next turn: at most its 5 ms wait)
+ * sends, or the network thread's next turn: within LK_TICK_BUSY_NS)
  * instead of sending a frame of its own now. Only an idle release: the
  * master is another node, no value block is written back, no blocking
  * callback asked for it (a peer that waits gets it at once; one whose
@@ -1597,9 +1596,15 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 			res->streak = 0;
 		later = unlock_may_wait(ls, lk);
 		do_unlock(ls, lk, flags);
-		if (later)
+		if (later) {
 			ls->stats.unlocks_waited++;
-		else
+			if (ls->net_idle) {
+				/* a turn now; it then turns every
+				 * LK_TICK_BUSY_NS while records wait */
+				ls->net_idle = 0;
+				lk_net_kick(ls->net);
+			}
+		} else
 			lk_out_flush(ls);
 	}
 	pthread_mutex_unlock(&ls->mu);

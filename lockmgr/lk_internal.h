@@ -52,6 +52,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_grant.h"
 #include "lockmgr/lk_list.h"
@@ -92,10 +93,12 @@ struct lk_xport {
 	 * hand the link back to the network thread. */
 	int (*rx_hold)(void *ctx, uint32_t node);
 	void (*rx_release)(void *ctx, uint32_t node);
-	/* Set if the transport's own thread sends what is queued at least
-	 * every few ms (lk_net.c: lk_out_flush every turn, 5 ms at most):
-	 * an idle unlock's record may then wait for the next frame
-	 * (lk_core.c unlock_may_wait). 0 in simulation. */
+	/* Set if the transport's own thread sends what is queued within a
+	 * few ms (lk_net.c: lk_out_flush every turn, and turns every
+	 * LK_TICK_BUSY_NS while records wait, woken by lk_unlock when it
+	 * slept longer: ls->net_idle): an idle unlock's record may then
+	 * wait for the next frame (lk_core.c unlock_may_wait). 0 in
+	 * simulation. */
 	int flushes;
 };
 
@@ -369,6 +372,9 @@ struct lk_ls {
 	/* output, per peer */
 	struct lk_outbuf out[LK_MAX_NODES];
 	uint64_t out_dirty; /* bitmap of peers with an open frame */
+	int net_idle;	    /* the network thread may sleep past
+			       LK_TICK_BUSY_NS: an unlock whose record waits
+			       in out[] must wake it (lk_unlock, net_main) */
 
 	/* callbacks */
 	struct lk_cbev *cbq;
@@ -398,7 +404,15 @@ struct lk_ls {
 int lk_core_create(uint32_t nodeid, const struct lk_xport *xp,
 		   struct lk_ls **out);
 void lk_core_destroy(struct lk_ls *ls);
-uint64_t lk_now_ns(void);
+/* The lock manager's clock: cv_wait.h's (CLOCK_MONOTONIC, ns). */
+static inline uint64_t lk_now_ns(void)
+{
+	return cvw_now_ns();
+}
+/* How often the network thread ticks while membership or recovery is in
+ * flux, or the node is fenced (lk_member_tick, lk_core_tick); settled,
+ * it sleeps until its tickers' next deadline (lk_net.c net_main). */
+#define LK_TICK_BUSY_NS (5ull * 1000 * 1000)
 
 /* lk_pool.c */
 void lk_pool_init(struct lk_pool *p, size_t size);
@@ -451,7 +465,7 @@ void lk_log(struct lk_ls *ls, int level, const char *fmt, ...)
 void lk_core_rx(struct lk_ls *ls, uint32_t sender, const void *frame,
 		size_t len);
 /* Periodic work (toss list); ls->mu held. */
-void lk_core_tick(struct lk_ls *ls, uint64_t now);
+uint64_t lk_core_tick(struct lk_ls *ls, uint64_t now);
 struct lk_res *lk_res_find(struct lk_ls *ls, const struct lk_name *n,
 			   uint64_t hash);
 struct lk_res *lk_res_get(struct lk_ls *ls, const struct lk_name *n);

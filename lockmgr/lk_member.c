@@ -361,18 +361,52 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	lk_recover_begin(ls, gen, up, dead);
 }
 
-void lk_member_tick(struct lk_ls *ls, uint64_t now)
+/*
+ * When lk_member_tick must run next (ns). Settled (every configured node
+ * up, quorate, no recovery, nothing for coordinate() to start), only
+ * time changes the outcome: the next heartbeat is due, or a peer's
+ * silence reaches timeout_ms; every other change comes with a frame or a
+ * connection event, which the network thread handles in a turn of its
+ * own (lk_net.c net_kick when another thread read it). In flux, the
+ * timed rules are many (up_since, the disk tie-break, a stuck recovery,
+ * two-node's lone start): it ticks every LK_TICK_BUSY_NS as always.
+ */
+static uint64_t next_tick(struct lk_ls *ls, uint64_t up, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t next = m->last_hb + ms(m->cfg->heartbeat_ms);
+	uint64_t target = ls->rphase != 0 || ls->gen != 0 ? ls->rmembers : 0;
+
+	if (ls->rphase != 0 || !ls->quorate || m->warned_quorum ||
+	    !m->seen_all || up != target || (ls->rejoined & up) ||
+	    m->restarted != 0 ||
+	    (up & m->cfg->configured) != m->cfg->configured)
+		return now + LK_TICK_BUSY_NS;
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+		/* up_set: down once now - last_rx > timeout */
+		uint64_t t = m->last_rx[n] + ms(m->cfg->timeout_ms) + 1;
+
+		if (n != ls->nodeid && t < next)
+			next = t;
+	}
+	return next;
+}
+
+/* Heartbeats, liveness, quorum, coordination. Returns when it must run
+ * next (ns; CVW_NEVER: not before something else happens). */
+uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t up;
 
 	if (m == NULL || ls->fenced || ls->closing)
-		return;
+		return CVW_NEVER;
 	heartbeat(ls, now);
 	up = up_set(ls, now);
 	tie_break(ls, up, now);
 	if (ls->fenced)
-		return;
+		return CVW_NEVER;
 	if (!m->seen_all && (up & m->cfg->configured) == m->cfg->configured) {
 		m->seen_all = 1;
 		update_quorum(ls);
@@ -394,7 +428,7 @@ void lk_member_tick(struct lk_ls *ls, uint64_t now)
 			lk_log(ls, 1, "quorum lost: no grants until back");
 		m->warned_quorum = 1;
 		ls->quorate = 0;
-		return;
+		return now + LK_TICK_BUSY_NS;
 	}
 	if (m->warned_quorum && (up & ls->members) == ls->members &&
 	    ls->nmemb >= ls->quorum_need) {
@@ -403,6 +437,7 @@ void lk_member_tick(struct lk_ls *ls, uint64_t now)
 	}
 	m->warned_quorum = 0;
 	coordinate(ls, up, now);
+	return next_tick(ls, up, now);
 }
 
 void lk_member_leave(struct lk_ls *ls)
@@ -431,6 +466,8 @@ void lk_ls_fence(struct lk_ls *ls, const char *why)
 	ls->fenced = 1;
 	__atomic_store_n(&ls->usable, 0, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&ls->cv);
+	if (ls->net != NULL)
+		lk_net_kick(ls->net); /* fail what waits, drop the links */
 	pthread_mutex_unlock(&ls->mu);
 }
 

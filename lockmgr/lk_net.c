@@ -25,6 +25,15 @@
  * thread holds ls->mu except while it waits for events (net_wait: for
  * poll_us after a lock frame it polls without sleeping first).
  *
+ * The thread sleeps until its next event or its tickers' next deadline
+ * (dial_missing, lk_member_tick, lk_core_tick each return theirs; at
+ * most LK_NET_IDLE_MAX_MS): a settled idle node wakes for heartbeats,
+ * not every few ms. Another thread that reads a connection (net_wait_rx,
+ * net_rx_release, net_poll_rx) and so sees a connection drop, a peer
+ * authenticate or a membership or recovery frame, or that fences the
+ * node, wakes it (net_kick) so that it ticks at once, as its own read
+ * would have.
+ *
  * A thread in lk_wait may read its lock master's link itself
  * (net_wait_rx, at most one such thread per lockspace): the network
  * thread stops watching that socket meanwhile, so a remote grant costs
@@ -56,6 +65,32 @@
 #include "lockmgr/lk_net.h"
 
 enum { C_CONNECTING = 1, C_HANDSHAKE, C_AUTHED };
+
+/* The longest the network thread sleeps without an event: a bound on
+ * what a missed wake-up (net_kick) could delay; its tickers' deadlines
+ * are usually sooner (heartbeat_ms). */
+#define LK_NET_IDLE_MAX_MS 100
+
+/* A membership or recovery frame (not lock traffic): when another
+ * thread reads it, the network thread must tick on it (net_kick). */
+static int ctl_frame(unsigned type)
+{
+	switch (type) {
+	case LK_M_HEARTBEAT:
+	case LK_M_LEAVE:
+	case LK_M_START:
+	case LK_M_DONE:
+	case LK_M_DIR_ADD:
+	case LK_M_RLOOKUP:
+	case LK_M_RLOOKUP_REPLY:
+	case LK_M_RCOM:
+	case LK_M_HANDOFF:
+	case LK_M_PRCOM:
+		return 1;
+	default:
+		return 0;
+	}
+}
 
 struct lk_conn {
 	struct lk_conn *next; /* net->conns */
@@ -110,6 +145,8 @@ struct lk_net {
 	uint64_t slow_since;	 /* atomic: slow yields counted since */
 	unsigned slow_yields;	 /* atomic: ... how many (poll_yield) */
 	uint64_t poll_backoffs;	 /* atomic: times polling was switched off */
+	uint64_t next_tick;	 /* network thread only: ns, its tickers' next
+				    deadline (net_main, net_wait) */
 	uint32_t spin_wins;	 /* network thread only: of its last 16 waits
 				    that began inside a poll window, those
 				    whose input came within it, polled or
@@ -143,11 +180,30 @@ static void arm(struct lk_net *net, struct lk_conn *c, int out)
 	set_events(net, c);
 }
 
+/* The network thread, in its own thread (net_main sets it). */
+static __thread const struct lk_net *net_self;
+
+/* Wake the network thread unless this is it: it ticks at the end of the
+ * turn anyway. */
+static void net_kick(struct lk_net *net)
+{
+	uint64_t one = 1;
+
+	if (net_self != net)
+		(void)!write(net->evfd, &one, sizeof(one));
+}
+
+void lk_net_kick(struct lk_net *net)
+{
+	net_kick(net);
+}
+
 static void conn_drop(struct lk_net *net, struct lk_conn *c, const char *why)
 {
 	if (c->closing)
 		return;
 	c->closing = 1;
+	net_kick(net); /* reap it, and membership sees it */
 	if (why != NULL)
 		lk_log(net->ls, c->state == C_AUTHED ? 1 : 2,
 		       "connection %s node %u closed: %s",
@@ -400,6 +456,7 @@ static void authed(struct lk_net *net, struct lk_conn *c)
 	lk_log(net->ls, 2, "%s connection with node %u authenticated",
 	       c->outgoing ? "outgoing" : "incoming", c->peer);
 	lk_member_peer_authed(net->ls, c->peer, c->peer_inc);
+	net_kick(net); /* membership: a peer may be up */
 }
 
 static void rx_auth(struct lk_net *net, struct lk_conn *c,
@@ -464,6 +521,8 @@ static void rx_frame(struct lk_net *net, struct lk_conn *c, const void *f,
 	}
 	fault_hook(net, h->type);
 	lk_member_peer_seen(net->ls, c->peer);
+	if (ctl_frame(h->type))
+		net_kick(net); /* membership or recovery: tick on it */
 	if (h->type == LK_M_HEARTBEAT || h->type == LK_M_LEAVE) {
 		for (unsigned i = 0; i < h->count; i++)
 			lk_member_rx(net->ls, c->peer, h->type,
@@ -702,20 +761,35 @@ static void cut_hook(struct lk_net *net, uint64_t now)
 	net->cut = cut;
 }
 
-static void dial_missing(struct lk_net *net, uint64_t now)
+/* Dial the peers we have no connection to, each at most every 100 ms.
+ * Returns when it must run next (ns; CVW_NEVER: nothing to redial). */
+static uint64_t dial_missing(struct lk_net *net, uint64_t now)
 {
+	uint64_t next = CVW_NEVER;
+
 	cut_hook(net, now);
+	if (net->cut_file != NULL)
+		next = net->cut_checked + 100000000ull;
 	if (net->no_dial || net->ls->fenced || net->cut)
-		return;
+		return next;
 	for (unsigned i = 0; i < net->cfg->nnodes; i++) {
 		const struct lk_node_cfg *n = &net->cfg->node[i];
 
-		if (n->id == net->ls->nodeid || net->out[n->id] != NULL ||
-		    now < net->next_dial[n->id])
+		if (n->id == net->ls->nodeid || net->out[n->id] != NULL)
 			continue;
-		net->next_dial[n->id] = now + 100ull * 1000 * 1000;
-		dial(net, n);
+		if (now >= net->next_dial[n->id]) {
+			net->next_dial[n->id] = now + 100ull * 1000 * 1000;
+			dial(net, n);
+		}
+		if (net->out[n->id] == NULL && net->next_dial[n->id] < next)
+			next = net->next_dial[n->id];
 	}
+	return next;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
 }
 
 static void handle(struct lk_net *net, struct epoll_event *ev)
@@ -815,6 +889,19 @@ static void spin_learn(struct lk_net *net, int win)
 	net->spin_wins = (net->spin_wins << 1 | (win ? 1u : 0u)) & 0xffffu;
 }
 
+/* How long to sleep until @next (ns), in whole ms rounded up so that
+ * the wake-up is not early, at most LK_NET_IDLE_MAX_MS. */
+static int sleep_ms(uint64_t next)
+{
+	uint64_t now = lk_now_ns();
+
+	if (next <= now)
+		return 0;
+	if (next - now >= LK_NET_IDLE_MAX_MS * 1000000ull)
+		return LK_NET_IDLE_MAX_MS;
+	return (int)((next - now + 999999) / 1000000);
+}
+
 /*
  * Wait for events. For net->spin_ns after the last lock frame came in
  * (@busy_until), poll without sleeping first, yielding the CPU at every
@@ -846,7 +933,7 @@ static int net_wait(struct lk_net *net, struct epoll_event *evs, int nev,
 	}
 	*hit = n > 0;
 	if (n == 0)
-		n = epoll_wait(net->epfd, evs, nev, 5);
+		n = epoll_wait(net->epfd, evs, nev, sleep_ms(net->next_tick));
 	if (window)
 		spin_learn(net, *hit || (n > 0 && lk_now_ns() < end));
 	return n;
@@ -857,15 +944,24 @@ static void *net_main(void *arg)
 	struct lk_net *net = arg;
 	struct lk_ls *ls = net->ls;
 	struct epoll_event evs[64];
+	uint64_t waited = 0; /* ls->stats.unlocks_waited at the last turn */
 
+	net_self = net;
+	/* the first turn after LK_TICK_BUSY_NS, as when every wait was that
+	 * long: dialing at once let a two-node lockspace reopened right
+	 * after a clean close lose the race with its peer's redial backoff
+	 * (test_lk_rejoin: peer and it formed separate generations, 3 runs
+	 * of 14) */
+	net->next_tick = lk_now_ns() + LK_TICK_BUSY_NS;
 	pthread_mutex_lock(&ls->mu);
 	while (!net->stop) {
-		uint64_t now, busy_until = net->last_rx + net->spin_ns;
+		uint64_t now, next, busy_until = net->last_rx + net->spin_ns;
 		int n, spun, hit, skipped;
 
 		pthread_mutex_unlock(&ls->mu);
 		n = net_wait(net, evs, 64, busy_until, &spun, &hit, &skipped);
 		lk_net_lock(ls);
+		ls->stats.net_wakeups++;
 		ls->stats.net_spins += spun;
 		ls->stats.net_spin_hits += hit;
 		ls->stats.net_spin_skips += skipped;
@@ -879,10 +975,18 @@ static void *net_main(void *arg)
 			LK_TL(LK_TL_MASTER_SENT);
 #endif
 		now = lk_now_ns();
-		dial_missing(net, now);
-		lk_member_tick(ls, now);
-		lk_core_tick(ls, now);
+		next = dial_missing(net, now);
+		next = min_u64(next, lk_member_tick(ls, now));
+		next = min_u64(next, lk_core_tick(ls, now));
 		lk_out_flush(ls);
+		if (ls->stats.unlocks_waited != waited) {
+			/* idle unlocks leave records in out[] (lk_unlock):
+			 * flush them within LK_TICK_BUSY_NS as they come */
+			waited = ls->stats.unlocks_waited;
+			next = min_u64(next, now + LK_TICK_BUSY_NS);
+		}
+		net->next_tick = next;
+		ls->net_idle = next > now + LK_TICK_BUSY_NS;
 		__atomic_store_n(&ls->usable,
 				 ls->quorate && ls->rphase == 0 && !ls->fenced,
 				 __ATOMIC_RELEASE);
@@ -1192,7 +1296,8 @@ void lk_net_stop(struct lk_net *net)
 		pthread_cond_wait(&net->ls->cv, &net->ls->mu);
 	}
 	pthread_mutex_unlock(&net->ls->mu);
-	/* if this fails, the 5 ms epoll timeout wakes it anyway */
+	/* if this fails, the epoll timeout wakes it anyway (at most
+	 * LK_NET_IDLE_MAX_MS) */
 	(void)!write(net->evfd, &one, sizeof(one));
 	pthread_join(net->thread, NULL);
 	net->started = 0;

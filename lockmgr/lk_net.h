@@ -25,13 +25,16 @@ void lk_net_quiesce(struct lk_net *net);
 int lk_net_peer_ok(const struct lk_net *net, uint32_t node);
 size_t lk_net_pending(const struct lk_net *net, uint32_t node);
 void lk_net_disconnect(struct lk_net *net, uint32_t node);
+/* Wake the network thread for a turn now (state its tickers act on
+ * changed outside it); any thread, ls->mu held or not. */
+void lk_net_kick(struct lk_net *net);
 
 /* lk_member.c; all with ls->mu held. */
 int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg);
 void lk_member_destroy(struct lk_ls *ls);
 /* The disk liveness hook (lk_ls_config.disk); before the net starts. */
 void lk_member_set_disk(struct lk_ls *ls, lk_disk_fn fn, unsigned timeout_ms);
-void lk_member_tick(struct lk_ls *ls, uint64_t now);
+uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now);
 void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 		  const struct lk_rec_ctl *c);
 void lk_member_peer_seen(struct lk_ls *ls, uint32_t node);

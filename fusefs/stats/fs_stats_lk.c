@@ -146,6 +146,7 @@ void fs_stats_lk_render(struct fs_json *o, const struct lk_stats *s,
 	fs_json_u64(o, "auth_failures", s->auth_failures);
 	fs_json_u64(o, "rx_spins", s->rx_spins);
 	fs_json_u64(o, "rx_spin_hits", s->rx_spin_hits);
+	fs_json_u64(o, "net_wakeups", s->net_wakeups);
 	fs_json_u64(o, "net_spins", s->net_spins);
 	fs_json_u64(o, "net_spin_hits", s->net_spin_hits);
 	fs_json_u64(o, "net_spin_skips", s->net_spin_skips);

@@ -72,6 +72,7 @@ static void fill(void)
 	snap.peer[2].bytes_rx = 999;
 	snap.resources = 17;
 	snap.recoveries = 1;
+	snap.net_wakeups = 6;
 	snap.net_spins = 5;
 	snap.net_spin_hits = 3;
 	snap.poll_backoffs = 2;
@@ -128,6 +129,7 @@ static void test_locks_render(void)
 	CHECK_EQ(geti(lat, "p99_ns"), 2000000); /* capped by max */
 	CHECK_EQ(geti(l, "resources_now"), 17);
 	CHECK_EQ(geti(l, "recoveries"), 1);
+	CHECK_EQ(geti(l, "net_wakeups"), 6);
 	CHECK_EQ(geti(l, "net_spins"), 5);
 	CHECK_EQ(geti(l, "net_spin_hits"), 3);
 	CHECK_EQ(geti(l, "poll_backoffs"), 2);
