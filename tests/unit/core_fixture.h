@@ -8,26 +8,21 @@
 #define UCFS_TEST_CORE_FIXTURE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "blockdev/bd.h"
 #include "fusefs/core/fs_internal.h"
 
-/* @slots journals (0: mkfs's default). */
-static inline struct bd_dev *cf_ram_fs_slots(unsigned mb, unsigned journal_mb,
-					     unsigned rgrp_mb, unsigned slots)
+/* A RAM device of @mb MiB formatted with @p. */
+static inline struct bd_dev *cf_ram_mkfs(unsigned mb,
+					 const struct fs_mkfs_params *p)
 {
-	struct fs_mkfs_params p;
 	struct bd_dev *bd;
 	char why[200];
 
-	fs_mkfs_defaults(&p);
-	p.journal_mb = journal_mb;
-	p.rgrp_mb = rgrp_mb;
-	if (slots != 0)
-		p.slots = slots;
 	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
 		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
+	if (fs_mkfs(bd, p, why, sizeof(why)) < 0) {
 		fprintf(stderr, "mkfs: %s\n", why);
 		bd_close(bd);
 		return NULL;
@@ -35,10 +30,46 @@ static inline struct bd_dev *cf_ram_fs_slots(unsigned mb, unsigned journal_mb,
 	return bd;
 }
 
+/* @slots journals (0: mkfs's default). */
+static inline struct bd_dev *cf_ram_fs_slots(unsigned mb, unsigned journal_mb,
+					     unsigned rgrp_mb, unsigned slots)
+{
+	struct fs_mkfs_params p;
+
+	fs_mkfs_defaults(&p);
+	p.journal_mb = journal_mb;
+	p.rgrp_mb = rgrp_mb;
+	if (slots != 0)
+		p.slots = slots;
+	return cf_ram_mkfs(mb, &p);
+}
+
 static inline struct bd_dev *cf_ram_fs(unsigned mb, unsigned journal_mb,
 				       unsigned rgrp_mb)
 {
 	return cf_ram_fs_slots(mb, journal_mb, rgrp_mb, 0);
+}
+
+/* A RAM device holding a copy of every byte of @src (an image to crash
+ * or replay without touching the original). */
+static inline struct bd_dev *cf_ram_copy(struct bd_dev *src)
+{
+	size_t chunk = 1 << 20;
+	void *buf = bd_buf_alloc(chunk);
+	struct bd_dev *dst = NULL;
+
+	if (buf == NULL || bd_ram_open(bd_size(src), &dst) < 0)
+		goto out;
+	for (uint64_t off = 0; off < bd_size(src); off += chunk)
+		if (bd_read(src, buf, chunk, off) < 0 ||
+		    bd_write(dst, buf, chunk, off, 0) < 0) {
+			bd_close(dst);
+			dst = NULL;
+			break;
+		}
+out:
+	free(buf);
+	return dst;
 }
 
 /* Mount with a journal that never commits on its own (commit=3600). */

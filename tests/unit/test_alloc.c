@@ -12,24 +12,13 @@
 #include <string.h>
 
 #include "fusefs/core/fs_internal.h"
+#include "core_fixture.h"
 #include "harness.h"
 
+/* @mb MiB with a 4 MiB journal and @rgmb MiB groups */
 static struct bd_dev *ram_fs(unsigned mb, unsigned rgmb)
 {
-	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
-
-	fs_mkfs_defaults(&p);
-	p.journal_mb = 4;
-	p.rgrp_mb = rgmb;
-	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
+	return cf_ram_fs(mb, 4, rgmb);
 }
 
 static struct fs *mnt(struct bd_dev *bd)

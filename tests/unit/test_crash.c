@@ -34,6 +34,7 @@
  */
 #include "tests/unit/harness.h"
 #include "tests/unit/fs_testutil.h"
+#include "tests/unit/core_fixture.h"
 
 #include "fusefs/fsck/fs_fsck.h"
 
@@ -79,27 +80,6 @@ static uint64_t rnd(struct work *w)
 static int dead(struct work *w)
 {
 	return w->fault != NULL && bd_fault_crashed(w->fault);
-}
-
-static struct bd_dev *ram_copy(struct bd_dev *src)
-{
-	struct bd_dev *dst;
-	size_t chunk = 1 << 20;
-	void *buf = bd_buf_alloc(chunk);
-
-	if (buf == NULL || bd_ram_open(bd_size(src), &dst) < 0) {
-		free(buf);
-		return NULL;
-	}
-	for (uint64_t off = 0; off < bd_size(src); off += chunk)
-		if (bd_read(src, buf, chunk, off) < 0 ||
-		    bd_write(dst, buf, chunk, off, 0) < 0) {
-			bd_close(dst);
-			dst = NULL;
-			break;
-		}
-	free(buf);
-	return dst;
 }
 
 static enum fs_data_mode data_mode;	/* of the mounts under test */
@@ -447,7 +427,7 @@ static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
 
 	memset(&w, 0, sizeof(w));
 	w.rng = seed;
-	lower = ram_copy(tmpl);
+	lower = cf_ram_copy(tmpl);
 	if (lower == NULL || bd_fault_open(lower, &bd, &w.fault) < 0)
 		return 0;
 	if (mount_on(bd, &w.fs) < 0) {
@@ -467,7 +447,7 @@ static int crash_run(struct bd_dev *tmpl, uint64_t seed, uint64_t n,
 	/* waits for data writes still in flight (they fail on the dead
 	 * device), frees everything, writes nothing */
 	fs_abandon(w.fs);
-	after = ram_copy(lower);
+	after = cf_ram_copy(lower);
 	bd_close(bd);
 	if (after == NULL) {
 		work_free(&w);
@@ -745,7 +725,7 @@ static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t src,
 	struct fs *fs;
 	int ok = 1;
 
-	lower = ram_copy(tmpl);
+	lower = cf_ram_copy(tmpl);
 	if (lower == NULL || bd_fault_open(lower, &bd, &f) < 0)
 		return 0;
 	if (mount_on(bd, &fs) < 0) {
@@ -763,7 +743,7 @@ static int uw_run(struct bd_dev *tmpl, uint64_t ino, uint64_t src,
 	if (!bd_fault_crashed(f))
 		bd_fault_crash(f, 0);
 	fs_abandon(fs);
-	after = ram_copy(lower);
+	after = cf_ram_copy(lower);
 	bd_close(bd);
 	if (after == NULL)
 		return 0;

@@ -1094,23 +1094,6 @@ static void cp_val(uint8_t *v, uint64_t i)
 		v[k] = (uint8_t)(i * 17 + (uint64_t)k);
 }
 
-static struct bd_dev *ram_copy(struct bd_dev *src)
-{
-	struct bd_dev *d;
-	uint8_t *buf = bd_buf_alloc(1 << 20);
-
-	if (buf == NULL || bd_ram_open(CP_MB << 20, &d) < 0) {
-		free(buf);
-		return NULL;
-	}
-	for (uint64_t off = 0; off < (CP_MB << 20); off += 1 << 20) {
-		bd_read(src, buf, 1 << 20, off);
-		bd_write(d, buf, 1 << 20, off, 0);
-	}
-	free(buf);
-	return d;
-}
-
 /* Template: a filesystem with one inode holding an empty tree. */
 static struct bd_dev *cp_template(uint64_t *ino)
 {
@@ -1235,7 +1218,7 @@ static void test_crash_points(void)
 	t_rnd_seed(t_seed());
 	REQUIRE((tmpl = cp_template(&ino)) != NULL);
 	/* dry run: how many writes does the workload issue? */
-	REQUIRE((lower = ram_copy(tmpl)) != NULL);
+	REQUIRE((lower = cf_ram_copy(tmpl)) != NULL);
 	REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
 	REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 	CHECK_EQ(cp_workload(fs, ino), CP_KEYS - CP_KEYS % 50);
@@ -1247,7 +1230,7 @@ static void test_crash_points(void)
 	     n += step + (total > 120 ? t_rnd() % 3 : 0)) {
 		uint64_t synced;
 
-		REQUIRE((lower = ram_copy(tmpl)) != NULL);
+		REQUIRE((lower = cf_ram_copy(tmpl)) != NULL);
 		REQUIRE(bd_fault_open(lower, &bd, &f) == 0);
 		REQUIRE((fs = cf_mount(bd, 16)) != NULL);
 		if (trials % 2)
@@ -1258,7 +1241,7 @@ static void test_crash_points(void)
 		if (!bd_fault_crashed(f))
 			bd_fault_crash(f, t_rnd() | 1);
 		fs_core_abandon(fs);
-		after = ram_copy(lower);
+		after = cf_ram_copy(lower);
 		bd_close(bd);
 		REQUIRE(after != NULL);
 		if (!cp_check(after, ino, synced)) {

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core_fixture.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/fs.h"
 #include "fusefs/fsck/fs_fsck.h"
@@ -31,21 +32,13 @@
 static struct bd_dev *ram_fs(unsigned mb, int no_statfs)
 {
 	struct fs_mkfs_params p;
-	struct bd_dev *bd;
-	char why[200];
 
 	fs_mkfs_defaults(&p);
 	p.journal_mb = 2;
 	p.rgrp_mb = 8;
 	p.slots = 2;
 	p.no_statfs = no_statfs;
-	if (bd_ram_open((uint64_t)mb << 20, &bd) < 0)
-		return NULL;
-	if (fs_mkfs(bd, &p, why, sizeof(why)) < 0) {
-		bd_close(bd);
-		return NULL;
-	}
-	return bd;
+	return cf_ram_mkfs(mb, &p);
 }
 
 static struct fs *mnt_slot(struct bd_dev *bd, int slot)
@@ -267,26 +260,6 @@ static void test_statfs_track_fold(void)
 	bd_close(bd);
 }
 
-static struct bd_dev *ram_copy(struct bd_dev *src)
-{
-	size_t chunk = 1 << 20;
-	void *buf = bd_buf_alloc(chunk);
-	struct bd_dev *dst = NULL;
-
-	if (buf == NULL || bd_ram_open(bd_size(src), &dst) < 0)
-		goto out;
-	for (uint64_t off = 0; off < bd_size(src); off += chunk)
-		if (bd_read(src, buf, chunk, off) < 0 ||
-		    bd_write(dst, buf, chunk, off, 0) < 0) {
-			bd_close(dst);
-			dst = NULL;
-			break;
-		}
-out:
-	free(buf);
-	return dst;
-}
-
 /* The crash workload (fs.h, so that fsck sees every block referenced):
  * rounds of file creates with data and unlinks, fsyncs now and then, a
  * fold every third round. Stops at the first error (the device died). */
@@ -354,7 +327,7 @@ static struct fs *fs_mnt(struct bd_dev *bd)
 static struct bd_dev *crash_run(struct bd_dev *base, uint64_t n, uint64_t seed,
 				uint64_t *writes)
 {
-	struct bd_dev *lower = ram_copy(base), *bd, *after;
+	struct bd_dev *lower = cf_ram_copy(base), *bd, *after;
 	struct bd_fault *f;
 	struct fs *fs;
 
@@ -375,7 +348,7 @@ static struct bd_dev *crash_run(struct bd_dev *base, uint64_t n, uint64_t seed,
 	if (!bd_fault_crashed(f))
 		bd_fault_crash(f, 0);
 	fs_abandon(fs); /* writes nothing more */
-	after = ram_copy(lower);
+	after = cf_ram_copy(lower);
 	bd_close(bd);
 	return after;
 }
