@@ -25,8 +25,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_enospc
-command -v jq >/dev/null 2>&1 || { skip clu_enospc "needs jq"; exit 0; }
+clu_require clu_enospc jq
 
 clu_two_nodes clu_enospc 64 -j 2 -r 8
 avail() { stat -f -c %a "$1"; }

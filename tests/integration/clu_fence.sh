@@ -25,8 +25,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_fence
-command -v jq >/dev/null 2>&1 || { skip clu_fence "needs jq"; exit 0; }
+clu_require clu_fence jq
 
 clu_setup clu_fence 3 256 -j 3 -r 64
 now() { date +%s.%N; }

@@ -20,8 +20,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_iopen
-command -v jq >/dev/null 2>&1 || { skip clu_iopen "jq not installed"; exit 0; }
+clu_require clu_iopen jq
 
 MB=24 # the file; its blocks (4 KiB) are what must come back
 FBLK=$((MB * 256))

@@ -18,8 +18,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_pathloss
-command -v jq >/dev/null 2>&1 || { skip clu_pathloss "needs jq"; exit 0; }
+clu_require clu_pathloss jq
 if ! command -v nbdkit >/dev/null 2>&1 ||
 	! nbdkit --dump-plugin --filter=error null >/dev/null 2>&1; then
 	skip clu_pathloss "needs nbdkit and its error filter (make deps)"

@@ -20,8 +20,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_split
-command -v jq >/dev/null 2>&1 || { skip clu_split "needs jq"; exit 0; }
+clu_require clu_split jq
 
 IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
 CLU_EXTRA='"two_node": true,' clu_config "$CFG" 1 2

@@ -28,8 +28,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_statfs
-command -v jq >/dev/null 2>&1 || { skip clu_statfs "needs jq"; exit 0; }
+clu_require clu_statfs jq
 
 clu_setup clu_statfs 2 64 -j 2 -r 8
 clu_mount clu_statfs 1 statfs_quantum=1
