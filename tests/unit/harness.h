@@ -100,6 +100,17 @@ static inline uint64_t t_rnd(void)
 	return t_rng_state;
 }
 
+/* splitmix64: the next number of a stream a test keeps in *@state
+ * (several independent, reproducible streams, e.g. one per run) */
+static inline uint64_t t_splitmix(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 /* The seed for randomized cases; printed once so failures replay. */
 static inline uint64_t t_seed(void)
 {

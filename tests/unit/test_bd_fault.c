@@ -341,11 +341,7 @@ static void test_async_overlay(void)
 
 static uint64_t rnd(uint64_t *st)
 {
-	uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return t_splitmix(st);
 }
 
 /* Random writes (plain, FUA, multi-block, failing), reads and flushes

@@ -70,11 +70,7 @@ struct work {
 
 static uint64_t rnd(struct work *w)
 {
-	uint64_t z = (w->rng += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return t_splitmix(&w->rng);
 }
 
 static int dead(struct work *w)

@@ -146,11 +146,7 @@ struct run {
 
 static uint64_t rnd(struct run *r)
 {
-	uint64_t z = (r->rng += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return t_splitmix(&r->rng);
 }
 
 static void fill_data(void *buf, uint64_t blk, uint32_t ver)

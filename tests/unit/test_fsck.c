@@ -279,11 +279,7 @@ static void test_superblock(void)
 static uint64_t rng;
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return t_splitmix(&rng);
 }
 
 /* The blocks the fuzz corrupts; returns how many. */
