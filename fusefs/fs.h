@@ -113,6 +113,11 @@ struct fs_opts {
 	unsigned hb_timeout_ms;		/* hb_timeout=MS (dlm): a node
 					   silent on the disk this long is
 					   dead; 0 default */
+	int localflocks;		/* localflocks (dlm): flock and fcntl
+					   locks left to this machine's
+					   kernel, as on a nolock mount (no
+					   cluster-wide file locks, no FLUSH
+					   per close; GFS2's option) */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags

@@ -6,8 +6,8 @@
  *    node=, minhold=, glock_max=, inode_max=, hb_interval=, hb_timeout=,
  *    data=, commit=, cache_mb=, readahead=, statahead=,
  *    noatime/relatime/strictatime, ro/rw,
- *    writeback_cache/nowriteback_cache, uring=, allow_other, debug,
- *    passthrough);
+ *    writeback_cache/nowriteback_cache, uring=, localflocks,
+ *    allow_other, debug, passthrough);
  *  - options for libfuse or the kernel mount, appended to o->fuse and
  *    handed to libfuse as one -o string (nosuid, nodev, fsname=, ...);
  *  - fstab and mount-helper noise that means nothing to a FUSE mount
@@ -195,6 +195,8 @@ static int parse_flag(struct fs_opts *o, const char *opt, int *ret)
 		o->atime = FS_ATIME_RELATIME;
 	} else if (strcmp(opt, "strictatime") == 0) {
 		o->atime = FS_ATIME_STRICT;
+	} else if (strcmp(opt, "localflocks") == 0) {
+		o->localflocks = 1;
 	} else if (strcmp(opt, "allow_other") == 0) {
 		o->allow_other = 1;
 	} else if (strcmp(opt, "debug") == 0) {

@@ -272,7 +272,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		if (conn->capable & want[i])
 			conn->want |= want[i];
 	/* file locks: cluster-wide on a dlm mount (fs_plock.h); a nolock
-	 * mount leaves them to the kernel, local as on any filesystem */
+	 * or localflocks mount leaves them to the kernel, local as on any
+	 * filesystem */
 	if (ff->pk != NULL)
 		conn->want |= conn->capable &
 			      (FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -630,7 +631,7 @@ static void note_rw(struct fs_fuse *ff, uint64_t ino,
  * failed data write is reported by the next fsync (fs_data.c). With
  * writeback_cache the kernel still writes back and flushes at close. A
  * dlm mount needs the FLUSH: it releases the closing process's POSIX
- * locks (fs_plock.h).
+ * locks (fs_plock.h), unless localflocks left them to the kernel.
  */
 static void set_open_flags(const struct fs_fuse *ff,
 			   struct fuse_file_info *fi)
@@ -1661,7 +1662,9 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	ff->cl = fs->cl;
 	ff->timeout = CACHE_TIMEOUT;
 	ff->root = fs_root(fs);
-	if (fs->cl != NULL) {
+	/* cluster-wide file locks on a dlm mount unless localflocks leaves
+	 * them to this machine's kernel (ff->pk NULL: as nolock) */
+	if (fs->cl != NULL && !o->localflocks) {
 		ret = fs_plock_new(fs_cluster_ls(fs->cl), &ff->pk);
 		if (ret < 0)
 			goto out_free;

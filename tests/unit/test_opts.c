@@ -71,6 +71,11 @@ static void test_ucfs_options(void)
 	CHECK_EQ(fs_opts_parse(&o, "passthrough", err, sizeof(err)), 0);
 	CHECK_EQ(o.passthrough, 1);
 	CHECK(fs_opts_parse(&o, "passthrough=1", err, sizeof(err)) < 0);
+	/* localflocks (GFS2's): a flag, off by default */
+	CHECK_EQ(o.localflocks, 0);
+	CHECK_EQ(fs_opts_parse(&o, "localflocks", err, sizeof(err)), 0);
+	CHECK_EQ(o.localflocks, 1);
+	CHECK(fs_opts_parse(&o, "localflocks=1", err, sizeof(err)) < 0);
 }
 
 static void test_fstab_noise_and_fuse(void)
