@@ -669,27 +669,26 @@ static void test_nbd_excl(void)
 }
 
 /* The server is killed: every I/O fails (-ENOTCONN), nothing hangs or
- * crashes, and the device still closes. */
+ * crashes, and the device still closes. The failure comes from the
+ * closed socket, not from io_timeout (an hour here): a device that
+ * waited for the timeout instead would hang until run.sh's timeout. */
 static void test_nbd_server_killed(void)
 {
 	char *buf = bd_buf_alloc(4 * BLK);
 	struct bd_dev *dev;
 	struct bd_stats st;
 	struct srv s;
-	double t0;
 
 	REQUIRE(buf != NULL);
-	REQUIRE(srv_start(&s, "&io_timeout=3", MEM64) == 0);
+	REQUIRE(srv_start(&s, "&io_timeout=3600", MEM64) == 0);
 	REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
 	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), 0);
 	kill(s.pid, SIGKILL);
 	waitpid(s.pid, NULL, 0);
 	s.pid = 0;
-	t0 = now_s();
 	CHECK_EQ(bd_read(dev, buf, BLK, 0), -ENOTCONN);
 	CHECK_EQ(bd_write(dev, buf, 4 * BLK, 0, BD_IO_FUA), -ENOTCONN);
 	CHECK_EQ(bd_flush(dev), -ENOTCONN);
-	CHECK(now_s() - t0 < 2.5);
 	bd_stats_get(dev, &st);
 	CHECK_EQ(st.read.errors, 1);
 	CHECK_EQ(st.write.errors, 1);
@@ -699,8 +698,11 @@ static void test_nbd_server_killed(void)
 	free(buf);
 }
 
-/* The server hangs (SIGSTOP): I/O in flight, sync and async, fails after
- * io_timeout (1 s), later I/O fails at once, close does not hang. */
+/* The server hangs (SIGSTOP): I/O in flight, sync and async, fails once
+ * io_timeout (1 s) has passed, not before (a lower bound: load only adds
+ * to it; a device that never times out hangs until run.sh's timeout);
+ * the connection stays dead, also once the server runs again; close does
+ * not hang. */
 static void test_nbd_server_hung(void)
 {
 	struct async_state as = { .caller = pthread_self() };
@@ -708,7 +710,7 @@ static void test_nbd_server_hung(void)
 	struct bd_io ios[4];
 	struct bd_dev *dev;
 	struct srv s;
-	double t0, t;
+	double t0;
 
 	REQUIRE(buf != NULL);
 	pthread_mutex_init(&as.lock, NULL);
@@ -726,15 +728,55 @@ static void test_nbd_server_hung(void)
 	t0 = now_s();
 	CHECK_EQ(bd_submit_async(dev, ios, 4, async_done, &as), 0);
 	CHECK_EQ(bd_read(dev, buf, 4 * BLK, 0), -ENOTCONN);
-	t = now_s() - t0;
-	CHECK(t >= 0.9 && t < 5);
+	CHECK(now_s() - t0 >= 0.9);
 	async_wait(&as, 1);
 	CHECK_EQ(as.bad, 4);
 	CHECK_EQ(ios[0].ret, -ENOTCONN);
-	t0 = now_s();
+	/* no reconnection: what follows never reaches the server */
+	kill(s.pid, SIGCONT);
 	CHECK_EQ(bd_write(dev, buf, BLK, 0, 0), -ENOTCONN);
 	CHECK_EQ(bd_flush(dev), -ENOTCONN);
-	CHECK(now_s() - t0 < 0.5);
+	CHECK_EQ(bd_read(dev, buf, BLK, 0), -ENOTCONN);
+	bd_close(dev);
+	pthread_cond_destroy(&as.cond);
+	pthread_mutex_destroy(&as.lock);
+	srv_stop(&s);
+	free(buf);
+}
+
+/* The server pauses (SIGSTOP) for less than io_timeout: the I/O sent to
+ * it waits and completes once it runs again, none is failed for a dead
+ * connection, and the device goes on working. */
+static void test_nbd_server_paused(void)
+{
+	struct async_state as = {.caller = pthread_self()};
+	char *buf = bd_buf_alloc(8 * BLK);
+	struct bd_io ios[4];
+	struct bd_dev *dev;
+	struct srv s;
+
+	REQUIRE(buf != NULL);
+	pthread_mutex_init(&as.lock, NULL);
+	pthread_cond_init(&as.cond, NULL);
+	REQUIRE(srv_start(&s, "&io_timeout=60", MEM64) == 0);
+	REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
+	as.dev = dev;
+	fill(buf + 4 * BLK, 4 * BLK, 9);
+	kill(s.pid, SIGSTOP);
+	waitpid(s.pid, NULL, WUNTRACED);
+	for (unsigned i = 0; i < 4; i++)
+		ios[i] = (struct bd_io){.op = BD_WRITE,
+					.len = BLK,
+					.buf = buf + (4 + i) * BLK,
+					.off = (8 + i) * BLK};
+	CHECK_EQ(bd_submit_async(dev, ios, 4, async_done, &as), 0);
+	usleep(300000); /* (not a check: the writes wait at the server) */
+	kill(s.pid, SIGCONT);
+	async_wait(&as, 1);
+	CHECK_EQ(as.bad, 0);
+	CHECK_EQ(bd_read(dev, buf, 4 * BLK, 8 * BLK), 0);
+	CHECK(check_fill(buf, 4 * BLK, 9));
+	CHECK_EQ(bd_flush(dev), 0);
 	bd_close(dev);
 	pthread_cond_destroy(&as.cond);
 	pthread_mutex_destroy(&as.lock);
@@ -1021,6 +1063,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_excl);
 	T_RUN(test_nbd_server_killed);
 	T_RUN(test_nbd_server_hung);
+	T_RUN(test_nbd_server_paused);
 	T_RUN(test_nbd_server_interop);
 	T_RUN(test_open_any);
 	rm_scratch();
