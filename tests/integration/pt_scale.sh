@@ -73,6 +73,7 @@ d() { jq -n --slurpfile a "$T/s0.json" --slurpfile b "$T/s1.json" \
 # the check has nothing to show (skipped, saying so).
 HELD=$(jq .passthrough.inodes_now "$T/s1.json")
 FORGETS=$(($(d forget) + $(d forget_multi)))
+echo "after the walk: $HELD inodes held, $FORGETS FORGET requests"
 if [ "$FORGETS" -eq 0 ]; then
 	check pt_scale_inodes_held test "$HELD" -eq "$(find "$LOW" | wc -l)"
 elif [ "$HELD" -gt $LIMIT ]; then
