@@ -219,8 +219,19 @@ echo "node 2: $((R1 - R0)) iopen requests for 51 files made," \
 	"$(clu_stat "$M2" .namespace.iopen_late) holds put off"
 check clu_iopen4_made_no_request test $((R1 - R0)) -lt 5
 check clu_iopen4_made_put_off clu_stat_ge "$M2" .namespace.iopen_late 51
+L0=$(clu_stat "$M2" .fuse.ops.lookup.count)
 hold_unlink k
-check clu_iopen4_taken_late clu_stat_ge "$M2" .namespace.iopen_late_taken 1
+# the late take needs k still in node 2's kernel when the holder opens
+# it; if the kernel forgot it meanwhile (another process dropped the
+# caches), the open looks it up again, and a lookup takes the hold at
+# once
+if [ "$(clu_stat "$M2" .fuse.ops.lookup.count)" -gt "$L0" ]; then
+	skip clu_iopen4_taken_late "node 2's kernel looked k up again for\
+ the holder's open (it had forgotten it): the hold came with the lookup"
+else
+	check clu_iopen4_taken_late clu_stat_ge "$M2" \
+		.namespace.iopen_late_taken 1
+fi
 filler
 holder_cmd read 1
 check clu_iopen4_open_reads_intact cmp "$T/ref" "$T/read.1"
