@@ -109,7 +109,7 @@ static void *cb_main(void *arg)
 	struct lk_ls *ls = arg;
 
 	pthread_mutex_lock(&ls->mu);
-	while (!(ls->closing == 2 && ls->cbq_len == 0)) {
+	while (!(cvw_worker_stopping(&ls->cb_worker) && ls->cbq_len == 0)) {
 		if (ls->cbq_len == 0) {
 			pthread_cond_wait(&ls->cbcv, &ls->mu);
 			continue;
@@ -123,28 +123,17 @@ static void *cb_main(void *arg)
 
 int lk_cb_thread_start(struct lk_ls *ls)
 {
-	int ret = pthread_create(&ls->cb_thread, NULL, cb_main, ls);
 	char name[16];
 
-	if (ret != 0)
-		return -ret;
 	snprintf(name, sizeof(name), "lk-cb%u", ls->nodeid);
-	pthread_setname_np(ls->cb_thread, name);
-	ls->cb_thread_started = 1;
-	return 0;
+	return cvw_worker_start(&ls->cb_worker, &ls->mu, &ls->cbcv, cb_main, ls,
+				name);
 }
 
 /* Drain what is queued and stop; ls->mu not held. */
 void lk_cb_thread_stop(struct lk_ls *ls)
 {
-	if (!ls->cb_thread_started)
-		return;
-	pthread_mutex_lock(&ls->mu);
-	ls->closing = 2;
-	pthread_cond_signal(&ls->cbcv);
-	pthread_mutex_unlock(&ls->mu);
-	pthread_join(ls->cb_thread, NULL);
-	ls->cb_thread_started = 0;
+	cvw_worker_stop(&ls->cb_worker);
 }
 
 uint32_t lk_bast_node(const struct lk_lock *lk)

@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_grant.h"
 #include "lockmgr/lk_list.h"
@@ -396,8 +397,7 @@ struct lk_ls {
 	struct lk_net *net;
 	struct lk_member *memb;
 	struct lk_config *cfg;
-	pthread_t cb_thread;
-	int cb_thread_started;
+	struct cvw_worker cb_worker; /* the callback thread: mu, cbcv */
 };
 
 /* lk_core.c */

@@ -40,6 +40,13 @@
 #                              with OPTS: PASS NAME if it exits != 0 with
 #                              PATTERN (grep) in its output ($T/bad.log)
 #                              and leaves no mount
+#   clu_stat MNT [FILTER]      the stats document of the node mounted on
+#                              MNT (ucfs-stat --json), or with a jq
+#                              FILTER its value (raw, jq -r)
+#   clu_stat_ge MNT FILTER N   true if FILTER's value on MNT is a number
+#                              >= N; reads the stats afresh at each call,
+#                              so "check NAME wait_for S clu_stat_ge ..."
+#                              waits until it holds or S seconds passed
 #   clu_tree DIR NDIRS NFILES [big]
 #                              makes DIR/d0..: NDIRS directories of NFILES
 #                              small files f0..; with "big" also a file
@@ -212,6 +219,19 @@ open(sys.argv[5], 'w').write(' '.join(r))
 " "$@" &
 	FD_PROBE=$!
 	on_exit "kill $FD_PROBE 2>/dev/null"
+}
+
+clu_stat() {
+	if [ $# -ge 2 ]; then
+		"$B/ucfs-stat" --json "$1" | jq -r "$2"
+	else
+		"$B/ucfs-stat" --json "$1"
+	fi
+}
+
+clu_stat_ge() {
+	_csg=$(clu_stat "$1" "$2" 2>/dev/null) &&
+		[ "$_csg" -ge "$3" ] 2>/dev/null
 }
 
 clu_tree() {

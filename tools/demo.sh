@@ -85,7 +85,7 @@ show_stats() {	# N
 }
 
 [ "$(id -u)" = 0 ] || die "run as root (FUSE mounts): sudo make demo"
-for t in ucfs mkfs.ucfs; do
+for t in ucfs mkfs.ucfs ucfs-mkcluster; do
 	[ -x "$BUILD/$t" ] || die "$BUILD/$t is not built yet: the file" \
 		"system is still being written (see README)"
 done
@@ -98,16 +98,10 @@ trap 'exit 130' INT TERM
 step "image: $SIZE_MB MiB at $W/disk.img, mkfs.ucfs"
 truncate -s "${SIZE_MB}M" "$W/disk.img"
 proto=nolock
-if [ "$NODES" -gt 1 ]; then	# format: lockmgr/PROTOCOL.md, "Membership"
+if [ "$NODES" -gt 1 ]; then	# $W/cluster.json and its secret
 	proto=dlm
-	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/secret"
-	port=$((21000 + $$ % 20000))
-	cat >"$W/cluster.json" <<JSON
-{"cluster": "ucfs-demo-$$", "secret_file": "$W/secret",
- "heartbeat_ms": 500, "timeout_ms": 3000, "two_node": true,
- "nodes": [{"id": 1, "addr": "127.0.0.1", "port": $port},
-	   {"id": 2, "addr": "127.0.0.1", "port": $((port + 1))}]}
-JSON
+	"$BUILD/ucfs-mkcluster" -n "$NODES" -p $((21000 + $$ % 20000)) \
+		-c "ucfs-demo-$$" "$W" >/dev/null || die "ucfs-mkcluster failed"
 fi
 "$BUILD/mkfs.ucfs" -f -j 2 -p "$proto" "$W/disk.img" || die "mkfs.ucfs failed"
 

@@ -201,6 +201,7 @@ check_common() {
 	need xz xz-utils "the kernel tarball"
 	OPS=$(tool ucfs-bench-ops) || die "ucfs-bench-ops missing: run make"
 	UCFS=$(tool ucfs) MKFS=$(tool mkfs.ucfs) STAT=$(tool ucfs-stat)
+	MKCLUSTER=$(tool ucfs-mkcluster)
 	AGE=$(tool ucfs-age)
 }
 
@@ -348,25 +349,14 @@ ucfs_mkfs() {
 }
 
 # The cluster configuration of the local nodes (lockproto=dlm): --cluster
-# FILE as given, else nodes 1 and 2 on 127.0.0.1 with a fresh secret, in
-# the format of lockmgr/PROTOCOL.md ("Membership"); two_node so that one
-# survivor keeps quorum.
+# FILE as given, else nodes 1 and 2 on 127.0.0.1 with a fresh secret
+# (ucfs-mkcluster: two_node, so that one survivor keeps quorum), made once.
 cluster_json() {
 	[ -n "$CLUSTER_FILE" ] && { printf '%s' "$CLUSTER_FILE"; return; }
-	_c=$WORK/cluster.json
-	if [ ! -s "$_c" ]; then
-		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
-			>"$WORK/cluster.secret"
-		chmod 600 "$WORK/cluster.secret"
-		_p=$((20000 + $$ % 20000))
-		cat >"$_c" <<JSON
-{"cluster": "ucfs-bench-$$", "secret_file": "$WORK/cluster.secret",
- "heartbeat_ms": 500, "timeout_ms": 3000, "two_node": true,
- "nodes": [{"id": 1, "addr": "127.0.0.1", "port": $_p},
-	   {"id": 2, "addr": "127.0.0.1", "port": $((_p + 1))}]}
-JSON
-	fi
-	printf '%s' "$_c"
+	[ -s "$WORK/cluster.json" ] ||
+		"$MKCLUSTER" -c "ucfs-bench-$$" "$WORK" >/dev/null ||
+		die "ucfs-mkcluster failed"
+	printf '%s' "$WORK/cluster.json"
 }
 
 # ucfs_mount_node SYS N — mount node N of SYS; adding a node is this call.
@@ -600,6 +590,10 @@ cluster_probe() {
 	CLUSTER=no
 	if [ -z "$UCFS" ] || [ -z "$MKFS" ]; then
 		CLUSTER_WHY="ucfs is not built"
+		return 0
+	fi
+	if [ -z "$CLUSTER_FILE" ] && [ -z "$MKCLUSTER" ]; then
+		CLUSTER_WHY="ucfs-mkcluster is not built (nor --cluster FILE)"
 		return 0
 	fi
 	add_system probe ucfs "cluster probe" "" dlm

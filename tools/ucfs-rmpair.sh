@@ -52,15 +52,7 @@ B=$(cd "$B" && pwd)
 mkdir -p "$W"
 IMG=$W/img PIDS="" LOG=$W/rmpair.log
 : >"$LOG"
-PORT=$((20000 + $$ % 20000))
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$W/secret"
-chmod 600 "$W/secret"
-cat >"$W/cluster.json" <<JSON
-{"cluster": "rmpair-$$", "secret_file": "$W/secret",
- "heartbeat_ms": 500, "timeout_ms": 3000, "two_node": true,
- "nodes": [{"id": 1, "addr": "127.0.0.1", "port": $PORT},
-	   {"id": 2, "addr": "127.0.0.1", "port": $((PORT + 1))}]}
-JSON
+"$B/ucfs-mkcluster" -c "rmpair-$$" "$W" >/dev/null # $W/cluster.json
 
 now() { date +%s.%N; }
 pid() { eval echo "\$PID$1"; }

@@ -68,6 +68,7 @@
 #include "fusefs/fs_format.h"
 #include "fusefs/stats/fs_stats.h"
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 
 struct hb_slot {
 	uint32_t node;	     /* block's node_id; 0 none */
@@ -87,8 +88,7 @@ struct fs_hb {
 	uint64_t generation;	   /* immutable: ours */
 	void *rbuf;		   /* thread: the slot area */
 	struct fs_heartbeat *wbuf; /* thread (and start/close): our block */
-	pthread_t thread;
-	pthread_mutex_t wmu; /* serialises beats (wbuf) */
+	pthread_mutex_t wmu;	   /* serialises beats (wbuf) */
 
 	/* atomics (__atomic) */
 	int slot;	    /* ours, -1 before fs_hb_start */
@@ -100,7 +100,7 @@ struct fs_hb {
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int stop;			/* mu */
+	struct cvw_worker w;		/* the thread: mu, cv */
 	uint64_t watch_ns;		/* mu: first pass started */
 	uint64_t pass_start;		/* mu: of the last complete pass */
 	struct hb_slot s[FS_MAX_SLOTS]; /* mu */
@@ -388,7 +388,7 @@ static void *hb_thread(void *arg)
 	uint64_t next = cvw_now_ns();
 
 	pthread_mutex_lock(&hb->mu);
-	while (!hb->stop) {
+	while (!cvw_worker_stopping(&hb->w)) {
 		if (cvw_now_ns() < next) {
 			cvw_wait_until(&hb->cv, &hb->mu, next);
 			continue;
@@ -476,14 +476,14 @@ int fs_hb_open(struct bd_dev *bd, const struct fs_hb_opts *o,
 	pthread_mutex_init(&hb->mu, NULL);
 	pthread_mutex_init(&hb->wmu, NULL);
 	pthread_cond_init(&hb->cv, NULL); /* waits: cv_wait.h (monotonic) */
-	ret = -pthread_create(&hb->thread, NULL, hb_thread, hb);
+	ret = cvw_worker_start(&hb->w, &hb->mu, &hb->cv, hb_thread, hb,
+			       "ucfs-hb");
 	if (ret < 0) {
 		pthread_cond_destroy(&hb->cv);
 		pthread_mutex_destroy(&hb->wmu);
 		pthread_mutex_destroy(&hb->mu);
 		goto out_free;
 	}
-	pthread_setname_np(hb->thread, "ucfs-hb");
 	*out = hb;
 	return 0;
 out_free:
@@ -617,11 +617,7 @@ void fs_hb_close(struct fs_hb *hb, int clean)
 {
 	if (hb == NULL)
 		return;
-	pthread_mutex_lock(&hb->mu);
-	hb->stop = 1;
-	pthread_cond_broadcast(&hb->cv);
-	pthread_mutex_unlock(&hb->mu);
-	pthread_join(hb->thread, NULL);
+	cvw_worker_stop(&hb->w);
 	if (clean && __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) >= 0 &&
 	    !hb_is_fenced(hb))
 		beat(hb, FS_HB_STOPPED);

@@ -56,6 +56,7 @@
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 #include "lockmgr/lk.h"
 
 #define FLOG_AGE_MS 1000u      /* a free log entry is applied after this */
@@ -71,9 +72,7 @@ struct fs_flog {
 	unsigned n, cap;       /* mu; n also read relaxed */
 	uint64_t first_ms;     /* mu: when the log became non-empty */
 	pthread_cond_t cv;     /* mu: the worker's (a new log, stop) */
-	pthread_t thr;	       /* the worker (fs_flog_start) */
-	int started;	       /* mount thread: thr runs */
-	int stop;	       /* mu */
+	struct cvw_worker w;   /* the worker (fs_flog_start), mu */
 };
 
 /* Our slot's log into memory (rw mounts with a slot); long due. */
@@ -451,7 +450,7 @@ static void *flog_worker(void *arg)
 	struct fs_flog *fl = fs->flog;
 
 	pthread_mutex_lock(&fl->mu);
-	while (!fl->stop) {
+	while (!cvw_worker_stopping(&fl->w)) {
 		uint64_t due = fl->first_ms + FLOG_AGE_MS;
 
 		if (fl->n == 0) {
@@ -466,7 +465,7 @@ static void *flog_worker(void *arg)
 		FS_STAT_ADD(fs, flog_worker_runs, 1);
 		fs_alloc_flog_kick(fs);
 		pthread_mutex_lock(&fl->mu);
-		if (fl->n != 0 && !fl->stop)
+		if (fl->n != 0 && !cvw_worker_stopping(&fl->w))
 			cvw_wait_ms(&fl->cv, &fl->mu, FLOG_AGE_MS / 4);
 	}
 	pthread_mutex_unlock(&fl->mu);
@@ -476,29 +475,19 @@ static void *flog_worker(void *arg)
 int fs_flog_start(struct fs *fs)
 {
 	struct fs_flog *fl = fs->flog;
-	int ret;
 
-	if (fl == NULL || fs->cl == NULL || fs->ro || fl->started)
+	if (fl == NULL || fs->cl == NULL || fs->ro)
 		return 0;
-	fl->stop = 0;
-	ret = -pthread_create(&fl->thr, NULL, flog_worker, fs);
-	if (ret == 0)
-		fl->started = 1;
-	return ret;
+	return cvw_worker_start(&fl->w, &fl->mu, &fl->cv, flog_worker, fs,
+				"ucfs-flog");
 }
 
 void fs_flog_stop(struct fs *fs)
 {
 	struct fs_flog *fl = fs->flog;
 
-	if (fl == NULL || !fl->started)
-		return;
-	pthread_mutex_lock(&fl->mu);
-	fl->stop = 1;
-	pthread_cond_signal(&fl->cv);
-	pthread_mutex_unlock(&fl->mu);
-	pthread_join(fl->thr, NULL);
-	fl->started = 0;
+	if (fl != NULL)
+		cvw_worker_stop(&fl->w);
 }
 
 int fs_alloc_flog_room(struct fs *fs)

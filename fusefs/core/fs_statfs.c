@@ -42,6 +42,7 @@
 #include "fusefs/cluster/fs_glock.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 #include "lockmgr/lk.h"
 
 struct fs_statfs {
@@ -51,9 +52,7 @@ struct fs_statfs {
 	int rw;			 /* immutable: records kept (rw, a slot) */
 	unsigned quantum_ms;	 /* immutable: worker's period */
 	pthread_cond_t cv;	 /* mu: the worker's (stop) */
-	pthread_t thr;		 /* the worker (fs_statfs_start) */
-	int started;		 /* mount thread: thr runs */
-	int stop;		 /* mu */
+	struct cvw_worker w;	 /* the worker (fs_statfs_start), mu */
 	uint64_t folds;		 /* mu: folds of our change (read_counts) */
 };
 
@@ -388,9 +387,9 @@ static void *fold_worker(void *arg)
 	struct fs_statfs *sf = fs->sfs;
 
 	pthread_mutex_lock(&sf->mu);
-	while (!sf->stop) {
+	while (!cvw_worker_stopping(&sf->w)) {
 		cvw_wait_ms(&sf->cv, &sf->mu, sf->quantum_ms);
-		if (sf->stop)
+		if (cvw_worker_stopping(&sf->w))
 			break;
 		pthread_mutex_unlock(&sf->mu);
 		/* an error (fenced, journal aborted) leaves the change
@@ -406,27 +405,17 @@ static void *fold_worker(void *arg)
 int fs_statfs_start(struct fs *fs)
 {
 	struct fs_statfs *sf = fs->sfs;
-	int ret;
 
-	if (sf == NULL || !sf->rw || sf->started)
+	if (sf == NULL || !sf->rw)
 		return 0;
-	sf->stop = 0;
-	ret = -pthread_create(&sf->thr, NULL, fold_worker, fs);
-	if (ret == 0)
-		sf->started = 1;
-	return ret;
+	return cvw_worker_start(&sf->w, &sf->mu, &sf->cv, fold_worker, fs,
+				"ucfs-statfs");
 }
 
 void fs_statfs_stop(struct fs *fs)
 {
 	struct fs_statfs *sf = fs->sfs;
 
-	if (sf == NULL || !sf->started)
-		return;
-	pthread_mutex_lock(&sf->mu);
-	sf->stop = 1;
-	pthread_cond_broadcast(&sf->cv);
-	pthread_mutex_unlock(&sf->mu);
-	pthread_join(sf->thr, NULL);
-	sf->started = 0;
+	if (sf != NULL)
+		cvw_worker_stop(&sf->w);
 }

@@ -42,6 +42,7 @@
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/cluster/fs_glock.h"
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -54,10 +55,9 @@
 
 struct fs_iprune {
 	struct fs *fs;		/* immutable */
-	pthread_t thread;	/* immutable after start */
+	struct cvw_worker w;	/* the worker, tbl_lock */
 	pthread_cond_t cv;	/* want or stop set (with tbl_lock) */
 	int want;		/* tbl_lock: the table passed the bound */
-	int stop;		/* tbl_lock */
 	uint64_t next;		/* worker only: no round before (ns) */
 	uint64_t forgot;	/* worker only: lru_forgot at the last round */
 	int idle;		/* worker only: rounds in a row nothing left */
@@ -198,7 +198,7 @@ static void *ip_thread(void *arg)
 	uint64_t now;
 
 	pthread_mutex_lock(&ns->tbl_lock);
-	while (!ip->stop) {
+	while (!cvw_worker_stopping(&ip->w)) {
 		if (ns->count <= ip_hi(ns) || ns->nlru == 0) {
 			ip->want = 0;
 			ip_wait(ns, ip, 0);
@@ -230,11 +230,12 @@ int fs_iprune_start(struct fs *fs)
 	    fs_glocks_max(ip->e) / 2 < fs->ns->bound)
 		fs->ns->bound = fs_glocks_max(ip->e) / 2; /* two locks each */
 	pthread_cond_init(&ip->cv, NULL); /* cv_wait.h names the clock */
-	ret = pthread_create(&ip->thread, NULL, ip_thread, ip);
-	if (ret != 0) {
+	ret = cvw_worker_start(&ip->w, &fs->ns->tbl_lock, &ip->cv, ip_thread,
+			       ip, "ucfs-iprune");
+	if (ret < 0) {
 		pthread_cond_destroy(&ip->cv);
 		free(ip);
-		return -ret;
+		return ret;
 	}
 	fs->ns->iprune = ip;
 	if (ip->e != NULL) { /* until the kernel refuses */
@@ -251,11 +252,7 @@ void fs_iprune_stop(struct fs *fs)
 
 	if (ip == NULL)
 		return;
-	pthread_mutex_lock(&ns->tbl_lock);
-	ip->stop = 1;
-	pthread_cond_signal(&ip->cv);
-	pthread_mutex_unlock(&ns->tbl_lock);
-	pthread_join(ip->thread, NULL);
+	cvw_worker_stop(&ip->w);
 	pthread_cond_destroy(&ip->cv);
 	ns->iprune = NULL;
 	free(ip);

@@ -56,15 +56,14 @@ fs_mount "$IMG" "$MA" "$(clu_opts "$CFG" 1)" || {
 fs_mount "$IMG" "$MB" "$(clu_opts "$CFG" 2)" || {
 	fail clu_ahead_mount2; exit 1; }
 
-st() { "$B/ucfs-stat" --json "$1"; }
 # lock round trips of mount $1 so far: inode requests made one at a
 # time, plus lock-ahead batches
 trips() {
-	st "$1" | jq '.glocks.types.inode // {} |
+	clu_stat "$1" | jq '.glocks.types.inode // {} |
 		(.dcnt // 0) - (.ahead_requests // 0) + (.ahead_batches // 0)'
 }
-frames() { st "$1" | jq '[.net.peers[]? | .frames_tx] | add // 0'; }
-ahead() { st "$1" | jq ".glocks.types.inode.$2 // 0"; }
+frames() { clu_stat "$1" '[.net.peers[]? | .frames_tx] | add // 0'; }
+ahead() { clu_stat "$1" ".glocks.types.inode.$2 // 0"; }
 
 t0=$(trips "$MB") f0=$(frames "$MB")
 du_b=$(du -s "$MB/t" | cut -f1)

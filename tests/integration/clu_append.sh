@@ -20,7 +20,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_append
+clu_require clu_append
 
 clu_two_nodes clu_append 256 -j 2 -r 64
 

@@ -12,7 +12,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_atime
+clu_require clu_atime
 
 clu_setup clu_atime 2 128 -j 2 -r 64
 clu_mount clu_atime 1 noatime

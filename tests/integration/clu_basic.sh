@@ -18,7 +18,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_basic
+clu_require clu_basic
 
 IMG=$T/img CFG=$T/cluster.json
 clu_config "$CFG" 1 2 3 4 5 6 7

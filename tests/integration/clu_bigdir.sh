@@ -25,7 +25,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_bigdir
+clu_require clu_bigdir
 
 N=${UCFS_BIGDIR_N:-7000}
 clu_two_nodes clu_bigdir 512 -j 2 -r 64

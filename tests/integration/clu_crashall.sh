@@ -22,7 +22,6 @@
 clu_require clu_crashall jq
 
 clu_two_nodes clu_crashall 256 -j 3
-st() { "$B/ucfs-stat" --json "$1"; }
 
 # node 2 unlinks a file of its own while it keeps it open: an orphan of
 # node 2's slot
@@ -56,7 +55,7 @@ for n in ("k0", "k1"):
     os.fsync(fd)
     os.close(fd)
 PY
-	st "$M2" >"$T/st2.json"
+	clu_stat "$M2" >"$T/st2.json"
 	pending=$(jq '.alloc.flog_logged - .alloc.flog_applied' "$T/st2.json")
 	[ "${pending:-0}" -gt 0 ] || [ $r -ge 4 ] && break
 	r=$((r + 1))
@@ -73,7 +72,7 @@ fs_kill9 "$M1"
 # one node mounts; it writes nothing itself
 clu_mount clu_crashall 1
 recovered() {
-	st "$M1" >"$T/st1.json" &&
+	clu_stat "$M1" >"$T/st1.json" &&
 		jq -e ".alloc.flog_dead_applied >= $pending and
 			.namespace.orphans_adopted >= 1" "$T/st1.json" \
 			>/dev/null

@@ -13,7 +13,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_create
+clu_require clu_create
 
 N=${UCFS_CREATE_N:-2000}
 clu_two_nodes clu_create 512 -j 2 -r 32

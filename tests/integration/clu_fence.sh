@@ -29,7 +29,6 @@ clu_require clu_fence jq
 
 clu_setup clu_fence 3 256 -j 3 -r 64
 now() { date +%s.%N; }
-st() { "$B/ucfs-stat" --json "$1"; }
 
 # (1) refused: node 1 twice; a JSON syntax error
 clu_mount clu_fence 1
@@ -43,7 +42,7 @@ clu_refused clu_fence_json_line_column \
 # (2) node 2 frozen past hb_timeout while it holds EX
 fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2 minhold=10000)" || {
 	fail clu_fence_m2; exit 1; }
-slot2=$(st "$M2" | jq .cluster.slot)
+slot2=$(clu_stat "$M2" .cluster.slot)
 hb_off=$(( (3 + 2 * slot2) * 4096 + 48 ))
 head -c 300000 /dev/urandom >"$T/ref"
 cp "$T/ref" "$M2/frozen"

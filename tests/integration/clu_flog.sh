@@ -23,7 +23,6 @@
 clu_require clu_flog jq
 
 clu_two_nodes clu_flog 512 -j 3
-st() { "$B/ucfs-stat" --json "$1"; }
 
 # node 1: a file of 2,048 one-block extents with a hole after each
 check clu_flog_fragmented python3 - "$M1/frag" <<'PY'
@@ -43,7 +42,7 @@ check clu_flog_fragmented_blocks test "$(stat -c %b "$M1/frag")" -le 16400
 
 # node 2 frees all of it into node 1's groups, in one request
 check clu_flog_truncate truncate -s 0 "$M2/frag"
-st "$M2" >"$T/st2a.json"
+clu_stat "$M2" >"$T/st2a.json"
 echo "node 2 after the truncate: $(jq -c '.alloc | {flog_logged,
 	flog_applied, flog_overflows, flog_room_applies}' "$T/st2a.json")"
 # more than the log can take with room to spare (251 - 64) ...
@@ -64,7 +63,7 @@ for n in ("k0", "k1"):
     os.fsync(fd)
     os.close(fd)
 PY
-st "$M2" >"$T/st2b.json"
+clu_stat "$M2" >"$T/st2b.json"
 pending=$(jq '.alloc.flog_logged - .alloc.flog_applied' "$T/st2b.json")
 echo "node 2's free log before the kill: $pending blocks"
 check clu_flog_pending test "${pending:-0}" -gt 0
@@ -72,11 +71,9 @@ fs_kill9 "$M2"
 
 # node 1 replays node 2's journal, then its recovery worker applies its
 # log (nothing is written through node 1 meanwhile)
-applied() {
-	[ "$(st "$M1" | jq .alloc.flog_dead_applied)" -ge "$pending" ]
-}
-check clu_flog_survivor_applies wait_for 60 applied
-st "$M1" >"$T/st1.json"
+check clu_flog_survivor_applies wait_for 60 clu_stat_ge "$M1" \
+	.alloc.flog_dead_applied "$pending"
+clu_stat "$M1" >"$T/st1.json"
 echo "node 1: $(jq -c '{recoveries: .cluster.recoveries,
 	dead_applied: .alloc.flog_dead_applied,
 	dead_errors: .alloc.flog_dead_errors}' "$T/st1.json")"
@@ -92,7 +89,7 @@ fs_mount "$IMG" "$M2" "$(clu_opts "$CFG" 2)" || fail clu_flog_remount2
 : >"$M2/tick2"
 check clu_flog_remount_nothing_left jq -e \
 	'.alloc.flog_applied == 0 and .alloc.flog_logged == 0' \
-	"$(st "$M2" >"$T/st2c.json"; echo "$T/st2c.json")"
+	"$(clu_stat "$M2" >"$T/st2c.json"; echo "$T/st2c.json")"
 check clu_flog_truncates_kept test ! -s "$M2/k/k0" -a ! -s "$M2/k/k1"
 check clu_flog_untouched_file test "$(stat -c %s "$M2/k/k2")" -eq 65536
 check clu_flog_umount2 fs_umount "$M2"

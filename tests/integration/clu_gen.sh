@@ -22,9 +22,7 @@ clu_require clu_gen jq
 N=20
 clu_two_nodes clu_gen 128 -j 2 -r 64
 
-st() {	# MOUNT KEY: glocks.types.inode.KEY
-	"$B/ucfs-stat" --json "$1" | jq ".glocks.types.inode.$2 // 0"
-}
+st() { clu_stat "$1" ".glocks.types.inode.$2 // 0"; } # MOUNT KEY
 
 printf 'version one\n' >"$M1/f"
 exec 3<>"$M1/f" 4<>"$M2/f"

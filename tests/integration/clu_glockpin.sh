@@ -26,7 +26,7 @@ clu_tree "$M1" 12 99 || fail clu_glockpin_tree
 fs_umount "$M1" || fail clu_glockpin_umount0
 clu_mount clu_glockpin 1 glock_max=$MAX
 
-st() { "$B/ucfs-stat" --json "$M1" >"$T/$1.json"; }
+st() { clu_stat "$M1" >"$T/$1.json"; }
 # the table within the bound, and the kernel-held inodes within half of
 # it (each holds its glock and its iopen lock), once the kernel's
 # FORGETs came (a prune round every 5 ms; waits at most 20 s, not a

@@ -21,7 +21,6 @@
 clu_require clu_handover jq
 
 clu_two_nodes clu_handover 256 -j 3
-st() { "$B/ucfs-stat" --json "$1"; }
 
 head -c 4194304 /dev/urandom >"$T/data"
 cp "$T/data" "$M1/f"
@@ -48,7 +47,7 @@ check clu_handover_unlink rm "$M1/f"
 check clu_handover_umount1 fs_umount "$M1"
 
 adopted() {
-	st "$M2" >"$T/st2.json" &&
+	clu_stat "$M2" >"$T/st2.json" &&
 		jq -e '.namespace.leftover_slots >= 1 and
 			.namespace.orphans_adopted >= 1' "$T/st2.json" >/dev/null
 }
@@ -63,7 +62,7 @@ check clu_handover_read_whole cmp "$T/data" "$T/read"
 # freed by node 2 at its close (statfs is no witness: node 2's counts
 # of the groups node 1 wrote were stale until it took them to free)
 freed() {
-	st "$M2" >"$T/st2b.json" &&
+	clu_stat "$M2" >"$T/st2b.json" &&
 		jq -e '.namespace.inodes_freed >= 1 and
 			.alloc.freed_blocks >= 1024 and
 			.alloc.flog_logged == 0' "$T/st2b.json" >/dev/null

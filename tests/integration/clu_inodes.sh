@@ -22,7 +22,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_inodes
+clu_require clu_inodes
 
 clu_two_nodes clu_inodes 512 -j 3
 n=$(sed -n 's/.* \([0-9]*\) rgroups of.*/\1/p' "$IMG.mkfs.log")

@@ -28,12 +28,11 @@ clu_require clu_kcache jq
 clu_two_nodes clu_kcache 256 -j 2 -r 64
 MA=$M1 MB=$M2
 
-st() { "$B/ucfs-stat" --json "$1"; }
 # FUSE requests of kinds $2.. made on mount $1 so far
 nops() {
 	_m=$1; shift
 	_q=$(printf '.fuse.ops.%s.count + ' "$@")
-	st "$_m" | jq "${_q% + }"
+	clu_stat "$_m" | jq "${_q% + }"
 }
 eq() { [ "$1" = "$2" ] || { echo "got '$1', want '$2'"; return 1; }; }
 # Run "$@" and print how many requests of kinds $REQS mount $MB made
@@ -52,7 +51,7 @@ served() {
 
 check clu_kcache_stats_section sh -c "'$B/ucfs-stat' --json '$MB' |
 	jq -e '.kcache.proto_minor > 0 and .kcache.errors == 0'"
-minor=$(st "$MB" | jq .kcache.proto_minor)
+minor=$(clu_stat "$MB" | jq .kcache.proto_minor)
 if [ "$minor" -ge 44 ]; then
 	check clu_kcache_names_cached sh -c "'$B/ucfs-stat' --json '$MB' |
 		jq -e '.kcache.names_cached'"
@@ -165,12 +164,12 @@ mkdir "$MA/px" "$MA/py"
 touch "$MA/px/f1" "$MA/px/f2" "$MA/py/g"
 stat "$MB/px/f1" "$MB/px/f2" "$MB/py/g" >/dev/null
 check clu_kcache_dir_absent_first test ! -e "$MB/py/later"
-k0=$(st "$MB" | jq -c '[.kcache.epochs, .kcache.dirs, .kcache.dir_fallbacks, .kcache.dir_skips, .kcache.entries]')
+k0=$(clu_stat "$MB" | jq -c '[.kcache.epochs, .kcache.dirs, .kcache.dir_fallbacks, .kcache.dir_skips, .kcache.entries]')
 touch "$MA/py/later"
 check clu_kcache_dir_create_seen test -e "$MB/py/later"
 rm "$MA/py/g"
 check clu_kcache_dir_unlink_seen test ! -e "$MB/py/g"
-k1=$(st "$MB" | jq -c '[.kcache.epochs, .kcache.dirs, .kcache.dir_fallbacks, .kcache.dir_skips, .kcache.entries]')
+k1=$(clu_stat "$MB" | jq -c '[.kcache.epochs, .kcache.dirs, .kcache.dir_fallbacks, .kcache.dir_skips, .kcache.entries]')
 # py's names went one by one (dirs moved), no epoch dropped px's
 check clu_kcache_dir_names_only sh -c "echo '$k0 -> $k1';
 	[ $(echo "$k0" | jq '.[0]') -eq $(echo "$k1" | jq '.[0]') ] &&

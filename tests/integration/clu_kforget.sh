@@ -23,7 +23,7 @@ clu_require clu_kforget jq
 ND=24 NF=40
 clu_setup clu_kforget 1 128 -j 1 -r 64
 clu_mount clu_kforget 1
-kc() { "$B/ucfs-stat" --json "$M1" | jq ".kcache.$1"; }
+kc() { clu_stat "$M1" ".kcache.$1"; }
 
 d=0
 while [ $d -lt $ND ]; do

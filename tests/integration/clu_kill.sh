@@ -16,7 +16,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_kill
+clu_require clu_kill
 
 clu_setup clu_kill 2 512 -j 3 -r 64
 

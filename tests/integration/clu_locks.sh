@@ -26,7 +26,7 @@
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
-fs_require_ucfs clu_locks
+clu_require clu_locks
 
 PC=$B/tests/plockctl
 SEED=${UCFS_SEED:-14}

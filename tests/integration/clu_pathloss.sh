@@ -26,7 +26,6 @@ if ! command -v nbdkit >/dev/null 2>&1 ||
 fi
 
 clu_setup clu_pathloss 2 128 -j 2 -r 16
-st() { "$B/ucfs-stat" --json "$1"; }
 INJECT=$T/inject
 SRV1="" SRV2=""
 on_exit '[ -n "$SRV1" ] && kill "$SRV1"; [ -n "$SRV2" ] && kill "$SRV2"'
@@ -58,11 +57,11 @@ check clu_pathloss_before sh -c "[ \"\$(cat '$M2/one')\" = one ]"
 
 # node 2's path fails
 : >"$INJECT"
-fenced() { st "$M2" | jq -e '.cluster.fenced' >/dev/null; }
+fenced() { clu_stat "$M2" | jq -e '.cluster.fenced' >/dev/null; }
 check clu_pathloss_node2_fenced wait_for 60 fenced
 check clu_pathloss_node2_reason sh -c "'$B/ucfs-stat' --json '$M2' |
 	jq -e '.cluster.fence_reason | test(\"could not be written\")'"
-echo "node 2 fenced: $(st "$M2" | jq -c '{fence_reason: .cluster.fence_reason}')"
+echo "node 2 fenced: $(clu_stat "$M2" | jq -c '{fence_reason: .cluster.fence_reason}')"
 check clu_pathloss_node2_eio sh -c "! ls '$M2' >/dev/null 2>&1 &&
 	! cat '$M2/one' >/dev/null 2>&1"
 # node 1 takes over: node 2's fsync'ed file, replayed from its journal
@@ -71,9 +70,9 @@ if timeout 60 cmp "$T/ref" "$M1/held"; then
 else
 	fail clu_pathloss_survivor_reads_fsynced
 fi
-check clu_pathloss_survivor_recovered sh -c "st() { '$B/ucfs-stat' --json \
-	'$M1'; }; st | jq -e '.cluster.recoveries >= 1 and
-	.cluster.node_deaths >= 1 and (.cluster.fenced | not)'"
+check clu_pathloss_survivor_recovered test "$(clu_stat "$M1" \
+	'.cluster.recoveries >= 1 and .cluster.node_deaths >= 1 and
+	(.cluster.fenced | not)')" = true
 check clu_pathloss_survivor_writes sh -c "echo two >'$M1/two' &&
 	[ \"\$(cat '$M1/two')\" = two ]"
 

@@ -40,15 +40,14 @@ check clu_rmrt_read_on_2 test "$n" -eq 373
 du -s "$M2/t" >/dev/null
 ls -lR "$M2/t" >/dev/null
 
-rtt() { "$B/ucfs-stat" --json "$1" | jq '.locks.remote_round_trips'; }
+rtt() { clu_stat "$1" .locks.remote_round_trips; }
 frames() { # node $2's frames to node $3 as seen by mount $1
-	"$B/ucfs-stat" --json "$1" |
-		jq --argjson p "$3" '[.net.peers[] | select(.node == $p) |
-			.frames_tx] | add // 0'
+	clu_stat "$1" "[.net.peers[] | select(.node == $3) | .frames_tx] |
+		add // 0"
 }
 freed() {
-	"$B/ucfs-stat" --json "$1" |
-		jq '.namespace.iopen_frees_now + .namespace.iopen_frees_later'
+	clu_stat "$1" '.namespace.iopen_frees_now +
+		.namespace.iopen_frees_later'
 }
 a1=$(rtt "$M1") a2=$(rtt "$M2") f1=$(freed "$M1") x2=$(frames "$M2" 2 1)
 check clu_rmrt_rm rm -rf "$M1/t"

@@ -62,10 +62,26 @@ check pt_scale_stat_all test "$(find "$MNT" -type f -printf '%s\n' |
 check pt_scale_du du -s "$MNT"
 stat_json >"$T/s1.json"
 check pt_scale_fds_bounded_walk test "$(fds)" -le $((MAXFD + 64))
-# far more inodes known to the kernel than descriptors allowed
-check pt_scale_inodes_held jq -e ".passthrough.inodes_now > $LIMIT" "$T/s1.json"
 d() { jq -n --slurpfile a "$T/s0.json" --slurpfile b "$T/s1.json" \
 	"\$b[0].fuse.ops.$1.count - \$a[0].fuse.ops.$1.count"; }
+# far more inodes held than descriptors allowed: every inode the kernel
+# references, none dropped by the lens. How many the kernel keeps is its
+# own choice: with no FORGET it keeps all it was given (then exactly one
+# per name the walk met, the lower tree's lost+found too, and the root
+# must be held); under memory
+# pressure it forgets, and if it kept no more than the descriptor limit
+# the check has nothing to show (skipped, saying so).
+HELD=$(jq .passthrough.inodes_now "$T/s1.json")
+FORGETS=$(($(d forget) + $(d forget_multi)))
+echo "after the walk: $HELD inodes held, $FORGETS FORGET requests"
+if [ "$FORGETS" -eq 0 ]; then
+	check pt_scale_inodes_held test "$HELD" -eq "$(find "$LOW" | wc -l)"
+elif [ "$HELD" -gt $LIMIT ]; then
+	pass pt_scale_inodes_held
+else
+	skip pt_scale_inodes_held "the kernel forgot inodes ($FORGETS FORGET\
+ requests: memory pressure?), $HELD held, not more than $LIMIT"
+fi
 check pt_scale_creates_counted test "$(d create)" -eq "$N"
 check pt_scale_mkdirs_counted test "$(d mkdir)" -eq "$DIRS"
 check pt_scale_create_errors test "$(jq .fuse.ops.create.errors "$T/s1.json")" -eq 0

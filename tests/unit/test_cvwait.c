@@ -8,12 +8,19 @@
  * deadline, and CVW_NEVER); deadlines that do not fit saturate to
  * CVW_NEVER. Only lower bounds on elapsed time are checked (a wait can
  * end late on a busy machine, never early).
+ *
+ * And lockmgr/cv_worker.h, the one start/stop of a worker thread: the
+ * stop wakes a worker asleep with no deadline and joins it; a stop right
+ * after the start, before the worker first looked at its flag, is not
+ * lost; a second start or stop does nothing; a stopped worker starts
+ * again. A lost wake-up hangs the test (run.sh's timeout fails it).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 #include "harness.h"
 
 struct waker {
@@ -125,6 +132,108 @@ static void test_deadline_saturates(void)
 	CHECK(cvw_now_ms() >= now / 1000000ull);
 }
 
+struct owner {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;   /* the worker's, with mu */
+	pthread_cond_t seen; /* the test's, with mu */
+	struct cvw_worker w;
+	unsigned runs, sleeps; /* mu: worker starts, sleeps begun */
+	unsigned left;	       /* mu: worker loops ended */
+};
+
+static void *sleeper(void *arg)
+{
+	struct owner *o = arg;
+
+	pthread_mutex_lock(&o->mu);
+	o->runs++;
+	while (!cvw_worker_stopping(&o->w)) {
+		o->sleeps++;
+		pthread_cond_broadcast(&o->seen);
+		cvw_wait_until(&o->cv, &o->mu, CVW_NEVER);
+	}
+	o->left++;
+	pthread_mutex_unlock(&o->mu);
+	return NULL;
+}
+
+static void owner_init(struct owner *o)
+{
+	*o = (struct owner){.runs = 0};
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_cond_init(&o->cv, NULL);
+	pthread_cond_init(&o->seen, NULL);
+}
+
+static void owner_destroy(struct owner *o)
+{
+	pthread_cond_destroy(&o->seen);
+	pthread_cond_destroy(&o->cv);
+	pthread_mutex_destroy(&o->mu);
+}
+
+/* until the worker has begun @n sleeps in all */
+static void wait_sleeps(struct owner *o, unsigned n)
+{
+	pthread_mutex_lock(&o->mu);
+	while (o->sleeps < n)
+		pthread_cond_wait(&o->seen, &o->mu);
+	pthread_mutex_unlock(&o->mu);
+}
+
+static void test_worker_stop_wakes(void)
+{
+	struct owner o;
+
+	owner_init(&o);
+	REQUIRE(cvw_worker_start(&o.w, &o.mu, &o.cv, sleeper, &o, "t-cvw") ==
+		0);
+	wait_sleeps(&o, 1);
+	pthread_mutex_lock(&o.mu); /* a wake-up for nothing: it sleeps on */
+	pthread_cond_signal(&o.cv);
+	pthread_mutex_unlock(&o.mu);
+	wait_sleeps(&o, 2);
+	cvw_worker_stop(&o.w);
+	CHECK_EQ(o.left, 1);
+	CHECK_EQ(o.w.running, 0);
+	owner_destroy(&o);
+}
+
+static void test_worker_stop_at_once(void)
+{
+	struct owner o;
+
+	owner_init(&o);
+	for (int i = 0; i < 200; i++) {
+		REQUIRE(cvw_worker_start(&o.w, &o.mu, &o.cv, sleeper, &o,
+					 NULL) == 0);
+		cvw_worker_stop(&o.w);
+	}
+	CHECK_EQ(o.runs, 200);
+	CHECK_EQ(o.left, 200);
+	owner_destroy(&o);
+}
+
+static void test_worker_twice(void)
+{
+	struct owner o;
+
+	owner_init(&o);
+	cvw_worker_stop(&o.w); /* never started */
+	REQUIRE(cvw_worker_start(&o.w, &o.mu, &o.cv, sleeper, &o, NULL) == 0);
+	CHECK_EQ(cvw_worker_start(&o.w, &o.mu, &o.cv, sleeper, &o, NULL), 0);
+	wait_sleeps(&o, 1);
+	cvw_worker_stop(&o.w);
+	cvw_worker_stop(&o.w);
+	CHECK_EQ(o.runs, 1);
+	REQUIRE(cvw_worker_start(&o.w, &o.mu, &o.cv, sleeper, &o, NULL) == 0);
+	wait_sleeps(&o, 2);
+	cvw_worker_stop(&o.w);
+	CHECK_EQ(o.runs, 2);
+	CHECK_EQ(o.left, 2);
+	owner_destroy(&o);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -134,5 +243,8 @@ int main(int argc, char **argv)
 	T_RUN(test_woken_before_deadline);
 	T_RUN(test_woken_never);
 	T_RUN(test_deadline_saturates);
+	T_RUN(test_worker_stop_wakes);
+	T_RUN(test_worker_stop_at_once);
+	T_RUN(test_worker_twice);
 	return t_done();
 }
