@@ -81,6 +81,10 @@ struct fs_opts {
 					   statfs change folded into the
 					   master this often (MOUNT.md; 0:
 					   the default, 30) */
+	unsigned statfs_percent;	/* statfs_percent=PERCENT: ... and
+					   early once it reaches this
+					   percent of the master's free
+					   blocks (0..100; 0: never) */
 	enum fs_atime_mode atime;	/* noatime|relatime|strictatime */
 	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
 	unsigned readahead_kb;		/* readahead=KB, kernel file readahead

@@ -52,6 +52,11 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.statfs_quantum_s, 0); /* the core's default, 30 s */
 	CHECK_EQ(fs_opts_parse(&o, "statfs_quantum=7", err, sizeof(err)), 0);
 	CHECK_EQ(o.statfs_quantum_s, 7);
+	CHECK_EQ(o.statfs_percent, 0); /* GFS2's default: no early fold */
+	CHECK_EQ(fs_opts_parse(&o, "statfs_percent=5", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_percent, 5);
+	CHECK_EQ(fs_opts_parse(&o, "statfs_percent=0", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_percent, 0);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
 			       "nowriteback_cache,uring=on",
@@ -101,6 +106,10 @@ static void test_rejects(void)
 		{ "statfs_quantum=0", "ucfs: bad value in mount option "
 				      "'statfs_quantum=0'" },
 		{ "statfs_quantum=3601", NULL },
+		{ "statfs_percent=101", "ucfs: bad value in mount option "
+					"'statfs_percent=101'" },
+		{ "statfs_percent=-1", NULL },
+		{ "statfs_percent=5%", NULL },
 		{ "cache_mb=1x", NULL },
 		{ "readahead=100000", NULL },
 		{ "statahead=65537", NULL },
