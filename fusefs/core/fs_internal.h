@@ -146,6 +146,8 @@ struct fs_core_stats {
 					record unreadable) */
 	uint64_t statfs_percent_wakes; /* our change passed statfs_percent
 					  of the master: early fold */
+	uint64_t statfs_untracked;     /* changes not put in our change
+					  record: it is unreadable */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t replay_scanned;	/* log blocks the replays walked */
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
@@ -595,7 +597,9 @@ int fs_space_count(struct fs *fs, struct fs_space *out);
  * change, so other nodes' allocations show within their statfs
  * quantum. A record that cannot be read (a damaged master) is not an
  * error: the groups are counted instead (fs_space_count; stats
- * alloc.statfs_slow_reads, logged once) until fsck.ucfs -y repairs it.
+ * alloc.statfs_slow_reads, logged once) until fsck.ucfs -y repairs it;
+ * so is a damaged change record of ours (fs_statfs_change then leaves
+ * it alone: alloc.statfs_untracked).
  * 0 or -EIO (fenced). */
 int fs_statfs_space(struct fs *fs, struct fs_space *out);
 /* Blocks freed by uncommitted transactions (not allocatable yet). */

@@ -64,6 +64,8 @@ struct fs_statfs {
 				    the last fold (counted once) */
 	int kick;		 /* mu: fold now, do not wait (percent) */
 	int slow_logged;	 /* atomic: the fallback was logged */
+	int untracked;		 /* atomic: our change record is bad:
+				    changes no longer go to it */
 	pthread_cond_t cv;	 /* mu: the worker's (stop) */
 	pthread_t thr;		 /* the worker (fs_statfs_start) */
 	int started;		 /* mount thread: thr runs */
@@ -145,6 +147,19 @@ static int rec_read(struct fs *fs, uint64_t blk, uint32_t slot,
 	return 0;
 }
 
+/* Once per mount and @flag (0 before): @what and error @err, to syslog
+ * and the daemon's stderr. 1 if this call said it. */
+static int say_once(int *flag, int err, const char *what)
+{
+	if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED))
+		return 0;
+	syslog(LOG_WARNING, "ucfs: %s (%s); fsck.ucfs -y repairs it", what,
+	       strerror(-err));
+	fprintf(stderr, "ucfs: %s (%s); fsck.ucfs -y repairs it\n", what,
+		strerror(-err));
+	return 1;
+}
+
 /* GFS2's test (gfs2_statfs_change): |100 * change| >= master * percent.
  * Called with sf->mu held; wakes the worker (sf->kick: also one that was
  * not asleep yet), again at every change until it folded. */
@@ -173,8 +188,19 @@ int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
 
 	if (sf == NULL || !sf->rw)
 		return 0;
-	ret =
-	    rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot), fs->slot, &b);
+	ret = __atomic_load_n(&sf->untracked, __ATOMIC_RELAXED)
+		  ? -EUCLEAN
+		  : rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot),
+			     fs->slot, &b);
+	if (ret == -EUCLEAN) {
+		/* derived data: the allocation goes on without it */
+		say_once(&sf->untracked, ret,
+			 "this node's statfs change record is unreadable: "
+			 "allocations and frees are no longer counted in it "
+			 "and statfs counts the resource groups");
+		FS_STAT_ADD(fs, statfs_untracked, 1);
+		return 0;
+	}
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&sf->mu);
@@ -303,6 +329,8 @@ int fs_statfs_fold(struct fs *fs)
 
 	if (sf == NULL || !sf->rw)
 		return 0;
+	if (__atomic_load_n(&sf->untracked, __ATOMIC_RELAXED))
+		return -EUCLEAN; /* nothing right to fold */
 	pthread_mutex_lock(&sf->fold_mu);
 	if (change_pending(fs, fs->slot, &sf->mu))
 		ret = fold_locked(fs, fs->slot, &sf->mu, &moved);
@@ -419,17 +447,9 @@ static int count_groups(struct fs *fs, struct fs_space *out, int err)
 {
 	struct fs_statfs *sf = fs->sfs;
 
-	if (!__atomic_exchange_n(&sf->slow_logged, 1, __ATOMIC_RELAXED)) {
-		syslog(LOG_WARNING,
-		       "ucfs: statfs records unreadable (%s): statfs counts "
-		       "the resource groups until fsck.ucfs -y repairs them",
-		       strerror(-err));
-		fprintf(stderr,
-			"ucfs: statfs records unreadable (%s): statfs counts "
-			"the resource groups until fsck.ucfs -y repairs "
-			"them\n",
-			strerror(-err));
-	}
+	say_once(&sf->slow_logged, err,
+		 "statfs records unreadable: statfs counts the resource "
+		 "groups");
 	FS_STAT_ADD(fs, statfs_slow_reads, 1);
 	return fs_space_count(fs, out);
 }
@@ -442,7 +462,9 @@ int fs_statfs_space(struct fs *fs, struct fs_space *out)
 	fs_space_get(fs, out);
 	if (fs->sfs == NULL || fs->cl == NULL)
 		return 0; /* nolock: the group counts are exact */
-	ret = read_counts(fs, &nfree, &inodes);
+	ret = __atomic_load_n(&fs->sfs->untracked, __ATOMIC_RELAXED)
+		  ? -EUCLEAN
+		  : read_counts(fs, &nfree, &inodes);
 	if (ret < 0 && fs_cluster_fenced(fs->cl))
 		return -EIO;
 	if (ret < 0)

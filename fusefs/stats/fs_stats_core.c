@@ -101,6 +101,7 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "statfs_reads", s.statfs_reads);
 	fs_json_u64(o, "statfs_slow_reads", s.statfs_slow_reads);
 	fs_json_u64(o, "statfs_percent_wakes", s.statfs_percent_wakes);
+	fs_json_u64(o, "statfs_untracked", s.statfs_untracked);
 }
 
 /* The data write-behind (fs_data.c). */

@@ -18,6 +18,8 @@
  *    allocation and its fold (the change record is not zero after the
  *    replay) and the test says how many;
  *  - fsck finds a wrong master and fsck -y rewrites the records;
+ *  - a damaged change record of our slot does not fail allocations:
+ *    they go on untracked (counted), fsck -y rewrites the records;
  *  - statfs_percent: a change past that percent of the master wakes the
  *    worker for a fold long before its quantum; one below it does not;
  *  - fs_fsck_add_statfs (fsck.ucfs -O statfs): an image made without
@@ -528,6 +530,53 @@ static void test_statfs_fsck_repair(void)
 	bd_close(bd);
 }
 
+/* Slot 0's change record damaged (checksum): allocations and frees go
+ * on without it (counted), fsck finds it and -y repairs the records. */
+static void test_statfs_bad_change(void)
+{
+	struct bd_dev *bd = ram_fs(64, 0);
+	uint8_t *r = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_core_stats st;
+	uint64_t blk[2], b, fixed = 0;
+	struct fs_space sp;
+	int64_t f, in, c0;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && r != NULL && (fs = mnt(bd)) != NULL);
+	b = fs_statfs_change_blk(&fs->sb, 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	REQUIRE(bd_read(bd, r, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE) == 0);
+	r[40] ^= 0xff; /* its free count, the checksum now wrong */
+	REQUIRE(bd_write(bd, r, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE, 0) == 0);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	CHECK_EQ(alloc_some(fs, 30, blk), 0);
+	CHECK_EQ(free_some(fs, 30, blk), 0);
+	CHECK_EQ(alloc_some(fs, 20, blk), 0);
+	fs_core_stats_get(fs, &st);
+	CHECK(st.statfs_untracked >= 4);
+	CHECK_EQ(fs_statfs_space(fs, &sp), 0);
+	CHECK(fs_statfs_fold(fs) < 0); /* nothing right to fold */
+	CHECK_EQ(free_some(fs, 20, blk), 0);
+	fs_space_get(fs, &sp);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	CHECK(fsck_errors(bd, 0, &fixed) > 0);
+	CHECK(fsck_errors(bd, 1, &fixed) > 0);
+	CHECK(fixed > 0);
+	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
+	CHECK_EQ(records(bd, &f, &in, &c0), 0);
+	CHECK_EQ(f, (int64_t)sp.free_blocks);
+	CHECK_EQ(c0, 0);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	CHECK_EQ(alloc_some(fs, 30, blk), 0);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.statfs_untracked, 0); /* the records in use again */
+	CHECK_EQ(free_some(fs, 30, blk), 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
+	free(r);
+	bd_close(bd);
+}
+
 static uint64_t stat_of(struct fs *fs, int which)
 {
 	struct fs_core_stats st;
@@ -709,6 +758,7 @@ int main(int argc, char **argv)
 	T_RUN(test_statfs_crash);
 	T_RUN(test_statfs_dead_slot);
 	T_RUN(test_statfs_fsck_repair);
+	T_RUN(test_statfs_bad_change);
 	T_RUN(test_statfs_percent);
 	T_RUN(test_statfs_upgrade);
 	T_RUN(test_statfs_upgrade_crash);
