@@ -498,13 +498,29 @@ static void test_statfs_dead_slot(void)
 	bd_close(bd);
 }
 
+/* fsck finds the damage, fsck -y repairs it, and the records then hold
+ * @sp's counts, every change zero. */
+static void check_repaired(struct bd_dev *bd, const struct fs_space *sp)
+{
+	uint64_t fixed = 0;
+	int64_t f, in, c0 = -1;
+
+	CHECK(fsck_errors(bd, 0, &fixed) > 0);
+	CHECK(fsck_errors(bd, 1, &fixed) > 0);
+	CHECK(fixed > 0);
+	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
+	CHECK_EQ(records(bd, &f, &in, &c0), 0);
+	CHECK_EQ(f, (int64_t)sp->free_blocks);
+	CHECK_EQ(in, (int64_t)sp->inodes);
+	CHECK_EQ(c0, 0);
+}
+
 /* A wrong master: fsck finds it, fsck -y rewrites the records. */
 static void test_statfs_fsck_repair(void)
 {
 	struct bd_dev *bd = ram_fs(64, 0);
 	struct fs_statfs_rec *r = bd_buf_alloc(FS_BLOCK_SIZE);
-	uint64_t blk[2], fixed = 0, b;
-	int64_t f, in, c0;
+	uint64_t blk[2], b;
 	struct fs_space sp;
 	struct fs *fs;
 
@@ -518,14 +534,7 @@ static void test_statfs_fsck_repair(void)
 	r->free += 1000;
 	fs_blk_update_crc(r);
 	REQUIRE(bd_write(bd, r, FS_BLOCK_SIZE, b * FS_BLOCK_SIZE, 0) == 0);
-	CHECK(fsck_errors(bd, 0, &fixed) > 0);
-	CHECK(fsck_errors(bd, 1, &fixed) > 0);
-	CHECK(fixed > 0);
-	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
-	CHECK_EQ(records(bd, &f, &in, &c0), 0);
-	CHECK_EQ(f, (int64_t)sp.free_blocks);
-	CHECK_EQ(in, (int64_t)sp.inodes);
-	CHECK_EQ(c0, 0);
+	check_repaired(bd, &sp);
 	free(r);
 	bd_close(bd);
 }
@@ -537,9 +546,8 @@ static void test_statfs_bad_change(void)
 	struct bd_dev *bd = ram_fs(64, 0);
 	uint8_t *r = bd_buf_alloc(FS_BLOCK_SIZE);
 	struct fs_core_stats st;
-	uint64_t blk[2], b, fixed = 0;
+	uint64_t blk[2], b;
 	struct fs_space sp;
-	int64_t f, in, c0;
 	struct fs *fs;
 
 	REQUIRE(bd != NULL && r != NULL && (fs = mnt(bd)) != NULL);
@@ -559,13 +567,7 @@ static void test_statfs_bad_change(void)
 	CHECK_EQ(free_some(fs, 20, blk), 0);
 	fs_space_get(fs, &sp);
 	CHECK_EQ(fs_core_unmount(fs), 0);
-	CHECK(fsck_errors(bd, 0, &fixed) > 0);
-	CHECK(fsck_errors(bd, 1, &fixed) > 0);
-	CHECK(fixed > 0);
-	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
-	CHECK_EQ(records(bd, &f, &in, &c0), 0);
-	CHECK_EQ(f, (int64_t)sp.free_blocks);
-	CHECK_EQ(c0, 0);
+	check_repaired(bd, &sp);
 	REQUIRE((fs = mnt(bd)) != NULL);
 	CHECK_EQ(alloc_some(fs, 30, blk), 0);
 	fs_core_stats_get(fs, &st);
