@@ -88,6 +88,7 @@ static int add_statfs(const char *path, struct bd_dev *bd,
 	char why[240] = "";
 	int ret;
 
+	fflush(stdout); /* the check's lines before ours on stderr */
 	if (r->errors > 0 || (!o->repair && r->journal_tx > 0)) {
 		fprintf(stderr,
 			"fsck.ucfs: %s: statfs records not added: "

@@ -4,9 +4,11 @@
 # records"; fsck.ucfs -O statfs):
 #  (1) an image made without the records (mkfs.ucfs -O ^statfs, as
 #      before them) is upgraded offline: fsck.ucfs -O statfs is refused
-#      while a node has it mounted (the image unchanged), then, unmounted,
-#      adds them (fsck clean); both nodes mount it, node 1 writes 4 MiB
-#      and node 2's df agrees (polled) from the records;
+#      while a node has it mounted, and (with -y, after its replay)
+#      while a killed node still holds its slot, the image unchanged;
+#      after a mount and unmount it adds them (fsck clean); both nodes
+#      mount it, node 1 writes 4 MiB and node 2's df agrees (polled)
+#      from the records;
 #  (2) the master record damaged (its checksum broken): fsck -n finds
 #      it; both nodes still answer df (counting the groups under their
 #      locks), node 1 writes 4 MiB and both agree (polled), node 2 counts
@@ -49,6 +51,15 @@ write_mb "$M1" old 1
 rc=$?
 cat "$T/upg0.log"
 check clu_statfs2_upgrade_refused_mounted test "$rc" = 8
+write_mb "$M1" old2 1
+fs_kill9 "$M1"
+"$B/fsck.ucfs" -y -O statfs "$IMG" >"$T/upg1.log" 2>&1
+rc=$?
+cat "$T/upg1.log"
+check clu_statfs2_upgrade_refused_killed test "$rc" = 8
+check clu_statfs2_upgrade_refused_says grep -q "slot 0 is claimed" \
+	"$T/upg1.log"
+clu_mount clu_statfs2 1 # recovers its slot
 check clu_statfs2_umount_old fs_umount "$M1"
 check clu_statfs2_old_clean fs_fsck "$IMG"
 sb_blk() { od -An -t u8 -j 288 -N 8 "$IMG" | tr -d ' '; }
