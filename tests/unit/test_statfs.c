@@ -699,51 +699,87 @@ static void test_statfs_upgrade(void)
 	bd_close(bd);
 }
 
-/* Power loss at every write of the upgrade (unflushed writes kept,
- * dropped or garbled by a seeded PRNG): the image mounts and unmounts,
+/* The upgrade on a copy of @base whose power fails at write @n (0:
+ * never): with @tear, that write is torn (its first 512 * (n % 8) bytes
+ * kept), else the unflushed writes before it are kept, dropped or
+ * garbled (seeded). *@writes: the writes it issued. Returns what
+ * survived (a copy), or NULL. */
+static struct bd_dev *upgrade_cut(struct bd_dev *base, uint64_t n, int tear,
+				  uint64_t seed, uint64_t *writes)
+{
+	struct bd_dev *lower = cf_ram_copy(base), *bd, *after;
+	struct bd_fault *flt;
+
+	if (lower == NULL || bd_fault_open(lower, &bd, &flt) < 0)
+		return NULL;
+	if (n > 0 && tear)
+		bd_fault_tear_nth(flt, n, 512 * (n % 8));
+	else if (n > 0)
+		bd_fault_crash_nth_garble(flt, n, seed + n);
+	fs_fsck_add_statfs(bd, NULL, 0);
+	*writes = bd_fault_writes(flt);
+	if (!bd_fault_crashed(flt))
+		bd_fault_crash(flt, seed + n);
+	after = cf_ram_copy(lower);
+	bd_close(bd);
+	return after;
+}
+
+/* An interrupted upgrade's image: mounts (if the superblock has the
+ * bit, with every record there and master + changes = the groups) and
+ * unmounts, and fsck -y leaves it clean. 0, or -1; *@with counts the
+ * images that have the records. */
+static int upgrade_survivor(struct bd_dev *img, int *with)
+{
+	struct fs *fs = fs_mnt(img);
+	struct fs_space sp;
+	uint64_t fixed;
+	int64_t f, in;
+	int ret = 0;
+
+	if (fs == NULL)
+		return -1;
+	if (fs->sfs != NULL) {
+		(*with)++;
+		fs_space_get(fs, &sp);
+		cached_records(fs, &f, &in, NULL);
+		if (f != (int64_t)sp.free_blocks || in != (int64_t)sp.inodes)
+			ret = -1;
+	}
+	if (fs_unmount(fs) != 0 || fsck_errors(img, 1, &fixed) < 0 ||
+	    fsck_errors(img, 0, NULL) != 0)
+		ret = -1;
+	return ret;
+}
+
+/* Power loss at every write of the upgrade, also torn: the image mounts,
  * and fsck -y leaves it clean, with or without the records. */
 static void test_statfs_upgrade_crash(void)
 {
-	struct bd_dev *base = ram_fs(64, 1), *lower, *bd;
-	uint64_t seed = t_seed(), w = 0, fixed;
+	struct bd_dev *base = ram_fs(64, 1), *img;
+	uint64_t seed = t_seed(), w = 0, dummy;
 	int bad = 0, with = 0, points = 0;
-	struct bd_fault *flt;
-	struct fs *fs;
 
 	REQUIRE(base != NULL && some_files(base) == 0);
 	printf("  seed %llu\n", (unsigned long long)seed);
-	for (uint64_t n = 0; n == 0 || n <= w + 1; n++) {
-		REQUIRE((lower = cf_ram_copy(base)) != NULL);
-		REQUIRE(bd_fault_open(lower, &bd, &flt) == 0);
-		if (n > 0)
-			bd_fault_crash_nth_garble(flt, n, seed + n);
-		fs_fsck_add_statfs(bd, NULL, 0);
-		if (n == 0) {
-			w = bd_fault_writes(flt);
-			bd_close(bd);
-			continue;
+	REQUIRE((img = upgrade_cut(base, 0, 0, seed, &w)) != NULL);
+	bd_close(img);
+	for (int tear = 0; tear <= 1; tear++) {
+		for (uint64_t n = 1; n <= w + !tear; n++) {
+			img = upgrade_cut(base, n, tear, seed, &dummy);
+			REQUIRE(img != NULL);
+			points++;
+			if (upgrade_survivor(img, &with) < 0) {
+				fprintf(stderr,
+					"  %s at write %llu: not clean\n",
+					tear ? "torn" : "crash",
+					(unsigned long long)n);
+				bad++;
+			}
+			bd_close(img);
 		}
-		if (!bd_fault_crashed(flt))
-			bd_fault_crash(flt, seed + n);
-		lower = cf_ram_copy(lower);
-		bd_close(bd);
-		REQUIRE(lower != NULL);
-		points++;
-		fs = fs_mnt(lower);
-		if (fs == NULL || fs_unmount(fs) != 0 ||
-		    fsck_errors(lower, 1, &fixed) < 0 ||
-		    fsck_errors(lower, 0, NULL) != 0) {
-			fprintf(stderr, "  crash point %llu: not clean\n",
-				(unsigned long long)n);
-			bad++;
-		}
-		if ((fs = fs_mnt(lower)) != NULL) {
-			with += fs->sfs != NULL;
-			fs_unmount(fs);
-		}
-		bd_close(lower);
 	}
-	printf("  %llu writes, %d crash points, %d with the records\n",
+	printf("  %llu writes, %d cut points, %d with the records\n",
 	       (unsigned long long)w, points, with);
 	CHECK(w >= 6);
 	CHECK_EQ(bad, 0);
