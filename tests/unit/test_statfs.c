@@ -699,6 +699,37 @@ static void test_statfs_upgrade(void)
 	bd_close(bd);
 }
 
+/* A full filesystem: no room in group 0 for the records, refused with
+ * nothing written. */
+static void test_statfs_upgrade_full(void)
+{
+	static uint8_t data[1 << 20];
+	struct fs_cred cred = {.flags = FS_CRED_FSETID};
+	struct bd_dev *bd = ram_fs(64, 1);
+	char why[240] = "";
+	struct fs_attr a;
+	uint64_t off = 0;
+	struct fs *fs;
+
+	REQUIRE(bd != NULL && (fs = fs_mnt(bd)) != NULL);
+	REQUIRE(fs_create(fs, &cred, fs_root(fs), "big", 0644, 0, &a) == 0);
+	while (off < (64u << 20) &&
+	       fs_write(fs, &cred, a.ino, data, sizeof(data), off) > 0)
+		off += sizeof(data);
+	while (fs_write(fs, &cred, a.ino, data, 4096, off) > 0)
+		off += 4096; /* the last blocks */
+	fs_release(fs, a.ino);
+	CHECK_EQ(fs_unmount(fs), 0);
+	printf("  filled with %llu KiB\n", (unsigned long long)(off >> 10));
+	CHECK_EQ(fs_fsck_add_statfs(bd, why, sizeof(why)), -ENOSPC);
+	printf("  refused: %s\n", why);
+	CHECK_EQ(fsck_errors(bd, 0, NULL), 0);
+	REQUIRE((fs = mnt(bd)) != NULL);
+	CHECK(fs->sfs == NULL); /* as before */
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(bd);
+}
+
 /* The upgrade on a copy of @base whose power fails at write @n (0:
  * never): with @tear, that write is torn (its first 512 * (n % 8) bytes
  * kept), else the unflushed writes before it are kept, dropped or
@@ -799,6 +830,7 @@ int main(int argc, char **argv)
 	T_RUN(test_statfs_bad_change);
 	T_RUN(test_statfs_percent);
 	T_RUN(test_statfs_upgrade);
+	T_RUN(test_statfs_upgrade_full);
 	T_RUN(test_statfs_upgrade_crash);
 	return t_done();
 }
