@@ -148,16 +148,15 @@ static int rec_read(struct fs *fs, uint64_t blk, uint32_t slot,
 }
 
 /* Once per mount and @flag (0 before): @what and error @err, to syslog
- * and the daemon's stderr. 1 if this call said it. */
-static int say_once(int *flag, int err, const char *what)
+ * and the daemon's stderr. */
+static void say_once(int *flag, int err, const char *what)
 {
 	if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED))
-		return 0;
+		return;
 	syslog(LOG_WARNING, "ucfs: %s (%s); fsck.ucfs -y repairs it", what,
 	       strerror(-err));
 	fprintf(stderr, "ucfs: %s (%s); fsck.ucfs -y repairs it\n", what,
 		strerror(-err));
-	return 1;
 }
 
 /* GFS2's test (gfs2_statfs_change): |100 * change| >= master * percent.
