@@ -81,6 +81,10 @@ struct fs_opts {
 					   statfs change folded into the
 					   master this often (MOUNT.md; 0:
 					   the default, 30) */
+	int statfs_slow;		/* statfs_quantum=0 (GFS2's): statfs
+					   counts the groups under their
+					   locks, exact; folds at the
+					   default quantum */
 	unsigned statfs_percent;	/* statfs_percent=PERCENT: ... and
 					   early once it reaches this
 					   percent of the master's free

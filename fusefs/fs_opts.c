@@ -127,7 +127,10 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 	} else if (strcmp(key, "commit") == 0) {
 		*ret = parse_uint(val, 1, 3600, &o->commit_s);
 	} else if (strcmp(key, "statfs_quantum") == 0) {
-		*ret = parse_uint(val, 1, 3600, &o->statfs_quantum_s);
+		/* GFS2's: 0 is statfs_slow (the groups counted at every
+		 * statfs), folding at the default quantum */
+		*ret = parse_uint(val, 0, 3600, &o->statfs_quantum_s);
+		o->statfs_slow = *ret == 0 && o->statfs_quantum_s == 0;
 	} else if (strcmp(key, "statfs_percent") == 0) {
 		*ret = parse_uint(val, 0, 100, &o->statfs_percent);
 	} else if (strcmp(key, "cache_mb") == 0) {

@@ -78,6 +78,8 @@ struct fs_core_opts {
 	unsigned statfs_quantum_s; /* statfs records: our change folded
 				      into the master this often (0: the
 				      default, FS_STATFS_QUANTUM_S) */
+	int statfs_slow;	   /* dlm: statfs counts the groups under
+				      their locks (statfs_quantum=0) */
 	unsigned statfs_percent;   /* ... and early once its free blocks
 				      reach this percent of the master's
 				      (0: never, GFS2's default) */
@@ -142,8 +144,9 @@ struct fs_core_stats {
 	uint64_t statfs_dead_folds; /* dlm: dead slots' changes folded */
 	uint64_t statfs_fold_errors; /* the worker's folds that failed */
 	uint64_t statfs_reads;	     /* dlm: statfs answered from the master */
-	uint64_t statfs_slow_reads;  /* dlm: ... by counting the groups (a
-					record unreadable) */
+	uint64_t statfs_slow_reads;  /* dlm: ... by counting the groups
+					(statfs_quantum=0, or a record
+					unreadable) */
 	uint64_t statfs_percent_wakes; /* our change passed statfs_percent
 					  of the master: early fold */
 	uint64_t statfs_untracked;     /* changes not put in our change
@@ -586,7 +589,8 @@ struct fs_space {
 	uint64_t inodes;	/* inodes allocated */
 };
 void fs_space_get(struct fs *fs, struct fs_space *out);
-/* The same, exact on a dlm mount too (GFS2's statfs_slow): each group's
+/* The same, exact on a dlm mount too (GFS2's statfs_slow; statfs with
+ * statfs_quantum=0 or a damaged statfs record): each group's
  * glock taken in PR (waited for: no lock or handle held) while its
  * counts are read, so that other nodes write back and this node reloads
  * what changed. 0 or -EIO (fenced). */

@@ -20,7 +20,9 @@
  * other nodes' allocations show within one quantum. With
  * statfs_percent=P (GFS2's), a change whose free blocks reach P% of the
  * master's (as this node last read it) wakes the worker for an early
- * fold. A nolock mount keeps the records the same way but answers
+ * fold. With statfs_quantum=0 (GFS2's statfs_slow), statfs counts the
+ * groups under their locks instead, and folds go on every default
+ * quantum. A nolock mount keeps the records the same way but answers
  * statfs from the group counts it holds in memory (exact: nobody else
  * writes). A record that cannot be read (a damaged master) does not
  * fail statfs: the groups are counted under their locks instead
@@ -58,6 +60,8 @@ struct fs_statfs {
 	int rw;			 /* immutable: records kept (rw, a slot) */
 	unsigned quantum_ms;	 /* immutable: worker's period */
 	unsigned percent;	 /* immutable: statfs_percent= (0: off) */
+	int slow;		 /* immutable: statfs_quantum=0: statfs
+				    counts the groups (GFS2's) */
 	int64_t master_free;	 /* mu: the master's free blocks as last
 				    read here (at mount: the groups') */
 	int over;		 /* mu: our change passed percent since
@@ -94,6 +98,7 @@ int fs_statfs_init(struct fs *fs, unsigned quantum_s)
 	sf->rw = !fs->ro && fs->slot < fs->sb.slot_count;
 	sf->quantum_ms = (quantum_s ? quantum_s : FS_STATFS_QUANTUM_S) * 1000u;
 	sf->percent = fs->opts.statfs_percent;
+	sf->slow = fs->opts.statfs_slow;
 	fs->sfs = sf;
 	if (sf->percent != 0) {
 		struct fs_space sp;
@@ -461,6 +466,10 @@ int fs_statfs_space(struct fs *fs, struct fs_space *out)
 	fs_space_get(fs, out);
 	if (fs->sfs == NULL || fs->cl == NULL)
 		return 0; /* nolock: the group counts are exact */
+	if (fs->sfs->slow) {
+		FS_STAT_ADD(fs, statfs_slow_reads, 1);
+		return fs_space_count(fs, out);
+	}
 	ret = __atomic_load_n(&fs->sfs->untracked, __ATOMIC_RELAXED)
 		  ? -EUCLEAN
 		  : read_counts(fs, &nfree, &inodes);

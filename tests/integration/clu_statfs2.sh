@@ -20,7 +20,11 @@
 #      nothing and folds nothing, node 2's df does not move; with 2,
 #      node 1's change is folded early (alloc.statfs_percent_wakes,
 #      statfs_folds) and node 2's df follows it to within 2% of the
-#      free space (polled).
+#      free space (polled);
+#  (4) statfs_quantum=0 (GFS2's statfs_slow) on node 2, node 1 never
+#      folding (3600): right after node 1 wrote and fsync'ed 2 MiB, node
+#      2's df equals node 1's, no poll (the groups counted under their
+#      locks: alloc.statfs_slow_reads, no statfs_reads).
 # No timed assert: every "agrees" is polled up to a generous deadline;
 # the early fold is asserted on the counters, not on seconds.
 . "$UCFS_TOP/tests/lib.sh"
@@ -145,6 +149,18 @@ echo "node 1 $a1, node 2 $a2: $d blocks apart (2% of $before: $((before / 50)))"
 check clu_statfs2_pct2_within test $((d * 50)) -le "$before"
 check clu_statfs2_umount6 fs_umount "$M1"
 check clu_statfs2_umount7 fs_umount "$M2"
+
+# (4) statfs_quantum=0: exact at once
+clu_mount clu_statfs2 1 statfs_quantum=3600
+clu_mount clu_statfs2 2 statfs_quantum=0
+write_mb "$M1" e 2
+show "slow: node 1 wrote 2 MiB"
+check clu_statfs2_slow_exact agree "$(avail "$M1")"
+check clu_statfs2_slow_counted st "$M2" \
+	'.alloc.statfs_slow_reads >= 1 and .alloc.statfs_reads == 0'
+check clu_statfs2_slow_no_fold st "$M1" '.alloc.statfs_folds == 0'
+check clu_statfs2_umount8 fs_umount "$M1"
+check clu_statfs2_umount9 fs_umount "$M2"
 check clu_statfs2_fsck_end fs_fsck "$IMG"
 rm -f "$IMG"
 exit 0
