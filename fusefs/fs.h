@@ -81,6 +81,14 @@ struct fs_opts {
 					   statfs change folded into the
 					   master this often (MOUNT.md; 0:
 					   the default, 30) */
+	int statfs_slow;		/* statfs_quantum=0 (GFS2's): statfs
+					   counts the groups under their
+					   locks, exact; folds at the
+					   default quantum */
+	unsigned statfs_percent;	/* statfs_percent=PERCENT: ... and
+					   early once it reaches this
+					   percent of the master's free
+					   blocks (0..100; 0: never) */
 	enum fs_atime_mode atime;	/* noatime|relatime|strictatime */
 	unsigned cache_mb;		/* cache_mb=N, buffer cache bound */
 	unsigned readahead_kb;		/* readahead=KB, kernel file readahead

@@ -4,7 +4,8 @@
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, cluster=,
  *    node=, minhold=, glock_max=, inode_max=, hb_interval=, hb_timeout=,
- *    data=, commit=, cache_mb=, readahead=, statahead=,
+ *    data=, commit=, statfs_quantum=, statfs_percent=, cache_mb=,
+ *    readahead=, statahead=,
  *    noatime/relatime/strictatime, ro/rw,
  *    writeback_cache/nowriteback_cache, uring=, localflocks,
  *    allow_other, debug, passthrough);
@@ -126,7 +127,12 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 	} else if (strcmp(key, "commit") == 0) {
 		*ret = parse_uint(val, 1, 3600, &o->commit_s);
 	} else if (strcmp(key, "statfs_quantum") == 0) {
-		*ret = parse_uint(val, 1, 3600, &o->statfs_quantum_s);
+		/* GFS2's: 0 is statfs_slow (the groups counted at every
+		 * statfs), folding at the default quantum */
+		*ret = parse_uint(val, 0, 3600, &o->statfs_quantum_s);
+		o->statfs_slow = *ret == 0 && o->statfs_quantum_s == 0;
+	} else if (strcmp(key, "statfs_percent") == 0) {
+		*ret = parse_uint(val, 0, 100, &o->statfs_percent);
 	} else if (strcmp(key, "cache_mb") == 0) {
 		*ret = parse_uint(val, 4, 1u << 20, &o->cache_mb);
 	} else if (strcmp(key, "uring") == 0) {

@@ -2,7 +2,7 @@
  * fsck.ucfs — check a ucfs filesystem image; with -y (or -p), repair what
  * can be repaired safely.
  *
- * Usage: fsck.ucfs [-n | -y | -p] [-v] [-m N] DEVICE
+ * Usage: fsck.ucfs [-n | -y | -p] [-O statfs] [-v] [-m N] DEVICE
  *   -n  check only, never write (the default)
  *   -y  repair: replay committed journal transactions (as a mount does),
  *       then, if every problem found is one it can fix, fix them all:
@@ -18,15 +18,24 @@
  *       mount on this machine holds). After fixing, the image is checked
  *       again.
  *   -p  the same as -y (for fsck -p at boot)
+ *   -O statfs  give an image made before the statfs records (ro_compat
+ *       STATFS, FORMAT.md "Statfs records") its records, so that df
+ *       agrees across cluster nodes: after the check (and with -y the
+ *       repair) found it clean, with every slot free in the slot map
+ *       (no node has it mounted or stopped without unmounting), the
+ *       records go into free blocks of group 0 and the superblock gets
+ *       the bit (fs_fsck.h fs_fsck_add_statfs: the order keeps an
+ *       interrupted upgrade mountable as before); then it is checked
+ *       again. Nothing to do if it has them.
  *   -v  verbose notes          -m N  print at most N lines per kind
  *
  * Exit status (as e2fsck):
- *   0   no problems found
+ *   0   no problems found (-O statfs: the records added, or there)
  *   1   problems fixed (or the journal replayed, or orphans released):
  *       the image is now clean
  *   4   problems found and left uncorrected
  *   8   operational error (cannot open, read or write the device, no
- *       memory, device busy)
+ *       memory, device busy; -O statfs: a slot claimed, no room)
  *   16  usage error
  * The library doing the work is fusefs/fsck/fs_fsck.c (fs_fsck.h lists every
  * check and every fix). With -n, a device with committed but unreplayed
@@ -49,9 +58,12 @@ enum {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: fsck.ucfs [-n | -y | -p] [-v] [-m max-lines] "
-		"DEVICE\n"
+	fprintf(stderr,
+		"usage: fsck.ucfs [-n | -y | -p] [-O statfs] [-v] "
+		"[-m max-lines] DEVICE\n"
 		"  -n check only (default)   -y/-p repair what is safe\n"
+		"  -O statfs  add the statfs records to an image made "
+		"without them\n"
 		"exit: 0 clean, 1 fixed, 4 errors left uncorrected, 8 "
 		"operational error, 16 usage\n");
 	return FSCK_USAGE;
@@ -67,14 +79,52 @@ static int open_dev(const char *path, int rw, struct bd_dev **bd)
 	return ret;
 }
 
-/* Check (and with o->repair, fix) @path. An exit status. */
-static int run(const char *path, struct fs_fsck_opts *o)
+/* -O statfs, after a check that left @r: the records added to @bd (then
+ * o->repair cleared and *@r the check of the result), 0 (nothing to do),
+ * or an exit status (refused). */
+static int add_statfs(const char *path, struct bd_dev *bd,
+		      struct fs_fsck_opts *o, struct fs_fsck_result *r)
+{
+	char why[240] = "";
+	int ret;
+
+	fflush(stdout); /* the check's lines before ours on stderr */
+	if (r->errors > 0 || (!o->repair && r->journal_tx > 0)) {
+		fprintf(stderr,
+			"fsck.ucfs: %s: statfs records not added: "
+			"%s (fsck.ucfs -y first)\n",
+			path,
+			r->errors > 0 ? "problems left"
+				      : "journal transactions to replay");
+		return FSCK_UNCORRECTED;
+	}
+	ret = fs_fsck_add_statfs(bd, why, sizeof(why));
+	if (ret == 1) {
+		printf("%s: has the statfs records already\n", path);
+		return 0;
+	}
+	if (ret < 0) {
+		fprintf(stderr,
+			"fsck.ucfs: %s: statfs records not added: "
+			"%s\n",
+			path, why);
+		return FSCK_ERROR;
+	}
+	printf("%s: statfs records added; checking again\n", path);
+	o->repair = 0;
+	ret = fs_fsck_run(bd, o, r);
+	return ret < 0 ? FSCK_ERROR : 0;
+}
+
+/* Check (and with o->repair, fix) @path; with @upgrade, add the statfs
+ * records. An exit status. */
+static int run(const char *path, struct fs_fsck_opts *o, int upgrade)
 {
 	struct fs_fsck_result r;
 	struct bd_dev *bd;
 	int ret, modified;
 
-	ret = open_dev(path, o->repair, &bd);
+	ret = open_dev(path, o->repair || upgrade, &bd);
 	if (ret < 0) {
 		fprintf(stderr, "fsck.ucfs: %s: %s\n", path, strerror(-ret));
 		return FSCK_ERROR;
@@ -92,6 +142,14 @@ static int run(const char *path, struct fs_fsck_opts *o)
 		       (unsigned long long)r.orphans_freed,
 		       (unsigned long long)r.blocks_written);
 		ret = fs_fsck_run(bd, o, &r);
+	}
+	if (ret == 0 && upgrade) {
+		int st = add_statfs(path, bd, o, &r);
+
+		if (st != 0) {
+			bd_close(bd);
+			return st;
+		}
 	}
 	bd_close(bd);
 	if (ret < 0) {
@@ -111,9 +169,9 @@ static int run(const char *path, struct fs_fsck_opts *o)
 int main(int argc, char **argv)
 {
 	struct fs_fsck_opts o = { .out = stdout };
-	int c, check_only = 0;
+	int c, check_only = 0, upgrade = 0;
 
-	while ((c = getopt(argc, argv, "nvm:yp")) != -1) {
+	while ((c = getopt(argc, argv, "nvm:ypO:")) != -1) {
 		switch (c) {
 		case 'n':
 			check_only = 1;
@@ -128,11 +186,21 @@ int main(int argc, char **argv)
 		case 'p':
 			o.repair = 1;
 			break;
+		case 'O':
+			if (strcmp(optarg, "statfs") != 0) {
+				fprintf(stderr,
+					"fsck.ucfs: -O %s: the only "
+					"feature it adds is statfs\n",
+					optarg);
+				return usage();
+			}
+			upgrade = 1;
+			break;
 		default:
 			return usage();
 		}
 	}
-	if (optind + 1 != argc || (check_only && o.repair))
+	if (optind + 1 != argc || (check_only && (o.repair || upgrade)))
 		return usage();
-	return run(argv[optind], &o);
+	return run(argv[optind], &o, upgrade);
 }

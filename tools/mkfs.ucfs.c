@@ -2,8 +2,13 @@
  * mkfs.ucfs — create a ucfs filesystem on a device or image file.
  *
  *   mkfs.ucfs [-b 4096] [-j slots] [-J journal-MB] [-r rgroup-MB]
- *             [-p dlm|nolock] [-t cluster:fsname] [-L label] [-f] [-q]
- *             DEVICE
+ *             [-p dlm|nolock] [-t cluster:fsname] [-L label]
+ *             [-O ^statfs] [-f] [-q] DEVICE
+ *
+ * -O ^statfs makes a filesystem without the statfs records (ro_compat
+ * STATFS), as mkfs.ucfs made them before: a ucfs older than the records
+ * mounts it read-write; cluster nodes then show a stale df (MOUNT.md).
+ * fsck.ucfs -O statfs adds them later.
  *
  * Refuses a device that already holds ucfs or another known filesystem /
  * signature unless -f. The formatting itself is fs_mkfs() (fusefs/core/
@@ -27,7 +32,7 @@ static void usage(FILE *f)
 		"usage: %s [-b 4096] [-j slots] [-J journal-MB] "
 		"[-r rgroup-MB]\n"
 		"          [-p dlm|nolock] [-t cluster:fsname] [-L label] "
-		"[-f] [-q] DEVICE\n"
+		"[-O ^statfs] [-f] [-q] DEVICE\n"
 		"  -b  block size (only 4096)      -j  journals/slots "
 		"(default 1)\n"
 		"  -J  journal size in MiB (32)    -r  resource group size "
@@ -38,6 +43,8 @@ static void usage(FILE *f)
 		"cluster:fsname\n"
 		"  -L  label                       -f  overwrite an existing "
 		"filesystem\n"
+		"  -O ^statfs  no statfs records (as before them; "
+		"fsck.ucfs -O statfs adds them)\n"
 		"  -q  quiet\n",
 		prog);
 }
@@ -121,7 +128,7 @@ static int parse_args(int argc, char **argv, struct fs_mkfs_params *p,
 	unsigned v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "b:j:J:r:p:t:L:fqh", longopts,
+	while ((c = getopt_long(argc, argv, "b:j:J:r:p:t:L:O:fqh", longopts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'b':
@@ -182,6 +189,16 @@ static int parse_args(int argc, char **argv, struct fs_mkfs_params *p,
 				return -1;
 			}
 			strcpy(p->label, optarg);
+			break;
+		case 'O':
+			if (strcmp(optarg, "^statfs") != 0) {
+				fprintf(stderr,
+					"%s: -O: the only feature it "
+					"takes is ^statfs (none)\n",
+					prog);
+				return -1;
+			}
+			p->no_statfs = 1;
 			break;
 		case 'f':
 			*force = 1;

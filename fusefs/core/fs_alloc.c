@@ -1105,7 +1105,24 @@ int fs_free_inode(struct fs_tx *tx, uint64_t ino)
 	return free_common(tx, ino, 1, 1);
 }
 
+static void space_add(struct fs_space *out, struct fs_rgrp *rg)
+{
+	out->data_blocks += rg->len - 1 - rg->nbm;
+	out->free_blocks += __atomic_load_n(&rg->free, __ATOMIC_RELAXED);
+	out->inodes += __atomic_load_n(&rg->dinodes, __ATOMIC_RELAXED);
+}
+
 void fs_space_get(struct fs *fs, struct fs_space *out)
+{
+	struct fs_alloc *a = fs->alloc;
+
+	memset(out, 0, sizeof(*out));
+	out->total_blocks = fs->sb.total_blocks;
+	for (uint32_t g = 0; g < a->count; g++)
+		space_add(out, &a->rg[g]);
+}
+
+int fs_space_count(struct fs *fs, struct fs_space *out)
 {
 	struct fs_alloc *a = fs->alloc;
 
@@ -1114,12 +1131,15 @@ void fs_space_get(struct fs *fs, struct fs_space *out)
 	for (uint32_t g = 0; g < a->count; g++) {
 		struct fs_rgrp *rg = &a->rg[g];
 
-		out->data_blocks += rg->len - 1 - rg->nbm;
-		out->free_blocks += __atomic_load_n(&rg->free,
-						    __ATOMIC_RELAXED);
-		out->inodes += __atomic_load_n(&rg->dinodes,
-					       __ATOMIC_RELAXED);
+		/* a grant after another node's EX reloads the counts
+		 * (fs_alloc_rgrp_inval) */
+		if (rg->gl != NULL && fs_glock_acquire(rg->gl, LK_PR) < 0)
+			return -EIO;
+		space_add(out, rg);
+		if (rg->gl != NULL)
+			fs_glock_release(rg->gl, LK_PR);
 	}
+	return 0;
 }
 
 /* ---- cluster: owning groups, the free log ------------------------------- */

@@ -101,10 +101,14 @@ void fs_statfs_stop(struct fs *fs);
 /* Credits a handle that allocates or frees adds for our change record. */
 unsigned fs_statfs_credits(const struct fs *fs);
 /* Inside @tx (fs_alloc.c, the group's rg->lock held): the group headers
- * gained @dfree free blocks and @dinodes inodes (either negative). */
+ * gained @dfree free blocks and @dinodes inodes (either negative). Past
+ * statfs_percent= of the master, wakes the worker for an early fold. An
+ * unreadable change record is left alone from then on (0: the change
+ * goes on untracked; fsck -y repairs). 0 or -errno (-EIO). */
 int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes);
 /* Our change into the master (dlm: the statfs glock in EX, waited
- * for). No handle held. 0 or -errno. */
+ * for). No handle held. 0 or -errno (-EUCLEAN: our change record is
+ * unreadable). */
 int fs_statfs_fold(struct fs *fs);
 /* 1 if slot @slot's change record on disk is not zero (another slot's:
  * read from the disk, as fs_statfs_forget). */

@@ -78,6 +78,11 @@ struct fs_core_opts {
 	unsigned statfs_quantum_s; /* statfs records: our change folded
 				      into the master this often (0: the
 				      default, FS_STATFS_QUANTUM_S) */
+	int statfs_slow;	   /* dlm: statfs counts the groups under
+				      their locks (statfs_quantum=0) */
+	unsigned statfs_percent;   /* ... and early once its free blocks
+				      reach this percent of the master's
+				      (0: never, GFS2's default) */
 	unsigned busy_wait_ms;	/* fs_core_open: how long to wait for a
 				   previous holder of the device (a daemon
 				   still finishing after umount); 0: 10 s */
@@ -139,6 +144,13 @@ struct fs_core_stats {
 	uint64_t statfs_dead_folds; /* dlm: dead slots' changes folded */
 	uint64_t statfs_fold_errors; /* the worker's folds that failed */
 	uint64_t statfs_reads;	     /* dlm: statfs answered from the master */
+	uint64_t statfs_slow_reads;  /* dlm: ... by counting the groups
+					(statfs_quantum=0, or a record
+					unreadable) */
+	uint64_t statfs_percent_wakes; /* our change passed statfs_percent
+					  of the master: early fold */
+	uint64_t statfs_untracked;     /* changes not put in our change
+					  record: it is unreadable */
 	uint64_t replay_tx, replay_blocks;
 	uint64_t replay_scanned;	/* log blocks the replays walked */
 	uint64_t bad_blocks;			/* -EUCLEAN detections */
@@ -269,8 +281,9 @@ struct fs_mkfs_params {
 	char label[FS_LABEL_MAX];
 	uint8_t uuid[16];	/* all zero: random */
 	int64_t now;		/* 0: time(NULL) */
-	int no_statfs;		/* tests: no statfs records (ro_compat
-				 * STATFS), as images made before them */
+	int no_statfs;		/* mkfs.ucfs -O ^statfs: no statfs records
+				 * (ro_compat STATFS), as images made
+				 * before them */
 };
 void fs_mkfs_defaults(struct fs_mkfs_params *p);
 /* Format @bd. Writes superblock + backup, slot map, heartbeat/slotinfo
@@ -576,11 +589,22 @@ struct fs_space {
 	uint64_t inodes;	/* inodes allocated */
 };
 void fs_space_get(struct fs *fs, struct fs_space *out);
+/* The same, exact on a dlm mount too (GFS2's statfs_slow; statfs with
+ * statfs_quantum=0 or a damaged statfs record): each group's
+ * glock taken in PR (waited for: no lock or handle held) while its
+ * counts are read, so that other nodes write back and this node reloads
+ * what changed. 0 or -EIO (fenced). */
+int fs_space_count(struct fs *fs, struct fs_space *out);
 /* statfs(2)'s counts (fs_statfs.c): nolock (or no statfs records) as
  * fs_space_get; dlm: free blocks and inodes from the statfs master
  * (under its glock in PR: may wait; no handle held) plus this slot's
  * change, so other nodes' allocations show within their statfs
- * quantum. 0 or -EIO (fenced), -EUCLEAN (bad record). */
+ * quantum. A record that cannot be read (a damaged master) is not an
+ * error: the groups are counted instead (fs_space_count; stats
+ * alloc.statfs_slow_reads, logged once) until fsck.ucfs -y repairs it;
+ * so is a damaged change record of ours (fs_statfs_change then leaves
+ * it alone: alloc.statfs_untracked).
+ * 0 or -EIO (fenced). */
 int fs_statfs_space(struct fs *fs, struct fs_space *out);
 /* Blocks freed by uncommitted transactions (not allocatable yet). */
 uint64_t fs_alloc_pending(struct fs *fs);

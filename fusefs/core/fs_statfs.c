@@ -17,9 +17,16 @@
  * a dlm mount reads the master under the glock in PR (cached until
  * another node folds: its EX grant takes ours away, and a grant with a
  * new generation drops our cached master) plus our own change: the
- * other nodes' allocations show within one quantum. A nolock mount
- * keeps the records the same way but answers statfs from the group
- * counts it holds in memory (exact: nobody else writes).
+ * other nodes' allocations show within one quantum. With
+ * statfs_percent=P (GFS2's), a change whose free blocks reach P% of the
+ * master's (as this node last read it) wakes the worker for an early
+ * fold. With statfs_quantum=0 (GFS2's statfs_slow), statfs counts the
+ * groups under their locks instead, and folds go on every default
+ * quantum. A nolock mount keeps the records the same way but answers
+ * statfs from the group counts it holds in memory (exact: nobody else
+ * writes). A record that cannot be read (a damaged master) does not
+ * fail statfs: the groups are counted under their locks instead
+ * (GFS2's statfs_slow), logged once, until fsck.ucfs -y rewrites it.
  *
  * A dead node's change record, after its journal was replayed, holds
  * exactly the part of its change that was committed: the survivor that
@@ -35,8 +42,10 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/cluster/fs_glock.h"
@@ -51,6 +60,17 @@ struct fs_statfs {
 	struct fs_glock *gl;	 /* immutable: dlm, FS_LK_STATFS/0 */
 	int rw;			 /* immutable: records kept (rw, a slot) */
 	unsigned quantum_ms;	 /* immutable: worker's period */
+	unsigned percent;	 /* immutable: statfs_percent= (0: off) */
+	int slow;		 /* immutable: statfs_quantum=0: statfs
+				    counts the groups (GFS2's) */
+	int64_t master_free;	 /* mu: the master's free blocks as last
+				    read here (at mount: the groups') */
+	int over;		 /* mu: our change passed percent since
+				    the last fold (counted once) */
+	int kick;		 /* mu: fold now, do not wait (percent) */
+	int slow_logged;	 /* atomic: the fallback was logged */
+	int untracked;		 /* atomic: our change record is bad:
+				    changes no longer go to it */
 	pthread_cond_t cv;	 /* mu: the worker's (stop) */
 	struct cvw_worker w;	 /* the worker (fs_statfs_start), mu */
 	uint64_t folds;		 /* mu: folds of our change (read_counts) */
@@ -76,7 +96,15 @@ int fs_statfs_init(struct fs *fs, unsigned quantum_s)
 	pthread_cond_init(&sf->cv, NULL);
 	sf->rw = !fs->ro && fs->slot < fs->sb.slot_count;
 	sf->quantum_ms = (quantum_s ? quantum_s : FS_STATFS_QUANTUM_S) * 1000u;
+	sf->percent = fs->opts.statfs_percent;
+	sf->slow = fs->opts.statfs_slow;
 	fs->sfs = sf;
+	if (sf->percent != 0) {
+		struct fs_space sp;
+
+		fs_space_get(fs, &sp); /* until the master is read */
+		sf->master_free = (int64_t)sp.free_blocks;
+	}
 	if (fs->cl != NULL)
 		ret = fs_glock_get(fs_cluster_glocks(fs->cl), FS_LK_STATFS, 0,
 				   &sf->gl);
@@ -123,6 +151,36 @@ static int rec_read(struct fs *fs, uint64_t blk, uint32_t slot,
 	return 0;
 }
 
+/* Once per mount and @flag (0 before): @what and error @err, to syslog
+ * and the daemon's stderr. */
+static void say_once(int *flag, int err, const char *what)
+{
+	if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED))
+		return;
+	syslog(LOG_WARNING, "ucfs: %s (%s); fsck.ucfs -y repairs it", what,
+	       strerror(-err));
+	fprintf(stderr, "ucfs: %s (%s); fsck.ucfs -y repairs it\n", what,
+		strerror(-err));
+}
+
+/* GFS2's test (gfs2_statfs_change): |100 * change| >= master * percent.
+ * Called with sf->mu held; wakes the worker (sf->kick: also one that was
+ * not asleep yet), again at every change until it folded. */
+static void percent_check(struct fs *fs, const struct fs_statfs_rec *r)
+{
+	struct fs_statfs *sf = fs->sfs;
+	int64_t x = r->free < 0 ? -r->free : r->free;
+
+	if (sf->percent == 0 ||
+	    100 * x < sf->master_free * (int64_t)sf->percent)
+		return;
+	if (!sf->over)
+		FS_STAT_ADD(fs, statfs_percent_wakes, 1);
+	sf->over = 1;
+	sf->kick = 1;
+	pthread_cond_signal(&sf->cv);
+}
+
 int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
 {
 	struct fs *fs = fs_tx_fs(tx);
@@ -133,8 +191,19 @@ int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
 
 	if (sf == NULL || !sf->rw)
 		return 0;
-	ret =
-	    rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot), fs->slot, &b);
+	ret = __atomic_load_n(&sf->untracked, __ATOMIC_RELAXED)
+		  ? -EUCLEAN
+		  : rec_read(fs, fs_statfs_change_blk(&fs->sb, fs->slot),
+			     fs->slot, &b);
+	if (ret == -EUCLEAN) {
+		/* derived data: the allocation goes on without it */
+		say_once(&sf->untracked, ret,
+			 "this node's statfs change record is unreadable: "
+			 "allocations and frees are no longer counted in it "
+			 "and statfs counts the resource groups");
+		FS_STAT_ADD(fs, statfs_untracked, 1);
+		return 0;
+	}
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&sf->mu);
@@ -143,10 +212,19 @@ int fs_statfs_change(struct fs_tx *tx, int64_t dfree, int64_t dinodes)
 		r = b->data;
 		r->free += dfree;
 		r->dinodes += dinodes;
+		percent_check(fs, r);
 	}
 	pthread_mutex_unlock(&sf->mu);
 	fs_buf_put(b);
 	return ret;
+}
+
+/* The master @m as read or folded now: the statfs_percent test's base. */
+static void master_seen(struct fs_statfs *sf, const struct fs_statfs_rec *m)
+{
+	pthread_mutex_lock(&sf->mu);
+	sf->master_free = m->free;
+	pthread_mutex_unlock(&sf->mu);
 }
 
 /* In @tx: change record @bc added to master @bm and zeroed; *@moved 1
@@ -198,10 +276,14 @@ static int fold_tx(struct fs *fs, unsigned slot, pthread_mutex_t *mu,
 		pthread_mutex_lock(mu);
 		ret = fold_into(tx, bm, bc, moved);
 		fs->sfs->folds += *moved;
+		if (*moved) /* the statfs_percent test starts again */
+			fs->sfs->over = 0;
 		pthread_mutex_unlock(mu);
 	} else if (ret == 0) {
 		ret = fold_into(tx, bm, bc, moved);
 	}
+	if (ret == 0)
+		master_seen(fs->sfs, bm->data);
 	fs_buf_put(bm);
 	fs_buf_put(bc);
 	r2 = fs_tx_end(tx);
@@ -250,6 +332,8 @@ int fs_statfs_fold(struct fs *fs)
 
 	if (sf == NULL || !sf->rw)
 		return 0;
+	if (__atomic_load_n(&sf->untracked, __ATOMIC_RELAXED))
+		return -EUCLEAN; /* nothing right to fold */
 	pthread_mutex_lock(&sf->fold_mu);
 	if (change_pending(fs, fs->slot, &sf->mu))
 		ret = fold_locked(fs, fs->slot, &sf->mu, &moved);
@@ -318,6 +402,7 @@ static int read_master(struct fs *fs, int64_t *nfree, int64_t *inodes)
 		r = b->data;
 		*nfree = r->free;
 		*inodes = r->dinodes;
+		master_seen(sf, r);
 		fs_buf_put(b);
 	}
 	if (sf->gl != NULL)
@@ -358,6 +443,20 @@ static int read_counts(struct fs *fs, int64_t *nfree, int64_t *inodes)
 	return 0;
 }
 
+/* A record could not be read (@err): the groups counted instead, each
+ * under its glock (exact, at a lock request per group this node does
+ * not hold), said once per mount. fsck.ucfs finds and repairs it. */
+static int count_groups(struct fs *fs, struct fs_space *out, int err)
+{
+	struct fs_statfs *sf = fs->sfs;
+
+	say_once(&sf->slow_logged, err,
+		 "statfs records unreadable: statfs counts the resource "
+		 "groups");
+	FS_STAT_ADD(fs, statfs_slow_reads, 1);
+	return fs_space_count(fs, out);
+}
+
 int fs_statfs_space(struct fs *fs, struct fs_space *out)
 {
 	int64_t nfree = 0, inodes = 0;
@@ -366,9 +465,17 @@ int fs_statfs_space(struct fs *fs, struct fs_space *out)
 	fs_space_get(fs, out);
 	if (fs->sfs == NULL || fs->cl == NULL)
 		return 0; /* nolock: the group counts are exact */
-	ret = read_counts(fs, &nfree, &inodes);
+	if (fs->sfs->slow) {
+		FS_STAT_ADD(fs, statfs_slow_reads, 1);
+		return fs_space_count(fs, out);
+	}
+	ret = __atomic_load_n(&fs->sfs->untracked, __ATOMIC_RELAXED)
+		  ? -EUCLEAN
+		  : read_counts(fs, &nfree, &inodes);
+	if (ret < 0 && fs_cluster_fenced(fs->cl))
+		return -EIO;
 	if (ret < 0)
-		return ret;
+		return count_groups(fs, out, ret);
 	FS_STAT_ADD(fs, statfs_reads, 1);
 	if (nfree < 0)
 		nfree = 0;
@@ -381,6 +488,15 @@ int fs_statfs_space(struct fs *fs, struct fs_space *out)
 
 /* ---- the worker: a fold every quantum ---------------------------------- */
 
+/* Until the next fold is due (@sf->mu held): a quantum, or at once if
+ * statfs_percent kicked (sf->kick, set under mu: never missed). */
+static void worker_sleep(struct fs_statfs *sf)
+{
+	if (!sf->kick)
+		cvw_wait_ms(&sf->cv, &sf->mu, sf->quantum_ms);
+	sf->kick = 0;
+}
+
 static void *fold_worker(void *arg)
 {
 	struct fs *fs = arg;
@@ -388,7 +504,7 @@ static void *fold_worker(void *arg)
 
 	pthread_mutex_lock(&sf->mu);
 	while (!cvw_worker_stopping(&sf->w)) {
-		cvw_wait_ms(&sf->cv, &sf->mu, sf->quantum_ms);
+		worker_sleep(sf);
 		if (cvw_worker_stopping(&sf->w))
 			break;
 		pthread_mutex_unlock(&sf->mu);

@@ -98,4 +98,27 @@ struct fs_fsck_result {
 int fs_fsck_run(struct bd_dev *bd, const struct fs_fsck_opts *o,
 		struct fs_fsck_result *res);
 
+/*
+ * Give an image made before the statfs records (no ro_compat STATFS;
+ * FORMAT.md "Statfs records") its records, offline (fsck.ucfs -O
+ * statfs). The caller holds @bd exclusively and found the image clean
+ * (fs_fsck_run: no error, no journal transaction left to replay). Every
+ * slot must be free in the slot map: a node that has the filesystem
+ * mounted, or stopped without unmounting, holds its slot (-EBUSY).
+ * The records take the first 1 + slot_count free blocks in a row of
+ * group 0's data area (-ENOSPC if there are none); the master gets the
+ * group headers' sums, every change zero. Written in this order, each
+ * step flushed before the next, so that an interruption leaves an image
+ * that mounts as before: (1) the records, into blocks still free;
+ * (2) their bits in group 0's bitmap, then its header's free count (cut
+ * here: blocks marked in use that nothing refers to, or a count off by
+ * them; fsck.ucfs -y frees or recounts them); (3) the superblock with
+ * the bit and statfs_blk, then its backup (cut between them: fsck.ucfs
+ * -y rewrites the backup from the primary). Returns 0 (added), 1 (the
+ * image has them already: nothing written), or -EBUSY, -ENOSPC,
+ * -EUCLEAN (bad metadata), -EPROTONOSUPPORT (an unknown feature), -EIO,
+ * -ENOMEM; @why (may be NULL) says why in one line.
+ */
+int fs_fsck_add_statfs(struct bd_dev *bd, char *why, size_t whylen);
+
 #endif /* UCFS_FS_FSCK_H */

@@ -203,6 +203,8 @@ static void core_opts(const struct fs_opts *o, struct fs_core_opts *co)
 	co->data_writeback = o->data == FS_DATA_WRITEBACK;
 	co->commit_s = o->commit_s;
 	co->statfs_quantum_s = o->statfs_quantum_s;
+	co->statfs_percent = o->statfs_percent;
+	co->statfs_slow = o->statfs_slow;
 	co->cache_mb = o->cache_mb;
 }
 

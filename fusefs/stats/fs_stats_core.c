@@ -99,6 +99,9 @@ static void fs_stats_alloc(struct fs_json *o, void *arg)
 	fs_json_u64(o, "statfs_dead_folds", s.statfs_dead_folds);
 	fs_json_u64(o, "statfs_fold_errors", s.statfs_fold_errors);
 	fs_json_u64(o, "statfs_reads", s.statfs_reads);
+	fs_json_u64(o, "statfs_slow_reads", s.statfs_slow_reads);
+	fs_json_u64(o, "statfs_percent_wakes", s.statfs_percent_wakes);
+	fs_json_u64(o, "statfs_untracked", s.statfs_untracked);
 }
 
 /* The data write-behind (fs_data.c). */

@@ -52,6 +52,17 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.statfs_quantum_s, 0); /* the core's default, 30 s */
 	CHECK_EQ(fs_opts_parse(&o, "statfs_quantum=7", err, sizeof(err)), 0);
 	CHECK_EQ(o.statfs_quantum_s, 7);
+	CHECK_EQ(o.statfs_slow, 0);
+	CHECK_EQ(fs_opts_parse(&o, "statfs_quantum=0", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_slow, 1); /* GFS2's statfs_slow */
+	CHECK_EQ(o.statfs_quantum_s, 0); /* folds: the default quantum */
+	CHECK_EQ(fs_opts_parse(&o, "statfs_quantum=7", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_slow, 0); /* the later value wins */
+	CHECK_EQ(o.statfs_percent, 0); /* GFS2's default: no early fold */
+	CHECK_EQ(fs_opts_parse(&o, "statfs_percent=5", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_percent, 5);
+	CHECK_EQ(fs_opts_parse(&o, "statfs_percent=0", err, sizeof(err)), 0);
+	CHECK_EQ(o.statfs_percent, 0);
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
 			       "nowriteback_cache,uring=on",
@@ -103,9 +114,13 @@ static void test_rejects(void)
 		{ "commit=", "ucfs: bad value in mount option 'commit='" },
 		{ "commit=-1", "ucfs: bad value in mount option 'commit=-1'" },
 		{ "commit=0", "ucfs: bad value in mount option 'commit=0'" },
-		{ "statfs_quantum=0", "ucfs: bad value in mount option "
-				      "'statfs_quantum=0'" },
+		{ "statfs_quantum=x", "ucfs: bad value in mount option "
+				      "'statfs_quantum=x'" },
 		{ "statfs_quantum=3601", NULL },
+		{ "statfs_percent=101", "ucfs: bad value in mount option "
+					"'statfs_percent=101'" },
+		{ "statfs_percent=-1", NULL },
+		{ "statfs_percent=5%", NULL },
 		{ "cache_mb=1x", NULL },
 		{ "readahead=100000", NULL },
 		{ "statahead=65537", NULL },
