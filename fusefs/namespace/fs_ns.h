@@ -76,10 +76,6 @@ struct fs_inode {
 	uint64_t nlookup;		/* tbl_lock */
 	uint32_t nopen;			/* tbl_lock */
 	uint32_t pins;			/* ops using the record: tbl_lock */
-	uint32_t listed_ms;		/* when a readdirplus entry last
-					   handed the kernel its attributes
-					   (cvw_now_ms, truncated; 0: never):
-					   tbl_lock */
 	struct fs_range *ranges;	/* I/O in flight: tbl_lock */
 	struct fs_inode *hnext;		/* tbl_lock */
 	struct fs_inode *oprev, *onext; /* orphan list mirror:
@@ -93,6 +89,9 @@ struct fs_inode {
 	/* the LRU of records only the kernel's lookups keep (fs_iprune.c):
 	 * tbl_lock */
 	struct fs_inode *lprev, *lnext;
+	uint32_t listed_ms;   /* when a readdirplus entry last handed
+				 the kernel its attributes (cvw_now_ms,
+				 truncated; 0: never): tbl_lock */
 	/* bytes last: no holes (a record per kernel-held inode) */
 	uint8_t orphan;	      /* on the orphan list: written under
 				 orphan_lock and tbl_lock, read under
