@@ -37,7 +37,7 @@ DEB_TEST  := e2fsprogs attr acl libcap2-bin util-linux procps psmisc tmux xz-uti
 # make fuzz: clang with its libFuzzer runtime (libclang_rt.fuzzer);
 # make fuzz-afl: AFL++ (afl-clang-fast, libAFLDriver).
 DEB_FUZZ  := clang libclang-rt-14-dev afl++
-DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev \
+DEB_BENCH := fio bonnie++ gnuplot-nox linux-source-6.1 libfuse3-dev time \
 	hyperfine
 
 CFLAGS  ?= -O2 -g

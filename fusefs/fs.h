@@ -401,17 +401,26 @@ struct fs_dirent {
 
 /* Callback for fs_readdir(): return 0 to continue, 1 when full (this
  * entry was NOT consumed; iteration stops). @attr is NULL unless
- * FS_READDIR_PLUS. Runs with directory locks held: must not call back
- * into the filesystem. */
+ * FS_READDIR_PLUS, and then for "." and ".." and the entries
+ * FS_READDIR_BARE leaves bare. Runs with directory locks held: must not
+ * call back into the filesystem. */
 typedef int (*fs_filldir_fn)(void *arg, const struct fs_dirent *de,
 			     const struct fs_attr *attr);
 
 #define FS_READDIR_PLUS 1
+/* With FS_READDIR_PLUS: an entry whose inode the caller (the kernel)
+ * holds by a lookup and got the attributes of in a readdirplus entry
+ * less than a second ago comes without attributes and takes no
+ * reference (FUSE: nodeid 0, which the kernel skips). For a directory
+ * read twice in a row (rm -rf: one getdents to see whether it is empty,
+ * then all of it), so the second read costs no lock, inode read or
+ * kernel dentry update per entry. */
+#define FS_READDIR_BARE 2
 
 /* Enumerate @dir from cookie @cookie (0 = start: ".", "..", then entries
  * in stable cookie order). Cookies stay valid while other entries are
- * added or removed. With FS_READDIR_PLUS each consumed entry other than
- * "." and ".." takes a lookup reference. -ENOTDIR. */
+ * added or removed. With FS_READDIR_PLUS each consumed entry handed with
+ * attributes takes a lookup reference. -ENOTDIR. */
 int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 	       fs_filldir_fn fill, void *arg);
 

@@ -15,6 +15,8 @@
 #           rm -rf their own at once (ucfs-bench untar, setup 2way)
 #   2seq    as 2nodes, the two rm -rf one after the other (rm_byN lines:
 #           what the remover and the reader of one tree cost)
+#   2own    as 2nodes, but each node du -s its OWN tree (seeds/000's
+#           procedure): both rm -rf at once walk warm trees
 #   1cold   one dlm node removing its tree with no du first (cold, as the
 #           remover's own tree is in 2nodes)
 #   nolock1, nolock2  a nolock mount with one client, or two at once (the
@@ -27,9 +29,11 @@
 # daemon during the rm phase (WORKDIR/perf.SETUP.RUN.N.data); -s EVENTS
 # counts with `perf stat -e EVENTS` (WORKDIR/pstat.SETUP.RUN.N).
 #
-# Prints "SETUP RUN PHASE nodeN wall S cpu S" per node and phase, then per
-# setup the rm phase's walls, daemon CPU per node and daemon CPU per
-# removed entry (all daemons' CPU / entries freed). WORKDIR keeps the
+# Prints "SETUP RUN PHASE nodeN wall S cpu S" per node and phase, and
+# "SETUP RUN rm_cmd clientC user S sys S" (the rm process's own CPU), then
+# per setup the rm phase's walls, daemon CPU per node, rm's system time
+# per client and daemon CPU per removed entry (all daemons' CPU / entries
+# freed). WORKDIR keeps the
 # stats (stats.SETUP.RUN.N.{before,after}.json; 2seq: also
 # stats.2seq.RUN.N.byC.{before,after}.json around client C's rm) and
 # per-thread CPU and context switches (threads.*, the same names: comm
@@ -107,8 +111,17 @@ cm() { case " $NODES " in *" $1 "*) echo "$W/m$1" ;; *) echo "$W/m1" ;; esac; }
 other() { [ "$CLIENTS" = 1 ] && echo 1 || echo $((3 - $1)); }
 untar_c() { mkdir -p "$(cm "$1")/c$1"; tar -xf "$TAR" -C "$(cm "$1")/c$1"
 	sync -f "$(cm "$1")/c$1"; }
-du_c() { du -s "$(cm "$1")/c$(other "$1")" >/dev/null; }
-rm_c() { rm -rf "$(cm "$1")/c$1"; }
+du_c() { du -s "$(cm "$1")/c$(du_of "$1")" >/dev/null; }
+du_of() { [ "$OWN" = 1 ] && echo "$1" || other "$1"; }
+rm_c() {	# C: rm -rf, and its own user and system seconds to rmtime.C
+	/usr/bin/time -f "%U %S" -o "$W/rmtime.$1" rm -rf "$(cm "$1")/c$1"
+}
+rm_say() {	# SETUP RUN
+	for _c in $CLIENTS; do
+		say "$1 $2 rm_cmd client$_c $(awk '{ printf "user %.2f sys %.2f",
+			$1, $2 }' "$W/rmtime.$_c")"
+	done
+}
 
 cpu_mark() { for _n in $NODES; do eval "C0_$_n=$(cpu "$(pid "$_n")")"; done; }
 cpu_say() {	# SETUP RUN PHASE START
@@ -187,10 +200,11 @@ tools_stop() {
 }
 
 run() {	# SETUP RUN
-	SETUP=$1 RUN=$2 SEQ=0
+	SETUP=$1 RUN=$2 SEQ=0 OWN=0
 	case $1 in
 	1node|1cold) NODES=1 CLIENTS=1 PROTO=dlm ;;
 	2nodes) NODES="1 2" CLIENTS="1 2" PROTO=dlm ;;
+	2own) NODES="1 2" CLIENTS="1 2" PROTO=dlm OWN=1 ;;
 	2seq) NODES="1 2" CLIENTS="1 2" PROTO=dlm SEQ=1 ;;
 	nolock1) NODES=1 CLIENTS=1 PROTO=nolock ;;
 	nolock2) NODES=1 CLIENTS="1 2" PROTO=nolock ;;
@@ -219,6 +233,7 @@ run() {	# SETUP RUN
 	tools_start
 	phase "$1" "$2" rm rm_c
 	tools_stop
+	rm_say "$1" "$2"
 	snap after
 	_f=0
 	for _n in $NODES; do
@@ -235,9 +250,11 @@ for _r in $(seq 1 "$REPEAT"); do
 	for _s in "$@"; do run "$_s" "$_r"; done
 done
 rm -f "$IMG"
-echo "== rm phase: wall s / daemon cpu s per node / daemon cpu us per entry"
+echo "== rm phase: wall s / daemon cpu s per node / rm sys s per client /" \
+	"daemon cpu us per entry"
 awk '$3 == "rm" { w[$1] = w[$1] " " $6; c[$1] = c[$1] " " $8; t[$1] += $8 }
+     $3 == "rm_cmd" { r[$1] = r[$1] " " $8 }
      $3 == "freed" { f[$1] += $4 }
      END { for (s in w) printf "%-8s wall%s\n         cpu%s\n" \
-		"         cpu/entry %.1f us\n", s, w[s], c[s],
-		f[s] ? t[s] / f[s] * 1e6 : 0 }' "$LOG"
+		"         rm sys%s\n         cpu/entry %.1f us\n", s, w[s],
+		c[s], r[s], f[s] ? t[s] / f[s] * 1e6 : 0 }' "$LOG"

@@ -1096,7 +1096,8 @@ static int fill_dir(void *arg, const struct fs_dirent *de,
 					      d->size - d->used, name, &e,
 					      (off_t)de->next);
 	} else {
-		/* "." and "..": no entry, no reference */
+		/* "." and "..", and entries the kernel already has
+		 * (FS_READDIR_BARE): nodeid 0, no entry, no reference */
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = to_nodeid(d->ff, de->ino);
 		e.attr.st_mode = DTTOIF(de->type);
@@ -1129,7 +1130,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	d.buf = malloc(size > 0 ? size : 1);
 	if (d.buf != NULL)
 		ret = fs_readdir(ff->fs, to_ino(ff, ino), (uint64_t)off,
-				 plus ? FS_READDIR_PLUS : 0, fill_dir, &d);
+				 plus ? FS_READDIR_PLUS | FS_READDIR_BARE : 0,
+				 fill_dir, &d);
 	if (ret < 0)
 		reply_err(req, ret);
 	else
@@ -1423,6 +1425,7 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(iopen_in_use);
 	NS_U64(iopen_late);
 	NS_U64(iopen_late_taken);
+	NS_U64(readdir_bare);
 	NS_U64(data_read_bytes);
 	NS_U64(data_write_bytes);
 	NS_U64(rmw_blocks);

@@ -178,7 +178,8 @@ static int iopen_none(const struct fs_inode *n)
  * PR is put off (iopen_late) until then (fs_ino_iopen_late), and most
  * new files never need one.
  */
-static void ino_get(struct fs *fs, uint64_t ino, int open, int made)
+static void ino_get(struct fs *fs, uint64_t ino, int open, int made,
+		    uint32_t listed)
 {
 	struct fs_ns *ns = fs->ns;
 	struct fs_inode *n;
@@ -192,6 +193,8 @@ static void ino_get(struct fs *fs, uint64_t ino, int open, int made)
 		n->nopen++;
 	else if (n != NULL)
 		n->nlookup++;
+	if (n != NULL && listed != 0)
+		n->listed_ms = listed;
 	if (n != NULL && n->nlookup + n->nopen == 1)
 		kref_pin(fs, n, 1);
 	if (n != NULL)
@@ -211,17 +214,30 @@ static void ino_get(struct fs *fs, uint64_t ino, int open, int made)
 
 void fs_ino_get_lookup(struct fs *fs, uint64_t ino)
 {
-	ino_get(fs, ino, 0, 0);
+	ino_get(fs, ino, 0, 0, 0);
+}
+
+/* cvw_now_ms in the record's 32 bits, never 0 ("never listed"); wraps
+ * every 49 days: a stamp that old may look fresh once, which costs the
+ * kernel one GETATTR, nothing else (fs_readdir) */
+static uint32_t listed_stamp(uint64_t now_ms)
+{
+	return (uint32_t)now_ms != 0 ? (uint32_t)now_ms : 1;
+}
+
+void fs_ino_get_listed(struct fs *fs, uint64_t ino, uint64_t now_ms)
+{
+	ino_get(fs, ino, 0, 0, listed_stamp(now_ms));
 }
 
 void fs_ino_get_open(struct fs *fs, uint64_t ino)
 {
-	ino_get(fs, ino, 1, 0);
+	ino_get(fs, ino, 1, 0, 0);
 }
 
 void fs_ino_get_made(struct fs *fs, uint64_t ino)
 {
-	ino_get(fs, ino, 0, 1);
+	ino_get(fs, ino, 0, 1, 0);
 }
 
 void fs_ino_iopen_late(struct fs *fs, uint64_t ino)
@@ -302,6 +318,21 @@ static int looked_up(const struct fs_inode *n)
 int fs_ino_held(struct fs *fs, uint64_t ino)
 {
 	return ino_test(fs, ino, looked_up);
+}
+
+int fs_ino_listed_fresh(struct fs *fs, uint64_t ino, uint64_t now_ms)
+{
+	struct fs_ns *ns = fs->ns;
+	struct fs_inode *n;
+	int ret;
+
+	pthread_mutex_lock(&ns->tbl_lock);
+	n = tbl_find(ns, ino);
+	ret = n != NULL && n->nlookup > 0 && n->listed_ms != 0 &&
+	      (uint32_t)(listed_stamp(now_ms) - n->listed_ms) <
+		  FS_LISTED_FRESH_MS;
+	pthread_mutex_unlock(&ns->tbl_lock);
+	return ret;
 }
 
 struct fs_inode *fs_ino_pin(struct fs *fs, uint64_t ino)

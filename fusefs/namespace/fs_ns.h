@@ -89,6 +89,9 @@ struct fs_inode {
 	/* the LRU of records only the kernel's lookups keep (fs_iprune.c):
 	 * tbl_lock */
 	struct fs_inode *lprev, *lnext;
+	uint32_t listed_ms;   /* when a readdirplus entry last handed
+				 the kernel its attributes (cvw_now_ms,
+				 truncated; 0: never): tbl_lock */
 	/* bytes last: no holes (a record per kernel-held inode) */
 	uint8_t orphan;	      /* on the orphan list: written under
 				 orphan_lock and tbl_lock, read under
@@ -129,6 +132,9 @@ struct fs_ns_stats {
 					   off (fs_ino_get_made) */
 	uint64_t iopen_late_taken;	/* ... and taken when their inode
 					   lock left this node */
+	uint64_t readdir_bare;		/* readdirplus entries sent without
+					   attributes: the kernel had them
+					   (fs_ino_listed_fresh) */
 	uint64_t orphans_adopted;	/* dlm: taken from a dead node's
 					   slot by this node's recovery */
 	uint64_t leftover_slots;	/* dlm: free slots found holding
@@ -245,6 +251,18 @@ unsigned fs_ino_alloc_credits(struct fs *fs);
 
 /* Reference table. */
 void fs_ino_get_lookup(struct fs *fs, uint64_t ino);
+/* A readdirplus entry hands the kernel @ino's attributes and a lookup
+ * reference at @now_ms (cvw_now_ms): as fs_ino_get_lookup, and the time
+ * is kept for fs_ino_listed_fresh. */
+void fs_ino_get_listed(struct fs *fs, uint64_t ino, uint64_t now_ms);
+/* How long after a readdirplus entry the kernel's copy of its inode
+ * counts as fresh (fs_ino_listed_fresh). */
+#define FS_LISTED_FRESH_MS 1000
+/* 1 if the kernel holds @ino by a lookup and a readdirplus entry handed
+ * it @ino's attributes less than FS_LISTED_FRESH_MS before @now_ms: a
+ * readdirplus may then send the entry bare (fs_readdir's
+ * FS_READDIR_BARE). Takes tbl_lock (a leaf). */
+int fs_ino_listed_fresh(struct fs *fs, uint64_t ino, uint64_t now_ms);
 void fs_ino_get_open(struct fs *fs, uint64_t ino);
 /* The kernel's lookup reference to an inode this node just made, its
  * inode lock held EX since fs_ino_alloc: on dlm mounts its iopen PR is

@@ -25,6 +25,7 @@
 #include "fusefs/cluster/fs_iopen.h"
 #include "fusefs/namespace/fs_ns.h"
 #include "fusefs/namespace/fs_statahead.h"
+#include "lockmgr/cv_wait.h"
 #include "lockmgr/lk.h"
 
 #include <dirent.h>
@@ -1624,6 +1625,7 @@ struct rd {
 	struct fs_ilock *il;
 	uint64_t dir;
 	unsigned flags;
+	uint64_t now_ms; /* FS_READDIR_PLUS: cvw_now_ms at the start */
 	fs_filldir_fn fill;
 	void *arg;
 	struct fs_sa *sa;
@@ -1652,6 +1654,44 @@ static int child_attr(struct rd *r, uint64_t ino, struct fs_attr *a)
 	return ret;
 }
 
+/*
+ * FS_READDIR_BARE: the entry goes without attributes (FUSE nodeid 0) when
+ * the kernel holds its inode and a readdirplus entry gave it the
+ * attributes less than FS_LISTED_FRESH_MS ago: rm -rf reads every
+ * directory twice in a row (coreutils' is_empty_dir reads one getdents,
+ * then fts reads it all), and the kernel completes its listing cache
+ * only at the end, so the second open's READDIRPLUS from offset 0 comes
+ * here again for entries the first one just handed out.
+ *
+ * The kernel does nothing for a nodeid 0 entry (fuse_direntplus_link,
+ * Linux 6.1 and later) but hand its name, ino and type to getdents: no
+ * dentry lookup, attribute update or lookup count. That is safe, since
+ * readdirplus is not what keeps the kernel's copies true: on a cluster
+ * mount the inode's lock is (its attributes and, for a directory, the
+ * names it holds are dropped before the lock leaves this node:
+ * fs_kinval.c, fs_inval.c), on a nolock mount every change passes
+ * through this kernel. A dentry the kernel lacks (pruned, a second hard
+ * link, one a lost lock dropped) costs one LOOKUP when it is used, and
+ * attributes the kernel dropped since (a write, another node's change)
+ * one GETATTR: the bound keeps that to entries handed out in the last
+ * second, so a directory read again after writes (untar, then du: a
+ * write drops the file's size and blocks in the kernel) still
+ * refreshes the attributes.
+ */
+static int readdir_bare(struct rd *r, const struct fs_dirent *de)
+{
+	return (r->flags & FS_READDIR_BARE) &&
+	       fs_ino_listed_fresh(r->fs, de->ino, r->now_ms);
+}
+
+static int bare_fill(struct rd *r, const struct fs_dirent *de)
+{
+	if (r->fill(r->arg, de, NULL))
+		return 1;
+	FS_NS_STAT_ADD(r->fs, readdir_bare, 1);
+	return 0;
+}
+
 static int readdir_cb(void *arg, const struct fs_dirent *de)
 {
 	struct rd *r = arg;
@@ -1661,6 +1701,8 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 	fs_sa_pass(r->sa, de);
 	if (!(r->flags & FS_READDIR_PLUS) || is_dot_ent(de))
 		return r->fill(r->arg, de, NULL);
+	if (readdir_bare(r, de))
+		return bare_fill(r, de);
 	r->err = child_attr(r, de->ino, &a);
 	if (r->err < 0)
 		return 1;
@@ -1669,7 +1711,7 @@ static int readdir_cb(void *arg, const struct fs_dirent *de)
 	 * the bound in between, under the entry handed out */
 	full = r->fill(r->arg, de, &a);
 	if (!full)
-		fs_ino_get_lookup(r->fs, de->ino);
+		fs_ino_get_listed(r->fs, de->ino, r->now_ms);
 	fs_iunlock_one(r->il, de->ino);
 	return full;
 }
@@ -1688,6 +1730,7 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 		       .il = &il,
 		       .dir = dir,
 		       .flags = flags,
+		       .now_ms = flags & FS_READDIR_PLUS ? cvw_now_ms() : 0,
 		       .fill = fill,
 		       .arg = arg,
 		       .sa = &sa};

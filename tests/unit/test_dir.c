@@ -2,7 +2,8 @@
  * test_dir.c — directories through fs.h on a RAM device: many entries
  * (multi-level trees), lookup of each, readdir returning every entry
  * exactly once, readdir cookies that stay valid while entries are added
- * and removed, readdirplus lookup references, and persistence.
+ * and removed, readdirplus lookup references (and none for the entries
+ * FS_READDIR_BARE sends bare), and persistence.
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
@@ -185,11 +186,68 @@ static void test_readdirplus(void)
 	tfs_close(&t);
 }
 
+/* FS_READDIR_BARE: an entry a readdirplus just handed out comes bare the
+ * second time (within FS_LISTED_FRESH_MS: up to 3 tries, should the
+ * machine stall between them) and takes no reference; a file only
+ * created (never listed) and a plain FS_READDIR_PLUS come with
+ * attributes. */
+struct bare {
+	uint64_t ino;	     /* the file watched */
+	unsigned with, bare; /* its entries with / without attributes */
+};
+
+static int bare_cb(void *arg, const struct fs_dirent *de,
+		   const struct fs_attr *attr)
+{
+	struct bare *w = arg;
+
+	if (de->ino == w->ino && attr != NULL)
+		w->with++;
+	else if (de->ino == w->ino)
+		w->bare++;
+	return 0;
+}
+
+static void test_readdir_bare(void)
+{
+	const unsigned f = FS_READDIR_PLUS | FS_READDIR_BARE;
+	struct bare w = {0};
+	struct tfs t;
+	int64_t a;
+
+	REQUIRE(tfs_open(&t, 64) == 0);
+	a = tfs_creat(&t, t.root, "a", 0644);
+	REQUIRE(a > 0);
+	w.ino = (uint64_t)a;
+	CHECK_EQ(fs_readdir(t.fs, t.root, 0, f, bare_cb, &w), 0);
+	CHECK_EQ(w.with, 1); /* created, never listed: attributes */
+	for (int i = 0; i < 3 && w.bare == 0; i++) {
+		CHECK_EQ(fs_readdir(t.fs, t.root, 0, f, bare_cb, &w), 0);
+		if (w.bare == 0) /* stalled past the bound: list again */
+			CHECK_EQ(fs_readdir(t.fs, t.root, 0, f, bare_cb, &w),
+				 0);
+	}
+	CHECK_EQ(w.bare, 1);
+	CHECK_EQ(fs_readdir(t.fs, t.root, 0, FS_READDIR_PLUS, bare_cb, &w), 0);
+	/* references: the create's and one per entry with attributes,
+	 * none for a bare one */
+	fs_forget(t.fs, w.ino, w.with);
+	CHECK(fs_ino_held(t.fs, w.ino));
+	fs_forget(t.fs, w.ino, 1);
+	CHECK(!fs_ino_held(t.fs, w.ino));
+	/* forgotten: the next listing hands it out again */
+	w.with = w.bare = 0;
+	CHECK_EQ(fs_readdir(t.fs, t.root, 0, f, bare_cb, &w), 0);
+	CHECK_EQ(w.with, 1);
+	tfs_close(&t);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
 	T_RUN(test_many_entries);
 	T_RUN(test_stable_cookies);
 	T_RUN(test_readdirplus);
+	T_RUN(test_readdir_bare);
 	return t_done();
 }
