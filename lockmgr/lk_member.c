@@ -296,6 +296,33 @@ static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now)
 	}
 }
 
+/*
+ * Configured nodes outside @up that answer on the network (a connection
+ * with them authenticated, or our dial answered: lk_net_peer_answers)
+ * and were heard from, or we started, within timeout_ms: alive, their
+ * link not yet up both ways. A membership formed without such a node
+ * would stand beside the one it is in or about to form (PROTOCOL.md §9
+ * "Half-up links"). Not one that said LEAVE or restarted: those wait
+ * for a generation without them.
+ */
+static uint64_t half_up(struct lk_ls *ls, uint64_t up, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t h = 0;
+
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+		uint64_t b = 1ull << n;
+
+		if (((up | m->left | m->restarted) & b) ||
+		    !lk_net_peer_answers(ls->net, n) ||
+		    now - lost_at(m, n) > ms(m->cfg->timeout_ms))
+			continue;
+		h |= b;
+	}
+	return h;
+}
+
 static void heartbeat(struct lk_ls *ls, uint64_t now)
 {
 	struct lk_member *m = ls->memb;
@@ -346,6 +373,8 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 		return;
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
 		return;
+	if (half_up(ls, up, now) != 0)
+		return; /* not beside a peer whose link is coming up */
 	if (waited_for(ls, up, now) != 0)
 		return; /* not without a node still writing to the disk */
 	/* unique per coordinator: two coordinators with different views
