@@ -74,8 +74,13 @@ enum { C_CONNECTING = 1, C_HANDSHAKE, C_AUTHED };
  * are usually sooner (heartbeat_ms). */
 #define LK_NET_IDLE_MAX_MS 100
 
-/* The pause between two dials of one peer (dial_missing). */
+/* The pause after a dial of a peer (dial_missing): LK_REDIAL_MS, doubled
+ * after every dial that did not lead to an authenticated connection, up
+ * to LK_REDIAL_MAX_MS. A peer that starts dials us at once and we dial
+ * back when its connection authenticates (authed), so a long pause only
+ * delays noticing that a cut link healed. */
 #define LK_REDIAL_MS 100
+#define LK_REDIAL_MAX_MS 1000
 
 /* A membership or recovery frame (not lock traffic): when another
  * thread reads it, the network thread must tick on it (net_kick). */
@@ -136,6 +141,9 @@ struct lk_net {
 	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
 	uint64_t next_dial[LK_MAX_NODES];
 	uint64_t redial_ns; /* immutable: LK_REDIAL_MS (UCFS_LK_REDIAL_MS) */
+	uint64_t redial_max_ns; /* immutable: LK_REDIAL_MAX_MS or more */
+	uint64_t redial_wait[LK_MAX_NODES]; /* the pause after the next dial
+					       (0: redial_ns) */
 	uint64_t kill_at, frames;
 	const char *cut_file; /* immutable: fault hook UCFS_LK_CUT */
 	int cut;	      /* the file exists: link cut */
@@ -220,6 +228,7 @@ static void conn_drop(struct lk_net *net, struct lk_conn *c, const char *why)
 		/* a link that worked: dial again at once, not a backoff
 		 * after its dial (it may have been short-lived) */
 		net->next_dial[c->peer] = 0;
+		net->redial_wait[c->peer] = 0;
 	}
 }
 
@@ -472,8 +481,12 @@ static void authed(struct lk_net *net, struct lk_conn *c)
 	 * 100 ms let a lockspace reopened at once form a membership of its
 	 * own beside its peer's (PROTOCOL.md §9 "Half-up links") */
 	if (!c->outgoing &&
-	    (net->out[c->peer] == NULL || net->out[c->peer]->closing))
+	    (net->out[c->peer] == NULL || net->out[c->peer]->closing)) {
 		net->next_dial[c->peer] = 0;
+		net->redial_wait[c->peer] = 0;
+	}
+	if (c->outgoing)
+		net->redial_wait[c->peer] = 0; /* the dial worked */
 	net_kick(net); /* membership: a peer may be up; dial_missing */
 }
 
@@ -780,8 +793,8 @@ static void cut_hook(struct lk_net *net, uint64_t now)
 }
 
 /* Dial the peers we have no connection to, each at most every
- * LK_REDIAL_MS. Returns when it must run next (ns; CVW_NEVER: nothing
- * to redial). */
+ * LK_REDIAL_MS, backing off to LK_REDIAL_MAX_MS while dials fail.
+ * Returns when it must run next (ns; CVW_NEVER: nothing to redial). */
 static uint64_t dial_missing(struct lk_net *net, uint64_t now)
 {
 	uint64_t next = CVW_NEVER;
@@ -797,7 +810,12 @@ static uint64_t dial_missing(struct lk_net *net, uint64_t now)
 		if (n->id == net->ls->nodeid || net->out[n->id] != NULL)
 			continue;
 		if (now >= net->next_dial[n->id]) {
-			net->next_dial[n->id] = now + net->redial_ns;
+			uint64_t *w = &net->redial_wait[n->id];
+
+			*w = *w == 0 ? net->redial_ns : *w;
+			net->next_dial[n->id] = now + *w;
+			*w = *w * 2 < net->redial_max_ns ? *w * 2
+							 : net->redial_max_ns;
 			dial(net, n);
 		}
 		if (net->out[n->id] == NULL && net->next_dial[n->id] < next)
@@ -1223,6 +1241,9 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	net->redial_ns =
 	    (redial != NULL ? strtoull(redial, NULL, 10) : LK_REDIAL_MS) *
 	    1000000ull;
+	net->redial_max_ns = LK_REDIAL_MAX_MS * 1000000ull;
+	if (net->redial_max_ns < net->redial_ns)
+		net->redial_max_ns = net->redial_ns;
 	net->epfd = epoll_create1(EPOLL_CLOEXEC);
 	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	net->rxfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
