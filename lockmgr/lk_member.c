@@ -12,7 +12,8 @@
  * its own view. When that set has been stable for one heartbeat interval,
  * differs from the membership being formed, and is a quorum (a strict
  * majority of the configured nodes; in two-node mode one node, once the
- * peer has been seen: update_quorum), the
+ * peer has been seen: update_quorum), and leaves out no node that
+ * answers while its link is not up both ways yet (half_up), the
  * coordinator sends START(gen + 1, up set, dead set) and every member
  * runs lk_recover.c. A START also carries the sender's previous
  * membership: a node that still holds state but was left out of it is

@@ -2,16 +2,19 @@
  * lk_net.c — the TCP transport: one epoll thread, framed messages,
  * authenticated connections.
  *
- * Each node dials every other configured node, and both connections of a
- * pair are authenticated (lk_auth.h) before anything else is accepted on
- * them, but the frames of both directions travel on one of them, the
- * "link": the connection the higher node id of the pair dialed
- * (link_conn). Each direction is thus one ordered TCP stream, so frames
- * from X to Y arrive in the order X sent them — the recovery barriers
- * rely on that — and a reply travels back on the stream its request came
- * on, carrying the TCP acknowledgement of the request with it: a remote
- * grant is two segments, not four (each one-way stream had to send a
- * pure ACK of its own). The other connection only proves liveness.
+ * Each node dials every other configured node (dial_missing: at once,
+ * then with a backoff while dials fail; at once again after a link loss
+ * or when the peer's own connection authenticates: authed), and both
+ * connections of a pair are authenticated (lk_auth.h) before anything
+ * else is accepted on them, but the frames of both directions travel on
+ * one of them, the "link": the connection the higher node id of the
+ * pair dialed (link_conn). Each direction is thus one ordered TCP
+ * stream, so frames from X to Y arrive in the order X sent them — the
+ * recovery barriers rely on that — and a reply travels back on the
+ * stream its request came on, carrying the TCP acknowledgement of the
+ * request with it: a remote grant is two segments, not four (each
+ * one-way stream had to send a pure ACK of its own). The other
+ * connection only proves liveness.
  *
  * Input is checked in two steps: the header (magic, version, length
  * bound) before the body is awaited — a bad header closes the connection,
