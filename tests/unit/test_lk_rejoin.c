@@ -8,6 +8,9 @@
  *   membership again within two timeouts (not after a recovery restarted
  *   when four timeouts passed), nobody saw a death, and the lock node 1
  *   held is grantable to both;
+ * - the same with every redial 5 s away (UCFS_LK_REDIAL_MS), node 1 and
+ *   then node 2 reopening: one membership, nobody fenced (PROTOCOL.md §9
+ *   "Half-up links");
  * - three nodes: node 3, master of a resource whose LVB node 2 (holding
  *   NL) can only know from the HANDOFF, leaves and comes back at once;
  *   locks held by the others stay granted, the LVB survives, no node-down
