@@ -12,7 +12,8 @@
  * its own view. When that set has been stable for one heartbeat interval,
  * differs from the membership being formed, and is a quorum (a strict
  * majority of the configured nodes; in two-node mode one node, once the
- * peer has been seen: update_quorum), the
+ * peer has been seen: update_quorum), and leaves out no node that
+ * answers while its link is not up both ways yet (half_up), the
  * coordinator sends START(gen + 1, up set, dead set) and every member
  * runs lk_recover.c. A START also carries the sender's previous
  * membership: a node that still holds state but was left out of it is
@@ -81,6 +82,13 @@ struct lk_member {
 static uint64_t ms(unsigned v)
 {
 	return (uint64_t)v * 1000000ull;
+}
+
+/* Lower *@next to @t: a rule's outcome may change by time alone at @t. */
+static void soon(uint64_t *next, uint64_t t)
+{
+	if (t < *next)
+		*next = t;
 }
 
 /*
@@ -195,7 +203,8 @@ void lk_member_rx(struct lk_ls *ls, uint32_t sender, unsigned type,
 	}
 }
 
-static uint64_t up_set(struct lk_ls *ls, uint64_t now)
+/* The nodes up now; *@next: when the first of them falls silent. */
+static uint64_t up_set(struct lk_ls *ls, uint64_t now, uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t up = 1ull << ls->nodeid;
@@ -211,6 +220,7 @@ static uint64_t up_set(struct lk_ls *ls, uint64_t now)
 		    now - m->last_rx[n] > ms(m->cfg->timeout_ms))
 			continue;
 		up |= 1ull << n;
+		soon(next, m->last_rx[n] + ms(m->cfg->timeout_ms) + 1);
 	}
 	return up;
 }
@@ -263,9 +273,18 @@ static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now)
 	return w;
 }
 
+/* How often the rules that read the disk hook run while one may act:
+ * the hook's answers change with the disk heartbeat's reads, not with
+ * anything the network thread sees. */
+static uint64_t disk_poll(const struct lk_member *m)
+{
+	return ms(m->cfg->heartbeat_ms);
+}
+
 /* The disk tie-break (header): fence ourselves if a lower id that we
  * cannot reach beats on the disk after we lost it. */
-static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now)
+static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now,
+		      uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t grace = ms(m->cfg->timeout_ms);
@@ -278,8 +297,14 @@ static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now)
 		uint64_t changed, lost = lost_at(m, n);
 
 		if (!(m->cfg->configured & (1ull << n)) ||
-		    ((up | m->left) & (1ull << n)) || now - lost <= grace ||
-		    m->disk(n, &changed, ls->uarg) != LK_DISK_ALIVE ||
+		    ((up | m->left) & (1ull << n)))
+			continue;
+		if (now - lost <= grace) {
+			soon(next, lost + grace + 1);
+			continue;
+		}
+		soon(next, now + disk_poll(m));
+		if (m->disk(n, &changed, ls->uarg) != LK_DISK_ALIVE ||
 		    changed <= lost + ms(m->cfg->timeout_ms) / 2)
 			continue;
 		lk_log(ls, 0,
@@ -296,13 +321,54 @@ static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now)
 	}
 }
 
-static void heartbeat(struct lk_ls *ls, uint64_t now)
+/*
+ * Configured nodes outside @up that answer on the network (a connection
+ * with them authenticated, or our dial answered: lk_net_peer_answers)
+ * and were heard from, or we started, within timeout_ms: alive, their
+ * link not yet up both ways. A membership formed without such a node
+ * would stand beside the one it is in or about to form (PROTOCOL.md §9
+ * "Half-up links"). Not one that said LEAVE or restarted: those wait
+ * for a generation without them.
+ */
+static uint64_t half_up(struct lk_ls *ls, uint64_t up, uint64_t now,
+			uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
+	uint64_t h = 0;
 
-	if (now - m->last_hb < ms(m->cfg->heartbeat_ms))
+	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
+		uint32_t n = m->cfg->node[i].id;
+		uint64_t b = 1ull << n;
+
+		if (((up | m->left | m->restarted) & b) ||
+		    !lk_net_peer_answers(ls->net, n) ||
+		    now - lost_at(m, n) > ms(m->cfg->timeout_ms))
+			continue;
+		h |= b;
+		soon(next, lost_at(m, n) + ms(m->cfg->timeout_ms) + 1);
+	}
+	return h;
+}
+
+/* Heartbeats to the peers whose link is up; *@next: the next one (none
+ * without such a peer: one coming up is an event, and a turn of its own
+ * sends what is due). */
+static void heartbeat(struct lk_ls *ls, uint64_t now, uint64_t *next)
+{
+	struct lk_member *m = ls->memb;
+	int any = 0;
+
+	for (unsigned i = 0; i < m->cfg->nnodes && !any; i++)
+		any = m->cfg->node[i].id != ls->nodeid &&
+		      lk_net_peer_ok(ls->net, m->cfg->node[i].id);
+	if (!any)
 		return;
+	if (now - m->last_hb < ms(m->cfg->heartbeat_ms)) {
+		soon(next, m->last_hb + ms(m->cfg->heartbeat_ms));
+		return;
+	}
 	m->last_hb = now;
+	soon(next, now + ms(m->cfg->heartbeat_ms));
 	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
 		uint32_t n = m->cfg->node[i].id;
 		struct lk_rec_ctl *c;
@@ -320,7 +386,10 @@ static void heartbeat(struct lk_ls *ls, uint64_t now)
 	}
 }
 
-static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
+/* Start a generation when the live set calls for one; *@next: when a
+ * timed rule that holds it back may let it go. */
+static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now,
+		       uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t target = ls->rphase != 0 || ls->gen != 0 ? ls->rmembers : 0;
@@ -341,13 +410,20 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 		m->overtaken = 0;
 	if ((unsigned)__builtin_ctzll(up) != ls->nodeid)
 		return; /* not the coordinator */
-	if ((up == target && !stuck && !over && !(ls->rejoined & up)) ||
-	    now - m->up_since < ms(m->cfg->heartbeat_ms))
+	if (up == target && !stuck && !over && !(ls->rejoined & up))
 		return;
+	if (now - m->up_since < ms(m->cfg->heartbeat_ms)) {
+		soon(next, m->up_since + ms(m->cfg->heartbeat_ms));
+		return;
+	}
 	if ((unsigned)__builtin_popcountll(up) < ls->quorum_need)
 		return;
-	if (waited_for(ls, up, now) != 0)
+	if (half_up(ls, up, now, next) != 0)
+		return; /* not beside a peer whose link is coming up */
+	if (m->disk != NULL && waited_for(ls, up, now) != 0) {
+		soon(next, now + disk_poll(m));
 		return; /* not without a node still writing to the disk */
+	}
 	/* unique per coordinator: two coordinators with different views
 	 * never issue the same number, and the higher one wins */
 	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen);
@@ -361,63 +437,55 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now)
 	lk_recover_begin(ls, gen, up, dead);
 }
 
-/*
- * When lk_member_tick must run next (ns). Settled (every configured node
- * up, quorate, no recovery, nothing for coordinate() to start), only
- * time changes the outcome: the next heartbeat is due, or a peer's
- * silence reaches timeout_ms; every other change comes with a frame or a
- * connection event, which the network thread handles in a turn of its
- * own (lk_net.c net_kick when another thread read it). In flux, the
- * timed rules are many (up_since, the disk tie-break, a stuck recovery,
- * two-node's lone start): it ticks every LK_TICK_BUSY_NS as always.
- */
-static uint64_t next_tick(struct lk_ls *ls, uint64_t up, uint64_t now)
+/* Two-node mode: going on alone once the peer did not come up within
+ * timeout_ms of our start (update_quorum). */
+static void alone_check(struct lk_ls *ls, uint64_t now, uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
-	uint64_t next = m->last_hb + ms(m->cfg->heartbeat_ms);
-	uint64_t target = ls->rphase != 0 || ls->gen != 0 ? ls->rmembers : 0;
 
-	if (ls->rphase != 0 || !ls->quorate || m->warned_quorum ||
-	    !m->seen_all || up != target || (ls->rejoined & up) ||
-	    m->restarted != 0 ||
-	    (up & m->cfg->configured) != m->cfg->configured)
-		return now + LK_TICK_BUSY_NS;
-	for (unsigned i = 0; i < m->cfg->nnodes; i++) {
-		uint32_t n = m->cfg->node[i].id;
-		/* up_set: down once now - last_rx > timeout */
-		uint64_t t = m->last_rx[n] + ms(m->cfg->timeout_ms) + 1;
-
-		if (n != ls->nodeid && t < next)
-			next = t;
+	if (!m->cfg->two_node || m->seen_all || m->alone_ok)
+		return;
+	if (now - m->start_ns < ms(m->cfg->timeout_ms)) {
+		soon(next, m->start_ns + ms(m->cfg->timeout_ms));
+		return;
 	}
-	return next;
+	m->alone_ok = 1;
+	update_quorum(ls);
+	lk_log(ls, 1,
+	       "two-node mode: the peer did not come up within "
+	       "timeout_ms: going on alone");
 }
 
-/* Heartbeats, liveness, quorum, coordination. Returns when it must run
- * next (ns; CVW_NEVER: not before something else happens). */
+/*
+ * Heartbeats, liveness, quorum, coordination. Returns when it must run
+ * next (ns; CVW_NEVER: not before something else happens): the soonest
+ * moment at which one of its rules may decide otherwise by time alone
+ * (the next heartbeat, a peer's silence reaching timeout_ms, the stable
+ * interval before a generation, a half-up link's bound, two-node's lone
+ * start, the disk tie-break's grace), or every heartbeat_ms while a rule
+ * reads the disk hook, or every LK_TICK_BUSY_NS during a recovery (whose
+ * end the network thread publishes: ls->usable). Everything else that
+ * changes an outcome comes with a frame or a connection event, which the
+ * network thread handles in a turn of its own (lk_net.c net_kick when
+ * another thread read it).
+ */
 uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
 {
 	struct lk_member *m = ls->memb;
-	uint64_t up;
+	uint64_t up, next = CVW_NEVER;
 
 	if (m == NULL || ls->fenced || ls->closing)
 		return CVW_NEVER;
-	heartbeat(ls, now);
-	up = up_set(ls, now);
-	tie_break(ls, up, now);
+	heartbeat(ls, now, &next);
+	up = up_set(ls, now, &next);
+	tie_break(ls, up, now, &next);
 	if (ls->fenced)
 		return CVW_NEVER;
 	if (!m->seen_all && (up & m->cfg->configured) == m->cfg->configured) {
 		m->seen_all = 1;
 		update_quorum(ls);
 	}
-	if (m->cfg->two_node && !m->seen_all && !m->alone_ok &&
-	    now - m->start_ns >= ms(m->cfg->timeout_ms)) {
-		m->alone_ok = 1;
-		update_quorum(ls);
-		lk_log(ls, 1, "two-node mode: the peer did not come up within "
-			      "timeout_ms: going on alone");
-	}
+	alone_check(ls, now, &next);
 	if (up != m->up_prev) {
 		lk_log(ls, 2, "live nodes now %#llx", (unsigned long long)up);
 		m->up_prev = up;
@@ -428,7 +496,9 @@ uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
 			lk_log(ls, 1, "quorum lost: no grants until back");
 		m->warned_quorum = 1;
 		ls->quorate = 0;
-		return now + LK_TICK_BUSY_NS;
+		if (ls->rphase != 0)
+			soon(&next, now + LK_TICK_BUSY_NS);
+		return next;
 	}
 	if (m->warned_quorum && (up & ls->members) == ls->members &&
 	    ls->nmemb >= ls->quorum_need) {
@@ -436,8 +506,10 @@ uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
 		ls->quorate = 1;
 	}
 	m->warned_quorum = 0;
-	coordinate(ls, up, now);
-	return next_tick(ls, up, now);
+	coordinate(ls, up, now, &next);
+	if (ls->rphase != 0)
+		soon(&next, now + LK_TICK_BUSY_NS);
+	return next;
 }
 
 void lk_member_leave(struct lk_ls *ls)

@@ -2,16 +2,19 @@
  * lk_net.c — the TCP transport: one epoll thread, framed messages,
  * authenticated connections.
  *
- * Each node dials every other configured node, and both connections of a
- * pair are authenticated (lk_auth.h) before anything else is accepted on
- * them, but the frames of both directions travel on one of them, the
- * "link": the connection the higher node id of the pair dialed
- * (link_conn). Each direction is thus one ordered TCP stream, so frames
- * from X to Y arrive in the order X sent them — the recovery barriers
- * rely on that — and a reply travels back on the stream its request came
- * on, carrying the TCP acknowledgement of the request with it: a remote
- * grant is two segments, not four (each one-way stream had to send a
- * pure ACK of its own). The other connection only proves liveness.
+ * Each node dials every other configured node (dial_missing: at once,
+ * then with a backoff while dials fail; at once again after a link loss
+ * or when the peer's own connection authenticates: authed), and both
+ * connections of a pair are authenticated (lk_auth.h) before anything
+ * else is accepted on them, but the frames of both directions travel on
+ * one of them, the "link": the connection the higher node id of the
+ * pair dialed (link_conn). Each direction is thus one ordered TCP
+ * stream, so frames from X to Y arrive in the order X sent them — the
+ * recovery barriers rely on that — and a reply travels back on the
+ * stream its request came on, carrying the TCP acknowledgement of the
+ * request with it: a remote grant is two segments, not four (each
+ * one-way stream had to send a pure ACK of its own). The other
+ * connection only proves liveness.
  *
  * Input is checked in two steps: the header (magic, version, length
  * bound) before the body is awaited — a bad header closes the connection,
@@ -40,8 +43,11 @@
  * the same two wake-ups as a bare round trip (the master's network
  * thread, then the waiter) instead of three.
  *
- * Fault hook for tests: UCFS_LK_KILL_AT=N makes the process SIGKILL
- * itself at the N-th lock or recovery frame it sends or receives.
+ * Fault hooks for tests: UCFS_LK_KILL_AT=N makes the process SIGKILL
+ * itself at the N-th lock or recovery frame it sends or receives;
+ * UCFS_LK_REDIAL_MS=N waits N ms instead of LK_REDIAL_MS between two
+ * dials of one peer (test_lk_rejoin: a redial backoff longer than every
+ * membership rule's wait).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +76,14 @@ enum { C_CONNECTING = 1, C_HANDSHAKE, C_AUTHED };
  * what a missed wake-up (net_kick) could delay; its tickers' deadlines
  * are usually sooner (heartbeat_ms). */
 #define LK_NET_IDLE_MAX_MS 100
+
+/* The pause after a dial of a peer (dial_missing): LK_REDIAL_MS, doubled
+ * after every dial that did not lead to an authenticated connection, up
+ * to LK_REDIAL_MAX_MS. A peer that starts dials us at once and we dial
+ * back when its connection authenticates (authed), so a long pause only
+ * delays noticing that a cut link healed. */
+#define LK_REDIAL_MS 100
+#define LK_REDIAL_MAX_MS 1000
 
 /* A membership or recovery frame (not lock traffic): when another
  * thread reads it, the network thread must tick on it (net_kick). */
@@ -129,6 +143,10 @@ struct lk_net {
 	struct lk_conn *out[LK_MAX_NODES]; /* dialed, per peer */
 	struct lk_conn *in[LK_MAX_NODES];  /* accepted and authed */
 	uint64_t next_dial[LK_MAX_NODES];
+	uint64_t redial_ns; /* immutable: LK_REDIAL_MS (UCFS_LK_REDIAL_MS) */
+	uint64_t redial_max_ns; /* immutable: LK_REDIAL_MAX_MS or more */
+	uint64_t redial_wait[LK_MAX_NODES]; /* the pause after the next dial
+					       (0: redial_ns) */
 	uint64_t kill_at, frames;
 	const char *cut_file; /* immutable: fault hook UCFS_LK_CUT */
 	int cut;	      /* the file exists: link cut */
@@ -208,8 +226,13 @@ static void conn_drop(struct lk_net *net, struct lk_conn *c, const char *why)
 		lk_log(net->ls, c->state == C_AUTHED ? 1 : 2,
 		       "connection %s node %u closed: %s",
 		       c->outgoing ? "to" : "from", c->peer, why);
-	if (c->state == C_AUTHED && c->peer < LK_MAX_NODES)
+	if (c->state == C_AUTHED && c->peer < LK_MAX_NODES) {
 		lk_member_peer_lost(net->ls, c->peer);
+		/* a link that worked: dial again at once, not a backoff
+		 * after its dial (it may have been short-lived) */
+		net->next_dial[c->peer] = 0;
+		net->redial_wait[c->peer] = 0;
+	}
 }
 
 static void conn_free(struct lk_net *net, struct lk_conn *c)
@@ -456,7 +479,18 @@ static void authed(struct lk_net *net, struct lk_conn *c)
 	lk_log(net->ls, 2, "%s connection with node %u authenticated",
 	       c->outgoing ? "outgoing" : "incoming", c->peer);
 	lk_member_peer_authed(net->ls, c->peer, c->peer_inc);
-	net_kick(net); /* membership: a peer may be up */
+	/* the peer listens now (it dialed us): dial back at once rather
+	 * than after the backoff of a refused dial, or a link half up for
+	 * 100 ms let a lockspace reopened at once form a membership of its
+	 * own beside its peer's (PROTOCOL.md §9 "Half-up links") */
+	if (!c->outgoing &&
+	    (net->out[c->peer] == NULL || net->out[c->peer]->closing)) {
+		net->next_dial[c->peer] = 0;
+		net->redial_wait[c->peer] = 0;
+	}
+	if (c->outgoing)
+		net->redial_wait[c->peer] = 0; /* the dial worked */
+	net_kick(net); /* membership: a peer may be up; dial_missing */
 }
 
 static void rx_auth(struct lk_net *net, struct lk_conn *c,
@@ -683,8 +717,8 @@ static void do_accept(struct lk_net *net)
 
 		if (fd < 0)
 			return;
-		if (net->cut) {
-			close(fd);
+		if (net->cut || net->no_dial) {
+			close(fd); /* fenced or closing: not alive for them */
 			continue;
 		}
 		c = conn_new(net, fd, 0, 0);
@@ -761,7 +795,8 @@ static void cut_hook(struct lk_net *net, uint64_t now)
 	net->cut = cut;
 }
 
-/* Dial the peers we have no connection to, each at most every 100 ms.
+/* Dial the peers we have no connection to, each at most every
+ * LK_REDIAL_MS, backing off to LK_REDIAL_MAX_MS while dials fail.
  * Returns when it must run next (ns; CVW_NEVER: nothing to redial). */
 static uint64_t dial_missing(struct lk_net *net, uint64_t now)
 {
@@ -778,7 +813,12 @@ static uint64_t dial_missing(struct lk_net *net, uint64_t now)
 		if (n->id == net->ls->nodeid || net->out[n->id] != NULL)
 			continue;
 		if (now >= net->next_dial[n->id]) {
-			net->next_dial[n->id] = now + 100ull * 1000 * 1000;
+			uint64_t *w = &net->redial_wait[n->id];
+
+			*w = *w == 0 ? net->redial_ns : *w;
+			net->next_dial[n->id] = now + *w;
+			*w = *w * 2 < net->redial_max_ns ? *w * 2
+							 : net->redial_max_ns;
 			dial(net, n);
 		}
 		if (net->out[n->id] == NULL && net->next_dial[n->id] < next)
@@ -947,12 +987,7 @@ static void *net_main(void *arg)
 	uint64_t waited = 0; /* ls->stats.unlocks_waited at the last turn */
 
 	net_self = net;
-	/* the first turn after LK_TICK_BUSY_NS, as when every wait was that
-	 * long: dialing at once let a two-node lockspace reopened right
-	 * after a clean close lose the race with its peer's redial backoff
-	 * (test_lk_rejoin: peer and it formed separate generations, 3 runs
-	 * of 14) */
-	net->next_tick = lk_now_ns() + LK_TICK_BUSY_NS;
+	net->next_tick = lk_now_ns(); /* dial at once */
 	pthread_mutex_lock(&ls->mu);
 	while (!net->stop) {
 		uint64_t now, next, busy_until = net->last_rx + net->spin_ns;
@@ -974,6 +1009,7 @@ static void *net_main(void *arg)
 		if (lk_tl[LK_TL_MASTER_DONE] > lk_tl[LK_TL_MASTER_SENT])
 			LK_TL(LK_TL_MASTER_SENT);
 #endif
+		reap(net); /* a link lost in this turn is dialed in it */
 		now = lk_now_ns();
 		next = dial_missing(net, now);
 		next = min_u64(next, lk_member_tick(ls, now));
@@ -1188,6 +1224,7 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	struct lk_net *net;
 	struct epoll_event ev = {.events = EPOLLIN};
 	const char *kill_at = getenv("UCFS_LK_KILL_AT");
+	const char *redial = getenv("UCFS_LK_REDIAL_MS");
 	int one = 1, ret;
 
 	if (self == NULL)
@@ -1204,6 +1241,12 @@ int lk_net_create(struct lk_ls *ls, const struct lk_config *cfg,
 	memcpy(&net->incarnation, buf_inc, sizeof(net->incarnation));
 	net->kill_at = kill_at != NULL ? strtoull(kill_at, NULL, 10) : 0;
 	net->cut_file = getenv("UCFS_LK_CUT");
+	net->redial_ns =
+	    (redial != NULL ? strtoull(redial, NULL, 10) : LK_REDIAL_MS) *
+	    1000000ull;
+	net->redial_max_ns = LK_REDIAL_MAX_MS * 1000000ull;
+	if (net->redial_max_ns < net->redial_ns)
+		net->redial_max_ns = net->redial_ns;
 	net->epfd = epoll_create1(EPOLL_CLOEXEC);
 	net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	net->rxfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1257,6 +1300,21 @@ int lk_net_start(struct lk_net *net)
 void lk_net_quiesce(struct lk_net *net)
 {
 	net->no_dial = 1;
+}
+
+/* Does @node answer: one of our connections with it is authenticated,
+ * or our dial reached a listener and awaits its handshake? (It runs,
+ * even if the link is not up both ways yet.) ls->mu held. */
+int lk_net_peer_answers(const struct lk_net *net, uint32_t node)
+{
+	const struct lk_conn *o, *i;
+
+	if (node >= LK_MAX_NODES)
+		return 0;
+	o = net->out[node];
+	i = net->in[node];
+	return (o != NULL && !o->closing && o->state != C_CONNECTING) ||
+	       (i != NULL && !i->closing);
 }
 
 /* Is the link to @node authenticated both ways? ls->mu held. */

@@ -23,6 +23,7 @@ void lk_net_destroy(struct lk_net *net);
 /* The following need ls->mu. */
 void lk_net_quiesce(struct lk_net *net);
 int lk_net_peer_ok(const struct lk_net *net, uint32_t node);
+int lk_net_peer_answers(const struct lk_net *net, uint32_t node);
 size_t lk_net_pending(const struct lk_net *net, uint32_t node);
 void lk_net_disconnect(struct lk_net *net, uint32_t node);
 /* Wake the network thread for a turn now (state its tickers act on

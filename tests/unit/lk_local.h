@@ -8,8 +8,13 @@
  *	                       fields may be given, e.g. "\"two_node\":true,";
  *	                       timeout_ms 5000), then the lockspaces of nodes
  *	                       1..3 (the second count: fewer may be opened;
- *	                       another port if one is taken); lkl_ls[i] is
- *	                       node i
+ *	                       another port if one is taken or reserved);
+ *	                       lkl_ls[i] is node i. The port is reserved as
+ *	                       tests/clulib.sh reserves its own (a directory
+ *	                       in /tmp/ucfs-clu-ports, removed at lkl_close
+ *	                       or exit): a clu_ test's daemon and these nodes
+ *	                       would otherwise take each other's port, also
+ *	                       between a node's close and its reopening
  *	lkl_open_set(2, 0x4, ...)  the same, opening only the nodes of the
  *	                       bitmap (here node 2)
  *	lkl_open_with(n, which, extra, ms, open)  the same, node i opened by
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lockmgr/lk.h"
@@ -39,6 +45,7 @@
 static struct lk_ls *lkl_ls[LKL_MAX + 1];
 static char lkl_dir[64];
 static int lkl_n;
+static int lkl_port; /* of the cluster open now (reserved) */
 
 static inline void lkl_quiet(int level, const char *msg, void *arg)
 {
@@ -66,6 +73,50 @@ static inline int lkl_config(const char *path, int n, int port, const char *extr
 }
 
 static char lkl_cfg[128]; /* the configuration file */
+
+#define LKL_PORTS_DIR "/tmp/ucfs-clu-ports"
+static int lkl_ports[16]; /* reserved by this process (0: free slot) */
+
+static inline void lkl_port_release(int port)
+{
+	char path[64];
+
+	for (int i = 0; i < 16; i++) {
+		if (lkl_ports[i] != port || port == 0)
+			continue;
+		snprintf(path, sizeof(path), LKL_PORTS_DIR "/%d", port);
+		rmdir(path);
+		lkl_ports[i] = 0;
+	}
+}
+
+static inline void lkl_ports_release_all(void)
+{
+	for (int i = 0; i < 16; i++)
+		lkl_port_release(lkl_ports[i]);
+}
+
+/* Reserve @port: 0, or -EADDRINUSE if another test holds it. Without a
+ * free slot or the directory, the port is used unreserved. */
+static inline int lkl_port_reserve(int port)
+{
+	static int registered;
+	char path[64];
+	int i;
+
+	for (i = 0; i < 16 && lkl_ports[i] != 0; i++)
+		;
+	if (i == 16)
+		return 0;
+	mkdir(LKL_PORTS_DIR, 0755);
+	snprintf(path, sizeof(path), LKL_PORTS_DIR "/%d", port);
+	if (mkdir(path, 0755) != 0)
+		return errno == EEXIST ? -EADDRINUSE : 0;
+	lkl_ports[i] = port;
+	if (!registered)
+		registered = atexit(lkl_ports_release_all) == 0;
+	return 0;
+}
 
 static inline int lkl_open_quiet(int i)
 {
@@ -100,17 +151,23 @@ static inline int lkl_open_with(int n, uint64_t which, const char *extra,
 		open_node = lkl_open_quiet;
 	for (int attempt = 0;; attempt++) {
 		int port = 20000 + (getpid() * 31 + attempt * 7919) % 30000;
-		int ret = lkl_config(lkl_cfg, n, port, extra, timeout_ms), i;
+		int ret = lkl_port_reserve(port), held = ret == 0, i = 1;
 
-		for (i = 1; i <= n && ret == 0; i++)
+		if (ret == 0)
+			ret = lkl_config(lkl_cfg, n, port, extra, timeout_ms);
+		for (; i <= n && ret == 0; i++)
 			if (which & (1ull << i))
 				ret = open_node(i);
-		if (ret == 0)
+		if (ret == 0) {
+			lkl_port = port;
 			return 0;
+		}
 		for (int j = i - 2; j >= 1; j--) {
 			lk_ls_abandon(lkl_ls[j]);
 			lkl_ls[j] = NULL;
 		}
+		if (held)
+			lkl_port_release(port);
 		if (ret != -EADDRINUSE || attempt == 5)
 			return ret;
 	}
@@ -209,6 +266,8 @@ static inline void lkl_close(void)
 	snprintf(path, sizeof(path), "%s/secret", lkl_dir);
 	unlink(path);
 	rmdir(lkl_dir);
+	lkl_port_release(lkl_port);
+	lkl_port = 0;
 }
 
 #endif /* UCFS_TEST_LK_LOCAL_H */

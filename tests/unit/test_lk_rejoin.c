@@ -8,6 +8,9 @@
  *   membership again within two timeouts (not after a recovery restarted
  *   when four timeouts passed), nobody saw a death, and the lock node 1
  *   held is grantable to both;
+ * - the same with every redial 5 s away (UCFS_LK_REDIAL_MS), node 1 and
+ *   then node 2 reopening: one membership, nobody fenced (PROTOCOL.md §9
+ *   "Half-up links");
  * - three nodes: node 3, master of a resource whose LVB node 2 (holding
  *   NL) can only know from the HANDOFF, leaves and comes back at once;
  *   locks held by the others stay granted, the LVB survives, no node-down
@@ -229,6 +232,62 @@ static void test_two_node_close_and_reopen_slow_heartbeat(void)
 }
 
 /*
+ * The race of a quick two-node reopen, made certain: every dial of a
+ * peer waits 5 s after the last one (fault hook UCFS_LK_REDIAL_MS,
+ * read when a lockspace opens), longer than any membership rule waits,
+ * so the peer's own redial never closes the link in time. Node @i closes
+ * and opens again at once. Its new incarnation's connection to the peer
+ * authenticates at once (a first dial does not wait); the peer's, the
+ * link's other half, would come only with the peer's next redial. Before
+ * the fix node 1 (the lower id, quorate alone in two-node mode) formed a
+ * membership of one meanwhile, node 2 (alone since the LEAVE, or after
+ * timeout_ms when it is the one reopened) another, and when the link
+ * came up the older generation's node was fenced (3 of 3 runs). Now a
+ * node dials back at once when a peer's connection authenticates, and
+ * no membership leaves out a peer that answers.
+ */
+static void rejoin_while_peer_backs_off(int i)
+{
+	int t, fenced = 0;
+	uint64_t start;
+
+	setenv("UCFS_LK_REDIAL_MS", "5000", 1);
+	t = cluster_open(2, "\"two_node\":true,");
+	unsetenv("UCFS_LK_REDIAL_MS");
+	REQUIRE(t == 0);
+	REQUIRE(lkl_full(2, 20000) == 0);
+	lk_ls_close(lkl_ls[i]);
+	lkl_ls[i] = NULL;
+	start = now_ms();
+	REQUIRE(open_node(i) == 0);
+	for (t = 0; t < 2000 && !fenced; t++) {
+		if (lkl_sees(1, 0x6) && lkl_sees(2, 0x6))
+			break;
+		fenced = lk_ls_fenced(lkl_ls[1]) || lk_ls_fenced(lkl_ls[2]);
+		usleep(10000);
+	}
+	printf("# node %d reopened: %s after %llu ms\n", i,
+	       fenced ? "fenced" : "not fenced",
+	       (unsigned long long)(now_ms() - start));
+	CHECK_EQ(fenced, 0);
+	CHECK(t < 2000);
+	CHECK_EQ(lock_soon(1, 1), 0);
+	CHECK_EQ(lock_soon(2, 1), 0);
+	CHECK_EQ(downs_total(), 0);
+	lkl_close();
+}
+
+static void test_lower_id_reopens_while_peer_backs_off(void)
+{
+	rejoin_while_peer_backs_off(1);
+}
+
+static void test_higher_id_reopens_while_peer_backs_off(void)
+{
+	rejoin_while_peer_backs_off(2);
+}
+
+/*
  * Node 3 masters 10 (value "ten"; node 2 holds it NL, so only the HANDOFF
  * knows the value) and holds 12 EX; node 1 holds 11 EX, node 2 PR on 13.
  */
@@ -400,6 +459,8 @@ int main(int argc, char **argv)
 	t_init(argc, argv);
 	T_RUN(test_two_node_close_and_reopen);
 	T_RUN(test_two_node_close_and_reopen_slow_heartbeat);
+	T_RUN(test_lower_id_reopens_while_peer_backs_off);
+	T_RUN(test_higher_id_reopens_while_peer_backs_off);
 	T_RUN(test_three_nodes_leave_and_rejoin_at_once);
 	T_RUN(test_three_nodes_leave_and_rejoin_slow_heartbeat);
 	T_RUN(test_rejoin_after_a_membership_without_it);
