@@ -38,7 +38,7 @@
  * points: every write of each recovery step and the SPAN_PAD writes
  * after it, counted from the step's start (the commit thread's early
  * commits before it do not move them), then N spread over 1..W+1 of
- * phase 2 (80 one device, 40 split; UCFS_CRASH_POINTS=N, 0 = every
+ * phase 2 (40 one device, 20 split; UCFS_CRASH_POINTS=N, 0 = every
  * write, and then each kind of crash at each write of the steps);
  * each a clean cut, a seeded keep/drop/garble of every unflushed write,
  * or a torn write. UCFS_CRASH_AT=P or K:P replays one point.
@@ -69,8 +69,8 @@
 #include "fusefs/fsck/fs_fsck.h"
 #include "harness.h"
 
-#define IMG_MB 10
-#define JOURNAL_MB 1
+#define IMG_MB 12
+#define JOURNAL_MB 2
 #define RGRP_MB 2
 #define NOPS1 300 /* phase 1 operations (either node) */
 #define NSEG 25	  /* A's operations between two recovery steps */
@@ -83,6 +83,7 @@ enum { A = 0, B = 1 };
 
 struct pfile {
 	int node;	  /* holder of its lock */
+	int maker;	  /* the node that made it */
 	int live, frozen; /* frozen: its node's fsync returned since */
 	uint64_t m, d;	  /* metadata block (its own owner), data block */
 	uint32_t ver;	  /* of m; d holds dver */
@@ -226,7 +227,7 @@ static int alloc1(struct run *r, int n, struct fs_tx *tx, uint64_t *blk)
 static int op_create(struct run *r, int n)
 {
 	struct fs *fs = r->fs[n];
-	struct pfile p = {.node = n, .live = 1};
+	struct pfile p = {.node = n, .maker = n, .live = 1};
 	struct fs_xattr_blk *x;
 	struct fs_tx *tx;
 	struct fs_buf *b;
@@ -307,15 +308,12 @@ static int free1(struct run *r, int n, struct fs_tx *tx, uint64_t blk)
 	return 0;
 }
 
-static int op_unlink(struct run *r, int n, int frozen)
+static int unlink_file(struct run *r, int n, struct pfile *p)
 {
 	struct fs *fs = r->fs[n];
-	struct pfile *p = pick(r, n, frozen, 1);
 	struct fs_tx *tx;
 	int ret;
 
-	if (p == NULL)
-		return op_create(r, n);
 	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
 	if (ret < 0)
 		return ret;
@@ -328,6 +326,13 @@ static int op_unlink(struct run *r, int n, int frozen)
 		r->nunlink++;
 	}
 	return ret;
+}
+
+static int op_unlink(struct run *r, int n, int frozen)
+{
+	struct pfile *p = pick(r, n, frozen, 1);
+
+	return p == NULL ? op_create(r, n) : unlink_file(r, n, p);
 }
 
 static int op_rewrite(struct run *r, int n)
@@ -377,22 +382,42 @@ static struct fs_owner owner(const struct pfile *p)
 	return (struct fs_owner){FS_OWNER_INODE, p->m};
 }
 
-/* Hand a file of node @n to the other: the giver's glock sync, the
+/* Hand file @p of node @n to the other: the giver's glock sync, the
  * taker's inval. */
-static int op_lend(struct run *r, int n)
+static int lend_file(struct run *r, int n, struct pfile *p)
 {
-	struct pfile *p = pick(r, n, rnd(r) % 2, 0);
-	int ret;
+	int ret = fs_journal_sync_owner(r->fs[n], owner(p));
 
-	if (p == NULL)
-		return op_create(r, n);
-	ret = fs_journal_sync_owner(r->fs[n], owner(p));
 	if (ret < 0)
 		return ret;
 	fs_cache_drop_owner(r->fs[!n], owner(p), NULL);
 	p->node = !n;
 	r->nlend++;
 	return 0;
+}
+
+static int op_lend(struct run *r, int n)
+{
+	struct pfile *p = pick(r, n, rnd(r) % 2, 0);
+
+	return p == NULL ? op_create(r, n) : lend_file(r, n, p);
+}
+
+/* A hands B up to 4 of its files and B unlinks 2 of them: B's free log
+ * is never empty when it dies. Then B checkpoints. */
+static int b_logs(struct run *r)
+{
+	struct pfile *got[4];
+	unsigned n = 0;
+	int ret = 0;
+
+	while (n < 4 && ret == 0 && (got[n] = pick(r, A, 1, 0)) != NULL)
+		ret = lend_file(r, A, got[n++]);
+	for (unsigned i = 0; i < n && i < 2 && ret == 0; i++)
+		ret = unlink_file(r, B, got[i]);
+	/* B's log from here on is far from half full (no write-back by the
+	 * commit thread: B dies with its last transactions to replay) */
+	return ret ? ret : fs_journal_checkpoint(r->fs[B], FS_CR_SYNC);
 }
 
 static int one_op(struct run *r, int n, int lend)
@@ -416,17 +441,22 @@ static int one_op(struct run *r, int n, int lend)
 
 /* Phase 1: both nodes work and hand files over; in the last third no
  * hand-over (each one checkpoints the giver's whole journal), so that
- * B's journal holds many transactions when it dies. B fsyncs last at a
+ * B's journal holds many transactions when it dies; it starts with
+ * b_logs. B fsyncs last at a
  * random point of the last eighth, then keeps working a little. */
 static int phase1(struct run *r)
 {
 	unsigned last = NOPS1 - 1 - (unsigned)(rnd(r) % (NOPS1 / 8));
 	int ret = 0;
 
-	for (unsigned op = 0; op < NOPS1 && ret == 0; op++)
-		ret = op == last
-			  ? op_fsync(r, B)
-			  : one_op(r, (int)(rnd(r) % 2), op < NOPS1 * 2 / 3);
+	for (unsigned op = 0; op < NOPS1 && ret == 0; op++) {
+		if (op == last)
+			ret = op_fsync(r, B);
+		else if (op == NOPS1 * 2 / 3)
+			ret = b_logs(r);
+		else
+			ret = one_op(r, (int)(rnd(r) % 2), op < NOPS1 * 2 / 3);
+	}
 	return ret;
 }
 
@@ -696,9 +726,9 @@ static int check_files(struct run *r, struct fs *fs, struct bd_dev *bd)
 		     bit_of(fs, p->d) == 1;
 		if (!ok)
 			fprintf(stderr,
-				"  fsync'ed file of node %c (blocks "
+				"  fsync'ed file made by node %c (blocks "
 				"%llu, %llu, version %u) lost or free\n",
-				"AB"[p->node], (unsigned long long)p -> m,
+				"AB"[p->maker], (unsigned long long)p -> m,
 				(unsigned long long)p -> d, p -> ver);
 	}
 	free(used);
@@ -1006,7 +1036,7 @@ static void test_crash_survivor(void)
 {
 	struct mode m = {0};
 
-	CHECK_EQ(crash_points(&m, 80), 0);
+	CHECK_EQ(crash_points(&m, 40), 0);
 }
 
 /* B on a wrapper of its own: what it never flushed is not there for A
@@ -1015,7 +1045,7 @@ static void test_crash_survivor_split(void)
 {
 	struct mode m = {.split = 1};
 
-	CHECK_EQ(crash_points(&m, 40), 0);
+	CHECK_EQ(crash_points(&m, 20), 0);
 }
 
 int main(int argc, char **argv)
