@@ -19,21 +19,26 @@
  * groups logs the free (fs_flog_add and a revoke, as fs_alloc.c
  * free_common does for a group another node holds: FORMAT.md "Free
  * log"), so B dies with a free log. Its allocations move its statfs
- * change record (never folded: quantum 3600 s). B keeps working after
+ * change record; each node folds its change into the master now and
+ * then under the statfs lock (emulated as the files' locks are; the
+ * workers' quantum is 3600 s), and B dies holding that lock with a fold
+ * and a change not folded since in its journal. B keeps working after
  * its last fsync (committed and uncommitted work), then dies: its mount
  * is abandoned (fs_core_abandon: no unmount, nothing more written; what
  * it wrote stays in the device's cache).
  *
- * Phase 2, where power fails: A recovers B's slot as a dlm
- * survivor does, with its own work (creates, rewrites, unlinks, fsyncs of
- * its files; unlinks of B's fsync'ed files once it holds them) between
- * the steps: A works; B's journal is replayed (fs_journal_replay, what
- * fs_core_recover_node's recover_one runs in the node-down callback);
- * A takes B's groups and files (their locks come back with an invalid
- * LVB: fs_alloc_rgrp_inval, fs_cache_drop_owner); A works; B's free log
- * is applied (fs_flog_dead_apply); A works; B's statfs change is folded
- * (fs_statfs_fold_slot) and everything written back before the slot lock
- * would go (fs_journal_writeback), as fs_iopen.c adopt does; A works.
+ * Phase 2, where power fails: A recovers B's slot as a dlm survivor
+ * does, with its own work (creates, rewrites, unlinks, fsyncs and folds
+ * of its files and change; unlinks of B's fsync'ed files once it holds
+ * them) between the steps: A works; B's journal is replayed
+ * (fs_journal_replay, what fs_core_recover_node's recover_one runs in
+ * the node-down callback); A takes B's groups, files and the statfs
+ * lock (they come back with an invalid LVB: fs_alloc_rgrp_inval,
+ * fs_cache_drop_owner); A works; B's free log is applied
+ * (fs_flog_dead_apply); A works; B's statfs change is folded
+ * (fs_statfs_fold_slot) and everything written back before the slot
+ * lock would go (fs_journal_writeback), as fs_iopen.c adopt does; A
+ * works.
  * A dry run counts phase 2's device writes W and each step's. Crash
  * points: every write of each recovery step and the SPAN_PAD writes
  * after it, counted from the step's start (the commit thread's early
@@ -132,7 +137,8 @@ struct run {
 	unsigned nlg;
 	uint64_t freed[2][NFREED]; /* allocation goals per node */
 	uint32_t ver;
-	unsigned nfsync[2], ncreate, nunlink, nlend, nlogged;
+	unsigned nfsync[2], ncreate, nunlink, nlend, nlogged, nfold[2];
+	int statfs_holder;	  /* the node holding the statfs lock */
 	unsigned replayed;	  /* B's transactions A replayed */
 	uint64_t w0;		  /* device writes before phase 2 */
 	struct span step[NSTEPS]; /* writes of each recovery step */
@@ -403,8 +409,43 @@ static int op_lend(struct run *r, int n)
 	return p == NULL ? op_create(r, n) : lend_file(r, n, p);
 }
 
+/* The statfs lock (FS_LK_STATFS/0) to node @n: the holder's sync, then
+ * @n's inval of the master. */
+static int statfs_lock(struct run *r, int n)
+{
+	struct fs_owner o = {FS_OWNER_STATFS, 0};
+	int ret = 0;
+
+	if (r->statfs_holder == n)
+		return 0;
+	if (r->fs[!n] != NULL)
+		ret = fs_journal_sync_owner(r->fs[!n], o);
+	if (ret == 0)
+		fs_cache_drop_owner(r->fs[n], o, NULL);
+	r->statfs_holder = n;
+	return ret;
+}
+
+/* Node @n folds its statfs change into the master (its worker's fold),
+ * under the statfs lock; only if it holds the lock already unless
+ * @move. */
+static int op_fold(struct run *r, int n, int move)
+{
+	int ret;
+
+	if (r->statfs_holder != n && (!move || r->fs[!n] == NULL))
+		return 0; /* a dead node's lock: only after the recovery */
+	ret = statfs_lock(r, n);
+	if (ret == 0)
+		ret = fs_statfs_fold(r->fs[n]);
+	if (ret == 0)
+		r->nfold[n]++;
+	return ret;
+}
+
 /* A hands B up to 4 of its files and B unlinks 2 of them: B's free log
- * is never empty when it dies. Then B checkpoints. */
+ * is never empty when it dies; B takes the statfs lock (it dies with it
+ * and a fold in its journal: phase1). Then B checkpoints. */
 static int b_logs(struct run *r)
 {
 	struct pfile *got[4];
@@ -415,11 +456,14 @@ static int b_logs(struct run *r)
 		ret = lend_file(r, A, got[n++]);
 	for (unsigned i = 0; i < n && i < 2 && ret == 0; i++)
 		ret = unlink_file(r, B, got[i]);
+	if (ret == 0)
+		ret = statfs_lock(r, B);
 	/* B's log from here on is far from half full (no write-back by the
 	 * commit thread: B dies with its last transactions to replay) */
 	return ret ? ret : fs_journal_checkpoint(r->fs[B], FS_CR_SYNC);
 }
 
+/* One operation of node @n; @lend: it may hand locks over. */
 static int one_op(struct run *r, int n, int lend)
 {
 	unsigned c = (unsigned)(rnd(r) % 100);
@@ -436,13 +480,15 @@ static int one_op(struct run *r, int n, int lend)
 		return op_lend(r, n);
 	if (c < 88)
 		return op_fsync(r, n);
+	if (c < 91)
+		return op_fold(r, n, lend);
 	return op_create(r, n);
 }
 
 /* Phase 1: both nodes work and hand files over; in the last third no
  * hand-over (each one checkpoints the giver's whole journal), so that
  * B's journal holds many transactions when it dies; it starts with
- * b_logs. B fsyncs last at a
+ * b_logs, and B folds its statfs change 10 operations later. B fsyncs last at a
  * random point of the last eighth, then keeps working a little. */
 static int phase1(struct run *r)
 {
@@ -454,6 +500,8 @@ static int phase1(struct run *r)
 			ret = op_fsync(r, B);
 		else if (op == NOPS1 * 2 / 3)
 			ret = b_logs(r);
+		else if (op == NOPS1 * 2 / 3 + 10)
+			ret = op_fold(r, B, 0);
 		else
 			ret = one_op(r, (int)(rnd(r) % 2), op < NOPS1 * 2 / 3);
 	}
@@ -467,6 +515,8 @@ static int take_over(struct run *r)
 {
 	int ret = 0;
 
+	if (r->statfs_holder == B) /* no sync: B is dead */
+		ret = statfs_lock(r, A);
 	for (uint32_t g = 0; g < r->sb.rgrp_count && ret == 0; g++)
 		if (r->own[g] == B) {
 			ret = fs_alloc_rgrp_inval(r->fs[A], g);
@@ -836,10 +886,11 @@ static void counts(struct run *r, const char *what)
 
 	fs_core_stats_get(r->fs[A], &st);
 	printf("  %s: %u creates, %u unlinks, %u hand-overs, fsyncs A %u B "
-	       "%u, %u blocks in B's free log, B's transactions replayed "
-	       "%u, dead log blocks applied %llu, dead statfs folds %llu\n",
+	       "%u, statfs folds A %u B %u, %u blocks in B's free log, B's "
+	       "transactions replayed %u, dead log blocks applied %llu, dead "
+	       "statfs folds %llu\n",
 	       what, r->ncreate, r->nunlink, r->nlend, r->nfsync[A],
-	       r->nfsync[B], r->nlogged, r->replayed,
+	       r->nfsync[B], r->nfold[A], r->nfold[B], r->nlogged, r->replayed,
 	       (unsigned long long)st.flog_dead_applied,
 	       (unsigned long long)st.statfs_dead_folds);
 }
