@@ -38,14 +38,17 @@
  * (fs_flog_dead_apply); A works; B's statfs change is folded
  * (fs_statfs_fold_slot) and everything written back before the slot
  * lock would go (fs_journal_writeback), as fs_iopen.c adopt does; A
- * works.
+ * works. The threaded case runs A's work on a thread of its own, each
+ * step while A does NSEG operations beside it, as A's requests run
+ * beside the node-down callback and the recovery worker (the writes'
+ * order then varies from run to run: a failed point may not replay).
  * A dry run counts phase 2's device writes W and each step's. Crash
  * points: every write of each recovery step and the SPAN_PAD writes
  * after it, counted from the step's start (the commit thread's early
  * commits before it do not move them), then N spread over 1..W+1 of
- * phase 2 (40 one device, 20 split; UCFS_CRASH_POINTS=N, 0 = every
- * write, and then each kind of crash at each write of the steps);
- * each a clean cut, a seeded keep/drop/garble of every unflushed write,
+ * phase 2 (40 one device, 20 split or threaded; UCFS_CRASH_POINTS=N,
+ * 0 = every write, and then each kind of crash at each write of the
+ * steps); each a clean cut, a seeded keep/drop/garble of every unflushed write,
  * or a torn write. UCFS_CRASH_AT=P or K:P replays one point.
  *
  * After each crash, on what survived: fsck -n BEFORE any mount finds
@@ -64,6 +67,7 @@
  * UCFS_SEED / --seed.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +107,8 @@ struct logged {
 };
 
 struct mode {
-	int split; /* B on a wrapper of its own (its own volatile cache) */
+	int split;    /* B on a wrapper of its own (its own volatile cache) */
+	int threaded; /* A's work on a thread of its own (phase2_threaded) */
 };
 
 /* Phase 2's write indices from..to (1 = its first write). */
@@ -144,6 +149,16 @@ struct run {
 	struct span step[NSTEPS]; /* writes of each recovery step */
 	uint64_t seed;
 	struct target t;
+	const struct mode *m;
+	/* threaded: the model above is the work thread's while it holds mu
+	 * (the recovery steps touch only the fs, but take_over) */
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* mu: quota2 or stop2 changed, done2 set */
+	unsigned ops2;	   /* mu: A's operations in phase 2 */
+	unsigned quota2;   /* mu: ... it may do so far */
+	int stop2;	   /* mu: the work thread stops */
+	int done2;	   /* mu: ... stopped, with ret2 */
+	int ret2;
 };
 
 static uint64_t rnd(struct run *r)
@@ -599,9 +614,86 @@ static int step(struct run *r, int k)
 	return ret;
 }
 
+/* The threaded case's work thread: A's operations, as many as the
+ * main thread allows (quota2), until told to stop or one fails (the
+ * crash). */
+static void *a_thread(void *arg)
+{
+	struct run *r = arg;
+	int ret = 0;
+
+	pthread_mutex_lock(&r->mu);
+	while (!r->stop2 && ret == 0) {
+		if (r->ops2 == r->quota2) {
+			pthread_cond_wait(&r->cv, &r->mu);
+			continue;
+		}
+		ret = one_op(r, A, 0);
+		r->ops2++;
+		pthread_cond_broadcast(&r->cv);
+	}
+	r->ret2 = ret;
+	r->done2 = 1;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+/* Let A do @n more operations (@wait: and wait for them). 0, or the
+ * thread's error. */
+static int more_ops(struct run *r, unsigned n, int wait)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&r->mu);
+	r->quota2 += n;
+	pthread_cond_broadcast(&r->cv);
+	while (wait && r->ops2 < r->quota2 && !r->done2)
+		pthread_cond_wait(&r->cv, &r->mu);
+	if (r->done2)
+		ret = r->ret2 ? r->ret2 : -EIO;
+	pthread_mutex_unlock(&r->mu);
+	return ret;
+}
+
+/* Phase 2 with A's work on a thread of its own, as A's requests run
+ * beside the node-down callback's replay and the recovery worker: A
+ * works, then each step runs while A does NSEG more operations (all
+ * but take_over, which changes the model). The writes' order varies
+ * from run to run. */
+static int phase2_threaded(struct run *r)
+{
+	pthread_t thr;
+	int ret = -pthread_create(&thr, NULL, a_thread, r);
+
+	if (ret < 0)
+		return ret;
+	ret = more_ops(r, NSEG, 1);
+	for (int k = 0; k < NSTEPS && ret == 0; k++) {
+		ret = more_ops(r, NSEG, 0);
+		if (ret == 0)
+			ret = step(r, k);
+		if (ret == 0 && k == ST_REPLAY) {
+			pthread_mutex_lock(&r->mu);
+			ret = take_over(r);
+			pthread_mutex_unlock(&r->mu);
+		}
+		if (ret == 0)
+			ret = more_ops(r, 0, 1);
+	}
+	pthread_mutex_lock(&r->mu);
+	r->stop2 = 1;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_join(thr, NULL);
+	return ret ? ret : r->ret2;
+}
+
 /* Phase 2: A recovers B's slot between stretches of its own work. */
 static int phase2(struct run *r)
 {
+	if (r->m->threaded)
+		return phase2_threaded(r);
 	int ret = a_works(r);
 
 	if (ret == 0)
@@ -937,7 +1029,7 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
 {
 	struct bd_dev *lower = cf_ram_copy(tmpl), *bd[2], *after;
 	struct run *r = calloc(1, sizeof(*r));
-	int ok = 0;
+	int ok = 0, early;
 
 	if (r == NULL || lower == NULL) {
 		if (lower != NULL)
@@ -951,6 +1043,9 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
 	}
 	r->rng = r->seed = seed;
 	r->t = t;
+	r->m = m;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
 	for (uint32_t g = 0; g < MAXG; g++)
 		r->own[g] = (int)(g % 2);
 	if (read_sb(bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
@@ -968,6 +1063,9 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
 	if (t.point != 0 && t.step < 0)
 		arm(r);
 	ok = phase2(r) == 0;
+	early = t.point != 0 && !ok && !bd_fault_crashed(r->f);
+	if (early)
+		fprintf(stderr, "  phase 2 failed before the crash\n");
 	if (t.point == 0) {
 		d->writes = bd_fault_writes(r->f) - r->w0;
 		memcpy(d->step, r->step, sizeof(d->step));
@@ -978,7 +1076,7 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
 	if (!bd_fault_crashed(r->f))
 		bd_fault_crash(r->f, 0);
 	after = t.point ? cf_ram_copy(lower) : NULL;
-	ok = t.point ? after != NULL && recover_check(r, after) : ok;
+	ok = t.point ? !early && after != NULL && recover_check(r, after) : ok;
 	if (!ok && t.point)
 		fprintf(stderr,
 			"  FAILED at crash point %llu of %s (%s) of "
@@ -989,10 +1087,15 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
 			: t.how == 1 ? "garbled"
 				     : "torn",
 			(unsigned long long)seed);
+	if (!ok && t.point && m->threaded)
+		fprintf(stderr, "  (threaded: the writes' order varies, a "
+				"replay may crash elsewhere)\n");
 	if (after != NULL)
 		bd_close(after);
 out_close:
 	close_devs(bd);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
 	free(r);
 	return ok;
 }
@@ -1099,10 +1202,19 @@ static void test_crash_survivor_split(void)
 	CHECK_EQ(crash_points(&m, 20), 0);
 }
 
+/* A's work on a thread of its own, beside the recovery's steps. */
+static void test_crash_survivor_threaded(void)
+{
+	struct mode m = {.threaded = 1};
+
+	CHECK_EQ(crash_points(&m, 20), 0);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
 	T_RUN(test_crash_survivor);
 	T_RUN(test_crash_survivor_split);
+	T_RUN(test_crash_survivor_threaded);
 	return t_done();
 }
