@@ -503,8 +503,9 @@ static int one_op(struct run *r, int n, int lend)
 /* Phase 1: both nodes work and hand files over; in the last third no
  * hand-over (each one checkpoints the giver's whole journal), so that
  * B's journal holds many transactions when it dies; it starts with
- * b_logs, and B folds its statfs change 10 operations later. B fsyncs last at a
- * random point of the last eighth, then keeps working a little. */
+ * b_logs, and B folds its statfs change 10 operations later. B fsyncs
+ * last at a random point of the last eighth, then keeps working a
+ * little. */
 static int phase1(struct run *r)
 {
 	unsigned last = NOPS1 - 1 - (unsigned)(rnd(r) % (NOPS1 / 8));
@@ -523,9 +524,9 @@ static int phase1(struct run *r)
 	return ret;
 }
 
-/* A takes B's groups and files: their locks come back with an invalid
- * value block (the dead node held them EX), so A's copies go. B's
- * files not fsync'ed are not known to exist: left alone. */
+/* A takes B's groups, files and statfs lock: they come back with an
+ * invalid value block (the dead node held them EX), so A's copies go.
+ * B's files not fsync'ed are not known to exist: left alone. */
 static int take_over(struct run *r)
 {
 	int ret = 0;
