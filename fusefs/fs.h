@@ -113,6 +113,12 @@ struct fs_opts {
 	unsigned hb_timeout_ms;		/* hb_timeout=MS (dlm): a node
 					   silent on the disk this long is
 					   dead; 0 default */
+	unsigned nolock_slot;		/* tests only, no mount option: the
+					   journal slot a nolock mount claims
+					   (fs_core_opts.slot; 0: slot 0), so
+					   that two library mounts on slots 0
+					   and 1 of one device stand for two
+					   nodes */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags
