@@ -204,7 +204,7 @@ static void core_opts(const struct fs_opts *o, struct fs_core_opts *co)
 	co->commit_s = o->commit_s;
 	co->statfs_quantum_s = o->statfs_quantum_s;
 	co->cache_mb = o->cache_mb;
-	if (o->nolock_slot != 0)
+	if (co->nolock && o->nolock_slot != 0)
 		co->slot = (int)o->nolock_slot;
 }
 
