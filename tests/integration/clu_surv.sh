@@ -29,7 +29,10 @@
 clu_require clu_surv jq
 
 SEED=${UCFS_SEED:-1}
-clu_two_nodes clu_surv 512 -j 3
+clu_setup clu_surv 2 512 -j 3
+clu_mount clu_surv 1
+# node 2 never folds its statfs change itself: it dies with one
+clu_mount clu_surv 2 statfs_quantum=3600
 st() { "$B/ucfs-stat" --json "$1"; }
 FSYNCER=$B/tests/fsyncer
 
