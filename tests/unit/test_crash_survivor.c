@@ -21,8 +21,8 @@
  * log"), so B dies with a free log. Its allocations move its statfs
  * change record; each node folds its change into the master now and
  * then under the statfs lock (emulated as the files' locks are; the
- * workers' quantum is 3600 s), and B dies holding that lock with a fold
- * and a change not folded since in its journal. B keeps working after
+ * workers' quantum is 3600 s), and B dies holding that lock, with a
+ * fold and (mostly) a change not folded since in its journal. B keeps working after
  * its last fsync (committed and uncommitted work), then dies: its mount
  * is abandoned (fs_core_abandon: no unmount, nothing more written; what
  * it wrote stays in the device's cache).
@@ -504,12 +504,38 @@ static int one_op(struct run *r, int n, int lend)
 	return op_create(r, n);
 }
 
+/* B's statfs change record (free blocks) as B has it: 0 also if
+ * unreadable. */
+static int64_t b_change(struct run *r)
+{
+	struct fs_buf *b;
+	int64_t v = 0;
+
+	if (fs_buf_read(r->fs[B], fs_statfs_change_blk(&r->sb, B), FS_BT_STATFS,
+			&b) == 0) {
+		v = ((const struct fs_statfs_rec *)b->data)->free;
+		fs_buf_put(b);
+	}
+	return v;
+}
+
+/* B's last fsync, with a change not folded in it (a create while the
+ * change nets to zero), so that the recovery has one to fold. */
+static int b_last_fsync(struct run *r)
+{
+	int ret = 0;
+
+	for (unsigned i = 0; i < 4 && ret == 0 && b_change(r) == 0; i++)
+		ret = op_create(r, B);
+	return ret ? ret : op_fsync(r, B);
+}
+
 /* Phase 1: both nodes work and hand files over; in the last third no
  * hand-over (each one checkpoints the giver's whole journal), so that
  * B's journal holds many transactions when it dies; it starts with
  * b_logs, and B folds its statfs change 10 operations later. B fsyncs
- * last at a random point of the last eighth, then keeps working a
- * little. */
+ * last (b_last_fsync) at a random point of the last eighth, then keeps
+ * working a little. */
 static int phase1(struct run *r)
 {
 	unsigned last = NOPS1 - 1 - (unsigned)(rnd(r) % (NOPS1 / 8));
@@ -517,7 +543,7 @@ static int phase1(struct run *r)
 
 	for (unsigned op = 0; op < NOPS1 && ret == 0; op++) {
 		if (op == last)
-			ret = op_fsync(r, B);
+			ret = b_last_fsync(r);
 		else if (op == NOPS1 * 2 / 3)
 			ret = b_logs(r);
 		else if (op == NOPS1 * 2 / 3 + 10)
@@ -992,14 +1018,18 @@ static void counts(struct run *r, const char *what)
 	       (unsigned long long)st.statfs_dead_folds);
 }
 
-/* The dry run recovered something of every kind. */
+/* The dry run replayed transactions of B and applied its free log. Its
+ * statfs change is folded only if not zero: B's last fsync commits one
+ * (b_last_fsync), but B's journal may commit later work on its own, a
+ * fold of B's among it (seed 12: one commit after the last fsync that
+ * no operation made), so that fold is not required. */
 static int dry_ok(struct run *r)
 {
 	struct fs_core_stats st;
 
 	fs_core_stats_get(r->fs[A], &st);
 	return r->replayed > 0 && r->nfsync[B] > 0 && r->nlogged > 0 &&
-	       st.flog_dead_applied > 0 && st.statfs_dead_folds == 1;
+	       st.flog_dead_applied > 0 && st.statfs_dead_folds <= 1;
 }
 
 static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
