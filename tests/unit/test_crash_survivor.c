@@ -22,10 +22,10 @@
  * change record; each node folds its change into the master now and
  * then under the statfs lock (emulated as the files' locks are; the
  * workers' quantum is 3600 s), and B dies holding that lock, with a
- * fold and (mostly) a change not folded since in its journal. B keeps working after
- * its last fsync (committed and uncommitted work), then dies: its mount
- * is abandoned (fs_core_abandon: no unmount, nothing more written; what
- * it wrote stays in the device's cache).
+ * fold and (mostly) a change not folded since in its journal. B keeps
+ * working after its last fsync (committed and uncommitted work), then
+ * dies: its mount is abandoned (fs_core_abandon: no unmount, nothing
+ * more written; what it wrote stays in the device's cache).
  *
  * Phase 2, where power fails: A recovers B's slot as a dlm survivor
  * does, with its own work (creates, rewrites, unlinks, fsyncs and folds
