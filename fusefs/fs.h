@@ -126,6 +126,12 @@ struct fs_opts {
 					   kernel, as on a nolock mount (no
 					   cluster-wide file locks, no FLUSH
 					   per close; GFS2's option) */
+	unsigned nolock_slot;		/* tests only, no mount option: the
+					   journal slot a nolock mount claims
+					   (fs_core_opts.slot; 0: slot 0), so
+					   that two library mounts on slots 0
+					   and 1 of one device stand for two
+					   nodes */
 	int allow_other;		/* allow_other (FUSE) */
 	int debug;			/* debug / -d (FUSE) */
 	/* Options handed to libfuse as one "-o" string (kernel mount flags

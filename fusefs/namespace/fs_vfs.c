@@ -207,6 +207,8 @@ static void core_opts(const struct fs_opts *o, struct fs_core_opts *co)
 	co->statfs_percent = o->statfs_percent;
 	co->statfs_slow = o->statfs_slow;
 	co->cache_mb = o->cache_mb;
+	if (co->nolock && o->nolock_slot != 0)
+		co->slot = (int)o->nolock_slot;
 }
 
 static int ns_attach(struct fs *fs, const struct fs_opts *o, char *err,

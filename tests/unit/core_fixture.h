@@ -72,6 +72,27 @@ out:
 	return dst;
 }
 
+/* Slot map states of slots 0 and 1 (FS_SLOT_*), written in place: a
+ * crash image shows both mounted, or two library mounts standing for
+ * two nodes see the other slot free. 0 or -errno. */
+static inline int cf_slot_states(struct bd_dev *bd, int s0, int s1)
+{
+	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = -ENOMEM;
+
+	if (sm != NULL &&
+	    (ret = bd_read(bd, sm, FS_BLOCK_SIZE,
+			   FS_SLOTMAP_BLK << FS_BLOCK_SHIFT)) == 0) {
+		sm->slots[0].state = s0;
+		sm->slots[1].state = s1;
+		fs_blk_update_crc(sm);
+		ret = bd_write(bd, sm, FS_BLOCK_SIZE,
+			       FS_SLOTMAP_BLK << FS_BLOCK_SHIFT, 0);
+	}
+	free(sm);
+	return ret;
+}
+
 /* Mount with a journal that never commits on its own (commit=3600). */
 static inline struct fs *cf_mount(struct bd_dev *bd, unsigned cache_mb)
 {
