@@ -449,7 +449,9 @@ static int one_op(struct run *r)
 
 /* Mixed: B joins. A's last sync ended with a record (unflushed); with
  * the agreement B's CW is granted once A's drop turned its records off
- * and flushed. */
+ * and flushed. Then the token goes to B at once (A has nothing left to
+ * write), so B's first writes may land while A's record is not durable
+ * but for that flush. */
 static int join(struct run *r, uint64_t w0)
 {
 	int ret = handover(r);
@@ -458,7 +460,7 @@ static int join(struct run *r, uint64_t w0)
 	if (ret == 0 && r->m->agree)
 		ret = fs_jrec_join(r->jr[1]);
 	r->joined = 1;
-	return ret;
+	return ret < 0 ? ret : handover(r);
 }
 
 /* Cache pressure commits of both nodes so far. */
@@ -1022,62 +1024,81 @@ static void crash_at(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
 	(*n)++;
 }
 
+/* Every write index from..to (within 1..@w + 1): counts into @n, @bad;
+ * stops after @maxbad failed points. */
+struct points {
+	struct bd_dev *tmpl;
+	uint64_t seed, sh, w;
+	const struct mode *m;
+	unsigned n, bad, maxbad;
+};
+
+static void every(struct points *pt, uint64_t from, uint64_t to)
+{
+	for (uint64_t p = from ? from : 1;
+	     p <= to && p <= pt->w + 1 && pt->bad < pt->maxbad; p++)
+		crash_at(pt->tmpl, pt->seed, pt->sh, pt->m, p, (int)(p % 3),
+			 &pt->n, &pt->bad);
+}
+
 /* Crash points: @npoints spread over the W + 1 write indices, or every
  * one (UCFS_CRASH_POINTS=N overrides, 0: every write; not for a lying
  * device), then every write index of the dry run's first @nspans
  * operations that made a cache pressure commit, from SPAN_PAD writes
  * before to SPAN_PAD after (the commit thread's early commits may shift
- * a run's writes a little). Stops after @maxbad failed points. Returns
- * the failed points, ~0u if the dry run failed. */
+ * a run's writes a little), and (mixed) of B's join, SPAN_PAD before to
+ * JOIN_SPAN after; without the agreement, only every index from the
+ * join on (nothing can go wrong before B). Stops after @maxbad failed
+ * points. Returns the failed points, ~0u if the dry run failed. */
 #define SPAN_PAD 4
 static unsigned crash_points(const struct mode *m, uint64_t npoints,
 			     unsigned nspans, unsigned maxbad)
 {
-	uint64_t seed = t_seed(), sh = 0, w;
-	struct bd_dev *tmpl = make_template(m->jckpt, &sh);
+	struct points pt = {.seed = t_seed(), .m = m, .maxbad = maxbad};
 	const char *env = getenv("UCFS_CRASH_POINTS");
 	struct dry *d = calloc(1, sizeof(*d));
-	unsigned bad = 0, n = 0;
+	uint64_t w;
 
-	if (tmpl == NULL || d == NULL || !one_run(tmpl, seed, sh, m, 0, 0, d) ||
-	    d->writes == 0) {
-		bad = ~0u;
+	pt.tmpl = make_template(m->jckpt, &pt.sh);
+	if (pt.tmpl == NULL || d == NULL ||
+	    !one_run(pt.tmpl, pt.seed, pt.sh, m, 0, 0, d) || d->writes == 0) {
+		pt.bad = ~0u;
 		goto out;
 	}
-	w = d->writes;
+	w = pt.w = d->writes;
 	if (env != NULL && !m->lie && (!m->mixed || m->agree))
 		npoints = strtoull(env, NULL, 0);
 	if (npoints == 0 || npoints > w + 1)
 		npoints = w + 1;
-	for (uint64_t i = 0; i < npoints && bad < maxbad; i++)
-		crash_at(tmpl, seed, sh, m,
+	if (m->mixed)
+		printf("  B joins at write %llu\n",
+		       (unsigned long long)d->join_w);
+	if (m->mixed && !m->agree) {
+		every(&pt, d->join_w, w + 1);
+		npoints = 0;
+	}
+	for (uint64_t i = 0; i < npoints && pt.bad < maxbad; i++)
+		crash_at(pt.tmpl, pt.seed, pt.sh, m,
 			 npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
-			 (int)(i % 3), &n, &bad);
-	for (unsigned k = 0; k < d->ncr && k < nspans && bad < maxbad; k++) {
+			 (int)(i % 3), &pt.n, &pt.bad);
+	for (unsigned k = 0; k < d->ncr && k < nspans; k++) {
 		struct span sp = d->cr[k];
-		uint64_t p = sp.from > SPAN_PAD ? sp.from - SPAN_PAD : 1;
 
 		printf("  cache pressure commit in writes %llu..%llu\n",
 		       (unsigned long long)sp.from, (unsigned long long)sp.to);
-		for (; p <= sp.to + SPAN_PAD && bad < maxbad; p++)
-			crash_at(tmpl, seed, sh, m, p, (int)(p % 3), &n, &bad);
+		every(&pt, sp.from > SPAN_PAD ? sp.from - SPAN_PAD : 1,
+		      sp.to + SPAN_PAD);
 	}
-	if (m->mixed && m->agree) {
-		uint64_t p = d->join_w > SPAN_PAD ? d->join_w - SPAN_PAD : 1;
-
-		printf("  B joins at write %llu\n",
-		       (unsigned long long)d->join_w);
-		for (; p <= d->join_w + JOIN_SPAN && p <= w + 1 && bad < maxbad;
-		     p++)
-			crash_at(tmpl, seed, sh, m, p, (int)(p % 3), &n, &bad);
-	}
-	printf("  %u crash points of %llu writes, %u failed\n", n,
-	       (unsigned long long)w, bad);
+	if (m->mixed && m->agree)
+		every(&pt, d->join_w > SPAN_PAD ? d->join_w - SPAN_PAD : 1,
+		      d->join_w + JOIN_SPAN);
+	printf("  %u crash points of %llu writes, %u failed\n", pt.n,
+	       (unsigned long long)w, pt.bad);
 out:
 	free(d);
-	if (tmpl != NULL)
-		bd_close(tmpl);
-	return bad;
+	if (pt.tmpl != NULL)
+		bd_close(pt.tmpl);
+	return pt.bad;
 }
 
 static void test_crash_handover_jckpt(void)
@@ -1139,15 +1160,15 @@ static void test_crash_handover_split_lie_caught(void)
  * covers all), then B joins and the ping-pong begins. With the records
  * agreement B's join turns A's records off (A's glock drop: records off,
  * flush) before B writes anything: nothing is lost at any crash point
- * (60 spread, then every write index from the join to JOIN_SPAN past it;
- * UCFS_CRASH_POINTS=0: every write index). */
+ * (30 spread, then every write index from SPAN_PAD before the join to
+ * JOIN_SPAN past it; UCFS_CRASH_POINTS=0: every write index). */
 static void test_crash_handover_mixed(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1, .mixed = 1, .agree = 1};
 
 	REQUIRE(lkl_start(2, "", 5000) == 0);
 	jrec_failures = 0;
-	CHECK_EQ(crash_points(&m, 60, 0, 3), 0);
+	CHECK_EQ(crash_points(&m, 30, 0, 3), 0);
 	printf("  flushes before a drop that failed (after the crash): %u\n",
 	       jrec_failures);
 	lkl_close();
@@ -1156,7 +1177,7 @@ static void test_crash_handover_mixed(void)
 /* The same without the agreement (each node asks only its own device,
  * as before it): A keeps writing records that B's flushes do not make
  * durable, and the checks must catch a lost frozen state at some write
- * index (every one is tried until the first failure). */
+ * index (every one from the join on is tried until the first failure). */
 static void test_crash_handover_mixed_unagreed_caught(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1, .mixed = 1};
