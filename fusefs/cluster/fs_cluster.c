@@ -10,7 +10,9 @@
  * rgroup's lock its header, bitmaps and the allocator's memory of it
  * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
  * the slot map; the statfs lock (FS_LK_STATFS/0) the statfs master
- * record (fs_statfs.c). Nothing else mirrors shared disk state:
+ * record (fs_statfs.c); the records lock (FS_LK_JREC/0, fs_jrec.c) no
+ * data, only the right to write checkpoint records (its drop turns them
+ * off and flushes). Nothing else mirrors shared disk state:
  * in-memory inodes (fs_inode.c) hold only this node's kernel
  * references, opens and its own slot's orphan list; directory
  * readahead (fs_statahead.c) only prefetches into the block cache, the
