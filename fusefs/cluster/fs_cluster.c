@@ -10,9 +10,10 @@
  * rgroup's lock its header, bitmaps and the allocator's memory of it
  * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
  * the slot map; the statfs lock (FS_LK_STATFS/0) the statfs master
- * record (fs_statfs.c); the records lock (FS_LK_JREC/0, fs_jrec.c) no
- * data, only the right to write checkpoint records (its drop turns them
- * off and flushes). Nothing else mirrors shared disk state:
+ * record (fs_statfs.c); the records lock (FS_LK_JREC/0, fs_jrec.c: a
+ * plain lock-manager lock, not a glock) no data, only the right to
+ * write checkpoint records (given up, they are turned off and flushed
+ * first). Nothing else mirrors shared disk state:
  * in-memory inodes (fs_inode.c) hold only this node's kernel
  * references, opens and its own slot's orphan list; directory
  * readahead (fs_statahead.c) only prefetches into the block cache, the
@@ -974,7 +975,6 @@ static int jrec_new(struct fs_cluster *cl, struct fs *fs)
 {
 	struct fs_jrec_conf c = {
 	    .ls = cl->ls,
-	    .e = cl->e,
 	    .covers = bd_flush_covers_all(fs->bd),
 	    .set = jrec_set,
 	    .fail = jrec_fail,
@@ -1626,8 +1626,8 @@ void fs_cluster_close(struct fs_cluster *cl)
 	}
 	stop_thread(cl);
 	fs_jrec_stop(cl->jrec, 1);
-	engine_free(cl, 1);
 	fs_jrec_free(cl->jrec);
+	engine_free(cl, 1);
 	if (cl->slot_lk != NULL)
 		lk_unlock(cl->slot_lk, 0);
 	for (unsigned s = 0; s < cl->nslots; s++)
@@ -1642,14 +1642,13 @@ void fs_cluster_abandon(struct fs_cluster *cl)
 	if (cl == NULL)
 		return;
 	stop_thread(cl);
-	fs_jrec_stop(cl->jrec, 0);
+	fs_jrec_free(cl->jrec); /* its locks go with the lockspace */
 	if (cl->e != NULL) {
 		fs_glocks_fence(cl->e);
 		fs_glocks_stop(cl->e); /* no DLM call after this */
 	}
 	lk_ls_abandon(cl->ls); /* no callback after this */
 	engine_free(cl, 0);
-	fs_jrec_free(cl->jrec);
 	hb_close(cl, 0);
 	cl_free(cl);
 }

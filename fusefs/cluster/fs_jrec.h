@@ -17,26 +17,27 @@
  *    mount, taken before the mount writes anything (fs_jrec_join). CW and
  *    PR conflict, CW and CW do not: any number of such nodes mount side
  *    by side, and none while a PR holder may still write records;
- *  - a PR holder's demote (the CW request's blocking callback; a demote
- *    worker runs the glock's drop op) turns its records off and flushes
- *    its device before the lock goes to NL (fs_journal_set_records 0),
- *    so every record it wrote is durable before the CW is granted and
- *    the joiner writes anything. A failed flush calls conf.fail (fence:
- *    the lock then never leaves the node, the cluster recovers it);
- *  - a covering node asks PR with NOQUEUE only (a queued PR request would
- *    hold every later CW request back behind it, FIFO): once when its
- *    journal starts (fs_jrec_start), then every conf.retry_ms from its own
- *    thread while its records are off. The master refuses it while a CW
- *    is held or waiting.
+ *  - a PR holder gets the CW request's blocking callback; its thread
+ *    turns its records off and flushes its device before it gives the PR
+ *    up (fs_journal_set_records 0), so every record it wrote is durable
+ *    before the CW is granted and the joiner writes anything. A failed
+ *    flush calls conf.fail (fence: the PR then never leaves the node,
+ *    the cluster recovers it);
+ *  - a covering node asks PR as a new request with NOQUEUE only (a
+ *    queued PR request would hold every later CW request back behind it,
+ *    FIFO; a new request is refused while a CW is held or waiting): once
+ *    when its journal starts (fs_jrec_start), then every conf.retry_ms
+ *    from its own thread while its records are off.
  * Nothing is on disk and the lock has no value block: the lock manager's
  * grant state is the agreement, so it is recomputed by the nodes
  * themselves after any crash. A node that dies holds its mode until the
  * lock manager recovered it (after its journal was replayed). A ro node
  * writes nothing and takes no part (no fs_jrec at all).
  *
- * Threads: the drop op runs on a demote worker; the retry thread only
- * asks with NOQUEUE (it waits at most for the master's answer); no
- * function here is called with a journal handle or glock held.
+ * Threads: a covering node's thread asks for the PR (NOQUEUE: it waits
+ * at most for the master's answer) and gives it up; the blocking
+ * callback only wakes it. No function here is called with a journal
+ * handle or glock held.
  * Locking: r->mu (a leaf) protects the mode and counters.
  */
 #ifndef UCFS_FS_JREC_H
@@ -44,7 +45,6 @@
 
 #include <stdint.h>
 
-struct fs_glocks;
 struct lk_ls;
 struct fs_jrec;
 struct fs_json;
@@ -52,10 +52,9 @@ struct fs_json;
 #define FS_JREC_RETRY_MS 1000u /* records off: PR asked again after */
 
 struct fs_jrec_conf {
-	struct lk_ls *ls;    /* the lockspace (CW) */
-	struct fs_glocks *e; /* the glock engine (PR): ops set on it */
-	int covers;	     /* bd_flush_covers_all(this node's device) */
-	unsigned retry_ms;   /* 0: FS_JREC_RETRY_MS */
+	struct lk_ls *ls;  /* the lockspace */
+	int covers;	   /* bd_flush_covers_all(this node's device) */
+	unsigned retry_ms; /* 0: FS_JREC_RETRY_MS */
 	/* Records on (1) or off (0) in this node's journal: 0 must return
 	 * only once every record written before is durable (or fail). */
 	int (*set)(void *arg, int on);
@@ -76,8 +75,7 @@ struct fs_jrec_stats {
 	uint64_t offs;	  /* PR given up: records turned off */
 };
 
-/* Set the lock type's ops on conf.e (before any glock of the type) and,
- * covering, take a reference on the glock. 0, -ENOMEM, -EIO. */
+/* 0 or -ENOMEM. Nothing asked yet. */
 int fs_jrec_new(const struct fs_jrec_conf *conf, struct fs_jrec **out);
 /* Not covering: request CW and wait for it (every PR holder turned its
  * records off first). Covering: nothing. Before the mount's first write.
@@ -87,9 +85,9 @@ int fs_jrec_join(struct fs_jrec *r);
  * start the retry thread. Not covering: nothing. 0 or -errno
  * (pthread_create). */
 int fs_jrec_start(struct fs_jrec *r);
-/* Unmount or crash: stop the thread, give the glock reference back and
- * (@clean) the CW up. The glock ops may still run (the engine's last
- * drops): fs_jrec_free after the engine is freed. */
+/* Unmount or crash: stop the thread and (@clean: the journal is written
+ * back, its header moved) give the PR or CW up; else leave them to the
+ * lockspace (abandoned: the others recover this node). Then free. */
 void fs_jrec_stop(struct fs_jrec *r, int clean);
 void fs_jrec_free(struct fs_jrec *r);
 void fs_jrec_stats(struct fs_jrec *r, struct fs_jrec_stats *out);

@@ -83,7 +83,6 @@
 #include <string.h>
 
 #include "core_fixture.h"
-#include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_jrec.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
@@ -161,7 +160,6 @@ struct run {
 				made a cache pressure commit */
 	unsigned nops_cr;
 	/* mixed: the agreement of nodes A, B (lockspaces 1, 2) */
-	struct fs_glocks *e[2];
 	struct fs_jrec *jr[2];
 	int joined;	 /* B joined: hand-overs go to it */
 	uint64_t join_w; /* write index (from 1) of the join */
@@ -854,7 +852,7 @@ static void jrec_fail(void *arg, const char *why)
 	__atomic_fetch_add(&jrec_failures, 1, __ATOMIC_RELAXED);
 }
 
-/* An engine and an fs_jrec per node over lockspaces 1 (A) and 2 (B); A
+/* An fs_jrec per node over lockspaces 1 (A) and 2 (B); A
  * (its flush covers all) asks PR and writes records once granted (a
  * grant may wait for the previous run's unlocks). 0 or -errno. */
 static int agree_start(struct run *r, struct bd_dev **bd)
@@ -872,10 +870,7 @@ static int agree_start(struct run *r, struct bd_dev **bd)
 		    .arg = r->fs[i],
 		};
 
-		ret = fs_glocks_new(lkl_ls[i + 1], NULL, &r->e[i]);
-		c.e = r->e[i];
-		if (ret == 0)
-			ret = fs_jrec_new(&c, &r->jr[i]);
+		ret = fs_jrec_new(&c, &r->jr[i]);
 	}
 	if (ret == 0)
 		ret = fs_jrec_start(r->jr[0]);
@@ -891,15 +886,12 @@ static int agree_start(struct run *r, struct bd_dev **bd)
 }
 
 /* Give the locks back (the next run starts afresh): before the mounts
- * go, since a drop writes through them. */
+ * go, since a give-up writes through them. */
 static void agree_stop(struct run *r)
 {
-	for (int i = 0; i < 2; i++)
-		fs_jrec_stop(r->jr[i], 1);
 	for (int i = 0; i < 2; i++) {
-		fs_glocks_free(r->e[i]);
+		fs_jrec_stop(r->jr[i], 1);
 		fs_jrec_free(r->jr[i]);
-		r->e[i] = NULL;
 		r->jr[i] = NULL;
 	}
 }

@@ -9,14 +9,18 @@
  *  - side by side: nodes 2 and 3 hold CW at once (the second join does
  *    not wait for the first to leave); node 1 stays off while either is
  *    in (its NOQUEUE requests refused), and is on again once both left;
- *  - a failed flush calls conf.fail (the node fences itself there).
+ *  - no pass: while a slow covering node flushes, the other covering
+ *    node's requests (every RETRY_MS) are refused: it gives PR up once;
+ *  - a failed flush calls conf.fail (the node fences itself there) and
+ *    keeps the PR: the joiner waits until the node is gone.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_jrec.h"
 #include "glock_util.h"
 #include "harness.h"
@@ -36,7 +40,6 @@ struct fake {
 };
 
 static struct fake fk[4];
-static struct fs_glocks *eng[4];
 static struct fs_jrec *jr[4];
 
 static int fake_set(void *arg, int on)
@@ -74,19 +77,14 @@ static int node_new(int i, int covers)
 	    .fail = fake_fail,
 	    .arg = &fk[i],
 	};
-	int ret = fs_glocks_new(lkl_ls[i], NULL, &eng[i]);
-
 	memset(&fk[i], 0, sizeof(fk[i]));
-	c.e = eng[i];
-	return ret < 0 ? ret : fs_jrec_new(&c, &jr[i]);
+	return fs_jrec_new(&c, &jr[i]);
 }
 
 static void node_free(int i)
 {
 	fs_jrec_stop(jr[i], 1);
-	fs_glocks_free(eng[i]);
 	fs_jrec_free(jr[i]);
-	eng[i] = NULL;
 	jr[i] = NULL;
 }
 
@@ -147,14 +145,68 @@ static void test_two_cw_side_by_side(void)
 	node_free(1);
 }
 
-static void test_flush_failure_fences(void)
+static int offs(int i)
 {
+	return __atomic_load_n(&fk[i].offs, __ATOMIC_SEQ_CST);
+}
+
+/* Two covering nodes, one slow to flush: the other keeps asking every
+ * RETRY_MS meanwhile, and must not get PR back past the waiting CW (it
+ * gives its PR up exactly once). */
+static void test_no_pass_past_the_joiner(void)
+{
+	REQUIRE(node_new(1, 1) == 0 && node_new(2, 0) == 0 &&
+		node_new(3, 1) == 0);
+	REQUIRE(fs_jrec_start(jr[1]) == 0 && fs_jrec_start(jr[3]) == 0);
+	WAIT_FOR(is_on(1) && is_on(3));
+	CHECK(is_on(1) && is_on(3));
+	fk[3].delay_ms = 500;
+	CHECK_EQ(fs_jrec_join(jr[2]), 0);
+	CHECK(!is_on(1) && !is_on(3));
+	CHECK_EQ(offs(1), 1);
+	CHECK_EQ(offs(3), 1);
+	printf("  node 1 asked %llu times in all, %llu refused\n",
+	       (unsigned long long)(refused(1) + 1),
+	       (unsigned long long)refused(1));
+	node_free(3);
+	node_free(2);
+	node_free(1);
+}
+
+static void *join_thread(void *arg)
+{
+	return (void *)(intptr_t)fs_jrec_join(arg);
+}
+
+static int joined(int i)
+{
+	struct fs_jrec_stats s;
+
+	fs_jrec_stats(jr[i], &s);
+	return strcmp(s.mode, "cw") == 0;
+}
+
+/* The flush fails: conf.fail (the product fences there) and the PR is
+ * kept, so the joiner waits (until the cluster recovers the node: here,
+ * until it leaves). */
+static void test_flush_failure_keeps_the_pr(void)
+{
+	pthread_t t;
+	void *ret = NULL;
+
 	REQUIRE(node_new(1, 1) == 0 && node_new(2, 0) == 0);
 	REQUIRE(fs_jrec_start(jr[1]) == 0);
 	WAIT_FOR(is_on(1));
 	fk[1].flush_ret = -EIO;
-	CHECK_EQ(fs_jrec_join(jr[2]), 0);
+	REQUIRE(pthread_create(&t, NULL, join_thread, jr[2]) == 0);
+	WAIT_FOR(__atomic_load_n(&fk[1].fails, __ATOMIC_SEQ_CST) == 1);
 	CHECK_EQ(__atomic_load_n(&fk[1].fails, __ATOMIC_SEQ_CST), 1);
+	usleep(100000); /* a wrong grant would come meanwhile */
+	CHECK(!joined(2));
+	fs_jrec_stop(jr[1], 1); /* node 1 goes */
+	pthread_join(t, &ret);
+	CHECK_EQ((int)(intptr_t)ret, 0);
+	CHECK(joined(2));
 	node_free(2);
 	node_free(1);
 }
@@ -166,7 +218,8 @@ int main(int argc, char **argv)
 		return 1;
 	T_RUN(test_join_waits_for_the_flush);
 	T_RUN(test_two_cw_side_by_side);
-	T_RUN(test_flush_failure_fences);
+	T_RUN(test_no_pass_past_the_joiner);
+	T_RUN(test_flush_failure_keeps_the_pr);
 	lkl_close();
 	return t_done();
 }
