@@ -160,6 +160,12 @@ int bd_fault_open(struct bd_dev *lower, struct bd_dev **out,
  */
 int bd_fault_open_peer(struct bd_fault *first, struct bd_dev **out,
 		       struct bd_fault **fault);
+/* A flush through @f makes every member's completed writes durable (in
+ * the order they were issued), and bd_flush_covers_all() reports 1 for
+ * it: one node on the storage's own cache (an image file on the host
+ * beside NBD clients without multi-conn), the others still split. Call
+ * it before a user asks. */
+void bd_fault_set_flush_all(struct bd_fault *f);
 /* What bd_flush_covers_all() reports for @f's device from now on (call it
  * before a user asks): a test lets a split group claim 1 to show that its
  * checks catch the user trusting a flush it must not trust. */

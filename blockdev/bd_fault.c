@@ -28,7 +28,10 @@
  * Peers (bd_fault_open_peer): more wrappers over the same @lower, each
  * with its own overlay, as clients of one storage whose flush covers only
  * their own writes (an NBD export without multi-conn): they report
- * bd_flush_covers_all() == 0. They share one power supply (struct
+ * bd_flush_covers_all() == 0; a member set with bd_fault_set_flush_all
+ * flushes every member's writes (in issue order) and reports 1 (the
+ * host's page cache under an image file, beside them). They share one
+ * power supply (struct
  * fault_power): writes are counted, and crash and tear points armed,
  * over the whole group, and a crash loses the unflushed writes of every
  * member. A lone wrapper is a group of one.
@@ -47,6 +50,7 @@
 #include "blockdev/bd_internal.h"
 
 struct fault_write {
+	uint64_t nth; /* the group's write count at its issue */
 	uint64_t off;
 	size_t len;
 	int durable;         /* FUA: already in lower; replayed in order */
@@ -91,6 +95,8 @@ struct bd_fault {
 				    this wrapper's reads / the group's
 				    writes; 0 = off */
 	int fail_persist[2];	 /* pw->lock */
+	int flush_all;		 /* pw->lock: a flush applies every
+				    member's log (bd_fault_set_flush_all) */
 };
 
 static struct bd_fault *to_fault(struct bd_dev *dev)
@@ -195,7 +201,7 @@ static void log_clear(struct bd_fault *f)
 /* Append a copy of a write and index its blocks. 0, or -ENOMEM with the
  * overlay unchanged (the index is grown before anything is put in it). */
 static int log_append(struct bd_fault *f, const void *buf, size_t len,
-		      uint64_t off, int durable)
+		      uint64_t off, int durable, uint64_t nth)
 {
 	struct fault_write *w;
 	unsigned char *data;
@@ -223,6 +229,7 @@ static int log_append(struct bd_fault *f, const void *buf, size_t len,
 	for (size_t k = 0; k < len / BD_ALIGN; k++)
 		idx_put(&f->idx, off / BD_ALIGN + k, data + k * BD_ALIGN);
 	w = &f->log[f->nlog++];
+	w->nth = nth;
 	w->off = off;
 	w->len = len;
 	w->durable = durable;
@@ -360,9 +367,9 @@ static int fault_write(struct bd_dev *dev, const void *buf, size_t len,
 	if (io_flags & BD_IO_FUA) {
 		ret = bd_write(f->lower, buf, len, off, BD_IO_FUA);
 		if (ret == 0 && f->nlog > 0)
-			ret = log_append(f, buf, len, off, 1);
+			ret = log_append(f, buf, len, off, 1, nth);
 	} else {
-		ret = log_append(f, buf, len, off, 0);
+		ret = log_append(f, buf, len, off, 0, nth);
 	}
 out_unlock:
 	pthread_mutex_unlock(&f->pw->lock);
@@ -392,6 +399,43 @@ static int fault_submit_async(struct bd_dev *dev, struct bd_io *ios,
 	return bd_worker_submit(&to_fault(dev)->worker, ios, n, done, arg);
 }
 
+/* A flush that covers the whole group: every member's unflushed writes
+ * reach lower in the order they were issued, then lower is flushed.
+ * pw->lock. */
+static int flush_all_locked(struct fault_power *pw)
+{
+	size_t at[FAULT_PEERS_MAX] = {0};
+	int ret;
+
+	for (;;) {
+		struct bd_fault *next = NULL;
+		unsigned k = 0;
+
+		for (unsigned i = 0; i < FAULT_PEERS_MAX; i++) {
+			struct bd_fault *m = pw->member[i];
+
+			if (m != NULL && at[i] < m->nlog &&
+			    (next == NULL ||
+			     m->log[at[i]].nth < next->log[at[k]].nth)) {
+				next = m;
+				k = i;
+			}
+		}
+		if (next == NULL)
+			break;
+		ret = bd_write(pw->lower, next->log[at[k]].data,
+			       next->log[at[k]].len, next->log[at[k]].off, 0);
+		if (ret != 0)
+			return ret; /* logs kept: nothing is lost */
+		at[k]++;
+	}
+	ret = bd_flush(pw->lower);
+	for (unsigned i = 0; i < FAULT_PEERS_MAX && ret == 0; i++)
+		if (pw->member[i] != NULL)
+			log_clear(pw->member[i]);
+	return ret;
+}
+
 static int fault_flush(struct bd_dev *dev)
 {
 	struct bd_fault *f = to_fault(dev);
@@ -400,6 +444,10 @@ static int fault_flush(struct bd_dev *dev)
 	pthread_mutex_lock(&f->pw->lock);
 	if (f->pw->crashed)
 		goto out_unlock;
+	if (f->flush_all) {
+		ret = flush_all_locked(f->pw);
+		goto out_unlock;
+	}
 	ret = log_apply(f, 0, 0);
 	if (ret == 0)
 		ret = bd_flush(f->lower);
@@ -576,6 +624,14 @@ uint64_t bd_fault_writes(const struct bd_fault *f)
 int bd_fault_crashed(const struct bd_fault *f)
 {
 	return f->pw->crashed;
+}
+
+void bd_fault_set_flush_all(struct bd_fault *f)
+{
+	pthread_mutex_lock(&f->pw->lock);
+	f->flush_all = 1;
+	f->dev.flush_local = 0;
+	pthread_mutex_unlock(&f->pw->lock);
 }
 
 void bd_fault_set_flush_local(struct bd_fault *f, int local)

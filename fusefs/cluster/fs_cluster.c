@@ -10,7 +10,10 @@
  * rgroup's lock its header, bitmaps and the allocator's memory of it
  * (counts, reservations, hints; fs_alloc.c); the mount lock (FS_LK_FS/0)
  * the slot map; the statfs lock (FS_LK_STATFS/0) the statfs master
- * record (fs_statfs.c). Nothing else mirrors shared disk state:
+ * record (fs_statfs.c); the records lock (FS_LK_JREC/0, fs_jrec.c: a
+ * plain lock-manager lock, not a glock) no data, only the right to
+ * write checkpoint records (given up, they are turned off and flushed
+ * first). Nothing else mirrors shared disk state:
  * in-memory inodes (fs_inode.c) hold only this node's kernel
  * references, opens and its own slot's orphan list; directory
  * readahead (fs_statahead.c) only prefetches into the block cache, the
@@ -110,6 +113,7 @@
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/cluster/fs_glock.h"
 #include "fusefs/cluster/fs_hb.h"
+#include "fusefs/cluster/fs_jrec.h"
 #include "fusefs/namespace/fs_ns.h"
 #include "fusefs/stats/fs_stats.h"
 #include "lockmgr/cv_wait.h"
@@ -126,6 +130,8 @@ struct fs_cluster {
 	int ro;			  /* immutable: fs_cluster_opts.ro */
 	struct fs_glocks *e;	  /* immutable after attach: the engine */
 	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
+	struct fs_jrec *jrec;	  /* immutable after attach: records
+				     agreement (NULL: ro, no JCKPT) */
 	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
 	int slot;		  /* immutable after claim; -1 */
 	struct lk_lock **try_lk;  /* per slot: recovery locks (thread
@@ -946,6 +952,50 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
 	return cl->ls;
 }
 
+/* The records agreement's side of the journal (fs_jrec_conf.set). */
+static int jrec_set(void *arg, int on)
+{
+	struct fs_cluster *cl = arg;
+	struct fs *fs = cl_fs(cl);
+	int ret = 0;
+
+	if (fs != NULL && fs->j != NULL) /* else unmounted: written back */
+		ret = fs_journal_set_records(fs, on);
+	cl_fs_put(cl, fs);
+	return ret;
+}
+
+static void jrec_fail(void *arg, const char *why)
+{
+	fs_cluster_fence(arg, why);
+}
+
+/* Records are possible on this image (JCKPT) and node (rw). */
+static int jrec_new(struct fs_cluster *cl, struct fs *fs)
+{
+	struct fs_jrec_conf c = {
+	    .ls = cl->ls,
+	    .covers = bd_flush_covers_all(fs->bd),
+	    .set = jrec_set,
+	    .fail = jrec_fail,
+	    .arg = cl,
+	};
+
+	if (cl->ro || !(fs->sb.feature_incompat & FS_FEATURE_INCOMPAT_JCKPT))
+		return 0;
+	return fs_jrec_new(&c, &cl->jrec);
+}
+
+int fs_cluster_records_join(struct fs_cluster *cl)
+{
+	return cl->jrec != NULL ? fs_jrec_join(cl->jrec) : 0;
+}
+
+int fs_cluster_records_start(struct fs_cluster *cl)
+{
+	return cl->jrec != NULL ? fs_jrec_start(cl->jrec) : 0;
+}
+
 /* The lock manager keeps at most one unused resource (toss list) per
  * this many glocks of the bound. */
 #define FS_TOSS_PER_GLOCKS 8
@@ -992,6 +1042,8 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs)
 	if (cl->try_lk == NULL)
 		return -ENOMEM;
 	ret = engine_start(cl);
+	if (ret == 0)
+		ret = jrec_new(cl, fs);
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&cl->mu);
@@ -1406,6 +1458,19 @@ static void peers_section(struct fs_cluster *cl, struct fs_json *arr)
 	}
 }
 
+/* The checkpoint records agreement (fs_jrec.h). */
+static void records_stats(struct fs_cluster *cl, struct fs_json *o)
+{
+	struct fs_jrec_stats js = {.mode = "none"};
+
+	if (cl->jrec != NULL)
+		fs_jrec_stats(cl->jrec, &js);
+	fs_json_str(o, "records", js.mode);
+	fs_json_u64(o, "records_tries", js.tries);
+	fs_json_u64(o, "records_refused", js.refused);
+	fs_json_u64(o, "records_given_up", js.offs);
+}
+
 static void cluster_section(struct fs_json *o, void *arg)
 {
 	struct fs_cluster *cl = arg;
@@ -1450,6 +1515,7 @@ static void cluster_section(struct fs_json *o, void *arg)
 	fs_json_str(o, "fence_reason", cl->fence_why);
 	fs_json_bool(o, "fence_kernel_dropped", cl->kernel_dropped);
 	pthread_mutex_unlock(&cl->mu);
+	records_stats(cl, o);
 	fs_hb_stats(cl->hb, o);
 	peers_section(cl, fs_json_arr(o, "peers"));
 }
@@ -1460,7 +1526,7 @@ static const char *type_name(unsigned type)
 	    [FS_LK_FS] = "fs",	       [FS_LK_SLOT] = "slot",
 	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
 	    [FS_LK_RENAME] = "rename", [FS_LK_IOPEN] = "iopen",
-	    [FS_LK_STATFS] = "statfs",
+	    [FS_LK_STATFS] = "statfs", [FS_LK_JREC] = "jrec",
 	};
 
 	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;
@@ -1559,6 +1625,8 @@ void fs_cluster_close(struct fs_cluster *cl)
 		return;
 	}
 	stop_thread(cl);
+	fs_jrec_stop(cl->jrec, 1);
+	fs_jrec_free(cl->jrec);
 	engine_free(cl, 1);
 	if (cl->slot_lk != NULL)
 		lk_unlock(cl->slot_lk, 0);
@@ -1574,6 +1642,7 @@ void fs_cluster_abandon(struct fs_cluster *cl)
 	if (cl == NULL)
 		return;
 	stop_thread(cl);
+	fs_jrec_free(cl->jrec); /* its locks go with the lockspace */
 	if (cl->e != NULL) {
 		fs_glocks_fence(cl->e);
 		fs_glocks_stop(cl->e); /* no DLM call after this */

@@ -10,13 +10,19 @@
  * FS_LK_INODE/ino an inode (fs_ilock.c: PR to read, EX to change),
  * FS_LK_RGRP/g a resource group (fs_alloc.c: EX to allocate or free),
  * FS_LK_RENAME/0 a rename that changes parents, FS_LK_IOPEN/ino an inode
- * in use (fs_iopen.h: lock-manager locks, PR while in core, EX to free).
+ * in use (fs_iopen.h: lock-manager locks, PR while in core, EX to free),
+ * FS_LK_STATFS/0 the statfs master, FS_LK_JREC/0 the agreement on
+ * checkpoint records (fs_jrec.h: PR while this node writes them, CW
+ * for the whole mount of a node whose flush does not cover all).
  *
  * Life cycle (fs_vfs.c, fs_super.c):
  *   fs_cluster_open   lockspace opened, quorum reached
  *   fs_cluster_attach the struct fs being mounted (sb read): glock
  *                     engine made, node-down recovery enabled
+ *   fs_cluster_records_join (a node whose device's flush does not
+ *                     cover all: records off everywhere first)
  *   fs_cluster_slot_claim, fs_cluster_lock(EX) ... mount ...
+ *   fs_cluster_records_start (the journal is up: records if agreed)
  *   fs_cluster_unlock  mount done: requests may run
  *   ... requests take inode, rgroup and rename glocks (fs_cluster_glock)
  *   fs_cluster_lock(EX) at unmount, then fs_cluster_close after the
@@ -44,6 +50,7 @@ enum {
 	FS_LK_RENAME = 5,
 	FS_LK_IOPEN = 6,
 	FS_LK_STATFS = 8, /* 7: the lock manager's file locks */
+	FS_LK_JREC = 9,	  /* checkpoint records agreement (fs_jrec.h) */
 };
 
 #define FS_DEFAULT_MINHOLD_MS 5
@@ -98,6 +105,15 @@ uint32_t fs_cluster_ino_place(const struct fs_cluster *cl, uint64_t ino);
 int fs_cluster_members(struct fs_cluster *cl, uint64_t *members);
 /* Bind @fs (superblock read) and create the fs glock. 0 or -errno. */
 int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);
+/* Checkpoint records (fs_jrec.h; nothing for a ro node or an image
+ * without JCKPT). join: before the mount's first write: a device whose
+ * flush does not cover every writer's writes holds the agreement's lock
+ * in CW (waits until every node writing records stopped and flushed);
+ * 0, -ESHUTDOWN, -errno. start: after fs_journal_init: a covering
+ * device asks PR (records on once granted, asked again every
+ * FS_JREC_RETRY_MS while refused); 0 or -errno. */
+int fs_cluster_records_join(struct fs_cluster *cl);
+int fs_cluster_records_start(struct fs_cluster *cl);
 /* The mount failed after attach: drop its EX hold (@held) and forget
  * @fs. The caller then closes @cl. */
 void fs_cluster_detach(struct fs_cluster *cl, int held);

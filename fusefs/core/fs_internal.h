@@ -117,6 +117,8 @@ struct fs_core_stats {
 	uint64_t checkpoints, checkpoint_blocks;
 	uint64_t ckpt_records;	/* checkpoints marked by a log record */
 	uint64_t ckpt_headers;	/* ... by moving the header's tail (FUA) */
+	uint64_t records_allowed; /* gauge: 1 while records are written */
+	uint64_t records_off;	  /* dlm: times the cluster turned them off */
 	uint64_t flushes;
 	uint64_t cache_hits, cache_misses, cache_evictions, cache_readahead;
 	uint64_t cache_bufs, cache_pinned;	/* current values */
@@ -471,6 +473,21 @@ void fs_journal_abort(struct fs *fs);
 
 /* Ask the commit thread to commit soon (no wait). */
 void fs_journal_kick(struct fs *fs);
+
+/*
+ * Checkpoint records (FORMAT.md "Journal"): a record's durability rests
+ * on the flush of whichever node writes a block of it home next, so a
+ * dlm mount writes them only while the cluster agrees that every writer's
+ * flush covers every writer's writes (fusefs/cluster/fs_jrec.c); a
+ * nolock mount from the start. @on 1: allowed from now on (still only
+ * with the JCKPT feature and a device whose flush covers all); 0: no
+ * record from now on, then the device flushed, so that every record
+ * written before is durable when this returns. 0, or -EIO (the flush
+ * failed: records written before may be lost; the caller must not let
+ * another writer rely on them). Any thread but the commit thread, no
+ * handle held; may block (a commit in progress, the flush).
+ */
+int fs_journal_set_records(struct fs *fs, int on);
 
 /* ---- file data write-behind (fs_data.c) ------------------------------- */
 /*

@@ -30,7 +30,9 @@
  * change those blocks next. The header's tail moves to the head (FUA
  * write), or, for a lock leaving this node, a checkpoint record is
  * appended to the log (JCKPT, a plain write: FORMAT.md "Journal" says why
- * no flush is needed); records stop RECORD_SPAN blocks from the tail
+ * no flush is needed; a dlm mount only while the cluster agrees that
+ * every writer's flush covers all, fs_journal_set_records, which flushes
+ * when it turns them off); records stop RECORD_SPAN blocks from the tail
  * (a bound on what a replay walks through in vain) or at half the log,
  * where the commit thread moves the header and frees the space.
  *
@@ -119,8 +121,12 @@ struct fs_journal {
 	int log_dirty;		/* commit_mutex: a transaction was written
 				   since the last tail move or checkpoint
 				   record */
-	int jckpt;		/* immutable: checkpoint records allowed
-				   (incompat JCKPT) */
+	int jckpt;		/* immutable: checkpoint records possible
+				   (incompat JCKPT, a device whose flush
+				   covers every writer's writes) */
+	int records;		/* commit_mutex: ... and allowed now (a
+				   nolock mount: always; dlm: while the
+				   cluster agrees, fs_journal_set_records) */
 	void *hdrbuf;		/* commit_mutex: journal header and
 				   checkpoint record I/O */
 
@@ -596,7 +602,7 @@ static int ckpt_mark(struct fs *fs, int rec)
 	if (rec ? !j->log_dirty : j->used == 0)
 		return 0;
 	j->log_dirty = 0;
-	if (rec && j->jckpt && j->used + 1 < j->log_blocks / 2 &&
+	if (rec && j->jckpt && j->records && j->used + 1 < j->log_blocks / 2 &&
 	    j->used + 1 < RECORD_SPAN)
 		return ckpt_record(fs);
 	j->tail_pos = j->head_pos;
@@ -1246,6 +1252,26 @@ int fs_journal_sync_ino(struct fs *fs, uint64_t ino)
 	return ret < 0 ? ret : sync_data(fs);
 }
 
+int fs_journal_set_records(struct fs *fs, int on)
+{
+	struct fs_journal *j = fs->j;
+	int was;
+
+	pthread_mutex_lock(&j->commit_mutex); /* no record being written */
+	was = j->records;
+	j->records = on;
+	__atomic_store_n(&fs->st.records_allowed, (uint64_t)(j->jckpt && on),
+			 __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&j->commit_mutex);
+	if (on || !was || !j->jckpt)
+		return 0; /* no record since the last flush of this call */
+	FS_STAT_ADD(fs, records_off, 1);
+	/* every record written so far: durable before another writer whose
+	 * flush may not cover ours relies on it */
+	FS_STAT_ADD(fs, flushes, 1);
+	return bd_flush(fs->bd) < 0 ? -EIO : 0;
+}
+
 uint64_t fs_journal_stamp(struct fs *fs)
 {
 	struct fs_journal *j = fs->j;
@@ -1511,6 +1537,11 @@ int fs_journal_init(struct fs *fs)
 	 * "Journal"): only where that flush covers our writes too */
 	j->jckpt = (fs->sb.feature_incompat & FS_FEATURE_INCOMPAT_JCKPT) != 0 &&
 		   bd_flush_covers_all(fs->bd);
+	/* dlm: every other writer's flush must cover ours too: off until
+	 * the cluster agrees (fs_jrec.c) */
+	j->records = fs->opts.nolock;
+	__atomic_store_n(&fs->st.records_allowed,
+			 (uint64_t)(j->jckpt && j->records), __ATOMIC_RELAXED);
 	lim = j->log_blocks / 4;
 	lim -= desc_count((unsigned)lim) + 1;
 	if (lim > fs_cache_capacity(fs) / 4)

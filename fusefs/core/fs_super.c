@@ -536,6 +536,13 @@ static int dlm_begin(struct fs *fs, char *why, size_t whylen)
 	if (ret < 0)
 		return fs_why(why, whylen, ret, "cannot set up the fs lock");
 	fs->cl = cl;
+	/* before any write of ours (FORMAT.md "Journal") */
+	ret = fs_cluster_records_join(cl);
+	if (ret < 0)
+		return fs_why(why, whylen, ret,
+			      "cannot turn the cluster's checkpoint records "
+			      "off (this device's flush does not cover every "
+			      "node's writes)");
 	if (fs->ro) /* no slot: no journal, no heartbeat of its own */
 		fs->slot = fs->sb.slot_count;
 	else
@@ -594,6 +601,13 @@ int fs_core_mount(struct bd_dev *bd, const struct fs_core_opts *o,
 	ret = fs_journal_init(fs);
 	if (ret < 0) {
 		fs_why(why, whylen, ret, "cannot start the journal");
+		goto out_free;
+	}
+	if (fs->cl != NULL && !fs->ro)
+		ret = fs_cluster_records_start(fs->cl);
+	if (ret < 0) {
+		fs_why(why, whylen, ret, "cannot start the records agreement");
+		fs_journal_shutdown(fs, 0);
 		goto out_free;
 	}
 	ret = fs_statfs_start(fs);
@@ -758,8 +772,12 @@ void fs_core_abandon(struct fs *fs)
 {
 	if (fs == NULL)
 		return;
-	if (fs->cl != NULL)
+	if (fs->cl != NULL) {
 		fs_journal_abort(fs);
+		/* the glock ops and the records agreement leave the journal
+		 * alone before it goes */
+		fs_cluster_quiesce(fs->cl);
+	}
 	fs_statfs_stop(fs);
 	fs_journal_shutdown(fs, 0);
 	fs_statfs_destroy(fs); /* their glock references first */

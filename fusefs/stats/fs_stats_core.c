@@ -41,6 +41,8 @@ static void fs_stats_journal(struct fs_json *o, void *arg)
 	fs_json_u64(o, "checkpoint_blocks", s.checkpoint_blocks);
 	fs_json_u64(o, "checkpoint_records", s.ckpt_records);
 	fs_json_u64(o, "header_writes", s.ckpt_headers);
+	fs_json_u64(o, "records_allowed", s.records_allowed);
+	fs_json_u64(o, "records_off", s.records_off);
 	fs_json_u64(o, "device_flushes", s.flushes);
 	fs_json_u64(o, "replay_tx", s.replay_tx);
 	fs_json_u64(o, "replay_blocks", s.replay_blocks);

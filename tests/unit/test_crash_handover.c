@@ -17,6 +17,15 @@
  * covers all, the records come back and the checks must catch a lost
  * frozen state at some crash point (test_crash_handover_split_lie_caught
  * runs every write index until the first failure; it fails if none).
+ * The mixed cases give node A a flush that covers both caches
+ * (bd_fault_set_flush_all: the image file beside an NBD export without
+ * multi-conn) and B its own only: A's journal would write records that
+ * B's flushes do not make durable. A works alone (with records) until
+ * JOIN_OP, then B joins as a dlm node would: with the records agreement
+ * (fusefs/cluster/fs_jrec.c, over two in-process lockspaces, lk_local.h)
+ * B's CW is granted only after A turned its records off and flushed, and
+ * nothing is lost (test_crash_handover_mixed); without it a frozen state
+ * must be lost at some crash point (_mixed_unagreed_caught).
  * The core refuses a dlm mount without a cluster, so both are nolock
  * mounts that pick their slot (fs_core_opts.slot): B first, then A
  * with the slot map showing slot 1 free (else A's mount would replay
@@ -74,10 +83,12 @@
 #include <string.h>
 
 #include "core_fixture.h"
+#include "fusefs/cluster/fs_jrec.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
 #include "fusefs/fsck/fs_fsck.h"
 #include "harness.h"
+#include "lk_local.h"
 
 #define IMG_MB 16
 #define JOURNAL_MB 1
@@ -87,6 +98,9 @@
 #define MAXF 1024
 #define NFREED 8
 #define SHARED_INO 0x5ead0001ull
+#define JOIN_OP 140  /* mixed: node B joins before this operation */
+#define JOIN_SPAN 64 /* mixed: every write index this far past the join */
+#define JREC_RETRY_MS 10
 
 /* --- the model ---------------------------------------------------------- */
 
@@ -112,6 +126,9 @@ struct mode {
 	int jckpt; /* the image has JCKPT */
 	int split; /* a fault wrapper (volatile cache) per node */
 	int lie;   /* split, but the wrappers claim a flush covers all */
+	int mixed; /* split, but A's flush covers every member's writes
+		      (bd_fault_set_flush_all); B joins at JOIN_OP */
+	int agree; /* mixed: the records agreement runs (fs_jrec.c) */
 	unsigned cache_mb; /* the workload's cache_mb (0: 8) */
 	unsigned ho_skip;  /* 1 in ho_skip hand-overs drawn happens, the
 			      others create files (0: all happen) */
@@ -142,6 +159,10 @@ struct run {
 	struct span *ops_cr; /* NOPS, the dry run only: the operations that
 				made a cache pressure commit */
 	unsigned nops_cr;
+	/* mixed: the agreement of nodes A, B (lockspaces 1, 2) */
+	struct fs_jrec *jr[2];
+	int joined;	 /* B joined: hand-overs go to it */
+	uint64_t join_w; /* write index (from 1) of the join */
 };
 
 static uint64_t rnd(struct run *r)
@@ -379,6 +400,10 @@ static int handover(struct run *r)
 	if (ret < 0)
 		return ret;
 	r->frozen = r->nhist - 1;
+	if (r->m->mixed && !r->joined) {
+		r->handovers++; /* nobody to take it: the sync alone */
+		return 0;
+	}
 	fs_cache_drop_owner(t, sh, NULL);
 	for (uint32_t i = 0; i < r->sb.rgrp_count && ret == 0; i++)
 		ret = fs_alloc_rgrp_inval(t, i);
@@ -420,6 +445,22 @@ static int one_op(struct run *r)
 	return op_fsync(r);
 }
 
+/* Mixed: B joins. A's last sync ended with a record (unflushed); with
+ * the agreement B's CW is granted once A's drop turned its records off
+ * and flushed. Then the token goes to B at once (A has nothing left to
+ * write), so B's first writes may land while A's record is not durable
+ * but for that flush. */
+static int join(struct run *r, uint64_t w0)
+{
+	int ret = handover(r);
+
+	r->join_w = bd_fault_writes(r->f) - w0 + 1;
+	if (ret == 0 && r->m->agree)
+		ret = fs_jrec_join(r->jr[1]);
+	r->joined = 1;
+	return ret < 0 ? ret : handover(r);
+}
+
 /* Cache pressure commits of both nodes so far. */
 static uint64_t cache_commits(struct run *r)
 {
@@ -441,6 +482,10 @@ static int workload(struct run *r)
 	int ret = 0;
 
 	for (unsigned op = 0; op < NOPS && ret == 0; op++) {
+		if (r->m->mixed && op == JOIN_OP)
+			ret = join(r, w0);
+		if (ret < 0)
+			break;
 		w = bd_fault_writes(r->f);
 		if (r->ops_cr != NULL)
 			cr = cache_commits(r);
@@ -742,6 +787,14 @@ static int marks_ok(struct run *r, const struct mode *m)
 	       (unsigned long long)cr);
 	if (m->cache_mb && cr == 0)
 		return 0;
+	if (m->mixed) {
+		printf("  A: records off %llu times, allowed at the end %llu\n",
+		       (unsigned long long)st[0].records_off,
+		       (unsigned long long)st[0].records_allowed);
+		return st[0].ckpt_records > 0 && st[1].ckpt_records == 0 &&
+		       st[0].records_off == (uint64_t)m->agree &&
+		       st[0].records_allowed == (uint64_t)!m->agree;
+	}
 	if (m->jckpt && (!m->split || m->lie))
 		return st[0].ckpt_records > 0 && st[1].ckpt_records > 0;
 	return st[0].ckpt_records + st[1].ckpt_records == 0;
@@ -778,7 +831,69 @@ static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
 		bd_fault_set_flush_local(r->f, 0);
 		bd_fault_set_flush_local(f1, 0);
 	}
+	if (m->mixed)
+		bd_fault_set_flush_all(r->f);
 	return 0;
+}
+
+/* --- the records agreement (mixed) -------------------------------------- */
+
+static unsigned jrec_failures; /* flushes before a drop that failed */
+
+static int jrec_set(void *arg, int on)
+{
+	return fs_journal_set_records(arg, on);
+}
+
+static void jrec_fail(void *arg, const char *why)
+{
+	(void)arg;
+	(void)why;
+	__atomic_fetch_add(&jrec_failures, 1, __ATOMIC_RELAXED);
+}
+
+/* An fs_jrec per node over lockspaces 1 (A) and 2 (B); A
+ * (its flush covers all) asks PR and writes records once granted (a
+ * grant may wait for the previous run's unlocks). 0 or -errno. */
+static int agree_start(struct run *r, struct bd_dev **bd)
+{
+	struct fs_jrec_stats js = {0};
+	int ret = 0;
+
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		struct fs_jrec_conf c = {
+		    .ls = lkl_ls[i + 1],
+		    .covers = bd_flush_covers_all(bd[i]),
+		    .retry_ms = JREC_RETRY_MS,
+		    .set = jrec_set,
+		    .fail = jrec_fail,
+		    .arg = r->fs[i],
+		};
+
+		ret = fs_jrec_new(&c, &r->jr[i]);
+	}
+	if (ret == 0)
+		ret = fs_jrec_start(r->jr[0]);
+	for (int w = 0; ret == 0 && w < 2000; w++) {
+		fs_jrec_stats(r->jr[0], &js);
+		if (strcmp(js.mode, "on") == 0)
+			return 0;
+		usleep(10000);
+	}
+	fprintf(stderr, "  A never got the records: %d %s\n", ret,
+		js.mode ? js.mode : "");
+	return ret < 0 ? ret : -ETIMEDOUT;
+}
+
+/* Give the locks back (the next run starts afresh): before the mounts
+ * go, since a give-up writes through them. */
+static void agree_stop(struct run *r)
+{
+	for (int i = 0; i < 2; i++) {
+		fs_jrec_stop(r->jr[i], 1);
+		fs_jrec_free(r->jr[i]);
+		r->jr[i] = NULL;
+	}
 }
 
 static void close_devs(struct bd_dev **bd)
@@ -791,6 +906,7 @@ static void close_devs(struct bd_dev **bd)
 /* What the dry run found. */
 struct dry {
 	uint64_t writes;      /* W */
+	uint64_t join_w;      /* mixed: write index of B's join */
 	struct span cr[NOPS]; /* operations with a cache pressure commit */
 	unsigned ncr;
 };
@@ -805,6 +921,7 @@ static int dry_run(struct run *r, const struct mode *m, struct dry *d)
 	ok = workload(r) == 0;
 	d->writes = bd_fault_writes(r->f) - w0;
 	d->ncr = r->nops_cr;
+	d->join_w = r->join_w;
 	ok = ok && marks_ok(r, m);
 	printf("  dry run: %llu writes, %u hand-overs, %u fsyncs\n",
 	       (unsigned long long)d->writes, r->handovers, r->fsyncs);
@@ -845,16 +962,24 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
 	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
 	r->rng = seed;
 	r->sh = sh;
-	r->holder = (int)(point & 1); /* see the file's comment */
+	r->holder = m->mixed ? 0 : (int)(point & 1); /* the file's comment */
 	r->nhist = 1;
 	r->m = m;
 	if (r->hist == NULL || read_sb(bd[0], &r->sb) < 0 ||
 	    mount_pair(r, bd[0], bd[1]) < 0)
 		goto out_free;
+	if (m->agree && agree_start(r, bd) < 0) {
+		agree_stop(r);
+		fs_core_abandon(r->fs[1]);
+		fs_core_abandon(r->fs[0]);
+		goto out_free;
+	}
 	if (point == 0)
 		ok = dry_run(r, m, d);
 	else
 		crash_run(r, seed, point, how);
+	if (m->agree)
+		agree_stop(r);
 	fs_core_abandon(r->fs[1]);
 	fs_core_abandon(r->fs[0]);
 	after = point ? dev_copy(lower) : NULL;
@@ -869,7 +994,10 @@ static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
 				: how == 1 ? "garbled"
 					   : "torn",
 				(unsigned long long)seed,
-				m->lie ? " (expected: the device lied)" : "");
+				m->lie ? " (expected: the device lied)"
+				: m->mixed && !m->agree
+				    ? " (expected: no records agreement)"
+				    : "");
 		bd_close(after);
 	}
 out_free:
@@ -888,53 +1016,81 @@ static void crash_at(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
 	(*n)++;
 }
 
+/* Every write index from..to (within 1..@w + 1): counts into @n, @bad;
+ * stops after @maxbad failed points. */
+struct points {
+	struct bd_dev *tmpl;
+	uint64_t seed, sh, w;
+	const struct mode *m;
+	unsigned n, bad, maxbad;
+};
+
+static void every(struct points *pt, uint64_t from, uint64_t to)
+{
+	for (uint64_t p = from ? from : 1;
+	     p <= to && p <= pt->w + 1 && pt->bad < pt->maxbad; p++)
+		crash_at(pt->tmpl, pt->seed, pt->sh, pt->m, p, (int)(p % 3),
+			 &pt->n, &pt->bad);
+}
+
 /* Crash points: @npoints spread over the W + 1 write indices, or every
  * one (UCFS_CRASH_POINTS=N overrides, 0: every write; not for a lying
  * device), then every write index of the dry run's first @nspans
  * operations that made a cache pressure commit, from SPAN_PAD writes
  * before to SPAN_PAD after (the commit thread's early commits may shift
- * a run's writes a little). Stops after @maxbad failed points. Returns
- * the failed points, ~0u if the dry run failed. */
+ * a run's writes a little), and (mixed) of B's join, SPAN_PAD before to
+ * JOIN_SPAN after; without the agreement, only every index from the
+ * join on (nothing can go wrong before B). Stops after @maxbad failed
+ * points. Returns the failed points, ~0u if the dry run failed. */
 #define SPAN_PAD 4
 static unsigned crash_points(const struct mode *m, uint64_t npoints,
 			     unsigned nspans, unsigned maxbad)
 {
-	uint64_t seed = t_seed(), sh = 0, w;
-	struct bd_dev *tmpl = make_template(m->jckpt, &sh);
+	struct points pt = {.seed = t_seed(), .m = m, .maxbad = maxbad};
 	const char *env = getenv("UCFS_CRASH_POINTS");
 	struct dry *d = calloc(1, sizeof(*d));
-	unsigned bad = 0, n = 0;
+	uint64_t w;
 
-	if (tmpl == NULL || d == NULL || !one_run(tmpl, seed, sh, m, 0, 0, d) ||
-	    d->writes == 0) {
-		bad = ~0u;
+	pt.tmpl = make_template(m->jckpt, &pt.sh);
+	if (pt.tmpl == NULL || d == NULL ||
+	    !one_run(pt.tmpl, pt.seed, pt.sh, m, 0, 0, d) || d->writes == 0) {
+		pt.bad = ~0u;
 		goto out;
 	}
-	w = d->writes;
-	if (env != NULL && !m->lie)
+	w = pt.w = d->writes;
+	if (env != NULL && !m->lie && (!m->mixed || m->agree))
 		npoints = strtoull(env, NULL, 0);
 	if (npoints == 0 || npoints > w + 1)
 		npoints = w + 1;
-	for (uint64_t i = 0; i < npoints && bad < maxbad; i++)
-		crash_at(tmpl, seed, sh, m,
+	if (m->mixed)
+		printf("  B joins at write %llu\n",
+		       (unsigned long long)d->join_w);
+	if (m->mixed && !m->agree) {
+		every(&pt, d->join_w, w + 1);
+		npoints = 0;
+	}
+	for (uint64_t i = 0; i < npoints && pt.bad < maxbad; i++)
+		crash_at(pt.tmpl, pt.seed, pt.sh, m,
 			 npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
-			 (int)(i % 3), &n, &bad);
-	for (unsigned k = 0; k < d->ncr && k < nspans && bad < maxbad; k++) {
+			 (int)(i % 3), &pt.n, &pt.bad);
+	for (unsigned k = 0; k < d->ncr && k < nspans; k++) {
 		struct span sp = d->cr[k];
-		uint64_t p = sp.from > SPAN_PAD ? sp.from - SPAN_PAD : 1;
 
 		printf("  cache pressure commit in writes %llu..%llu\n",
 		       (unsigned long long)sp.from, (unsigned long long)sp.to);
-		for (; p <= sp.to + SPAN_PAD && bad < maxbad; p++)
-			crash_at(tmpl, seed, sh, m, p, (int)(p % 3), &n, &bad);
+		every(&pt, sp.from > SPAN_PAD ? sp.from - SPAN_PAD : 1,
+		      sp.to + SPAN_PAD);
 	}
-	printf("  %u crash points of %llu writes, %u failed\n", n,
-	       (unsigned long long)w, bad);
+	if (m->mixed && m->agree)
+		every(&pt, d->join_w > SPAN_PAD ? d->join_w - SPAN_PAD : 1,
+		      d->join_w + JOIN_SPAN);
+	printf("  %u crash points of %llu writes, %u failed\n", pt.n,
+	       (unsigned long long)w, pt.bad);
 out:
 	free(d);
-	if (tmpl != NULL)
-		bd_close(tmpl);
-	return bad;
+	if (pt.tmpl != NULL)
+		bd_close(pt.tmpl);
+	return pt.bad;
 }
 
 static void test_crash_handover_jckpt(void)
@@ -990,6 +1146,38 @@ static void test_crash_handover_split_lie_caught(void)
 	CHECK(bad != ~0u && bad > 0);
 }
 
+/* Nodes reach the storage by different paths: A's flush covers every
+ * node's writes (bd_fault_set_flush_all), B's only its own. A works
+ * alone first with checkpoint records (its own device says a flush
+ * covers all), then B joins and the ping-pong begins. With the records
+ * agreement B's join turns A's records off (A's glock drop: records off,
+ * flush) before B writes anything: nothing is lost at any crash point
+ * (30 spread, then every write index from SPAN_PAD before the join to
+ * JOIN_SPAN past it; UCFS_CRASH_POINTS=0: every write index). */
+static void test_crash_handover_mixed(void)
+{
+	struct mode m = {.jckpt = 1, .split = 1, .mixed = 1, .agree = 1};
+
+	REQUIRE(lkl_start(2, "", 5000) == 0);
+	jrec_failures = 0;
+	CHECK_EQ(crash_points(&m, 30, 0, 3), 0);
+	printf("  flushes before a drop that failed (after the crash): %u\n",
+	       jrec_failures);
+	lkl_close();
+}
+
+/* The same without the agreement (each node asks only its own device,
+ * as before it): A keeps writing records that B's flushes do not make
+ * durable, and the checks must catch a lost frozen state at some write
+ * index (every one from the join on is tried until the first failure). */
+static void test_crash_handover_mixed_unagreed_caught(void)
+{
+	struct mode m = {.jckpt = 1, .split = 1, .mixed = 1};
+	unsigned bad = crash_points(&m, 0, 0, 1);
+
+	CHECK(bad != ~0u && bad > 0);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -998,5 +1186,7 @@ int main(int argc, char **argv)
 	T_RUN(test_crash_handover_cache);
 	T_RUN(test_crash_handover_split);
 	T_RUN(test_crash_handover_split_lie_caught);
+	T_RUN(test_crash_handover_mixed);
+	T_RUN(test_crash_handover_mixed_unagreed_caught);
 	return t_done();
 }
