@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "blockdev/bd.h"
 #include "fusefs/core/fs_internal.h"
@@ -70,6 +71,49 @@ static inline struct bd_dev *cf_ram_copy(struct bd_dev *src)
 out:
 	free(buf);
 	return dst;
+}
+
+/* A file data block's expected contents for version @ver of block @blk:
+ * the crash tests' files are blocks written in place, as fs_data does,
+ * each version telling itself apart. */
+static inline void cf_fill_data(void *buf, uint64_t blk, uint32_t ver)
+{
+	uint64_t *p = buf;
+
+	for (size_t i = 0; i < FS_BLOCK_SIZE / 8; i++)
+		p[i] = blk * 0x100000001b3ull + ver * 0x9e3779b1ull + i;
+}
+
+/* 1 if block @blk on @bd holds version @ver (cf_fill_data). */
+static inline int cf_data_ok(struct bd_dev *bd, uint64_t blk, uint32_t ver)
+{
+	uint8_t *a = bd_buf_alloc(FS_BLOCK_SIZE),
+		*b = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ok = a != NULL && b != NULL &&
+		 bd_read(bd, a, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT) == 0;
+
+	if (ok) {
+		cf_fill_data(b, blk, ver);
+		ok = memcmp(a, b, FS_BLOCK_SIZE) == 0;
+	}
+	free(a);
+	free(b);
+	return ok;
+}
+
+/* Version @ver of block @blk written in place through @bd, as fs_data
+ * writes file data (not journaled). 0 or -errno. */
+static inline int cf_data_write(struct bd_dev *bd, uint64_t blk, uint32_t ver)
+{
+	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = -ENOMEM;
+
+	if (d != NULL) {
+		cf_fill_data(d, blk, ver);
+		ret = bd_write(bd, d, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT, 0);
+	}
+	free(d);
+	return ret;
 }
 
 /* Slot map states of slots 0 and 1 (FS_SLOT_*), written in place: a

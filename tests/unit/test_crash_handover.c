@@ -170,45 +170,6 @@ static uint64_t rnd(struct run *r)
 	return t_splitmix(&r->rng);
 }
 
-static void fill_data(void *buf, uint64_t blk, uint32_t ver)
-{
-	uint64_t *p = buf;
-
-	for (size_t i = 0; i < FS_BLOCK_SIZE / 8; i++)
-		p[i] = blk * 0x100000001b3ull + ver * 0x9e3779b1ull + i;
-}
-
-static int data_ok(struct bd_dev *bd, uint64_t blk, uint32_t ver)
-{
-	uint8_t *a = bd_buf_alloc(FS_BLOCK_SIZE),
-		*b = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ok = a != NULL && b != NULL &&
-		 bd_read(bd, a, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT) == 0;
-
-	if (ok) {
-		fill_data(b, blk, ver);
-		ok = memcmp(a, b, FS_BLOCK_SIZE) == 0;
-	}
-	free(a);
-	free(b);
-	return ok;
-}
-
-/* Write file data in place, as fs_data does (not journaled). */
-static int data_write(struct run *r, uint64_t blk, uint32_t ver)
-{
-	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = -ENOMEM;
-
-	if (d != NULL) {
-		fill_data(d, blk, ver);
-		ret = bd_write(r->fs[r->holder]->bd, d, FS_BLOCK_SIZE,
-			       blk << FS_BLOCK_SHIFT, 0);
-	}
-	free(d);
-	return ret;
-}
-
 static uint64_t goal(struct run *r)
 {
 	return rnd(r) % 4 ? r->freed[rnd(r) % NFREED] : 0;
@@ -257,7 +218,7 @@ static int op_shared(struct run *r, int how)
 	if (how != 2)
 		ret = alloc1(r, tx, &nb);
 	if (ret == 0 && how != 2)
-		ret = data_write(r, nb, ++r->ver);
+		ret = cf_data_write(r->fs[r->holder]->bd, nb, ++r->ver);
 	if (ret == 0 && how != 0) {
 		old = next.e[k].blk;
 		ret = fs_free(tx, old, 1);
@@ -304,7 +265,7 @@ static int op_create(struct run *r)
 		ret = alloc1(r, tx, &p.d);
 	p.dver = p.ver = ++r->ver;
 	if (ret == 0)
-		ret = data_write(r, p.d, p.dver);
+		ret = cf_data_write(r->fs[r->holder]->bd, p.d, p.dver);
 	if (ret == 0)
 		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
 	if (ret == 0) {
@@ -589,26 +550,6 @@ static int read_sb(struct bd_dev *bd, struct fs_sb *out)
 	return ret;
 }
 
-/* Set the slot map's states (a crash leaves both slots mounted, as a
- * dlm cluster would; the workload's nolock mounts marked them free). */
-static int slot_states(struct bd_dev *bd, int s0, int s1)
-{
-	struct fs_slotmap *sm = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = -ENOMEM;
-
-	if (sm != NULL &&
-	    (ret = bd_read(bd, sm, FS_BLOCK_SIZE,
-			   FS_SLOTMAP_BLK << FS_BLOCK_SHIFT)) == 0) {
-		sm->slots[0].state = s0;
-		sm->slots[1].state = s1;
-		fs_blk_update_crc(sm);
-		ret = bd_write(bd, sm, FS_BLOCK_SIZE,
-			       FS_SLOTMAP_BLK << FS_BLOCK_SHIFT, 0);
-	}
-	free(sm);
-	return ret;
-}
-
 /* Mount B (slot 1) on @bd1, then A (slot 0) on @bd0, slot 1 shown free
  * to A: a nolock mount replays every other slot in use, and a replay of
  * B's live journal would move its header under B's feet. B's mount is
@@ -619,7 +560,7 @@ static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
 	if (mount_slot(bd1, 1, r->m->cache_mb, &r->fs[1]) < 0)
 		return -EIO;
 	if (bd_flush(bd1) < 0 ||
-	    slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
+	    cf_slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
 	    bd_flush(bd0) < 0 ||
 	    mount_slot(bd0, 0, r->m->cache_mb, &r->fs[0]) < 0) {
 		fs_core_unmount(r->fs[1]);
@@ -691,7 +632,7 @@ static int check_shared(struct run *r, struct fs *fs, struct bd_dev *bd,
 	}
 	for (unsigned i = 0; i < got.n && ok; i++) {
 		ok = mark(used, nblk, got.e[i].blk, "shared data") &&
-		     data_ok(bd, got.e[i].blk, got.e[i].ver);
+		     cf_data_ok(bd, got.e[i].blk, got.e[i].ver);
 		if (!ok)
 			fprintf(stderr,
 				"  shared entry %u: block %llu lost "
@@ -724,7 +665,7 @@ static int check_private(struct run *r, struct fs *fs, struct bd_dev *bd,
 		}
 		ok = ok && mark(used, nblk, p->m, "file") &&
 		     mark(used, nblk, p->d, "file data") &&
-		     data_ok(bd, p->d, p->dver);
+		     cf_data_ok(bd, p->d, p->dver);
 		if (!ok) {
 			fprintf(stderr,
 				"  frozen file of node %d (blocks "
@@ -747,7 +688,7 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	struct fs *fs = NULL;
 	int ok = used != NULL;
 
-	ok = ok && slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
+	ok = ok && cf_slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
 	ok = ok && fsck_journal_ok(img, "before mount");
 	ok = ok && mount_slot(img, 0, 0, &fs) == 0;
 	if (ok) {

@@ -167,45 +167,6 @@ static uint64_t rnd(struct run *r)
 	return t_splitmix(&r->rng);
 }
 
-static void fill_data(void *buf, uint64_t blk, uint32_t ver)
-{
-	uint64_t *p = buf;
-
-	for (size_t i = 0; i < FS_BLOCK_SIZE / 8; i++)
-		p[i] = blk * 0x100000001b3ull + ver * 0x9e3779b1ull + i;
-}
-
-static int data_ok(struct bd_dev *bd, uint64_t blk, uint32_t ver)
-{
-	uint8_t *a = bd_buf_alloc(FS_BLOCK_SIZE),
-		*b = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ok = a != NULL && b != NULL &&
-		 bd_read(bd, a, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT) == 0;
-
-	if (ok) {
-		fill_data(b, blk, ver);
-		ok = memcmp(a, b, FS_BLOCK_SIZE) == 0;
-	}
-	free(a);
-	free(b);
-	return ok;
-}
-
-/* File data in place, as fs_data does (not journaled). */
-static int data_write(struct fs *fs, uint64_t blk, uint32_t ver)
-{
-	uint8_t *d = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = -ENOMEM;
-
-	if (d != NULL) {
-		fill_data(d, blk, ver);
-		ret = bd_write(fs->bd, d, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT,
-			       0);
-	}
-	free(d);
-	return ret;
-}
-
 static uint32_t group_of(const struct run *r, uint64_t blk)
 {
 	return fs_rgrp_of(&r->sb, blk);
@@ -265,7 +226,7 @@ static int op_create(struct run *r, int n)
 		ret = alloc1(r, n, tx, &p.d);
 	p.dver = p.ver = ++r->ver;
 	if (ret == 0)
-		ret = data_write(fs, p.d, p.dver);
+		ret = cf_data_write(fs->bd, p.d, p.dver);
 	if (ret == 0)
 		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
 	if (ret == 0) {
@@ -873,7 +834,7 @@ static int check_files(struct run *r, struct fs *fs, struct bd_dev *bd)
 		}
 		ok = ok && mark(used, nblk, p->m, "file") &&
 		     mark(used, nblk, p->d, "file data") &&
-		     data_ok(bd, p->d, p->dver) && bit_of(fs, p->m) == 1 &&
+		     cf_data_ok(bd, p->d, p->dver) && bit_of(fs, p->m) == 1 &&
 		     bit_of(fs, p->d) == 1;
 		if (!ok)
 			fprintf(stderr,
