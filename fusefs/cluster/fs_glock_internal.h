@@ -114,8 +114,10 @@ struct fs_glocks {
 					  demote-ahead jobs (run_aheads) */
 	uint64_t ahead_last_ns;	       /* mu: the last demote-ahead pass */
 	int ahead_last_peer;	       /* mu: ... for this node */
-	unsigned ahead_grow;	       /* mu: its span was ahead_span << this */
+	unsigned ahead_streak;	       /* mu: its requests within the streak
+					  window before it (GL_AHEAD_STREAK_NS) */
 	uint64_t ahead_widened;	       /* mu: passes wider than ahead_span */
+	uint64_t ahead_unswept;	       /* mu: passes that started a streak */
 	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of
 						       freed glocks */
 	uint64_t ahead_batches[FS_GLOCK_TYPES];	    /* mu: lock-ahead

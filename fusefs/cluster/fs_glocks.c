@@ -72,12 +72,17 @@
  * removed entry). A holder arriving meanwhile waits for the batch's ops
  * (drops of idle PR locks: no write-back). */
 #define GL_AHEAD_BATCH 32u
-/* Demote-ahead widens while one node keeps asking (an rm -rf of a tree
- * read here: a blocking callback every few ms, each covering only the
- * inodes of ahead_span blocks around it, where files' data lies between
- * inodes): a pass within GL_AHEAD_STREAK_NS of the previous one, for
- * the same node, doubles the span, up to << GL_AHEAD_GROW_MAX; any
- * other pass starts again at ahead_span. The scan lets e->mu go every
+/* Demote-ahead answers sustained demand, not one request: a blocking
+ * callback from a node that did not ask within GL_AHEAD_STREAK_NS
+ * before gives up only the lock asked for and starts a streak (one
+ * chmod on another node must not cost this node its kernel's names of
+ * everything idle nearby: the directories among them take their
+ * subtrees' dentries along); the next one from the same node within
+ * GL_AHEAD_STREAK_NS of the previous sweeps the idle inodes of
+ * ahead_span numbers around it (an rm -rf of a tree read here: a
+ * blocking callback every few ms, where files' data lies between
+ * inodes), and each further one doubles the span, up to
+ * << GL_AHEAD_GROW_MAX. The scan lets e->mu go every
  * GL_AHEAD_SCAN_CHUNK numbers. */
 #define GL_AHEAD_STREAK_NS 200000000ull
 #define GL_AHEAD_GROW_MAX 6u
@@ -410,23 +415,31 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 	pthread_cond_signal(&e->wcv);
 }
 
-/* The span of a demote-ahead pass for @peer now (GL_AHEAD_STREAK_NS).
- * e->mu held. */
-static uint64_t ahead_widen(struct fs_glocks *e, unsigned span, int peer,
-			    uint64_t now)
+/* The span of a demote-ahead pass for @peer now: 0 for the first
+ * request of a streak (GL_AHEAD_STREAK_NS), then @span doubled per
+ * further request. e->mu held. */
+static uint64_t ahead_streak(struct fs_glocks *e, unsigned span, int peer,
+			     uint64_t now)
 {
+	unsigned grow;
+
 	if (e->ahead_last_ns != 0 &&
 	    now < e->ahead_last_ns + GL_AHEAD_STREAK_NS &&
 	    peer == e->ahead_last_peer) {
-		if (e->ahead_grow < GL_AHEAD_GROW_MAX)
-			e->ahead_grow++;
+		if (e->ahead_streak <= GL_AHEAD_GROW_MAX)
+			e->ahead_streak++;
 	} else {
-		e->ahead_grow = 0;
+		e->ahead_streak = 0;
 	}
 	e->ahead_last_ns = now;
 	e->ahead_last_peer = peer;
-	e->ahead_widened += e->ahead_grow > 0;
-	return (uint64_t)span << e->ahead_grow;
+	if (e->ahead_streak == 0) {
+		e->ahead_unswept++;
+		return 0;
+	}
+	grow = e->ahead_streak - 1;
+	e->ahead_widened += grow > 0;
+	return (uint64_t)span << grow;
 }
 
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
@@ -437,7 +450,9 @@ void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 	uint64_t n, w;
 
 	pthread_mutex_lock(&e->mu);
-	w = ahead_widen(e, span, peer, now);
+	w = ahead_streak(e, span, peer, now);
+	if (w == 0)
+		goto out;
 	n = num > w ? num - w : 0;
 	for (; n <= num + w && !e->stopping && !e->fenced; n++) {
 		struct fs_glock *gl = n == num ? NULL : lookup(e, type, n);
@@ -455,6 +470,7 @@ void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 		if (fs_glock_ahead_one(gl, now, peer))
 			enqueue_later(e, gl);
 	}
+out:
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -1202,6 +1218,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->jobs = e->jobs;
 	out->ahead_unlock_calls = e->ahead_unlock_calls;
 	out->ahead_widened = e->ahead_widened;
+	out->ahead_unswept = e->ahead_unswept;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
 		out->type[t].ahead_batches += e->ahead_batches[t];
 		out->type[t].ahead_ns += e->ahead_ns[t];
@@ -1381,6 +1398,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "jobs", s->jobs);
 	fs_json_u64(o, "ahead_unlock_calls", s->ahead_unlock_calls);
 	fs_json_u64(o, "ahead_widened", s->ahead_widened);
+	fs_json_u64(o, "ahead_unswept", s->ahead_unswept);
 	types = fs_json_obj(o, "types");
 	for (unsigned t = 0; t < FS_GLOCK_TYPES; t++)
 		if (s->type[t].acquires + s->type[t].try_fails +
