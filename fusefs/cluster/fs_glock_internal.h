@@ -233,10 +233,12 @@ int fs_glock_ahead_run(struct fs_glocks *e, struct fs_glock **gls, size_t n,
 		       int mode, uint8_t *got);
 /* fs_glocks.c, for fs_glock.c: queue @gl for a worker (no lock held). */
 void fs_glocks_kick(struct fs_glock *gl);
-/* fs_glocks.c, for fs_glock.c: demote-ahead of the idle PR glocks of
- * @type numbered within @span of @num (fs_glock_ops.ahead_span), queued
- * behind every other job; @peer: the node whose request set it off (the
- * blocking callback's, -1 unknown). No lock held. */
+/* fs_glocks.c, for fs_glock.c: a blocking callback on idle PR glock
+ * @num of @type from node @peer (-1 unknown). The first of a streak
+ * (GL_AHEAD_STREAK_NS) only counts; the next ones demote ahead the idle
+ * PR glocks of @type numbered within @span of @num
+ * (fs_glock_ops.ahead_span), doubled per further callback, queued
+ * behind every other job. No lock held. */
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 		     unsigned span, int peer);
 /* fs_glock.c, for fs_glocks.c: ask idle @gl to go from PR to NL (a
