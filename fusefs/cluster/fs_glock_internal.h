@@ -67,6 +67,16 @@ struct fs_glocks_job {
 	struct fs_glock *gl;
 };
 
+/* A node's streak of blocking callbacks on idle PR glocks: demote-ahead
+ * sweeps from the second on (fs_glocks.c GL_AHEAD_STREAK_NS); an engine
+ * follows the GL_AHEAD_PEERS nodes that asked last. */
+#define GL_AHEAD_PEERS 4
+struct gl_streak {
+	uint64_t last_ns; /* its last callback; 0: slot free */
+	int peer;	  /* the node, -1 unknown */
+	unsigned n;	  /* callbacks of the streak before the last */
+};
+
 struct fs_glocks {
 	struct lk_ls *ls;	    /* immutable */
 	struct fs_glocks_conf conf; /* immutable */
@@ -112,10 +122,8 @@ struct fs_glocks {
 	uint64_t jobs;		       /* mu: jobs run */
 	uint64_t ahead_unlock_calls;   /* mu: lockspace calls that unlocked
 					  demote-ahead jobs (run_aheads) */
-	uint64_t ahead_last_ns;	       /* mu: the last demote-ahead pass */
-	int ahead_last_peer;	       /* mu: ... for this node */
-	unsigned ahead_streak;	       /* mu: its requests within the streak
-					  window before it (GL_AHEAD_STREAK_NS) */
+	struct gl_streak ahead[GL_AHEAD_PEERS]; /* mu: the streaks of the
+						   nodes that asked last */
 	uint64_t ahead_widened;	       /* mu: passes wider than ahead_span */
 	uint64_t ahead_unswept;	       /* mu: passes that started a streak */
 	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of

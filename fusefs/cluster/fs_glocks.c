@@ -82,7 +82,9 @@
  * ahead_span numbers around it (an rm -rf of a tree read here: a
  * blocking callback every few ms, where files' data lies between
  * inodes), and each further one doubles the span, up to
- * << GL_AHEAD_GROW_MAX. The scan lets e->mu go every
+ * << GL_AHEAD_GROW_MAX. Each of the last GL_AHEAD_PEERS nodes to ask
+ * has a streak of its own (two nodes removing trees read here at once).
+ * The scan lets e->mu go every
  * GL_AHEAD_SCAN_CHUNK numbers. */
 #define GL_AHEAD_STREAK_NS 200000000ull
 #define GL_AHEAD_GROW_MAX 6u
@@ -415,29 +417,46 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 	pthread_cond_signal(&e->wcv);
 }
 
+/* @peer's streak, or the slot of the node that asked least lately.
+ * e->mu held. */
+static struct gl_streak *ahead_slot(struct fs_glocks *e, int peer)
+{
+	struct gl_streak *st = &e->ahead[0];
+
+	for (unsigned i = 0; i < GL_AHEAD_PEERS; i++) {
+		struct gl_streak *x = &e->ahead[i];
+
+		if (x->last_ns != 0 && x->peer == peer)
+			return x;
+		if (x->last_ns < st->last_ns)
+			st = x;
+	}
+	return st;
+}
+
 /* The span of a demote-ahead pass for @peer now: 0 for the first
- * request of a streak (GL_AHEAD_STREAK_NS), then @span doubled per
- * further request. e->mu held. */
+ * callback of its streak (GL_AHEAD_STREAK_NS), then @span doubled per
+ * further callback. e->mu held. */
 static uint64_t ahead_streak(struct fs_glocks *e, unsigned span, int peer,
 			     uint64_t now)
 {
+	struct gl_streak *st = ahead_slot(e, peer);
 	unsigned grow;
 
-	if (e->ahead_last_ns != 0 &&
-	    now < e->ahead_last_ns + GL_AHEAD_STREAK_NS &&
-	    peer == e->ahead_last_peer) {
-		if (e->ahead_streak <= GL_AHEAD_GROW_MAX)
-			e->ahead_streak++;
+	if (st->last_ns != 0 && st->peer == peer &&
+	    now < st->last_ns + GL_AHEAD_STREAK_NS) {
+		if (st->n <= GL_AHEAD_GROW_MAX)
+			st->n++;
 	} else {
-		e->ahead_streak = 0;
+		st->peer = peer;
+		st->n = 0;
 	}
-	e->ahead_last_ns = now;
-	e->ahead_last_peer = peer;
-	if (e->ahead_streak == 0) {
+	st->last_ns = now;
+	if (st->n == 0) {
 		e->ahead_unswept++;
 		return 0;
 	}
-	grow = e->ahead_streak - 1;
+	grow = st->n - 1;
 	e->ahead_widened += grow > 0;
 	return (uint64_t)span << grow;
 }

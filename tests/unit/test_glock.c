@@ -772,6 +772,53 @@ static void test_demote_ahead_widens(void)
 	fs_glocks_free(eb);
 }
 
+/*
+ * Each node asking has a streak of its own: B asks for 1010, C for
+ * 1030, then B for 1012. The first callback of each node gives up its
+ * lock alone, whenever they came; B's second, within the window of its
+ * first, sweeps 8 numbers around 1012 (1004..1020 but 1010 and 1012:
+ * 15 locks), though C asked in between. A second callback of B after
+ * the window would not sweep: then only what holds either way is
+ * checked (a slow machine).
+ */
+static void test_demote_ahead_peers(void)
+{
+	static const struct fs_glock_ops ahead_ops = {
+	    .sync = c_sync, .drop = c_drop, .ahead_span = 8};
+	struct fs_glocks_conf c = {.workers = 2};
+	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
+	struct fs_glocks *ec = eng_on(2, 0, 0);
+	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
+	uint64_t t0, t1;
+
+	reset();
+	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL && ec != NULL);
+	fs_glocks_set_ops(ea, T_INODE, &ahead_ops, &cnt[0]);
+	for (uint64_t n = 1000; n <= 1040; n++)
+		CHECK_EQ(touch(ea, n, LK_PR), 0);
+	nanosleep(&idle, NULL);
+	t0 = cvw_now_ns();
+	CHECK_EQ(touch(eb, 1010, LK_EX), 0);
+	CHECK_EQ(touch(ec, 1030, LK_EX), 0);
+	WAIT_FOR(unswept(ea) == 2);
+	CHECK_EQ(unswept(ea), 2);
+	CHECK_EQ(type_stat(ea, 1), 0);
+	CHECK_EQ(touch(eb, 1012, LK_EX), 0);
+	t1 = cvw_now_ns();
+	if (t1 - t0 < 150000000ull) {
+		WAIT_FOR(type_stat(ea, 2) >= 15);
+		CHECK_EQ(unswept(ea), 2);
+		CHECK_EQ(type_stat(ea, 1), 15);
+		CHECK_EQ(type_stat(ea, 2), 15);
+	} else {
+		printf("# callbacks more than 150 ms apart: not checked\n");
+	}
+	CHECK_EQ(type_stat(ea, 0), 3);
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+	fs_glocks_free(ec);
+}
+
 struct acq {
 	struct fs_glock *gl;
 	int mode, ret;
@@ -1383,6 +1430,7 @@ int main(int argc, char **argv)
 		T_RUN(test_flush_admits_holders);
 		T_RUN(test_demote_ahead);
 		T_RUN(test_demote_ahead_widens);
+		T_RUN(test_demote_ahead_peers);
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_minhold_only_for_holders);
 		T_RUN(test_gen_moves_only_on_change);
