@@ -84,9 +84,15 @@
  * inodes), and each further one doubles the span, up to
  * << GL_AHEAD_GROW_MAX. Each of the last GL_AHEAD_PEERS nodes to ask
  * has a streak of its own (two nodes removing trees read here at once).
- * The scan lets e->mu go every
- * GL_AHEAD_SCAN_CHUNK numbers. */
+ * The scan lets e->mu go every GL_AHEAD_SCAN_CHUNK numbers. */
 #define GL_AHEAD_STREAK_NS 200000000ull
+/* A streak that swept lasts while its node asks again within this: its
+ * sweeps space the node's next callbacks out (a loaded machine too),
+ * and each new streak costs its first callback and the ones the remover
+ * sends while the first sweep is queued (2-node rm -rf of the bench
+ * tree under load, streaks ending at GL_AHEAD_STREAK_NS: up to 20
+ * streaks and 120 callbacks per node, where 30-60 before). */
+#define GL_AHEAD_KEEP_NS 1000000000ull
 #define GL_AHEAD_GROW_MAX 6u
 #define GL_AHEAD_SCAN_CHUNK 256u
 
@@ -435,8 +441,8 @@ static struct gl_streak *ahead_slot(struct fs_glocks *e, int peer)
 }
 
 /* The span of a demote-ahead pass for @peer now: 0 for the first
- * callback of its streak (GL_AHEAD_STREAK_NS), then @span doubled per
- * further callback. e->mu held. */
+ * callback of its streak (GL_AHEAD_STREAK_NS, then GL_AHEAD_KEEP_NS),
+ * then @span doubled per further callback. e->mu held. */
 static uint64_t ahead_streak(struct fs_glocks *e, unsigned span, int peer,
 			     uint64_t now)
 {
@@ -444,7 +450,8 @@ static uint64_t ahead_streak(struct fs_glocks *e, unsigned span, int peer,
 	unsigned grow;
 
 	if (st->last_ns != 0 && st->peer == peer &&
-	    now < st->last_ns + GL_AHEAD_STREAK_NS) {
+	    now < st->last_ns +
+		      (st->n > 0 ? GL_AHEAD_KEEP_NS : GL_AHEAD_STREAK_NS)) {
 		if (st->n <= GL_AHEAD_GROW_MAX)
 			st->n++;
 	} else {
