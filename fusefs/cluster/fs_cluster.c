@@ -508,7 +508,8 @@ static int inode_changed(struct fs_glock *gl, uint64_t mark, void *arg)
 /* Demote-ahead (fs_glock.h): a node asking for an inode this node only
  * reads idle will likely ask for its neighbours next (rm -rf of a tree
  * read here: a directory's inodes come from one chunk of INODE_CHUNK
- * blocks, fs_alloc.c), so those go to NL in the same pass. */
+ * blocks, fs_alloc.c), so once it keeps asking (fs_glocks.c
+ * GL_AHEAD_STREAK_NS) those go to NL in the same pass. */
 #define INODE_AHEAD_SPAN 64u
 
 /* No recover op for inodes and rgroups: the dead node's journal was

@@ -204,7 +204,8 @@ static void gl_blocking(struct lk_lock *lk, int mode, void *arg)
 		gl->demote_to = to;
 	gl->bast_peer = lk_bast_node(lk) > 0 ? (int)lk_bast_node(lk) : -1;
 	/* another node will change what an idle PR glock covers: its
-	 * neighbours too, likely (fs_glock_ops.ahead_span) */
+	 * neighbours too, likely, if it keeps asking (fs_glock_ops.
+	 * ahead_span; fs_glocks_ahead counts the streak) */
 	span = gl->mode == LK_PR && to == LK_NL && gl->nholders == 0
 		   ? gl->ops->ahead_span
 		   : 0;

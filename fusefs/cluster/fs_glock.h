@@ -171,9 +171,11 @@ struct fs_glock_ops {
 	int (*changed)(struct fs_glock *gl, uint64_t mark, void *arg);
 	/* Demote-ahead span (0: none). A blocking callback that takes an
 	 * idle PR glock of this type to NL (another node will change what
-	 * it covers) also gives up, in the same pass, the idle PR glocks of
-	 * this type whose numbers lie within this distance of it and that
-	 * no holder used for FS_GLOCK_AHEAD_IDLE_MS (unlocked by a worker,
+	 * it covers) and is not the first from that node lately (a streak:
+	 * fs_glocks.c GL_AHEAD_STREAK_NS) also gives up, in the same pass,
+	 * the idle PR glocks of this type whose numbers lie within this
+	 * distance of it (doubled per further callback of the streak) and
+	 * that no holder used for FS_GLOCK_AHEAD_IDLE_MS (unlocked by a worker,
 	 * fs_glocks.c run_job: no wait for the master's answer that a
 	 * conversion to NL needs): the other node's next
 	 * requests (an rm -rf of a tree this node read: the inodes of a
@@ -286,6 +288,8 @@ struct fs_glocks_stats {
 					at most each */
 	uint64_t ahead_widened;	     /* demote-ahead passes wider than
 					ahead_span (one node kept asking) */
+	uint64_t ahead_unswept;	     /* ... that gave up only the lock
+					asked for: the first of a streak */
 	/* pins (fs_glock_pin) */
 	uint64_t pinned_now;	   /* glocks in the table pinned */
 	uint64_t pinned_idle_now;  /* ... of them kept by the pin alone */

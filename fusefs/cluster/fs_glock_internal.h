@@ -67,6 +67,16 @@ struct fs_glocks_job {
 	struct fs_glock *gl;
 };
 
+/* A node's streak of blocking callbacks on idle PR glocks: demote-ahead
+ * sweeps from the second on (fs_glocks.c GL_AHEAD_STREAK_NS); an engine
+ * follows the GL_AHEAD_PEERS nodes that asked last. */
+#define GL_AHEAD_PEERS 4
+struct gl_streak {
+	uint64_t last_ns; /* its last callback; 0: slot free */
+	int peer;	  /* the node, -1 unknown */
+	unsigned n;	  /* callbacks of the streak before the last */
+};
+
 struct fs_glocks {
 	struct lk_ls *ls;	    /* immutable */
 	struct fs_glocks_conf conf; /* immutable */
@@ -112,10 +122,10 @@ struct fs_glocks {
 	uint64_t jobs;		       /* mu: jobs run */
 	uint64_t ahead_unlock_calls;   /* mu: lockspace calls that unlocked
 					  demote-ahead jobs (run_aheads) */
-	uint64_t ahead_last_ns;	       /* mu: the last demote-ahead pass */
-	int ahead_last_peer;	       /* mu: ... for this node */
-	unsigned ahead_grow;	       /* mu: its span was ahead_span << this */
+	struct gl_streak ahead[GL_AHEAD_PEERS]; /* mu: the streaks of the
+						   nodes that asked last */
 	uint64_t ahead_widened;	       /* mu: passes wider than ahead_span */
+	uint64_t ahead_unswept;	       /* mu: passes that started a streak */
 	struct fs_glock_stats gone[FS_GLOCK_TYPES]; /* mu: counters of
 						       freed glocks */
 	uint64_t ahead_batches[FS_GLOCK_TYPES];	    /* mu: lock-ahead
@@ -231,10 +241,12 @@ int fs_glock_ahead_run(struct fs_glocks *e, struct fs_glock **gls, size_t n,
 		       int mode, uint8_t *got);
 /* fs_glocks.c, for fs_glock.c: queue @gl for a worker (no lock held). */
 void fs_glocks_kick(struct fs_glock *gl);
-/* fs_glocks.c, for fs_glock.c: demote-ahead of the idle PR glocks of
- * @type numbered within @span of @num (fs_glock_ops.ahead_span), queued
- * behind every other job; @peer: the node whose request set it off (the
- * blocking callback's, -1 unknown). No lock held. */
+/* fs_glocks.c, for fs_glock.c: a blocking callback on idle PR glock
+ * @num of @type from node @peer (-1 unknown). The first of a streak
+ * (GL_AHEAD_STREAK_NS) only counts; the next ones demote ahead the idle
+ * PR glocks of @type numbered within @span of @num
+ * (fs_glock_ops.ahead_span), doubled per further callback, queued
+ * behind every other job. No lock held. */
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 		     unsigned span, int peer);
 /* fs_glock.c, for fs_glocks.c: ask idle @gl to go from PR to NL (a

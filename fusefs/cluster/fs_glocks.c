@@ -72,14 +72,27 @@
  * removed entry). A holder arriving meanwhile waits for the batch's ops
  * (drops of idle PR locks: no write-back). */
 #define GL_AHEAD_BATCH 32u
-/* Demote-ahead widens while one node keeps asking (an rm -rf of a tree
- * read here: a blocking callback every few ms, each covering only the
- * inodes of ahead_span blocks around it, where files' data lies between
- * inodes): a pass within GL_AHEAD_STREAK_NS of the previous one, for
- * the same node, doubles the span, up to << GL_AHEAD_GROW_MAX; any
- * other pass starts again at ahead_span. The scan lets e->mu go every
- * GL_AHEAD_SCAN_CHUNK numbers. */
+/* Demote-ahead answers sustained demand, not one request: a blocking
+ * callback from a node that did not ask within GL_AHEAD_STREAK_NS
+ * before gives up only the lock asked for and starts a streak (one
+ * chmod on another node must not cost this node its kernel's names of
+ * everything idle nearby: the directories among them take their
+ * subtrees' dentries along); the next one from the same node within
+ * GL_AHEAD_STREAK_NS of the previous sweeps the idle inodes of
+ * ahead_span numbers around it (an rm -rf of a tree read here: a
+ * blocking callback every few ms, where files' data lies between
+ * inodes), and each further one doubles the span, up to
+ * << GL_AHEAD_GROW_MAX. Each of the last GL_AHEAD_PEERS nodes to ask
+ * has a streak of its own (two nodes removing trees read here at once).
+ * The scan lets e->mu go every GL_AHEAD_SCAN_CHUNK numbers. */
 #define GL_AHEAD_STREAK_NS 200000000ull
+/* A streak that swept lasts while its node asks again within this: its
+ * sweeps space the node's next callbacks out (a loaded machine too),
+ * and each new streak costs its first callback and the ones the remover
+ * sends while the first sweep is queued (2-node rm -rf of the bench
+ * tree under load, streaks ending at GL_AHEAD_STREAK_NS: up to 20
+ * streaks and 120 callbacks per node, where 30-60 before). */
+#define GL_AHEAD_KEEP_NS 1000000000ull
 #define GL_AHEAD_GROW_MAX 6u
 #define GL_AHEAD_SCAN_CHUNK 256u
 
@@ -410,23 +423,49 @@ static void enqueue_later(struct fs_glocks *e, struct fs_glock *gl)
 	pthread_cond_signal(&e->wcv);
 }
 
-/* The span of a demote-ahead pass for @peer now (GL_AHEAD_STREAK_NS).
+/* @peer's streak, or the slot of the node that asked least lately.
  * e->mu held. */
-static uint64_t ahead_widen(struct fs_glocks *e, unsigned span, int peer,
-			    uint64_t now)
+static struct gl_streak *ahead_slot(struct fs_glocks *e, int peer)
 {
-	if (e->ahead_last_ns != 0 &&
-	    now < e->ahead_last_ns + GL_AHEAD_STREAK_NS &&
-	    peer == e->ahead_last_peer) {
-		if (e->ahead_grow < GL_AHEAD_GROW_MAX)
-			e->ahead_grow++;
-	} else {
-		e->ahead_grow = 0;
+	struct gl_streak *st = &e->ahead[0];
+
+	for (unsigned i = 0; i < GL_AHEAD_PEERS; i++) {
+		struct gl_streak *x = &e->ahead[i];
+
+		if (x->last_ns != 0 && x->peer == peer)
+			return x;
+		if (x->last_ns < st->last_ns)
+			st = x;
 	}
-	e->ahead_last_ns = now;
-	e->ahead_last_peer = peer;
-	e->ahead_widened += e->ahead_grow > 0;
-	return (uint64_t)span << e->ahead_grow;
+	return st;
+}
+
+/* The span of a demote-ahead pass for @peer now: 0 for the first
+ * callback of its streak (GL_AHEAD_STREAK_NS, then GL_AHEAD_KEEP_NS),
+ * then @span doubled per further callback. e->mu held. */
+static uint64_t ahead_streak(struct fs_glocks *e, unsigned span, int peer,
+			     uint64_t now)
+{
+	struct gl_streak *st = ahead_slot(e, peer);
+	unsigned grow;
+
+	if (st->last_ns != 0 && st->peer == peer &&
+	    now < st->last_ns +
+		      (st->n > 0 ? GL_AHEAD_KEEP_NS : GL_AHEAD_STREAK_NS)) {
+		if (st->n <= GL_AHEAD_GROW_MAX)
+			st->n++;
+	} else {
+		st->peer = peer;
+		st->n = 0;
+	}
+	st->last_ns = now;
+	if (st->n == 0) {
+		e->ahead_unswept++;
+		return 0;
+	}
+	grow = st->n - 1;
+	e->ahead_widened += grow > 0;
+	return (uint64_t)span << grow;
 }
 
 void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
@@ -437,7 +476,9 @@ void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 	uint64_t n, w;
 
 	pthread_mutex_lock(&e->mu);
-	w = ahead_widen(e, span, peer, now);
+	w = ahead_streak(e, span, peer, now);
+	if (w == 0)
+		goto out;
 	n = num > w ? num - w : 0;
 	for (; n <= num + w && !e->stopping && !e->fenced; n++) {
 		struct fs_glock *gl = n == num ? NULL : lookup(e, type, n);
@@ -455,6 +496,7 @@ void fs_glocks_ahead(struct fs_glocks *e, uint16_t type, uint64_t num,
 		if (fs_glock_ahead_one(gl, now, peer))
 			enqueue_later(e, gl);
 	}
+out:
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -1202,6 +1244,7 @@ void fs_glocks_stats(struct fs_glocks *e, struct fs_glocks_stats *out)
 	out->jobs = e->jobs;
 	out->ahead_unlock_calls = e->ahead_unlock_calls;
 	out->ahead_widened = e->ahead_widened;
+	out->ahead_unswept = e->ahead_unswept;
 	for (int t = 0; t < FS_GLOCK_TYPES; t++) {
 		out->type[t].ahead_batches += e->ahead_batches[t];
 		out->type[t].ahead_ns += e->ahead_ns[t];
@@ -1381,6 +1424,7 @@ void fs_glocks_stats_render(struct fs_glocks *e, struct fs_json *o,
 	fs_json_u64(o, "jobs", s->jobs);
 	fs_json_u64(o, "ahead_unlock_calls", s->ahead_unlock_calls);
 	fs_json_u64(o, "ahead_widened", s->ahead_widened);
+	fs_json_u64(o, "ahead_unswept", s->ahead_unswept);
 	types = fs_json_obj(o, "types");
 	for (unsigned t = 0; t < FS_GLOCK_TYPES; t++)
 		if (s->type[t].acquires + s->type[t].try_fails +

@@ -13,10 +13,11 @@
 #      the other node is > 0 on both nodes, and ucfs-top's "callbacks
 #      from (top)" row names the other node on each;
 #  (4) demote-ahead: node 2 stats files g0..g7 of node 1 (idle PR locks
-#      of neighbouring inodes), then node 1 writes g0: node 2's blocking
-#      callback gives up g1..g7 too (released ahead, fs_glock.h
-#      ahead_span), and those releases name node 1 as their peer, as
-#      ucfs-trace's "aheads" column does.
+#      of neighbouring inodes), then node 1 writes g0, g1, ...: node 2's
+#      second blocking callback of that streak gives up the rest of
+#      g1..g7 too (released ahead, fs_glock.h ahead_span), and those
+#      releases name node 1 as their peer, as ucfs-trace's "aheads"
+#      column does.
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -47,7 +48,18 @@ gino=""
 for i in 1 2 3 4 5 6 7; do gino="$gino inode:$(stat -c %i "$M1/g/g$i")"; done
 stat "$M2"/g/g* >/dev/null # PR (a read would update atime: EX)
 sleep 0.2 # idle longer than FS_GLOCK_AHEAD_IDLE_MS
-echo more >>"$M1/g/g0"
+# the first callback of a streak gives up its lock alone, the next
+# within the streak window sweeps: node 1 writes g0, g1, ... until node
+# 2 gave some up ahead (a loaded machine may space two writes past the
+# window)
+aheads() {
+	"$B/ucfs-stat" --json "$M2" | jq '.glocks.types.inode.demotes_ahead // 0'
+}
+a0=$(aheads)
+for i in 0 1 2 3 4 5; do
+	echo more >>"$M1/g/g$i"
+	[ "$(aheads)" -eq "$a0" ] || break
+done
 
 # (3) per-peer blocking callbacks in the stats
 for n in 1 2; do

@@ -626,15 +626,29 @@ static uint64_t type_stat(struct fs_glocks *e, int which)
 			    : s.type[T_INODE].demote_nl;
 }
 
+/* Demote-ahead passes of engine @e that swept nothing (a streak's
+ * first callback) */
+static uint64_t unswept(struct fs_glocks *e)
+{
+	struct fs_glocks_stats s;
+
+	fs_glocks_stats(e, &s);
+	return s.ahead_unswept;
+}
+
 /*
- * Demote-ahead: A reads glocks 1000..1010 and leaves them idle; B asks
- * for 1004 in EX. A's blocking callback gives up 1004 and, in the same
- * pass, its idle PR neighbours within the span (8): not 1002 (used just
- * now), not 1100 (too far): unlocked (no wait for the master's answer),
- * where 1004 itself goes to NL. B then takes 1005..1007 with no demote
- * on A of their own. If the pass came FS_GLOCK_AHEAD_IDLE_MS or more
- * after 1002's use (a loaded machine), 1002 was idle by then and may go
- * too: only what holds either way is checked.
+ * Demote-ahead answers a streak, not one request: A reads glocks
+ * 1000..1010 and leaves them idle; B asks for 1004 in EX. A's blocking
+ * callback, the first from B, gives up 1004 alone (to NL): its
+ * neighbours stay PR, whenever the callback came. B then asks for 1005:
+ * within the streak window of the first, A's pass also gives up its
+ * idle PR neighbours within the span (8): not 1002 (used just now),
+ * not 1100 (too far): unlocked (no wait for the master's answer). B
+ * then takes 1009 and 1010 with no demote on A of their own. A callback
+ * that came after the window starts a new streak (a loaded machine):
+ * B asks for the next number, up to 1008. If the sweep came
+ * FS_GLOCK_AHEAD_IDLE_MS or more after 1002's use, 1002 was idle by
+ * then and may go too: only what holds either way is checked.
  */
 static void test_demote_ahead(void)
 {
@@ -643,50 +657,77 @@ static void test_demote_ahead(void)
 	struct fs_glocks_conf c = {.workers = 2};
 	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
 	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
-	uint64_t t0, ahead;
+	uint64_t t0, ahead, n, asked;
 	int late;
 
 	reset();
 	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL);
 	fs_glocks_set_ops(ea, T_INODE, &ahead_ops, &cnt[0]);
-	for (uint64_t n = 1000; n <= 1010; n++)
+	for (n = 1000; n <= 1010; n++)
 		CHECK_EQ(touch(ea, n, LK_PR), 0);
 	CHECK_EQ(touch(ea, 1100, LK_PR), 0);
 	nanosleep(&idle, NULL);
+	CHECK_EQ(touch(eb, 1004, LK_EX), 0);
+	/* B's first callback: 1004 alone */
+	WAIT_FOR(unswept(ea) == 1 && type_stat(ea, 0) == 1);
+	CHECK_EQ(unswept(ea), 1);
+	CHECK_EQ(type_stat(ea, 0), 1);
+	CHECK_EQ(type_stat(ea, 1), 0);
+	CHECK_EQ(mode_of(ea, 1004), LK_NL);
+	CHECK_EQ(mode_of(ea, 1003), LK_PR);
+	CHECK_EQ(mode_of(ea, 1005), LK_PR);
+	CHECK_EQ(mode_of(ea, 1000), LK_PR);
+	nanosleep(&idle, NULL); /* the looks above were uses */
 	t0 = cvw_now_ns();
 	CHECK_EQ(touch(ea, 1002, LK_PR), 0); /* in use lately */
-	CHECK_EQ(touch(eb, 1004, LK_EX), 0);
-	/* 1000, 1001, 1003, 1005..1010 (and 1002 if the pass came late) */
-	WAIT_FOR(type_stat(ea, 2) >= 9 && type_stat(ea, 0) == 1);
+	/* B keeps asking: a sweep */
+	for (asked = 1005; asked <= 1008; asked++) {
+		CHECK_EQ(touch(eb, asked, LK_EX), 0);
+		WAIT_FOR(unswept(ea) > asked - 1004 || type_stat(ea, 1) > 0);
+		if (type_stat(ea, 1) > 0)
+			break;
+		printf("# callback for %llu after the streak window\n",
+		       (unsigned long long)asked);
+	}
+	REQUIRE(asked <= 1008);
+	/* 1000, 1001, 1003, asked + 1..1010 (and 1002 if the pass came
+	 * late), the ones asked before swept neither */
+	WAIT_FOR(type_stat(ea, 2) >= 3 + 1010 - asked);
 	late = cvw_now_ns() - t0 >= FS_GLOCK_AHEAD_IDLE_MS * 1000000ull;
 	if (late)
 		printf("# pass %llu ms after 1002's use: 1002 not checked\n",
 		       (unsigned long long)((cvw_now_ns() - t0) / 1000000));
-	ahead = late ? type_stat(ea, 1) : 9;
-	CHECK(ahead == 9 || ahead == 10);
-	WAIT_FOR(type_stat(ea, 2) == ahead);
-	CHECK_EQ(type_stat(ea, 1), ahead);
+	ahead = 3 + 1010 - asked; /* 1000, 1001, 1003, asked+1..1010 */
+	CHECK(type_stat(ea, 1) == ahead ||
+	      (late && type_stat(ea, 1) == ahead + 1));
+	ahead = type_stat(ea, 1);
 	CHECK_EQ(type_stat(ea, 2), ahead);
-	CHECK_EQ(type_stat(ea, 0), 1);
+	CHECK_EQ(type_stat(ea, 0), asked - 1003);
 	CHECK_EQ(mode_of(ea, 1000), -1);
 	CHECK_EQ(mode_of(ea, 1010), -1);
-	CHECK_EQ(mode_of(ea, 1004), LK_NL);
-	CHECK_EQ(mode_of(ea, 1002), ahead == 9 ? LK_PR : -1);
+	for (n = 1004; n <= asked; n++)
+		CHECK_EQ(mode_of(ea, n), LK_NL);
+	CHECK_EQ(mode_of(ea, 1002), ahead == 3 + 1010 - asked ? LK_PR : -1);
 	CHECK_EQ(mode_of(ea, 1100), LK_PR);
-	for (uint64_t n = 1005; n <= 1007; n++)
-		CHECK_EQ(touch(eb, n, LK_EX), 0);
-	CHECK_EQ(type_stat(ea, 0), 1); /* no demote of their own */
-	CHECK_EQ(atomic_load(&cnt[0].drop), ahead + 1);
+	CHECK_EQ(touch(eb, 1009, LK_EX), 0);
+	CHECK_EQ(touch(eb, 1010, LK_EX), 0);
+	CHECK_EQ(type_stat(ea, 0), asked - 1003); /* no demote of their own */
+	CHECK_EQ(atomic_load(&cnt[0].drop), ahead + asked - 1003);
 	fs_glocks_free(ea);
 	fs_glocks_free(eb);
 }
 
 /*
- * Demote-ahead widens while one node keeps asking: B takes 1040, then
- * at once 1010, in EX; A's second pass (same node, within the streak
- * window) covers 16 numbers, not 8: 1020 goes too, 1029 (beyond both
- * passes) stays. A pass after the window would not widen: then only
- * what holds either way is checked (a slow machine).
+ * Demote-ahead widens while one node keeps asking: B takes 1040, 1010
+ * and 1030 in EX, one after another. A's first callback (1040) gives up
+ * that lock alone (1039 and 1041 stay); the second, within the streak
+ * window, sweeps 8 numbers around 1010 (1002..1018); the third, 16
+ * around 1030 (1014..1046): 1044 goes too, 1001 and 1047 (beyond every
+ * pass) stay. Passes after the window would not widen: then only what
+ * holds either way is checked (a slow machine). The count of locks
+ * given up is awaited before any look: a look is a use. A streak that
+ * swept outlives a pause of 300 ms (GL_AHEAD_KEEP_NS): B's next
+ * callback sweeps too.
  */
 static void test_demote_ahead_widens(void)
 {
@@ -695,36 +736,102 @@ static void test_demote_ahead_widens(void)
 	struct fs_glocks_conf c = {.workers = 2};
 	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
 	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
+	struct timespec pause = {0, 300000000L};
 	struct fs_glocks_stats s;
 	uint64_t t0, t1;
 
 	reset();
 	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL);
 	fs_glocks_set_ops(ea, T_INODE, &ahead_ops, &cnt[0]);
+	for (uint64_t n = 1000; n <= 1050; n++)
+		CHECK_EQ(touch(ea, n, LK_PR), 0);
+	nanosleep(&idle, NULL);
+	t0 = cvw_now_ns();
+	CHECK_EQ(touch(eb, 1040, LK_EX), 0); /* 1040 alone */
+	WAIT_FOR(unswept(ea) == 1);
+	CHECK_EQ(unswept(ea), 1);
+	CHECK_EQ(type_stat(ea, 1), 0);
+	CHECK_EQ(touch(eb, 1010, LK_EX), 0); /* 1002..1018 */
+	CHECK_EQ(touch(eb, 1030, LK_EX), 0); /* 1014..1046 */
+	t1 = cvw_now_ns();
+	fs_glocks_stats(ea, &s);
+	if (t1 - t0 < 150000000ull) {
+		/* 1002..1018 but 1010, 1019..1046 but 1030 and 1040 */
+		WAIT_FOR(type_stat(ea, 2) >= 42);
+		CHECK_EQ(type_stat(ea, 1), 42);
+		fs_glocks_stats(ea, &s);
+		CHECK_EQ(s.ahead_unswept, 1);
+		CHECK_EQ(s.ahead_widened, 1);
+		CHECK_EQ(mode_of(ea, 1002), -1);
+		CHECK_EQ(mode_of(ea, 1018), -1);
+		CHECK_EQ(mode_of(ea, 1020), -1);
+		CHECK_EQ(mode_of(ea, 1044), -1);
+	} else {
+		printf("# callbacks more than 150 ms apart: not checked\n");
+	}
+	CHECK_EQ(mode_of(ea, 1001), LK_PR);
+	CHECK_EQ(mode_of(ea, 1047), LK_PR);
+	/* a streak that swept outlives a pause longer than the window:
+	 * 300 ms later, B's callback for 1049 sweeps 32 numbers around it
+	 * (1047, 1048, 1050 are left) */
+	nanosleep(&pause, NULL);
+	CHECK_EQ(touch(eb, 1049, LK_EX), 0);
+	if (t1 - t0 < 150000000ull && cvw_now_ns() - t1 < 900000000ull) {
+		WAIT_FOR(type_stat(ea, 2) >= 45);
+		CHECK_EQ(unswept(ea), 1);
+		CHECK_EQ(type_stat(ea, 1), 45);
+	} else {
+		printf("# pause longer than 900 ms: not checked\n");
+	}
+	fs_glocks_free(ea);
+	fs_glocks_free(eb);
+}
+
+/*
+ * Each node asking has a streak of its own: B asks for 1010, C for
+ * 1030, then B for 1012. The first callback of each node gives up its
+ * lock alone, whenever they came; B's second, within the window of its
+ * first, sweeps 8 numbers around 1012 (1004..1020 but 1010 and 1012:
+ * 15 locks), though C asked in between. A second callback of B after
+ * the window would not sweep: then only what holds either way is
+ * checked (a slow machine).
+ */
+static void test_demote_ahead_peers(void)
+{
+	static const struct fs_glock_ops ahead_ops = {
+	    .sync = c_sync, .drop = c_drop, .ahead_span = 8};
+	struct fs_glocks_conf c = {.workers = 2};
+	struct fs_glocks *ea = NULL, *eb = eng_on(1, 0, 0);
+	struct fs_glocks *ec = eng_on(2, 0, 0);
+	struct timespec idle = {0, (FS_GLOCK_AHEAD_IDLE_MS + 50) * 1000000L};
+	uint64_t t0, t1;
+
+	reset();
+	REQUIRE(fs_glocks_new(ls[0], &c, &ea) == 0 && eb != NULL && ec != NULL);
+	fs_glocks_set_ops(ea, T_INODE, &ahead_ops, &cnt[0]);
 	for (uint64_t n = 1000; n <= 1040; n++)
 		CHECK_EQ(touch(ea, n, LK_PR), 0);
 	nanosleep(&idle, NULL);
 	t0 = cvw_now_ns();
-	CHECK_EQ(touch(eb, 1040, LK_EX), 0); /* pass 1: 1032..1048 */
-	CHECK_EQ(touch(eb, 1010, LK_EX), 0); /* pass 2: 994..1026 */
+	CHECK_EQ(touch(eb, 1010, LK_EX), 0);
+	CHECK_EQ(touch(ec, 1030, LK_EX), 0);
+	WAIT_FOR(unswept(ea) == 2);
+	CHECK_EQ(unswept(ea), 2);
+	CHECK_EQ(type_stat(ea, 1), 0);
+	CHECK_EQ(touch(eb, 1012, LK_EX), 0);
 	t1 = cvw_now_ns();
-	WAIT_FOR(mode_of(ea, 1002) == -1 && mode_of(ea, 1018) == -1);
-	fs_glocks_stats(ea, &s);
 	if (t1 - t0 < 150000000ull) {
-		CHECK_EQ(s.ahead_widened, 1);
-		WAIT_FOR(mode_of(ea, 1000) == -1 && mode_of(ea, 1020) == -1 &&
-			 mode_of(ea, 1026) == -1);
-		CHECK_EQ(mode_of(ea, 1000), -1);
-		CHECK_EQ(mode_of(ea, 1020), -1);
-		CHECK_EQ(mode_of(ea, 1026), -1);
+		WAIT_FOR(type_stat(ea, 2) >= 15);
+		CHECK_EQ(unswept(ea), 2);
+		CHECK_EQ(type_stat(ea, 1), 15);
+		CHECK_EQ(type_stat(ea, 2), 15);
 	} else {
-		printf("# passes more than 150 ms apart: not checked\n");
+		printf("# callbacks more than 150 ms apart: not checked\n");
 	}
-	WAIT_FOR(mode_of(ea, 1033) == -1);
-	CHECK_EQ(mode_of(ea, 1029), LK_PR);
-	CHECK_EQ(mode_of(ea, 1033), -1);
+	CHECK_EQ(type_stat(ea, 0), 3);
 	fs_glocks_free(ea);
 	fs_glocks_free(eb);
+	fs_glocks_free(ec);
 }
 
 struct acq {
@@ -1338,6 +1445,7 @@ int main(int argc, char **argv)
 		T_RUN(test_flush_admits_holders);
 		T_RUN(test_demote_ahead);
 		T_RUN(test_demote_ahead_widens);
+		T_RUN(test_demote_ahead_peers);
 		T_RUN(test_minhold_adapts);
 		T_RUN(test_minhold_only_for_holders);
 		T_RUN(test_gen_moves_only_on_change);
