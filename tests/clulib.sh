@@ -251,3 +251,52 @@ clu_tree() {
 		_d=$((_d + 1))
 	done
 }
+
+# clu_orphan NAME FILE: a process opens FILE, unlinks it, fsyncs and keeps
+# it open, so that FILE's inode is an orphan of its node's slot; HOLDER is
+# its pid (killed at exit). Checks NAME_unlinked.
+clu_orphan() {
+	python3 - "$2" "$T/held.$1" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.unlink(sys.argv[1])
+os.fsync(fd)
+open(sys.argv[2], "w").close()
+time.sleep(600)
+PY
+	HOLDER=$!
+	on_exit "kill $HOLDER 2>/dev/null"
+	check "${1}_unlinked" wait_for 30 test -f "$T/held.$1"
+}
+
+# clu_flog_pending NAME MA MB: MB frees blocks of files MA wrote, in MA's
+# resource groups, so that MB logs the frees in its free log (fs_flog.c)
+# instead of its bitmaps; a round in which MA happened not to hold those
+# groups (a busy machine: the frees went straight to the bitmap) is done
+# again, up to 5 rounds. PENDING is MB's free log's blocks not yet
+# applied at the end (0 if no round logged any), FLOG_K the last round's
+# directory (under both mounts).
+clu_flog_pending() {
+	_cfr=0
+	while :; do
+		FLOG_K=k$_cfr
+		mkdir "$2/$FLOG_K"
+		for _cfi in 0 1 2; do
+			head -c 65536 /dev/urandom >"$2/$FLOG_K/k$_cfi"
+		done
+		python3 -c "import os; os.fsync(os.open('$2/$FLOG_K/k2', os.O_RDONLY))"
+		python3 - "$3/$FLOG_K" <<'PY' || fail "${1}_truncates"
+import os, sys
+for n in ("k0", "k1"):
+    fd = os.open(os.path.join(sys.argv[1], n), os.O_WRONLY | os.O_TRUNC)
+    os.fsync(fd)
+    os.close(fd)
+PY
+		PENDING=$(clu_stat "$3" \
+			'.alloc.flog_logged - .alloc.flog_applied')
+		[ "${PENDING:-0}" -gt 0 ] || [ $_cfr -ge 4 ] && break
+		_cfr=$((_cfr + 1))
+	done
+	PENDING=${PENDING:-0}
+	echo "${1}: free log of $3: $PENDING blocks pending (round $_cfr)"
+}

@@ -26,42 +26,15 @@ clu_two_nodes clu_crashall 256 -j 3
 # node 2 unlinks a file of its own while it keeps it open: an orphan of
 # node 2's slot
 echo orphan >"$M2/o"
-python3 - "$M2/o" "$T/held" <<'PY' &
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-os.unlink(sys.argv[1])
-os.fsync(fd)
-open(sys.argv[2], "w").close()
-time.sleep(600)
-PY
-HOLDER=$!
-on_exit "kill $HOLDER 2>/dev/null"
-check clu_crashall_unlinked wait_for 30 test -f "$T/held"
+clu_orphan clu_crashall "$M2/o"
 
 # node 2 frees into node 1's groups (logged, and not applied yet: its
 # entries are younger than a second); if node 1 happened not to hold
 # them at that moment (a busy machine), the frees went straight to the
 # bitmap: another round
-r=0
-while :; do
-	K=k$r
-	mkdir "$M1/$K"
-	for i in 0 1 2; do head -c 65536 /dev/urandom >"$M1/$K/k$i"; done
-	python3 -c "import os; fd=os.open('$M1/$K/k2', os.O_RDONLY); os.fsync(fd)"
-	python3 - "$M2/$K" <<'PY' || fail clu_crashall_truncates
-import os, sys
-for n in ("k0", "k1"):
-    fd = os.open(os.path.join(sys.argv[1], n), os.O_WRONLY | os.O_TRUNC)
-    os.fsync(fd)
-    os.close(fd)
-PY
-	clu_stat "$M2" >"$T/st2.json"
-	pending=$(jq '.alloc.flog_logged - .alloc.flog_applied' "$T/st2.json")
-	[ "${pending:-0}" -gt 0 ] || [ $r -ge 4 ] && break
-	r=$((r + 1))
-done
-echo "node 2's free log before the crash: $pending blocks (round $r)"
-check clu_crashall_pending test "${pending:-0}" -gt 0
+clu_flog_pending clu_crashall "$M1" "$M2"
+clu_stat "$M2" >"$T/st2.json"
+check clu_crashall_pending test "$PENDING" -gt 0
 check clu_crashall_orphan jq -e '.namespace.orphans_added >= 1' "$T/st2.json"
 
 # the whole cluster dies
@@ -73,7 +46,7 @@ fs_kill9 "$M1"
 clu_mount clu_crashall 1
 recovered() {
 	clu_stat "$M1" >"$T/st1.json" &&
-		jq -e ".alloc.flog_dead_applied >= $pending and
+		jq -e ".alloc.flog_dead_applied >= $PENDING and
 			.namespace.orphans_adopted >= 1" "$T/st1.json" \
 			>/dev/null
 }
@@ -84,11 +57,11 @@ echo "node 1: $(jq -c '{dead_applied: .alloc.flog_dead_applied,
 	leftover_slots: .namespace.leftover_slots,
 	adopted: .namespace.orphans_adopted}' "$T/st1.json")"
 check clu_crashall_exact jq -e \
-	".alloc.flog_dead_applied == $pending and
+	".alloc.flog_dead_applied == $PENDING and
 	 .alloc.flog_dead_errors == 0 and .alloc.flog_dead_slots >= 1 and
 	 .namespace.leftover_slots >= 1" "$T/st1.json"
-check clu_crashall_data test ! -s "$M1/$K/k0" -a ! -s "$M1/$K/k1" \
-	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$K/k2")" -eq 65536
+check clu_crashall_data test ! -s "$M1/$FLOG_K/k0" -a ! -s "$M1/$FLOG_K/k1" \
+	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$FLOG_K/k2")" -eq 65536
 check clu_crashall_umount fs_umount "$M1"
 "$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
 rc=$?

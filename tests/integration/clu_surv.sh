@@ -33,7 +33,6 @@ clu_setup clu_surv 2 512 -j 3
 clu_mount clu_surv 1
 # node 2 never folds its statfs change itself: it dies with one
 clu_mount clu_surv 2 statfs_quantum=3600
-st() { "$B/ucfs-stat" --json "$1"; }
 FSYNCER=$B/tests/fsyncer
 
 # node 1 works until the end
@@ -77,54 +76,28 @@ check clu_surv_node2_files "$FSYNCER" write --seed $((SEED + 1)) --max 40 \
 
 # node 2: an orphan (unlinked while a process keeps it open)
 echo orphan >"$M2/o"
-python3 - "$M2/o" "$T/held" <<'PY' &
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-os.unlink(sys.argv[1])
-os.fsync(fd)
-open(sys.argv[2], "w").close()
-time.sleep(600)
-PY
-HOLDER=$!
-on_exit "kill $HOLDER 2>/dev/null"
-check clu_surv_unlinked wait_for 30 test -f "$T/held"
+clu_orphan clu_surv "$M2/o"
 
 # node 2 frees into node 1's groups (logged while node 1 holds them; if
 # it happened not to at that moment, another round)
-r=0
-while :; do
-	K=k$r
-	mkdir "$M1/$K"
-	for i in 0 1 2; do head -c 65536 /dev/urandom >"$M1/$K/k$i"; done
-	python3 -c "import os; fd=os.open('$M1/$K/k2', os.O_RDONLY); os.fsync(fd)"
-	python3 - "$M2/$K" <<'PY' || fail clu_surv_truncates
-import os, sys
-for n in ("k0", "k1"):
-    fd = os.open(os.path.join(sys.argv[1], n), os.O_WRONLY | os.O_TRUNC)
-    os.fsync(fd)
-    os.close(fd)
-PY
-	st "$M2" >"$T/st2.json"
-	pending=$(jq '.alloc.flog_logged - .alloc.flog_applied' "$T/st2.json")
-	[ "${pending:-0}" -gt 0 ] || [ $r -ge 4 ] && break
-	r=$((r + 1))
-done
+clu_flog_pending clu_surv "$M1" "$M2"
+clu_stat "$M2" >"$T/st2.json"
 echo "node 2 before the kill: $(jq -c '{flog_pending:
 	(.alloc.flog_logged - .alloc.flog_applied),
 	orphans: .namespace.orphans_added,
 	statfs_folds: .alloc.statfs_folds}' "$T/st2.json")"
-check clu_surv_pending test "${pending:-0}" -gt 0
+check clu_surv_pending test "$PENDING" -gt 0
 check clu_surv_orphan jq -e '.namespace.orphans_added >= 1' "$T/st2.json"
-st "$M1" >"$T/st1a.json"
+clu_stat "$M1" >"$T/st1a.json"
 
 # node 2 dies while node 1 works
 fs_kill9 "$M2"
 kill "$HOLDER" 2>/dev/null
 recovered() {
-	st "$M1" >"$T/st1.json" &&
+	clu_stat "$M1" >"$T/st1.json" &&
 		jq -e ".cluster.recoveries >= 1 and
 			.namespace.orphans_adopted >= 1 and
-			.alloc.flog_dead_applied >= $pending and
+			.alloc.flog_dead_applied >= $PENDING and
 			.alloc.statfs_dead_folds >= 1" "$T/st1.json" >/dev/null
 }
 check clu_surv_recovered wait_for 60 recovered
@@ -133,7 +106,7 @@ echo "node 1 after the recovery: $(jq -c '{recoveries: .cluster.recoveries,
 	dead_applied: .alloc.flog_dead_applied,
 	dead_errors: .alloc.flog_dead_errors,
 	dead_folds: .alloc.statfs_dead_folds}' "$T/st1.json")"
-check clu_surv_exact jq -e ".alloc.flog_dead_applied == $pending and
+check clu_surv_exact jq -e ".alloc.flog_dead_applied == $PENDING and
 	.alloc.flog_dead_errors == 0" "$T/st1.json"
 # node 1 kept working through it and after it
 n0=$(cat "$T/rounds")
@@ -155,8 +128,8 @@ for i in $((n - 3)) $((n - 2)) $((n - 1)); do
 done
 check clu_surv_node2_intact "$FSYNCER" verify --seed $((SEED + 1)) \
 	"$M1/n2" "$T/n2.log"
-check clu_surv_truncates_kept test ! -s "$M1/$K/k0" -a ! -s "$M1/$K/k1" \
-	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$K/k2")" -eq 65536
+check clu_surv_truncates_kept test ! -s "$M1/$FLOG_K/k0" -a ! -s "$M1/$FLOG_K/k1" \
+	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$FLOG_K/k2")" -eq 65536
 check clu_surv_umount fs_umount "$M1"
 "$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
 rc=$?
