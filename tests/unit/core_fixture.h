@@ -1,8 +1,9 @@
 /*
  * core_fixture.h — for the core unit tests (fs_core_* API, no namespace):
  * a RAM device formatted with small journal and resource groups, and a
- * core mount with the knobs these tests turn. NULL on failure, with the
- * reason on stderr.
+ * core mount with the knobs these tests turn (and, for the tests that
+ * need the namespace on top, one through fs.h). NULL on failure, with
+ * the reason on stderr.
  */
 #ifndef UCFS_TEST_CORE_FIXTURE_H
 #define UCFS_TEST_CORE_FIXTURE_H
@@ -13,6 +14,7 @@
 
 #include "blockdev/bd.h"
 #include "fusefs/core/fs_internal.h"
+#include "fusefs/fs.h"
 
 /* A RAM device of @mb MiB formatted with @p. */
 static inline struct bd_dev *cf_ram_mkfs(unsigned mb,
@@ -149,6 +151,27 @@ static inline struct fs *cf_mount(struct bd_dev *bd, unsigned cache_mb)
 	o.cache_mb = cache_mb;
 	if (fs_core_mount(bd, &o, &fs, why, sizeof(why)) < 0) {
 		fprintf(stderr, "mount: %s\n", why);
+		return NULL;
+	}
+	return fs;
+}
+
+/* A mount through fs.h whose journal commits and whose statfs change
+ * folds only when told (commit= and statfs_quantum= an hour), claiming
+ * journal slot @slot as a nolock mount (two of them stand for two nodes). */
+static inline struct fs *cf_ns_mount(struct bd_dev *bd, unsigned slot)
+{
+	struct fs_opts o;
+	char err[256] = "";
+	struct fs *fs;
+
+	fs_opts_init(&o);
+	o.cache_mb = 8;
+	o.commit_s = 3600;
+	o.statfs_quantum_s = 3600;
+	o.nolock_slot = slot;
+	if (fs_mount_bd(bd, &o, &fs, err, sizeof(err)) < 0) {
+		fprintf(stderr, "  mount: %s\n", err);
 		return NULL;
 	}
 	return fs;

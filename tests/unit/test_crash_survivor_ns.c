@@ -65,24 +65,6 @@ struct nsrun {
 	unsigned replayed; /* B's transactions A replayed */
 };
 
-static struct fs *ns_mount(struct bd_dev *bd, unsigned slot)
-{
-	struct fs_opts o;
-	char err[256] = "";
-	struct fs *fs;
-
-	fs_opts_init(&o);
-	o.cache_mb = 8;
-	o.commit_s = 3600;
-	o.statfs_quantum_s = 3600;
-	o.nolock_slot = slot;
-	if (fs_mount_bd(bd, &o, &fs, err, sizeof(err)) < 0) {
-		fprintf(stderr, "  mount: %s\n", err);
-		return NULL;
-	}
-	return fs;
-}
-
 static void ns_fill(uint8_t *buf, uint64_t seed, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
@@ -273,7 +255,7 @@ static int ns_check(struct nsrun *r, struct bd_dev *img)
 	int left = 1;
 
 	ok = ok && ns_fsck_ok(img, "before mount", 0);
-	ok = ok && (fs = ns_mount(img, A)) != NULL;
+	ok = ok && (fs = cf_ns_mount(img, A)) != NULL;
 	if (ok)
 		fs_core_slotinfo_forget(fs, B);
 	while (ok && left)
@@ -292,7 +274,7 @@ static struct bd_dev *ns_template(uint64_t *dir)
 {
 	struct bd_dev *bd = cf_ram_fs_slots(IMG_MB, JOURNAL_MB, RGRP_MB, 2);
 	struct fs_cred cred = {.flags = FS_CRED_FSETID};
-	struct fs *fs = bd ? ns_mount(bd, A) : NULL;
+	struct fs *fs = bd ? cf_ns_mount(bd, A) : NULL;
 	struct fs_attr a;
 	int ret = fs ? 0 : -EIO;
 
@@ -330,7 +312,7 @@ static int ns_run(struct bd_dev *tmpl, const uint64_t *dir, uint64_t seed,
 	r->rng = seed;
 	r->cred.flags = FS_CRED_FSETID;
 	memcpy(r->dir, dir, sizeof(r->dir));
-	r->fs[B] = ns_mount(bd, B);
+	r->fs[B] = cf_ns_mount(bd, B);
 	if (r->fs[B] == NULL || ns_phase1(r) < 0) {
 		fprintf(stderr, "  phase 1 failed\n");
 		if (r->fs[B] != NULL)
@@ -339,7 +321,7 @@ static int ns_run(struct bd_dev *tmpl, const uint64_t *dir, uint64_t seed,
 	}
 	fs_abandon(r->fs[B]); /* B dies */
 	if (cf_slot_states(bd, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    (r->fs[A] = ns_mount(bd, A)) == NULL)
+	    (r->fs[A] = cf_ns_mount(bd, A)) == NULL)
 		goto out_close;
 	w0 = bd_fault_writes(r->f);
 	if (point != 0 && how == 0)

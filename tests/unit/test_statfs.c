@@ -319,24 +319,6 @@ static void workload(struct fs *fs, uint64_t seed)
 	fs_sync(fs);
 }
 
-/* A mount through fs.h that commits and folds only when told. */
-static struct fs *fs_mnt(struct bd_dev *bd)
-{
-	struct fs_opts o;
-	char err[256] = "";
-	struct fs *fs;
-
-	fs_opts_init(&o);
-	o.cache_mb = 8;
-	o.commit_s = 3600;
-	o.statfs_quantum_s = 3600;
-	if (fs_mount_bd(bd, &o, &fs, err, sizeof(err)) < 0) {
-		fprintf(stderr, "  mount: %s\n", err);
-		return NULL;
-	}
-	return fs;
-}
-
 /* Run the workload on a copy of @base whose device dies at write @n
  * after the mount (0: never); *@writes: the writes it issued. Returns
  * what survived (a copy), or NULL. */
@@ -352,7 +334,7 @@ static struct bd_dev *crash_run(struct bd_dev *base, uint64_t n, uint64_t seed,
 			bd_close(lower);
 		return NULL;
 	}
-	fs = fs_mnt(bd);
+	fs = cf_ns_mount(bd, 0);
 	if (fs == NULL) {
 		bd_close(bd);
 		return NULL;
@@ -385,7 +367,7 @@ static int check_survivor(struct bd_dev *img, uint64_t n, int *bad)
 		(*bad)++;
 		return 0;
 	}
-	fs = fs_mnt(img);
+	fs = cf_ns_mount(img, 0);
 	if (fs == NULL) {
 		(*bad)++;
 		return 0;
@@ -643,7 +625,7 @@ static int some_files(struct bd_dev *bd)
 	struct fs_cred cred = {.flags = FS_CRED_FSETID};
 	struct fs_attr a;
 	char name[16];
-	struct fs *fs = fs_mnt(bd);
+	struct fs *fs = cf_ns_mount(bd, 0);
 	int ret = fs == NULL ? -1 : 0;
 
 	memset(data, 0x3c, sizeof(data));
@@ -711,7 +693,7 @@ static void test_statfs_upgrade_full(void)
 	uint64_t off = 0;
 	struct fs *fs;
 
-	REQUIRE(bd != NULL && (fs = fs_mnt(bd)) != NULL);
+	REQUIRE(bd != NULL && (fs = cf_ns_mount(bd, 0)) != NULL);
 	REQUIRE(fs_create(fs, &cred, fs_root(fs), "big", 0644, 0, &a) == 0);
 	while (off < (64u << 20) &&
 	       fs_write(fs, &cred, a.ino, data, sizeof(data), off) > 0)
@@ -762,7 +744,7 @@ static struct bd_dev *upgrade_cut(struct bd_dev *base, uint64_t n, int tear,
  * images that have the records. */
 static int upgrade_survivor(struct bd_dev *img, int *with)
 {
-	struct fs *fs = fs_mnt(img);
+	struct fs *fs = cf_ns_mount(img, 0);
 	struct fs_space sp;
 	uint64_t fixed;
 	int64_t f, in;
