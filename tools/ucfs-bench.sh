@@ -29,7 +29,7 @@ KTOP=linux-source-6.1
 SUBSET="include fs net kernel lib sound mm block crypto security scripts init ipc"
 QUICKSET="kernel ipc init block mm crypto security"
 
-QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1 FILL=1
+QUICK=0 FULLTREE=0 KEEP=0 INSTALL=1 PLOTS=1 REPEAT=1 REP=1 FILL=1 DU_OTHER=0
 SIZE_MB="" FILE_MB="" RECS="" OUT="" WORK="" SYSFILTER="" UOPTS="" MKFS_OPTS=""
 SETUPFILTER="" FIND_N=""
 LOCKPROTOS="nolock dlm" DIRS="" VARIANTS="" CLUSTER_FILE=""
@@ -55,6 +55,9 @@ usage: $ME SCENARIO [options]
   --repeat N          run each scenario N times (systems interleaved) and
                       report medians; every run is in runs.tsv
   --full-tree         untar the whole kernel tree, not the 15k-file subset
+  --du-other          untar with 2 clients: each client's du -s reads the
+                      OTHER client's tree, so its rm -rf walks its own
+                      tree cold (default: its own tree, as the seed did)
   -o OPTS             extra ucfs mount options (comma list, appended)
   --lockproto LIST    ucfs lock protocols to run: nolock,dlm (default both)
   --variant NAME=OPTS one more ucfs system mounted with OPTS (repeatable)
@@ -918,8 +921,14 @@ untar_one() {	# SYS CLIENT — untar + sync into the client's own directory
 	timed "$1" "$2" untar tar -xf "$KTAR" -C "$_d"
 	timed "$1" "$2" sync sync -f "$_d"
 }
-du_one() {	# SYS CLIENT — du -s of the other client's tree ($DU_PHASE)
-	_o=$(( $2 == 1 && NCL == 2 ? 2 : 1 ))
+# du -s of the client's own tree, as in seeds/000 (each node's du and rm
+# ran on the tree it untarred: "separate directories"), so that the
+# 2-client rm -rf is compared with the 1-client one from the same state.
+# --du-other reads the other client's tree instead: its rm then walks its
+# own tree cold (no lock, no kernel cache) against a warm 1-client rm.
+du_one() {	# SYS CLIENT — du -s of a client's tree ($DU_PHASE)
+	_o=$2
+	[ "$DU_OTHER" = 1 ] && [ "$NCL" = 2 ] && _o=$(( $2 == 1 ? 2 : 1 ))
 	timed "$1" "$2" "$DU_PHASE" du -s "$(node_dir "$1" "$2")/c$_o"
 }
 du_cold_one() { DU_PHASE=du_cold du_one "$@"; }
@@ -1763,7 +1772,7 @@ make_targets() {
 		[ "$(attr P "$_s")" = dlm ] && _dlm="$_dlm $_s"
 	done
 	awk -F'\t' -v OFS='\t' -v ucfs="$_run_ucfs" -v files="${KFILES:-?}" \
-		-v dlm=" $_dlm " \
+		-v dlm=" $_dlm " -v duother="$DU_OTHER" \
 		-v dd="${DD_MB:-?} MiB files" -v findn="${FIND_FILES:-?}" \
 		-v agemb="${AGED_MB:-?} MiB, churn ${AGE_CHURN:-?}" '
 	FILENAME ~ /ratios/ { r[$1, $2, $3, $4, $5, $6, $7] = $8; next }
@@ -1816,7 +1825,8 @@ make_targets() {
 	out("du -s on a fresh mount: x ext4", s,
 		r["untar", s, "1node", "all", "du_cold", "real", "ext4"], 2, 1, "")
 	x = scale("untar", s, "all", "all", "rm", "real", 0)
-	out("rm -rf 2 at once: / 1-node time", s, x, 1.3, 1, setup2)
+	dn = duother == 1 ? "; du read the other tree (--du-other)" : ""
+	out("rm -rf 2 at once: / 1-node time", s, x, 1.3, 1, setup2 dn)
 	if (index(dlm, " " s " ")) {	# issue 13: the locks cost little
 	x = r["untar", s, "1node", "1", "cpu:untar+sync", "daemon_s", "ucfs"]
 	note = "dlm / the nolock ucfs of this run"
@@ -2225,6 +2235,7 @@ main() {
 		--repeat) REPEAT=${2:?}; shift
 			case $REPEAT in ""|*[!0-9]*|0) die "--repeat wants N >= 1" ;; esac ;;
 		--full-tree) FULLTREE=1 ;;
+		--du-other) DU_OTHER=1 ;;
 		-o) UOPTS="${UOPTS:+$UOPTS,}${2:?-o needs options}"; shift ;;
 		--lockproto) LOCKPROTOS=$(echo "${2:?}" | tr ',' ' '); shift ;;
 		--variant) VARIANTS="$VARIANTS ${2:?}"; shift ;;
