@@ -1528,6 +1528,7 @@ static const char *type_name(unsigned type)
 	    [FS_LK_INODE] = "inode",   [FS_LK_RGRP] = "rgrp",
 	    [FS_LK_RENAME] = "rename", [FS_LK_IOPEN] = "iopen",
 	    [FS_LK_STATFS] = "statfs", [FS_LK_JREC] = "jrec",
+	    [FS_LK_FLMODE] = "flmode",
 	};
 
 	return type < sizeof(names) / sizeof(names[0]) ? names[type] : NULL;

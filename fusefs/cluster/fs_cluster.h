@@ -51,6 +51,7 @@ enum {
 	FS_LK_IOPEN = 6,
 	FS_LK_STATFS = 8, /* 7: the lock manager's file locks */
 	FS_LK_JREC = 9,	  /* checkpoint records agreement (fs_jrec.h) */
+	FS_LK_FLMODE = 10, /* localflocks agreement (fs_plock.h) */
 };
 
 #define FS_DEFAULT_MINHOLD_MS 5

@@ -85,6 +85,8 @@ struct fs_fuse {
 	uint64_t root;		/* immutable: fs_root(fs) */
 	struct fs_stats *st;	/* immutable; may be NULL */
 	struct fs_plock *pk;	/* immutable: file locks (dlm) or NULL */
+	struct lk_lock *flmode; /* immutable: the localflocks agreement's
+				   hold (dlm) or NULL */
 	struct fs_inval *iv;	/* immutable after fs_fuse_new: the kernel
 				   cache sink (dlm) or NULL */
 	struct fs_inval *sink;	/* immutable after fs_fuse_new: the sink
@@ -1666,7 +1668,26 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 	ff->timeout = CACHE_TIMEOUT;
 	ff->root = fs_root(fs);
 	/* cluster-wide file locks on a dlm mount unless localflocks leaves
-	 * them to this machine's kernel (ff->pk NULL: as nolock) */
+	 * them to this machine's kernel (ff->pk NULL: as nolock); every
+	 * node the same */
+	if (fs->cl != NULL) {
+		ret = fs_plock_agree(fs_cluster_ls(fs->cl), o->localflocks,
+				     &ff->flmode);
+		if (ret == -EAGAIN)
+			snprintf(err, errlen,
+				 "ucfs: the nodes mounted now use %s: "
+				 "every node must mount %s localflocks",
+				 o->localflocks ? "cluster-wide file locks"
+						: "localflocks",
+				 o->localflocks ? "without" : "with");
+		else if (ret < 0)
+			snprintf(err, errlen,
+				 "ucfs: cannot take the localflocks "
+				 "agreement's lock: %s",
+				 strerror(-ret));
+		if (ret < 0)
+			goto out_free;
+	}
 	if (fs->cl != NULL && !o->localflocks) {
 		ret = fs_plock_new(fs_cluster_ls(fs->cl), &ff->pk);
 		if (ret < 0)
@@ -1689,6 +1710,7 @@ int fs_fuse_new(struct fs *fs, const struct fs_opts *o,
 
 out_free:
 	fs_plock_free(ff->pk);
+	fs_plock_agree_end(ff->flmode);
 	free(ff);
 	return ret;
 }
@@ -1765,5 +1787,6 @@ void fs_fuse_free(struct fs_fuse *ff)
 	fs_inval_free(ff->sink);
 	fuse_session_destroy(ff->se);
 	fs_plock_free(ff->pk);
+	fs_plock_agree_end(ff->flmode);
 	free(ff);
 }

@@ -4,7 +4,7 @@
  *
  * Sections: replies and waits (how a request that waits is answered),
  * POSIX locks (lk_plock), flock (one DLM lock per open file description),
- * close and release, stats.
+ * close and release, the agreement on localflocks, stats.
  *
  * A flock entry (struct fp_flk) is the state of one open file
  * description's flock on one inode:
@@ -22,6 +22,7 @@
  */
 #include "fusefs/fuse/fs_plock.h"
 
+#include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/fuse/fs_fuse_uring.h"
 #include "fusefs/stats/fs_stats.h"
 #include "lockmgr/lk.h"
@@ -527,6 +528,31 @@ void fs_plock_free(struct fs_plock *fp)
 	pthread_mutex_unlock(&fp->mu);
 	pthread_mutex_destroy(&fp->mu);
 	free(fp);
+}
+
+/* ---- the agreement on localflocks ---- */
+
+int fs_plock_agree(struct lk_ls *ls, int local, struct lk_lock **out)
+{
+	struct lk_name name;
+	struct lk_lock *lk = NULL;
+	int ret;
+
+	lk_name_make(&name, FS_LK_FLMODE, 0, NULL);
+	ret = lk_lock(ls, &name, local ? LK_PR : LK_CW, LK_NOQUEUE, NULL, NULL,
+		      &lk);
+	if (ret == 0)
+		ret = lk_wait(lk); /* a refusal releases the handle */
+	if (ret < 0)
+		return ret;
+	*out = lk;
+	return 0;
+}
+
+void fs_plock_agree_end(struct lk_lock *lk)
+{
+	if (lk != NULL)
+		lk_unlock(lk, 0);
 }
 
 /* ---- stats ---- */

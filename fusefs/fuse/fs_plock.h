@@ -28,9 +28,21 @@
 
 struct fs_plock;
 struct fs_stats;
+struct lk_lock;
 struct lk_ls;
 
 #define FS_LK_FLOCK 7 /* lk_name.type of flock resources */
+
+/*
+ * The cluster's agreement on where file locks live, held for a whole
+ * mount: FS_LK_FLMODE/0 (fs_cluster.h) in PR with localflocks (@local), CW without. The
+ * two modes conflict and each is asked with NOQUEUE, so a node whose
+ * setting differs from the mounted nodes' is refused (-EAGAIN) before it
+ * serves anything, instead of its locks silently excluding nothing on
+ * the others. 0 and *@out the hold (fs_plock_agree_end), or -errno.
+ */
+int fs_plock_agree(struct lk_ls *ls, int local, struct lk_lock **out);
+void fs_plock_agree_end(struct lk_lock *lk);
 
 /* Start serving file locks over @ls. 0, -ENOMEM. */
 int fs_plock_new(struct lk_ls *ls, struct fs_plock **out);

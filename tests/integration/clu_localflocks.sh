@@ -7,9 +7,12 @@
 #  * fcntl: the same for a POSIX write lock (plockctl);
 #  * a close(2) sends no FLUSH (fuse.ops.flush.count unchanged over 50
 #    open/write/close) and the mount has no file_locks stats section;
-#  * a third node mounted without the option (node 3) still sends a FLUSH
-#    per close and keeps its cluster lock statistics: the option is per
-#    mount, as in GFS2.
+#  * every node must use the same setting (unlike GFS2, which leaves it to
+#    the administrator): node 3 mounting without the option while nodes 1
+#    and 2 have it is refused with a clear message, and node 1 mounting
+#    with it while node 3 is mounted without is refused too;
+#  * node 3, mounted without the option once 1 and 2 are gone, sends a
+#    FLUSH per close and keeps its cluster lock statistics.
 # Nodes 4 and 5 are lockspace-only witnesses (tests/clulib.sh: quorum).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
@@ -20,7 +23,8 @@ PC=$B/tests/plockctl
 clu_setup clu_localflocks 3 128 -j 3 -r 64
 clu_mount clu_localflocks 1 localflocks
 clu_mount clu_localflocks 2 localflocks
-clu_mount clu_localflocks 3
+clu_refused clu_localflocks_mixed_refused "every node must mount with localflocks" \
+	"$IMG" "$(clu_opts "$CFG" 3)"
 touch "$M1/f" "$M1/p"
 bg_pids=""
 on_exit 'kill $bg_pids 2>/dev/null'
@@ -66,7 +70,15 @@ check clu_localflocks_no_flush test "$f1" -eq "$f0"
 "$B/ucfs-stat" --json "$M1" >"$T/st1.json"
 check clu_localflocks_no_file_locks_section \
 	jq -e 'has("file_locks") | not' "$T/st1.json"
-# node 3 mounted without it: a FLUSH per close, cluster file locks
+# node 3 without it, once 1 and 2 are gone: a FLUSH per close, cluster
+# file locks; now node 1 with it is refused
+for n in 1 2; do
+	check clu_localflocks_umount$n fs_umount "$T/m$n"
+done
+clu_mount clu_localflocks 3
+clu_refused clu_localflocks_mixed_refused_back \
+	"every node must mount without localflocks" "$IMG" \
+	"$(clu_opts "$CFG" 1 localflocks)"
 g0=$(flushes "$M3")
 closes "$M3"
 g1=$(flushes "$M3")
@@ -75,9 +87,7 @@ check clu_localflocks_default_flushes test "$((g1 - g0))" -ge 50
 check clu_localflocks_default_file_locks jq -e 'has("file_locks")' \
 	"$T/st3.json"
 
-for n in 1 2 3; do
-	check clu_localflocks_umount$n fs_umount "$T/m$n"
-done
+check clu_localflocks_umount3 fs_umount "$T/m3"
 check clu_localflocks_fsck fs_fsck "$IMG"
 rm -f "$IMG"
 exit 0
