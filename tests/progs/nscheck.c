@@ -2,7 +2,8 @@
  * nscheck — a seeded random namespace checker.
  *
  * Usage: nscheck [--seed N] [--ops N] [--verify-every N] [--names N]
- *                [--no-exchange] [--no-noreplace] [--quiet] DIR
+ *                [--no-exchange] [--no-noreplace] [--quiet]
+ *                [--view DIR2]... [--chaos] DIR
  *
  * Under DIR (which must exist; nscheck works in DIR/nscheck.root, created
  * fresh) it performs random create, mkdir, unlink, rmdir, link, symlink,
@@ -17,6 +18,18 @@
  * identity: hard links share st_ino, distinct live objects never do), file
  * contents and symlink targets. On the first difference it prints it and
  * the last operations and exits 1.
+ *
+ * --view DIR2 (up to 3 times): DIR2 shows the same directory through
+ * another mount (another node of a cluster): each operation runs through
+ * one of the views, drawn at random, and every check walks each view, so
+ * a change made through one must be seen at once through the others (no
+ * stale name, attribute or content; the same st_ino everywhere).
+ *
+ * --chaos: for several writers at once on one tree (another nscheck
+ * --chaos in the same DIR, on another node): the operations are drawn
+ * the same way, but their results are not checked (the model does not
+ * know the other writer's changes; only EIO and EUCLEAN fail it) and
+ * DIR/nscheck.root is kept if it exists. Compare the views afterwards (tests/integration/clu_random.sh).
  *
  * Symlink targets are absolute paths under a directory that does not
  * exist, so a symlink met in the middle of a path always resolves to
@@ -40,6 +53,7 @@
 #define CONTENT_MAX 2048
 #define NAMEPOOL_MAX 12
 #define LOGKEEP 80
+#define MAXVIEWS 4
 
 enum ntype { N_FREE, N_FILE, N_DIR, N_LINK };
 
@@ -73,7 +87,10 @@ static const char *const op_names[K_NKINDS] = {
 };
 
 struct ns {
-	char root[4096];
+	char root[MAXVIEWS][4096]; /* the tree, through each view */
+	int nviews;
+	int view;  /* the view of the operation or check running */
+	int chaos; /* results not checked (--chaos) */
 	struct node nodes[MAXNODES];
 	uint64_t rng;
 	uint64_t opno, nops;
@@ -314,7 +331,7 @@ static const char *last(const struct path *p)
 
 static void abspath(struct ns *s, const char *rel, char *out, size_t sz)
 {
-	if (snprintf(out, sz, "%s/%s", s->root, rel) >= (int)sz)
+	if (snprintf(out, sz, "%s/%s", s->root[s->view], rel) >= (int)sz)
 		out[0] = '\0'; /* too long: the op fails with ENOENT */
 }
 
@@ -634,7 +651,9 @@ static void verify_node(struct ns *s, int ino, const char *path)
 
 static void verify_all(struct ns *s)
 {
-	verify_node(s, 0, s->root);
+	for (s->view = 0; s->view < s->nviews; s->view++)
+		verify_node(s, 0, s->root[s->view]);
+	s->view = 0;
 }
 
 /* ---- one random op ---- */
@@ -694,7 +713,7 @@ static int op_stat(struct ns *s, const struct path *p, int *want)
 		*want = -ENOENT;
 	abspath(s, p->str, ap, sizeof(ap));
 	got = r_sys(lstat(ap, &st));
-	if (got == 0 && ino >= 0)
+	if (got == 0 && ino >= 0 && !s->chaos)
 		verify_node(s, ino, ap);
 	return got;
 }
@@ -736,6 +755,8 @@ static void run_op(struct ns *s)
 	char aa[4200], ab[4200], text[128], line[512];
 	int want = 0, got = 0, ino = -1;
 
+	if (s->nviews > 1)
+		s->view = (int)rnd_below(s, (unsigned)s->nviews);
 	gen_path(s, &a);
 	gen_path(s, &b);
 	abspath(s, a.str, aa, sizeof(aa));
@@ -743,8 +764,8 @@ static void run_op(struct ns *s)
 	if (nodes_in_use(s) > MAXNODES - 8 &&
 	    (k == K_CREATE || k == K_MKDIR || k == K_SYMLINK))
 		k = K_UNLINK;
-	snprintf(line, sizeof(line), "%-16s %.180s%s%.180s", op_names[k],
-		 a.str,
+	snprintf(line, sizeof(line), "v%d %-16s %.180s%s%.180s", s->view,
+		 op_names[k], a.str,
 		 k == K_LINK || k >= K_RENAME ? " -> " : "",
 		 k == K_LINK || (k >= K_RENAME && k <= K_RENAME_EXCHANGE)
 			 ? b.str : "");
@@ -782,8 +803,8 @@ static void run_op(struct ns *s)
 			snprintf(s->nodes[ino].target,
 				 sizeof(s->nodes[ino].target), "%s", text);
 		got = r_sys(symlink(text, ab));
-		snprintf(line, sizeof(line), "%-16s %.180s", op_names[k],
-			 b.str);
+		snprintf(line, sizeof(line), "v%d %-16s %.180s", s->view,
+			 op_names[k], b.str);
 		logf_op(s, line);
 		break;
 	case K_RENAME:
@@ -815,7 +836,9 @@ static void run_op(struct ns *s)
 	snprintf(line + strlen(line), sizeof(line) - strlen(line),
 		 " = %s", errname(got));
 	logf_op(s, line);
-	if (got != want) {
+	if (s->chaos && (got == -EIO || got == -EUCLEAN)) {
+		mismatch(s, "an I/O or corruption error with another writer");
+	} else if (got != want && !s->chaos) {
 		char msg[600];
 
 		snprintf(msg, sizeof(msg), "%s returned %s, model expects %s",
@@ -824,25 +847,39 @@ static void run_op(struct ns *s)
 	}
 }
 
-static int setup_root(struct ns *s, const char *dir)
+static int setup_root(struct ns *s)
 {
 	char cmd[4400];
 
-	snprintf(s->root, sizeof(s->root), "%s/nscheck.root", dir);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->root);
-	if (access(s->root, F_OK) == 0 && system(cmd) != 0)
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->root[0]);
+	if (!s->chaos && access(s->root[0], F_OK) == 0 && system(cmd) != 0)
 		return -EIO;
-	if (mkdir(s->root, 0755) != 0)
+	if (mkdir(s->root[0], 0755) != 0 && !(s->chaos && errno == EEXIST))
 		return -errno;
+	for (int v = 1; v < s->nviews; v++)
+		if (access(s->root[v], F_OK) != 0)
+			return -errno; /* the other view does not see it */
 	s->nodes[0].type = N_DIR;
 	s->nodes[0].nlink = 2;
 	s->nodes[0].parent = 0;
 	return 0;
 }
 
-static int parse(struct ns *s, int argc, char **argv, uint64_t *seed,
-		 const char **dir)
+static int add_view(struct ns *s, const char *dir)
 {
+	if (s->nviews == MAXVIEWS ||
+	    snprintf(s->root[s->nviews], sizeof(s->root[0]),
+		     "%s/nscheck.root", dir) >= (int)sizeof(s->root[0]))
+		return -EINVAL;
+	s->nviews++;
+	return 0;
+}
+
+static int parse(struct ns *s, int argc, char **argv, uint64_t *seed)
+{
+	const char *dir = NULL, *views[MAXVIEWS];
+	int nv = 0;
+
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int has = i + 1 < argc;
@@ -861,14 +898,21 @@ static int parse(struct ns *s, int argc, char **argv, uint64_t *seed,
 			s->disabled[K_RENAME_NOREPLACE] = 1;
 		else if (strcmp(a, "--quiet") == 0)
 			s->quiet = 1;
-		else if (a[0] != '-' && *dir == NULL)
-			*dir = a;
+		else if (strcmp(a, "--chaos") == 0)
+			s->chaos = 1;
+		else if (strcmp(a, "--view") == 0 && has && nv < MAXVIEWS - 1)
+			views[nv++] = argv[++i];
+		else if (a[0] != '-' && dir == NULL)
+			dir = a;
 		else
 			return -EINVAL;
 	}
-	if (*dir == NULL || s->npool < 1 || s->npool > NAMEPOOL_MAX ||
-	    s->verify_every < 1)
+	if (dir == NULL || s->npool < 1 || s->npool > NAMEPOOL_MAX ||
+	    s->verify_every < 1 || add_view(s, dir) != 0)
 		return -EINVAL;
+	for (int v = 0; v < nv; v++)
+		if (add_view(s, views[v]) != 0)
+			return -EINVAL;
 	return 0;
 }
 
@@ -877,35 +921,42 @@ int main(int argc, char **argv)
 	static struct ns s = {
 		.nops = 5000, .verify_every = 100, .npool = 6,
 	};
-	const char *dir = NULL, *env = getenv("UCFS_SEED");
+	const char *env = getenv("UCFS_SEED");
 	uint64_t seed = 1;
 	int ret;
 
 	memset(longname, 'L', 255);
 	if (env != NULL)
 		seed = strtoull(env, NULL, 0);
-	if (parse(&s, argc, argv, &seed, &dir) != 0) {
+	if (parse(&s, argc, argv, &seed) != 0) {
 		fprintf(stderr, "usage: nscheck [--seed N] [--ops N] "
 			"[--verify-every N] [--names 1-12] [--no-exchange]"
-			" [--no-noreplace] [--quiet] DIR\n");
+			" [--no-noreplace] [--quiet] [--view DIR2]... "
+			"[--chaos] DIR\n");
 		return 2;
 	}
 	s.rng = seed;
 	printf("nscheck: seed %" PRIu64 " ops %" PRIu64 " names %d (replay "
 	       "with --seed %" PRIu64 ")\n", seed, s.nops, s.npool, seed);
 	fflush(stdout);
-	ret = setup_root(&s, dir);
+	ret = setup_root(&s);
 	if (ret != 0) {
-		fprintf(stderr, "nscheck: cannot create %s: %s\n", s.root,
-			strerror(-ret));
+		fprintf(stderr, "nscheck: cannot create %s (or see it through "
+			"every view): %s\n", s.root[0], strerror(-ret));
 		return 2;
 	}
 	for (s.opno = 0; s.opno < s.nops; s.opno++) {
 		run_op(&s);
-		if (s.opno % s.verify_every == (uint64_t)s.verify_every - 1)
+		if (!s.chaos &&
+		    s.opno % s.verify_every == (uint64_t)s.verify_every - 1)
 			verify_all(&s);
 	}
 	s.opno = s.nops - 1;
+	if (s.chaos) {
+		printf("nscheck: chaos: %" PRIu64 " ops done, unchecked\n",
+		       s.nops);
+		return 0;
+	}
 	verify_all(&s);
 	printf("nscheck: %" PRIu64 " ops OK, %d objects at the end\n",
 	       s.nops, nodes_in_use(&s));
