@@ -13,6 +13,10 @@
 #    checked; an EIO or EUCLEAN fails it), then both nodes' views of the
 #    whole tree (names, types, nlink, st_ino, size, symlink targets,
 #    contents) must be equal;
+#  * data: fsx on node 1 (writes, truncates, fallocate modes, punch,
+#    zero, collapse/insert, copy_file_range, clone, O_DIRECT, fsync) with
+#    its second descriptor on node 2 (fsx --other): every read and size
+#    check there must see node 1's last change; two seeds;
 #  * fsck.ucfs -n clean after both unmount.
 # Node 3 is a quorum witness (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
@@ -47,6 +51,14 @@ view "$M2" >"$T/view2"
 check clu_random_views_equal cmp -s "$T/view1" "$T/view2" ||
 	diff "$T/view1" "$T/view2" | head -20
 check clu_random_views_not_empty test "$(wc -l <"$T/view1")" -gt 3
+
+# ---- data: changes on node 1, reads and sizes on node 2 ----
+for k in 0 1; do
+	s=$((SEED + 20 + k))
+	: >"$M1/data$k"
+	check "clu_random_data_seed$k" "$B/tests/fsx" --seed "$s" --ops 1500 \
+		--maxlen 1048576 --quiet --other "$M2/data$k" "$M1/data$k"
+done
 
 for n in 1 2; do
 	check clu_random_umount$n fs_umount "$T/m$n"

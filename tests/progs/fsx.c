@@ -5,7 +5,7 @@
  * Usage: fsx [--seed N] [--ops N] [--maxlen BYTES] [--base BYTES]
  *            [--maxop BYTES] [--no-falloc] [--no-punch] [--no-zero]
  *            [--no-shift] [--no-copy] [--no-dwrite] [--direct-every N]
- *            [--quiet] FILE
+ *            [--other PATH] [--quiet] FILE
  *
  * It performs --ops random operations on FILE (created, truncated to 0):
  * write, read, truncate (up and down), fallocate (plain, KEEP_SIZE,
@@ -21,6 +21,11 @@
  * fstat's size, and the whole file every few hundred operations and at the end.
  * On the first mismatch it prints where, what was expected and what was read,
  * the last operations of the log (all of them with --log-all) and exits 1.
+ *
+ * --other PATH opens the second descriptor on PATH, the same file seen
+ * through another mount (another node of a cluster): every read and size
+ * check through it then says whether what the first node wrote, cut,
+ * punched, cloned or shifted is seen on the other (clu_random).
  *
  * Model: the file is size bytes; a byte at p < base is always zero (no op
  * writes there, --base puts every op at a large offset to exercise big
@@ -94,6 +99,7 @@ struct op_rec {
 
 struct fsx {
 	const char *path;
+	const char *path2; /* the second descriptor's path (--other) */
 	int fd;
 	int fd2;	   /* second descriptor, opened separately */
 	int fdd;	   /* O_DIRECT descriptor (-1: not supported) */
@@ -703,7 +709,7 @@ static int usage(void)
 		"           [--no-falloc] [--no-punch] [--no-zero] [--no-shift]"
 		" [--no-copy]\n"
 		"           [--no-dwrite] [--direct-every N]\n"
-		"           [--log-all] [--quiet] FILE\n");
+		"           [--other PATH] [--log-all] [--quiet] FILE\n");
 	return 2;
 }
 
@@ -738,6 +744,8 @@ static int parse_args(struct fsx *f, int argc, char **argv, uint64_t *seed)
 			f->disabled[OP_COPY] = f->disabled[OP_CLONE] = 1;
 		else if (strcmp(a, "--no-dwrite") == 0)
 			f->disabled[OP_DWRITE] = 1;
+		else if (strcmp(a, "--other") == 0 && has)
+			f->path2 = argv[++i];
 		else if (strcmp(a, "--log-all") == 0)
 			f->log_all = 1;
 		else if (strcmp(a, "--quiet") == 0)
@@ -752,6 +760,8 @@ static int parse_args(struct fsx *f, int argc, char **argv, uint64_t *seed)
 		return -EINVAL;
 	if (f->maxop > f->maxlen)
 		f->maxop = f->maxlen;
+	if (f->path2 == NULL)
+		f->path2 = f->path;
 	return 0;
 }
 
@@ -785,9 +795,9 @@ int main(int argc, char **argv)
 	f.fd = open(f.path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	if (f.fd < 0)
 		die_errno(&f, f.path, errno);
-	f.fd2 = open(f.path, O_RDONLY);
+	f.fd2 = open(f.path2, O_RDONLY);
 	if (f.fd2 < 0)
-		die_errno(&f, f.path, errno);
+		die_errno(&f, f.path2, errno);
 	f.fdd = f.disabled[OP_DWRITE] ? -1 : open(f.path, O_WRONLY | O_DIRECT);
 	if (f.fdd < 0 && !f.disabled[OP_DWRITE]) {
 		if (errno != EINVAL)
