@@ -3,13 +3,13 @@
 # tree (issue 13's guarantee; tests/progs/nscheck.c, UCFS_SEED):
 #  * in turns: nscheck --view runs every operation (create, mkdir,
 #    unlink, rmdir, link, symlink, the renames, append, stat) through node
-#    1 or node 2, drawn at random, checks its result (errno included)
+#    1, 2 or 3, drawn at random, checks its result (errno included)
 #    against its model, and every 50 operations walks both nodes' whole
 #    views against the model (names, d_type, nlink, st_ino, contents,
 #    symlink targets): what one node did must be seen at once by the
-#    other, with no stale positive or negative entry, attribute or page;
-#    two seeds;
-#  * at once: nscheck --chaos on both nodes in one tree (results not
+#    others, with no stale positive or negative entry, attribute or page;
+#    two seeds, one over nodes 1 and 2, one over all three;
+#  * at once: nscheck --chaos on nodes 1 and 2 in one tree (results not
 #    checked; an EIO or EUCLEAN fails it), then both nodes' views of the
 #    whole tree (names, types, nlink, st_ino, size, symlink targets,
 #    contents) must be equal;
@@ -18,7 +18,7 @@
 #    its second descriptor on node 2 (fsx --other): every read and size
 #    check there must see node 1's last change; two seeds;
 #  * fsck.ucfs -n clean after both unmount.
-# Node 3 is a quorum witness (ucfs-witness).
+# Nodes 4 and 5 are quorum witnesses (ucfs-witness).
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -27,14 +27,17 @@ clu_require clu_random
 NS=$B/tests/nscheck
 SEED=${UCFS_SEED:-13}
 echo "clu_random: seed $SEED (UCFS_SEED=$SEED to replay)"
-clu_two_nodes clu_random 128 -j 2 -r 64
+clu_setup clu_random 3 128 -j 3 -r 64
+for n in 1 2 3; do
+	clu_mount clu_random $n
+done
 
 # ---- in turns, each result checked ----
-for k in 0 1; do
-	s=$((SEED + k))
-	check "clu_random_turns_seed$k" "$NS" --seed "$s" --ops 1500 \
-		--verify-every 50 --names 6 --quiet --view "$M2" "$M1"
-done
+check clu_random_turns_seed0 "$NS" --seed "$SEED" --ops 1500 \
+	--verify-every 50 --names 6 --quiet --view "$M2" "$M1"
+check clu_random_turns_3nodes_seed1 "$NS" --seed $((SEED + 1)) --ops 1500 \
+	--verify-every 50 --names 6 --quiet --view "$M2" --view "$M3" "$M1"
+
 
 # ---- at once, then the two views compared ----
 view() {	# MOUNT: the tree as the node sees it, one line per object
@@ -60,7 +63,7 @@ for k in 0 1; do
 		--maxlen 1048576 --quiet --other "$M2/data$k" "$M1/data$k"
 done
 
-for n in 1 2; do
+for n in 1 2 3; do
 	check clu_random_umount$n fs_umount "$T/m$n"
 done
 check clu_random_fsck fs_fsck "$IMG"
