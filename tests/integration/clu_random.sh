@@ -18,7 +18,8 @@
 #    its second descriptor on node 2 (fsx --other): every read and size
 #    check there must see node 1's last change; two seeds;
 #  * fsck.ucfs -n clean after both unmount.
-# Nodes 4 and 5 are quorum witnesses (ucfs-witness).
+# Nodes 4 and 5 are quorum witnesses (ucfs-witness). CLU_RANDOM_OPS
+# (default 1,500) sets the operations per run for a longer soak.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -26,6 +27,7 @@ clu_require clu_random
 
 NS=$B/tests/nscheck
 SEED=${UCFS_SEED:-13}
+OPS=${CLU_RANDOM_OPS:-1500}	# per run; more for a long soak
 echo "clu_random: seed $SEED (UCFS_SEED=$SEED to replay)"
 clu_setup clu_random 3 128 -j 3 -r 64
 for n in 1 2 3; do
@@ -33,9 +35,9 @@ for n in 1 2 3; do
 done
 
 # ---- in turns, each result checked ----
-check clu_random_turns_seed0 "$NS" --seed "$SEED" --ops 1500 \
+check clu_random_turns_seed0 "$NS" --seed "$SEED" --ops "$OPS" \
 	--verify-every 50 --names 6 --quiet --view "$M2" "$M1"
-check clu_random_turns_3nodes_seed1 "$NS" --seed $((SEED + 1)) --ops 1500 \
+check clu_random_turns_3nodes_seed1 "$NS" --seed $((SEED + 1)) --ops "$OPS" \
 	--verify-every 50 --names 6 --quiet --view "$M2" --view "$M3" "$M1"
 
 
@@ -47,8 +49,8 @@ view() {	# MOUNT: the tree as the node sees it, one line per object
 }
 mkdir "$M1/chaos"
 clu_at_once clu_random_at_once \
-	"'$NS' --seed $((SEED + 10)) --ops 1500 --names 5 --chaos '$M1/chaos'" \
-	"'$NS' --seed $((SEED + 11)) --ops 1500 --names 5 --chaos '$M2/chaos'"
+	"'$NS' --seed $((SEED + 10)) --ops $OPS --names 5 --chaos '$M1/chaos'" \
+	"'$NS' --seed $((SEED + 11)) --ops $OPS --names 5 --chaos '$M2/chaos'"
 view "$M1" >"$T/view1"
 view "$M2" >"$T/view2"
 check clu_random_views_equal cmp -s "$T/view1" "$T/view2" ||
@@ -59,7 +61,7 @@ check clu_random_views_not_empty test "$(wc -l <"$T/view1")" -gt 3
 for k in 0 1; do
 	s=$((SEED + 20 + k))
 	: >"$M1/data$k"
-	check "clu_random_data_seed$k" "$B/tests/fsx" --seed "$s" --ops 1500 \
+	check "clu_random_data_seed$k" "$B/tests/fsx" --seed "$s" --ops "$OPS" \
 		--maxlen 1048576 --quiet --other "$M2/data$k" "$M1/data$k"
 done
 
