@@ -71,6 +71,10 @@ struct fs_cluster_opts {
 	struct bd_dev *bd;	  /* ... the caller's, shared) */
 	unsigned hb_interval_ms;  /* 0: hb_timeout / 8 */
 	unsigned hb_timeout_ms;	  /* 0: the configuration's timeout_ms */
+	unsigned records_timeout_s; /* records_timeout=: a mount whose flush
+				       does not cover all waits at most
+				       this long for the records to go off
+				       (fs_jrec.h; 0: no bound) */
 	int ro;			  /* a ro mount: no journal slot, no disk
 				     heartbeat of its own, the device read
 				     only, locks in PR only (EX: -EROFS) */

@@ -13,7 +13,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "fusefs/cluster/fs_cluster.h"
 #include "lockmgr/cv_wait.h"
@@ -25,6 +27,8 @@ struct fs_jrec {
 	struct lk_lock *cw;    /* not covering: the CW hold (join, stop) */
 	pthread_t thread;      /* covering: the PR thread */
 	int started;	       /* thread started (mount thread) */
+	const char *hold_file; /* immutable: UCFS_JREC_HOLD test hook */
+	const char *fail_file; /* immutable: UCFS_JREC_FAIL test hook */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -35,6 +39,8 @@ struct fs_jrec {
 	int bast;		 /* mu: another node wants CW */
 	int failed;		 /* mu: the flush failed: PR kept, fenced */
 	int joined;		 /* mu: the CW is held */
+	int cw_done;		 /* mu: the CW request completed ... */
+	int cw_status;		 /* mu: ... with this status */
 	struct fs_jrec_stats st; /* mu (mode filled by fs_jrec_stats) */
 };
 
@@ -65,27 +71,114 @@ int fs_jrec_new(const struct fs_jrec_conf *conf, struct fs_jrec **out)
 	if (r->c.retry_ms == 0)
 		r->c.retry_ms = FS_JREC_RETRY_MS;
 	lk_name_make(&r->name, FS_LK_JREC, 0, NULL);
+	r->hold_file = getenv(FS_JREC_ENV_HOLD);
+	r->fail_file = getenv(FS_JREC_ENV_FAIL);
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	*out = r;
 	return 0;
 }
 
+/* The CW request's completion (the callback thread). */
+static void jrec_cw_done(struct lk_lock *lk, int status, void *arg)
+{
+	struct fs_jrec *r = arg;
+
+	(void)lk;
+	pthread_mutex_lock(&r->mu);
+	r->cw_status = status;
+	r->cw_done = 1;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static const struct lk_lock_ops cw_ops = {.completion = jrec_cw_done};
+
+static void jrec_log_wait(struct fs_jrec *r, uint64_t t0)
+{
+	uint64_t s = (cvw_now_ns() - t0) / 1000000000ull;
+
+	if (r->c.timeout_s != 0)
+		fprintf(stderr,
+			"ucfs: node %u: waiting %llu s for the nodes writing "
+			"checkpoint records to turn them off and flush "
+			"(records_timeout=%u)\n",
+			r->c.node, (unsigned long long)s, r->c.timeout_s);
+	else
+		fprintf(stderr,
+			"ucfs: node %u: waiting %llu s for the nodes writing "
+			"checkpoint records to turn them off and flush (no "
+			"bound: records_timeout=0)\n",
+			r->c.node, (unsigned long long)s);
+}
+
+/* Cancel the CW request once: its completion comes (-ECANCELED, or the
+ * grant if that won the race). Under r->mu, so the completion has not
+ * returned yet and the handle is still valid (lk.h "Handles"); the
+ * callback takes r->mu only after the library let its locks go. */
+static void jrec_cw_cancel(struct fs_jrec *r, uint64_t t0)
+{
+	fprintf(stderr,
+		"ucfs: node %u: the nodes writing checkpoint records did not "
+		"turn them off within %llu s (records_timeout=%u): giving "
+		"up, nothing written\n",
+		r->c.node,
+		(unsigned long long)((cvw_now_ns() - t0) / 1000000000ull),
+		r->c.timeout_s);
+	lk_cancel(r->cw);
+}
+
+/* Wait for the queued CW request, logging progress, and cancel it past
+ * conf.timeout_s. Its status, -ETIMEDOUT once cancelled. */
+static int jrec_cw_wait(struct fs_jrec *r, uint64_t t0)
+{
+	uint64_t end = r->c.timeout_s != 0 ? t0 + r->c.timeout_s * 1000000000ull
+					   : CVW_NEVER;
+	uint64_t next = t0 + 1000000000ull; /* first progress line */
+	int cancelled = 0, ret;
+
+	pthread_mutex_lock(&r->mu);
+	while (!r->cw_done) {
+		uint64_t now = cvw_now_ns();
+
+		if (!cancelled && now >= end) {
+			jrec_cw_cancel(r, t0);
+			cancelled = 1;
+		} else if (!cancelled && now >= next) {
+			jrec_log_wait(r, t0);
+			next = now + FS_JREC_LOG_MS * 1000000ull;
+		} else {
+			cvw_wait_until(&r->cv, &r->mu,
+				       cancelled    ? CVW_NEVER
+				       : next < end ? next
+						    : end);
+		}
+	}
+	ret = r->cw_status;
+	pthread_mutex_unlock(&r->mu);
+	return cancelled && ret == -ECANCELED ? -ETIMEDOUT : ret;
+}
+
 int fs_jrec_join(struct fs_jrec *r)
 {
+	uint64_t t0 = cvw_now_ns();
 	int ret;
 
 	if (r->c.covers)
 		return 0;
-	ret = lk_lock(r->c.ls, &r->name, LK_CW, 0, NULL, NULL, &r->cw);
+	pthread_mutex_lock(&r->mu);
+	r->cw_done = 0; /* a new request (after one that timed out) */
+	pthread_mutex_unlock(&r->mu);
+	ret = lk_lock(r->c.ls, &r->name, LK_CW, 0, &cw_ops, r, &r->cw);
 	if (ret == 0)
-		ret = lk_wait(r->cw); /* every PR holder gave it up */
+		ret = jrec_cw_wait(r, t0); /* every PR holder gave it up */
 	if (ret < 0) {
 		r->cw = NULL; /* a failed request releases its handle */
 		return ret;
 	}
 	pthread_mutex_lock(&r->mu);
 	r->joined = 1;
+	r->st.join_ms = (cvw_now_ns() - t0) / 1000000ull;
 	pthread_mutex_unlock(&r->mu);
 	return 0;
 }
@@ -121,9 +214,30 @@ static void jrec_try(struct fs_jrec *r)
 /* Another node wants CW: no record from now on and every one written
  * before durable (the flush), then the PR goes. A failed flush keeps
  * it (fenced: the cluster recovers this node first). */
+static int jrec_stopping(struct fs_jrec *r)
+{
+	int stop;
+
+	pthread_mutex_lock(&r->mu);
+	stop = r->stop;
+	pthread_mutex_unlock(&r->mu);
+	return stop;
+}
+
+/* The test hooks (fs_jrec.h) on the records-off flush's result. */
+static int jrec_hooks(struct fs_jrec *r, int ret)
+{
+	while (r->hold_file != NULL && access(r->hold_file, F_OK) == 0 &&
+	       !jrec_stopping(r))
+		usleep(10000);
+	if (r->fail_file != NULL && access(r->fail_file, F_OK) == 0)
+		return -EIO;
+	return ret;
+}
+
 static void jrec_give_up(struct fs_jrec *r)
 {
-	int ret = r->c.set(r->c.arg, 0);
+	int ret = jrec_hooks(r, r->c.set(r->c.arg, 0));
 	struct lk_lock *lk;
 
 	pthread_mutex_lock(&r->mu);

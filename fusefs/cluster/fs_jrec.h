@@ -23,6 +23,14 @@
  *    before the CW is granted and the joiner writes anything. A failed
  *    flush calls conf.fail (fence: the PR then never leaves the node,
  *    the cluster recovers it);
+ *  - the CW request waits at most conf.timeout_s (records_timeout=,
+ *    MOUNT.md): a PR holder whose flush does not return would otherwise
+ *    hold the mount for ever (a dead one is recovered, one whose device
+ *    hangs loses its disk lease and fences itself: those end). Past it
+ *    the request is cancelled and the mount fails with -ETIMEDOUT before
+ *    writing anything; the holder, once its flush returns, gives the PR
+ *    up and takes it again (no joiner waits then). Progress goes to the
+ *    log (stderr) after 1 s and then every FS_JREC_LOG_MS;
  *  - a covering node asks PR as a new request with NOQUEUE only (a
  *    queued PR request would hold every later CW request back behind it,
  *    FIFO; a new request is refused while a CW is held or waiting): once
@@ -50,11 +58,25 @@ struct fs_jrec;
 struct fs_json;
 
 #define FS_JREC_RETRY_MS 1000u /* records off: PR asked again after */
+#define FS_JREC_LOG_MS 5000u   /* a waiting join logs this often */
+
+/*
+ * Test hooks, read from the environment by fs_jrec_new (documented in
+ * MOUNT.md "Mixing device paths"; no product use): while the file named
+ * by UCFS_JREC_HOLD exists, giving the PR up waits after the records-off
+ * flush returned, as a flush that does not return; while the file named
+ * by UCFS_JREC_FAIL exists, that flush is taken as failed (-EIO).
+ */
+#define FS_JREC_ENV_HOLD "UCFS_JREC_HOLD"
+#define FS_JREC_ENV_FAIL "UCFS_JREC_FAIL"
 
 struct fs_jrec_conf {
-	struct lk_ls *ls;  /* the lockspace */
-	int covers;	   /* bd_flush_covers_all(this node's device) */
-	unsigned retry_ms; /* 0: FS_JREC_RETRY_MS */
+	struct lk_ls *ls;   /* the lockspace */
+	int covers;	    /* bd_flush_covers_all(this node's device) */
+	unsigned retry_ms;  /* 0: FS_JREC_RETRY_MS */
+	unsigned timeout_s; /* the CW join waits at most this long (0: no
+			       bound) */
+	uint32_t node;	    /* this node's id (log messages) */
 	/* Records on (1) or off (0) in this node's journal: 0 must return
 	 * only once every record written before is durable (or fail). */
 	int (*set)(void *arg, int on);
@@ -73,13 +95,16 @@ struct fs_jrec_stats {
 	uint64_t tries;	  /* PR requests (NOQUEUE) */
 	uint64_t refused; /* ... refused: a CW held or waiting */
 	uint64_t offs;	  /* PR given up: records turned off */
+	uint64_t join_ms; /* the CW join waited this long (0: none) */
 };
 
 /* 0 or -ENOMEM. Nothing asked yet. */
 int fs_jrec_new(const struct fs_jrec_conf *conf, struct fs_jrec **out);
 /* Not covering: request CW and wait for it (every PR holder turned its
- * records off first). Covering: nothing. Before the mount's first write.
- * 0, -ESHUTDOWN (fenced), -errno. May block. */
+ * records off first), at most conf.timeout_s. Covering: nothing. Before
+ * the mount's first write. 0, -ETIMEDOUT (cancelled: a holder's flush
+ * did not return in time; nothing held), -ESHUTDOWN (fenced), -errno.
+ * May block. */
 int fs_jrec_join(struct fs_jrec *r);
 /* Covering: the journal is up: ask PR now (records on if granted) and
  * start the retry thread. Not covering: nothing. 0 or -errno
