@@ -8,6 +8,32 @@
  * NOQUEUE up-conversion NL -> PR is granted past a CW request waiting in
  * the wait queue (conversions go first), so covering nodes could take
  * turns holding PR while a joiner waits; a new request never passes it.
+ *
+ * Why a refused covering node polls (one NOQUEUE request per retry_ms)
+ * rather than waiting for an event, with lockmgr/lk_grant.c as it is:
+ *  - a queued PR request: new requests are granted strictly in order
+ *    (lk_grant_now only with empty convert and wait queues; grant_waiters
+ *    stops at the first head it cannot grant), so a PR waiting behind a
+ *    held CW holds every later CW request back although CW is compatible
+ *    with CW: a second non-covering node's mount would wait for the first
+ *    one's unmount (and fail past records_timeout=);
+ *  - a queued conversion NL -> PR: a pending conversion blocks every new
+ *    request too (lk_grant_now), and conversions are granted ahead of
+ *    waiting new requests (lk_grant_pending), so when the last CW goes
+ *    the PR would pass a CW joiner already waiting (the no-pass rule);
+ *  - a callback: the lock manager calls back only holders of a
+ *    conflicting mode (blocking) and queued requests (completion). A
+ *    leaving CW holder could wake the covering nodes with a NOQUEUE |
+ *    NOQUEUEBAST request on a second resource they hold in PR, but a dead
+ *    one sends nothing (the poll stays as the fallback), and its unlock of
+ *    FS_LK_JREC/0 may reach that lock's master after the woken nodes'
+ *    requests (another master, another link; lk_unlock may leave an idle
+ *    unlock's record for the network thread's next turn), so a wake can
+ *    come too early and be lost until the fallback.
+ * The poll costs one request per second per covering node while a
+ * non-covering node is mounted (a message to the master and its answer;
+ * none when this node masters the lock), and brings records back within
+ * retry_ms of the last CW's release.
  */
 #include "fusefs/cluster/fs_jrec.h"
 
