@@ -46,7 +46,9 @@
  * at most for the master's answer) and gives it up; the blocking
  * callback only wakes it. No function here is called with a journal
  * handle or glock held.
- * Locking: r->mu (a leaf) protects the mode and counters.
+ * Locking: r->mu protects the mode and counters; a leaf, but for the
+ * join's lk_cancel of its CW request, made under it (r->mu -> ls->mu,
+ * README row 2c: the completion must not release the handle between).
  */
 #ifndef UCFS_FS_JREC_H
 #define UCFS_FS_JREC_H
