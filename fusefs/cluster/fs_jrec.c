@@ -237,9 +237,6 @@ static void jrec_try(struct fs_jrec *r)
 	pthread_mutex_unlock(&r->mu);
 }
 
-/* Another node wants CW: no record from now on and every one written
- * before durable (the flush), then the PR goes. A failed flush keeps
- * it (fenced: the cluster recovers this node first). */
 static int jrec_stopping(struct fs_jrec *r)
 {
 	int stop;
@@ -261,6 +258,9 @@ static int jrec_hooks(struct fs_jrec *r, int ret)
 	return ret;
 }
 
+/* Another node wants CW: no record from now on and every one written
+ * before durable (the flush), then the PR goes. A failed flush keeps
+ * it (fenced: the cluster recovers this node first). */
 static void jrec_give_up(struct fs_jrec *r)
 {
 	int ret = jrec_hooks(r, r->c.set(r->c.arg, 0));
