@@ -1475,6 +1475,7 @@ static void records_stats(struct fs_cluster *cl, struct fs_json *o)
 	fs_json_u64(o, "records_refused", js.refused);
 	fs_json_u64(o, "records_given_up", js.offs);
 	fs_json_u64(o, "records_join_ms", js.join_ms);
+	fs_json_u64(o, "records_wakes", js.wakes);
 }
 
 static void cluster_section(struct fs_json *o, void *arg)

@@ -112,10 +112,11 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);
 /* Checkpoint records (fs_jrec.h; nothing for a ro node or an image
  * without JCKPT). join: before the mount's first write: a device whose
  * flush does not cover every writer's writes holds the agreement's lock
- * in CW (waits until every node writing records stopped and flushed);
- * 0, -ESHUTDOWN, -errno. start: after fs_journal_init: a covering
- * device asks PR (records on once granted, asked again every
- * FS_JREC_RETRY_MS while refused); 0 or -errno. */
+ * in CW (waits until every node writing records stopped and flushed,
+ * at most records_timeout=); 0, -ETIMEDOUT, -ESHUTDOWN, -errno. start:
+ * after fs_journal_init: a covering device asks PR (records on once
+ * granted, asked again while refused when a CW holder leaves, or every
+ * FS_JREC_RETRY_MS); 0 or -errno. */
 int fs_cluster_records_join(struct fs_cluster *cl);
 int fs_cluster_records_start(struct fs_cluster *cl);
 /* The mount failed after attach: drop its EX hold (@held) and forget

@@ -34,8 +34,19 @@
  *  - a covering node asks PR as a new request with NOQUEUE only (a
  *    queued PR request would hold every later CW request back behind it,
  *    FIFO; a new request is refused while a CW is held or waiting): once
- *    when its journal starts (fs_jrec_start), then every conf.retry_ms
- *    from its own thread while its records are off.
+ *    when its journal starts (fs_jrec_start), then, while its records are
+ *    off, from its own thread when woken, right after giving the PR up,
+ *    and every conf.retry_ms (30 s) as a fallback;
+ *  - the wake: while its records are off a covering node holds
+ *    FS_LK_JREC/1 in PR (a fresh handle taken before each request for
+ *    the PR: so a CW holder that leaves after it was granted wakes it,
+ *    and one that left before was gone for the request). A CW holder
+ *    that leaves cleanly (fs_jrec_stop) asks FS_LK_JREC/0 in NL with
+ *    NOQUEUE (answered only after the master handled its unlock there),
+ *    then FS_LK_JREC/1 in EX with NOQUEUE | NOQUEUEBAST: refused at once,
+ *    its blocking callbacks wake the covering nodes, which ask for the
+ *    PR again. A CW holder that dies wakes nobody: the cluster recovers
+ *    it, and the fallback brings the records back within retry_ms.
  * Nothing is on disk and the lock has no value block: the lock manager's
  * grant state is the agreement, so it is recomputed by the nodes
  * themselves after any crash. A node that dies holds its mode until the
@@ -43,8 +54,9 @@
  * writes nothing and takes no part (no fs_jrec at all).
  *
  * Threads: a covering node's thread asks for the PR (NOQUEUE: it waits
- * at most for the master's answer) and gives it up; the blocking
- * callback only wakes it. No function here is called with a journal
+ * at most for the master's answer), holds the wake lock and gives the
+ * PR up; the blocking callbacks only wake it. A leaving CW holder's
+ * wake runs in fs_jrec_stop. No function here is called with a journal
  * handle or glock held.
  * Locking: r->mu protects the mode and counters; a leaf, but for the
  * join's lk_cancel of its CW request, made under it (r->mu -> ls->mu,
@@ -59,7 +71,8 @@ struct lk_ls;
 struct fs_jrec;
 struct fs_json;
 
-#define FS_JREC_RETRY_MS 1000u /* records off: PR asked again after */
+/* Records off and not woken: the PR is asked again after (fallback). */
+#define FS_JREC_RETRY_MS 30000u
 #define FS_JREC_LOG_MS 5000u   /* a waiting join logs this often */
 
 /*
@@ -97,6 +110,7 @@ struct fs_jrec_stats {
 	uint64_t tries;	  /* PR requests (NOQUEUE) */
 	uint64_t refused; /* ... refused: a CW held or waiting */
 	uint64_t offs;	  /* PR given up: records turned off */
+	uint64_t wakes;	  /* a leaving CW holder woke this node */
 	uint64_t join_ms; /* the CW join waited this long (0: none) */
 };
 

@@ -74,13 +74,15 @@ static void fake_fail(void *arg, const char *why)
 }
 
 /* Node @i's agreement (@covers: its device's flush covers all; a join
- * waits at most @timeout_s, 0: no bound). */
-static int node_new_timeout(int i, int covers, unsigned timeout_s)
+ * waits at most @timeout_s, 0: no bound; refused, it asks again every
+ * @retry_ms unless woken). */
+static int node_new_conf(int i, int covers, unsigned timeout_s,
+			 unsigned retry_ms)
 {
 	struct fs_jrec_conf c = {
 	    .ls = lkl_ls[i],
 	    .covers = covers,
-	    .retry_ms = RETRY_MS,
+	    .retry_ms = retry_ms,
 	    .timeout_s = timeout_s,
 	    .node = (uint32_t)i,
 	    .set = fake_set,
@@ -91,9 +93,14 @@ static int node_new_timeout(int i, int covers, unsigned timeout_s)
 	return fs_jrec_new(&c, &jr[i]);
 }
 
+static int node_new_timeout(int i, int covers, unsigned timeout_s)
+{
+	return node_new_conf(i, covers, timeout_s, RETRY_MS);
+}
+
 static int node_new(int i, int covers)
 {
-	return node_new_timeout(i, covers, 0);
+	return node_new_conf(i, covers, 0, RETRY_MS);
 }
 
 static void node_free(int i)
@@ -273,6 +280,67 @@ static void test_join_bounded(void)
 	node_free(1);
 }
 
+#define NO_POLL_MS 600000 /* a retry that never comes in a test */
+
+static uint64_t stat_of(int i, int which)
+{
+	struct fs_jrec_stats s;
+
+	fs_jrec_stats(jr[i], &s);
+	return which == 0 ? s.tries : s.wakes;
+}
+
+/* No poll: node 1 asks again only when a leaving CW holder wakes it;
+ * one joiner leaves, node 1 is on again. */
+static void test_wake_on_leave(void)
+{
+	REQUIRE(node_new_conf(1, 1, 0, NO_POLL_MS) == 0 && node_new(2, 0) == 0);
+	REQUIRE(fs_jrec_start(jr[1]) == 0);
+	CHECK(is_on(1));
+	CHECK_EQ(fs_jrec_join(jr[2]), 0);
+	CHECK(!is_on(1));
+	WAIT_FOR(refused(1) >= 1); /* its try right after giving PR up */
+	CHECK_EQ(refused(1), 1);
+	fs_jrec_stop(jr[2], 1); /* leaves: wakes node 1 */
+	WAIT_FOR(is_on(1));
+	CHECK(is_on(1));
+	CHECK(stat_of(1, 1) >= 1);
+	printf("  node 1: %llu requests, %llu wakes\n",
+	       (unsigned long long)stat_of(1, 0),
+	       (unsigned long long)stat_of(1, 1));
+	node_free(2);
+	node_free(1);
+}
+
+/* No poll, two joiners: the first one's leave wakes node 1, which is
+ * refused (the second still holds CW); the second's leave brings it on. */
+static void test_wakes_side_by_side(void)
+{
+	uint64_t t0;
+
+	REQUIRE(node_new_conf(1, 1, 0, NO_POLL_MS) == 0 &&
+		node_new(2, 0) == 0 && node_new(3, 0) == 0);
+	REQUIRE(fs_jrec_start(jr[1]) == 0);
+	CHECK(is_on(1));
+	CHECK_EQ(fs_jrec_join(jr[2]), 0);
+	WAIT_FOR(refused(1) >= 1); /* its try right after giving PR up */
+	CHECK_EQ(refused(1), 1);
+	CHECK_EQ(fs_jrec_join(jr[3]), 0);
+	t0 = stat_of(1, 0);
+	fs_jrec_stop(jr[2], 1);
+	WAIT_FOR(stat_of(1, 0) > t0);
+	CHECK(stat_of(1, 1) >= 1);
+	CHECK_EQ(refused(1), 2); /* node 3 is still in */
+	CHECK(!is_on(1));
+	fs_jrec_stop(jr[3], 1);
+	WAIT_FOR(is_on(1));
+	CHECK(is_on(1));
+	CHECK(stat_of(1, 1) >= 2);
+	node_free(3);
+	node_free(2);
+	node_free(1);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -283,6 +351,8 @@ int main(int argc, char **argv)
 	T_RUN(test_no_pass_past_the_joiner);
 	T_RUN(test_flush_failure_keeps_the_pr);
 	T_RUN(test_join_bounded);
+	T_RUN(test_wake_on_leave);
+	T_RUN(test_wakes_side_by_side);
 	lkl_close();
 	return t_done();
 }
