@@ -126,6 +126,12 @@ struct fs_opts {
 					   kernel, as on a nolock mount (no
 					   cluster-wide file locks, no FLUSH
 					   per close; GFS2's option) */
+	unsigned records_timeout_s;	/* records_timeout=SECONDS (dlm): a
+					   mount whose device's flush does not
+					   cover every writer's waits at most
+					   this long for the nodes writing
+					   checkpoint records to stop (0: no
+					   bound) */
 	unsigned nolock_slot;		/* tests only, no mount option: the
 					   journal slot a nolock mount claims
 					   (fs_core_opts.slot; 0: slot 0), so
@@ -144,10 +150,11 @@ struct fs_opts {
 #define FS_DEFAULT_INODE_MAX 65536
 #define FS_DEFAULT_READAHEAD_KB 1024
 #define FS_DEFAULT_STATAHEAD 512
+#define FS_DEFAULT_RECORDS_TIMEOUT_S 60
 #define FS_MAX_STATAHEAD 65536
 
 /* Defaults: rw, nolock, data=ordered, commit=5, relatime, cache_mb=256,
- * readahead=1024, statahead=512. */
+ * readahead=1024, statahead=512, records_timeout=60. */
 void fs_opts_init(struct fs_opts *o);
 
 /*

@@ -4,6 +4,7 @@
  * One comma-separated string at a time is split into three kinds:
  *  - ucfs options, stored in struct fs_opts (lockproto=, cluster=,
  *    node=, minhold=, glock_max=, inode_max=, hb_interval=, hb_timeout=,
+ *    records_timeout=,
  *    data=, commit=, statfs_quantum=, statfs_percent=, cache_mb=,
  *    readahead=, statahead=,
  *    noatime/relatime/strictatime, ro/rw,
@@ -36,6 +37,7 @@ void fs_opts_init(struct fs_opts *o)
 	o->cache_mb = FS_DEFAULT_CACHE_MB;
 	o->readahead_kb = FS_DEFAULT_READAHEAD_KB;
 	o->statahead = FS_DEFAULT_STATAHEAD;
+	o->records_timeout_s = FS_DEFAULT_RECORDS_TIMEOUT_S;
 	o->minhold_ms = -1;
 	o->glock_max = -1;
 	o->inode_max = -1;
@@ -173,6 +175,8 @@ static int parse_valued(struct fs_opts *o, const char *key, const char *val,
 		*ret = parse_uint(val, 10, 60000, &o->hb_interval_ms);
 	} else if (strcmp(key, "hb_timeout") == 0) {
 		*ret = parse_uint(val, 100, 600000, &o->hb_timeout_ms);
+	} else if (strcmp(key, "records_timeout") == 0) {
+		*ret = parse_uint(val, 0, 86400, &o->records_timeout_s);
 	} else if (strcmp(key, "readahead") == 0) {
 		*ret = parse_uint(val, 0, 1u << 16, &o->readahead_kb);
 	} else if (strcmp(key, "statahead") == 0) {

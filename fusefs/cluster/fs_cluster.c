@@ -128,6 +128,7 @@ struct fs_cluster {
 	unsigned glock_max;	  /* immutable: the engine's LRU bound */
 	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
 	int ro;			  /* immutable: fs_cluster_opts.ro */
+	unsigned records_timeout_s; /* immutable: records_timeout= */
 	struct fs_glocks *e;	  /* immutable after attach: the engine */
 	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
 	struct fs_jrec *jrec;	  /* immutable after attach: records
@@ -897,6 +898,7 @@ int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
 	cl->node = o->node_id;
 	cl->minhold_ms = o->minhold_ms;
 	cl->ro = o->ro;
+	cl->records_timeout_s = o->records_timeout_s;
 	cl->glock_max = o->glock_max ? o->glock_max : FS_GLOCK_MAX_DEFAULT;
 	cl->slot = -1;
 	pthread_mutex_init(&cl->mu, NULL);
@@ -977,6 +979,8 @@ static int jrec_new(struct fs_cluster *cl, struct fs *fs)
 	struct fs_jrec_conf c = {
 	    .ls = cl->ls,
 	    .covers = bd_flush_covers_all(fs->bd),
+	    .timeout_s = cl->records_timeout_s,
+	    .node = cl->node,
 	    .set = jrec_set,
 	    .fail = jrec_fail,
 	    .arg = cl,
@@ -1470,6 +1474,8 @@ static void records_stats(struct fs_cluster *cl, struct fs_json *o)
 	fs_json_u64(o, "records_tries", js.tries);
 	fs_json_u64(o, "records_refused", js.refused);
 	fs_json_u64(o, "records_given_up", js.offs);
+	fs_json_u64(o, "records_join_ms", js.join_ms);
+	fs_json_u64(o, "records_wakes", js.wakes);
 }
 
 static void cluster_section(struct fs_json *o, void *arg)

@@ -72,6 +72,10 @@ struct fs_cluster_opts {
 	struct bd_dev *bd;	  /* ... the caller's, shared) */
 	unsigned hb_interval_ms;  /* 0: hb_timeout / 8 */
 	unsigned hb_timeout_ms;	  /* 0: the configuration's timeout_ms */
+	unsigned records_timeout_s; /* records_timeout=: a mount whose flush
+				       does not cover all waits at most
+				       this long for the records to go off
+				       (fs_jrec.h; 0: no bound) */
 	int ro;			  /* a ro mount: no journal slot, no disk
 				     heartbeat of its own, the device read
 				     only, locks in PR only (EX: -EROFS) */
@@ -109,10 +113,11 @@ int fs_cluster_attach(struct fs_cluster *cl, struct fs *fs);
 /* Checkpoint records (fs_jrec.h; nothing for a ro node or an image
  * without JCKPT). join: before the mount's first write: a device whose
  * flush does not cover every writer's writes holds the agreement's lock
- * in CW (waits until every node writing records stopped and flushed);
- * 0, -ESHUTDOWN, -errno. start: after fs_journal_init: a covering
- * device asks PR (records on once granted, asked again every
- * FS_JREC_RETRY_MS while refused); 0 or -errno. */
+ * in CW (waits until every node writing records stopped and flushed,
+ * at most records_timeout=); 0, -ETIMEDOUT, -ESHUTDOWN, -errno. start:
+ * after fs_journal_init: a covering device asks PR (records on once
+ * granted, asked again while refused when a CW holder leaves, or every
+ * FS_JREC_RETRY_MS); 0 or -errno. */
 int fs_cluster_records_join(struct fs_cluster *cl);
 int fs_cluster_records_start(struct fs_cluster *cl);
 /* The mount failed after attach: drop its EX hold (@held) and forget

@@ -23,11 +23,30 @@
  *    before the CW is granted and the joiner writes anything. A failed
  *    flush calls conf.fail (fence: the PR then never leaves the node,
  *    the cluster recovers it);
+ *  - the CW request waits at most conf.timeout_s (records_timeout=,
+ *    MOUNT.md): a PR holder whose flush does not return would otherwise
+ *    hold the mount for ever (a dead one is recovered, one whose device
+ *    hangs loses its disk lease and fences itself: those end). Past it
+ *    the request is cancelled and the mount fails with -ETIMEDOUT before
+ *    writing anything; the holder, once its flush returns, gives the PR
+ *    up and takes it again (no joiner waits then). Progress goes to the
+ *    log (stderr) after 1 s and then every FS_JREC_LOG_MS;
  *  - a covering node asks PR as a new request with NOQUEUE only (a
  *    queued PR request would hold every later CW request back behind it,
  *    FIFO; a new request is refused while a CW is held or waiting): once
- *    when its journal starts (fs_jrec_start), then every conf.retry_ms
- *    from its own thread while its records are off.
+ *    when its journal starts (fs_jrec_start), then, while its records are
+ *    off, from its own thread when woken, right after giving the PR up,
+ *    and every conf.retry_ms (30 s) as a fallback;
+ *  - the wake: while its records are off a covering node holds
+ *    FS_LK_JREC/1 in PR (a fresh handle taken before each request for
+ *    the PR: so a CW holder that leaves after it was granted wakes it,
+ *    and one that left before was gone for the request). A CW holder
+ *    that leaves cleanly (fs_jrec_stop) asks FS_LK_JREC/0 in NL with
+ *    NOQUEUE (answered only after the master handled its unlock there),
+ *    then FS_LK_JREC/1 in EX with NOQUEUE | NOQUEUEBAST: refused at once,
+ *    its blocking callbacks wake the covering nodes, which ask for the
+ *    PR again. A CW holder that dies wakes nobody: the cluster recovers
+ *    it, and the fallback brings the records back within retry_ms.
  * Nothing is on disk and the lock has no value block: the lock manager's
  * grant state is the agreement, so it is recomputed by the nodes
  * themselves after any crash. A node that dies holds its mode until the
@@ -35,10 +54,13 @@
  * writes nothing and takes no part (no fs_jrec at all).
  *
  * Threads: a covering node's thread asks for the PR (NOQUEUE: it waits
- * at most for the master's answer) and gives it up; the blocking
- * callback only wakes it. No function here is called with a journal
+ * at most for the master's answer), holds the wake lock and gives the
+ * PR up; the blocking callbacks only wake it. A leaving CW holder's
+ * wake runs in fs_jrec_stop. No function here is called with a journal
  * handle or glock held.
- * Locking: r->mu (a leaf) protects the mode and counters.
+ * Locking: r->mu protects the mode and counters; a leaf, but for the
+ * join's lk_cancel of its CW request, made under it (r->mu -> ls->mu,
+ * README row 2c: the completion must not release the handle between).
  */
 #ifndef UCFS_FS_JREC_H
 #define UCFS_FS_JREC_H
@@ -49,12 +71,27 @@ struct lk_ls;
 struct fs_jrec;
 struct fs_json;
 
-#define FS_JREC_RETRY_MS 1000u /* records off: PR asked again after */
+/* Records off and not woken: the PR is asked again after (fallback). */
+#define FS_JREC_RETRY_MS 30000u
+#define FS_JREC_LOG_MS 5000u   /* a waiting join logs this often */
+
+/*
+ * Test hooks, read from the environment by fs_jrec_new (documented in
+ * MOUNT.md "Mixing device paths"; no product use): while the file named
+ * by UCFS_JREC_HOLD exists, giving the PR up waits after the records-off
+ * flush returned, as a flush that does not return; while the file named
+ * by UCFS_JREC_FAIL exists, that flush is taken as failed (-EIO).
+ */
+#define FS_JREC_ENV_HOLD "UCFS_JREC_HOLD"
+#define FS_JREC_ENV_FAIL "UCFS_JREC_FAIL"
 
 struct fs_jrec_conf {
-	struct lk_ls *ls;  /* the lockspace */
-	int covers;	   /* bd_flush_covers_all(this node's device) */
-	unsigned retry_ms; /* 0: FS_JREC_RETRY_MS */
+	struct lk_ls *ls;   /* the lockspace */
+	int covers;	    /* bd_flush_covers_all(this node's device) */
+	unsigned retry_ms;  /* 0: FS_JREC_RETRY_MS */
+	unsigned timeout_s; /* the CW join waits at most this long (0: no
+			       bound) */
+	uint32_t node;	    /* this node's id (log messages) */
 	/* Records on (1) or off (0) in this node's journal: 0 must return
 	 * only once every record written before is durable (or fail). */
 	int (*set)(void *arg, int on);
@@ -73,13 +110,17 @@ struct fs_jrec_stats {
 	uint64_t tries;	  /* PR requests (NOQUEUE) */
 	uint64_t refused; /* ... refused: a CW held or waiting */
 	uint64_t offs;	  /* PR given up: records turned off */
+	uint64_t wakes;	  /* a leaving CW holder woke this node */
+	uint64_t join_ms; /* the CW join waited this long (0: none) */
 };
 
 /* 0 or -ENOMEM. Nothing asked yet. */
 int fs_jrec_new(const struct fs_jrec_conf *conf, struct fs_jrec **out);
 /* Not covering: request CW and wait for it (every PR holder turned its
- * records off first). Covering: nothing. Before the mount's first write.
- * 0, -ESHUTDOWN (fenced), -errno. May block. */
+ * records off first), at most conf.timeout_s. Covering: nothing. Before
+ * the mount's first write. 0, -ETIMEDOUT (cancelled: a holder's flush
+ * did not return in time; nothing held), -ESHUTDOWN (fenced), -errno.
+ * May block. */
 int fs_jrec_join(struct fs_jrec *r);
 /* Covering: the journal is up: ask PR now (records on if granted) and
  * start the retry thread. Not covering: nothing. 0 or -errno

@@ -538,6 +538,12 @@ static int dlm_begin(struct fs *fs, char *why, size_t whylen)
 	fs->cl = cl;
 	/* before any write of ours (FORMAT.md "Journal") */
 	ret = fs_cluster_records_join(cl);
+	if (ret == -ETIMEDOUT)
+		return fs_why(why, whylen, ret,
+			      "the nodes writing checkpoint records did not "
+			      "turn them off within records_timeout= (this "
+			      "device's flush does not cover every node's "
+			      "writes): nothing written; see their logs");
 	if (ret < 0)
 		return fs_why(why, whylen, ret,
 			      "cannot turn the cluster's checkpoint records "

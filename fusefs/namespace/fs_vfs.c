@@ -312,6 +312,7 @@ static int cluster_open(const struct fs_opts *o, const char *path,
 	    .bd = bd,
 	    .hb_interval_ms = o->hb_interval_ms,
 	    .hb_timeout_ms = o->hb_timeout_ms,
+	    .records_timeout_s = o->records_timeout_s,
 	    .ro = o->ro,
 	};
 

@@ -11,7 +11,8 @@
 #    records_off 1); node 2 shows "cw";
 #  * files passed back and forth between the nodes are moved by header
 #    writes only, no new checkpoint record on either node;
-#  * node 2 unmounts: node 1 gets PR back within seconds (records "on");
+#  * node 2 unmounts and wakes node 1 (cluster.records_wakes; its poll
+#    is every 30 s): node 1 gets PR back (records "on");
 #    node 2 mounts again through the image file: both write records at
 #    their hand-overs again.
 # fsck -n clean at the end. Node 3 is a lockspace-only witness.
@@ -74,6 +75,10 @@ check clu_mix_umount2 fs_umount "$M2"
 on() { test "$(j1 .cluster.records)" = on; }
 check clu_mix_n1_on_again wait_for 30 on
 check clu_mix_n1_allowed_again test "$(j1 .journal.records_allowed)" = 1
+check clu_mix_n1_woken test "$(j1 .cluster.records_wakes)" -ge 1
+echo "node 1 after node 2 left: $(st "$M1" | jq -c '{
+	records: .cluster.records, tries: .cluster.records_tries,
+	refused: .cluster.records_refused, wakes: .cluster.records_wakes}')"
 kill "$SRV" 2>/dev/null && wait "$SRV"
 
 # node 2 back through the image file: both write records again

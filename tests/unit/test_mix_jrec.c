@@ -12,7 +12,11 @@
  *  - no pass: while a slow covering node flushes, the other covering
  *    node's requests (every RETRY_MS) are refused: it gives PR up once;
  *  - a failed flush calls conf.fail (the node fences itself there) and
- *    keeps the PR: the joiner waits until the node is gone.
+ *    keeps the PR: the joiner waits until the node is gone;
+ *  - a bounded join (conf.timeout_s, records_timeout=): a flush that does
+ *    not return makes the join fail with -ETIMEDOUT, holding nothing;
+ *    once the flush returns the holder takes PR back, and a second join
+ *    gets its CW.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -36,6 +40,7 @@ struct fake {
 	int fails;	   /* fail() calls */
 	int flush_ret;	   /* what set(0) returns */
 	unsigned delay_ms; /* set(0) "flushes" this long */
+	int hold;	   /* set(0) "flushes" until this is cleared */
 	uint64_t off_done; /* cvw_now_ns when the last set(0) returned */
 };
 
@@ -53,6 +58,8 @@ static int fake_set(void *arg, int on)
 	__atomic_store_n(&f->on, 0, __ATOMIC_SEQ_CST);
 	if (f->delay_ms)
 		usleep(f->delay_ms * 1000);
+	while (__atomic_load_n(&f->hold, __ATOMIC_SEQ_CST))
+		usleep(1000);
 	__atomic_store_n(&f->off_done, cvw_now_ns(), __ATOMIC_SEQ_CST);
 	__atomic_fetch_add(&f->offs, 1, __ATOMIC_SEQ_CST);
 	return f->flush_ret;
@@ -66,19 +73,34 @@ static void fake_fail(void *arg, const char *why)
 	__atomic_fetch_add(&f->fails, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Node @i's agreement (@covers: its device's flush covers all). */
-static int node_new(int i, int covers)
+/* Node @i's agreement (@covers: its device's flush covers all; a join
+ * waits at most @timeout_s, 0: no bound; refused, it asks again every
+ * @retry_ms unless woken). */
+static int node_new_conf(int i, int covers, unsigned timeout_s,
+			 unsigned retry_ms)
 {
 	struct fs_jrec_conf c = {
 	    .ls = lkl_ls[i],
 	    .covers = covers,
-	    .retry_ms = RETRY_MS,
+	    .retry_ms = retry_ms,
+	    .timeout_s = timeout_s,
+	    .node = (uint32_t)i,
 	    .set = fake_set,
 	    .fail = fake_fail,
 	    .arg = &fk[i],
 	};
 	memset(&fk[i], 0, sizeof(fk[i]));
 	return fs_jrec_new(&c, &jr[i]);
+}
+
+static int node_new_timeout(int i, int covers, unsigned timeout_s)
+{
+	return node_new_conf(i, covers, timeout_s, RETRY_MS);
+}
+
+static int node_new(int i, int covers)
+{
+	return node_new_conf(i, covers, 0, RETRY_MS);
 }
 
 static void node_free(int i)
@@ -211,6 +233,114 @@ static void test_flush_failure_keeps_the_pr(void)
 	node_free(1);
 }
 
+static int join_done; /* join_thread_done returned */
+
+static void *join_thread_done(void *arg)
+{
+	void *ret = join_thread(arg);
+
+	__atomic_store_n(&join_done, 1, __ATOMIC_SEQ_CST);
+	return ret;
+}
+
+/* A flush that does not return: the bounded join gives up with
+ * -ETIMEDOUT and holds nothing; the holder, once its flush returns, gives
+ * the PR up and (no CW left) takes it back; a new join then succeeds. */
+static void test_join_bounded(void)
+{
+	pthread_t t;
+	void *ret = NULL;
+	struct fs_jrec_stats s;
+
+	REQUIRE(node_new(1, 1) == 0 && node_new_timeout(2, 0, 1) == 0);
+	REQUIRE(fs_jrec_start(jr[1]) == 0);
+	WAIT_FOR(is_on(1));
+	CHECK(is_on(1));
+	__atomic_store_n(&fk[1].hold, 1, __ATOMIC_SEQ_CST);
+	REQUIRE(pthread_create(&t, NULL, join_thread_done, jr[2]) == 0);
+	WAIT_FOR(__atomic_load_n(&join_done, __ATOMIC_SEQ_CST));
+	CHECK(__atomic_load_n(&join_done, __ATOMIC_SEQ_CST)); /* bounded */
+	if (!__atomic_load_n(&join_done, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&fk[1].hold, 0, __ATOMIC_SEQ_CST);
+	pthread_join(t, &ret);
+	CHECK_EQ((int)(intptr_t)ret, -ETIMEDOUT);
+	CHECK(!joined(2));
+	fs_jrec_stats(jr[2], &s);
+	CHECK_EQ(s.join_ms, 0);
+	CHECK_EQ(offs(1), 0); /* the flush has not returned */
+	__atomic_store_n(&fk[1].hold, 0, __ATOMIC_SEQ_CST);
+	WAIT_FOR(offs(1) == 1 && is_on(1)); /* gave PR up, got it back */
+	CHECK_EQ(offs(1), 1);
+	CHECK(is_on(1));
+	CHECK_EQ(fs_jrec_join(jr[2]), 0); /* nothing hangs now */
+	CHECK(joined(2));
+	CHECK(!is_on(1));
+	CHECK_EQ(offs(1), 2);
+	node_free(2);
+	node_free(1);
+}
+
+#define NO_POLL_MS 600000 /* a retry that never comes in a test */
+
+static uint64_t stat_of(int i, int which)
+{
+	struct fs_jrec_stats s;
+
+	fs_jrec_stats(jr[i], &s);
+	return which == 0 ? s.tries : s.wakes;
+}
+
+/* No poll: node 1 asks again only when a leaving CW holder wakes it;
+ * one joiner leaves, node 1 is on again. */
+static void test_wake_on_leave(void)
+{
+	REQUIRE(node_new_conf(1, 1, 0, NO_POLL_MS) == 0 && node_new(2, 0) == 0);
+	REQUIRE(fs_jrec_start(jr[1]) == 0);
+	CHECK(is_on(1));
+	CHECK_EQ(fs_jrec_join(jr[2]), 0);
+	CHECK(!is_on(1));
+	WAIT_FOR(refused(1) >= 1); /* its try right after giving PR up */
+	CHECK_EQ(refused(1), 1);
+	fs_jrec_stop(jr[2], 1); /* leaves: wakes node 1 */
+	WAIT_FOR(is_on(1));
+	CHECK(is_on(1));
+	CHECK(stat_of(1, 1) >= 1);
+	printf("  node 1: %llu requests, %llu wakes\n",
+	       (unsigned long long)stat_of(1, 0),
+	       (unsigned long long)stat_of(1, 1));
+	node_free(2);
+	node_free(1);
+}
+
+/* No poll, two joiners: the first one's leave wakes node 1, which is
+ * refused (the second still holds CW); the second's leave brings it on. */
+static void test_wakes_side_by_side(void)
+{
+	uint64_t t0;
+
+	REQUIRE(node_new_conf(1, 1, 0, NO_POLL_MS) == 0 &&
+		node_new(2, 0) == 0 && node_new(3, 0) == 0);
+	REQUIRE(fs_jrec_start(jr[1]) == 0);
+	CHECK(is_on(1));
+	CHECK_EQ(fs_jrec_join(jr[2]), 0);
+	WAIT_FOR(refused(1) >= 1); /* its try right after giving PR up */
+	CHECK_EQ(refused(1), 1);
+	CHECK_EQ(fs_jrec_join(jr[3]), 0);
+	t0 = stat_of(1, 0);
+	fs_jrec_stop(jr[2], 1);
+	WAIT_FOR(stat_of(1, 0) > t0);
+	CHECK(stat_of(1, 1) >= 1);
+	CHECK_EQ(refused(1), 2); /* node 3 is still in */
+	CHECK(!is_on(1));
+	fs_jrec_stop(jr[3], 1);
+	WAIT_FOR(is_on(1));
+	CHECK(is_on(1));
+	CHECK(stat_of(1, 1) >= 2);
+	node_free(3);
+	node_free(2);
+	node_free(1);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
@@ -220,6 +350,9 @@ int main(int argc, char **argv)
 	T_RUN(test_two_cw_side_by_side);
 	T_RUN(test_no_pass_past_the_joiner);
 	T_RUN(test_flush_failure_keeps_the_pr);
+	T_RUN(test_join_bounded);
+	T_RUN(test_wake_on_leave);
+	T_RUN(test_wakes_side_by_side);
 	lkl_close();
 	return t_done();
 }

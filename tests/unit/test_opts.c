@@ -63,6 +63,12 @@ static void test_ucfs_options(void)
 	CHECK_EQ(o.statfs_percent, 5);
 	CHECK_EQ(fs_opts_parse(&o, "statfs_percent=0", err, sizeof(err)), 0);
 	CHECK_EQ(o.statfs_percent, 0);
+	/* dlm: a non-covering mount's wait for the records to go off */
+	CHECK_EQ(o.records_timeout_s, FS_DEFAULT_RECORDS_TIMEOUT_S);
+	CHECK_EQ(fs_opts_parse(&o, "records_timeout=5", err, sizeof(err)), 0);
+	CHECK_EQ(o.records_timeout_s, 5);
+	CHECK_EQ(fs_opts_parse(&o, "records_timeout=0", err, sizeof(err)), 0);
+	CHECK_EQ(o.records_timeout_s, 0); /* no bound */
 	/* later values win, second call adds */
 	CHECK_EQ(fs_opts_parse(&o, "rw,relatime,data=ordered,allow_other,"
 			       "nowriteback_cache,uring=on",
@@ -128,6 +134,10 @@ static void test_rejects(void)
 		{ "inode_max=15", "ucfs: bad value in mount option "
 				  "'inode_max=15'" },
 		{ "inode_max=16777217", NULL },
+		{ "records_timeout=86401", "ucfs: bad value in mount option "
+					   "'records_timeout=86401'" },
+		{ "records_timeout=1m", NULL },
+		{ "records_timeout=-1", NULL },
 		{ "data=journal", NULL },
 		{ "lockproto=gulm", NULL },
 		{ "uring=yes", "ucfs: bad value in mount option 'uring=yes'" },
