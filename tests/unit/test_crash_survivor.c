@@ -42,14 +42,16 @@
  * step while A does NSEG operations beside it, as A's requests run
  * beside the node-down callback and the recovery worker (the writes'
  * order then varies from run to run: a failed point may not replay).
- * A dry run counts phase 2's device writes W and each step's. Crash
- * points: every write of each recovery step and the SPAN_PAD writes
- * after it, counted from the step's start (the commit thread's early
- * commits before it do not move them), then N spread over 1..W+1 of
- * phase 2 (40 one device, 20 split or threaded; UCFS_CRASH_POINTS=N,
- * 0 = every write, and then each kind of crash at each write of the
- * steps); each a clean cut, a seeded keep/drop/garble of every unflushed write,
- * or a torn write. UCFS_CRASH_AT=P or K:P replays one point.
+ * The devices, the dry run, the crash points and each run are
+ * crash_harness.h's. A dry run counts phase 2's device writes W and each
+ * step's. Crash points: every write of each recovery step and the
+ * SPAN_PAD writes after it, counted from the step's start (the commit
+ * thread's early commits before it do not move them), then N spread
+ * over 1..W+1 of phase 2 (40 one device, 20 split or threaded;
+ * UCFS_CRASH_POINTS=N, 0 = every write, and then each kind of crash at
+ * each write of the steps); each a clean cut, a seeded keep/drop/garble
+ * of every unflushed write, or a torn write. UCFS_CRASH_AT=P or K:P
+ * (step K: 0 replay, 1 free log, 2 fold) replays one point.
  *
  * After each crash, on what survived: fsck -n BEFORE any mount finds
  * nothing but leaks (the test's files are blocks no inode names); the
@@ -74,6 +76,7 @@
 #include <string.h>
 
 #include "core_fixture.h"
+#include "crash_harness.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
 #include "fusefs/fsck/fs_fsck.h"
@@ -121,19 +124,9 @@ enum { ST_REPLAY, ST_FLOG, ST_FOLD, NSTEPS }; /* the recovery's steps */
 static const char *const step_name[NSTEPS] = {"replay", "free log",
 					      "statfs fold and write-back"};
 
-/* Where power fails: at the @point-th write (1 = the first) counted from
- * the start of phase 2 (@step -1) or of recovery step @step (so that
- * the commit thread's early commits before it do not move the point);
- * @how 0 cut, 1 garbled, 2 torn. @point 0: the dry run. */
-struct target {
-	int step;
-	uint64_t point;
-	int how;
-};
-
 struct run {
+	struct ch_run cr; /* the harness's: devices, target, phase 2's start */
 	uint64_t rng;
-	struct bd_fault *f;
 	struct fs *fs[2];
 	struct fs_sb sb;
 	int own[MAXG]; /* the node holding each group's lock */
@@ -146,10 +139,7 @@ struct run {
 	unsigned nfsync[2], ncreate, nunlink, nlend, nlogged, nfold[2];
 	int statfs_holder;	  /* the node holding the statfs lock */
 	unsigned replayed;	  /* B's transactions A replayed */
-	uint64_t w0;		  /* device writes before phase 2 */
 	struct span step[NSTEPS]; /* writes of each recovery step */
-	uint64_t seed;
-	struct target t;
 	const struct mode *m;
 	/* threaded: the model above is the work thread's while it holds mu
 	 * (the recovery steps touch only the fs, but take_over) */
@@ -544,7 +534,7 @@ static int replay_b(struct run *r)
 	int ret =
 	    fs_journal_replay(r->fs[A], B, 0, &r->replayed, why, sizeof(why));
 
-	if (ret < 0 && r->f != NULL && !bd_fault_crashed(r->f))
+	if (ret < 0 && !bd_fault_crashed(r->cr.f))
 		fprintf(stderr, "  replay: %d %s\n", ret, why);
 	return ret;
 }
@@ -575,31 +565,16 @@ static int a_works(struct run *r)
 	return ret;
 }
 
-/* Arm the power failure r->t (its step starts now). */
-static void arm(struct run *r)
-{
-	uint64_t n = r->t.point, gs = r->seed ^ n ^ (uint64_t)r->t.step;
-
-	if (r->t.how == 0)
-		bd_fault_crash_nth(r->f, n);
-	else if (r->t.how == 1)
-		bd_fault_crash_nth_garble(r->f, n, gs);
-	else
-		bd_fault_tear_nth(r->f, n, (size_t)(gs % 8) * 512);
-}
-
-/* Recovery step @k, its writes noted in r->step[k]. */
+/* Recovery step @k, its writes noted in r->step[k]; crash points are
+ * counted from its start. */
 static int step(struct run *r, int k)
 {
-	uint64_t w = bd_fault_writes(r->f) - r->w0;
-	int ret;
+	uint64_t from = ch_step(&r->cr, k);
+	int ret = k == ST_REPLAY ? replay_b(r)
+		  : k == ST_FLOG ? dead_flog(r->fs[A])
+				 : dead_fold(r->fs[A]);
 
-	if (r->t.point != 0 && r->t.step == k)
-		arm(r);
-	ret = k == ST_REPLAY ? replay_b(r)
-	      : k == ST_FLOG ? dead_flog(r->fs[A])
-			     : dead_fold(r->fs[A]);
-	r->step[k] = (struct span){w + 1, bd_fault_writes(r->f) - r->w0};
+	r->step[k] = (struct span){from, ch_writes(&r->cr)};
 	return ret;
 }
 
@@ -936,12 +911,6 @@ static struct bd_dev *make_template(void)
 	return bd;
 }
 
-/* What the dry run found. */
-struct dry {
-	uint64_t writes; /* W: phase 2's */
-	struct span step[NSTEPS];
-};
-
 static void counts(struct run *r, const char *what)
 {
 	struct fs_core_stats st;
@@ -971,192 +940,111 @@ static int dry_ok(struct run *r)
 	       st.flog_dead_applied > 0 && st.statfs_dead_folds <= 1;
 }
 
-static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
-		     struct bd_dev **bd)
+/* --- the harness's hooks (crash_harness.h) ------------------------------ */
+
+struct surv_test {
+	struct ch_test ch;
+	struct mode m;
+};
+
+static int surv_start(struct ch_run *cr)
 {
-	struct bd_fault *f1;
-	int ret = bd_fault_open(lower, &bd[0], &r->f);
+	struct run *r = (struct run *)cr;
 
-	if (ret < 0) {
-		bd_close(lower);
-		return ret;
-	}
-	bd[1] = bd[0];
-	if (!m->split)
-		return 0;
-	ret = bd_fault_open_peer(r->f, &bd[1], &f1);
-	if (ret < 0)
-		bd_close(bd[0]);
-	return ret;
-}
-
-static void close_devs(struct bd_dev **bd)
-{
-	if (bd[1] != bd[0])
-		bd_close(bd[1]);
-	bd_close(bd[0]);
-}
-
-/* One run from the template; t.point 0: the dry run (fills @d). */
-static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
-		   struct target t, struct dry *d)
-{
-	struct bd_dev *lower = cf_ram_copy(tmpl), *bd[2], *after;
-	struct run *r = calloc(1, sizeof(*r));
-	int ok = 0, early;
-
-	if (r == NULL || lower == NULL) {
-		if (lower != NULL)
-			bd_close(lower);
-		free(r);
-		return 0;
-	}
-	if (open_devs(r, lower, m, bd) < 0) { /* closed @lower */
-		free(r);
-		return 0;
-	}
-	r->rng = r->seed = seed;
-	r->t = t;
-	r->m = m;
+	r->rng = cr->seed;
+	r->m = &((const struct surv_test *)cr->test)->m;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	for (uint32_t g = 0; g < MAXG; g++)
 		r->own[g] = (int)(g % 2);
-	if (read_sb(bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
-	    r->sb.rgrp_count > MAXG || mount_pair(r, bd[0], bd[1]) < 0)
-		goto out_close;
-	if (phase1(r) < 0) {
+	if (read_sb(cr->bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
+	    r->sb.rgrp_count > MAXG)
+		return -EIO;
+	return mount_pair(r, cr->bd[0], cr->bd[1]);
+}
+
+/* Phase 1, B dies, phase 2 (the workload crash points count from). */
+static int surv_work(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+	int ret = phase1(r);
+
+	if (ret < 0) {
 		fprintf(stderr, "  phase 1 failed\n");
-		fs_core_abandon(r->fs[B]);
-		fs_core_abandon(r->fs[A]);
-		goto out_close;
+		return ret;
 	}
 	fs_core_abandon(r->fs[B]); /* B dies */
 	r->fs[B] = NULL;
-	r->w0 = bd_fault_writes(r->f);
-	if (t.point != 0 && t.step < 0)
-		arm(r);
-	ok = phase2(r) == 0;
-	early = t.point != 0 && !ok && !bd_fault_crashed(r->f);
-	if (early)
-		fprintf(stderr, "  phase 2 failed before the crash\n");
-	if (t.point == 0) {
-		d->writes = bd_fault_writes(r->f) - r->w0;
-		memcpy(d->step, r->step, sizeof(d->step));
-		counts(r, "dry run");
-		ok = ok && dry_ok(r);
-	}
-	fs_core_abandon(r->fs[A]);
-	if (!bd_fault_crashed(r->f))
-		bd_fault_crash(r->f, 0);
-	after = t.point ? cf_ram_copy(lower) : NULL;
-	ok = t.point ? !early && after != NULL && recover_check(r, after) : ok;
-	if (!ok && t.point)
-		fprintf(stderr,
-			"  FAILED at crash point %llu of %s (%s) of "
-			"seed %llu\n",
-			(unsigned long long)t.point,
-			t.step < 0 ? "phase 2" : step_name[t.step],
-			t.how == 0   ? "cut"
-			: t.how == 1 ? "garbled"
-				     : "torn",
-			(unsigned long long)seed);
-	if (!ok && t.point && m->threaded)
-		fprintf(stderr, "  (threaded: the writes' order varies, a "
-				"replay may crash elsewhere)\n");
-	if (after != NULL)
-		bd_close(after);
-out_close:
-	close_devs(bd);
-	pthread_mutex_destroy(&r->mu);
-	pthread_cond_destroy(&r->cv);
-	free(r);
-	return ok;
-}
-
-/* Crash at @t; counts into @n, @bad. */
-static void crash_at(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
-		     struct target t, unsigned *n, unsigned *bad)
-{
-	*bad += !one_run(tmpl, seed, m, t, NULL);
-	(*n)++;
+	ch_begin(cr);
+	return phase2(r);
 }
 
 /* Every write of each recovery step and the SPAN_PAD writes after it
- * (A's own work goes on), counted from the step's start; the kind of
- * crash by index (@all: each kind at each index). */
+ * (A's own work goes on). */
 #define SPAN_PAD 6
-static void step_points(struct bd_dev *tmpl, uint64_t seed,
-			const struct mode *m, const struct dry *d, int all,
-			unsigned *n, unsigned *bad)
+static int surv_dry(struct ch_run *cr)
 {
-	for (int k = 0; k < NSTEPS && *bad < 3; k++) {
-		struct span sp = d->step[k];
-		uint64_t len = sp.to + 1 - sp.from;
+	struct run *r = (struct run *)cr;
 
-		printf("  %s: phase 2's writes %llu..%llu\n", step_name[k],
-		       (unsigned long long)sp.from, (unsigned long long)sp.to);
-		for (uint64_t p = 1; p <= len + SPAN_PAD && *bad < 3; p++)
-			for (int how = 0; how < 3 && *bad < 3; how++)
-				if (all || how == (int)(p % 3))
-					crash_at(tmpl, seed, m,
-						 (struct target){k, p, how}, n,
-						 bad);
-	}
+	for (int k = 0; k < NSTEPS; k++)
+		ch_dry_step(cr, k, step_name[k], r->step[k].from, r->step[k].to,
+			    r->step[k].to + 1 - r->step[k].from + SPAN_PAD);
+	counts(r, "dry run");
+	return dry_ok(r);
 }
 
-/* Crash points: every write of the recovery's steps (step_points), then
- * @npoints spread over phase 2's W + 1 write indices (UCFS_CRASH_POINTS=N
- * overrides, 0: every one, and each kind of crash at each write of the
- * steps); UCFS_CRASH_AT=P (of phase 2) or K:P (of step K, 0 replay, 1
- * free log, 2 fold): only that point, each kind.
- * Returns the failed points (stops after 3), ~0u if the dry run
- * failed. */
+static void surv_stop(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+
+	for (int n = 0; n < 2; n++)
+		if (r->fs[n] != NULL)
+			fs_core_abandon(r->fs[n]);
+}
+
+static int surv_check(struct ch_run *cr, struct bd_dev *img)
+{
+	return recover_check((struct run *)cr, img);
+}
+
+static void surv_fini(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
+}
+
+/* Crash points (crash_harness.h): every write of the recovery's steps
+ * and SPAN_PAD after each, counted from the step's start (steps 0
+ * replay, 1 free log, 2 fold for UCFS_CRASH_AT=K:P), then @npoints
+ * spread over phase 2's W + 1 write indices. Returns the failed points
+ * (stops after 3), ~0u if the dry run failed. */
 static unsigned crash_points(const struct mode *m, uint64_t npoints)
 {
-	uint64_t seed = t_seed(), w;
-	struct bd_dev *tmpl = make_template();
-	const char *env = getenv("UCFS_CRASH_POINTS");
-	const char *at = getenv("UCFS_CRASH_AT");
-	struct dry d = {0};
-	unsigned bad = 0, n = 0;
+	struct surv_test t = {
+	    .ch = {.tmpl = make_template(),
+		   .split = m->split,
+		   .run_size = sizeof(struct run),
+		   .start = surv_start,
+		   .work = surv_work,
+		   .dry = surv_dry,
+		   .stop = surv_stop,
+		   .check = surv_check,
+		   .fini = surv_fini,
+		   .note = m->threaded ? "\n  (threaded: the writes' order "
+					 "varies, a replay may crash "
+					 "elsewhere)"
+				       : NULL},
+	    .m = *m,
+	};
+	struct ch_opts o = {.spread = npoints, .maxbad = 3};
+	unsigned bad;
 
-	if (tmpl == NULL ||
-	    !one_run(tmpl, seed, m, (struct target){-1, 0, 0}, &d) ||
-	    d.writes == 0) {
-		fprintf(stderr, "  dry run failed\n");
-		if (tmpl != NULL)
-			bd_close(tmpl);
+	if (t.ch.tmpl == NULL)
 		return ~0u;
-	}
-	w = d.writes;
-	if (env != NULL)
-		npoints = strtoull(env, NULL, 0);
-	if (npoints == 0 || npoints > w + 1)
-		npoints = w + 1;
-	if (at != NULL) {
-		char *end;
-		struct target t = {-1, strtoull(at, &end, 0), 0};
-
-		if (*end == ':') { /* STEP:P */
-			t.step = (int)t.point;
-			t.point = strtoull(end + 1, NULL, 0);
-		}
-		for (; t.how < 3; t.how++)
-			crash_at(tmpl, seed, m, t, &n, &bad);
-		npoints = 0;
-	} else {
-		step_points(tmpl, seed, m, &d, env != NULL, &n, &bad);
-	}
-	for (uint64_t i = 0; i < npoints && bad < 3; i++)
-		crash_at(tmpl, seed, m,
-			 (struct target){
-			     -1, npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
-			     (int)(i % 3)},
-			 &n, &bad);
-	printf("  %u crash points of %llu writes, %u failed\n", n,
-	       (unsigned long long)w, bad);
-	bd_close(tmpl);
+	bad = ch_points(&t.ch, &o);
+	bd_close(t.ch.tmpl);
 	return bad;
 }
 
