@@ -4,14 +4,17 @@
 #   clu_require NAME [CMD...]  the preamble: SKIP NAME and exit 0 unless
 #                              the target is ucfs (fs_require_ucfs) and
 #                              every CMD is installed ("CMD missing")
-#   clu_config FILE NODES...   write a cluster configuration (secret in
-#                              $T/clu.secret) listing node ids NODES on
-#                              127.0.0.<id>, one fresh TCP port (from the
-#                              shell's PID, like the lk tests)
-#                              ($CLU_EXTRA: more JSON fields, e.g.
-#                              '"two_node": true,'); the port is
-#                              reserved among these tests (a directory
-#                              in /tmp/ucfs-clu-ports, removed on exit)
+#   clu_config FILE NODES...   write a cluster configuration through
+#                              ucfs-mkcluster (cluster "clu", secret
+#                              $T/clu.secret shared by every file of the
+#                              test) listing node ids NODES, each on
+#                              127.0.0.<id>, all on one fresh TCP port
+#                              (from the shell's PID, like the lk tests;
+#                              reserved among these tests: a directory in
+#                              /tmp/ucfs-clu-ports, removed on exit);
+#                              heartbeat 100 ms ($CLU_HEARTBEAT_MS),
+#                              timeout 2500 ms; $CLU_TWO_NODE=1: two-node
+#                              mode
 #   clu_witness FILE ID        start a quorum witness (ucfs-witness: a
 #                              lockspace-only member that only adds its
 #                              vote); stopped by PID on exit
@@ -94,23 +97,9 @@ clu_require() {
 clu_config() {
 	_f=$1; shift
 	clu_port_reserve
-	[ -f "$T/clu.secret" ] ||
-		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
-			>"$T/clu.secret"
-	{
-		printf '{ "cluster": "clu", "secret_file": "%s",\n' \
-			"$T/clu.secret"
-		printf '  "heartbeat_ms": 100, "timeout_ms": 2500, %s\n' \
-			"${CLU_EXTRA:-}"
-		printf '  "nodes": ['
-		_sep=""
-		for _id in "$@"; do
-			printf '%s\n    {"id": %s, "addr": "127.0.0.%s", "port": %s}' \
-				"$_sep" "$_id" "$_id" "$CLU_PORT"
-			_sep=","
-		done
-		printf ' ] }\n'
-	} >"$_f"
+	"$B/ucfs-mkcluster" -o "$_f" -s "$T/clu.secret" -c clu -a \
+		-p "$CLU_PORT" -b "${CLU_HEARTBEAT_MS:-100}" -t 2500 \
+		-w "${CLU_TWO_NODE:-0}" -i "$(echo "$@" | tr ' ' ',')" >/dev/null
 }
 
 clu_witness() {
