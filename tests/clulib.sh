@@ -241,6 +241,25 @@ clu_tree() {
 	done
 }
 
+# clu_flog_end NAME DATA MNT: the end of a test whose clu_flog_pending
+# frees and clu_orphan orphan (named "o") a recovery took over, MNT the
+# node left: DATA passes if the truncates were kept (k0 and k1 empty, k2
+# whole in MNT/$FLOG_K) and the orphan is gone; then NAME_umount of MNT
+# and fsck.ucfs -n of $IMG (printed): NAME_fsck clean, NAME_no_flog_left
+# (no block in a free log), NAME_no_orphan; $IMG is removed.
+clu_flog_end() {
+	check "$2" test ! -s "$3/$FLOG_K/k0" -a ! -s "$3/$FLOG_K/k1" \
+		-a ! -e "$3/o" -a "$(stat -c %s "$3/$FLOG_K/k2")" -eq 65536
+	check "${1}_umount" fs_umount "$3"
+	"$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
+	_cfe=$?
+	cat "$T/fsck.log"
+	check "${1}_fsck" test "$_cfe" -eq 0
+	check "${1}_no_flog_left" sh -c "! grep -q 'in free logs' '$T/fsck.log'"
+	check "${1}_no_orphan" grep -q ' 0 orphans;' "$T/fsck.log"
+	rm -f "$IMG"
+}
+
 # clu_orphan NAME FILE: a process opens FILE, unlinks it, fsyncs and keeps
 # it open, so that FILE's inode is an orphan of its node's slot; HOLDER is
 # its pid (killed at exit). Checks NAME_unlinked.
