@@ -5,16 +5,18 @@
 #                              the target is ucfs (fs_require_ucfs) and
 #                              every CMD is installed ("CMD missing")
 #   clu_config FILE NODES...   write a cluster configuration through
-#                              ucfs-mkcluster (cluster "clu", secret
-#                              $T/clu.secret shared by every file of the
-#                              test) listing node ids NODES, each on
-#                              127.0.0.<id>, all on one fresh TCP port
-#                              (from the shell's PID, like the lk tests;
-#                              reserved among these tests: a directory in
-#                              /tmp/ucfs-clu-ports, removed on exit);
-#                              heartbeat 100 ms ($CLU_HEARTBEAT_MS),
-#                              timeout 2500 ms; $CLU_TWO_NODE=1: two-node
-#                              mode
+#                              ucfs-mkcluster listing node ids NODES,
+#                              each on 127.0.0.<id>, all on one fresh TCP
+#                              port CLU_PORT (from the shell's PID,
+#                              reserved among these tests and the lk_
+#                              ones: a directory in /tmp/ucfs-clu-ports,
+#                              removed on exit); cluster "clu"
+#                              ($CLU_NAME), secret $T/clu.secret shared
+#                              by every file of the test ($CLU_SECRET:
+#                              another, made if missing), heartbeat
+#                              100 ms ($CLU_HEARTBEAT_MS), timeout
+#                              2500 ms ($CLU_TIMEOUT_MS); $CLU_TWO_NODE=1:
+#                              two-node mode
 #   clu_witness FILE ID        start a quorum witness (ucfs-witness: a
 #                              lockspace-only member that only adds its
 #                              vote); stopped by PID on exit
@@ -97,8 +99,9 @@ clu_require() {
 clu_config() {
 	_f=$1; shift
 	clu_port_reserve
-	"$B/ucfs-mkcluster" -o "$_f" -s "$T/clu.secret" -c clu -a \
-		-p "$CLU_PORT" -b "${CLU_HEARTBEAT_MS:-100}" -t 2500 \
+	"$B/ucfs-mkcluster" -o "$_f" -s "${CLU_SECRET:-$T/clu.secret}" \
+		-c "${CLU_NAME:-clu}" -a -p "$CLU_PORT" \
+		-b "${CLU_HEARTBEAT_MS:-100}" -t "${CLU_TIMEOUT_MS:-2500}" \
 		-w "${CLU_TWO_NODE:-0}" -i "$(echo "$@" | tr ' ' ',')" >/dev/null
 }
 
