@@ -57,15 +57,21 @@ else
 	OUT=$DIR/cluster.json
 fi
 [ -n "$IDS" ] || IDS=$(seq 1 "$N" 2>/dev/null || echo x)
-N=0
+N=0 SEEN=" "
 for i in $IDS; do
 	case $i in '' | *[!0-9]*) usage ;; esac
-	if [ "$i" -lt 1 ] || [ "$i" -gt 63 ]; then
+	i=${i#"${i%%[!0]*}"} # (no leading zeros: not octal)
+	if [ -z "$i" ] || [ "$i" -lt 1 ] || [ "$i" -gt 63 ]; then
 		echo "$ME: node ids are 1..63" >&2
 		exit 2
 	fi
-	N=$((N + 1))
+	case $SEEN in *" $i "*)
+		echo "$ME: node id $i listed twice" >&2
+		exit 2 ;;
+	esac
+	SEEN="$SEEN$i " N=$((N + 1))
 done
+IDS=$SEEN
 case $PORT$HB$TMO in *[!0-9]*) usage ;; esac
 case $TWO in '') [ "$N" -eq 2 ] && TWO=1 || TWO=0 ;; 0 | 1) ;; *) usage ;; esac
 LAST=$((PORT + N - 1))
