@@ -32,15 +32,23 @@
  *   UCFS_CRASH_POINTS=N  N spread points (0: every write index);
  *   UCFS_CRASH_AT=P      only write P of the workload, each kind;
  *   UCFS_CRASH_AT=ID:P   only write P of step ID, each kind.
+ *
+ * For the tests' own parts, the shapes they share: two core mounts on
+ * the run's devices (ch_mount_pair), the files of their models (a
+ * metadata block naming a data block: ch_file_new, ch_file_ok), fsck -n
+ * of what survived (ch_fsck_ok).
  */
 #ifndef UCFS_TEST_CRASH_HARNESS_H
 #define UCFS_TEST_CRASH_HARNESS_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "blockdev/bd.h"
 #include "core_fixture.h"
+#include "fusefs/fsck/fs_fsck.h"
 #include "harness.h"
 
 #define CH_STEPS_MAX 64
@@ -378,6 +386,164 @@ static inline unsigned ch_points(const struct ch_test *t,
 	       (unsigned long long)w, wk.bad);
 	free(d);
 	return wk.bad;
+}
+
+/* --- the tests' two nodes and their files ------------------------------- */
+
+/* The superblock of @bd into @out. 0 or -errno. */
+static inline int ch_read_sb(struct bd_dev *bd, struct fs_sb *out)
+{
+	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
+	int ret = sb ? bd_read(bd, sb, FS_BLOCK_SIZE, 0) : -ENOMEM;
+
+	if (ret == 0)
+		*out = *sb;
+	free(sb);
+	return ret;
+}
+
+/* Journal slot @slot of @bd as a nolock core mount whose journal commits
+ * only when told (commit= an hour), with @cache_mb MiB of metadata cache
+ * (0: 8) and statfs_quantum= @statfs_q_s (0: the default). 0 or -errno
+ * (why on stderr). */
+static inline int ch_mount_slot(struct bd_dev *bd, int slot, unsigned cache_mb,
+				unsigned statfs_q_s, struct fs **out)
+{
+	struct fs_core_opts o;
+	char why[200] = "";
+	int ret;
+
+	fs_core_opts_init(&o);
+	o.slot = slot;
+	o.commit_s = 3600;
+	o.cache_mb = cache_mb ? cache_mb : 8;
+	if (statfs_q_s != 0)
+		o.statfs_quantum_s = statfs_q_s;
+	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
+	if (ret < 0)
+		fprintf(stderr, "  mount: %d %s\n", ret, why);
+	return ret;
+}
+
+/* Node B (slot 1) on cr->bd[1] into fs[1], then node A (slot 0) on
+ * cr->bd[0] into fs[0] with the slot map showing slot 1 free: a nolock
+ * mount replays every other slot in use, and a replay of B's live
+ * journal would move its header under B's feet. B's mount is flushed
+ * first (split caches: else its slot map write could land after A's).
+ * Options as ch_mount_slot. 0, or -EIO with nothing mounted. */
+static inline int ch_mount_pair(struct ch_run *cr, unsigned cache_mb,
+				unsigned statfs_q_s, struct fs **fs)
+{
+	if (ch_mount_slot(cr->bd[1], 1, cache_mb, statfs_q_s, &fs[1]) < 0)
+		return -EIO;
+	if (bd_flush(cr->bd[1]) < 0 ||
+	    cf_slot_states(cr->bd[0], FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
+	    bd_flush(cr->bd[0]) < 0 ||
+	    ch_mount_slot(cr->bd[0], 0, cache_mb, statfs_q_s, &fs[0]) < 0) {
+		fs_core_abandon(fs[1]);
+		fs[1] = NULL;
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A model's file, made in @tx of mount @fs: metadata block @m (an xattr
+ * block, its own owner, its count the version @ver, naming block @d) and
+ * data block @d written in place with version @ver (cf_data_write, as
+ * fs_data writes file data). 0 or -errno. */
+static inline int ch_file_new(struct fs_tx *tx, struct fs *fs, uint64_t m,
+			      uint64_t d, uint32_t ver)
+{
+	struct fs_xattr_blk *x;
+	struct fs_buf *b;
+	int ret = cf_data_write(fs->bd, d, ver);
+
+	if (ret == 0)
+		ret = fs_buf_new(tx, m, FS_BT_XATTR, &b);
+	if (ret < 0)
+		return ret;
+	x = b->data;
+	x->owner = m;
+	x->count = ver;
+	memcpy(x->data, &d, sizeof(d));
+	fs_buf_put(b);
+	return 0;
+}
+
+/* Block @b of a device of @nblk blocks in use by @what: 0 (printed) if
+ * out of range or marked in @used already, else marked. */
+static inline int ch_mark(uint8_t *used, uint64_t nblk, uint64_t b,
+			  const char *what)
+{
+	if (b >= nblk || used[b]) {
+		fprintf(stderr,
+			"  block %llu (%s) used twice or out of range\n",
+			(unsigned long long)b, what);
+		return 0;
+	}
+	used[b] = 1;
+	return 1;
+}
+
+/* 1 if the file ch_file_new made (@m, @d, the metadata's version @ver,
+ * the data's @dver) is intact on mount @fs over @bd, its blocks marked in
+ * @used (none used twice). */
+static inline int ch_file_ok(struct fs *fs, struct bd_dev *bd, uint8_t *used,
+			     uint64_t nblk, uint64_t m, uint64_t d,
+			     uint32_t ver, uint32_t dver)
+{
+	struct fs_xattr_blk *x;
+	struct fs_buf *b;
+	uint64_t got = 0;
+	int ok = fs_buf_read(fs, m, FS_BT_XATTR, &b) == 0;
+
+	if (ok) {
+		x = b->data;
+		memcpy(&got, x->data, sizeof(got));
+		ok = x->owner == m && x->count == ver && got == d;
+		fs_buf_put(b);
+	}
+	return ok && ch_mark(used, nblk, m, "file") &&
+	       ch_mark(used, nblk, d, "file data") && cf_data_ok(bd, d, dver);
+}
+
+#define CH_LEAKED "nothing refers to it (leaked)" /* fsck's words */
+
+/* fsck -n of @bd (@when: for the messages): 1 if it ran and reported no
+ * ERROR line that counts: with @only, those containing it (e.g. "ERROR:
+ * journal"); else every one but a leaked block's (the tests' files are
+ * blocks no inode names). The first 10 that count are printed. */
+static inline int ch_fsck_ok(struct bd_dev *bd, const char *when,
+			     const char *only)
+{
+	struct fs_fsck_opts o = {.max_report = 100000};
+	struct fs_fsck_result res;
+	char *out = NULL, *line;
+	size_t len;
+	int ok, bad = 0;
+
+	o.out = open_memstream(&out, &len);
+	if (o.out == NULL)
+		return 0;
+	ok = fs_fsck_run(bd, &o, &res) >= 0;
+	fclose(o.out); /* sets out */
+	ok = ok && out != NULL;
+	if (!ok)
+		fprintf(stderr, "  fsck %s did not run\n", when);
+	for (line = out; ok && line != NULL && *line != '\0';) {
+		char *nl = strchr(line, '\n');
+		int n = nl ? (int)(nl - line) : (int)strlen(line);
+
+		if (strncmp(line, "ERROR: ", 7) == 0 &&
+		    (only ? memmem(line, (size_t)n, only, strlen(only)) != NULL
+			  : memmem(line, (size_t)n, CH_LEAKED,
+				   strlen(CH_LEAKED)) == NULL) &&
+		    bad++ < 10)
+			fprintf(stderr, "  fsck %s: %.*s\n", when, n, line);
+		line = nl ? nl + 1 : NULL;
+	}
+	free(out);
+	return ok && bad == 0;
 }
 
 #endif

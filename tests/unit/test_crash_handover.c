@@ -264,9 +264,7 @@ static int op_create(struct run *r)
 {
 	struct fs *fs = r->fs[r->holder];
 	struct pfile p = {.node = r->holder, .live = 1};
-	struct fs_xattr_blk *x;
 	struct fs_tx *tx;
-	struct fs_buf *b;
 	int ret;
 
 	if (r->npf == MAXF)
@@ -279,16 +277,7 @@ static int op_create(struct run *r)
 		ret = alloc1(r, tx, &p.d);
 	p.dver = p.ver = ++r->ver;
 	if (ret == 0)
-		ret = cf_data_write(r->fs[r->holder]->bd, p.d, p.dver);
-	if (ret == 0)
-		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
-	if (ret == 0) {
-		x = b->data;
-		x->owner = p.m;
-		x->count = p.ver;
-		memcpy(x->data, &p.d, sizeof(p.d));
-		fs_buf_put(b);
-	}
+		ret = ch_file_new(tx, fs, p.m, p.d, p.ver);
 	fs_tx_end(tx);
 	if (ret == 0)
 		r->pf[r->npf++] = p;
@@ -482,24 +471,6 @@ static int workload(struct run *r)
 
 /* --- setup and checks --------------------------------------------------- */
 
-/* Mount @slot with a metadata cache of @cache_mb (0: 8). */
-static int mount_slot(struct bd_dev *bd, int slot, unsigned cache_mb,
-		      struct fs **out)
-{
-	struct fs_core_opts o;
-	char why[200] = "";
-	int ret;
-
-	fs_core_opts_init(&o);
-	o.slot = slot;
-	o.commit_s = 3600;
-	o.cache_mb = cache_mb ? cache_mb : 8;
-	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
-	if (ret < 0)
-		fprintf(stderr, "  mount: %d %s\n", ret, why);
-	return ret;
-}
-
 /* The template: 2 slots, SH allocated and home; @jckpt 0 clears the
  * feature (an image made before checkpoint records). */
 static struct bd_dev *make_template(int jckpt, uint64_t *sh)
@@ -521,7 +492,7 @@ static struct bd_dev *make_template(int jckpt, uint64_t *sh)
 		bd_write(bd, sb, FS_BLOCK_SIZE, i * FS_BLOCK_SIZE, 0);
 	}
 	free(sb);
-	if (bd == NULL || mount_slot(bd, 0, 0, &fs) < 0)
+	if (bd == NULL || ch_mount_slot(bd, 0, 0, 0, &fs) < 0)
 		goto out_close;
 	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
 	if (ret == 0) {
@@ -541,69 +512,6 @@ out_close:
 	if (bd != NULL)
 		bd_close(bd);
 	return NULL;
-}
-
-static int read_sb(struct bd_dev *bd, struct fs_sb *out)
-{
-	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = sb ? bd_read(bd, sb, FS_BLOCK_SIZE, 0) : -ENOMEM;
-
-	if (ret == 0)
-		*out = *sb;
-	free(sb);
-	return ret;
-}
-
-/* Mount B (slot 1) on @bd1, then A (slot 0) on @bd0, slot 1 shown free
- * to A: a nolock mount replays every other slot in use, and a replay of
- * B's live journal would move its header under B's feet. B's mount is
- * flushed first (split caches: else its slot map write could land after
- * A's). 0 or -errno. */
-static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
-{
-	if (mount_slot(bd1, 1, r->m->cache_mb, &r->fs[1]) < 0)
-		return -EIO;
-	if (bd_flush(bd1) < 0 ||
-	    cf_slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    bd_flush(bd0) < 0 ||
-	    mount_slot(bd0, 0, r->m->cache_mb, &r->fs[0]) < 0) {
-		fs_core_unmount(r->fs[1]);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* fsck -n finds no journal error on @bd. */
-static int fsck_journal_ok(struct bd_dev *bd, const char *when)
-{
-	struct fs_fsck_opts o = {.max_report = 1000};
-	struct fs_fsck_result res;
-	char *out = NULL;
-	size_t len;
-	int ok;
-
-	o.out = open_memstream(&out, &len);
-	if (o.out == NULL)
-		return 0;
-	ok = fs_fsck_run(bd, &o, &res) >= 0;
-	fclose(o.out);
-	ok = ok && out != NULL && strstr(out, "ERROR: journal") == NULL;
-	if (!ok)
-		fprintf(stderr, "  fsck %s:\n%s", when, out ? out : "(none)\n");
-	free(out);
-	return ok;
-}
-
-static int mark(uint8_t *used, uint64_t nblk, uint64_t b, const char *what)
-{
-	if (b >= nblk || used[b]) {
-		fprintf(stderr,
-			"  block %llu (%s) used twice or out of range\n",
-			(unsigned long long)b, what);
-		return 0;
-	}
-	used[b] = 1;
-	return 1;
 }
 
 /* The shared file is a state at or after the frozen one, its data
@@ -635,7 +543,7 @@ static int check_shared(struct run *r, struct fs *fs, struct bd_dev *bd,
 		return 0;
 	}
 	for (unsigned i = 0; i < got.n && ok; i++) {
-		ok = mark(used, nblk, got.e[i].blk, "shared data") &&
+		ok = ch_mark(used, nblk, got.e[i].blk, "shared data") &&
 		     cf_data_ok(bd, got.e[i].blk, got.e[i].ver);
 		if (!ok)
 			fprintf(stderr,
@@ -652,25 +560,11 @@ static int check_private(struct run *r, struct fs *fs, struct bd_dev *bd,
 {
 	for (unsigned i = 0; i < r->npf; i++) {
 		struct pfile *p = &r->pf[i];
-		struct fs_xattr_blk *x;
-		struct fs_buf *b;
-		uint64_t d = 0;
-		int ok;
 
 		if (!p->frozen || !p->live)
 			continue;
-		ok = fs_buf_read(fs, p->m, FS_BT_XATTR, &b) == 0;
-		if (ok) {
-			x = b->data;
-			memcpy(&d, x->data, sizeof(d));
-			ok =
-			    x->owner == p->m && x->count == p->ver && d == p->d;
-			fs_buf_put(b);
-		}
-		ok = ok && mark(used, nblk, p->m, "file") &&
-		     mark(used, nblk, p->d, "file data") &&
-		     cf_data_ok(bd, p->d, p->dver);
-		if (!ok) {
+		if (!ch_file_ok(fs, bd, used, nblk, p->m, p->d, p->ver,
+				p->dver)) {
 			fprintf(stderr,
 				"  frozen file of node %d (blocks "
 				"%llu, %llu, version %u) lost\n",
@@ -693,8 +587,8 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	int ok = used != NULL;
 
 	ok = ok && cf_slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
-	ok = ok && fsck_journal_ok(img, "before mount");
-	ok = ok && mount_slot(img, 0, 0, &fs) == 0;
+	ok = ok && ch_fsck_ok(img, "before mount", "ERROR: journal");
+	ok = ok && ch_mount_slot(img, 0, 0, 0, &fs) == 0;
 	if (ok) {
 		used[r->sh] = 1;
 		ok = check_shared(r, fs, img, used, nblk) &&
@@ -702,7 +596,7 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	}
 	if (fs != NULL && fs_core_unmount(fs) < 0)
 		ok = 0;
-	ok = ok && fsck_journal_ok(img, "after unmount");
+	ok = ok && ch_fsck_ok(img, "after unmount", "ERROR: journal");
 	free(used);
 	return ok;
 }
@@ -854,9 +748,9 @@ static int hand_start(struct ch_run *cr)
 		return -ENOMEM;
 	ret = split_modes(r, r->m);
 	if (ret == 0)
-		ret = read_sb(cr->bd[0], &r->sb);
+		ret = ch_read_sb(cr->bd[0], &r->sb);
 	if (ret == 0)
-		ret = mount_pair(r, cr->bd[0], cr->bd[1]);
+		ret = ch_mount_pair(cr, r->m->cache_mb, 0, r->fs);
 	if (ret == 0 && r->m->agree && (ret = agree_start(r, cr->bd)) < 0) {
 		agree_stop(r);
 		fs_core_abandon(r->fs[1]);

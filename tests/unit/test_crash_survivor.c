@@ -201,9 +201,7 @@ static int op_create(struct run *r, int n)
 {
 	struct fs *fs = r->fs[n];
 	struct pfile p = {.node = n, .maker = n, .live = 1};
-	struct fs_xattr_blk *x;
 	struct fs_tx *tx;
-	struct fs_buf *b;
 	int ret;
 
 	if (r->npf == MAXF)
@@ -216,16 +214,7 @@ static int op_create(struct run *r, int n)
 		ret = alloc1(r, n, tx, &p.d);
 	p.dver = p.ver = ++r->ver;
 	if (ret == 0)
-		ret = cf_data_write(fs->bd, p.d, p.dver);
-	if (ret == 0)
-		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
-	if (ret == 0) {
-		x = b->data;
-		x->owner = p.m;
-		x->count = p.ver;
-		memcpy(x->data, &p.d, sizeof(p.d));
-		fs_buf_put(b);
-	}
+		ret = ch_file_new(tx, fs, p.m, p.d, p.ver);
 	fs_tx_end(tx);
 	if (ret == 0) {
 		r->pf[r->npf++] = p;
@@ -679,79 +668,6 @@ static int phase2(struct run *r)
 
 /* --- setup and checks --------------------------------------------------- */
 
-static int mount_slot(struct bd_dev *bd, int slot, struct fs **out)
-{
-	struct fs_core_opts o;
-	char why[200] = "";
-	int ret;
-
-	fs_core_opts_init(&o);
-	o.slot = slot;
-	o.commit_s = 3600;
-	o.cache_mb = 8;
-	o.statfs_quantum_s = 3600;
-	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
-	if (ret < 0)
-		fprintf(stderr, "  mount: %d %s\n", ret, why);
-	return ret;
-}
-
-static int read_sb(struct bd_dev *bd, struct fs_sb *out)
-{
-	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = sb ? bd_read(bd, sb, FS_BLOCK_SIZE, 0) : -ENOMEM;
-
-	if (ret == 0)
-		*out = *sb;
-	free(sb);
-	return ret;
-}
-
-/* B (slot 1) on @bd1, then A (slot 0) on @bd0 with slot 1 shown free
- * (else A's nolock mount would replay B's live journal). */
-static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
-{
-	if (mount_slot(bd1, B, &r->fs[B]) < 0)
-		return -EIO;
-	if (bd_flush(bd1) < 0 ||
-	    cf_slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    bd_flush(bd0) < 0 || mount_slot(bd0, A, &r->fs[A]) < 0) {
-		fs_core_abandon(r->fs[B]);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* fsck -n on @bd finds nothing but leaked blocks (the test's files are
- * blocks no inode names). */
-static int fsck_ok(struct bd_dev *bd, const char *when)
-{
-	struct fs_fsck_opts o = {.max_report = 100000};
-	struct fs_fsck_result res;
-	char *out = NULL, *line;
-	size_t len;
-	int ok, bad = 0;
-
-	o.out = open_memstream(&out, &len);
-	if (o.out == NULL)
-		return 0;
-	ok = fs_fsck_run(bd, &o, &res) >= 0;
-	fclose(o.out);
-	for (line = out; ok && line != NULL && *line != '\0';) {
-		char *nl = strchr(line, '\n');
-
-		if (strncmp(line, "ERROR: ", 7) == 0 &&
-		    strstr(line, "nothing refers to it (leaked)") == NULL &&
-		    bad++ < 10)
-			fprintf(stderr, "  fsck %s: %.*s\n", when,
-				nl ? (int)(nl - line) : (int)strlen(line),
-				line);
-		line = nl ? nl + 1 : NULL;
-	}
-	free(out);
-	return ok && bad == 0;
-}
-
 /* Block @blk's bit in its group's bitmap (as mount @fs has it): 1 set,
  * 0 clear, -1 unreadable. */
 static int bit_of(struct fs *fs, uint64_t blk)
@@ -771,18 +687,6 @@ static int bit_of(struct fs *fs, uint64_t blk)
 	return bit;
 }
 
-static int mark(uint8_t *used, uint64_t nblk, uint64_t b, const char *what)
-{
-	if (b >= nblk || used[b]) {
-		fprintf(stderr,
-			"  block %llu (%s) used twice or out of range\n",
-			(unsigned long long)b, what);
-		return 0;
-	}
-	used[b] = 1;
-	return 1;
-}
-
 /* Every fsync'ed file intact, its blocks set in the bitmap, none used
  * twice. */
 static int check_files(struct run *r, struct fs *fs, struct bd_dev *bd)
@@ -793,24 +697,12 @@ static int check_files(struct run *r, struct fs *fs, struct bd_dev *bd)
 
 	for (unsigned i = 0; i < r->npf && ok; i++) {
 		struct pfile *p = &r->pf[i];
-		struct fs_xattr_blk *x;
-		struct fs_buf *b;
-		uint64_t d = 0;
 
 		if (!p->frozen || !p->live)
 			continue;
-		ok = fs_buf_read(fs, p->m, FS_BT_XATTR, &b) == 0;
-		if (ok) {
-			x = b->data;
-			memcpy(&d, x->data, sizeof(d));
-			ok =
-			    x->owner == p->m && x->count == p->ver && d == p->d;
-			fs_buf_put(b);
-		}
-		ok = ok && mark(used, nblk, p->m, "file") &&
-		     mark(used, nblk, p->d, "file data") &&
-		     cf_data_ok(bd, p->d, p->dver) && bit_of(fs, p->m) == 1 &&
-		     bit_of(fs, p->d) == 1;
+		ok = ch_file_ok(fs, bd, used, nblk, p->m, p->d, p->ver,
+				p->dver) &&
+		     bit_of(fs, p->m) == 1 && bit_of(fs, p->d) == 1;
 		if (!ok)
 			fprintf(stderr,
 				"  fsync'ed file made by node %c (blocks "
@@ -883,8 +775,8 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	struct fs *fs = NULL;
 	int ok = cf_slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
 
-	ok = ok && fsck_ok(img, "before mount");
-	ok = ok && mount_slot(img, A, &fs) == 0;
+	ok = ok && ch_fsck_ok(img, "before mount", NULL);
+	ok = ok && ch_mount_slot(img, A, 0, 3600, &fs) == 0;
 	if (ok && (dead_flog(fs) < 0 || dead_fold(fs) < 0)) {
 		fprintf(stderr, "  leftovers of slot 1 not taken over\n");
 		ok = 0;
@@ -893,7 +785,7 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	     check_statfs(fs);
 	if (fs != NULL && fs_core_unmount(fs) < 0)
 		ok = 0;
-	return ok && fsck_ok(img, "after unmount");
+	return ok && ch_fsck_ok(img, "after unmount", NULL);
 }
 
 /* The template: two slots, a 2 MiB group each for A and B at least. */
@@ -902,7 +794,7 @@ static struct bd_dev *make_template(void)
 	struct bd_dev *bd = cf_ram_fs_slots(IMG_MB, JOURNAL_MB, RGRP_MB, 2);
 	struct fs *fs;
 
-	if (bd == NULL || mount_slot(bd, A, &fs) < 0 ||
+	if (bd == NULL || ch_mount_slot(bd, A, 0, 3600, &fs) < 0 ||
 	    fs_core_unmount(fs) < 0) {
 		if (bd != NULL)
 			bd_close(bd);
@@ -957,10 +849,10 @@ static int surv_start(struct ch_run *cr)
 	pthread_cond_init(&r->cv, NULL);
 	for (uint32_t g = 0; g < MAXG; g++)
 		r->own[g] = (int)(g % 2);
-	if (read_sb(cr->bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
+	if (ch_read_sb(cr->bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
 	    r->sb.rgrp_count > MAXG)
 		return -EIO;
-	return mount_pair(r, cr->bd[0], cr->bd[1]);
+	return ch_mount_pair(cr, 0, 3600, r->fs);
 }
 
 /* Phase 1, B dies, phase 2 (the workload crash points count from). */
