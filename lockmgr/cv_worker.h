@@ -1,8 +1,9 @@
 /*
  * cv_worker.h — a background thread that sleeps on its owner's condition
  * variable and is stopped by its owner: the start/stop shape of the
- * tree's worker threads (the statfs fold, the free log, the inode prune,
- * the disk heartbeat, the lock manager's callbacks), written once.
+ * tree's worker threads (the journal's commits, the statfs fold, the
+ * free log, the inode prune, the disk heartbeat, the lock manager's
+ * callbacks), written once.
  *
  * The owner keeps the lock @mu and the condition variable @cv (others
  * may signal @cv for new work, before the start and after the stop as

@@ -4,14 +4,19 @@
 #   clu_require NAME [CMD...]  the preamble: SKIP NAME and exit 0 unless
 #                              the target is ucfs (fs_require_ucfs) and
 #                              every CMD is installed ("CMD missing")
-#   clu_config FILE NODES...   write a cluster configuration (secret in
-#                              $T/clu.secret) listing node ids NODES on
-#                              127.0.0.<id>, one fresh TCP port (from the
-#                              shell's PID, like the lk tests)
-#                              ($CLU_EXTRA: more JSON fields, e.g.
-#                              '"two_node": true,'); the port is
-#                              reserved among these tests (a directory
-#                              in /tmp/ucfs-clu-ports, removed on exit)
+#   clu_config FILE NODES...   write a cluster configuration through
+#                              ucfs-mkcluster listing node ids NODES,
+#                              each on 127.0.0.<id>, all on one fresh TCP
+#                              port CLU_PORT (from the shell's PID,
+#                              reserved among these tests and the lk_
+#                              ones: a directory in /tmp/ucfs-clu-ports,
+#                              removed on exit); cluster "clu"
+#                              ($CLU_NAME), secret $T/clu.secret shared
+#                              by every file of the test ($CLU_SECRET:
+#                              another, made if missing), heartbeat
+#                              100 ms ($CLU_HEARTBEAT_MS), timeout
+#                              2500 ms ($CLU_TIMEOUT_MS); $CLU_TWO_NODE=1:
+#                              two-node mode
 #   clu_witness FILE ID        start a quorum witness (ucfs-witness: a
 #                              lockspace-only member that only adds its
 #                              vote); stopped by PID on exit
@@ -94,23 +99,10 @@ clu_require() {
 clu_config() {
 	_f=$1; shift
 	clu_port_reserve
-	[ -f "$T/clu.secret" ] ||
-		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' \
-			>"$T/clu.secret"
-	{
-		printf '{ "cluster": "clu", "secret_file": "%s",\n' \
-			"$T/clu.secret"
-		printf '  "heartbeat_ms": 100, "timeout_ms": 2500, %s\n' \
-			"${CLU_EXTRA:-}"
-		printf '  "nodes": ['
-		_sep=""
-		for _id in "$@"; do
-			printf '%s\n    {"id": %s, "addr": "127.0.0.%s", "port": %s}' \
-				"$_sep" "$_id" "$_id" "$CLU_PORT"
-			_sep=","
-		done
-		printf ' ] }\n'
-	} >"$_f"
+	"$B/ucfs-mkcluster" -o "$_f" -s "${CLU_SECRET:-$T/clu.secret}" \
+		-c "${CLU_NAME:-clu}" -a -p "$CLU_PORT" \
+		-b "${CLU_HEARTBEAT_MS:-100}" -t "${CLU_TIMEOUT_MS:-2500}" \
+		-w "${CLU_TWO_NODE:-0}" -i "$(echo "$@" | tr ' ' ',')" >/dev/null
 }
 
 clu_witness() {
@@ -250,6 +242,25 @@ clu_tree() {
 		fi
 		_d=$((_d + 1))
 	done
+}
+
+# clu_flog_end NAME DATA MNT: the end of a test whose clu_flog_pending
+# frees and clu_orphan orphan (named "o") a recovery took over, MNT the
+# node left: DATA passes if the truncates were kept (k0 and k1 empty, k2
+# whole in MNT/$FLOG_K) and the orphan is gone; then NAME_umount of MNT
+# and fsck.ucfs -n of $IMG (printed): NAME_fsck clean, NAME_no_flog_left
+# (no block in a free log), NAME_no_orphan; $IMG is removed.
+clu_flog_end() {
+	check "$2" test ! -s "$3/$FLOG_K/k0" -a ! -s "$3/$FLOG_K/k1" \
+		-a ! -e "$3/o" -a "$(stat -c %s "$3/$FLOG_K/k2")" -eq 65536
+	check "${1}_umount" fs_umount "$3"
+	"$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
+	_cfe=$?
+	cat "$T/fsck.log"
+	check "${1}_fsck" test "$_cfe" -eq 0
+	check "${1}_no_flog_left" sh -c "! grep -q 'in free logs' '$T/fsck.log'"
+	check "${1}_no_orphan" grep -q ' 0 orphans;' "$T/fsck.log"
+	rm -f "$IMG"
 }
 
 # clu_orphan NAME FILE: a process opens FILE, unlinks it, fsyncs and keeps

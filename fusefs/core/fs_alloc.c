@@ -45,7 +45,7 @@
  * once and is not asked again for REFUSE_MS). When only refused groups
  * could have served it, the allocation fails with -ENOSPC and marks the
  * thread starved; the operation ends its handle and fs_alloc_starved()
- * takes such a group, waiting, before the retry (fs_vfs.c). When no
+ * takes such a group, waiting, before the retry (fs_vfs.h). When no
  * group at all seemed to have room, the counts of groups this node does
  * not own may be stale (another node freed there since this node last
  * held them): fs_alloc_starved() then takes all of those, waiting

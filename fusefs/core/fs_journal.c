@@ -81,6 +81,7 @@
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_jscan.h"
 #include "lockmgr/cv_wait.h"
+#include "lockmgr/cv_worker.h"
 
 /* the commit thread is asked to commit once the running transaction
  * holds this share (percent) of its limit */
@@ -149,9 +150,7 @@ struct fs_journal {
 				   extents: data=writeback commits it as
 				   data=ordered (fs_tx_set_ordered) */
 
-	pthread_t thread;	/* commit thread */
-	int thread_started;
-	int stop;		/* lock */
+	struct cvw_worker w;	/* the commit thread; its stop flag: lock */
 	int kicked;		/* lock */
 	int early;		/* lock: running tx past EARLY_PCT of its limit */
 	int want_ckpt;		/* lock */
@@ -1465,12 +1464,12 @@ static void *commit_thread(void *arg)
 	uint64_t deadline = cvw_now_ns() + j->timer_ns;
 
 	pthread_mutex_lock(&j->lock);
-	while (!j->stop) {
+	while (!cvw_worker_stopping(&j->w)) {
 		int timer, kicked, early, ckpt;
 
 		if (!j->kicked && !j->early && !j->want_ckpt)
 			cvw_wait_ms(&j->thread_cond, &j->lock, 1000);
-		if (j->stop)
+		if (cvw_worker_stopping(&j->w))
 			break;
 		timer = cvw_now_ns() >= deadline;
 		kicked = j->kicked;
@@ -1555,14 +1554,14 @@ int fs_journal_init(struct fs *fs)
 	pthread_cond_init(&j->thread_cond, NULL);
 	fs->j = j;
 	if (!fs->ro) {
-		ret = pthread_create(&j->thread, NULL, commit_thread, fs);
-		if (ret != 0) {
+		ret = cvw_worker_start(&j->w, &j->lock, &j->thread_cond,
+				       commit_thread, fs, "ucfs-commit");
+		if (ret < 0) {
 			fs->j = NULL;
 			free(j->hdrbuf);
 			free(j);
-			return -ret;
+			return ret;
 		}
-		j->thread_started = 1;
 	}
 	return 0;
 }
@@ -1574,13 +1573,7 @@ int fs_journal_shutdown(struct fs *fs, int clean)
 
 	if (j == NULL)
 		return 0;
-	if (j->thread_started) {
-		pthread_mutex_lock(&j->lock);
-		j->stop = 1;
-		pthread_cond_signal(&j->thread_cond);
-		pthread_mutex_unlock(&j->lock);
-		pthread_join(j->thread, NULL);
-	}
+	cvw_worker_stop(&j->w);
 	if (clean && !fs->ro) {
 		data_wait(fs);	/* fs_core_unmount took the data error */
 		ret = fs_journal_checkpoint(fs, FS_CR_UNMOUNT);

@@ -40,7 +40,7 @@
  *
  * Privileges: fs_fuse_io.c negotiates FUSE_HANDLE_KILLPRIV_V2, so the
  * kernel does not drop setuid/setgid/capabilities itself: get_cred()
- * turns the write's kill flag into FS_CRED_FSETID and fs_vfs.c drops them.
+ * turns the write's kill flag into FS_CRED_FSETID and fs_vfs_io.c drops them.
  *
  * Backends: a ucfs mount (struct fs, the handlers below) or a pass-through
  * view of a directory (fs_pt.h: its own handlers, fs_pt_ops.c); they

@@ -33,8 +33,9 @@
  * /dev/fuse into a pipe and leaves a large write's payload there;
  * fs_fuse_io_pwrite() splices it into the file).
  *
- * The contract ucfs then keeps (fs_vfs.c): a write whose request carries
- * FUSE_WRITE_KILL_SUIDGID clears S_ISUID, and S_ISGID if group-executable;
+ * The contract ucfs then keeps (fs_vfs_io.c, fs_vfs.c): a write whose
+ * request carries FUSE_WRITE_KILL_SUIDGID clears S_ISUID, and S_ISGID if
+ * group-executable;
  * a truncate with FATTR_KILL_SUIDGID (libfuse's FUSE_SET_ATTR_KILL_SUID,
  * the same bit) does the same; chown of a non-directory always does; every
  * write, truncate and chown removes security.capability. One difference

@@ -1,7 +1,7 @@
 /*
  * fs_ns.h — the namespace layer's internals (inodes, directories, file
  * data, xattrs), shared by fs_inode.c, fs_dir.c, fs_file.c, fs_xattr.c
- * and fs_vfs.c. Not a public API: fs.h is.
+ * and fs_vfs*.c. Not a public API: fs.h is.
  *
  * State: struct fs_ns hangs off struct fs (fs->ns). Inode contents live
  * in the inode's block in the core buffer cache (bounded by cache_mb);
@@ -223,7 +223,7 @@ void fs_ns_free(struct fs *fs);
 
 /* The inode block of @ino (referenced; fs_buf_put it). -ESTALE if it is
  * not a live inode. Its lock held (either mode), or nothing but the
- * `parent` field read (rename_mu held: fs_vfs.c is_ancestor). */
+ * `parent` field read (rename_mu held: fs_vfs_names.c is_ancestor). */
 int fs_ino_read(struct fs *fs, uint64_t ino, struct fs_buf **out);
 void fs_ino_attr(const struct fs_dinode *di, struct fs_attr *a);
 

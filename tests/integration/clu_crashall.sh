@@ -60,14 +60,5 @@ check clu_crashall_exact jq -e \
 	".alloc.flog_dead_applied == $PENDING and
 	 .alloc.flog_dead_errors == 0 and .alloc.flog_dead_slots >= 1 and
 	 .namespace.leftover_slots >= 1" "$T/st1.json"
-check clu_crashall_data test ! -s "$M1/$FLOG_K/k0" -a ! -s "$M1/$FLOG_K/k1" \
-	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$FLOG_K/k2")" -eq 65536
-check clu_crashall_umount fs_umount "$M1"
-"$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
-rc=$?
-cat "$T/fsck.log"
-check clu_crashall_fsck test "$rc" -eq 0
-check clu_crashall_no_flog_left sh -c "! grep -q 'in free logs' '$T/fsck.log'"
-check clu_crashall_no_orphan grep -q ' 0 orphans;' "$T/fsck.log"
-rm -f "$IMG"
+clu_flog_end clu_crashall clu_crashall_data "$M1"
 exit 0

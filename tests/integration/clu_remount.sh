@@ -26,14 +26,11 @@ IMG=$T/img M1=$T/m1 M2=$T/m2
 fs_mkfs "$IMG" 256 -j 3 -J 8 -r 64 -p dlm -t clu:fs1 || {
 	fail clu_remount_mkfs; exit 1; }
 
-# config FILE EXTRA NODES...: clu_config with 500 ms heartbeats and the
-# JSON fields EXTRA
+# config FILE TWO NODES...: clu_config with 500 ms heartbeats (TWO 1:
+# two-node mode)
 config() {
 	_c=$1 _x=$2; shift 2
-	clu_config "$_c" "$@"
-	sed "s/\"heartbeat_ms\": 100,/\"heartbeat_ms\": 500, $_x/" "$_c" \
-		>"$_c.new" && mv "$_c.new" "$_c"
-	grep -q '"heartbeat_ms": 500' "$_c"
+	CLU_HEARTBEAT_MS=500 CLU_TWO_NODE=$_x clu_config "$_c" "$@"
 }
 
 rounds() {	# NAME CFG
@@ -73,11 +70,11 @@ rounds() {	# NAME CFG
 	rm -f "$(_fs_state "$M1")/log" "$(_fs_state "$M2")/log"
 }
 
-config "$T/two.json" '"two_node": true,' 1 2 ||
+config "$T/two.json" 1 1 2 ||
 	{ fail clu_remount_config; exit 1; }
 rounds clu_remount_two_node "$T/two.json"
 
-config "$T/three.json" "" 1 2 3 || { fail clu_remount_config3; exit 1; }
+config "$T/three.json" 0 1 2 3 || { fail clu_remount_config3; exit 1; }
 clu_witness "$T/three.json" 3
 rounds clu_remount_witness "$T/three.json"
 

@@ -23,7 +23,7 @@
 clu_require clu_split jq
 
 IMG=$T/img CFG=$T/cluster.json M1=$T/m1 M2=$T/m2
-CLU_EXTRA='"two_node": true,' clu_config "$CFG" 1 2
+CLU_TWO_NODE=1 clu_config "$CFG" 1 2
 fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
 	fail clu_split_mkfs; exit 1; }
 

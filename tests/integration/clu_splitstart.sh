@@ -27,7 +27,7 @@ else
 	check clu_splitstart_witness_lowest_refused grep -q \
 		"node 1 has the lowest id of cluster clu" "$T/w1.log"
 fi
-CLU_EXTRA='"two_node": true,' clu_config "$CFG" 1 2
+CLU_TWO_NODE=1 clu_config "$CFG" 1 2
 fs_mkfs "$IMG" 256 -j 2 -J 8 -r 64 -p dlm -t clu:fs1 || {
 	fail clu_splitstart_mkfs; exit 1; }
 export UCFS_LK_CUT="$T/cut"

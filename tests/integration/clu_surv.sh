@@ -128,14 +128,5 @@ for i in $((n - 3)) $((n - 2)) $((n - 1)); do
 done
 check clu_surv_node2_intact "$FSYNCER" verify --seed $((SEED + 1)) \
 	"$M1/n2" "$T/n2.log"
-check clu_surv_truncates_kept test ! -s "$M1/$FLOG_K/k0" -a ! -s "$M1/$FLOG_K/k1" \
-	-a ! -e "$M1/o" -a "$(stat -c %s "$M1/$FLOG_K/k2")" -eq 65536
-check clu_surv_umount fs_umount "$M1"
-"$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
-rc=$?
-cat "$T/fsck.log"
-check clu_surv_fsck test "$rc" -eq 0
-check clu_surv_no_flog_left sh -c "! grep -q 'in free logs' '$T/fsck.log'"
-check clu_surv_no_orphan grep -q ' 0 orphans;' "$T/fsck.log"
-rm -f "$IMG"
+clu_flog_end clu_surv clu_surv_truncates_kept "$M1"
 exit 0

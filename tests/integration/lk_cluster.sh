@@ -5,20 +5,14 @@
 # the others carry on; a bad configuration is refused with a reason.
 . "$UCFS_TOP/tests/lib.sh"
 
-PORT=$((20000 + $$ % 30000))
-mkcluster() {	# $1 = secret file
-	cat >"$T/c.json" <<JSON
-{ "cluster": "lkt", "secret_file": "$1", "heartbeat_ms": 100,
-  "timeout_ms": 1000,
-  "nodes": [ {"id": 1, "addr": "127.0.0.1", "port": $PORT},
-             {"id": 2, "addr": "127.0.0.2", "port": $PORT},
-             {"id": 3, "addr": "127.0.0.3", "port": $PORT} ] }
-JSON
-}
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/wrong"
-mkcluster "$T/secret"
-sed "s#$T/secret#$T/wrong#" "$T/c.json" >"$T/bad.json"
+. "$UCFS_TOP/tests/clulib.sh"
+
+# nodes 1-3 on 127.0.0.1-3 (clulib.sh clu_config); bad.json: the same
+# with another secret
+CLU_NAME=lkt CLU_TIMEOUT_MS=1000 CLU_SECRET=$T/secret \
+	clu_config "$T/c.json" 1 2 3
+CLU_NAME=lkt CLU_TIMEOUT_MS=1000 CLU_SECRET=$T/wrong \
+	clu_config "$T/bad.json" 1 2 3
 
 start() {	# $1 = id, $2 = config, rest = lk_node args
 	_id=$1 _cfg=$2; shift 2

@@ -7,17 +7,12 @@
 # must stay up, keep serving, log why they dropped what they dropped, and
 # finish. UCFS_SEED picks the fuzz seed.
 . "$UCFS_TOP/tests/lib.sh"
+. "$UCFS_TOP/tests/clulib.sh"
 
-PORT=$((20000 + ($$ + 13) % 30000))
 SEED=${UCFS_SEED:-4242}
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
-cat >"$T/c.json" <<JSON
-{ "cluster": "lkf", "secret_file": "$T/secret", "heartbeat_ms": 100,
-  "timeout_ms": 1000,
-  "nodes": [ {"id": 1, "addr": "127.0.0.1", "port": $PORT},
-             {"id": 2, "addr": "127.0.0.2", "port": $PORT},
-             {"id": 3, "addr": "127.0.0.3", "port": $PORT} ] }
-JSON
+# nodes 1-3 on 127.0.0.1-3 (clulib.sh clu_config)
+CLU_NAME=lkf CLU_TIMEOUT_MS=1000 CLU_SECRET=$T/secret \
+	clu_config "$T/c.json" 1 2 3
 head -c 4096 /dev/zero >"$T/shm"
 export LK_SHM="$T/shm" LK_GO="$T/go" LK_LEAVE="$T/leave"
 for i in 1 2; do

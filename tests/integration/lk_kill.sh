@@ -11,18 +11,13 @@
 #  * the killed node restarts and rejoins the busy cluster, and works.
 . "$UCFS_TOP/tests/lib.sh"
 
-PORT=$((20000 + ($$ + 7) % 30000))
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/secret"
+. "$UCFS_TOP/tests/clulib.sh"
+
 # A killed node's connections close at once; the heartbeat timeout only
 # decides when a live but starved survivor is declared dead, which under
 # heavy load (make test beside benchmarks) happened with 1 s: 2.5 s.
-cat >"$T/c.json" <<JSON
-{ "cluster": "lkk", "secret_file": "$T/secret", "heartbeat_ms": 100,
-  "timeout_ms": 2500,
-  "nodes": [ {"id": 1, "addr": "127.0.0.1", "port": $PORT},
-             {"id": 2, "addr": "127.0.0.2", "port": $PORT},
-             {"id": 3, "addr": "127.0.0.3", "port": $PORT} ] }
-JSON
+# Nodes 1-3 on 127.0.0.1-3 (clulib.sh clu_config).
+CLU_NAME=lkk CLU_SECRET=$T/secret clu_config "$T/c.json" 1 2 3
 
 start() {	# $1 = id, rest = lk_node args
 	_id=$1; shift

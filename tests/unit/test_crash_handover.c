@@ -49,10 +49,11 @@
  * returned; the shared file's state when a hand-over or an fsync
  * returned (the next holder built on it).
  *
- * A dry run counts the device writes W (about 700). Then at 150 crash
- * points (60 without JCKPT; UCFS_CRASH_POINTS=N, 0 = all) spread over
- * 1..W+1 the workload runs on a fresh copy and the device
- * dies at that write: unflushed writes dropped, or each kept / dropped /
+ * The devices, the dry run, the crash points and each run are
+ * crash_harness.h's. A dry run counts the device writes W (about 700).
+ * Then at 150 crash points (60 without JCKPT; UCFS_CRASH_POINTS=N, 0 =
+ * all) spread over 1..W+1 the workload runs on a fresh copy and the
+ * device dies at that write: unflushed writes dropped, or each kept / dropped /
  * garbled by seed, or the write torn (one in three each). Then, on what
  * survived: fsck -n BEFORE any mount finds no journal error; recovery as
  * the first mount after a whole-cluster crash does it (the slot map
@@ -75,7 +76,11 @@
  * commits and checkpoints for cache pressure, FS_CR_CACHE, ending with a
  * record while it keeps its locks; the dry run notes the write span of
  * each such operation and the crash points then take every write index
- * of the first). UCFS_SEED / --seed.
+ * of the first and 2 * SPAN_PAD after it, counted from the operation's
+ * start: each operation is a step of the harness, so the commit
+ * thread's early commits before it do not move them). UCFS_CRASH_AT=P,
+ * or OP:P for write P of operation OP (NOPS: B's join), replays one
+ * point. UCFS_SEED / --seed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -83,6 +88,7 @@
 #include <string.h>
 
 #include "core_fixture.h"
+#include "crash_harness.h"
 #include "fusefs/cluster/fs_jrec.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
@@ -100,6 +106,9 @@
 #define SHARED_INO 0x5ead0001ull
 #define JOIN_OP 140  /* mixed: node B joins before this operation */
 #define JOIN_SPAN 64 /* mixed: every write index this far past the join */
+/* mixed: the join's step (crash_harness.h); an operation's step is its
+ * index */
+#define JOIN_STEP NOPS
 #define JREC_RETRY_MS 10
 
 /* --- the model ---------------------------------------------------------- */
@@ -134,16 +143,19 @@ struct mode {
 			      others create files (0: all happen) */
 	int keep;	   /* no unlinks: creates instead */
 	unsigned burst;	   /* files a create op makes (0: 1) */
+	unsigned nspans;   /* crash points at the first nspans operations
+			      that made a cache pressure commit */
 };
 
-/* Write indices from..to (1 = the workload's first write). */
-struct span {
+/* Operation @op's write indices from..to (1 = the workload's first). */
+struct opspan {
+	unsigned op;
 	uint64_t from, to;
 };
 
 struct run {
+	struct ch_run cr; /* the harness's: devices, target, workload start */
 	uint64_t rng;
-	struct bd_fault *f;
 	struct fs *fs[2];
 	int holder;
 	struct fs_sb sb;
@@ -156,13 +168,15 @@ struct run {
 	uint32_t ver;
 	unsigned handovers, fsyncs;
 	const struct mode *m;
-	struct span *ops_cr; /* NOPS, the dry run only: the operations that
-				made a cache pressure commit */
+	struct opspan *ops_cr; /* NOPS, the dry run only: the operations
+				  that made a cache pressure commit */
 	unsigned nops_cr;
 	/* mixed: the agreement of nodes A, B (lockspaces 1, 2) */
 	struct fs_jrec *jr[2];
-	int joined;	 /* B joined: hand-overs go to it */
-	uint64_t join_w; /* write index (from 1) of the join */
+	int joined;	    /* B joined: hand-overs go to it */
+	uint64_t join_from; /* write index (from 1) of join()'s start, */
+	uint64_t join_w;    /* ... of B's join after A's hand-over */
+	uint64_t join_to;   /* ... of join()'s last write */
 };
 
 static uint64_t rnd(struct run *r)
@@ -250,9 +264,7 @@ static int op_create(struct run *r)
 {
 	struct fs *fs = r->fs[r->holder];
 	struct pfile p = {.node = r->holder, .live = 1};
-	struct fs_xattr_blk *x;
 	struct fs_tx *tx;
-	struct fs_buf *b;
 	int ret;
 
 	if (r->npf == MAXF)
@@ -265,16 +277,7 @@ static int op_create(struct run *r)
 		ret = alloc1(r, tx, &p.d);
 	p.dver = p.ver = ++r->ver;
 	if (ret == 0)
-		ret = cf_data_write(r->fs[r->holder]->bd, p.d, p.dver);
-	if (ret == 0)
-		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
-	if (ret == 0) {
-		x = b->data;
-		x->owner = p.m;
-		x->count = p.ver;
-		memcpy(x->data, &p.d, sizeof(p.d));
-		fs_buf_put(b);
-	}
+		ret = ch_file_new(tx, fs, p.m, p.d, p.ver);
 	fs_tx_end(tx);
 	if (ret == 0)
 		r->pf[r->npf++] = p;
@@ -411,15 +414,20 @@ static int one_op(struct run *r)
  * and flushed. Then the token goes to B at once (A has nothing left to
  * write), so B's first writes may land while A's record is not durable
  * but for that flush. */
-static int join(struct run *r, uint64_t w0)
+static int join(struct run *r)
 {
-	int ret = handover(r);
+	int ret;
 
-	r->join_w = bd_fault_writes(r->f) - w0 + 1;
+	r->join_from = ch_step(&r->cr, JOIN_STEP);
+	ret = handover(r);
+	r->join_w = ch_writes(&r->cr) + 1;
 	if (ret == 0 && r->m->agree)
 		ret = fs_jrec_join(r->jr[1]);
 	r->joined = 1;
-	return ret < 0 ? ret : handover(r);
+	if (ret == 0)
+		ret = handover(r);
+	r->join_to = ch_writes(&r->cr);
+	return ret;
 }
 
 /* Cache pressure commits of both nodes so far. */
@@ -435,66 +443,33 @@ static uint64_t cache_commits(struct run *r)
 	return n;
 }
 
-/* The workload; with r->ops_cr (the dry run), note the write span of
- * each operation that made a cache pressure commit. */
+/* The workload, each operation a step of its own (crash_harness.h);
+ * with r->ops_cr (the dry run), note the write span of each operation
+ * that made a cache pressure commit. */
 static int workload(struct run *r)
 {
-	uint64_t w0 = bd_fault_writes(r->f), cr = 0, w;
+	uint64_t cr = 0, w;
 	int ret = 0;
 
+	ch_begin(&r->cr);
 	for (unsigned op = 0; op < NOPS && ret == 0; op++) {
 		if (r->m->mixed && op == JOIN_OP)
-			ret = join(r, w0);
+			ret = join(r);
 		if (ret < 0)
 			break;
-		w = bd_fault_writes(r->f);
+		w = ch_step(&r->cr, (int)op);
 		if (r->ops_cr != NULL)
 			cr = cache_commits(r);
 		ret = one_op(r);
 		if (r->ops_cr != NULL && r->nops_cr < NOPS &&
 		    cache_commits(r) > cr)
-			r->ops_cr[r->nops_cr++] = (struct span){
-			    w - w0 + 1, bd_fault_writes(r->f) - w0};
+			r->ops_cr[r->nops_cr++] =
+			    (struct opspan){op, w, ch_writes(&r->cr)};
 	}
 	return ret;
 }
 
 /* --- setup and checks --------------------------------------------------- */
-
-/* Mount @slot with a metadata cache of @cache_mb (0: 8). */
-static int mount_slot(struct bd_dev *bd, int slot, unsigned cache_mb,
-		      struct fs **out)
-{
-	struct fs_core_opts o;
-	char why[200] = "";
-	int ret;
-
-	fs_core_opts_init(&o);
-	o.slot = slot;
-	o.commit_s = 3600;
-	o.cache_mb = cache_mb ? cache_mb : 8;
-	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
-	if (ret < 0)
-		fprintf(stderr, "  mount: %d %s\n", ret, why);
-	return ret;
-}
-
-static struct bd_dev *dev_copy(struct bd_dev *src)
-{
-	uint8_t *buf = bd_buf_alloc(1 << 20);
-	struct bd_dev *d = NULL;
-
-	if (buf != NULL && bd_ram_open(bd_size(src), &d) == 0)
-		for (uint64_t off = 0; off < bd_size(src); off += 1 << 20)
-			if (bd_read(src, buf, 1 << 20, off) < 0 ||
-			    bd_write(d, buf, 1 << 20, off, 0) < 0) {
-				bd_close(d);
-				d = NULL;
-				break;
-			}
-	free(buf);
-	return d;
-}
 
 /* The template: 2 slots, SH allocated and home; @jckpt 0 clears the
  * feature (an image made before checkpoint records). */
@@ -517,7 +492,7 @@ static struct bd_dev *make_template(int jckpt, uint64_t *sh)
 		bd_write(bd, sb, FS_BLOCK_SIZE, i * FS_BLOCK_SIZE, 0);
 	}
 	free(sb);
-	if (bd == NULL || mount_slot(bd, 0, 0, &fs) < 0)
+	if (bd == NULL || ch_mount_slot(bd, 0, 0, 0, &fs) < 0)
 		goto out_close;
 	ret = fs_tx_begin(fs, 4 + 4 * fs_alloc_credits(fs), &tx);
 	if (ret == 0) {
@@ -537,69 +512,6 @@ out_close:
 	if (bd != NULL)
 		bd_close(bd);
 	return NULL;
-}
-
-static int read_sb(struct bd_dev *bd, struct fs_sb *out)
-{
-	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = sb ? bd_read(bd, sb, FS_BLOCK_SIZE, 0) : -ENOMEM;
-
-	if (ret == 0)
-		*out = *sb;
-	free(sb);
-	return ret;
-}
-
-/* Mount B (slot 1) on @bd1, then A (slot 0) on @bd0, slot 1 shown free
- * to A: a nolock mount replays every other slot in use, and a replay of
- * B's live journal would move its header under B's feet. B's mount is
- * flushed first (split caches: else its slot map write could land after
- * A's). 0 or -errno. */
-static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
-{
-	if (mount_slot(bd1, 1, r->m->cache_mb, &r->fs[1]) < 0)
-		return -EIO;
-	if (bd_flush(bd1) < 0 ||
-	    cf_slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    bd_flush(bd0) < 0 ||
-	    mount_slot(bd0, 0, r->m->cache_mb, &r->fs[0]) < 0) {
-		fs_core_unmount(r->fs[1]);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* fsck -n finds no journal error on @bd. */
-static int fsck_journal_ok(struct bd_dev *bd, const char *when)
-{
-	struct fs_fsck_opts o = {.max_report = 1000};
-	struct fs_fsck_result res;
-	char *out = NULL;
-	size_t len;
-	int ok;
-
-	o.out = open_memstream(&out, &len);
-	if (o.out == NULL)
-		return 0;
-	ok = fs_fsck_run(bd, &o, &res) >= 0;
-	fclose(o.out);
-	ok = ok && out != NULL && strstr(out, "ERROR: journal") == NULL;
-	if (!ok)
-		fprintf(stderr, "  fsck %s:\n%s", when, out ? out : "(none)\n");
-	free(out);
-	return ok;
-}
-
-static int mark(uint8_t *used, uint64_t nblk, uint64_t b, const char *what)
-{
-	if (b >= nblk || used[b]) {
-		fprintf(stderr,
-			"  block %llu (%s) used twice or out of range\n",
-			(unsigned long long)b, what);
-		return 0;
-	}
-	used[b] = 1;
-	return 1;
 }
 
 /* The shared file is a state at or after the frozen one, its data
@@ -631,7 +543,7 @@ static int check_shared(struct run *r, struct fs *fs, struct bd_dev *bd,
 		return 0;
 	}
 	for (unsigned i = 0; i < got.n && ok; i++) {
-		ok = mark(used, nblk, got.e[i].blk, "shared data") &&
+		ok = ch_mark(used, nblk, got.e[i].blk, "shared data") &&
 		     cf_data_ok(bd, got.e[i].blk, got.e[i].ver);
 		if (!ok)
 			fprintf(stderr,
@@ -648,25 +560,11 @@ static int check_private(struct run *r, struct fs *fs, struct bd_dev *bd,
 {
 	for (unsigned i = 0; i < r->npf; i++) {
 		struct pfile *p = &r->pf[i];
-		struct fs_xattr_blk *x;
-		struct fs_buf *b;
-		uint64_t d = 0;
-		int ok;
 
 		if (!p->frozen || !p->live)
 			continue;
-		ok = fs_buf_read(fs, p->m, FS_BT_XATTR, &b) == 0;
-		if (ok) {
-			x = b->data;
-			memcpy(&d, x->data, sizeof(d));
-			ok =
-			    x->owner == p->m && x->count == p->ver && d == p->d;
-			fs_buf_put(b);
-		}
-		ok = ok && mark(used, nblk, p->m, "file") &&
-		     mark(used, nblk, p->d, "file data") &&
-		     cf_data_ok(bd, p->d, p->dver);
-		if (!ok) {
+		if (!ch_file_ok(fs, bd, used, nblk, p->m, p->d, p->ver,
+				p->dver)) {
 			fprintf(stderr,
 				"  frozen file of node %d (blocks "
 				"%llu, %llu, version %u) lost\n",
@@ -689,8 +587,8 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	int ok = used != NULL;
 
 	ok = ok && cf_slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
-	ok = ok && fsck_journal_ok(img, "before mount");
-	ok = ok && mount_slot(img, 0, 0, &fs) == 0;
+	ok = ok && ch_fsck_ok(img, "before mount", "ERROR: journal");
+	ok = ok && ch_mount_slot(img, 0, 0, 0, &fs) == 0;
 	if (ok) {
 		used[r->sh] = 1;
 		ok = check_shared(r, fs, img, used, nblk) &&
@@ -698,7 +596,7 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	}
 	if (fs != NULL && fs_core_unmount(fs) < 0)
 		ok = 0;
-	ok = ok && fsck_journal_ok(img, "after unmount");
+	ok = ok && ch_fsck_ok(img, "after unmount", "ERROR: journal");
 	free(used);
 	return ok;
 }
@@ -741,39 +639,24 @@ static int marks_ok(struct run *r, const struct mode *m)
 	return st[0].ckpt_records + st[1].ckpt_records == 0;
 }
 
-/* The devices of a run over @lower (owned from now on): one fault
- * wrapper for both nodes, or (m->split) one per node in one power group.
- * 0, or -errno with everything closed. */
-static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
-		     struct bd_dev **bd)
+/* The split devices' flush modes: the wrappers must not claim that a
+ * flush covers all, unless told to lie (m->lie); A's covers all in the
+ * mixed cases. 0 or -EINVAL. */
+static int split_modes(struct run *r, const struct mode *m)
 {
-	struct bd_fault *f1;
-	int ret = bd_fault_open(lower, &bd[0], &r->f);
-
-	if (ret < 0) {
-		bd_close(lower);
-		return ret;
-	}
-	bd[1] = bd[0];
 	if (!m->split)
 		return 0;
-	ret = bd_fault_open_peer(r->f, &bd[1], &f1);
-	if (ret == 0 &&
-	    (bd_flush_covers_all(bd[0]) || bd_flush_covers_all(bd[1]))) {
+	if (bd_flush_covers_all(r->cr.bd[0]) ||
+	    bd_flush_covers_all(r->cr.bd[1])) {
 		fprintf(stderr, "  split wrappers say a flush covers all\n");
-		bd_close(bd[1]);
-		ret = -EINVAL;
-	}
-	if (ret < 0) {
-		bd_close(bd[0]);
-		return ret;
+		return -EINVAL;
 	}
 	if (m->lie) {
-		bd_fault_set_flush_local(r->f, 0);
-		bd_fault_set_flush_local(f1, 0);
+		bd_fault_set_flush_local(r->cr.f, 0);
+		bd_fault_set_flush_local(r->cr.f1, 0);
 	}
 	if (m->mixed)
-		bd_fault_set_flush_all(r->f);
+		bd_fault_set_flush_all(r->cr.f);
 	return 0;
 }
 
@@ -837,215 +720,154 @@ static void agree_stop(struct run *r)
 	}
 }
 
-static void close_devs(struct bd_dev **bd)
-{
-	if (bd[1] != bd[0])
-		bd_close(bd[1]);
-	bd_close(bd[0]);
-}
+/* --- the harness's hooks (crash_harness.h) ------------------------------ */
 
-/* What the dry run found. */
-struct dry {
-	uint64_t writes;      /* W */
-	uint64_t join_w;      /* mixed: write index of B's join */
-	struct span cr[NOPS]; /* operations with a cache pressure commit */
-	unsigned ncr;
+struct hand_test {
+	struct ch_test ch;
+	struct mode m;
+	uint64_t sh; /* the shared file's block in the template */
 };
 
-/* The dry run: the workload without a crash. */
-static int dry_run(struct run *r, const struct mode *m, struct dry *d)
+/* The token starts on slot 0 in the dry run, on slot 1 at odd crash
+ * points (the file's comment). */
+static int hand_start(struct ch_run *cr)
 {
-	uint64_t w0 = bd_fault_writes(r->f);
-	int ok;
+	const struct hand_test *t = (const struct hand_test *)cr->test;
+	struct run *r = (struct run *)cr;
+	int ret;
 
-	r->ops_cr = d->cr;
-	ok = workload(r) == 0;
-	d->writes = bd_fault_writes(r->f) - w0;
-	d->ncr = r->nops_cr;
-	d->join_w = r->join_w;
-	ok = ok && marks_ok(r, m);
-	printf("  dry run: %llu writes, %u hand-overs, %u fsyncs\n",
-	       (unsigned long long)d->writes, r->handovers, r->fsyncs);
-	return ok;
-}
-
-/* Power fails at write @point (@how: 0 cut, 1 garbled, 2 torn). */
-static void crash_run(struct run *r, uint64_t seed, uint64_t point, int how)
-{
-	if (how == 0)
-		bd_fault_crash_nth(r->f, point);
-	else if (how == 1)
-		bd_fault_crash_nth_garble(r->f, point, seed ^ point);
-	else
-		bd_fault_tear_nth(r->f, point,
-				  (size_t)((seed ^ point) % 8) * 512);
-	workload(r);
-	bd_fault_crash(r->f, how == 1 ? seed ^ point : 0);
-}
-
-/* One run from the template; @point 0: the dry run (fills @d). */
-static int one_run(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
-		   const struct mode *m, uint64_t point, int how, struct dry *d)
-{
-	struct bd_dev *lower = dev_copy(tmpl), *bd[2], *after;
-	struct run *r = calloc(1, sizeof(*r));
-	int ok = 0;
-
-	if (r == NULL || lower == NULL) {
-		bd_close(lower);
-		free(r);
-		return 0;
-	}
-	if (open_devs(r, lower, m, bd) < 0) {
-		free(r);
-		return 0;
-	}
-	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
-	r->rng = seed;
-	r->sh = sh;
-	r->holder = m->mixed ? 0 : (int)(point & 1); /* the file's comment */
+	r->m = &t->m;
+	r->sh = t->sh;
+	r->rng = cr->seed;
+	r->holder = r->m->mixed ? 0 : (int)(cr->t.point & 1);
 	r->nhist = 1;
-	r->m = m;
-	if (r->hist == NULL || read_sb(bd[0], &r->sb) < 0 ||
-	    mount_pair(r, bd[0], bd[1]) < 0)
-		goto out_free;
-	if (m->agree && agree_start(r, bd) < 0) {
+	r->hist = calloc(NOPS + 1, sizeof(*r->hist));
+	if (cr->dry != NULL)
+		r->ops_cr = calloc(NOPS, sizeof(*r->ops_cr));
+	if (r->hist == NULL || (cr->dry != NULL && r->ops_cr == NULL))
+		return -ENOMEM;
+	ret = split_modes(r, r->m);
+	if (ret == 0)
+		ret = ch_read_sb(cr->bd[0], &r->sb);
+	if (ret == 0)
+		ret = ch_mount_pair(cr, r->m->cache_mb, 0, r->fs);
+	if (ret == 0 && r->m->agree && (ret = agree_start(r, cr->bd)) < 0) {
 		agree_stop(r);
 		fs_core_abandon(r->fs[1]);
 		fs_core_abandon(r->fs[0]);
-		goto out_free;
 	}
-	if (point == 0)
-		ok = dry_run(r, m, d);
-	else
-		crash_run(r, seed, point, how);
-	if (m->agree)
-		agree_stop(r);
-	fs_core_abandon(r->fs[1]);
-	fs_core_abandon(r->fs[0]);
-	after = point ? dev_copy(lower) : NULL;
-	if (after != NULL) {
-		ok = recover_check(r, after);
-		if (!ok)
-			fprintf(stderr,
-				"  FAILED at crash point %llu (%s) of "
-				"seed %llu%s\n",
-				(unsigned long long)point,
-				how == 0   ? "cut"
-				: how == 1 ? "garbled"
-					   : "torn",
-				(unsigned long long)seed,
-				m->lie ? " (expected: the device lied)"
-				: m->mixed && !m->agree
-				    ? " (expected: no records agreement)"
-				    : "");
-		bd_close(after);
+	return ret;
+}
+
+static int hand_work(struct ch_run *cr)
+{
+	return workload((struct run *)cr);
+}
+
+/* The dry run's checks; crash points at every write of its first
+ * m->nspans operations that made a cache pressure commit and the
+ * 2 * SPAN_PAD after each, and (mixed) from join()'s start to JOIN_SPAN
+ * + SPAN_PAD past B's join (with the agreement), or to the end (without:
+ * nothing can go wrong before B). */
+#define SPAN_PAD 4
+static int hand_dry(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+	const struct mode *m = r->m;
+	int ok = marks_ok(r, m);
+	char name[64];
+
+	printf("  dry run: %llu writes, %u hand-overs, %u fsyncs\n",
+	       (unsigned long long)cr->dry->writes, r->handovers, r->fsyncs);
+	for (unsigned k = 0; k < r->nops_cr && k < m->nspans; k++) {
+		const struct opspan *o = &r->ops_cr[k];
+
+		snprintf(name, sizeof(name),
+			 "cache pressure commit (operation %u)", o->op);
+		ch_dry_step(cr, (int)o->op, name, o->from, o->to,
+			    o->to + 1 - o->from + 2 * SPAN_PAD);
 	}
-out_free:
-	close_devs(bd);
-	free(r->hist);
-	free(r);
+	if (!m->mixed)
+		return ok;
+	printf("  B joins at write %llu\n", (unsigned long long)r->join_w);
+	ch_dry_step(cr, JOIN_STEP, "B's join", r->join_from, r->join_to,
+		    m->agree
+			? r->join_w - r->join_from + JOIN_SPAN + SPAN_PAD + 1
+			: cr->dry->writes + 2 - r->join_from);
 	return ok;
 }
 
-/* Crash at @point (@how as crash_run); counts into @n, @bad. */
-static void crash_at(struct bd_dev *tmpl, uint64_t seed, uint64_t sh,
-		     const struct mode *m, uint64_t point, int how, unsigned *n,
-		     unsigned *bad)
+static void hand_stop(struct ch_run *cr)
 {
-	*bad += !one_run(tmpl, seed, sh, m, point, how, NULL);
-	(*n)++;
+	struct run *r = (struct run *)cr;
+
+	if (r->m->agree)
+		agree_stop(r);
+	fs_core_abandon(r->fs[1]);
+	fs_core_abandon(r->fs[0]);
 }
 
-/* Every write index from..to (within 1..@w + 1): counts into @n, @bad;
- * stops after @maxbad failed points. */
-struct points {
-	struct bd_dev *tmpl;
-	uint64_t seed, sh, w;
-	const struct mode *m;
-	unsigned n, bad, maxbad;
-};
-
-static void every(struct points *pt, uint64_t from, uint64_t to)
+static int hand_check(struct ch_run *cr, struct bd_dev *img)
 {
-	for (uint64_t p = from ? from : 1;
-	     p <= to && p <= pt->w + 1 && pt->bad < pt->maxbad; p++)
-		crash_at(pt->tmpl, pt->seed, pt->sh, pt->m, p, (int)(p % 3),
-			 &pt->n, &pt->bad);
+	return recover_check((struct run *)cr, img);
 }
 
-/* Crash points: @npoints spread over the W + 1 write indices, or every
- * one (UCFS_CRASH_POINTS=N overrides, 0: every write; not for a lying
- * device), then every write index of the dry run's first @nspans
- * operations that made a cache pressure commit, from SPAN_PAD writes
- * before to SPAN_PAD after (the commit thread's early commits may shift
- * a run's writes a little), and (mixed) of B's join, SPAN_PAD before to
- * JOIN_SPAN after; without the agreement, only every index from the
- * join on (nothing can go wrong before B). Stops after @maxbad failed
- * points. Returns the failed points, ~0u if the dry run failed. */
-#define SPAN_PAD 4
-static unsigned crash_points(const struct mode *m, uint64_t npoints,
-			     unsigned nspans, unsigned maxbad)
+static void hand_fini(struct ch_run *cr)
 {
-	struct points pt = {.seed = t_seed(), .m = m, .maxbad = maxbad};
-	const char *env = getenv("UCFS_CRASH_POINTS");
-	struct dry *d = calloc(1, sizeof(*d));
-	uint64_t w;
+	struct run *r = (struct run *)cr;
 
-	pt.tmpl = make_template(m->jckpt, &pt.sh);
-	if (pt.tmpl == NULL || d == NULL ||
-	    !one_run(pt.tmpl, pt.seed, pt.sh, m, 0, 0, d) || d->writes == 0) {
-		pt.bad = ~0u;
-		goto out;
-	}
-	w = pt.w = d->writes;
-	if (env != NULL && !m->lie && (!m->mixed || m->agree))
-		npoints = strtoull(env, NULL, 0);
-	if (npoints == 0 || npoints > w + 1)
-		npoints = w + 1;
-	if (m->mixed)
-		printf("  B joins at write %llu\n",
-		       (unsigned long long)d->join_w);
-	if (m->mixed && !m->agree) {
-		every(&pt, d->join_w, w + 1);
-		npoints = 0;
-	}
-	for (uint64_t i = 0; i < npoints && pt.bad < maxbad; i++)
-		crash_at(pt.tmpl, pt.seed, pt.sh, m,
-			 npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
-			 (int)(i % 3), &pt.n, &pt.bad);
-	for (unsigned k = 0; k < d->ncr && k < nspans; k++) {
-		struct span sp = d->cr[k];
+	free(r->hist);
+	free(r->ops_cr);
+}
 
-		printf("  cache pressure commit in writes %llu..%llu\n",
-		       (unsigned long long)sp.from, (unsigned long long)sp.to);
-		every(&pt, sp.from > SPAN_PAD ? sp.from - SPAN_PAD : 1,
-		      sp.to + SPAN_PAD);
-	}
-	if (m->mixed && m->agree)
-		every(&pt, d->join_w > SPAN_PAD ? d->join_w - SPAN_PAD : 1,
-		      d->join_w + JOIN_SPAN);
-	printf("  %u crash points of %llu writes, %u failed\n", pt.n,
-	       (unsigned long long)w, pt.bad);
-out:
-	free(d);
-	if (pt.tmpl != NULL)
-		bd_close(pt.tmpl);
-	return pt.bad;
+/* Crash points (crash_harness.h): the dry run's steps (hand_dry), then
+ * @spread spread over the W + 1 write indices (CH_ALL: every one;
+ * UCFS_CRASH_POINTS=N overrides, not for a lying device or without the
+ * agreement). Stops after @maxbad failed points. Returns the failed
+ * points, ~0u if the dry run failed. */
+static unsigned crash_points(const struct mode *m, uint64_t spread,
+			     unsigned maxbad)
+{
+	struct hand_test t = {
+	    .ch = {.split = m->split,
+		   .run_size = sizeof(struct run),
+		   .start = hand_start,
+		   .work = hand_work,
+		   .dry = hand_dry,
+		   .stop = hand_stop,
+		   .check = hand_check,
+		   .fini = hand_fini,
+		   .note = m->lie ? " (expected: the device lied)"
+			   : m->mixed && !m->agree
+			       ? " (expected: no records agreement)"
+			       : NULL},
+	    .m = *m,
+	};
+	struct ch_opts o = {.spread = spread,
+			    .maxbad = maxbad,
+			    .fixed = m->lie || (m->mixed && !m->agree)};
+	unsigned bad;
+
+	t.ch.tmpl = make_template(m->jckpt, &t.sh);
+	if (t.ch.tmpl == NULL)
+		return ~0u;
+	bad = ch_points(&t.ch, &o);
+	bd_close(t.ch.tmpl);
+	return bad;
 }
 
 static void test_crash_handover_jckpt(void)
 {
 	struct mode m = {.jckpt = 1};
 
-	CHECK_EQ(crash_points(&m, 150, 0, 3), 0);
+	CHECK_EQ(crash_points(&m, 150, 3), 0);
 }
 
 static void test_crash_handover_no_jckpt(void)
 {
 	struct mode m = {0};
 
-	CHECK_EQ(crash_points(&m, 60, 0, 3), 0);
+	CHECK_EQ(crash_points(&m, 60, 3), 0);
 }
 
 /* A small cache (1 MiB of metadata, 256 blocks) and fewer hand-overs
@@ -1060,9 +882,11 @@ static void test_crash_handover_cache(void)
 	struct mode m = {
 	    .jckpt = 1, .cache_mb = 1, .ho_skip = 4, .keep = 1, .burst = 4};
 	const char *env = getenv("UCFS_CRASH_SPANS");
-	unsigned nspans = env ? (unsigned)strtoul(env, NULL, 0) : 1;
 
-	CHECK_EQ(crash_points(&m, 30, nspans ? nspans : ~0u, 3), 0);
+	m.nspans = env ? (unsigned)strtoul(env, NULL, 0) : 1;
+	if (m.nspans == 0)
+		m.nspans = ~0u;
+	CHECK_EQ(crash_points(&m, 30, 3), 0);
 }
 
 /* A volatile cache per node (an NBD export without multi-conn): the
@@ -1072,7 +896,7 @@ static void test_crash_handover_split(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1};
 
-	CHECK_EQ(crash_points(&m, 60, 0, 3), 0);
+	CHECK_EQ(crash_points(&m, 60, 3), 0);
 }
 
 /* The same devices claiming that a flush covers all: the journal writes
@@ -1082,7 +906,7 @@ static void test_crash_handover_split(void)
 static void test_crash_handover_split_lie_caught(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1, .lie = 1};
-	unsigned bad = crash_points(&m, 0, 0, 1);
+	unsigned bad = crash_points(&m, CH_ALL, 1);
 
 	CHECK(bad != ~0u && bad > 0);
 }
@@ -1093,15 +917,16 @@ static void test_crash_handover_split_lie_caught(void)
  * covers all), then B joins and the ping-pong begins. With the records
  * agreement B's join turns A's records off (A's glock drop: records off,
  * flush) before B writes anything: nothing is lost at any crash point
- * (30 spread, then every write index from SPAN_PAD before the join to
- * JOIN_SPAN past it; UCFS_CRASH_POINTS=0: every write index). */
+ * (every write index from join()'s start, A's hand-over among them, to
+ * JOIN_SPAN + SPAN_PAD past B's join, counted from join()'s start, then
+ * 30 spread; UCFS_CRASH_POINTS=0: every write index). */
 static void test_crash_handover_mixed(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1, .mixed = 1, .agree = 1};
 
 	REQUIRE(lkl_start(2, "", 5000) == 0);
 	jrec_failures = 0;
-	CHECK_EQ(crash_points(&m, 30, 0, 3), 0);
+	CHECK_EQ(crash_points(&m, 30, 3), 0);
 	printf("  flushes before a drop that failed (after the crash): %u\n",
 	       jrec_failures);
 	lkl_close();
@@ -1114,7 +939,7 @@ static void test_crash_handover_mixed(void)
 static void test_crash_handover_mixed_unagreed_caught(void)
 {
 	struct mode m = {.jckpt = 1, .split = 1, .mixed = 1};
-	unsigned bad = crash_points(&m, 0, 0, 1);
+	unsigned bad = crash_points(&m, 0, 1);
 
 	CHECK(bad != ~0u && bad > 0);
 }

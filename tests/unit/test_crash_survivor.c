@@ -42,14 +42,16 @@
  * step while A does NSEG operations beside it, as A's requests run
  * beside the node-down callback and the recovery worker (the writes'
  * order then varies from run to run: a failed point may not replay).
- * A dry run counts phase 2's device writes W and each step's. Crash
- * points: every write of each recovery step and the SPAN_PAD writes
- * after it, counted from the step's start (the commit thread's early
- * commits before it do not move them), then N spread over 1..W+1 of
- * phase 2 (40 one device, 20 split or threaded; UCFS_CRASH_POINTS=N,
- * 0 = every write, and then each kind of crash at each write of the
- * steps); each a clean cut, a seeded keep/drop/garble of every unflushed write,
- * or a torn write. UCFS_CRASH_AT=P or K:P replays one point.
+ * The devices, the dry run, the crash points and each run are
+ * crash_harness.h's. A dry run counts phase 2's device writes W and each
+ * step's. Crash points: every write of each recovery step and the
+ * SPAN_PAD writes after it, counted from the step's start (the commit
+ * thread's early commits before it do not move them), then N spread
+ * over 1..W+1 of phase 2 (40 one device, 20 split or threaded;
+ * UCFS_CRASH_POINTS=N, 0 = every write, and then each kind of crash at
+ * each write of the steps); each a clean cut, a seeded keep/drop/garble
+ * of every unflushed write, or a torn write. UCFS_CRASH_AT=P or K:P
+ * (step K: 0 replay, 1 free log, 2 fold) replays one point.
  *
  * After each crash, on what survived: fsck -n BEFORE any mount finds
  * nothing but leaks (the test's files are blocks no inode names); the
@@ -74,6 +76,7 @@
 #include <string.h>
 
 #include "core_fixture.h"
+#include "crash_harness.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
 #include "fusefs/fsck/fs_fsck.h"
@@ -121,19 +124,9 @@ enum { ST_REPLAY, ST_FLOG, ST_FOLD, NSTEPS }; /* the recovery's steps */
 static const char *const step_name[NSTEPS] = {"replay", "free log",
 					      "statfs fold and write-back"};
 
-/* Where power fails: at the @point-th write (1 = the first) counted from
- * the start of phase 2 (@step -1) or of recovery step @step (so that
- * the commit thread's early commits before it do not move the point);
- * @how 0 cut, 1 garbled, 2 torn. @point 0: the dry run. */
-struct target {
-	int step;
-	uint64_t point;
-	int how;
-};
-
 struct run {
+	struct ch_run cr; /* the harness's: devices, target, phase 2's start */
 	uint64_t rng;
-	struct bd_fault *f;
 	struct fs *fs[2];
 	struct fs_sb sb;
 	int own[MAXG]; /* the node holding each group's lock */
@@ -146,10 +139,7 @@ struct run {
 	unsigned nfsync[2], ncreate, nunlink, nlend, nlogged, nfold[2];
 	int statfs_holder;	  /* the node holding the statfs lock */
 	unsigned replayed;	  /* B's transactions A replayed */
-	uint64_t w0;		  /* device writes before phase 2 */
 	struct span step[NSTEPS]; /* writes of each recovery step */
-	uint64_t seed;
-	struct target t;
 	const struct mode *m;
 	/* threaded: the model above is the work thread's while it holds mu
 	 * (the recovery steps touch only the fs, but take_over) */
@@ -211,9 +201,7 @@ static int op_create(struct run *r, int n)
 {
 	struct fs *fs = r->fs[n];
 	struct pfile p = {.node = n, .maker = n, .live = 1};
-	struct fs_xattr_blk *x;
 	struct fs_tx *tx;
-	struct fs_buf *b;
 	int ret;
 
 	if (r->npf == MAXF)
@@ -226,16 +214,7 @@ static int op_create(struct run *r, int n)
 		ret = alloc1(r, n, tx, &p.d);
 	p.dver = p.ver = ++r->ver;
 	if (ret == 0)
-		ret = cf_data_write(fs->bd, p.d, p.dver);
-	if (ret == 0)
-		ret = fs_buf_new(tx, p.m, FS_BT_XATTR, &b);
-	if (ret == 0) {
-		x = b->data;
-		x->owner = p.m;
-		x->count = p.ver;
-		memcpy(x->data, &p.d, sizeof(p.d));
-		fs_buf_put(b);
-	}
+		ret = ch_file_new(tx, fs, p.m, p.d, p.ver);
 	fs_tx_end(tx);
 	if (ret == 0) {
 		r->pf[r->npf++] = p;
@@ -544,7 +523,7 @@ static int replay_b(struct run *r)
 	int ret =
 	    fs_journal_replay(r->fs[A], B, 0, &r->replayed, why, sizeof(why));
 
-	if (ret < 0 && r->f != NULL && !bd_fault_crashed(r->f))
+	if (ret < 0 && !bd_fault_crashed(r->cr.f))
 		fprintf(stderr, "  replay: %d %s\n", ret, why);
 	return ret;
 }
@@ -575,31 +554,16 @@ static int a_works(struct run *r)
 	return ret;
 }
 
-/* Arm the power failure r->t (its step starts now). */
-static void arm(struct run *r)
-{
-	uint64_t n = r->t.point, gs = r->seed ^ n ^ (uint64_t)r->t.step;
-
-	if (r->t.how == 0)
-		bd_fault_crash_nth(r->f, n);
-	else if (r->t.how == 1)
-		bd_fault_crash_nth_garble(r->f, n, gs);
-	else
-		bd_fault_tear_nth(r->f, n, (size_t)(gs % 8) * 512);
-}
-
-/* Recovery step @k, its writes noted in r->step[k]. */
+/* Recovery step @k, its writes noted in r->step[k]; crash points are
+ * counted from its start. */
 static int step(struct run *r, int k)
 {
-	uint64_t w = bd_fault_writes(r->f) - r->w0;
-	int ret;
+	uint64_t from = ch_step(&r->cr, k);
+	int ret = k == ST_REPLAY ? replay_b(r)
+		  : k == ST_FLOG ? dead_flog(r->fs[A])
+				 : dead_fold(r->fs[A]);
 
-	if (r->t.point != 0 && r->t.step == k)
-		arm(r);
-	ret = k == ST_REPLAY ? replay_b(r)
-	      : k == ST_FLOG ? dead_flog(r->fs[A])
-			     : dead_fold(r->fs[A]);
-	r->step[k] = (struct span){w + 1, bd_fault_writes(r->f) - r->w0};
+	r->step[k] = (struct span){from, ch_writes(&r->cr)};
 	return ret;
 }
 
@@ -704,79 +668,6 @@ static int phase2(struct run *r)
 
 /* --- setup and checks --------------------------------------------------- */
 
-static int mount_slot(struct bd_dev *bd, int slot, struct fs **out)
-{
-	struct fs_core_opts o;
-	char why[200] = "";
-	int ret;
-
-	fs_core_opts_init(&o);
-	o.slot = slot;
-	o.commit_s = 3600;
-	o.cache_mb = 8;
-	o.statfs_quantum_s = 3600;
-	ret = fs_core_mount(bd, &o, out, why, sizeof(why));
-	if (ret < 0)
-		fprintf(stderr, "  mount: %d %s\n", ret, why);
-	return ret;
-}
-
-static int read_sb(struct bd_dev *bd, struct fs_sb *out)
-{
-	struct fs_sb *sb = bd_buf_alloc(FS_BLOCK_SIZE);
-	int ret = sb ? bd_read(bd, sb, FS_BLOCK_SIZE, 0) : -ENOMEM;
-
-	if (ret == 0)
-		*out = *sb;
-	free(sb);
-	return ret;
-}
-
-/* B (slot 1) on @bd1, then A (slot 0) on @bd0 with slot 1 shown free
- * (else A's nolock mount would replay B's live journal). */
-static int mount_pair(struct run *r, struct bd_dev *bd0, struct bd_dev *bd1)
-{
-	if (mount_slot(bd1, B, &r->fs[B]) < 0)
-		return -EIO;
-	if (bd_flush(bd1) < 0 ||
-	    cf_slot_states(bd0, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    bd_flush(bd0) < 0 || mount_slot(bd0, A, &r->fs[A]) < 0) {
-		fs_core_abandon(r->fs[B]);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* fsck -n on @bd finds nothing but leaked blocks (the test's files are
- * blocks no inode names). */
-static int fsck_ok(struct bd_dev *bd, const char *when)
-{
-	struct fs_fsck_opts o = {.max_report = 100000};
-	struct fs_fsck_result res;
-	char *out = NULL, *line;
-	size_t len;
-	int ok, bad = 0;
-
-	o.out = open_memstream(&out, &len);
-	if (o.out == NULL)
-		return 0;
-	ok = fs_fsck_run(bd, &o, &res) >= 0;
-	fclose(o.out);
-	for (line = out; ok && line != NULL && *line != '\0';) {
-		char *nl = strchr(line, '\n');
-
-		if (strncmp(line, "ERROR: ", 7) == 0 &&
-		    strstr(line, "nothing refers to it (leaked)") == NULL &&
-		    bad++ < 10)
-			fprintf(stderr, "  fsck %s: %.*s\n", when,
-				nl ? (int)(nl - line) : (int)strlen(line),
-				line);
-		line = nl ? nl + 1 : NULL;
-	}
-	free(out);
-	return ok && bad == 0;
-}
-
 /* Block @blk's bit in its group's bitmap (as mount @fs has it): 1 set,
  * 0 clear, -1 unreadable. */
 static int bit_of(struct fs *fs, uint64_t blk)
@@ -796,18 +687,6 @@ static int bit_of(struct fs *fs, uint64_t blk)
 	return bit;
 }
 
-static int mark(uint8_t *used, uint64_t nblk, uint64_t b, const char *what)
-{
-	if (b >= nblk || used[b]) {
-		fprintf(stderr,
-			"  block %llu (%s) used twice or out of range\n",
-			(unsigned long long)b, what);
-		return 0;
-	}
-	used[b] = 1;
-	return 1;
-}
-
 /* Every fsync'ed file intact, its blocks set in the bitmap, none used
  * twice. */
 static int check_files(struct run *r, struct fs *fs, struct bd_dev *bd)
@@ -818,24 +697,12 @@ static int check_files(struct run *r, struct fs *fs, struct bd_dev *bd)
 
 	for (unsigned i = 0; i < r->npf && ok; i++) {
 		struct pfile *p = &r->pf[i];
-		struct fs_xattr_blk *x;
-		struct fs_buf *b;
-		uint64_t d = 0;
 
 		if (!p->frozen || !p->live)
 			continue;
-		ok = fs_buf_read(fs, p->m, FS_BT_XATTR, &b) == 0;
-		if (ok) {
-			x = b->data;
-			memcpy(&d, x->data, sizeof(d));
-			ok =
-			    x->owner == p->m && x->count == p->ver && d == p->d;
-			fs_buf_put(b);
-		}
-		ok = ok && mark(used, nblk, p->m, "file") &&
-		     mark(used, nblk, p->d, "file data") &&
-		     cf_data_ok(bd, p->d, p->dver) && bit_of(fs, p->m) == 1 &&
-		     bit_of(fs, p->d) == 1;
+		ok = ch_file_ok(fs, bd, used, nblk, p->m, p->d, p->ver,
+				p->dver) &&
+		     bit_of(fs, p->m) == 1 && bit_of(fs, p->d) == 1;
 		if (!ok)
 			fprintf(stderr,
 				"  fsync'ed file made by node %c (blocks "
@@ -908,8 +775,8 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	struct fs *fs = NULL;
 	int ok = cf_slot_states(img, FS_SLOT_MOUNTED, FS_SLOT_MOUNTED) == 0;
 
-	ok = ok && fsck_ok(img, "before mount");
-	ok = ok && mount_slot(img, A, &fs) == 0;
+	ok = ok && ch_fsck_ok(img, "before mount", NULL);
+	ok = ok && ch_mount_slot(img, A, 0, 3600, &fs) == 0;
 	if (ok && (dead_flog(fs) < 0 || dead_fold(fs) < 0)) {
 		fprintf(stderr, "  leftovers of slot 1 not taken over\n");
 		ok = 0;
@@ -918,7 +785,7 @@ static int recover_check(struct run *r, struct bd_dev *img)
 	     check_statfs(fs);
 	if (fs != NULL && fs_core_unmount(fs) < 0)
 		ok = 0;
-	return ok && fsck_ok(img, "after unmount");
+	return ok && ch_fsck_ok(img, "after unmount", NULL);
 }
 
 /* The template: two slots, a 2 MiB group each for A and B at least. */
@@ -927,7 +794,7 @@ static struct bd_dev *make_template(void)
 	struct bd_dev *bd = cf_ram_fs_slots(IMG_MB, JOURNAL_MB, RGRP_MB, 2);
 	struct fs *fs;
 
-	if (bd == NULL || mount_slot(bd, A, &fs) < 0 ||
+	if (bd == NULL || ch_mount_slot(bd, A, 0, 3600, &fs) < 0 ||
 	    fs_core_unmount(fs) < 0) {
 		if (bd != NULL)
 			bd_close(bd);
@@ -935,12 +802,6 @@ static struct bd_dev *make_template(void)
 	}
 	return bd;
 }
-
-/* What the dry run found. */
-struct dry {
-	uint64_t writes; /* W: phase 2's */
-	struct span step[NSTEPS];
-};
 
 static void counts(struct run *r, const char *what)
 {
@@ -971,192 +832,111 @@ static int dry_ok(struct run *r)
 	       st.flog_dead_applied > 0 && st.statfs_dead_folds <= 1;
 }
 
-static int open_devs(struct run *r, struct bd_dev *lower, const struct mode *m,
-		     struct bd_dev **bd)
+/* --- the harness's hooks (crash_harness.h) ------------------------------ */
+
+struct surv_test {
+	struct ch_test ch;
+	struct mode m;
+};
+
+static int surv_start(struct ch_run *cr)
 {
-	struct bd_fault *f1;
-	int ret = bd_fault_open(lower, &bd[0], &r->f);
+	struct run *r = (struct run *)cr;
 
-	if (ret < 0) {
-		bd_close(lower);
-		return ret;
-	}
-	bd[1] = bd[0];
-	if (!m->split)
-		return 0;
-	ret = bd_fault_open_peer(r->f, &bd[1], &f1);
-	if (ret < 0)
-		bd_close(bd[0]);
-	return ret;
-}
-
-static void close_devs(struct bd_dev **bd)
-{
-	if (bd[1] != bd[0])
-		bd_close(bd[1]);
-	bd_close(bd[0]);
-}
-
-/* One run from the template; t.point 0: the dry run (fills @d). */
-static int one_run(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
-		   struct target t, struct dry *d)
-{
-	struct bd_dev *lower = cf_ram_copy(tmpl), *bd[2], *after;
-	struct run *r = calloc(1, sizeof(*r));
-	int ok = 0, early;
-
-	if (r == NULL || lower == NULL) {
-		if (lower != NULL)
-			bd_close(lower);
-		free(r);
-		return 0;
-	}
-	if (open_devs(r, lower, m, bd) < 0) { /* closed @lower */
-		free(r);
-		return 0;
-	}
-	r->rng = r->seed = seed;
-	r->t = t;
-	r->m = m;
+	r->rng = cr->seed;
+	r->m = &((const struct surv_test *)cr->test)->m;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	for (uint32_t g = 0; g < MAXG; g++)
 		r->own[g] = (int)(g % 2);
-	if (read_sb(bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
-	    r->sb.rgrp_count > MAXG || mount_pair(r, bd[0], bd[1]) < 0)
-		goto out_close;
-	if (phase1(r) < 0) {
+	if (ch_read_sb(cr->bd[0], &r->sb) < 0 || r->sb.rgrp_count < 2 ||
+	    r->sb.rgrp_count > MAXG)
+		return -EIO;
+	return ch_mount_pair(cr, 0, 3600, r->fs);
+}
+
+/* Phase 1, B dies, phase 2 (the workload crash points count from). */
+static int surv_work(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+	int ret = phase1(r);
+
+	if (ret < 0) {
 		fprintf(stderr, "  phase 1 failed\n");
-		fs_core_abandon(r->fs[B]);
-		fs_core_abandon(r->fs[A]);
-		goto out_close;
+		return ret;
 	}
 	fs_core_abandon(r->fs[B]); /* B dies */
 	r->fs[B] = NULL;
-	r->w0 = bd_fault_writes(r->f);
-	if (t.point != 0 && t.step < 0)
-		arm(r);
-	ok = phase2(r) == 0;
-	early = t.point != 0 && !ok && !bd_fault_crashed(r->f);
-	if (early)
-		fprintf(stderr, "  phase 2 failed before the crash\n");
-	if (t.point == 0) {
-		d->writes = bd_fault_writes(r->f) - r->w0;
-		memcpy(d->step, r->step, sizeof(d->step));
-		counts(r, "dry run");
-		ok = ok && dry_ok(r);
-	}
-	fs_core_abandon(r->fs[A]);
-	if (!bd_fault_crashed(r->f))
-		bd_fault_crash(r->f, 0);
-	after = t.point ? cf_ram_copy(lower) : NULL;
-	ok = t.point ? !early && after != NULL && recover_check(r, after) : ok;
-	if (!ok && t.point)
-		fprintf(stderr,
-			"  FAILED at crash point %llu of %s (%s) of "
-			"seed %llu\n",
-			(unsigned long long)t.point,
-			t.step < 0 ? "phase 2" : step_name[t.step],
-			t.how == 0   ? "cut"
-			: t.how == 1 ? "garbled"
-				     : "torn",
-			(unsigned long long)seed);
-	if (!ok && t.point && m->threaded)
-		fprintf(stderr, "  (threaded: the writes' order varies, a "
-				"replay may crash elsewhere)\n");
-	if (after != NULL)
-		bd_close(after);
-out_close:
-	close_devs(bd);
-	pthread_mutex_destroy(&r->mu);
-	pthread_cond_destroy(&r->cv);
-	free(r);
-	return ok;
-}
-
-/* Crash at @t; counts into @n, @bad. */
-static void crash_at(struct bd_dev *tmpl, uint64_t seed, const struct mode *m,
-		     struct target t, unsigned *n, unsigned *bad)
-{
-	*bad += !one_run(tmpl, seed, m, t, NULL);
-	(*n)++;
+	ch_begin(cr);
+	return phase2(r);
 }
 
 /* Every write of each recovery step and the SPAN_PAD writes after it
- * (A's own work goes on), counted from the step's start; the kind of
- * crash by index (@all: each kind at each index). */
+ * (A's own work goes on). */
 #define SPAN_PAD 6
-static void step_points(struct bd_dev *tmpl, uint64_t seed,
-			const struct mode *m, const struct dry *d, int all,
-			unsigned *n, unsigned *bad)
+static int surv_dry(struct ch_run *cr)
 {
-	for (int k = 0; k < NSTEPS && *bad < 3; k++) {
-		struct span sp = d->step[k];
-		uint64_t len = sp.to + 1 - sp.from;
+	struct run *r = (struct run *)cr;
 
-		printf("  %s: phase 2's writes %llu..%llu\n", step_name[k],
-		       (unsigned long long)sp.from, (unsigned long long)sp.to);
-		for (uint64_t p = 1; p <= len + SPAN_PAD && *bad < 3; p++)
-			for (int how = 0; how < 3 && *bad < 3; how++)
-				if (all || how == (int)(p % 3))
-					crash_at(tmpl, seed, m,
-						 (struct target){k, p, how}, n,
-						 bad);
-	}
+	for (int k = 0; k < NSTEPS; k++)
+		ch_dry_step(cr, k, step_name[k], r->step[k].from, r->step[k].to,
+			    r->step[k].to + 1 - r->step[k].from + SPAN_PAD);
+	counts(r, "dry run");
+	return dry_ok(r);
 }
 
-/* Crash points: every write of the recovery's steps (step_points), then
- * @npoints spread over phase 2's W + 1 write indices (UCFS_CRASH_POINTS=N
- * overrides, 0: every one, and each kind of crash at each write of the
- * steps); UCFS_CRASH_AT=P (of phase 2) or K:P (of step K, 0 replay, 1
- * free log, 2 fold): only that point, each kind.
- * Returns the failed points (stops after 3), ~0u if the dry run
- * failed. */
+static void surv_stop(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+
+	for (int n = 0; n < 2; n++)
+		if (r->fs[n] != NULL)
+			fs_core_abandon(r->fs[n]);
+}
+
+static int surv_check(struct ch_run *cr, struct bd_dev *img)
+{
+	return recover_check((struct run *)cr, img);
+}
+
+static void surv_fini(struct ch_run *cr)
+{
+	struct run *r = (struct run *)cr;
+
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
+}
+
+/* Crash points (crash_harness.h): every write of the recovery's steps
+ * and SPAN_PAD after each, counted from the step's start (steps 0
+ * replay, 1 free log, 2 fold for UCFS_CRASH_AT=K:P), then @npoints
+ * spread over phase 2's W + 1 write indices. Returns the failed points
+ * (stops after 3), ~0u if the dry run failed. */
 static unsigned crash_points(const struct mode *m, uint64_t npoints)
 {
-	uint64_t seed = t_seed(), w;
-	struct bd_dev *tmpl = make_template();
-	const char *env = getenv("UCFS_CRASH_POINTS");
-	const char *at = getenv("UCFS_CRASH_AT");
-	struct dry d = {0};
-	unsigned bad = 0, n = 0;
+	struct surv_test t = {
+	    .ch = {.tmpl = make_template(),
+		   .split = m->split,
+		   .run_size = sizeof(struct run),
+		   .start = surv_start,
+		   .work = surv_work,
+		   .dry = surv_dry,
+		   .stop = surv_stop,
+		   .check = surv_check,
+		   .fini = surv_fini,
+		   .note = m->threaded ? "\n  (threaded: the writes' order "
+					 "varies, a replay may crash "
+					 "elsewhere)"
+				       : NULL},
+	    .m = *m,
+	};
+	struct ch_opts o = {.spread = npoints, .maxbad = 3};
+	unsigned bad;
 
-	if (tmpl == NULL ||
-	    !one_run(tmpl, seed, m, (struct target){-1, 0, 0}, &d) ||
-	    d.writes == 0) {
-		fprintf(stderr, "  dry run failed\n");
-		if (tmpl != NULL)
-			bd_close(tmpl);
+	if (t.ch.tmpl == NULL)
 		return ~0u;
-	}
-	w = d.writes;
-	if (env != NULL)
-		npoints = strtoull(env, NULL, 0);
-	if (npoints == 0 || npoints > w + 1)
-		npoints = w + 1;
-	if (at != NULL) {
-		char *end;
-		struct target t = {-1, strtoull(at, &end, 0), 0};
-
-		if (*end == ':') { /* STEP:P */
-			t.step = (int)t.point;
-			t.point = strtoull(end + 1, NULL, 0);
-		}
-		for (; t.how < 3; t.how++)
-			crash_at(tmpl, seed, m, t, &n, &bad);
-		npoints = 0;
-	} else {
-		step_points(tmpl, seed, m, &d, env != NULL, &n, &bad);
-	}
-	for (uint64_t i = 0; i < npoints && bad < 3; i++)
-		crash_at(tmpl, seed, m,
-			 (struct target){
-			     -1, npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
-			     (int)(i % 3)},
-			 &n, &bad);
-	printf("  %u crash points of %llu writes, %u failed\n", n,
-	       (unsigned long long)w, bad);
-	bd_close(tmpl);
+	bad = ch_points(&t.ch, &o);
+	bd_close(t.ch.tmpl);
 	return bad;
 }
 

@@ -14,8 +14,9 @@
  * statfs change and writes back, with its own work in /a (a create,
  * write, unlink or sync) between every two steps. Power fails at points
  * spread over that stretch (60, all of them if fewer;
- * UCFS_CRASH_POINTS=N, 0 = every write), a clean cut, a seeded
- * keep/drop/garble of every unflushed write, or a torn write.
+ * UCFS_CRASH_POINTS=N, 0 = every write; UCFS_CRASH_AT=P: only write P),
+ * a clean cut, a seeded keep/drop/garble of every unflushed write, or a
+ * torn write (the runs and points are crash_harness.h's).
  *
  * After it: fsck -n finds nothing at all; the first mount (both slots
  * replayed, A's own orphans reclaimed) adopts what B's list still holds
@@ -30,6 +31,7 @@
 #include <string.h>
 
 #include "core_fixture.h"
+#include "crash_harness.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_internal.h"
 #include "fusefs/fs.h"
@@ -55,8 +57,8 @@ struct nsfile {
 };
 
 struct nsrun {
+	struct ch_run cr; /* the harness's: device, target, phase 2's start */
 	uint64_t rng;
-	struct bd_fault *f;
 	struct fs *fs[2];
 	struct fs_cred cred;
 	uint64_t dir[2]; /* /a, /b */
@@ -292,104 +294,84 @@ static struct bd_dev *ns_template(uint64_t *dir)
 	return bd;
 }
 
-/* One run (@point 0: the dry run, its phase 2 writes into *@w; @how
- * as struct target). */
-static int ns_run(struct bd_dev *tmpl, const uint64_t *dir, uint64_t seed,
-		  uint64_t point, int how, uint64_t *w)
-{
-	struct bd_dev *lower = cf_ram_copy(tmpl), *bd = NULL, *after = NULL;
-	struct nsrun *r = calloc(1, sizeof(*r));
-	uint64_t w0, gs = seed ^ point;
-	int ok = 0, ret;
+/* --- the harness's hooks (crash_harness.h) ------------------------------ */
 
-	if (r == NULL || lower == NULL ||
-	    bd_fault_open(lower, &bd, &r->f) < 0) {
-		if (lower != NULL && bd == NULL)
-			bd_close(lower);
-		free(r);
-		return 0;
-	}
-	r->rng = seed;
+struct ns_test {
+	struct ch_test ch;
+	uint64_t dir[2]; /* the template's /a and /b */
+};
+
+static int ns_start(struct ch_run *cr)
+{
+	struct nsrun *r = (struct nsrun *)cr;
+
+	r->rng = cr->seed;
 	r->cred.flags = FS_CRED_FSETID;
-	memcpy(r->dir, dir, sizeof(r->dir));
-	r->fs[B] = cf_ns_mount(bd, B);
-	if (r->fs[B] == NULL || ns_phase1(r) < 0) {
+	memcpy(r->dir, ((const struct ns_test *)cr->test)->dir, sizeof(r->dir));
+	r->fs[B] = cf_ns_mount(cr->bd[0], B);
+	return r->fs[B] != NULL ? 0 : -EIO;
+}
+
+/* B works and dies, A mounts, then phase 2 (crash points count from its
+ * start). */
+static int ns_work(struct ch_run *cr)
+{
+	struct nsrun *r = (struct nsrun *)cr;
+	int ret = ns_phase1(r);
+
+	if (ret < 0) {
 		fprintf(stderr, "  phase 1 failed\n");
-		if (r->fs[B] != NULL)
-			fs_abandon(r->fs[B]);
-		goto out_close;
+		return ret;
 	}
 	fs_abandon(r->fs[B]); /* B dies */
-	if (cf_slot_states(bd, FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
-	    (r->fs[A] = cf_ns_mount(bd, A)) == NULL)
-		goto out_close;
-	w0 = bd_fault_writes(r->f);
-	if (point != 0 && how == 0)
-		bd_fault_crash_nth(r->f, point);
-	else if (point != 0 && how == 1)
-		bd_fault_crash_nth_garble(r->f, point, gs);
-	else if (point != 0)
-		bd_fault_tear_nth(r->f, point, (size_t)(gs % 8) * 512);
-	ret = ns_phase2(r);
-	ok = ret == 0 || (point != 0 && bd_fault_crashed(r->f));
-	if (!ok)
-		fprintf(stderr, "  phase 2 failed before the crash: %d\n", ret);
-	if (point == 0) {
-		*w = bd_fault_writes(r->f) - w0;
-		printf("  dry run: %u files, synced A %u B %u times, B's "
-		       "transactions replayed %u, %u of B's orphans adopted\n",
-		       r->nnf, r->nsync[A], r->nsync[B], r->replayed,
-		       r->nadopted);
-		ok = ok && r->nadopted == NS_ORPHANS && r->replayed > 0;
-	}
-	fs_abandon(r->fs[A]);
-	if (!bd_fault_crashed(r->f))
-		bd_fault_crash(r->f, 0);
-	if (point != 0 && ok) {
-		after = cf_ram_copy(lower);
-		ok = after != NULL && ns_check(r, after);
-	}
-	if (!ok && point != 0)
-		fprintf(stderr,
-			"  FAILED at crash point %llu (%s) of seed "
-			"%llu\n",
-			(unsigned long long)point,
-			how == 0   ? "cut"
-			: how == 1 ? "garbled"
-				   : "torn",
-			(unsigned long long)seed);
-	if (after != NULL)
-		bd_close(after);
-out_close:
-	bd_close(bd);
-	free(r);
-	return ok;
+	r->fs[B] = NULL;
+	if (cf_slot_states(cr->bd[0], FS_SLOT_FREE, FS_SLOT_FREE) < 0 ||
+	    (r->fs[A] = cf_ns_mount(cr->bd[0], A)) == NULL)
+		return -EIO;
+	ch_begin(cr);
+	return ns_phase2(r);
+}
+
+static int ns_dry(struct ch_run *cr)
+{
+	struct nsrun *r = (struct nsrun *)cr;
+
+	printf("  dry run: %u files, synced A %u B %u times, B's "
+	       "transactions replayed %u, %u of B's orphans adopted\n",
+	       r->nnf, r->nsync[A], r->nsync[B], r->replayed, r->nadopted);
+	return r->nadopted == NS_ORPHANS && r->replayed > 0;
+}
+
+static void ns_stop(struct ch_run *cr)
+{
+	struct nsrun *r = (struct nsrun *)cr;
+
+	for (int n = 0; n < 2; n++)
+		if (r->fs[n] != NULL)
+			fs_abandon(r->fs[n]);
+}
+
+static int ns_check_hook(struct ch_run *cr, struct bd_dev *img)
+{
+	return ns_check((struct nsrun *)cr, img);
 }
 
 static void test_crash_survivor_orphans(void)
 {
-	uint64_t seed = t_seed(), dir[2], w = 0, npoints = 60;
-	struct bd_dev *tmpl = ns_template(dir);
-	const char *env = getenv("UCFS_CRASH_POINTS");
-	unsigned bad = 0, n = 0;
+	struct ns_test t = {
+	    .ch = {.run_size = sizeof(struct nsrun),
+		   .start = ns_start,
+		   .work = ns_work,
+		   .dry = ns_dry,
+		   .stop = ns_stop,
+		   .check = ns_check_hook},
+	};
+	struct ch_opts o = {.spread = 60, .maxbad = 3};
 
-	REQUIRE(tmpl != NULL);
-	if (!ns_run(tmpl, dir, seed, 0, 0, &w) || w == 0) {
-		bd_close(tmpl);
-		REQUIRE(!"dry run");
-	}
-	if (env != NULL)
-		npoints = strtoull(env, NULL, 0);
-	if (npoints == 0 || npoints > w + 1)
-		npoints = w + 1;
-	for (uint64_t i = 0; i < npoints && bad < 3; i++, n++)
-		bad += !ns_run(tmpl, dir, seed,
-			       npoints > 1 ? 1 + i * w / (npoints - 1) : 1,
-			       (int)(i % 3), NULL);
-	printf("  %u crash points of %llu writes, %u failed\n", n,
-	       (unsigned long long)w, bad);
-	CHECK_EQ(bad, 0);
-	bd_close(tmpl);
+	t.ch.tmpl = ns_template(t.dir);
+	REQUIRE(t.ch.tmpl != NULL);
+	CHECK_EQ(ch_points(&t.ch, &o), 0);
+	bd_close(t.ch.tmpl);
 }
 
 int main(int argc, char **argv)
