@@ -64,19 +64,22 @@
 # configure witnesses (as a cluster would use a quorum device) so that
 # every filesystem node, the last one included, leaves cleanly.
 
-CLU_PORT=$((20000 + ($$ + 11) % 30000))
+# 20000-31999: below Linux's default ephemeral range (32768-60999), from
+# which any outgoing connection (a node's own, to another node) takes its
+# local port: a listener asked for there later can find it taken.
+CLU_PORT=$((20000 + ($$ + 11) % 12000))
 CLU_PORT_HELD=""
 
 # Reserve CLU_PORT among the tests using this file (a directory per
 # port, made atomically, removed on exit): two scripts whose PIDs are
-# 30,000 apart would otherwise listen on the same port, and one of them
+# 12,000 apart would otherwise listen on the same port, and one of them
 # finds it in use (or, between its mounts, the other's node on it).
 clu_port_reserve() {
 	[ -n "$CLU_PORT_HELD" ] && return 0
 	mkdir -p /tmp/ucfs-clu-ports 2>/dev/null
 	_cpr_n=0 # (shell variables are global: clu_setup has an _n)
 	while ! mkdir "/tmp/ucfs-clu-ports/$CLU_PORT" 2>/dev/null; do
-		CLU_PORT=$((20000 + (CLU_PORT - 20000 + 1) % 30000))
+		CLU_PORT=$((20000 + (CLU_PORT - 20000 + 1) % 12000))
 		_cpr_n=$((_cpr_n + 1))
 		[ $_cpr_n -gt 1000 ] && return 0
 	done

@@ -18,7 +18,8 @@
 # cluster share it.
 # Nodes 1..NODES (default 2), or the ids listed with -i (1..63). Each
 # listens on 127.0.0.1, on PORT, PORT+1, ... in id order (default 20000
-# + this process's id % 20000); with -a each on its own address
+# + this process's id % 12000: below Linux's ephemeral ports, which
+# outgoing connections take); with -a each on its own address
 # 127.0.0.<id>, all on PORT. Heartbeat every HEARTBEAT_MS (default 500),
 # a node silent for TIMEOUT_MS (default 3000) is dead. -w 1: two-node
 # mode (one survivor keeps quorum), the default with exactly two nodes.
@@ -26,7 +27,7 @@
 # clusters refuse each other.
 set -eu
 ME=ucfs-mkcluster
-N=2 IDS="" PORT=$((20000 + $$ % 20000)) NAME=ucfs-$$ PERADDR=0
+N=2 IDS="" PORT=$((20000 + $$ % 12000)) NAME=ucfs-$$ PERADDR=0
 HB=500 TMO=3000 TWO="" SECRET="" OUT=""
 
 usage() {
