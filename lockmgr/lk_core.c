@@ -207,6 +207,13 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 	res->toss_time = ls->now;
 	lk_list_add_tail(&ls->toss, &res->toss);
 	ls->stats.tossed++;
+	/* past the bound by an eighth: the network thread's turn trims
+	 * the list back to it (one wake-up per toss_max / 8 tosses) */
+	if (ls->toss_max != 0 &&
+	    ls->stats.tossed > ls->toss_max + ls->toss_max / 8)
+		lk_net_wake_by(ls, ls->now);
+	else if (ls->toss.next == &res->toss) /* the oldest */
+		lk_net_wake_by(ls, ls->now + ls->toss_ns);
 }
 
 /* Drop a tossed resource; as its master, tell the directory. */
@@ -237,14 +244,14 @@ static void fail_all_pending(struct lk_ls *ls);
 /* The toss list: a resource unused for toss_ns goes, and the oldest
  * go while more than toss_max are kept. Returns when it must run next
  * (ns; CVW_NEVER: nothing timed): the oldest tossed resource's expiry.
- * Only a resource tossed by another thread beyond toss_max waits for the
- * network thread's next turn (at most LK_NET_IDLE_MAX_MS). */
+ * Another thread that tosses a resource wakes the network thread when
+ * that makes a turn due sooner (lk_res_maybe_toss). */
 uint64_t lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
 	ls->now = now;
 	if (ls->fenced && !ls->fence_failed) {
 		fail_all_pending(ls);
-		return now + LK_TICK_BUSY_NS;
+		return CVW_NEVER;
 	}
 	if (!lk_traffic_ok(ls) || ls->rphase != 0)
 		return CVW_NEVER; /* lk_member_tick ticks meanwhile */
@@ -1598,12 +1605,9 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 		do_unlock(ls, lk, flags);
 		if (later) {
 			ls->stats.unlocks_waited++;
-			if (ls->net_idle) {
-				/* a turn now; it then turns every
-				 * LK_TICK_BUSY_NS while records wait */
-				ls->net_idle = 0;
-				lk_net_kick(ls->net);
-			}
+			/* it then turns every LK_TICK_BUSY_NS while
+			 * records wait */
+			lk_net_wake_by(ls, ls->now + LK_TICK_BUSY_NS);
 		} else
 			lk_out_flush(ls);
 	}

@@ -97,7 +97,7 @@ struct lk_xport {
 	/* Set if the transport's own thread sends what is queued within a
 	 * few ms (lk_net.c: lk_out_flush every turn, and turns every
 	 * LK_TICK_BUSY_NS while records wait, woken by lk_unlock when it
-	 * slept longer: ls->net_idle): an idle unlock's record may then
+	 * sleeps longer: lk_net_wake_by): an idle unlock's record may then
 	 * wait for the next frame (lk_core.c unlock_may_wait). 0 in
 	 * simulation. */
 	int flushes;
@@ -308,7 +308,8 @@ struct lk_ls {
 	struct lk_req_stats req_stats; /* this lock call's, not yet added */
 	uint32_t nodeid;    /* immutable */
 	struct lk_xport xp; /* immutable after open */
-	int closing;
+	int closing;	    /* lk_ls_close or lk_ls_abandon began: set once,
+			       under mu, like every reader of it */
 
 	/* membership, set by recovery */
 	uint64_t gen;		     /* generation in force (0 = none yet) */
@@ -373,9 +374,14 @@ struct lk_ls {
 	/* output, per peer */
 	struct lk_outbuf out[LK_MAX_NODES];
 	uint64_t out_dirty; /* bitmap of peers with an open frame */
-	int net_idle;	    /* the network thread may sleep past
-			       LK_TICK_BUSY_NS: an unlock whose record waits
-			       in out[] must wake it (lk_unlock, net_main) */
+	uint64_t net_next;  /* ns: when the network thread wakes next
+			       unless an event comes (CVW_NEVER: not
+			       before one; 0 without the thread): another
+			       thread that makes work due sooner wakes it
+			       (lk_net_wake_by) */
+	uint64_t disk_watch; /* atomic: nodes whose disk answer a
+				membership rule waits on
+				(lk_ls_disk_changed, lk_member_tick) */
 
 	/* callbacks */
 	struct lk_cbev *cbq;
@@ -409,9 +415,9 @@ static inline uint64_t lk_now_ns(void)
 {
 	return cvw_now_ns();
 }
-/* How often the network thread ticks while membership or recovery is in
- * flux, or the node is fenced (lk_member_tick, lk_core_tick); settled,
- * it sleeps until its tickers' next deadline (lk_net.c net_main). */
+/* How long an idle unlock's record may wait in out[] for another frame
+ * before the network thread's turn sends it (lk_unlock, lk_net.c
+ * net_main). */
 #define LK_TICK_BUSY_NS (5ull * 1000 * 1000)
 
 /* lk_pool.c */
