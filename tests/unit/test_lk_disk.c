@@ -258,10 +258,10 @@ int main(int argc, char **argv)
 	snprintf(cut_path, sizeof(cut_path), "/tmp/ucfs-lkdisk-cut.%d",
 		 getpid());
 	unlink(cut_path);
-	T_RUN(test_cut_lower_id_survives);
-	T_RUN(test_frozen_lower_id_is_not_a_cut);
-	T_RUN(test_alone_while_the_peer_beats);
-	T_RUN(test_disk_waits_asleep);
+	LKL_RUN(test_cut_lower_id_survives);
+	LKL_RUN(test_frozen_lower_id_is_not_a_cut);
+	LKL_RUN(test_alone_while_the_peer_beats);
+	LKL_RUN(test_disk_waits_asleep);
 	unlink(cut_path);
 	return t_done();
 }

@@ -110,8 +110,8 @@ static void test_no_quorum_sleeps(void)
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
-	T_RUN(test_two_node_lower_alone);
-	T_RUN(test_two_node_higher_alone);
-	T_RUN(test_no_quorum_sleeps);
+	LKL_RUN(test_two_node_lower_alone);
+	LKL_RUN(test_two_node_higher_alone);
+	LKL_RUN(test_no_quorum_sleeps);
 	return t_done();
 }

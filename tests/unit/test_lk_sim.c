@@ -74,8 +74,11 @@ static void add_node(int i)
 	lk_core_create((uint32_t)i, &xp, &node[i]);
 }
 
+static void sim_fini(void);
+
 static void sim_init(int n)
 {
+	sim_fini(); /* what a case that failed a REQUIRE left */
 	memset(links, 0, sizeof(links));
 	for (int i = 1; i <= NN; i++) {
 		node[i] = NULL;
