@@ -459,9 +459,9 @@ void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out);
 /* Keep at most @n unused resources on the toss list (0: no bound but
  * the configuration's toss_ms): beyond, the oldest are freed as if
  * toss_ms had passed, by the network thread, which turns for it once
- * the list holds an eighth more (or at once after this call). A user that
- * bounds the locks it keeps (a glock cache) bounds the lockspace's
- * memory with it. Any thread. */
+ * the list holds an eighth and 16 more (or at once after this call). A user
+ * that bounds the locks it keeps (a glock cache) bounds the lockspace's memory
+ * with it. Any thread. */
 void lk_ls_set_toss_max(struct lk_ls *ls, uint64_t n);
 /* Counters of one resource known on this node: requests,
  * grants_remote, basts_sent, basts_recv, srttb and srttvarb (a node

@@ -51,6 +51,11 @@ uint64_t lk_tl[LK_TL_N];
 /* lk_unlock of such a resource yields the CPU once this many unlocks here
  * followed without a peer's lock record in between. */
 #define LK_STREAK_YIELD 4
+/* The shortest time an unused resource stays on the toss list, whatever
+ * toss_ms says: with a shorter one, a lock taken and released in a loop
+ * would wake the network thread to free its resource at every release
+ * (lk_res_maybe_toss). */
+#define LK_TOSS_MIN_NS (100ull * 1000 * 1000)
 /* Output queued for a node past which an idle unlock sends at once
  * (unlock_may_wait): about a thousand UNLOCKS records. */
 #define LK_UNLOCK_WAIT_MAX (16u << 10)
@@ -198,6 +203,13 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 }
 
 /* Put @res on the toss list if nothing on this node uses it. */
+/* When tossed @res has been unused long enough to go (lk_core_tick). */
+static uint64_t toss_expiry(const struct lk_ls *ls, const struct lk_res *res)
+{
+	return res->toss_time +
+	       (ls->toss_ns > LK_TOSS_MIN_NS ? ls->toss_ns : LK_TOSS_MIN_NS);
+}
+
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 {
 	if (res->on_toss || !lk_list_empty(&res->locks) || res->q.nlocks != 0 ||
@@ -207,13 +219,14 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 	res->toss_time = ls->now;
 	lk_list_add_tail(&ls->toss, &res->toss);
 	ls->stats.tossed++;
-	/* past the bound by an eighth: the network thread's turn trims
-	 * the list back to it (one wake-up per toss_max / 8 tosses) */
+	/* past the bound by an eighth (and 16): the network thread's turn
+	 * trims the list back to it (one wake-up per toss_max / 8 + 16
+	 * tosses) */
 	if (ls->toss_max != 0 &&
-	    ls->stats.tossed > ls->toss_max + ls->toss_max / 8)
+	    ls->stats.tossed > ls->toss_max + ls->toss_max / 8 + 16)
 		lk_net_wake_by(ls, ls->now);
 	else if (ls->toss.next == &res->toss) /* the oldest */
-		lk_net_wake_by(ls, ls->now + ls->toss_ns);
+		lk_net_wake_by(ls, toss_expiry(ls, res));
 }
 
 /* Drop a tossed resource; as its master, tell the directory. */
@@ -259,9 +272,9 @@ uint64_t lk_core_tick(struct lk_ls *ls, uint64_t now)
 		struct lk_res *res =
 		    LK_CONTAINER(ls->toss.next, struct lk_res, toss);
 
-		if (now - res->toss_time < ls->toss_ns &&
+		if (now < toss_expiry(ls, res) &&
 		    (ls->toss_max == 0 || ls->stats.tossed <= ls->toss_max))
-			return res->toss_time + ls->toss_ns;
+			return toss_expiry(ls, res);
 		toss_free(ls, res);
 	}
 	return CVW_NEVER;

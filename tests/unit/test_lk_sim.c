@@ -402,8 +402,8 @@ static void test_toss_list(void)
 	CHECK_EQ(st.tossed, 2);
 	CHECK_EQ(node[2]->ndir >= 1, 1);
 	pthread_mutex_lock(&node[1]->mu);
-	node[1]->toss_ns = 1;
-	lk_core_tick(node[1], lk_now_ns() + 10);
+	node[1]->toss_ns = 1; /* (kept at least 100 ms: LK_TOSS_MIN_NS) */
+	lk_core_tick(node[1], lk_now_ns() + 200000000ull);
 	lk_out_flush(node[1]);
 	pthread_mutex_unlock(&node[1]->mu);
 	settle();
