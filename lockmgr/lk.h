@@ -149,6 +149,14 @@ typedef void (*lk_log_fn)(int level, const char *msg, void *arg);
  * node @nodeid on the disk, and in *@changed_ns the CLOCK_MONOTONIC time
  * its disk beat was last seen to change (0: never). Called under the
  * lockspace lock: must not block and must not call lk_*.
+ *
+ * The lock manager asks it only when an answer may have changed: by time
+ * alone, an ALIVE answer may turn DEAD at *@changed_ns +
+ * disk_timeout_ms (or, if it is ALIVE with no beat that recent, at any
+ * time: it is then asked every heartbeat_ms); every other change (a new
+ * beat, a node that appears, leaves or says it stopped, the first read,
+ * a read after reads were held up) the user announces with
+ * lk_ls_disk_changed.
  */
 enum {
 	LK_DISK_NONE = 0,  /* not on the disk (never beat, or left cleanly) */
@@ -195,14 +203,23 @@ void lk_ls_close(struct lk_ls *ls);
  * others, without killing the process). */
 void lk_ls_abandon(struct lk_ls *ls);
 
+/* The disk hook's answers (lk_disk_fn) may have changed for the nodes of
+ * the bitmap @nodes (bit n = node n) other than by time: call after each
+ * read of the disk that saw such a change. Wakes the network thread if a
+ * membership rule waits on one of those nodes, else does nothing. Any
+ * thread, any lock held: takes no lock and never blocks. Not once
+ * lk_ls_close or lk_ls_abandon began. */
+void lk_ls_disk_changed(struct lk_ls *ls, uint64_t nodes);
+
 /* Membership as seen now: generation and bitmap of node ids (bit n =
  * node n). Returns 1 if quorate. */
 int lk_ls_members(struct lk_ls *ls, uint64_t *gen, uint64_t *members);
 /* lk_ls_members' answer without taking the lockspace's mutex (a request
  * handler asks before every operation): as the network thread saw it at
  * the end of its last turn (it turns after every event that changes
- * it, or ticks every 5 ms while membership is in flux), 0 at once
- * after lk_ls_fence. 0 may be stale: ask lk_ls_members then. */
+ * it: a frame, a connection, a deadline, the end of a recovery
+ * callback), 0 at once after lk_ls_fence. 0 may be stale: ask
+ * lk_ls_members then. */
 int lk_ls_usable(struct lk_ls *ls);
 uint32_t lk_ls_nodeid(const struct lk_ls *ls);
 /* The directory node of the names with placement key @place (> 0) in the
@@ -441,9 +458,10 @@ struct lk_stats {
 void lk_ls_stats(struct lk_ls *ls, struct lk_stats *out);
 /* Keep at most @n unused resources on the toss list (0: no bound but
  * the configuration's toss_ms): beyond, the oldest are freed as if
- * toss_ms had passed, at the network thread's next tick. A user that
- * bounds the locks it keeps (a glock cache) bounds the lockspace's
- * memory with it. Any thread. */
+ * toss_ms had passed, by the network thread, which turns for it once
+ * the list holds an eighth and 16 more (or at once after this call). A user
+ * that bounds the locks it keeps (a glock cache) bounds the lockspace's memory
+ * with it. Any thread. */
 void lk_ls_set_toss_max(struct lk_ls *ls, uint64_t n);
 /* Counters of one resource known on this node: requests,
  * grants_remote, basts_sent, basts_recv, srttb and srttvarb (a node

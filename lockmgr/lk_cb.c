@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "lockmgr/lk_internal.h"
+#include "lockmgr/lk_net.h"
 
 int lk_cb_push(struct lk_ls *ls, int kind, struct lk_lock *lk, int val)
 {
@@ -81,10 +82,14 @@ static void run_one(struct lk_ls *ls, struct lk_cbev *ev)
 	}
 	pthread_mutex_lock(&ls->mu);
 	ls->cb_running = 0;
-	if (lk != NULL)
+	if (lk != NULL) {
 		lk_lkb_put(lk);
-	else if (ev->kind == LK_CB_RECOVER)
+	} else if (ev->kind == LK_CB_RECOVER) {
 		lk_recover_user_done(ls, ev->gen);
+		/* the recovery may have ended: the network thread's turn
+		 * publishes it (lk_ls_usable) */
+		lk_net_wake_by(ls, lk_now_ns());
+	}
 }
 
 int lk_cb_run(struct lk_ls *ls)

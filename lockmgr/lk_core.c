@@ -1,8 +1,9 @@
 /*
  * lk_core.c — the lockspace core on the requesting side: resources and
- * lkbs (lock handles), the public lock API, master lookup, the hold cache,
- * the toss list and framed output. Runs under ls->mu (lk_internal.h);
- * knows nothing about sockets or threads.
+ * lkbs (lock handles), the public lock API (lk_lock_batch: lk_batch.c),
+ * master lookup, the hold cache, the toss list, and the input that
+ * answers this node's requests (its output: lk_out.c). Runs under ls->mu
+ * (lk_internal.h); knows nothing about sockets or threads.
  *
  * An lkb goes NEW (master unknown: a LOOKUP is out) -> WAITING (request at
  * the master) -> GRANTED <-> CONVERTING, and DEAD once unlocked or after a
@@ -51,6 +52,11 @@ uint64_t lk_tl[LK_TL_N];
 /* lk_unlock of such a resource yields the CPU once this many unlocks here
  * followed without a peer's lock record in between. */
 #define LK_STREAK_YIELD 4
+/* The shortest time an unused resource stays on the toss list, whatever
+ * toss_ms says: with a shorter one, a lock taken and released in a loop
+ * would wake the network thread to free its resource at every release
+ * (lk_res_maybe_toss). */
+#define LK_TOSS_MIN_NS (100ull * 1000 * 1000)
 /* Output queued for a node past which an idle unlock sends at once
  * (unlock_may_wait): about a thousand UNLOCKS records. */
 #define LK_UNLOCK_WAIT_MAX (16u << 10)
@@ -198,6 +204,13 @@ void lk_res_free(struct lk_ls *ls, struct lk_res *res)
 }
 
 /* Put @res on the toss list if nothing on this node uses it. */
+/* When tossed @res has been unused long enough to go (lk_core_tick). */
+static uint64_t toss_expiry(const struct lk_ls *ls, const struct lk_res *res)
+{
+	return res->toss_time +
+	       (ls->toss_ns > LK_TOSS_MIN_NS ? ls->toss_ns : LK_TOSS_MIN_NS);
+}
+
 void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 {
 	if (res->on_toss || !lk_list_empty(&res->locks) || res->q.nlocks != 0 ||
@@ -207,6 +220,14 @@ void lk_res_maybe_toss(struct lk_ls *ls, struct lk_res *res)
 	res->toss_time = ls->now;
 	lk_list_add_tail(&ls->toss, &res->toss);
 	ls->stats.tossed++;
+	/* past the bound by an eighth (and 16): the network thread's turn
+	 * trims the list back to it (one wake-up per toss_max / 8 + 16
+	 * tosses) */
+	if (ls->toss_max != 0 &&
+	    ls->stats.tossed > ls->toss_max + ls->toss_max / 8 + 16)
+		lk_net_wake_by(ls, ls->now);
+	else if (ls->toss.next == &res->toss) /* the oldest */
+		lk_net_wake_by(ls, toss_expiry(ls, res));
 }
 
 /* Drop a tossed resource; as its master, tell the directory. */
@@ -237,14 +258,14 @@ static void fail_all_pending(struct lk_ls *ls);
 /* The toss list: a resource unused for toss_ns goes, and the oldest
  * go while more than toss_max are kept. Returns when it must run next
  * (ns; CVW_NEVER: nothing timed): the oldest tossed resource's expiry.
- * Only a resource tossed by another thread beyond toss_max waits for the
- * network thread's next turn (at most LK_NET_IDLE_MAX_MS). */
+ * Another thread that tosses a resource wakes the network thread when
+ * that makes a turn due sooner (lk_res_maybe_toss). */
 uint64_t lk_core_tick(struct lk_ls *ls, uint64_t now)
 {
 	ls->now = now;
 	if (ls->fenced && !ls->fence_failed) {
 		fail_all_pending(ls);
-		return now + LK_TICK_BUSY_NS;
+		return CVW_NEVER;
 	}
 	if (!lk_traffic_ok(ls) || ls->rphase != 0)
 		return CVW_NEVER; /* lk_member_tick ticks meanwhile */
@@ -252,9 +273,9 @@ uint64_t lk_core_tick(struct lk_ls *ls, uint64_t now)
 		struct lk_res *res =
 		    LK_CONTAINER(ls->toss.next, struct lk_res, toss);
 
-		if (now - res->toss_time < ls->toss_ns &&
+		if (now < toss_expiry(ls, res) &&
 		    (ls->toss_max == 0 || ls->stats.tossed <= ls->toss_max))
-			return res->toss_time + ls->toss_ns;
+			return toss_expiry(ls, res);
 		toss_free(ls, res);
 	}
 	return CVW_NEVER;
@@ -403,69 +424,14 @@ static void fill_lock_rec(struct lk_ls *ls, struct lk_lock *lk, unsigned type,
 	}
 }
 
-/* A name with no string part: its request travels in a RUNREQ run. */
-static int name_numeric(const struct lk_name *n)
-{
-	uint64_t s[2];
-
-	memcpy(s, n->str, sizeof(s));
-	return n->slen == 0 && (s[0] | s[1]) == 0;
-}
-
-static int out_grow(struct lk_outbuf *ob, size_t need);
-
-/* The request of new lock @lkid in @mode with @flags on @res, a name with
- * no string part, to its remote master: one slot more in the open run
- * when it continues it (the next lkid, same type, mode and flags), else a
- * new run header and the slot. */
-static void send_run_request(struct lk_ls *ls, const struct lk_res *res,
-			     uint64_t lkid, int mode, uint32_t flags)
-{
-	uint32_t node = res->master;
-	struct lk_outbuf *ob = &ls->out[node];
-	struct lk_run_hdr *h;
-	uint64_t *slot;
-
-	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
-		return;
-	h = ob->run_off != 0 && ob->open && ob->type == LK_M_RUNREQ
-		? (struct lk_run_hdr *)(ob->buf + ob->run_off)
-		: NULL;
-	if (h != NULL && h->lkid + h->count == lkid &&
-	    h->type == res->name.type && h->place == res->name.place &&
-	    h->mode == mode && h->flags == flags && ob->count < UINT16_MAX &&
-	    ob->len - ob->hdr_off + sizeof(*slot) <= LK_FRAME_MAX &&
-	    (ob->len + sizeof(*slot) <= ob->cap ||
-	     out_grow(ob, ob->len + sizeof(*slot)) == 0)) {
-		/* the run goes on in this frame: no new record header */
-		h = (struct lk_run_hdr *)(ob->buf + ob->run_off);
-		memcpy(ob->buf + ob->len, &res->name.num, sizeof(*slot));
-		ob->len += sizeof(*slot);
-		ob->count++;
-		h->count++;
-		return;
-	}
-	h = lk_out_addn(ls, node, LK_M_RUNREQ, LK_RUN_HDR_SLOTS + 1);
-	if (h == NULL)
-		return;
-	ob->run_off = (size_t)((uint8_t *)h - ob->buf);
-	h->lkid = lkid;
-	h->count = 1;
-	h->flags = flags;
-	h->type = res->name.type;
-	h->place = res->name.place;
-	h->mode = (int8_t)mode;
-	slot = (uint64_t *)(h + 1);
-	*slot = res->name.num;
-}
-
 /* The request of NEW @lk to its (remote) master. */
 static void send_request(struct lk_ls *ls, struct lk_lock *lk)
 {
-	if (!name_numeric(&lk->res->name))
+	if (!lk_name_numeric(&lk->res->name))
 		fill_lock_rec(ls, lk, LK_M_REQUEST, lk->rqmode, 0);
 	else
-		send_run_request(ls, lk->res, lk->lkid, lk->rqmode, lk->flags);
+		lk_out_run_request(ls, lk->res, lk->lkid, lk->rqmode,
+				   lk->flags);
 }
 
 static void start_lookup(struct lk_ls *ls, struct lk_res *res)
@@ -703,117 +669,6 @@ void lk_core_kick_deferred(struct lk_ls *ls)
 			break;
 		}
 	}
-}
-
-/* ---- output ---- */
-
-/* The open frame's header gets its count and length only here: a batch
- * appends thousands of records and the header's cache line is long gone
- * by the end. */
-static void close_frame(struct lk_ls *ls, uint32_t node)
-{
-	struct lk_outbuf *ob = &ls->out[node];
-	struct lk_hdr *h;
-
-	if (!ob->open)
-		return;
-	h = (struct lk_hdr *)(ob->buf + ob->hdr_off);
-	h->count = ob->count;
-	h->length = (uint32_t)(ob->len - ob->hdr_off);
-	lk_stats_peer_tx(ls, node, h->length, h->count);
-	ob->open = 0;
-}
-
-/* Close every open frame: records added from now on start new frames
- * (stamped with the current generation). */
-void lk_out_seal(struct lk_ls *ls)
-{
-	for (uint64_t d = ls->out_dirty; d != 0; d &= d - 1)
-		close_frame(ls, (uint32_t)__builtin_ctzll(d));
-}
-
-static int out_grow(struct lk_outbuf *ob, size_t need)
-{
-	size_t cap = ob->cap ? ob->cap * 2 : 4096;
-	uint8_t *nb;
-
-	while (cap < need)
-		cap *= 2;
-	nb = realloc(ob->buf, cap);
-	if (nb == NULL)
-		return -ENOMEM;
-	ob->buf = nb;
-	ob->cap = cap;
-	return 0;
-}
-
-static void open_frame(struct lk_ls *ls, uint32_t node, unsigned type)
-{
-	struct lk_outbuf *ob = &ls->out[node];
-	struct lk_hdr *h = (struct lk_hdr *)(ob->buf + ob->len);
-
-	memset(h, 0, sizeof(*h));
-	h->magic = LK_MAGIC;
-	h->version = LK_VERSION;
-	h->type = (uint8_t)type;
-	h->sender = ls->nodeid;
-	h->seq = ++ob->seq;
-	h->gen = ls->gen;
-	ob->hdr_off = ob->len;
-	ob->len += sizeof(*h);
-	ob->open = 1;
-	ob->type = (uint8_t)type;
-	ob->count = 0;
-	ob->run_off = 0;
-	ls->out_dirty |= 1ull << node;
-}
-
-void *lk_out_addn(struct lk_ls *ls, uint32_t node, unsigned type, unsigned n)
-{
-	size_t rs = lk_wire_recsize(type) * n;
-	struct lk_outbuf *ob;
-	void *rec;
-
-	if (node == 0 || node >= LK_MAX_NODES || node == ls->nodeid)
-		return NULL;
-	ob = &ls->out[node];
-	if (ob->open && (ob->type != type || ob->count > UINT16_MAX - n ||
-			 ob->len - ob->hdr_off + rs > LK_FRAME_MAX))
-		close_frame(ls, node);
-	if (ob->len + sizeof(struct lk_hdr) + rs > ob->cap &&
-	    out_grow(ob, ob->len + sizeof(struct lk_hdr) + rs) != 0)
-		return NULL;
-	if (!ob->open)
-		open_frame(ls, node, type);
-	rec = ob->buf + ob->len;
-	memset(rec, 0, rs);
-	ob->len += rs;
-	ob->count += n;
-	return rec;
-}
-
-void *lk_out_add(struct lk_ls *ls, uint32_t node, unsigned type)
-{
-	return lk_out_addn(ls, node, type, 1);
-}
-
-void lk_out_flush_node(struct lk_ls *ls, uint32_t node)
-{
-	struct lk_outbuf *ob = &ls->out[node];
-
-	ls->out_dirty &= ~(1ull << node);
-	close_frame(ls, node);
-	if (ob->len > 0)
-		ls->xp.xmit(ls->xp.ctx, node, ob->buf, ob->len);
-	ob->len = 0;
-}
-
-void lk_out_flush(struct lk_ls *ls)
-{
-	if (!lk_list_empty(&ls->deferred) && lk_traffic_ok(ls))
-		lk_core_kick_deferred(ls);
-	while (ls->out_dirty != 0)
-		lk_out_flush_node(ls, (uint32_t)__builtin_ctzll(ls->out_dirty));
 }
 
 /* ---- input ---- */
@@ -1062,7 +917,7 @@ void lk_net_lock(struct lk_ls *ls)
 		futex_op(&ls->net_wants, FUTEX_WAKE_PRIVATE, INT_MAX);
 }
 
-static int check_args(int mode, unsigned flags, const struct lk_name *n)
+int lk_check_args(int mode, unsigned flags, const struct lk_name *n)
 {
 	if (mode < 0 || mode >= LK_NMODES)
 		return -EINVAL;
@@ -1074,42 +929,9 @@ static int check_args(int mode, unsigned flags, const struct lk_name *n)
 	return 0;
 }
 
-/* A cached lock of @res covering @mode, or NULL. */
-static struct lk_lock *cache_find(struct lk_res *res, int mode, unsigned flags)
-{
-	struct lk_list *l, *n;
-
-	lk_list_each (l, n, &res->locks) {
-		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
-
-		if (lk->cached && lk->state == LK_S_GRANTED &&
-		    lk->deferred_op == 0 && lk_mode_covers(lk->grmode, mode) &&
-		    (!(flags & LK_VALBLK) || (lk->flags & LK_VALBLK)))
-			return lk;
-	}
-	return NULL;
-}
-
-/* What an lk_lock or lk_lock_batch call asks for. */
-struct lock_args {
-	int mode;
-	unsigned flags;
-	const struct lk_lock_ops *ops;
-	void *arg;
-	/* lk_lock only: may read pending input (xp.poll_rx) first. Never
-	 * in a batch, which keeps resource pointers across its calls: the
-	 * input could start a recovery that frees unused resources. */
-	int may_poll;
-};
-
-/* A new lkb on @res for @a, its request submitted (granted inside the
- * call when this node masters @res). @sent_lkid: 0, or the id of the lkb
- * whose request an early batch send already took to its master (its
- * reply may even have come: the link is held, see batch_send_early).
- * ls->mu held. */
-static int lock_new(struct lk_ls *ls, const struct lock_args *a,
-		    struct lk_res *res, uint64_t sent_lkid,
-		    struct lk_lock **out)
+/* (lk_internal.h) */
+int lk_lock_new(struct lk_ls *ls, const struct lk_lock_args *a,
+		struct lk_res *res, uint64_t sent_lkid, struct lk_lock **out)
 {
 	struct lk_lock *lk =
 	    lkb_new(ls, res, sent_lkid != 0 ? sent_lkid : ls->next_lkid++);
@@ -1156,11 +978,10 @@ static int lock_new(struct lk_ls *ls, const struct lock_args *a,
 	return ret;
 }
 
-/* One lk_lock under ls->mu; no flush. @res: the resource of @name if
- * the caller already found it, else NULL. */
-static int lock_one(struct lk_ls *ls, const struct lock_args *a,
-		    const struct lk_name *name, uint64_t hash,
-		    struct lk_res *res, struct lk_lock **out)
+/* (lk_internal.h) */
+int lk_lock_one(struct lk_ls *ls, const struct lk_lock_args *a,
+		const struct lk_name *name, uint64_t hash, struct lk_res *res,
+		struct lk_lock **out)
 {
 	struct lk_lock *lk;
 
@@ -1172,9 +993,9 @@ static int lock_one(struct lk_ls *ls, const struct lock_args *a,
 		res = res_get_hashed(ls, name, hash);
 	if (res == NULL)
 		return -ENOMEM;
-	lk = cache_find(res, a->mode, a->flags);
+	lk = lk_cache_find(res, a->mode, a->flags);
 	if (lk == NULL)
-		return lock_new(ls, a, res, 0, out);
+		return lk_lock_new(ls, a, res, 0, out);
 	lk->cached = 0;
 	lk->ops = a->ops;
 	lk->arg = a->arg;
@@ -1187,317 +1008,24 @@ int lk_lock(struct lk_ls *ls, const struct lk_name *name, int mode,
 	    unsigned flags, const struct lk_lock_ops *ops, void *arg,
 	    struct lk_lock **out)
 {
-	struct lock_args a = {mode, flags, ops, arg, 1};
-	int ret = check_args(mode, flags, name);
+	struct lk_lock_args a = {mode, flags, ops, arg, 1};
+	int ret = lk_check_args(mode, flags, name);
 
 	if (ret < 0)
 		return ret;
 	lk_api_lock(ls);
 	ls->now_fresh = 0;
-	ret = lock_one(ls, &a, name, lk_name_hash(name), NULL, out);
+	ret = lk_lock_one(ls, &a, name, lk_name_hash(name), NULL, out);
 	lk_stats_requests_end(&ls->req_stats);
 	lk_out_flush(ls);
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
-}
-
-/* Start loading the bucket of name hash @hash (near = 0) or, once that
- * is cached, the first resource in it (near = 1). */
-static void res_prefetch(struct lk_ls *ls, uint64_t hash, int near)
-{
-	struct lk_res **b = &ls->res_hash[hash & LK_HASH_MASK];
-
-	if (!near)
-		__builtin_prefetch(b);
-	else if (*b != NULL)
-		for (size_t off = 0; off < LK_RES_HOT; off += 64)
-			__builtin_prefetch((const char *)*b + off);
-}
-
-/* Prefetch distances of the lookup pass: it does little per name. */
-enum { LK_PF_BATCH_NEAR = 16, LK_PF_BATCH_FAR = 32 };
-
-/* Per name of a batch: its hash, its resource if known (pass 0), and
- * whether pass 0 handled it (master unknown, directory elsewhere). */
-struct batch_name {
-	uint64_t hash;
-	struct lk_res *res;
-	uint64_t sent_lkid; /* request already sent (batch_send_early) */
-	uint8_t look;
-};
-
-/* The run the previous early request of a batch went to. */
-struct open_run {
-	uint32_t node;
-	uint16_t type;
-	uint32_t place;
-	size_t off; /* of its header in ls->out[node].buf, 0 none */
-};
-
-/* The usual case of send_run_request in a batch: the request goes to the
- * same master as the one before it, whose lkid was the one before (the
- * early requests number their lkids in order) and whose mode and flags
- * are the batch's: the run goes on with one slot. 0 if it cannot. */
-static inline int run_append(struct lk_ls *ls, const struct open_run *run,
-			     const struct lk_res *res)
-{
-	struct lk_outbuf *ob = &ls->out[run->node];
-
-	if (run->off == 0 || res->master != run->node ||
-	    res->name.type != run->type || res->name.place != run->place ||
-	    !ob->open || ob->type != LK_M_RUNREQ || ob->run_off != run->off ||
-	    ob->count >= UINT16_MAX || ob->len + 8 > ob->cap ||
-	    ob->len - ob->hdr_off + 8 > LK_FRAME_MAX)
-		return 0;
-	memcpy(ob->buf + ob->len, &res->name.num, 8);
-	ob->len += 8;
-	ob->count++;
-	((struct lk_run_hdr *)(ob->buf + ob->run_off))->count++;
-	return 1;
-}
-
-/*
- * Early send: the requests of the batch's names whose master is known,
- * remote and whose lkb would be new (no cached lock covers them) go out
- * before any of their lkbs exist, so the master grants while this thread
- * builds the lkbs, instead of after. They are written while the
- * resources are found (one pass), their lkids reserved (bn->sent_lkid)
- * and the lkb pool reserved so that creating the lkbs cannot fail: a
- * request the master saw must have its lkb here. The masters' links are
- * then held (xp.rx_hold) until the call ends, so their replies wait in
- * the socket for this thread rather than for the network thread, which
- * would block on ls->mu.
- */
-static int early_ok(struct lk_ls *ls, size_t n)
-{
-	return ls->xp.rx_hold != NULL && !ls->closing && !ls->fenced &&
-	       lk_traffic_ok(ls) && lk_pool_reserve(&ls->lkb_pool, n) == 0;
-}
-
-static int early_eligible(const struct lk_ls *ls, const struct lock_args *a,
-			  const struct lk_res *res)
-{
-	return res != NULL && res->master != 0 && res->master != ls->nodeid &&
-	       name_numeric(&res->name) &&
-	       (lk_list_empty(&res->locks) ||
-		cache_find((struct lk_res *)res, a->mode, a->flags) == NULL);
-}
-
-/* Reserve @b's lkid and write its request, on the run of the one before
- * when it can. */
-static void early_write(struct lk_ls *ls, const struct lock_args *a,
-			struct open_run *run, struct batch_name *b,
-			uint64_t *masters)
-{
-	struct lk_res *res = b->res;
-
-	b->sent_lkid = ls->next_lkid++;
-	if (!run_append(ls, run, res))
-		send_run_request(ls, res, b->sent_lkid, a->mode, a->flags);
-	run->node = res->master;
-	run->type = res->name.type;
-	run->place = res->name.place;
-	run->off = ls->out[run->node].run_off;
-	*masters |= 1ull << res->master;
-}
-
-/* Send what early_write wrote and hold the masters' links; sets *@held
- * to the bitmap of held links. */
-static void early_send(struct lk_ls *ls, uint64_t masters, uint64_t *held)
-{
-	lk_out_flush(ls);
-	LK_TL(LK_TL_SENT);
-	/* after the send, off its path: no master answers a batch within
-	 * a system call, and if one did the reply would only take the slow
-	 * way (the network thread, woken once the call ends) */
-	for (uint64_t m = masters; m != 0; m &= m - 1) {
-		uint32_t node = (uint32_t)__builtin_ctzll(m);
-
-		if (ls->xp.rx_hold(ls->xp.ctx, node))
-			*held |= 1ull << node;
-	}
-}
-
-/* A NOQUEUE request this node refused at once (it masters the name):
- * no handle, out[i] stays NULL; not a failure of the batch. */
-static int refused_now(const struct lock_args *a, int r)
-{
-	return r == -EAGAIN && (a->flags & LK_NOQUEUE);
-}
-
-/*
- * Under ls->mu. Pass 0 finds each resource and writes the early
- * requests; then the names whose master must be looked up are locked
- * (LOOKUPs to their directory nodes), then every other lkb is built.
- * Pass 0's resources stay valid: nothing in between frees a resource
- * (only the toss timer and recovery do, and neither runs while ls->mu
- * is held here).
- */
-/* The arguments of name @i: @a with its own callback argument (@args
- * NULL: all share a->arg). */
-static const struct lock_args *args_of(const struct lock_args *a,
-				       void *const *args, size_t i,
-				       struct lock_args *buf)
-{
-	if (args == NULL)
-		return a;
-	*buf = *a;
-	buf->arg = args[i];
-	return buf;
-}
-
-/* Name @i's request ended with @r: queued (0) or not (its completion
- * callback follows only then). */
-static void note_now(uint8_t *now, size_t i, int r)
-{
-	if (now != NULL)
-		now[i] = r != 0;
-}
-
-static int batch_locked(struct lk_ls *ls, const struct lk_name *names, size_t n,
-			struct batch_name *bn, const struct lock_args *a,
-			void *const *args, struct lk_lock **out, uint8_t *now,
-			int *granted, uint64_t *held)
-{
-	struct open_run run = {0, 0, 0, 0};
-	int early = early_ok(ls, n), ret = 0;
-	uint64_t masters = 0;
-	struct lock_args ai;
-
-	*held = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct lk_res *res;
-
-		if (i + LK_PF_BATCH_FAR < n)
-			res_prefetch(ls, bn[i + LK_PF_BATCH_FAR].hash, 0);
-		if (i + LK_PF_BATCH_NEAR < n)
-			res_prefetch(ls, bn[i + LK_PF_BATCH_NEAR].hash, 1);
-		res = lk_res_find(ls, &names[i], bn[i].hash);
-		bn[i].res = res;
-		bn[i].sent_lkid = 0;
-		bn[i].look =
-		    (res == NULL || res->master == 0) &&
-		    lk_dir_node(ls, &names[i], bn[i].hash) != ls->nodeid;
-		if (early && !bn[i].look && early_eligible(ls, a, res))
-			early_write(ls, a, &run, &bn[i], &masters);
-	}
-	LK_TL(LK_TL_PLANNED);
-	if (masters != 0)
-		early_send(ls, masters, held);
-	for (size_t i = 0; i < n && ret == 0; i++) {
-		int r;
-
-		if (!bn[i].look)
-			continue;
-		r = lock_one(ls, args_of(a, args, i, &ai), &names[i],
-			     bn[i].hash, bn[i].res, &out[i]);
-		note_now(now, i, r);
-		if (refused_now(a, r))
-			continue;
-		if (r < 0)
-			ret = r;
-		else
-			*granted += r == LK_GRANTED_NOW;
-	}
-	for (size_t i = 0; i < n; i++) {
-		int r;
-
-		if (bn[i].look)
-			continue;
-		if (bn[i].sent_lkid != 0) {
-			/* its request is at the master: its lkb must exist
-			 * (cannot fail: the pool was reserved), even after
-			 * another name failed */
-			lk_res_untoss(ls, bn[i].res);
-			r = lock_new(ls, args_of(a, args, i, &ai), bn[i].res,
-				     bn[i].sent_lkid, &out[i]);
-		} else if (ret < 0) {
-			continue; /* after a failure: only what was sent */
-		} else {
-			r = lock_one(ls, args_of(a, args, i, &ai), &names[i],
-				     bn[i].hash, bn[i].res, &out[i]);
-		}
-		note_now(now, i, r);
-		if (refused_now(a, r))
-			continue;
-		if (r < 0) {
-			ret = ret < 0 ? ret : r;
-			continue;
-		}
-		*granted += r == LK_GRANTED_NOW;
-	}
-	return ret;
-}
-
-/* lk_lock_batch, each name's callback argument args[i] (NULL: a->arg)
- * and whether its request ended inside the call in now[i] (may be
- * NULL). */
-static int lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
-		      const struct lock_args *a, void *const *args,
-		      struct lk_lock **out, uint8_t *now)
-{
-	int ret = check_args(a->mode, a->flags, NULL);
-	struct batch_name *bn;
-	uint64_t held;
-	int granted = 0;
-
-	if (ret < 0)
-		return ret;
-	for (size_t i = 0; i < n; i++) {
-		if (lk_wire_check_name(&names[i]) != 0)
-			return -EINVAL;
-		out[i] = NULL;
-		if (now != NULL)
-			now[i] = 1;
-	}
-	if (n == 0)
-		return 0;
-	bn = malloc(n * sizeof(*bn));
-	if (bn == NULL)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) /* hashed before taking ls->mu */
-		bn[i].hash = lk_name_hash(&names[i]);
-	LK_TL(LK_TL_CALL);
-	lk_api_lock(ls);
-	ls->now_fresh = 0; /* one clock read per batch (lock_new) */
-	ret =
-	    batch_locked(ls, names, n, bn, a, args, out, now, &granted, &held);
-	lk_stats_requests_end(&ls->req_stats);
-	LK_TL(LK_TL_BUILT);
-	lk_out_flush(ls);
-	/* the early requests' replies that came meanwhile, if any */
-	for (uint64_t m = held; m != 0; m &= m - 1)
-		ls->xp.rx_release(ls->xp.ctx, (uint32_t)__builtin_ctzll(m));
-	lk_out_flush(ls);
-	LK_TL(LK_TL_RETURN);
-	pthread_mutex_unlock(&ls->mu);
-	free(bn);
-	/* on a failure part-way, the locks already created stay queued */
-	return ret < 0 && granted == 0 ? ret : granted;
-}
-
-int lk_lock_batch(struct lk_ls *ls, const struct lk_name *names, size_t n,
-		  int mode, unsigned flags, const struct lk_lock_ops *ops,
-		  void *arg, struct lk_lock **out)
-{
-	struct lock_args a = {mode, flags, ops, arg, 0};
-
-	return lock_batch(ls, names, n, &a, NULL, out, NULL);
-}
-
-int lk_lock_batch_args(struct lk_ls *ls, const struct lk_name *names, size_t n,
-		       int mode, unsigned flags, const struct lk_lock_ops *ops,
-		       void *const *args, struct lk_lock **out, uint8_t *now)
-{
-	struct lock_args a = {mode, flags, ops, NULL, 0};
-
-	return lock_batch(ls, names, n, &a, args, out, now);
 }
 
 int lk_convert(struct lk_lock *lk, int mode, unsigned flags)
 {
 	struct lk_ls *ls = lk->ls;
-	int ret = check_args(mode, flags, NULL);
+	int ret = lk_check_args(mode, flags, NULL);
 
 	if (ret < 0)
 		return ret;
@@ -1598,12 +1126,9 @@ int lk_unlock(struct lk_lock *lk, unsigned flags)
 		do_unlock(ls, lk, flags);
 		if (later) {
 			ls->stats.unlocks_waited++;
-			if (ls->net_idle) {
-				/* a turn now; it then turns every
-				 * LK_TICK_BUSY_NS while records wait */
-				ls->net_idle = 0;
-				lk_net_kick(ls->net);
-			}
+			/* it then turns every LK_TICK_BUSY_NS while
+			 * records wait */
+			lk_net_wake_by(ls, ls->now + LK_TICK_BUSY_NS);
 		} else
 			lk_out_flush(ls);
 	}

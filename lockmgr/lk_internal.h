@@ -4,6 +4,8 @@
  * Pieces (one concept per file):
  *   lk_grant.c    pure grant engine for one resource (lk_grant.h)
  *   lk_core.c     lockspace state, resources, lkbs, the public lock API
+ *   lk_batch.c    lk_lock_batch: many locks in one call, the early send
+ *   lk_out.c      framed output per peer (lk_out_add, lk_out_flush)
  *   lk_master.c   master side: requests from peers, grant outcomes
  *   lk_dir.c      the resource directory (name -> master)
  *   lk_recover.c  the recovery state machine (membership change)
@@ -97,7 +99,7 @@ struct lk_xport {
 	/* Set if the transport's own thread sends what is queued within a
 	 * few ms (lk_net.c: lk_out_flush every turn, and turns every
 	 * LK_TICK_BUSY_NS while records wait, woken by lk_unlock when it
-	 * slept longer: ls->net_idle): an idle unlock's record may then
+	 * sleeps longer: lk_net_wake_by): an idle unlock's record may then
 	 * wait for the next frame (lk_core.c unlock_may_wait). 0 in
 	 * simulation. */
 	int flushes;
@@ -304,11 +306,12 @@ struct lk_ls {
 			       and API calls sleep on this word (2) */
 	pthread_cond_t cv;  /* lk_wait, quorum, close; with mu */
 	uint64_t now;	    /* ns, clock read at the current entry point */
-	int now_fresh;	    /* lock_one: now is this call's */
+	int now_fresh;	    /* lk_lock_one: now is this call's */
 	struct lk_req_stats req_stats; /* this lock call's, not yet added */
 	uint32_t nodeid;    /* immutable */
 	struct lk_xport xp; /* immutable after open */
-	int closing;
+	int closing;	    /* lk_ls_close or lk_ls_abandon began: set once,
+			       under mu, like every reader of it */
 
 	/* membership, set by recovery */
 	uint64_t gen;		     /* generation in force (0 = none yet) */
@@ -373,9 +376,14 @@ struct lk_ls {
 	/* output, per peer */
 	struct lk_outbuf out[LK_MAX_NODES];
 	uint64_t out_dirty; /* bitmap of peers with an open frame */
-	int net_idle;	    /* the network thread may sleep past
-			       LK_TICK_BUSY_NS: an unlock whose record waits
-			       in out[] must wake it (lk_unlock, net_main) */
+	uint64_t net_next;  /* ns: when the network thread wakes next
+			       unless an event comes (CVW_NEVER: not
+			       before one; 0 without the thread): another
+			       thread that makes work due sooner wakes it
+			       (lk_net_wake_by) */
+	uint64_t disk_watch; /* atomic: nodes whose disk answer a
+				membership rule waits on
+				(lk_ls_disk_changed, lk_member_tick) */
 
 	/* callbacks */
 	struct lk_cbev *cbq;
@@ -409,9 +417,9 @@ static inline uint64_t lk_now_ns(void)
 {
 	return cvw_now_ns();
 }
-/* How often the network thread ticks while membership or recovery is in
- * flux, or the node is fenced (lk_member_tick, lk_core_tick); settled,
- * it sleeps until its tickers' next deadline (lk_net.c net_main). */
+/* How long an idle unlock's record may wait in out[] for another frame
+ * before the network thread's turn sends it (lk_unlock, lk_net.c
+ * net_main). */
 #define LK_TICK_BUSY_NS (5ull * 1000 * 1000)
 
 /* lk_pool.c */
@@ -507,6 +515,64 @@ void lk_out_flush(struct lk_ls *ls);
 /* Send what is queued for @node now (the others stay queued). */
 void lk_out_flush_node(struct lk_ls *ls, uint32_t node);
 void lk_out_seal(struct lk_ls *ls);
+
+/* What an lk_lock or lk_lock_batch call asks for (lk_core.c, lk_batch.c). */
+struct lk_lock_args {
+	int mode;
+	unsigned flags;
+	const struct lk_lock_ops *ops;
+	void *arg;
+	/* lk_lock only: may read pending input (xp.poll_rx) first. Never
+	 * in a batch, which keeps resource pointers across its calls: the
+	 * input could start a recovery that frees unused resources. */
+	int may_poll;
+};
+
+/* -EINVAL unless @mode and @flags are an API call's and @n (if not
+ * NULL) a valid name. */
+int lk_check_args(int mode, unsigned flags, const struct lk_name *n);
+/* A new lkb on @res for @a, its request submitted (granted inside the
+ * call when this node masters @res). @sent_lkid: 0, or the id of the lkb
+ * whose request an early batch send already took to its master (its
+ * reply may even have come: the link is held, see lk_batch.c
+ * early_send). ls->mu held. LK_GRANTED_NOW, 0 (queued) or -errno. */
+int lk_lock_new(struct lk_ls *ls, const struct lk_lock_args *a,
+		struct lk_res *res, uint64_t sent_lkid, struct lk_lock **out);
+/* One lk_lock under ls->mu; no flush. @res: the resource of @name if
+ * the caller already found it, else NULL. */
+int lk_lock_one(struct lk_ls *ls, const struct lk_lock_args *a,
+		const struct lk_name *name, uint64_t hash, struct lk_res *res,
+		struct lk_lock **out);
+/* A cached lock of @res covering @mode, or NULL. */
+static inline struct lk_lock *lk_cache_find(struct lk_res *res, int mode,
+					    unsigned flags)
+{
+	struct lk_list *l, *n;
+
+	lk_list_each (l, n, &res->locks) {
+		struct lk_lock *lk = LK_CONTAINER(l, struct lk_lock, res_link);
+
+		if (lk->cached && lk->state == LK_S_GRANTED &&
+		    lk->deferred_op == 0 && lk_mode_covers(lk->grmode, mode) &&
+		    (!(flags & LK_VALBLK) || (lk->flags & LK_VALBLK)))
+			return lk;
+	}
+	return NULL;
+}
+
+/* A name with no string part: its request travels in a RUNREQ run. */
+static inline int lk_name_numeric(const struct lk_name *n)
+{
+	uint64_t s[2];
+
+	memcpy(s, n->str, sizeof(s));
+	return n->slen == 0 && (s[0] | s[1]) == 0;
+}
+
+/* lk_out.c: the request of a new lock to @res's remote master, in a
+ * RUNREQ run (@res: a numeric name). */
+void lk_out_run_request(struct lk_ls *ls, const struct lk_res *res,
+			uint64_t lkid, int mode, uint32_t flags);
 
 void lk_core_kick_deferred(struct lk_ls *ls);
 void lk_core_drop_lock(struct lk_ls *ls, struct lk_lock *lk);

@@ -293,7 +293,7 @@ static void rx_lock(struct lk_ls *ls, uint32_t sender, unsigned type,
 	struct lk_mst *m;
 
 	if (res != NULL) {
-		res->remote_ns = ls->now; /* lock_new: contended */
+		res->remote_ns = ls->now; /* lk_lock_new: contended */
 		res->streak = 0;
 	}
 	if (type == LK_M_REQUEST) {
@@ -418,7 +418,7 @@ static void run_chunk(struct lk_ls *ls, uint32_t sender,
 		r.name.num = num[j].v;
 		r.lkid = h->lkid + j;
 		if (res != NULL) {
-			res->remote_ns = ls->now; /* lock_new: contended */
+			res->remote_ns = ls->now; /* lk_lock_new: contended */
 			res->streak = 0;
 		}
 		request_one(ls, sender, r.lkid, h->mode, h->flags, res, o, &r);
@@ -493,7 +493,7 @@ static int run_answer_first(struct lk_ls *ls, uint32_t sender,
 		struct lk_res *res = rv[j];
 		struct lk_mst *m = lk_mst_new(ls, res, sender, h->lkid + j);
 
-		res->remote_ns = ls->now; /* lock_new: contended */
+		res->remote_ns = ls->now; /* lk_lock_new: contended */
 		res->streak = 0;
 		lk_res_untoss(ls, res);
 		lk_grant_take(&res->q, &m->rq, h->mode, h->flags);
@@ -591,7 +591,7 @@ void lk_master_rx_unlocks(struct lk_ls *ls, uint32_t sender,
 			continue;
 		}
 		res = m->res;
-		res->remote_ns = ls->now; /* lock_new: contended */
+		res->remote_ns = ls->now; /* lk_lock_new: contended */
 		res->streak = 0;
 		if (lk_grant_unlock(&res->q, &m->rq, NULL,
 				    (u->flags & LK_UNLOCK_IVLVB) != 0, &o) < 0) {

@@ -77,6 +77,9 @@ struct lk_member {
 	lk_disk_fn disk;       /* NULL: network only */
 	uint64_t disk_timeout; /* ns */
 	uint64_t waiting;      /* nodes logged as waited for (disk) */
+	uint64_t watch;	       /* nodes whose disk answer a rule waits on
+				  in this tick (lk_member_tick publishes it
+				  as ls->disk_watch) */
 };
 
 static uint64_t ms(unsigned v)
@@ -231,9 +234,23 @@ static uint64_t lost_at(const struct lk_member *m, uint32_t n)
 	return m->last_rx[n] > m->start_ns ? m->last_rx[n] : m->start_ns;
 }
 
-/* Is node @n (not up) possibly still running and writing to the disk?
- * Always 0 without the disk hook. */
-static int present(struct lk_ls *ls, uint32_t n, uint64_t now)
+/* How often a rule that reads the disk hook asks it again while the
+ * hook says ALIVE without a beat within the disk timeout: its reader is
+ * behind or has not read yet, and nothing but its next read (which the
+ * user may not announce) ends that. */
+static uint64_t disk_poll(const struct lk_member *m)
+{
+	return ms(m->cfg->heartbeat_ms);
+}
+
+/*
+ * Is node @n (not up) possibly still running and writing to the disk?
+ * Always 0 without the disk hook. *@next: when the answer may turn by
+ * time alone (an ALIVE beat, or a NONE node heard from, a disk timeout
+ * old); every other change comes with lk_ls_disk_changed for @n, which
+ * m->watch asks for.
+ */
+static int present(struct lk_ls *ls, uint32_t n, uint64_t now, uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t changed;
@@ -241,16 +258,27 @@ static int present(struct lk_ls *ls, uint32_t n, uint64_t now)
 
 	if (m->disk == NULL)
 		return 0;
+	m->watch |= 1ull << n;
 	st = m->disk(n, &changed, ls->uarg);
-	if (st == LK_DISK_ALIVE)
+	if (st == LK_DISK_ALIVE) {
+		/* (a read may have seen a beat since @now) */
+		if (changed != 0 && now <= changed + m->disk_timeout)
+			soon(next, changed + m->disk_timeout + 1);
+		else
+			soon(next, now + disk_poll(m));
 		return 1;
-	return st == LK_DISK_NONE && m->last_rx[n] != 0 &&
-	       now - m->last_rx[n] < m->disk_timeout;
+	}
+	if (st != LK_DISK_NONE || m->last_rx[n] == 0 ||
+	    now - m->last_rx[n] >= m->disk_timeout)
+		return 0;
+	soon(next, m->last_rx[n] + m->disk_timeout);
+	return 1;
 }
 
 /* Configured nodes outside @up that are still present (above); logs the
- * first time each is waited for. */
-static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now)
+ * first time each is waited for. *@next: as present's. */
+static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now,
+			   uint64_t *next)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t w = 0;
@@ -259,7 +287,7 @@ static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now)
 		uint32_t n = m->cfg->node[i].id;
 
 		if ((up & (1ull << n)) || (m->left & (1ull << n)) ||
-		    !present(ls, n, now))
+		    !present(ls, n, now, next))
 			continue; /* (one that left holds nothing) */
 		w |= 1ull << n;
 		if (!(m->waiting & (1ull << n)))
@@ -273,16 +301,15 @@ static uint64_t waited_for(struct lk_ls *ls, uint64_t up, uint64_t now)
 	return w;
 }
 
-/* How often the rules that read the disk hook run while one may act:
- * the hook's answers change with the disk heartbeat's reads, not with
- * anything the network thread sees. */
-static uint64_t disk_poll(const struct lk_member *m)
-{
-	return ms(m->cfg->heartbeat_ms);
-}
-
-/* The disk tie-break (header): fence ourselves if a lower id that we
- * cannot reach beats on the disk after we lost it. */
+/*
+ * The disk tie-break (header): fence ourselves if a lower id that we
+ * cannot reach beats on the disk after we lost it. Once its grace is
+ * over, the rule waits for lk_ls_disk_changed on that node (m->watch):
+ * only a new beat read from the disk changes its outcome, unless the
+ * hook says a beat that came after we lost the node is no longer ALIVE
+ * (it may say ALIVE again by time alone: its reader fell behind), which
+ * is asked again every heartbeat_ms.
+ */
 static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now,
 		      uint64_t *next)
 {
@@ -295,6 +322,7 @@ static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now,
 		grace = 2 * (grace + m->disk_timeout);
 	for (uint32_t n = 1; n < ls->nodeid; n++) {
 		uint64_t changed, lost = lost_at(m, n);
+		int st;
 
 		if (!(m->cfg->configured & (1ull << n)) ||
 		    ((up | m->left) & (1ull << n)))
@@ -303,10 +331,14 @@ static void tie_break(struct lk_ls *ls, uint64_t up, uint64_t now,
 			soon(next, lost + grace + 1);
 			continue;
 		}
-		soon(next, now + disk_poll(m));
-		if (m->disk(n, &changed, ls->uarg) != LK_DISK_ALIVE ||
-		    changed <= lost + ms(m->cfg->timeout_ms) / 2)
+		m->watch |= 1ull << n;
+		st = m->disk(n, &changed, ls->uarg);
+		if (changed <= lost + ms(m->cfg->timeout_ms) / 2)
 			continue;
+		if (st != LK_DISK_ALIVE) {
+			soon(next, now + disk_poll(m));
+			continue;
+		}
 		lk_log(ls, 0,
 		       "node %u is alive on the disk but %s: the lower id "
 		       "goes on, node %u fences itself",
@@ -410,6 +442,8 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now,
 		m->overtaken = 0;
 	if ((unsigned)__builtin_ctzll(up) != ls->nodeid)
 		return; /* not the coordinator */
+	if (ls->rphase != 0 && !stuck)
+		soon(next, ls->rstart_ns + 4 * ms(m->cfg->timeout_ms) + 1);
 	if (up == target && !stuck && !over && !(ls->rejoined & up))
 		return;
 	if (now - m->up_since < ms(m->cfg->heartbeat_ms)) {
@@ -420,10 +454,8 @@ static void coordinate(struct lk_ls *ls, uint64_t up, uint64_t now,
 		return;
 	if (half_up(ls, up, now, next) != 0)
 		return; /* not beside a peer whose link is coming up */
-	if (m->disk != NULL && waited_for(ls, up, now) != 0) {
-		soon(next, now + disk_poll(m));
+	if (m->disk != NULL && waited_for(ls, up, now, next) != 0)
 		return; /* not without a node still writing to the disk */
-	}
 	/* unique per coordinator: two coordinators with different views
 	 * never issue the same number, and the higher one wins */
 	gen = (ls->rgen > m->max_gen ? ls->rgen : m->max_gen);
@@ -456,26 +488,12 @@ static void alone_check(struct lk_ls *ls, uint64_t now, uint64_t *next)
 	       "timeout_ms: going on alone");
 }
 
-/*
- * Heartbeats, liveness, quorum, coordination. Returns when it must run
- * next (ns; CVW_NEVER: not before something else happens): the soonest
- * moment at which one of its rules may decide otherwise by time alone
- * (the next heartbeat, a peer's silence reaching timeout_ms, the stable
- * interval before a generation, a half-up link's bound, two-node's lone
- * start, the disk tie-break's grace), or every heartbeat_ms while a rule
- * reads the disk hook, or every LK_TICK_BUSY_NS during a recovery (whose
- * end the network thread publishes: ls->usable). Everything else that
- * changes an outcome comes with a frame or a connection event, which the
- * network thread handles in a turn of its own (lk_net.c net_kick when
- * another thread read it).
- */
-uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
+/* The rules of lk_member_tick (below). */
+static uint64_t tick_rules(struct lk_ls *ls, uint64_t now)
 {
 	struct lk_member *m = ls->memb;
 	uint64_t up, next = CVW_NEVER;
 
-	if (m == NULL || ls->fenced || ls->closing)
-		return CVW_NEVER;
 	heartbeat(ls, now, &next);
 	up = up_set(ls, now, &next);
 	tie_break(ls, up, now, &next);
@@ -496,8 +514,6 @@ uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
 			lk_log(ls, 1, "quorum lost: no grants until back");
 		m->warned_quorum = 1;
 		ls->quorate = 0;
-		if (ls->rphase != 0)
-			soon(&next, now + LK_TICK_BUSY_NS);
 		return next;
 	}
 	if (m->warned_quorum && (up & ls->members) == ls->members &&
@@ -507,9 +523,46 @@ uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
 	}
 	m->warned_quorum = 0;
 	coordinate(ls, up, now, &next);
-	if (ls->rphase != 0)
-		soon(&next, now + LK_TICK_BUSY_NS);
 	return next;
+}
+
+/*
+ * Heartbeats, liveness, quorum, coordination. Returns when it must run
+ * next (ns; CVW_NEVER: not before something else happens): the soonest
+ * moment at which one of its rules may decide otherwise by time alone
+ * (the next heartbeat, a peer's silence reaching timeout_ms, the stable
+ * interval before a generation, a half-up link's bound, two-node's lone
+ * start, the disk tie-break's grace, a disk beat or a NONE node's last
+ * frame a disk timeout old, a recovery's four timeouts). Everything
+ * else that changes an outcome comes as an event the network thread
+ * turns on: a frame or a connection event (lk_net.c net_kick when
+ * another thread read it), the end of a user's recovery callback
+ * (lk_cb.c), or lk_ls_disk_changed for a node in ls->disk_watch, the
+ * nodes whose disk answer a rule waits on (while the tick reads the
+ * hook, every node: a change read meanwhile is not lost).
+ */
+uint64_t lk_member_tick(struct lk_ls *ls, uint64_t now)
+{
+	struct lk_member *m = ls->memb;
+	uint64_t next;
+
+	if (m == NULL || ls->fenced || ls->closing) {
+		__atomic_store_n(&ls->disk_watch, 0, __ATOMIC_SEQ_CST);
+		return CVW_NEVER;
+	}
+	m->watch = 0;
+	if (m->disk != NULL)
+		__atomic_store_n(&ls->disk_watch, ~0ull, __ATOMIC_SEQ_CST);
+	next = tick_rules(ls, now);
+	__atomic_store_n(&ls->disk_watch, m->watch, __ATOMIC_SEQ_CST);
+	return next;
+}
+
+void lk_ls_disk_changed(struct lk_ls *ls, uint64_t nodes)
+{
+	if (ls != NULL && ls->net != NULL &&
+	    (__atomic_load_n(&ls->disk_watch, __ATOMIC_SEQ_CST) & nodes))
+		lk_net_kick(ls->net);
 }
 
 void lk_member_leave(struct lk_ls *ls)

@@ -29,13 +29,16 @@
  * poll_us after a lock frame it polls without sleeping first).
  *
  * The thread sleeps until its next event or its tickers' next deadline
- * (dial_missing, lk_member_tick, lk_core_tick each return theirs; at
- * most LK_NET_IDLE_MAX_MS): a settled idle node wakes for heartbeats,
- * not every few ms. Another thread that reads a connection (net_wait_rx,
- * net_rx_release, net_poll_rx) and so sees a connection drop, a peer
- * authenticate or a membership or recovery frame, or that fences the
- * node, wakes it (net_kick) so that it ticks at once, as its own read
- * would have.
+ * (dial_missing, lk_member_tick, lk_core_tick each return theirs), with
+ * no cap: a settled idle node wakes for heartbeats and redials only.
+ * Another thread that reads a connection (net_wait_rx, net_rx_release,
+ * net_poll_rx) and so sees a connection drop, a peer authenticate or a
+ * membership or recovery frame, or that fences the node, wakes it
+ * (net_kick) so that it ticks at once, as its own read would have; one
+ * that makes other work due before the thread's planned wake-up
+ * (ls->net_next: a tossed resource, an idle unlock's record, the end
+ * of a recovery callback) wakes it through lk_net_wake_by, and the disk
+ * hook's user through lk_ls_disk_changed.
  *
  * A thread in lk_wait may read its lock master's link itself
  * (net_wait_rx, at most one such thread per lockspace): the network
@@ -51,6 +54,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -71,11 +75,6 @@
 #include "lockmgr/lk_net.h"
 
 enum { C_CONNECTING = 1, C_HANDSHAKE, C_AUTHED };
-
-/* The longest the network thread sleeps without an event: a bound on
- * what a missed wake-up (net_kick) could delay; its tickers' deadlines
- * are usually sooner (heartbeat_ms). */
-#define LK_NET_IDLE_MAX_MS 100
 
 /* The pause after a dial of a peer (dial_missing): LK_REDIAL_MS, doubled
  * after every dial that did not lead to an authenticated connection, up
@@ -214,6 +213,14 @@ static void net_kick(struct lk_net *net)
 void lk_net_kick(struct lk_net *net)
 {
 	net_kick(net);
+}
+
+void lk_net_wake_by(struct lk_ls *ls, uint64_t t)
+{
+	if (ls->net == NULL || t >= ls->net_next)
+		return;
+	ls->net_next = t; /* one write for any number of callers */
+	net_kick(ls->net);
 }
 
 static void conn_drop(struct lk_net *net, struct lk_conn *c, const char *why)
@@ -930,16 +937,17 @@ static void spin_learn(struct lk_net *net, int win)
 }
 
 /* How long to sleep until @next (ns), in whole ms rounded up so that
- * the wake-up is not early, at most LK_NET_IDLE_MAX_MS. */
+ * the wake-up is not early; -1 (until an event) for CVW_NEVER. */
 static int sleep_ms(uint64_t next)
 {
-	uint64_t now = lk_now_ns();
+	uint64_t now = lk_now_ns(), ms;
 
+	if (next == CVW_NEVER)
+		return -1;
 	if (next <= now)
 		return 0;
-	if (next - now >= LK_NET_IDLE_MAX_MS * 1000000ull)
-		return LK_NET_IDLE_MAX_MS;
-	return (int)((next - now + 999999) / 1000000);
+	ms = (next - now + 999999) / 1000000;
+	return ms < INT_MAX ? (int)ms : INT_MAX;
 }
 
 /*
@@ -989,6 +997,7 @@ static void *net_main(void *arg)
 	net_self = net;
 	net->next_tick = lk_now_ns(); /* dial at once */
 	pthread_mutex_lock(&ls->mu);
+	ls->net_next = net->next_tick;
 	while (!net->stop) {
 		uint64_t now, next, busy_until = net->last_rx + net->spin_ns;
 		int n, spun, hit, skipped;
@@ -1022,7 +1031,7 @@ static void *net_main(void *arg)
 			next = min_u64(next, now + LK_TICK_BUSY_NS);
 		}
 		net->next_tick = next;
-		ls->net_idle = next > now + LK_TICK_BUSY_NS;
+		ls->net_next = next;
 		__atomic_store_n(&ls->usable,
 				 ls->quorate && ls->rphase == 0 && !ls->fenced,
 				 __ATOMIC_RELEASE);
@@ -1333,14 +1342,6 @@ size_t lk_net_pending(const struct lk_net *net, uint32_t node)
 	return c != NULL && !c->closing ? c->wlen - c->woff : 0;
 }
 
-/* Drop every connection to/from @node. ls->mu held. */
-void lk_net_disconnect(struct lk_net *net, uint32_t node)
-{
-	for (struct lk_conn *c = net->conns; c != NULL; c = c->next)
-		if (c->peer == node)
-			conn_drop(net, c, NULL);
-}
-
 void lk_net_stop(struct lk_net *net)
 {
 	uint64_t one = 1;
@@ -1354,8 +1355,8 @@ void lk_net_stop(struct lk_net *net)
 		pthread_cond_wait(&net->ls->cv, &net->ls->mu);
 	}
 	pthread_mutex_unlock(&net->ls->mu);
-	/* if this fails, the epoll timeout wakes it anyway (at most
-	 * LK_NET_IDLE_MAX_MS) */
+	/* (an eventfd write fails only when its counter would overflow:
+	 * then it is not 0, and the thread wakes anyway) */
 	(void)!write(net->evfd, &one, sizeof(one));
 	pthread_join(net->thread, NULL);
 	net->started = 0;

@@ -25,10 +25,12 @@ void lk_net_quiesce(struct lk_net *net);
 int lk_net_peer_ok(const struct lk_net *net, uint32_t node);
 int lk_net_peer_answers(const struct lk_net *net, uint32_t node);
 size_t lk_net_pending(const struct lk_net *net, uint32_t node);
-void lk_net_disconnect(struct lk_net *net, uint32_t node);
 /* Wake the network thread for a turn now (state its tickers act on
  * changed outside it); any thread, ls->mu held or not. */
 void lk_net_kick(struct lk_net *net);
+/* Work of another thread is due at @t (ns): wake the network thread if
+ * it sleeps past @t (ls->net_next). ls->mu held; no-op without it. */
+void lk_net_wake_by(struct lk_ls *ls, uint64_t t);
 
 /* lk_member.c; all with ls->mu held. */
 int lk_member_create(struct lk_ls *ls, const struct lk_config *cfg);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lockmgr/lk_internal.h"
+#include "lockmgr/lk_net.h"
 
 struct lk_type_stats *lk_stats_type(struct lk_ls *ls, uint16_t type)
 {
@@ -168,6 +169,8 @@ void lk_ls_set_toss_max(struct lk_ls *ls, uint64_t n)
 {
 	lk_api_lock(ls);
 	ls->toss_max = n;
+	if (n != 0 && ls->stats.tossed > n)
+		lk_net_wake_by(ls, lk_now_ns());
 	pthread_mutex_unlock(&ls->mu);
 }
 

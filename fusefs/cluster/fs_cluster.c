@@ -707,6 +707,15 @@ static int cl_disk(uint32_t node, uint64_t *changed_ns, void *arg)
 	}
 }
 
+/* fs_hb_set_notify: a read of the disk changed cl_disk's answers for
+ * @nodes; under the heartbeat's lock (lk_ls_disk_changed takes none). */
+static void cl_disk_changed(void *arg, uint64_t nodes)
+{
+	struct fs_cluster *cl = arg;
+
+	lk_ls_disk_changed(cl->ls, nodes);
+}
+
 /* ---- open / close ----------------------------------------------------- */
 
 static int load_config(struct fs_cluster *cl, const struct fs_cluster_opts *o,
@@ -882,9 +891,13 @@ static int ls_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
 		snprintf(msg, sizeof(msg),
 			 "cannot join cluster %s as node %u: %s", cl->name,
 			 o->node_id, strerror(-ret));
-	if (ret < 0)
+	if (ret < 0) {
 		fs_why(why, whylen, ret, msg);
-	return ret;
+		return ret;
+	}
+	fs_hb_set_notify(cl->hb, cl_disk_changed, cl);
+	lk_ls_disk_changed(cl->ls, ~0ull); /* what was read meanwhile */
+	return 0;
 }
 
 int fs_cluster_open(const struct fs_cluster_opts *o, struct fs_cluster **out,
@@ -929,6 +942,7 @@ out_thread:
 	pthread_mutex_unlock(&cl->mu);
 	pthread_join(cl->thread, NULL);
 out_close:
+	fs_hb_set_notify(cl->hb, NULL, NULL);
 	lk_ls_close(cl->ls);
 out_hb:
 	fs_hb_close(cl->hb, 0);
@@ -1640,6 +1654,7 @@ void fs_cluster_close(struct fs_cluster *cl)
 		lk_unlock(cl->slot_lk, 0);
 	for (unsigned s = 0; s < cl->nslots; s++)
 		fs_cluster_slot_drop(cl, s);
+	fs_hb_set_notify(cl->hb, NULL, NULL);
 	lk_ls_close(cl->ls);
 	hb_close(cl, 1);
 	cl_free(cl);
@@ -1655,6 +1670,7 @@ void fs_cluster_abandon(struct fs_cluster *cl)
 		fs_glocks_fence(cl->e);
 		fs_glocks_stop(cl->e); /* no DLM call after this */
 	}
+	fs_hb_set_notify(cl->hb, NULL, NULL);
 	lk_ls_abandon(cl->ls); /* no callback after this */
 	engine_free(cl, 0);
 	hb_close(cl, 0);

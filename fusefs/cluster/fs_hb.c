@@ -107,6 +107,8 @@ struct fs_hb {
 	uint64_t beats, beat_errors;	/* mu */
 	uint64_t beat_max_ns;		/* mu: slowest beat write */
 	uint64_t passes, read_errors;	/* mu */
+	void (*notify)(void *arg, uint64_t nodes); /* mu (fs_hb_set_notify) */
+	void *notify_arg;			   /* mu */
 };
 
 /* ---- the lease and the gate ------------------------------------------ */
@@ -245,12 +247,19 @@ static int beat(struct fs_hb *hb, uint32_t state)
 
 /* ---- reading --------------------------------------------------------- */
 
-/* One slot's block from the pass that ended at @end. mu held. */
-static void see_slot(struct fs_hb *hb, unsigned s, const void *blk,
-		     uint64_t end)
+/* Bit @node of a node bitmap (0 for an id beyond it). */
+static uint64_t node_bit(uint32_t node)
+{
+	return node < 64 ? 1ull << node : 0;
+}
+
+/* One slot's block from the pass that ended at @end. mu held. Returns
+ * the nodes whose view it changed (fs_hb_set_notify). */
+static uint64_t see_slot(struct fs_hb *hb, unsigned s, const void *blk,
+			 uint64_t end)
 {
 	const struct fs_heartbeat *b = blk;
-	struct hb_slot *x = &hb->s[s];
+	struct hb_slot *x = &hb->s[s], was = *x;
 	int ok = fs_blk_verify(b, FS_BT_HEARTBEAT, fs_heartbeat_blk(s)) == 0 &&
 		 b->node_id != 0;
 
@@ -258,15 +267,19 @@ static void see_slot(struct fs_hb *hb, unsigned s, const void *blk,
 	if (!ok || b->state != FS_HB_LIVE) {
 		x->live = 0;
 		x->node = x->fenced ? b->node_id : 0;
-		return;
+	} else {
+		if (!x->live || x->node != b->node_id ||
+		    x->gen != b->generation || x->count != b->counter)
+			x->changed_ns = end;
+		x->live = 1;
+		x->node = b->node_id;
+		x->gen = b->generation;
+		x->count = b->counter;
 	}
-	if (!x->live || x->node != b->node_id || x->gen != b->generation ||
-	    x->count != b->counter)
-		x->changed_ns = end;
-	x->live = 1;
-	x->node = b->node_id;
-	x->gen = b->generation;
-	x->count = b->counter;
+	if (x->live == was.live && x->fenced == was.fenced &&
+	    x->node == was.node && x->changed_ns == was.changed_ns)
+		return 0;
+	return node_bit(x->node) | node_bit(was.node);
 }
 
 /*
@@ -313,15 +326,25 @@ static void read_pass(struct fs_hb *hb)
 	if (ret < 0) {
 		hb->read_errors++;
 	} else {
+		uint64_t changed = 0;
+
+		/* the first pass, or one after answers were ALIVE for want
+		 * of passes (fs_hb_node): every answer may change */
+		if (hb->watch_ns == 0 ||
+		    end - hb->pass_start > 2 * hb->interval_ns)
+			changed = ~0ull;
+
 		for (unsigned s = 0; s < hb->nslots; s++)
-			see_slot(hb, s,
-				 (const char *)hb->rbuf +
-				     2ull * s * FS_BLOCK_SIZE,
-				 end);
+			changed |= see_slot(hb, s,
+					    (const char *)hb->rbuf +
+						2ull * s * FS_BLOCK_SIZE,
+					    end);
 		if (hb->watch_ns == 0)
 			hb->watch_ns = start;
 		hb->pass_start = start;
 		hb->passes++;
+		if (changed != 0 && hb->notify != NULL)
+			hb->notify(hb->notify_arg, changed);
 	}
 	pthread_mutex_unlock(&hb->mu);
 }
@@ -356,6 +379,15 @@ int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 	if (changed_ns != NULL)
 		*changed_ns = changed;
 	return state;
+}
+
+void fs_hb_set_notify(struct fs_hb *hb, void (*fn)(void *arg, uint64_t nodes),
+		      void *arg)
+{
+	pthread_mutex_lock(&hb->mu);
+	hb->notify = fn;
+	hb->notify_arg = arg;
+	pthread_mutex_unlock(&hb->mu);
 }
 
 int fs_hb_slot(struct fs_hb *hb, unsigned slot)

@@ -95,6 +95,17 @@ const char *fs_hb_fence_why(struct fs_hb *hb);
  * Never blocks.
  */
 int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns);
+/*
+ * After every read pass that changed what fs_hb_node answers for some
+ * nodes other than by time (a new beat, a block that appears, goes or
+ * says FENCED; every node after the first pass and after a pass that
+ * ends a hold-up), call @fn(@arg, bitmap of those node ids); under the
+ * heartbeat's own lock: @fn must take no lock and not block (the lock
+ * manager's lk_ls_disk_changed). NULL: none. Once it returns, no call
+ * of the previous @fn runs.
+ */
+void fs_hb_set_notify(struct fs_hb *hb, void (*fn)(void *arg, uint64_t nodes),
+		      void *arg);
 /* The state of slot @slot's heartbeat block (its owner's), as above. */
 int fs_hb_slot(struct fs_hb *hb, unsigned slot);
 uint64_t fs_hb_lease_ms(const struct fs_hb *hb);

@@ -26,6 +26,11 @@
  *	                       x 10 ms, then released: 0, or -ETIMEDOUT
  *	lkl_full(3, 20000)     wait until every node sees all n as members
  *	lkl_close()            close what is still open, remove the files
+ *	LKL_RUN(test_fn)       harness.h's T_RUN, then lkl_close if the case
+ *	                       left a cluster open (a failed REQUIRE returns
+ *	                       before the case's own lkl_close: its nodes
+ *	                       would run on beside the next case's, their
+ *	                       files and port left behind)
  *
  * Functions return 0 or -errno.
  */
@@ -46,6 +51,7 @@ static struct lk_ls *lkl_ls[LKL_MAX + 1];
 static char lkl_dir[64];
 static int lkl_n;
 static int lkl_port; /* of the cluster open now (reserved) */
+static int lkl_open_now; /* a cluster is open: lkl_close not called yet */
 
 static inline void lkl_quiet(int level, const char *msg, void *arg)
 {
@@ -160,6 +166,7 @@ static inline int lkl_open_with(int n, uint64_t which, const char *extra,
 				ret = open_node(i);
 		if (ret == 0) {
 			lkl_port = port;
+			lkl_open_now = 1;
 			return 0;
 		}
 		for (int j = i - 2; j >= 1; j--) {
@@ -268,6 +275,20 @@ static inline void lkl_close(void)
 	rmdir(lkl_dir);
 	lkl_port_release(lkl_port);
 	lkl_port = 0;
+	lkl_open_now = 0;
 }
+
+#ifdef UCFS_TEST_HARNESS_H
+#define LKL_RUN(fn) lkl_run(#fn, fn)
+
+static inline void lkl_run(const char *name, void (*fn)(void))
+{
+	t_run(name, fn);
+	if (!lkl_open_now)
+		return;
+	fprintf(stderr, "# %s left its lockspaces open: closing them\n", name);
+	lkl_close();
+}
+#endif
 
 #endif /* UCFS_TEST_LK_LOCAL_H */

@@ -4,7 +4,7 @@
  *
  * The simulation (test_lk_sim) checks the batch logic with no transport;
  * here the requests of a batch leave before their lkbs exist (the early
- * send, lk_core.c batch_send_early) and the replies may come back while
+ * send, lk_batch.c early_send) and the replies may come back while
  * the batch is still being built, so what is checked is that every kind
  * of name a batch can hold ends up with the right lock: names mastered by
  * two different nodes interleaved, names whose master is this node,

@@ -98,8 +98,8 @@ static void test_two_nodes_opened_together_form_one_membership(void)
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
-	T_RUN(test_dead_node_keeps_its_vote);
-	T_RUN(test_two_node_waits_for_the_peer);
-	T_RUN(test_two_nodes_opened_together_form_one_membership);
+	LKL_RUN(test_dead_node_keeps_its_vote);
+	LKL_RUN(test_two_node_waits_for_the_peer);
+	LKL_RUN(test_two_nodes_opened_together_form_one_membership);
 	return t_done();
 }

@@ -457,13 +457,13 @@ int main(int argc, char **argv)
 	show_log = e != NULL && *e != '\0' && *e != '0';
 	t0 = now_ms();
 	t_init(argc, argv);
-	T_RUN(test_two_node_close_and_reopen);
-	T_RUN(test_two_node_close_and_reopen_slow_heartbeat);
-	T_RUN(test_lower_id_reopens_while_peer_backs_off);
-	T_RUN(test_higher_id_reopens_while_peer_backs_off);
-	T_RUN(test_three_nodes_leave_and_rejoin_at_once);
-	T_RUN(test_three_nodes_leave_and_rejoin_slow_heartbeat);
-	T_RUN(test_rejoin_after_a_membership_without_it);
-	T_RUN(test_crash_and_restart_is_a_death);
+	LKL_RUN(test_two_node_close_and_reopen);
+	LKL_RUN(test_two_node_close_and_reopen_slow_heartbeat);
+	LKL_RUN(test_lower_id_reopens_while_peer_backs_off);
+	LKL_RUN(test_higher_id_reopens_while_peer_backs_off);
+	LKL_RUN(test_three_nodes_leave_and_rejoin_at_once);
+	LKL_RUN(test_three_nodes_leave_and_rejoin_slow_heartbeat);
+	LKL_RUN(test_rejoin_after_a_membership_without_it);
+	LKL_RUN(test_crash_and_restart_is_a_death);
 	return t_done();
 }
