@@ -49,7 +49,7 @@ struct ops_count {
 static struct lk_ls *ls[3]; /* lkl_ls[1..3] */
 /* test_fence_ends_wait's engine: freed once the lockspaces are closed */
 static struct fs_glocks *fenced_engine;
-static struct ops_count cnt[2];
+static struct ops_count cnt[3]; /* per node, as ls */
 
 static int c_sync(struct fs_glock *gl, int from, int to, void *arg)
 {
