@@ -212,7 +212,8 @@ static void write_config(const char *path, int port)
 static void open_nodes(const char *path)
 {
 	for (int attempt = 0;; attempt++) {
-		int port = 20000 + (getpid() + attempt * 7919) % 12000; /* below the ephemeral ports */
+		/* 20000-31999: below the ephemeral ports (clulib.sh) */
+		int port = 20000 + (getpid() + attempt * 7919) % 12000;
 		int ret = 0, i;
 
 		write_config(path, port);

@@ -156,7 +156,8 @@ static inline int lkl_open_with(int n, uint64_t which, const char *extra,
 	if (open_node == NULL)
 		open_node = lkl_open_quiet;
 	for (int attempt = 0;; attempt++) {
-		int port = 20000 + (getpid() * 31 + attempt * 7919) % 12000; /* below the ephemeral ports (clulib.sh) */
+		/* 20000-31999: below the ephemeral ports (clulib.sh) */
+		int port = 20000 + (getpid() * 31 + attempt * 7919) % 12000;
 		int ret = lkl_port_reserve(port), held = ret == 0, i = 1;
 
 		if (ret == 0)
