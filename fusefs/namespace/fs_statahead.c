@@ -16,7 +16,8 @@
  *
  * Locking: the directory's inode lock held by the caller throughout
  * (fs_statahead.h); the descend takes each subdirectory's lock shared
- * (a child after its parent) while it reads it.
+ * (a child after its parent, or with nothing held: after the reply)
+ * while it reads it. The deferred descend is the thread's own (TLS).
  */
 #include "fusefs/namespace/fs_statahead.h"
 #include "fusefs/cluster/fs_iopen.h"
@@ -270,9 +271,37 @@ static int descend_one(struct coll *c, uint64_t ino)
 	return entries;
 }
 
-/* The subdirectories' entries' locks in one batch (dlm), then one
- * prefetch per subdirectory, in the reader's order: a tree walk enters
- * them in that order, so the first one's reads are queued first. */
+/* The entries' locks of subdirectories [i0, i1) (their blocks end at
+ * end[i]) in one batch (dlm), then one prefetch per subdirectory, in the
+ * reader's order: a tree walk enters them in that order, so the first
+ * one's reads are queued first. 0, or -ENOMEM (nothing read). */
+static int descend_run(struct fs *fs, struct coll *c, const uint8_t *isino,
+		       uint8_t *keep, const unsigned *end, unsigned i0,
+		       unsigned i1)
+{
+	unsigned first = i0 > 0 ? end[i0 - 1] : 0, from = first;
+
+	if (lock_ahead(fs, c->v + first, end[i1 - 1] - first, isino + first,
+		       keep + first) < 0)
+		return -ENOMEM;
+	for (unsigned i = i0; i < i1; i++) {
+		fs_buf_prefetch(
+		    fs, c->v + from,
+		    compact(c->v + from, end[i] - from, keep + from));
+		from = end[i];
+	}
+	return 0;
+}
+
+/*
+ * The subdirectories a readdirplus returned: what each one's readdir
+ * needs first (descend_one), then their locks and reads. The first
+ * subdirectory goes in a batch of its own: a tree walk enters it as soon
+ * as it has the reply, while a descend after the reply still runs, and
+ * would otherwise find its entries' locks still being asked for in the
+ * large batch (a glock being asked ahead is skipped by another lock-ahead)
+ * and read their blocks one at a time.
+ */
 static void sa_descend(struct fs_sa *sa)
 {
 	struct coll c = { .fs = sa->fs, .max = sa->window };
@@ -295,15 +324,9 @@ static void sa_descend(struct fs_sa *sa)
 		memset(isino + from, ent, c.n - from);
 		end[nend++] = c.n;
 	}
-	if (lock_ahead(sa->fs, c.v, c.n, isino, keep) < 0)
-		goto out_free;
-	from = 0;
-	for (unsigned i = 0; i < nend; i++) {
-		fs_buf_prefetch(
-		    sa->fs, c.v + from,
-		    compact(c.v + from, end[i] - from, keep + from));
-		from = end[i];
-	}
+	if (nend > 0 && descend_run(sa->fs, &c, isino, keep, end, 0, 1) == 0 &&
+	    nend > 1)
+		descend_run(sa->fs, &c, isino, keep, end, 1, nend);
 out_free:
 	free(c.v);
 	free(isino);
@@ -311,11 +334,44 @@ out_free:
 	free(end);
 }
 
+/* The descend a readdirplus of this thread left for after its reply:
+ * its subdirectories (sub), no directory (dir NULL). */
+static __thread struct {
+	int on;		 /* between fs_sa_defer_begin and _end */
+	struct fs_sa sa; /* sa.sub NULL: none left yet */
+} deferred;
+
 void fs_sa_end(struct fs_sa *sa)
 {
-	if (sa->window > 0 && sa->plus && sa->nsub > 0)
-		sa_descend(sa);
+	if (sa->window > 0 && sa->plus && sa->nsub > 0) {
+		if (deferred.on && deferred.sa.sub == NULL) {
+			deferred.sa = *sa;
+			deferred.sa.dir = NULL; /* the caller's reference */
+			sa->sub = NULL;
+		} else {
+			FS_NS_STAT_ADD(sa->fs, statahead_descends, 1);
+			sa_descend(sa);
+		}
+	}
 	free(sa->sub);
 	sa->sub = NULL;
 	sa->nsub = sa->capsub = 0;
+}
+
+void fs_sa_defer_begin(void)
+{
+	deferred.on = 1;
+}
+
+void fs_sa_defer_end(void)
+{
+	struct fs_sa sa = deferred.sa;
+
+	memset(&deferred, 0, sizeof(deferred));
+	if (sa.sub == NULL)
+		return;
+	FS_NS_STAT_ADD(sa.fs, statahead_descends, 1);
+	FS_NS_STAT_ADD(sa.fs, statahead_after_reply, 1);
+	sa_descend(&sa);
+	free(sa.sub);
 }
