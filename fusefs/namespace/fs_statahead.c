@@ -271,40 +271,57 @@ static int descend_one(struct coll *c, uint64_t ino)
 	return entries;
 }
 
-/* The entries' locks of subdirectories [i0, i1) (their blocks end at
- * end[i]) in one batch (dlm), then one prefetch per subdirectory, in the
- * reader's order: a tree walk enters them in that order, so the first
- * one's reads are queued first. 0, or -ENOMEM (nothing read). */
-static int descend_run(struct fs *fs, struct coll *c, const uint8_t *isino,
-		       uint8_t *keep, const unsigned *end, unsigned i0,
-		       unsigned i1)
-{
-	unsigned first = i0 > 0 ? end[i0 - 1] : 0, from = first;
+/* The reads of the subdirectories after the first that a readdirplus of
+ * this thread left for after its reply: blocks v[0..end[nend - 1]),
+ * subdirectory i's ending at end[i], their locks asked for already. */
+static __thread struct {
+	int on;	       /* between fs_sa_defer_begin and _end */
+	struct fs *fs; /* NULL: nothing left yet */
+	uint64_t *v;
+	unsigned *end, nend;
+} deferred;
 
-	if (lock_ahead(fs, c->v + first, end[i1 - 1] - first, isino + first,
-		       keep + first) < 0)
-		return -ENOMEM;
-	for (unsigned i = i0; i < i1; i++) {
-		fs_buf_prefetch(
-		    fs, c->v + from,
-		    compact(c->v + from, end[i] - from, keep + from));
+/* One prefetch per subdirectory [i0, i1) of @v (ending at end[i]), in
+ * the reader's order: a tree walk enters them in that order, so the
+ * first one's reads are queued first. */
+static void descend_read(struct fs *fs, uint64_t *v, const unsigned *end,
+			 unsigned i0, unsigned i1)
+{
+	for (unsigned i = i0, from = i0 > 0 ? end[i0 - 1] : 0; i < i1; i++) {
+		fs_buf_prefetch(fs, v + from, end[i] - from);
 		from = end[i];
 	}
-	return 0;
+}
+
+/* Drop from each subdirectory's run of c->v the blocks not kept; the
+ * runs stay in order, end[] follows. */
+static void descend_compact(struct coll *c, const uint8_t *keep, unsigned *end,
+			    unsigned nend)
+{
+	unsigned from = 0, to = 0;
+
+	for (unsigned i = 0; i < nend; i++) {
+		for (unsigned k = from; k < end[i]; k++)
+			if (keep[k])
+				c->v[to++] = c->v[k];
+		from = end[i];
+		end[i] = to;
+	}
 }
 
 /*
- * The subdirectories a readdirplus returned: what each one's readdir
- * needs first (descend_one), then their locks and reads. The first
- * subdirectory goes in a batch of its own: a tree walk enters it as soon
- * as it has the reply, while a descend after the reply still runs, and
- * would otherwise find its entries' locks still being asked for in the
- * large batch (a glock being asked ahead is skipped by another lock-ahead)
- * and read their blocks one at a time.
+ * The subdirectories sa->sub[0..nsub): what each one's readdir needs
+ * first (descend_one), their locks in one batch (dlm), then their reads.
+ * Between fs_sa_defer_begin and _end (the FUSE adapter), the reads of
+ * the subdirectories after the first are left for after the reply (the
+ * first one's are queued now: the reader enters it next). The locks are
+ * all asked for now: a lock-ahead that gets a new grant waits for the
+ * prefetches in flight (the grant's cache drop, fs_cache_drop_owner), so
+ * after the reply it would wait for the first subdirectory's reads.
  */
-static void sa_descend(struct fs_sa *sa)
+static void sa_descend(struct fs_sa *sa, int defer)
 {
-	struct coll c = { .fs = sa->fs, .max = sa->window };
+	struct coll c = {.fs = sa->fs, .max = sa->window};
 	/* zeroed: some compilers cannot see that only what the loop
 	 * below filled is read */
 	uint8_t *isino = calloc(sa->window, 1);
@@ -324,9 +341,20 @@ static void sa_descend(struct fs_sa *sa)
 		memset(isino + from, ent, c.n - from);
 		end[nend++] = c.n;
 	}
-	if (nend > 0 && descend_run(sa->fs, &c, isino, keep, end, 0, 1) == 0 &&
-	    nend > 1)
-		descend_run(sa->fs, &c, isino, keep, end, 1, nend);
+	if (nend == 0 || lock_ahead(sa->fs, c.v, c.n, isino, keep) < 0)
+		goto out_free;
+	descend_compact(&c, keep, end, nend);
+	descend_read(sa->fs, c.v, end, 0, 1);
+	if (!defer || nend == 1) {
+		descend_read(sa->fs, c.v, end, 1, nend);
+		goto out_free;
+	}
+	deferred.fs = sa->fs;
+	deferred.v = c.v;
+	deferred.end = end;
+	deferred.nend = nend;
+	c.v = NULL;
+	end = NULL;
 out_free:
 	free(c.v);
 	free(isino);
@@ -334,24 +362,11 @@ out_free:
 	free(end);
 }
 
-/* The descend a readdirplus of this thread left for after its reply:
- * its subdirectories (sub), no directory (dir NULL). */
-static __thread struct {
-	int on;		 /* between fs_sa_defer_begin and _end */
-	struct fs_sa sa; /* sa.sub NULL: none left yet */
-} deferred;
-
 void fs_sa_end(struct fs_sa *sa)
 {
 	if (sa->window > 0 && sa->plus && sa->nsub > 0) {
-		if (deferred.on && deferred.sa.sub == NULL) {
-			deferred.sa = *sa;
-			deferred.sa.dir = NULL; /* the caller's reference */
-			sa->sub = NULL;
-		} else {
-			FS_NS_STAT_ADD(sa->fs, statahead_descends, 1);
-			sa_descend(sa);
-		}
+		FS_NS_STAT_ADD(sa->fs, statahead_descends, 1);
+		sa_descend(sa, deferred.on && deferred.fs == NULL);
 	}
 	free(sa->sub);
 	sa->sub = NULL;
@@ -365,13 +380,15 @@ void fs_sa_defer_begin(void)
 
 void fs_sa_defer_end(void)
 {
-	struct fs_sa sa = deferred.sa;
+	struct fs *fs = deferred.fs;
+	uint64_t *v = deferred.v;
+	unsigned *end = deferred.end, nend = deferred.nend;
 
 	memset(&deferred, 0, sizeof(deferred));
-	if (sa.sub == NULL)
+	if (fs == NULL)
 		return;
-	FS_NS_STAT_ADD(sa.fs, statahead_descends, 1);
-	FS_NS_STAT_ADD(sa.fs, statahead_after_reply, 1);
-	sa_descend(&sa);
-	free(sa.sub);
+	FS_NS_STAT_ADD(fs, statahead_after_reply, 1);
+	descend_read(fs, v, end, 1, nend);
+	free(v);
+	free(end);
 }

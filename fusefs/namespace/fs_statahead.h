@@ -20,14 +20,16 @@
  *    next level read or in flight when it descends. This step reads only
  *    cached blocks and never waits for I/O.
  *  - after the reply: a readdirplus between fs_sa_defer_begin() and
- *    fs_sa_defer_end() on its thread (the FUSE adapter) leaves its
- *    descend to fs_sa_defer_end, which the adapter calls once its reply
- *    went out: the reader (du, rm) gets its entries without waiting for
- *    the next level's lock-ahead and prefetch (in a cold du of the bench
- *    tree, a quarter of the readdirplus time), and the descend runs
- *    beside the kernel's and the reader's handling of the reply. It
- *    holds no lock of the directory then: it takes each subdirectory's
- *    lock shared while it reads it, as before.
+ *    fs_sa_defer_end() on its thread (the FUSE adapter) asks for the
+ *    locks of the whole descend and queues the reads of its first
+ *    subdirectory (the reader enters it next), and leaves the reads of
+ *    the others to fs_sa_defer_end, which the adapter calls once its
+ *    reply went out: the reader (du, rm) does not wait for their
+ *    submission (in a cold du of the bench tree the descend was a
+ *    quarter of the readdirplus time, its reads' submission half of
+ *    that). Those reads need no lock of ours held: a block read after
+ *    its lock left is dropped by the grant that follows, as any
+ *    statahead read.
  *
  * Cluster mounts (lockproto=dlm): before the inode blocks of a window or
  * a descend are read, their inodes' PR glocks are asked for ahead in one
@@ -71,15 +73,15 @@ void fs_sa_begin(struct fs_sa *sa, struct fs *fs, struct fs_buf *dir,
 /* The reader returned @de: slide the window when half of it is used. */
 void fs_sa_pass(struct fs_sa *sa, const struct fs_dirent *de);
 /* The readdir call ends: descend (plus; between fs_sa_defer_begin and
- * _end, the first call's descend is left to fs_sa_defer_end), free what
- * begin allocated. */
+ * _end, the first call's reads beyond its first subdirectory are left
+ * to fs_sa_defer_end), free what begin allocated. */
 void fs_sa_end(struct fs_sa *sa);
-/* This thread's readdirplus calls from now on leave their descend to
- * fs_sa_defer_end (the first one's; later ones descend at once). */
+/* The next readdirplus of this thread leaves its descend's reads beyond
+ * the first subdirectory to fs_sa_defer_end (later ones read at once). */
 void fs_sa_defer_begin(void);
-/* Run the descend left by this thread's readdirplus since
+/* Queue the reads left by this thread's readdirplus since
  * fs_sa_defer_begin, if any (no lock held: the caller's request is
- * answered); the calls that follow descend at once again. */
+ * answered); the calls that follow read at once again. */
 void fs_sa_defer_end(void);
 
 #endif /* UCFS_FS_STATAHEAD_H */
