@@ -16,8 +16,9 @@
  *
  * Locking: the directory's inode lock held by the caller throughout
  * (fs_statahead.h); the descend takes each subdirectory's lock shared
- * (a child after its parent, or with nothing held: after the reply)
- * while it reads it. The deferred descend is the thread's own (TLS).
+ * (a child after its parent) while it reads it; the reads it leaves for
+ * after the reply (fs_sa_defer_end) are queued with nothing held. What
+ * is left is the thread's own (TLS).
  */
 #include "fusefs/namespace/fs_statahead.h"
 #include "fusefs/cluster/fs_iopen.h"
