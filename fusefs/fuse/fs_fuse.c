@@ -58,6 +58,7 @@
 #include "fusefs/fuse/fs_fuse_uring.h"
 #include "fusefs/fuse/fs_inval.h"
 #include "fusefs/namespace/fs_ns.h"
+#include "fusefs/namespace/fs_statahead.h"
 #include "fusefs/passthrough/fs_pt.h"
 #include "fusefs/fuse/fs_plock.h"
 #include "fusefs/stats/fs_stats.h"
@@ -1130,6 +1131,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		return;
 
 	d.buf = malloc(size > 0 ? size : 1);
+	/* the next level's statahead waits for the reply (fs_statahead.h) */
+	fs_sa_defer_begin();
 	if (d.buf != NULL)
 		ret = fs_readdir(ff->fs, to_ino(ff, ino), (uint64_t)off,
 				 plus ? FS_READDIR_PLUS | FS_READDIR_BARE : 0,
@@ -1140,6 +1143,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		fuse_reply_buf(req, d.buf, d.used);
 	free(d.buf);
 	op_end(ff, plus ? FS_OP_READDIRPLUS : FS_OP_READDIR, t0, ret);
+	fs_sa_defer_end();
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
@@ -1428,6 +1432,8 @@ static void ns_section(struct fs_json *o, void *arg)
 	NS_U64(iopen_late);
 	NS_U64(iopen_late_taken);
 	NS_U64(readdir_bare);
+	NS_U64(statahead_descends);
+	NS_U64(statahead_after_reply);
 	NS_U64(data_read_bytes);
 	NS_U64(data_write_bytes);
 	NS_U64(rmw_blocks);

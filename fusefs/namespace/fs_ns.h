@@ -135,6 +135,13 @@ struct fs_ns_stats {
 	uint64_t readdir_bare;		/* readdirplus entries sent without
 					   attributes: the kernel had them
 					   (fs_ino_listed_fresh) */
+	uint64_t statahead_descends;	/* fs_statahead.c: descends into
+					   the subdirectories a readdirplus
+					   returned */
+	uint64_t statahead_after_reply; /* ... of them whose reads for the
+					   subdirectories after the first
+					   were queued after the reply
+					   (fs_sa_defer_end) */
 	uint64_t orphans_adopted;	/* dlm: taken from a dead node's
 					   slot by this node's recovery */
 	uint64_t leftover_slots;	/* dlm: free slots found holding

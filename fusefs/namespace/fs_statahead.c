@@ -16,7 +16,9 @@
  *
  * Locking: the directory's inode lock held by the caller throughout
  * (fs_statahead.h); the descend takes each subdirectory's lock shared
- * (a child after its parent) while it reads it.
+ * (a child after its parent) while it reads it; the reads it leaves for
+ * after the reply (fs_sa_defer_end) are queued with nothing held. What
+ * is left is the thread's own (TLS).
  */
 #include "fusefs/namespace/fs_statahead.h"
 #include "fusefs/cluster/fs_iopen.h"
@@ -270,12 +272,57 @@ static int descend_one(struct coll *c, uint64_t ino)
 	return entries;
 }
 
-/* The subdirectories' entries' locks in one batch (dlm), then one
- * prefetch per subdirectory, in the reader's order: a tree walk enters
- * them in that order, so the first one's reads are queued first. */
-static void sa_descend(struct fs_sa *sa)
+/* The reads of the subdirectories after the first that a readdirplus of
+ * this thread left for after its reply: blocks v[0..end[nend - 1]),
+ * subdirectory i's ending at end[i], their locks asked for already. */
+static __thread struct {
+	int on;	       /* between fs_sa_defer_begin and _end */
+	struct fs *fs; /* NULL: nothing left yet */
+	uint64_t *v;
+	unsigned *end, nend;
+} deferred;
+
+/* One prefetch per subdirectory [i0, i1) of @v (ending at end[i]), in
+ * the reader's order: a tree walk enters them in that order, so the
+ * first one's reads are queued first. */
+static void descend_read(struct fs *fs, uint64_t *v, const unsigned *end,
+			 unsigned i0, unsigned i1)
 {
-	struct coll c = { .fs = sa->fs, .max = sa->window };
+	for (unsigned i = i0, from = i0 > 0 ? end[i0 - 1] : 0; i < i1; i++) {
+		fs_buf_prefetch(fs, v + from, end[i] - from);
+		from = end[i];
+	}
+}
+
+/* Drop from each subdirectory's run of c->v the blocks not kept; the
+ * runs stay in order, end[] follows. */
+static void descend_compact(struct coll *c, const uint8_t *keep, unsigned *end,
+			    unsigned nend)
+{
+	unsigned from = 0, to = 0;
+
+	for (unsigned i = 0; i < nend; i++) {
+		for (unsigned k = from; k < end[i]; k++)
+			if (keep[k])
+				c->v[to++] = c->v[k];
+		from = end[i];
+		end[i] = to;
+	}
+}
+
+/*
+ * The subdirectories sa->sub[0..nsub): what each one's readdir needs
+ * first (descend_one), their locks in one batch (dlm), then their reads.
+ * Between fs_sa_defer_begin and _end (the FUSE adapter), the reads of
+ * the subdirectories after the first are left for after the reply (the
+ * first one's are queued now: the reader enters it next). The locks are
+ * all asked for now: a lock-ahead that gets a new grant waits for the
+ * prefetches in flight (the grant's cache drop, fs_cache_drop_owner), so
+ * after the reply it would wait for the first subdirectory's reads.
+ */
+static void sa_descend(struct fs_sa *sa, int defer)
+{
+	struct coll c = {.fs = sa->fs, .max = sa->window};
 	/* zeroed: some compilers cannot see that only what the loop
 	 * below filled is read */
 	uint8_t *isino = calloc(sa->window, 1);
@@ -295,15 +342,20 @@ static void sa_descend(struct fs_sa *sa)
 		memset(isino + from, ent, c.n - from);
 		end[nend++] = c.n;
 	}
-	if (lock_ahead(sa->fs, c.v, c.n, isino, keep) < 0)
+	if (nend == 0 || lock_ahead(sa->fs, c.v, c.n, isino, keep) < 0)
 		goto out_free;
-	from = 0;
-	for (unsigned i = 0; i < nend; i++) {
-		fs_buf_prefetch(
-		    sa->fs, c.v + from,
-		    compact(c.v + from, end[i] - from, keep + from));
-		from = end[i];
+	descend_compact(&c, keep, end, nend);
+	descend_read(sa->fs, c.v, end, 0, 1);
+	if (!defer || nend == 1) {
+		descend_read(sa->fs, c.v, end, 1, nend);
+		goto out_free;
 	}
+	deferred.fs = sa->fs;
+	deferred.v = c.v;
+	deferred.end = end;
+	deferred.nend = nend;
+	c.v = NULL;
+	end = NULL;
 out_free:
 	free(c.v);
 	free(isino);
@@ -313,9 +365,31 @@ out_free:
 
 void fs_sa_end(struct fs_sa *sa)
 {
-	if (sa->window > 0 && sa->plus && sa->nsub > 0)
-		sa_descend(sa);
+	if (sa->window > 0 && sa->plus && sa->nsub > 0) {
+		FS_NS_STAT_ADD(sa->fs, statahead_descends, 1);
+		sa_descend(sa, deferred.on && deferred.fs == NULL);
+	}
 	free(sa->sub);
 	sa->sub = NULL;
 	sa->nsub = sa->capsub = 0;
+}
+
+void fs_sa_defer_begin(void)
+{
+	deferred.on = 1;
+}
+
+void fs_sa_defer_end(void)
+{
+	struct fs *fs = deferred.fs;
+	uint64_t *v = deferred.v;
+	unsigned *end = deferred.end, nend = deferred.nend;
+
+	memset(&deferred, 0, sizeof(deferred));
+	if (fs == NULL)
+		return;
+	FS_NS_STAT_ADD(fs, statahead_after_reply, 1);
+	descend_read(fs, v, end, 1, nend);
+	free(v);
+	free(end);
 }

@@ -6,7 +6,8 @@
 # du -s and a find listing every object's size, mode and link count. Both
 # must print exactly the same; with statahead on, ucfs-stat must show the
 # inode reads served by prefetched blocks (cache.ra_hits) and few demand
-# misses, with statahead=0 no prefetch hits from the walk. fsck at the end.
+# misses, descends into the next level finished after their reply, with
+# statahead=0 no prefetch hits from the walk. fsck at the end.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 fs_require_ucfs statahead
@@ -64,6 +65,11 @@ check statahead_hits test "$(json .cache.ra_hits on)" -gt $((n * 9 / 10))
 check statahead_few_misses test "$(json .cache.misses on)" -lt $((n / 10))
 check statahead_batched test "$(json .cache.ra_ios on)" -lt \
 	"$(json .cache.readahead on)"
+# on: the descends into the next level beyond a first subdirectory ran
+# after their replies (the adapter's fs_sa_defer_end)
+check statahead_descends test "$(json .namespace.statahead_descends on)" -gt 0
+check statahead_after_reply test \
+	"$(json .namespace.statahead_after_reply on)" -gt 0
 # off: every inode of the walk was a demand read
 check statahead_off_misses test "$(json .cache.misses off)" -gt \
 	$((n * 9 / 10))

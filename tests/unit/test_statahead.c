@@ -4,12 +4,16 @@
  * entries' inodes prefetched (no demand misses) and the same entries and
  * attributes as with statahead=0; the window slides through a directory
  * much larger than it; the subdirectories a readdirplus returned are
- * prefetched for the next level; statahead=0 prefetches nothing; and a
+ * prefetched for the next level; statahead=0 prefetches nothing; a
  * directory whose entries are removed and re-created (reusing the inode
- * blocks) between and right after prefetching readdirs reads back right.
+ * blocks) between and right after prefetching readdirs reads back right;
+ * and in the FUSE adapter's order (fs_sa_defer_begin, readdirplus, reply,
+ * fs_sa_defer_end) the descend waits for fs_sa_defer_end.
  */
 #include "tests/unit/fs_testutil.h"
 #include "tests/unit/harness.h"
+#include "fusefs/namespace/fs_ns.h"
+#include "fusefs/namespace/fs_statahead.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -308,11 +312,80 @@ static void test_changes_meanwhile(void)
 	tfs_close(&t);
 }
 
+static uint64_t descends(struct tfs *t, int after_reply)
+{
+	return after_reply ? t->fs->ns->st.statahead_after_reply
+			   : t->fs->ns->st.statahead_descends;
+}
+
+/* readdirplus of @dir (whose first subdirectory holds @first entries,
+ * the others @rest in all), then fs_sa_defer_end(): the first
+ * subdirectory's entries are asked for before the end (with this
+ * directory's own, fewer than @first), the others at the end only. */
+static void defer_one(struct tfs *t, uint64_t dir, unsigned first,
+		      unsigned rest)
+{
+	static struct list l;
+	uint64_t d0 = descends(t, 0), r0 = descends(t, 1);
+	uint64_t a = st(t).cache_readahead, b;
+
+	fs_sa_defer_begin();
+	CHECK_EQ(list_dir(t, dir, 1, &l), 0);
+	b = st(t).cache_readahead;
+	CHECK_EQ(descends(t, 0), d0 + 1);
+	CHECK(b - a >= first);
+	CHECK(b - a < 2 * first + (rest > 0 ? 0 : first));
+	fs_sa_defer_end();
+	CHECK_EQ(descends(t, 1), r0 + (rest > 0));
+	CHECK(st(t).cache_readahead - b >= rest);
+	fs_sa_defer_end(); /* nothing left: nothing done */
+	CHECK_EQ(descends(t, 0), d0 + 1);
+	CHECK_EQ(descends(t, 1), r0 + (rest > 0));
+}
+
+static void test_descend_after_reply(void)
+{
+	static struct list l, m;
+	uint64_t d0, r0, miss;
+	struct tfs t;
+
+	REQUIRE(tfs_open(&t, 128) == 0);
+	REQUIRE(make_tree(&t, 4, 60) == 0);
+	REQUIRE(remount_sa(&t, 512) == 0);
+	/* root: d0..d3, each holding 60 files and "sub" */
+	defer_one(&t, t.root, 61, 3 * 61);
+	REQUIRE(list_dir(&t, t.root, 0, &l) == 0 && l.n == 4);
+	/* the next level was read ahead: no demand miss */
+	miss = st(&t).cache_misses;
+	defer_one(&t, l.e[0].ino, 60, 0); /* d0: only sub, 60 files */
+	CHECK_EQ(st(&t).cache_misses, miss);
+	/* two readdirplus calls in one window: the second descends at
+	 * once, the first's later subdirectories at the end */
+	d0 = descends(&t, 0);
+	r0 = descends(&t, 1);
+	fs_sa_defer_begin();
+	CHECK_EQ(list_dir(&t, t.root, 1, &m), 0);
+	CHECK_EQ(list_dir(&t, t.root, 1, &m), 0);
+	CHECK_EQ(descends(&t, 0), d0 + 2);
+	CHECK_EQ(descends(&t, 1), r0);
+	fs_sa_defer_end();
+	CHECK_EQ(descends(&t, 0), d0 + 2);
+	CHECK_EQ(descends(&t, 1), r0 + 1);
+	/* no window open: at once, as for every fs.h caller */
+	CHECK_EQ(list_dir(&t, l.e[3].ino, 1, &m), 0);
+	CHECK_EQ(descends(&t, 0), d0 + 3);
+	CHECK_EQ(descends(&t, 1), r0 + 1);
+	CHECK_EQ(m.n, 61);
+	CHECK_EQ(bad_modes(&m), 0);
+	tfs_close(&t);
+}
+
 int main(int argc, char **argv)
 {
 	t_init(argc, argv);
 	T_RUN(test_du_walk);
 	T_RUN(test_window_slides);
 	T_RUN(test_changes_meanwhile);
+	T_RUN(test_descend_after_reply);
 	return t_done();
 }
