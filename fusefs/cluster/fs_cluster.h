@@ -1,8 +1,8 @@
 /*
  * fs_cluster.h — a lockproto=dlm mount's membership of the cluster
- * (fs_cluster.c): the lockspace, the journal slot lock, the glock engine
- * and the ops of each lock type, recovery of dead nodes' journals and
- * self-fencing.
+ * (fs_cluster.c): the lockspace, the glock engine and the ops of each
+ * lock type, self-fencing; the journal slot locks and recovery of dead
+ * nodes' journals (fs_recover.c).
  *
  * Lock names (FORMAT.md "Cluster locks"): FS_LK_FS/0 the mount lock
  * (slot map, first-mount recovery; LVB: generation), FS_LK_SLOT/s the
