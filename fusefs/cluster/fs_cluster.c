@@ -67,17 +67,17 @@
  * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
  * us dead), the lock manager fencing us (disk tie-break, lk_ls_fenced),
  * the disk lease running out (fs_hb_fenced), a demote that could not
- * write back, or quorum lost for longer than the cluster's timeout_ms
- * (all checked every 100 ms by the thread) fences the node: the device
- * refuses every write from then on (bd_fence), the journal is aborted,
- * the disk heartbeat stops, the lockspace drops its connections (the
- * others see us dead once our beat is old), every request fails with
- * EIO, and the watchdog thread then drops the kernel's caches
- * (fenced_drop_kernel). Fencing is final: no rejoin in place (MOUNT.md
- * "Cluster mounts" says why); a remount is the way back. No wait on the
- * unmount path is unbounded then (fs_glock.c): unmount leaves the
- * lockspace as if crashed so that a survivor replays our journal, and
- * the daemon exits.
+ * write back, or quorum lost (majority_up) for longer than the
+ * cluster's timeout_ms (all checked every 100 ms by the thread) fences
+ * the node: the device refuses every write from then on (bd_fence), the
+ * journal is aborted, the disk heartbeat stops, the lockspace drops its
+ * connections (the others see us dead once our beat is old), every
+ * request fails with EIO, and the watchdog thread then drops the
+ * kernel's caches (fenced_drop_kernel). Fencing is final: no rejoin in
+ * place (MOUNT.md "Cluster mounts" says why); a remount is the way back.
+ * No wait on the unmount path is unbounded then (fs_glock.c): unmount
+ * leaves the lockspace as if crashed so that a survivor replays our
+ * journal, and the daemon exits.
  *
  * Locking: cl->mu protects fs, the job fields, fenced and the counters;
  * it is never held across a DLM call, and never taken by the glock
@@ -489,11 +489,36 @@ static const struct fs_glock_ops statfs_ops = {
 
 /* ---- watchdog thread and node-down callback --------------------------- */
 
+/*
+ * A strict majority of the configured nodes (us included) reachable over
+ * the network. lk_ls_members says "not quorate" also while the lock
+ * manager recovers a dead node with a majority up (until every
+ * survivor's callback returned; a survivor that dies meanwhile adds a
+ * wait for its disk death, hb_timeout): that is no quorum loss, and
+ * fencing every survivor because a recovery took longer than timeout_ms
+ * would stop the cluster (clu_recover: node 1 killed while it replays
+ * node 3's journal fenced node 2 "quorum lost"). Requests wait for the
+ * recovery meanwhile (fs_cluster_wait_quorum).
+ */
+static int majority_up(struct fs_cluster *cl)
+{
+	unsigned up = 1, n = (unsigned)__builtin_popcountll(cl->configured);
+
+	for (uint32_t id = 1; id < 64; id++) {
+		uint64_t age;
+
+		if ((cl->configured & (1ull << id)) && id != cl->node &&
+		    lk_ls_peer(cl->ls, id, &age))
+			up++;
+	}
+	return up > n / 2;
+}
+
 static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
 {
 	uint64_t gen, members;
 
-	if (lk_ls_members(cl->ls, &gen, &members)) {
+	if (lk_ls_members(cl->ls, &gen, &members) || majority_up(cl)) {
 		*lost_since = 0;
 		return;
 	}

@@ -124,6 +124,11 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 /* Try another slot's lock (EX, NOQUEUE, NOEXP): 1 taken (release with
  * fs_cluster_slot_drop), 0 held by a live node, -errno. May block. */
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot);
+/* The same without NOEXP, for what a dead slot left beside its journal
+ * (orphans, free log, statfs change: fs_iopen.c adopt): granted only
+ * after every node-down recovery in progress, so after the replay of a
+ * survivor that died holding it (fs_recover.c says why). */
+int fs_cluster_slot_take(struct fs_cluster *cl, unsigned slot);
 void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot);
 /* Slot @slot's owner beats on the disk now (no wait): a node mounted it
  * again. A dead slot whose lock a try found held while this is 0 is
@@ -167,6 +172,19 @@ int fs_cluster_fenced(struct fs_cluster *cl);
 /* Count a slot recovered (replayed) by this node. */
 void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
 			      unsigned ntx);
+
+/*
+ * Test-only fault hook (MOUNT.md "Cluster mounts", like the lock
+ * manager's UCFS_LK_CUT): with UCFS_RECOVER_HOLD=DIR in the daemon's
+ * environment, recovery step @step ("node_down": the node-down callback,
+ * before the replay; "replay": a dead node's journal with one image
+ * written home; "adopt": a dead slot's first orphan adopted; "adopt_try":
+ * before a survivor takes a dead slot's lock to adopt what it left)
+ * waits while the file DIR/@step exists, after writing its pid to
+ * DIR/@step.held, so that a test kills or resumes the node right there.
+ * 1 if it waited, 0 (at once) without the variable or the file.
+ */
+int fs_cluster_recover_hold(const char *step);
 
 /* Register / remove the "cluster" and "locks" stats sections. */
 int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st);

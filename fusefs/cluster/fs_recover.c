@@ -26,14 +26,17 @@
  * What a dead slot left besides its journal (orphans, free log, statfs
  * change) is taken over off the callback thread, under locks, by the
  * iopen worker (fs_iopen.h: fs_iopen_slot_dead), which takes the dead
- * slot's lock with fs_cluster_slot_try first: of several survivors only
- * the one holding it works on that slot.
+ * slot's lock with fs_cluster_slot_take first (not NOEXP: after every
+ * node-down callback returned): of several survivors only the one
+ * holding it works on that slot, and a survivor that died holding it
+ * had its journal replayed first.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fusefs/cluster/fs_cluster_internal.h"
 #include "fusefs/cluster/fs_hb.h"
@@ -103,6 +106,8 @@ void fs_cl_node_down(struct lk_ls *ls, uint32_t nodeid, void *arg)
 	fenced = cl->fenced;
 	pthread_mutex_unlock(&cl->mu);
 	fs = fenced ? NULL : fs_cl_fs(cl);
+	if (fs != NULL && cl->slot >= 0)
+		fs_cluster_recover_hold("node_down"); /* test hook */
 	/* mounting: the mount recovers under the fs lock */
 	if (fs != NULL && cl->slot >= 0 && fs_core_recover_node(fs, nodeid) < 0)
 		fs_cluster_fence(cl, "cannot replay a dead node's journal");
@@ -292,7 +297,9 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 	return fs_why(why, whylen, -EBUSY, msg);
 }
 
-int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
+/* Slot @slot's lock in EX (NOQUEUE, and @flags), kept only once its
+ * owner stopped beating: 1, 0 (held, or still beating), -errno. */
+static int slot_get(struct fs_cluster *cl, unsigned slot, unsigned flags)
 {
 	struct timespec nap = {0, 50 * 1000 * 1000};
 	uint64_t end = cvw_now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
@@ -300,7 +307,7 @@ int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
 
 	if (slot >= cl->nslots || (int)slot == cl->slot)
 		return 0;
-	ret = slot_lock(cl, slot, LK_NOEXP, &cl->try_lk[slot]);
+	ret = slot_lock(cl, slot, flags, &cl->try_lk[slot]);
 	/* its owner was declared dead: recover only once it stopped
 	 * writing (the lock manager waited for that already, unless the
 	 * coordinator had no disk: a witness) */
@@ -312,6 +319,26 @@ int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
 		nanosleep(&nap, NULL);
 	}
 	return ret;
+}
+
+int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
+{
+	return slot_get(cl, slot, LK_NOEXP);
+}
+
+/*
+ * Not NOEXP: a survivor that died while it held a dead slot's lock (in
+ * the middle of adopting its orphans) has that adoption in its own
+ * journal, not yet home; a NOEXP grant comes as soon as the lock manager
+ * dropped its locks, before the survivors replayed its journal, and the
+ * slot read then is stale: an orphan adopted (and freed) twice
+ * (clu_recover "adopt": a double free, EUCLEAN). Held back until every
+ * node's node-down callback returned, the grant comes after those
+ * replays.
+ */
+int fs_cluster_slot_take(struct fs_cluster *cl, unsigned slot)
+{
+	return slot_get(cl, slot, 0);
 }
 
 int fs_cluster_slot_alive(struct fs_cluster *cl, unsigned slot)
@@ -352,5 +379,30 @@ int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot)
 			return 0;
 		nanosleep(&nap, NULL);
 	}
+	return 1;
+}
+
+/* ---- test hook ---------------------------------------------------------- */
+
+int fs_cluster_recover_hold(const char *step)
+{
+	const char *dir = getenv("UCFS_RECOVER_HOLD");
+	char path[512], held[520];
+	struct timespec nap = {0, 20 * 1000 * 1000};
+	FILE *f;
+
+	if (dir == NULL || dir[0] == '\0')
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", dir, step);
+	if (access(path, F_OK) != 0)
+		return 0;
+	snprintf(held, sizeof(held), "%s.held", path);
+	f = fopen(held, "w");
+	if (f != NULL) {
+		fprintf(f, "%d\n", (int)getpid());
+		fclose(f);
+	}
+	while (access(path, F_OK) == 0)
+		nanosleep(&nap, NULL);
 	return 1;
 }
