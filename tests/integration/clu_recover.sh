@@ -21,9 +21,17 @@
 # node 2 must then recover both slots: both journals replayed
 # (cluster.recoveries), every orphan adopted and freed, node 3's free
 # log applied and its statfs change folded; every file nodes 1 and 3
-# logged as fsync'ed is intact (read through node 2). After the second
-# case node 2 unmounts and fsck.ucfs -n is clean, with no orphan and no
-# free log left. Node 1 and 3 are mounted again between the cases.
+# logged as fsync'ed is intact (read through node 2).
+#  (3) "race": two survivors replay node 3's journal at once (node 2 held
+#      with one image written home while node 1, held in its callback
+#      until then, replays it whole from the same header): no
+#      survivor takes over node 3's orphans, free log or statfs change
+#      before both replays ended (node 2's replay writes older images of
+#      node 3's slot); then one of them adopts both orphans and folds the
+#      change, the other finds nothing left; data intact.
+# Nodes 1 and 3 are mounted again between the cases. At the end node 2
+# unmounts and fsck.ucfs -n is clean, with no orphan and no free log
+# left.
 . "$UCFS_TOP/tests/lib.sh"
 . "$UCFS_TOP/tests/fslib.sh"
 . "$UCFS_TOP/tests/clulib.sh"
@@ -46,7 +54,7 @@ hmount() {
 hmount 1
 # node 2's stats through its socket: the tool resolving the mountpoint
 # would wait for the recovery that node 2's held callback keeps going
-S2=$T/n2.sock
+S2=$T/n2.sock S1=$T/n1.sock
 hmount 2 "stats=$S2"
 # node 3 never folds its statfs change itself: it dies with one
 hmount 3 statfs_quantum=3600
@@ -120,7 +128,7 @@ check clu_recover_replay_no_dead_errors jq -e \
 # (2) node 1 killed while it adopts node 3's orphans (clu_flog_pending
 # makes its directory k0 again)
 mv "$M2/$FLOG_K" "$M2/replay.$FLOG_K"
-hmount 1
+hmount 1 "stats=$S1"
 hmount 3 statfs_quantum=3600
 leave adopt
 counters2
@@ -134,7 +142,7 @@ import os, sys
 fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
 os.write(fd, b'commit')
 os.fsync(fd)" "$M1/commit"
-check clu_recover_adopt_node1_adopted clu_stat_ge "$M1" \
+check clu_recover_adopt_node1_adopted clu_stat_ge "$S1" \
 	.namespace.orphans_adopted 1
 # node 2's node-down callback held before it replays node 1's journal,
 # its worker let go: it must not take node 3's slot before that replay
@@ -155,6 +163,54 @@ verify adopt
 check clu_recover_adopt_commit_kept test "$(cat "$M2/commit")" = commit
 check clu_recover_adopt_no_dead_errors jq -e \
 	'.alloc.flog_dead_errors == 0 and (.cluster.fenced | not)' "$T/st2.json"
+mv "$M2/$FLOG_K" "$M2/adopt.$FLOG_K"
+
+# (3) two survivors replay node 3's journal at once: node 2 held with one
+# image written home while node 1 replays it whole; neither may take
+# over node 3's orphans, free log or statfs change before both replays
+# ended (node 2's replay would write older images of node 3's slot over
+# node 1's adoption); then exactly one of them adopts, the other finds
+# nothing left
+hmount 1 "stats=$S1"
+hmount 3 statfs_quantum=3600
+leave race
+counters2
+A1=$(clu_stat "$S1" .namespace.orphans_adopted)
+R1=$(clu_stat "$S1" .cluster.recoveries)
+# node 1 waits in its callback until node 2 stands in the middle of its
+# replay, then replays the same journal from the same header
+touch "$T/hold2/replay" "$T/hold1/node_down"
+fs_kill9 "$M3"
+kill "$HOLDER_a" "$HOLDER_b" 2>/dev/null
+check clu_recover_race_held wait_for 60 test -f "$T/hold2/replay.held"
+rm -f "$T/hold1/node_down"
+check clu_recover_race_node1_replayed wait_for 60 clu_stat_ge "$S1" \
+	.cluster.recoveries $((R1 + 1))
+if wait_for 5 clu_stat_ge "$S1" .namespace.orphans_adopted $((A1 + 1)); then
+	fail clu_recover_race_no_adoption_during_replay
+else
+	pass clu_recover_race_no_adoption_during_replay
+fi
+rm -f "$T/hold2/replay"
+both_adopted() {
+	_a1=$(clu_stat "$S1" .namespace.orphans_adopted) &&
+		_a2=$(clu_stat "$S2" .namespace.orphans_adopted) &&
+		[ $((_a1 - A1 + _a2 - A0)) -ge 2 ]
+}
+check clu_recover_race_adopted wait_for 60 both_adopted
+check clu_recover_race_node2_replayed clu_stat_ge "$S2" .cluster.recoveries \
+	$((R0 + 1))
+check clu_recover_race_folded wait_for 60 sh -c "
+	f1=\$('$B/ucfs-stat' --json '$S1' | jq .alloc.statfs_dead_folds)
+	f2=\$('$B/ucfs-stat' --json '$S2' | jq .alloc.statfs_dead_folds)
+	[ \$((f1 + f2)) -ge \$(($S0 + 1)) ]"
+clu_stat "$S2" >"$T/st2.json"
+verify race
+echo "node 1 after case race: $(clu_stat "$S1" '{recoveries:
+	.cluster.recoveries, adopted: .namespace.orphans_adopted,
+	dead_applied: .alloc.flog_dead_applied,
+	dead_folds: .alloc.statfs_dead_folds} | tostring')"
+check clu_recover_race_umount1 fs_umount "$M1"
 
 check clu_recover_umount fs_umount "$M2"
 "$B/fsck.ucfs" -n "$IMG" >"$T/fsck.log" 2>&1
