@@ -218,8 +218,7 @@ static void issue_refused_locked(struct bd_file *f, struct file_batch *b)
 /* ios[b->issued] is a write the device's gate now refuses (the node
  * froze past its disk lease while it waited here): failed with @err, not
  * issued. f->lock held. */
-static void issue_gated_locked(struct bd_file *f, struct file_batch *b,
-			       int err)
+static void issue_gated_locked(struct bd_file *f, struct file_batch *b, int err)
 {
 	b->ios[b->issued].ret = err;
 	b->issued++;
@@ -231,8 +230,7 @@ static void issue_gated_locked(struct bd_file *f, struct file_batch *b,
 /* How many of the next *@m I/Os of @b may be issued: all while the gate
  * is open or they are reads; else the reads before the first write, or,
  * when that write comes first, none (returns the gate's error). */
-static int gate_next(struct bd_file *f, const struct file_batch *b,
-		     unsigned *m)
+static int gate_next(struct bd_file *f, const struct file_batch *b, unsigned *m)
 {
 	unsigned reads = 0;
 	int ret;
