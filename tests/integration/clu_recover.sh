@@ -148,12 +148,12 @@ check clu_recover_adopt_node1_adopted clu_stat_ge "$S1" \
 # its worker let go: it must not take node 3's slot before that replay
 # (with a NOEXP grant it did, and adopted the first orphan again: a
 # double free). The hold ends when node 2 adopted something (the bug) or
-# after 5 s (it cannot before the replay).
+# after 2 s (it cannot before the replay).
 touch "$T/hold2/node_down"
 fs_kill9 "$M1"
 rm -f "$T/hold2/adopt_try" "$T/hold1/adopt"
 wait_for 60 test -f "$T/hold2/node_down.held"
-wait_for 5 clu_stat_ge "$S2" .namespace.orphans_adopted $((A0 + 1)) &&
+wait_for 2 clu_stat_ge "$S2" .namespace.orphans_adopted $((A0 + 1)) &&
 	echo "node 2 adopted an orphan of node 3 before it replayed node 1"
 rm -f "$T/hold2/node_down"
 # node 2: node 1's journal (with the adoption), then what is left of
@@ -186,7 +186,7 @@ check clu_recover_race_held wait_for 60 test -f "$T/hold2/replay.held"
 rm -f "$T/hold1/node_down"
 check clu_recover_race_node1_replayed wait_for 60 clu_stat_ge "$S1" \
 	.cluster.recoveries $((R1 + 1))
-if wait_for 5 clu_stat_ge "$S1" .namespace.orphans_adopted $((A1 + 1)); then
+if wait_for 2 clu_stat_ge "$S1" .namespace.orphans_adopted $((A1 + 1)); then
 	fail clu_recover_race_no_adoption_during_replay
 else
 	pass clu_recover_race_no_adoption_during_replay
