@@ -123,6 +123,11 @@ static int check_gate(const struct bd_dev *dev)
 		   : 0;
 }
 
+int bd_gate_check(const struct bd_dev *dev)
+{
+	return check_gate(dev);
+}
+
 void bd_set_gate(struct bd_dev *dev, bd_gate_fn fn, void *arg)
 {
 	if (fn == NULL) {

@@ -30,6 +30,10 @@
  * thread, which issues it: io_submit of an O_DIRECT write (pinning its
  * pages, allocating in the host file system) can take a few hundred
  * microseconds, which then do not delay the caller (a FUSE request).
+ * A write waiting in the queue passes the device's write gate again
+ * right before io_submit (bd_gate_check): a node that froze past its
+ * disk lease while the write waited fails it instead of writing when it
+ * resumes (clu_pause).
  * One thread issues at a time (f->issuing), so the FIFO order holds with
  * f->lock dropped around io_submit. Iocbs are counted as issued before
  * the call: those the kernel did not take cannot complete, so their
@@ -211,6 +215,37 @@ static void issue_refused_locked(struct bd_file *f, struct file_batch *b)
 		wake_thread(f);
 }
 
+/* ios[b->issued] is a write the device's gate now refuses (the node
+ * froze past its disk lease while it waited here): failed with @err, not
+ * issued. f->lock held. */
+static void issue_gated_locked(struct bd_file *f, struct file_batch *b, int err)
+{
+	b->ios[b->issued].ret = err;
+	b->issued++;
+	batch_io_done_locked(f, b);
+	if (b->remaining == 0)
+		wake_thread(f);
+}
+
+/* How many of the next *@m I/Os of @b may be issued: all while the gate
+ * is open or they are reads; else the reads before the first write, or,
+ * when that write comes first, none (returns the gate's error). */
+static int gate_next(struct bd_file *f, const struct file_batch *b, unsigned *m)
+{
+	unsigned reads = 0;
+	int ret;
+
+	while (reads < *m && b->ios[b->issued + reads].op != BD_WRITE)
+		reads++;
+	if (reads == *m)
+		return 0;
+	ret = bd_gate_check(&f->dev);
+	if (ret == 0 || reads == 0)
+		return ret;
+	*m = reads;
+	return 0;
+}
+
 static void pend_pop_locked(struct bd_file *f)
 {
 	f->pend_head = f->pend_head->pend_next;
@@ -246,6 +281,13 @@ static void issue_locked(struct bd_file *f)
 			m = f->slots;
 		if (m > SUBMIT_MAX)
 			m = SUBMIT_MAX;
+		r = gate_next(f, b, &m);
+		if (r != 0) {
+			issue_gated_locked(f, b, r);
+			if (b->issued == b->n)
+				pend_pop_locked(f);
+			continue;
+		}
 		for (unsigned i = 0; i < m; i++)
 			ptrs[i] = &b->iocbs[b->issued + i];
 		b->issued += m;

@@ -129,4 +129,10 @@ int bd_worker_submit(struct bd_worker *wk, struct bd_io *ios, unsigned n,
 /* Wait until every queued batch has completed, stop the thread. */
 void bd_worker_fini(struct bd_worker *wk);
 
+/* The write gate and the fence flag again (bd.h bd_set_gate), for a
+ * backend about to issue a write that waited in its queue after
+ * bd_submit_async checked it: a node frozen meanwhile past its disk lease
+ * must not issue it when it resumes. 0 or -errno. */
+int bd_gate_check(const struct bd_dev *dev);
+
 #endif /* UCFS_BD_INTERNAL_H */

@@ -1,7 +1,8 @@
 /*
  * fs_cluster.c — a lockproto=dlm mount in the cluster (fs_cluster.h):
- * lockspace, journal slot lock, the glock engine and the ops of each
- * lock type, recovery of dead nodes, self-fencing.
+ * lockspace, the glock engine and the ops of each lock type, the
+ * watchdog, self-fencing, stats. The journal slot locks and recovery of
+ * dead nodes: fs_recover.c (fs_cluster_internal.h: what both share).
  *
  * What each glock protects (FORMAT.md "Cluster locks"): an inode's lock
  * its blocks (inode, B+tree, xattr: the storage layer's "owner" of those
@@ -49,23 +50,8 @@
  * finds a journal to replay is refused (fs_super.c), and a node-down
  * with no read-write survivor fences it (ro_recover).
  *
- * Recovery: a demote from EX checkpoints what the lock covered, so what
- * a node's journal holds past its header's tail and last checkpoint
- * record are images of blocks whose locks it holds in EX;
- * when it dies, nobody else was granted those. The lock manager grants
- * no lock (but NOEXP ones) anywhere until every node's node-down
- * callback returned, and in that callback (cl_recover) each mounted
- * survivor replays the dead node's slot (fs_core_recover_node: device
- * I/O only; the callback runs on the DLM's callback thread, which also
- * delivers our lock completions, so it never waits for a lock). The dead
- * node's EX locks then come back with an invalid LVB: the next holder
- * drops its cached copies (no recover op: nothing more to do). The mount
- * lock keeps v1's "first to get it recovers" for the first mount after
- * a whole-cluster crash: under EX it takes the lock of every other slot
- * it can get (EX, NOQUEUE, NOEXP: a live owner holds its slot's lock for
- * its whole mount), replays that slot's journal if the slot map says
- * mounted, marks the slot free (fs_core_recover_slots; also at every
- * mount and unmount, which frees the slots the callback replayed).
+ * Recovery of dead nodes (node-down callback, journal slot locks,
+ * the mount lock's recover op): fs_recover.c.
  *
  * Disk heartbeat (fs_hb.c): started before the lockspace, so that the
  * lock manager's disk hook (cl_disk) knows from the first tick which
@@ -81,23 +67,24 @@
  * Self-fencing: a DLM call failing with -ESHUTDOWN (the cluster declared
  * us dead), the lock manager fencing us (disk tie-break, lk_ls_fenced),
  * the disk lease running out (fs_hb_fenced), a demote that could not
- * write back, or quorum lost for longer than the cluster's timeout_ms
- * (all checked every 100 ms by the thread) fences the node: the device
- * refuses every write from then on (bd_fence), the journal is aborted,
- * the disk heartbeat stops, the lockspace drops its connections (the
- * others see us dead once our beat is old), every request fails with
- * EIO, and the watchdog thread then drops the kernel's caches
- * (fenced_drop_kernel). Fencing is final: no rejoin in place (MOUNT.md
- * "Cluster mounts" says why); a remount is the way back. No wait on the
- * unmount path is unbounded then (fs_glock.c): unmount leaves the
- * lockspace as if crashed so that a survivor replays our journal, and
- * the daemon exits.
+ * write back, or quorum lost (majority_up) for longer than the
+ * cluster's timeout_ms (all checked every 100 ms by the thread) fences
+ * the node: the device refuses every write from then on (bd_fence), the
+ * journal is aborted, the disk heartbeat stops, the lockspace drops its
+ * connections (the others see us dead once our beat is old), every
+ * request fails with EIO, and the watchdog thread then drops the
+ * kernel's caches (fenced_drop_kernel). Fencing is final: no rejoin in
+ * place (MOUNT.md "Cluster mounts" says why); a remount is the way back.
+ * No wait on the unmount path is unbounded then (fs_glock.c): unmount
+ * leaves the lockspace as if crashed so that a survivor replays our
+ * journal, and the daemon exits.
  *
  * Locking: cl->mu protects fs, the job fields, fenced and the counters;
  * it is never held across a DLM call, and never taken by the glock
  * callbacks while fs code runs under it. Order: cl->mu is a leaf.
  */
 #include "fusefs/cluster/fs_cluster.h"
+#include "fusefs/cluster/fs_cluster_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -120,57 +107,7 @@
 #include "lockmgr/lk.h"
 #include "lockmgr/lk_config.h"
 
-struct fs_cluster {
-	struct lk_ls *ls;	  /* immutable after open */
-	char name[64];		  /* immutable */
-	uint32_t node;		  /* immutable */
-	unsigned minhold_ms;	  /* immutable */
-	unsigned glock_max;	  /* immutable: the engine's LRU bound */
-	unsigned timeout_ms;	  /* immutable: quorum loss -> fence */
-	int ro;			  /* immutable: fs_cluster_opts.ro */
-	unsigned records_timeout_s; /* immutable: records_timeout= */
-	struct fs_glocks *e;	  /* immutable after attach: the engine */
-	struct fs_glock *gl;	  /* immutable after attach: FS_LK_FS/0 */
-	struct fs_jrec *jrec;	  /* immutable after attach: records
-				     agreement (NULL: ro, no JCKPT) */
-	struct lk_lock *slot_lk;  /* mount thread: own slot's lock */
-	int slot;		  /* immutable after claim; -1 */
-	struct lk_lock **try_lk;  /* per slot: recovery locks (thread
-				     that took them) */
-	unsigned nslots;	  /* immutable after attach */
-	struct fs_stats_lk *stlk; /* stats "locks" section */
-	struct fs_hb *hb;	  /* immutable after open */
-	struct bd_dev *hb_bd;	  /* immutable: owned, or NULL (shared) */
-	struct bd_dev *gate_bd;	  /* the mount's device: set by attach
-				     before any request, cleared by detach
-				     or close (mount thread) */
-	uint64_t configured;	  /* immutable: node ids */
-	uint32_t node_addr;	  /* immutable: ours (network order) */
-	uint16_t node_port;	  /* immutable */
-	uint64_t rg_start;	  /* immutable after attach: the rgroup */
-	uint32_t rg_blocks;	  /*   geometry, for lock placement */
-	uint32_t rg_count;
-	uint64_t fence_ms;   /* mu: when we fenced (cvw_now_ms), 0 */
-	char fence_why[160]; /* mu: why we fenced ("" until then) */
-	int kernel_dropped;  /* mu: the kernel's caches dropped after
-				the fence (cl_thread) */
-
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct fs *fs;		      /* mu */
-	uint64_t deaths;	      /* mu: node-down callbacks */
-	int stop;		      /* mu */
-	int fenced;		      /* mu */
-	uint64_t recoveries;	      /* mu: slots replayed here */
-	uint64_t recovered_tx;	      /* mu */
-	uint64_t drops, dropped_bufs; /* mu: cache drops */
-	uint64_t kinval_skips; /* atomic: drops the kernel had nothing of */
-	uint64_t sync_errors;	      /* mu */
-	unsigned ops_busy;	      /* mu: glock ops using fs (cl_fs) */
-};
-
-static void log_msg(int level, const char *msg, void *arg)
+void fs_cl_log(int level, const char *msg, void *arg)
 {
 	(void)arg;
 	if (level <= 1)
@@ -179,9 +116,7 @@ static void log_msg(int level, const char *msg, void *arg)
 
 /* ---- glock ops (run by fs_glock.c, without its lock) ----------------- */
 
-/* The mount an op works on, or NULL (mounting, unmounted, quiesced); a
- * non-NULL one stays usable until cl_fs_put (fs_cluster_quiesce waits). */
-static struct fs *cl_fs(struct fs_cluster *cl)
+struct fs *fs_cl_fs(struct fs_cluster *cl)
 {
 	struct fs *fs;
 
@@ -193,7 +128,7 @@ static struct fs *cl_fs(struct fs_cluster *cl)
 	return fs;
 }
 
-static void cl_fs_put(struct fs_cluster *cl, struct fs *fs)
+void fs_cl_fs_put(struct fs_cluster *cl, struct fs *fs)
 {
 	if (fs == NULL)
 		return;
@@ -268,17 +203,17 @@ static void count_drop(struct fs_cluster *cl, unsigned n)
 static int gl_sync(struct fs_glock *gl, int from, int to, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	int ret;
 
 	(void)from;
 	(void)to;
 	if (fs == NULL || fs->j == NULL) {
-		cl_fs_put(cl, fs);
+		fs_cl_fs_put(cl, fs);
 		return 0; /* mounting, or unmounting: written back already */
 	}
 	ret = owner_sync(fs, gl);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	if (ret < 0) {
 		pthread_mutex_lock(&cl->mu);
 		cl->sync_errors++;
@@ -293,49 +228,28 @@ static int gl_sync(struct fs_glock *gl, int from, int to, void *arg)
 static void fs_gl_inval(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	unsigned n, busy = 0;
 	int ret = 0;
 
 	(void)gl;
 	if (fs == NULL || fs->cache == NULL) {
-		cl_fs_put(cl, fs);
+		fs_cl_fs_put(cl, fs);
 		return; /* mounting: nothing cached yet */
 	}
 	n = fs_cache_drop_all(fs, &busy);
 	if (fs->alloc != NULL)
 		ret = fs_alloc_reload(fs);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	count_drop(cl, n);
 	if (ret < 0)
 		fs_cluster_fence(cl, "cannot reload the resource groups");
 }
 
-/* The LVB of the fs lock is invalid: a node died holding it in EX (while
- * it mounted or unmounted), or the whole cluster restarted. In EX:
- * replay and free every slot whose owner is gone. */
-static int fs_gl_recover(struct fs_glock *gl, void *arg)
-{
-	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
-	int ret;
-
-	(void)gl;
-	if (fs == NULL || cl->slot < 0) {
-		cl_fs_put(cl, fs);
-		return 0;
-	}
-	ret = fs_core_recover_slots(fs, 1);
-	cl_fs_put(cl, fs);
-	if (ret < 0)
-		fs_cluster_fence(cl, "cannot replay a dead node's journal");
-	return ret;
-}
-
 static const struct fs_glock_ops fs_gl_ops = {
     .sync = gl_sync,
     .inval = fs_gl_inval,
-    .recover = fs_gl_recover,
+    .recover = fs_cl_gl_recover,
 };
 
 /* A ro node cannot recover (that takes EX): a mount that finds a slot to
@@ -348,11 +262,11 @@ static const struct fs_glock_ops fs_gl_ro_ops = {
 static void inode_inval(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 
 	if (fs != NULL && fs->cache != NULL)
 		count_drop(cl, owner_drop(fs, gl));
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 }
 
 /* Local requests wait for the lock (a directory's: the kernel likely
@@ -371,14 +285,14 @@ static int gl_waited(void *gl)
 static void inode_drop(struct fs_glock *gl, int from, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	uint64_t ino = fs_glock_num(gl);
 	struct fs_buf *b;
 	int dir = 1;
 
 	(void)from;
 	if (fs == NULL || fs->cache == NULL) {
-		cl_fs_put(cl, fs);
+		fs_cl_fs_put(cl, fs);
 		return;
 	}
 	/* an inode made here whose iopen PR was put off: taken now, before
@@ -390,7 +304,7 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 	 * (most of a 2-node rm -rf's demotes) */
 	if (!fs_ino_kernel_held(fs, ino)) {
 		__atomic_add_fetch(&cl->kinval_skips, 1, __ATOMIC_RELAXED);
-		cl_fs_put(cl, fs);
+		fs_cl_fs_put(cl, fs);
 		return;
 	}
 	b = fs_cache_lookup(fs, ino);
@@ -410,7 +324,7 @@ static void inode_drop(struct fs_glock *gl, int from, void *arg)
 		fs_kinval_inode(fs, ino);
 	fs_glock_report(gl)->kinval |=
 	    FS_TRACE_K_ATTRS | FS_TRACE_K_PAGES | (dir ? FS_TRACE_K_NAMES : 0);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 }
 
 /* A demote-ahead batch's drops (fs_glock.h ops->drops): their
@@ -468,12 +382,12 @@ static void inode_flushed(void *gl)
 static int inode_flush(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	int ret = 0;
 
 	if (fs != NULL)
 		ret = fs_kinval_flush(fs, fs_glock_num(gl), inode_flushed, gl);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	return ret;
 }
 /* Change tracking (fs_glock_ops.stamp, changed): the value block's
@@ -484,25 +398,25 @@ static int inode_flush(struct fs_glock *gl, void *arg)
 static uint64_t inode_stamp(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	uint64_t s = 0;
 
 	(void)gl;
 	if (fs != NULL && fs->j != NULL)
 		s = fs_journal_stamp(fs);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	return s;
 }
 
 static int inode_changed(struct fs_glock *gl, uint64_t mark, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	int changed = 1;
 
 	if (fs != NULL && fs->j != NULL && mark != 0)
 		changed = fs_journal_owner_since(fs, owner_of(gl), mark);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	return changed;
 }
 
@@ -534,13 +448,13 @@ static const struct fs_glock_ops inode_ops = {
 static void rgrp_inval(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 
 	int ret = 0;
 
 	if (fs != NULL && fs->alloc != NULL)
 		ret = fs_alloc_rgrp_inval(fs, (uint32_t)fs_glock_num(gl));
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	if (ret < 0)
 		fs_cluster_fence(cl, "cannot reload a resource group");
 	count_drop(cl, 0);
@@ -557,12 +471,12 @@ static const struct fs_glock_ops rgrp_ops = {
 static void statfs_inval(struct fs_glock *gl, void *arg)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	unsigned n = 0;
 
 	if (fs != NULL && fs->cache != NULL)
 		n = owner_drop(fs, gl);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	count_drop(cl, n);
 }
 
@@ -575,11 +489,36 @@ static const struct fs_glock_ops statfs_ops = {
 
 /* ---- watchdog thread and node-down callback --------------------------- */
 
+/*
+ * A strict majority of the configured nodes (us included) reachable over
+ * the network. lk_ls_members says "not quorate" also while the lock
+ * manager recovers a dead node with a majority up (until every
+ * survivor's callback returned; a survivor that dies meanwhile adds a
+ * wait for its disk death, hb_timeout): that is no quorum loss, and
+ * fencing every survivor because a recovery took longer than timeout_ms
+ * would stop the cluster (clu_recover: node 1 killed while it replays
+ * node 3's journal fenced node 2 "quorum lost"). Requests wait for the
+ * recovery meanwhile (fs_cluster_wait_quorum).
+ */
+static int majority_up(struct fs_cluster *cl)
+{
+	unsigned up = 1, n = (unsigned)__builtin_popcountll(cl->configured);
+
+	for (uint32_t id = 1; id < 64; id++) {
+		uint64_t age;
+
+		if ((cl->configured & (1ull << id)) && id != cl->node &&
+		    lk_ls_peer(cl->ls, id, &age))
+			up++;
+	}
+	return up > n / 2;
+}
+
 static void check_quorum(struct fs_cluster *cl, uint64_t *lost_since)
 {
 	uint64_t gen, members;
 
-	if (lk_ls_members(cl->ls, &gen, &members)) {
+	if (lk_ls_members(cl->ls, &gen, &members) || majority_up(cl)) {
 		*lost_since = 0;
 		return;
 	}
@@ -609,7 +548,7 @@ static void fenced_drop_kernel(struct fs_cluster *cl)
 	cl->ops_busy++;
 	pthread_mutex_unlock(&cl->mu);
 	fs_kinval_all(fs);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	pthread_mutex_lock(&cl->mu);
 }
 
@@ -641,54 +580,6 @@ static void *cl_thread(void *arg)
 	}
 	pthread_mutex_unlock(&cl->mu);
 	return NULL;
-}
-
-/* A ro node cannot replay the journal of dead node @nodeid: a read-write
- * survivor does it in its own callback (before any grant). With none
- * left and transactions in that journal (an empty one leaves nothing
- * half written: the node goes on), what this node would read may be
- * half written: it stops serving (fenced: every request fails with EIO)
- * until remounted after a read-write node recovered the journal. */
-static void ro_recover(struct fs_cluster *cl, struct fs *fs, uint32_t nodeid)
-{
-	uint64_t members = 0;
-	unsigned slot;
-
-	fs_cluster_members(cl, &members);
-	if (fs_core_ro_unrecovered(fs, members, nodeid, &slot) != 0)
-		fs_cluster_fence(cl, "a dead node's journal needs replay and "
-				     "no read-write node is left: a ro node "
-				     "cannot replay it");
-}
-
-/*
- * Node @nodeid died (lockmgr/PROTOCOL.md "User recovery"): the lock
- * manager grants no other lock anywhere until every node's callback
- * returned, so the dead node's journal is replayed here, before anyone
- * can be granted a lock it held in EX. Every mounted survivor replays it
- * (they write the same images; idempotent when a newer recovery calls us
- * again). Runs on the DLM's callback thread: device I/O only, no lk_wait
- * (the slot map keeps the slot mounted: the next mount or unmount, under
- * the fs lock, frees it).
- */
-static void cl_recover(struct lk_ls *ls, uint32_t nodeid, void *arg)
-{
-	struct fs_cluster *cl = arg;
-	struct fs *fs;
-	int fenced;
-
-	(void)ls;
-	pthread_mutex_lock(&cl->mu);
-	cl->deaths++;
-	fenced = cl->fenced;
-	pthread_mutex_unlock(&cl->mu);
-	fs = fenced ? NULL : cl_fs(cl);
-	/* mounting: the mount recovers under the fs lock */
-	if (fs != NULL && cl->slot >= 0 && fs_core_recover_node(fs, nodeid) < 0)
-		fs_cluster_fence(cl, "cannot replay a dead node's journal");
-	if (fs != NULL && cl->ro)
-		ro_recover(cl, fs, nodeid);
-	cl_fs_put(cl, fs);
 }
 
 /* The lock manager's disk hook (lk_disk_fn): under its lock, so only
@@ -876,8 +767,8 @@ static int ls_open(struct fs_cluster *cl, const struct fs_cluster_opts *o,
 
 	lc.cluster_file = o->cluster_file;
 	lc.nodeid = o->node_id;
-	lc.recover = cl_recover;
-	lc.log = log_msg;
+	lc.recover = fs_cl_node_down;
+	lc.log = fs_cl_log;
 	lc.arg = cl;
 	lc.disk = cl_disk;
 	lc.disk_timeout_ms = fs_hb_timeout_ms(cl->hb);
@@ -973,12 +864,12 @@ struct lk_ls *fs_cluster_ls(struct fs_cluster *cl)
 static int jrec_set(void *arg, int on)
 {
 	struct fs_cluster *cl = arg;
-	struct fs *fs = cl_fs(cl);
+	struct fs *fs = fs_cl_fs(cl);
 	int ret = 0;
 
 	if (fs != NULL && fs->j != NULL) /* else unmounted: written back */
 		ret = fs_journal_set_records(fs, on);
-	cl_fs_put(cl, fs);
+	fs_cl_fs_put(cl, fs);
 	return ret;
 }
 
@@ -1088,237 +979,6 @@ void fs_cluster_detach(struct fs_cluster *cl, int held)
 	fs_cluster_quiesce(cl);
 }
 
-/* A slot lock request's outcome, from its completion callback (a NOQUEUE
- * request refused by a remote master releases its handle once the
- * callback returned: lk_wait on it could touch a freed handle). */
-struct slot_wait {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int done, status;
-	int gone; /* the waiter left (fenced): the callback frees it */
-};
-
-static void slot_wait_free(struct slot_wait *w)
-{
-	pthread_cond_destroy(&w->cv);
-	pthread_mutex_destroy(&w->mu);
-	free(w);
-}
-
-static void slot_done(struct lk_lock *lk, int status, void *arg)
-{
-	struct slot_wait *w = arg;
-	int gone;
-
-	(void)lk;
-	pthread_mutex_lock(&w->mu);
-	w->done = 1;
-	w->status = status;
-	gone = w->gone;
-	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	if (gone)
-		slot_wait_free(w);
-}
-
-static const struct lk_lock_ops slot_ops = {.completion = slot_done};
-
-/* Wait (w->mu held) for the answer to a NOQUEUE slot request: at most
- * SLOT_ANSWER_MS, then cancel it and wait as long again (a request that
- * got no answer must not hang a mount or an unmount: MOUNT.md). Returns
- * w->done. */
-#define SLOT_ANSWER_MS 10000u /* a slot request unanswered: cancelled */
-
-static int slot_wait_answer(struct fs_cluster *cl, struct slot_wait *w,
-			    struct lk_lock *lk)
-{
-	uint64_t end = cvw_now_ms() + SLOT_ANSWER_MS;
-	int cancelled = 0;
-
-	while (!w->done && !fs_cluster_fenced(cl)) {
-		if (cvw_now_ms() < end) {
-			cvw_wait_ms(&w->cv, &w->mu, 100);
-			continue;
-		}
-		if (cancelled)
-			break;
-		cancelled = 1;
-		end = cvw_now_ms() + SLOT_ANSWER_MS;
-		pthread_mutex_unlock(&w->mu);
-		lk_cancel(lk);
-		pthread_mutex_lock(&w->mu);
-	}
-	return w->done;
-}
-
-/* EX on slot @s's lock. 1 granted (*out), 0 refused (or no answer:
- * taken as held), -errno. Not from a DLM callback. */
-static int slot_lock(struct fs_cluster *cl, unsigned s, unsigned flags,
-		     struct lk_lock **out)
-{
-	struct slot_wait *w = calloc(1, sizeof(*w));
-	struct lk_name n;
-	struct lk_lock *lk = NULL;
-	int ret, gone = 0;
-
-	if (w == NULL)
-		return -ENOMEM;
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	lk_name_make(&n, FS_LK_SLOT, s, NULL);
-	ret = lk_lock(cl->ls, &n, LK_EX, LK_NOQUEUE | flags, &slot_ops, w, &lk);
-	if (ret == 0) {
-		pthread_mutex_lock(&w->mu);
-		slot_wait_answer(cl, w, lk);
-		ret = w->done		      ? w->status
-		      : fs_cluster_fenced(cl) ? -EIO
-					      : -EAGAIN;
-		gone = w->gone = !w->done; /* never answered */
-		pthread_mutex_unlock(&w->mu);
-		if (gone && ret == -EAGAIN)
-			log_msg(1,
-				"a journal slot lock request got no answer: "
-				"the slot is taken as held",
-				NULL);
-	} else if (ret == LK_GRANTED_NOW) {
-		ret = 0;
-	}
-	if (!gone)
-		slot_wait_free(w);
-	if (ret == -EAGAIN || ret == -ECANCELED)
-		return 0;
-	if (ret < 0)
-		return ret;
-	*out = lk;
-	return 1;
-}
-
-/*
- * How long a node that just got slot @s watches it before it writes
- * anything but its beat (fs_hb_start): a full hb_timeout when our
- * membership is no majority of the configured nodes (two-node mode
- * alone: a node on the other side of a cut may hold the same slot in its
- * own lockspace; MOUNT.md "Cluster mounts"), else the minimum (two
- * majorities share a member, so the slot lock is never granted twice).
- */
-static unsigned watch_ms(struct fs_cluster *cl)
-{
-	uint64_t gen, members = 0;
-	unsigned n = (unsigned)__builtin_popcountll(cl->configured);
-
-	lk_ls_members(cl->ls, &gen, &members);
-	if ((unsigned)__builtin_popcountll(members & cl->configured) > n / 2)
-		return 0;
-	return fs_hb_timeout_ms(cl->hb);
-}
-
-/* fs_hb_start failed: say why. */
-static int start_failed(struct fs_cluster *cl, unsigned s, int ret,
-			uint32_t other, char *why, size_t whylen)
-{
-	char msg[300];
-
-	if (ret == -EBUSY || (other != 0 && other != ~0u))
-		snprintf(msg, sizeof(msg),
-			 "journal slot %u %s node %u, which this node cannot "
-			 "reach (link down, or started at the same time "
-			 "without one?): not mounting as node %u (no split "
-			 "brain)",
-			 s,
-			 ret == -EBUSY ? "is in use on the disk by"
-				       : "was taken over on the disk by",
-			 other, cl->node);
-	else
-		snprintf(msg, sizeof(msg),
-			 "fenced before the first disk heartbeat was "
-			 "written%s",
-			 other == ~0u ? " (our heartbeat block became "
-					"unreadable)"
-				      : "");
-	return fs_why(why, whylen, ret == -EBUSY ? -EBUSY : -EIO, msg);
-}
-
-int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
-			  char *why, size_t whylen)
-{
-	char msg[120];
-
-	for (unsigned s = 0; s < count; s++) {
-		int r = slot_lock(cl, s, 0, &cl->slot_lk);
-		uint32_t other;
-
-		if (r < 0)
-			return fs_why(why, whylen, r,
-				      "slot lock request "
-				      "failed");
-		if (r == 1) {
-			cl->slot = (int)s;
-			*slot = s;
-			r = fs_hb_start(cl->hb, s, watch_ms(cl), &other);
-			if (r < 0)
-				return start_failed(cl, s, r, other, why,
-						    whylen);
-			return 0;
-		}
-	}
-	snprintf(msg, sizeof(msg),
-		 "all %u journal slots are in use (mkfs.ucfs "
-		 "-j sets how many nodes may mount)",
-		 count);
-	return fs_why(why, whylen, -EBUSY, msg);
-}
-
-int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot)
-{
-	struct timespec nap = {0, 50 * 1000 * 1000};
-	uint64_t end = cvw_now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
-	int ret;
-
-	if (slot >= cl->nslots || (int)slot == cl->slot)
-		return 0;
-	ret = slot_lock(cl, slot, LK_NOEXP, &cl->try_lk[slot]);
-	/* its owner was declared dead: recover only once it stopped
-	 * writing (the lock manager waited for that already, unless the
-	 * coordinator had no disk: a witness) */
-	while (ret == 1 && fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
-		if (cvw_now_ms() > end || fs_cluster_fenced(cl)) {
-			fs_cluster_slot_drop(cl, slot);
-			return 0; /* still beating: not ours to recover */
-		}
-		nanosleep(&nap, NULL);
-	}
-	return ret;
-}
-
-int fs_cluster_slot_alive(struct fs_cluster *cl, unsigned slot)
-{
-	return slot < cl->nslots && fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE;
-}
-
-void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot)
-{
-	if (slot < cl->nslots && cl->try_lk[slot] != NULL) {
-		lk_unlock(cl->try_lk[slot], 0);
-		cl->try_lk[slot] = NULL;
-	}
-}
-
-void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
-			      unsigned ntx)
-{
-	char msg[120];
-
-	pthread_mutex_lock(&cl->mu);
-	cl->recoveries++;
-	cl->recovered_tx += ntx;
-	pthread_mutex_unlock(&cl->mu);
-	snprintf(msg, sizeof(msg),
-		 "recovered journal slot %u (%u "
-		 "transactions replayed)",
-		 slot, ntx);
-	log_msg(1, msg, NULL);
-}
-
 /* ---- holders ---------------------------------------------------------- */
 
 /* Self-fencing, part 1: no request runs (even under a cached grant)
@@ -1392,19 +1052,6 @@ void fs_cluster_gunlock(struct fs_glock *gl, int mode)
 	fs_glock_put(gl);
 }
 
-int fs_cluster_slot_dead(struct fs_cluster *cl, unsigned slot)
-{
-	struct timespec nap = {0, 50 * 1000 * 1000};
-	uint64_t end = cvw_now_ms() + 2ull * fs_hb_timeout_ms(cl->hb);
-
-	while (fs_hb_slot(cl->hb, slot) == FS_HB_ALIVE) {
-		if (cvw_now_ms() > end || fs_cluster_fenced(cl))
-			return 0;
-		nanosleep(&nap, NULL);
-	}
-	return 1;
-}
-
 void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 {
 	struct fs *fs;
@@ -1434,7 +1081,7 @@ void fs_cluster_fence(struct fs_cluster *cl, const char *why)
 		 "node %u fenced itself (%s): no more "
 		 "device writes, every request fails with EIO; unmount it",
 		 cl->node, why);
-	log_msg(0, msg, NULL);
+	fs_cl_log(0, msg, NULL);
 }
 
 int fs_cluster_fenced(struct fs_cluster *cl)

@@ -1,8 +1,8 @@
 /*
  * fs_cluster.h — a lockproto=dlm mount's membership of the cluster
- * (fs_cluster.c): the lockspace, the journal slot lock, the glock engine
- * and the ops of each lock type, recovery of dead nodes' journals and
- * self-fencing.
+ * (fs_cluster.c): the lockspace, the glock engine and the ops of each
+ * lock type, self-fencing; the journal slot locks and recovery of dead
+ * nodes' journals (fs_recover.c).
  *
  * Lock names (FORMAT.md "Cluster locks"): FS_LK_FS/0 the mount lock
  * (slot map, first-mount recovery; LVB: generation), FS_LK_SLOT/s the
@@ -130,6 +130,11 @@ int fs_cluster_slot_claim(struct fs_cluster *cl, unsigned count, unsigned *slot,
 /* Try another slot's lock (EX, NOQUEUE, NOEXP): 1 taken (release with
  * fs_cluster_slot_drop), 0 held by a live node, -errno. May block. */
 int fs_cluster_slot_try(struct fs_cluster *cl, unsigned slot);
+/* The same without NOEXP, for what a dead slot left beside its journal
+ * (orphans, free log, statfs change: fs_iopen.c adopt): granted only
+ * after every node-down recovery in progress, so after the replay of a
+ * survivor that died holding it (fs_recover.c says why). */
+int fs_cluster_slot_take(struct fs_cluster *cl, unsigned slot);
 void fs_cluster_slot_drop(struct fs_cluster *cl, unsigned slot);
 /* Slot @slot's owner beats on the disk now (no wait): a node mounted it
  * again. A dead slot whose lock a try found held while this is 0 is
@@ -173,6 +178,19 @@ int fs_cluster_fenced(struct fs_cluster *cl);
 /* Count a slot recovered (replayed) by this node. */
 void fs_cluster_note_recovery(struct fs_cluster *cl, unsigned slot,
 			      unsigned ntx);
+
+/*
+ * Test-only fault hook (MOUNT.md "Cluster mounts", like the lock
+ * manager's UCFS_LK_CUT): with UCFS_RECOVER_HOLD=DIR in the daemon's
+ * environment, recovery step @step ("node_down": the node-down callback,
+ * before the replay; "replay": a dead node's journal with one image
+ * written home; "adopt": a dead slot's first orphan adopted; "adopt_try":
+ * before a survivor takes a dead slot's lock to adopt what it left)
+ * waits while the file DIR/@step exists, after writing its pid to
+ * DIR/@step.held, so that a test kills or resumes the node right there.
+ * 1 if it waited, 0 (at once) without the variable or the file.
+ */
+int fs_cluster_recover_hold(const char *step);
 
 /* Register / remove the "cluster" and "locks" stats sections. */
 int fs_cluster_stats_add(struct fs_cluster *cl, struct fs_stats *st);

@@ -351,10 +351,14 @@ static void read_pass(struct fs_hb *hb)
 
 int fs_hb_node(struct fs_hb *hb, uint32_t node, uint64_t *changed_ns)
 {
-	uint64_t now = cvw_now_ns(), changed = 0;
+	uint64_t now, changed = 0;
 	int seen = 0, fenced = 0, state;
 
 	pthread_mutex_lock(&hb->mu);
+	/* after the lock: a pass that ended while we waited for it set
+	 * changed_ns past a clock read before, and now - changed wrapped
+	 * (a live node DEAD) */
+	now = cvw_now_ns();
 	for (unsigned s = 0; s < hb->nslots; s++) {
 		if ((int)s == __atomic_load_n(&hb->slot, __ATOMIC_ACQUIRE) ||
 		    hb->s[s].node != node)
@@ -392,12 +396,13 @@ void fs_hb_set_notify(struct fs_hb *hb, void (*fn)(void *arg, uint64_t nodes),
 
 int fs_hb_slot(struct fs_hb *hb, unsigned slot)
 {
-	uint64_t now = cvw_now_ns();
+	uint64_t now;
 	int state;
 
 	if (slot >= hb->nslots)
 		return FS_HB_NONE;
 	pthread_mutex_lock(&hb->mu);
+	now = cvw_now_ns(); /* after the lock: fs_hb_node says why */
 	if (hb->watch_ns == 0 || now - hb->pass_start > 2 * hb->interval_ns)
 		state = FS_HB_ALIVE;
 	else if (hb->s[slot].fenced)

@@ -750,7 +750,10 @@ static void wanted(struct fs *fs, struct lk_lock **lks, size_t nl)
 static int adopt(struct fs *fs, unsigned s)
 {
 	uint64_t ino;
-	int ret = fs_cluster_slot_try(fs->cl, s);
+	int ret, n = 0;
+
+	fs_cluster_recover_hold("adopt_try"); /* a test hook: fs_cluster.h */
+	ret = fs_cluster_slot_take(fs->cl, s);
 
 	if (ret == 0 && !fs_cluster_slot_alive(fs->cl, s))
 		return -EAGAIN;
@@ -758,9 +761,11 @@ static int adopt(struct fs *fs, unsigned s)
 		return 0; /* a new mount of it: its own mount reclaims */
 	fs_core_slotinfo_forget(fs, s);
 	/* each one reaped as its lock goes (fs_op_end) */
-	do
+	do {
 		ret = fs_ino_orphan_adopt(fs, s, &ino);
-	while (ret == 0 && ino != 0);
+		if (ret == 0 && ino != 0 && n++ == 0)
+			fs_cluster_recover_hold("adopt");
+	} while (ret == 0 && ino != 0);
 	/* an error leaves the rest of the log to the slot's next recovery
 	 * (counted: alloc.flog_dead_errors) */
 	if (ret == 0)

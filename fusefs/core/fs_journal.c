@@ -78,6 +78,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fusefs/cluster/fs_cluster.h"
 #include "fusefs/core/fs_core_priv.h"
 #include "fusefs/core/fs_jscan.h"
 #include "lockmgr/cv_wait.h"
@@ -213,6 +214,7 @@ struct rp_state {
 	uint8_t *stage;		/* RP_BATCH blocks */
 	struct bd_io ios[RP_BATCH];
 	unsigned n;
+	int first; /* no image written home yet */
 };
 
 static int rp_put(void *ctx, uint64_t home, const void *blk)
@@ -225,9 +227,14 @@ static int rp_put(void *ctx, uint64_t home, const void *blk)
 	rp->ios[rp->n++] = (struct bd_io){ .op = BD_WRITE, .buf = d,
 		.len = FS_BLOCK_SIZE, .off = home << FS_BLOCK_SHIFT };
 	FS_STAT_ADD(rp->fs, replay_blocks, 1);
-	if (rp->n == RP_BATCH) {
+	/* the test hook (fs_cluster.h) waits with one image written home */
+	if (rp->n == RP_BATCH ||
+	    (rp->first && rp->n == 1 && getenv("UCFS_RECOVER_HOLD") != NULL)) {
 		ret = bd_submit(rp->fs->bd, rp->ios, rp->n);
 		rp->n = 0;
+		if (rp->first && ret == 0)
+			fs_cluster_recover_hold("replay");
+		rp->first = 0;
 	}
 	return ret;
 }
@@ -251,6 +258,7 @@ static int rp_run(struct fs *fs, unsigned slot, const struct fs_jhdr *h,
 			return -ENOMEM;
 		}
 		rp->fs = fs;
+		rp->first = 1;
 	}
 	ret = fs_jscan(fs->bd, &fs->sb, slot, h->tail_pos, h->tail_seq,
 		       ro ? NULL : &ops, rp, res);

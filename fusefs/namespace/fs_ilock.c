@@ -131,6 +131,12 @@ static int release(struct fs *fs, struct fs_inode *n)
 	return fs_ino_unpin(fs, n);
 }
 
+/* The inode this thread's fs_ilock_reap is destroying (0: none): the
+ * sub-operation's end finds it an unreferenced orphan again when the
+ * destroy failed, and must not try again (that recursed until the stack
+ * ran out: clu_recover, a destroy failing with EUCLEAN). */
+static __thread uint64_t reaping;
+
 void fs_ilock_reap(struct fs_ilock *il, uint64_t ino)
 {
 	struct fs_ilock sub;
@@ -141,12 +147,14 @@ void fs_ilock_reap(struct fs_ilock *il, uint64_t ino)
 				 __ATOMIC_RELEASE);
 		return;
 	}
-	if (fs_op_begin(&sub, il->fs, LK_PR) < 0)
+	if (reaping == ino || fs_op_begin(&sub, il->fs, LK_PR) < 0)
 		return;
+	reaping = ino;
 	if (fs_ilock_one(&sub, ino, FS_IL_EX) == 0)
 		/* one try: a failed destroy stays on the orphan list */
 		fs_ino_maybe_destroy(il->fs, ino);
 	fs_op_end(&sub);
+	reaping = 0;
 }
 
 void fs_iunlock_one(struct fs_ilock *il, uint64_t ino)

@@ -44,6 +44,11 @@ static pthread_t submit_watch;
 static _Atomic int submit_watching;
 static _Atomic unsigned submit_by_watched;
 
+/* test_gate_queued: the write gate (bd_set_gate) shuts right after the
+ * next io_submit, as a heartbeat lease runs out while a batch waits. */
+static _Atomic int gate_shut;
+static _Atomic int gate_shut_after_submit;
+
 int io_submit(io_context_t ctx, long nr, struct iocb *ios[])
 {
 	unsigned every = submit_fail_every;
@@ -57,6 +62,10 @@ int io_submit(io_context_t ctx, long nr, struct iocb *ios[])
 		return -submit_fail_errno;
 	}
 	r = syscall(SYS_io_submit, ctx, nr, ios);
+	if (gate_shut_after_submit) { /* the node "froze" past its lease */
+		gate_shut_after_submit = 0;
+		gate_shut = 1;
+	}
 	return r < 0 ? -errno : (int)r;
 }
 
@@ -552,6 +561,60 @@ static void test_async_issuer(void)
 	unlink(path);
 }
 
+static int test_gate_fn(void *arg)
+{
+	(void)arg;
+	return gate_shut ? -EIO : 0;
+}
+
+/*
+ * A batch larger than one io_submit (64 iocbs) passes the write gate when
+ * it is submitted; the gate shuts right after the first io_submit (a node
+ * frozen past its disk lease, resumed): the writes still waiting must
+ * fail with the gate's error, not be issued (before: written, all 256).
+ */
+static void test_gate_queued(void)
+{
+	const char *path = mkimage("gate.img", 4 * MiB);
+	char *bufs = bd_buf_alloc(256 * BLK);
+	struct bd_io ios[256];
+	struct bd_dev *dev;
+	unsigned ok = 0, refused = 0;
+
+	REQUIRE(bufs != NULL);
+	REQUIRE(bd_file_open(path, 0, &dev) == 0);
+	bd_set_gate(dev, test_gate_fn, NULL);
+	for (unsigned i = 0; i < 256; i++) {
+		ios[i] = (struct bd_io){ .op = BD_WRITE, .len = BLK,
+					 .buf = bufs + i * BLK, .off = i * BLK };
+		fill(ios[i].buf, BLK, 700 + i);
+	}
+	gate_shut = 0;
+	gate_shut_after_submit = 1;
+	CHECK(bd_submit(dev, ios, 256) != 0);
+	for (unsigned i = 0; i < 256; i++) {
+		ok += ios[i].ret == 0;
+		refused += ios[i].ret == -EIO;
+	}
+	printf("# gate shut after the first io_submit: %u written, %u "
+	       "refused\n", ok, refused);
+	CHECK(ok >= 1 && ok <= 64);
+	CHECK_EQ(ok + refused, 256);
+	bd_set_gate(dev, NULL, NULL);
+	gate_shut = 0;
+	for (unsigned i = 0; i < 256; i++)
+		ios[i].op = BD_READ;
+	memset(bufs, 0, 256 * BLK);
+	CHECK_EQ(bd_submit(dev, ios, 256), 0);
+	for (unsigned i = ok; i < 256; i++) /* nothing written there */
+		CHECK(check_fill(ios[i].buf, BLK, 700 + i) == 0);
+	for (unsigned i = 0; i < ok; i++)
+		CHECK(check_fill(ios[i].buf, BLK, 700 + i));
+	bd_close(dev);
+	free(bufs);
+	unlink(path);
+}
+
 /* bd_close() waits for async I/O still in flight. */
 static void test_async_close(void)
 {
@@ -689,6 +752,7 @@ int main(int argc, char **argv)
 	T_RUN(test_submit_refused);
 	T_RUN(test_async_close);
 	T_RUN(test_async_issuer);
+	T_RUN(test_gate_queued);
 	T_RUN(test_counters);
 	T_RUN(test_hist_bucket);
 	T_RUN(test_threads);
