@@ -34,6 +34,14 @@
  * until that batch is done, since waiting would deadlock; other batches'
  * callbacks are left for the outer loop.
  *
+ * The write gate (bd.h) is checked by bd_submit when a batch is queued,
+ * and again by the poll thread at every round while writes are in flight:
+ * libnbd may hold a command unsent (the socket full) when the node is
+ * frozen; if the gate closed meanwhile (the disk lease ran out), the
+ * connection is killed before libnbd may send it, as bd_file re-checks
+ * before io_submit. Bytes already in the kernel's socket buffer when the
+ * node froze cannot be called back (MOUNT.md "Disk lease").
+ *
  * Timeouts and failures: NBD cannot cancel one command, so when the oldest
  * command in flight is older than the timeout, the connection is declared
  * dead: the poll thread shuts its socket down, libnbd then fails every
@@ -149,6 +157,7 @@ struct bd_nbd {
 	struct nbd_cmd *newest;   /* d->lock: in-flight list tail */
 	struct nbd_batch *fin_head; /* d->lock: finished async batches */
 	unsigned outstanding;     /* d->lock: batches not finished */
+	unsigned writes;          /* d->lock: write commands in flight */
 	int dead;                 /* d->lock: connection lost */
 	int stop;                 /* d->lock: poll thread exits */
 };
@@ -177,6 +186,7 @@ static void inflight_del_locked(struct bd_nbd *d, struct nbd_cmd *c)
 	else
 		d->newest = c->prev;
 	c->prev = c->next = NULL;
+	d->writes -= c->kind == NBD_K_WRITE;
 }
 
 static void inflight_add_locked(struct bd_nbd *d, struct nbd_cmd *c)
@@ -189,6 +199,7 @@ static void inflight_add_locked(struct bd_nbd *d, struct nbd_cmd *c)
 	else
 		d->oldest = c;
 	d->newest = c;
+	d->writes += c->kind == NBD_K_WRITE;
 }
 
 /* A batch's last command completed. d->lock held. */
@@ -423,6 +434,21 @@ static int deadline_check(struct bd_nbd *d)
 	return kill ? 0 : ms;
 }
 
+/* Writes are in flight (maybe still in libnbd's queue, unsent) but the
+ * write gate is closed: the node was held up past its disk lease while
+ * they waited (a frozen process resumes here first), so they must not
+ * go out now (bd_file re-checks the gate before io_submit the same way).
+ * Poll thread, no lock held. */
+static int writes_gated(struct bd_nbd *d)
+{
+	unsigned w;
+
+	pthread_mutex_lock(&d->lock);
+	w = d->dead ? 0 : d->writes;
+	pthread_mutex_unlock(&d->lock);
+	return w > 0 && bd_gate_check(&d->dev) != 0;
+}
+
 /*
  * One round of the poll loop: wait for the socket (in libnbd's direction)
  * or the eventfd, at most until the oldest deadline, and let libnbd make
@@ -452,6 +478,10 @@ static void conn_step(struct bd_nbd *d)
 	if (pfd[0].revents & POLLIN)
 		while (read(d->efd, &v, sizeof(v)) < 0 && errno == EINTR)
 			;
+	if (writes_gated(d)) {
+		conn_kill(d); /* every command in flight fails */
+		return;
+	}
 	if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))
 		nbd_aio_notify_read(d->h);
 	else if (pfd[1].revents & POLLOUT)

@@ -784,6 +784,64 @@ static void test_nbd_server_paused(void)
 	stopped_close(&x);
 }
 
+/* The write gate (bd_set_gate) closes while writes wait unsent in libnbd
+ * (the server stopped, the socket full), as when a node frozen past its
+ * disk lease resumes: the poll thread kills the connection before libnbd
+ * sends them, so those writes fail and the server never gets them; what
+ * was in the socket already may land (it cannot be called back). */
+static _Atomic int gate_closed;
+
+static int gate_fn(void *arg)
+{
+	(void)arg;
+	return gate_closed ? -EIO : 0;
+}
+
+static void test_nbd_gate_unsent(void)
+{
+	static const char *const mem[] = {
+		"--filter=log", "memory", "size=64M", "LOG", NULL
+	};
+	enum { NW = 16, WLEN = 2 * MiB };
+	struct async_state as = {.caller = pthread_self()};
+	char *buf = bd_buf_alloc((size_t)NW * WLEN);
+	struct bd_io ios[NW];
+	struct bd_dev *dev;
+	struct srv s;
+	unsigned got;
+
+	REQUIRE(buf != NULL);
+	pthread_mutex_init(&as.lock, NULL);
+	pthread_cond_init(&as.cond, NULL);
+	REQUIRE(srv_start(&s, "&io_timeout=60", mem) == 0);
+	REQUIRE(bd_nbd_open(s.uri, 0, &dev) == 0);
+	bd_set_gate(dev, gate_fn, NULL);
+	gate_closed = 0;
+	fill(buf, (size_t)NW * WLEN, 17);
+	kill(s.pid, SIGSTOP);
+	waitpid(s.pid, NULL, WUNTRACED);
+	for (unsigned i = 0; i < NW; i++)
+		ios[i] = (struct bd_io){.op = BD_WRITE, .len = WLEN,
+					.buf = buf + (size_t)i * WLEN,
+					.off = (uint64_t)i * WLEN};
+	CHECK_EQ(bd_submit_async(dev, ios, NW, async_done, &as), 0);
+	usleep(300000); /* (not a check: the socket fills meanwhile) */
+	gate_closed = 1; /* the lease ran out while the writes waited */
+	kill(s.pid, SIGCONT);
+	async_wait(&as, 1);
+	CHECK(as.bad > 0);
+	CHECK_EQ(ios[NW - 1].ret, -ENOTCONN);
+	bd_close(dev);
+	got = log_count(&s, " Write id=", NULL);
+	CHECK(got < NW);
+	printf("  gate closed with %u writes of 2 MiB unsent at a stopped "
+	       "server: the server got %u\n", (unsigned)NW, got);
+	srv_stop(&s);
+	pthread_cond_destroy(&as.cond);
+	pthread_mutex_destroy(&as.lock);
+	free(buf);
+}
+
 /* Start "nbd-server -C @conf -d" (foreground, one client) and wait for
  * @sock. Its PID, or -1. */
 static pid_t ns_start(const char *conf, const char *sock)
@@ -1064,6 +1122,7 @@ int main(int argc, char **argv)
 	T_RUN(test_nbd_server_killed);
 	T_RUN(test_nbd_server_hung);
 	T_RUN(test_nbd_server_paused);
+	T_RUN(test_nbd_gate_unsent);
 	T_RUN(test_nbd_server_interop);
 	T_RUN(test_open_any);
 	rm_scratch();
