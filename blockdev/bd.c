@@ -112,18 +112,22 @@ static void inflight_sub(struct bd_dev *dev, unsigned n)
 }
 
 /* The write gate and the fence flag (bd.h): 0 or -errno. */
-static int check_gate(const struct bd_dev *dev)
+static int check_gate(struct bd_dev *dev)
 {
 	bd_gate_fn fn = __atomic_load_n(&dev->gate, __ATOMIC_ACQUIRE);
+	int ret = 0;
 
 	if (__atomic_load_n(&dev->fenced, __ATOMIC_SEQ_CST))
-		return -EIO;
-	return fn != NULL
-		   ? fn(__atomic_load_n(&dev->gate_arg, __ATOMIC_ACQUIRE))
-		   : 0;
+		ret = -EIO;
+	else if (fn != NULL)
+		ret = fn(__atomic_load_n(&dev->gate_arg, __ATOMIC_ACQUIRE));
+	if (ret != 0)
+		atomic_fetch_add_explicit(&dev->stats.gate_refused, 1,
+					  memory_order_relaxed);
+	return ret;
 }
 
-int bd_gate_check(const struct bd_dev *dev)
+int bd_gate_check(struct bd_dev *dev)
 {
 	return check_gate(dev);
 }
@@ -149,7 +153,7 @@ int bd_fenced(const struct bd_dev *dev)
 }
 
 /* 0 or -errno for one request on @dev. */
-static int check_io(const struct bd_dev *dev, enum bd_op op, const void *buf,
+static int check_io(struct bd_dev *dev, enum bd_op op, const void *buf,
 		    size_t len, uint64_t off, unsigned io_flags)
 {
 	if (op != BD_READ && op != BD_WRITE)
@@ -170,7 +174,7 @@ static int check_io(const struct bd_dev *dev, enum bd_op op, const void *buf,
 }
 
 /* Check a whole batch; on error mark it (see the header) and return it. */
-static int check_batch(const struct bd_dev *dev, struct bd_io *ios,
+static int check_batch(struct bd_dev *dev, struct bd_io *ios,
 		       unsigned n)
 {
 	int first = 0;
@@ -353,6 +357,8 @@ void bd_stats_get(struct bd_dev *dev, struct bd_stats *out)
 	out->inflight = atomic_load_explicit(&s->inflight,
 					     memory_order_relaxed);
 	out->max_inflight = atomic_load_explicit(&s->max_inflight,
+						 memory_order_relaxed);
+	out->gate_refused = atomic_load_explicit(&s->gate_refused,
 						 memory_order_relaxed);
 }
 

@@ -90,6 +90,9 @@ struct bd_stats {
 	uint64_t batches;      /* bd_submit / bd_submit_async calls */
 	uint64_t inflight;     /* I/Os submitted and not yet complete */
 	uint64_t max_inflight; /* high-water mark of inflight */
+	uint64_t gate_refused; /* write gate or fence checks that refused:
+				  a write at submission, a queued batch
+				  before the kernel got it (bd_set_gate) */
 };
 
 /* Open a file or block device. flags: BD_*. Returns 0 and *out, or

@@ -74,6 +74,7 @@ struct bd_counters {
 	_Atomic uint64_t batches;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t max_inflight;
+	_Atomic uint64_t gate_refused;
 };
 
 struct bd_dev {
@@ -133,6 +134,6 @@ void bd_worker_fini(struct bd_worker *wk);
  * backend about to issue a write that waited in its queue after
  * bd_submit_async checked it: a node frozen meanwhile past its disk lease
  * must not issue it when it resumes. 0 or -errno. */
-int bd_gate_check(const struct bd_dev *dev);
+int bd_gate_check(struct bd_dev *dev);
 
 #endif /* UCFS_BD_INTERNAL_H */

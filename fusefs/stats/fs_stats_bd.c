@@ -28,6 +28,7 @@ void fs_stats_bd_render(struct fs_json *o, const struct bd_stats *s)
 	fs_json_u64(o, "batches", s->batches);
 	fs_json_u64(o, "inflight", s->inflight);
 	fs_json_u64(o, "max_inflight", s->max_inflight);
+	fs_json_u64(o, "gate_refused", s->gate_refused);
 }
 
 static void fs_stats_bd_section(struct fs_json *o, void *arg)

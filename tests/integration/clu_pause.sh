@@ -97,7 +97,8 @@ check clu_pause_resumed_eio sh -c "! ls '$M2/sync' >/dev/null 2>&1"
 clu_stat "$S2" >"$T/st2b.json"
 echo "node 2 after the resume: $(jq -c '{fenced: .cluster.fenced,
 	reason: .cluster.fence_reason, writes: .blockdev.write.count,
-	write_errors: .blockdev.write.errors}' "$T/st2b.json")"
+	write_errors: .blockdev.write.errors,
+	gate_refused: .blockdev.gate_refused}' "$T/st2b.json")"
 fs_umount "$M2" 2>/dev/null
 sum2=$(md5sum <"$IMG")
 check clu_pause_no_write_after_resume test "$sum1" = "$sum2"
