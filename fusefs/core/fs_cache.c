@@ -82,8 +82,10 @@
 /* Idle prefetch bounce buffers kept for reuse (bounce_get, below). */
 #define RA_BOUNCE_KEEP 32u
 
-/* Drops recorded for the prefetches in flight (head comment). */
-#define RA_DROPS 32u
+/* Drops recorded for the prefetches in flight (head comment). A cold du
+ * of 1,000 directories on a dlm mount filled 32 while its first batch
+ * was in flight (the lock-ahead of a directory's subdirectories). */
+#define RA_DROPS FS_CACHE_RA_DROPS
 
 /* A drop of @owner when batch @id was the next to be issued. */
 struct ra_drop {
@@ -128,8 +130,6 @@ struct fs_cache {
 	struct ra_drop drops[RA_DROPS]; /* lock: recent drops, a ring */
 	uint64_t ndrops;		/* lock: drops recorded (next slot:
 					   ndrops % RA_DROPS) */
-	uint64_t drop_last;		/* lock: id of the newest drop
-					   recorded, 0 = none */
 	void **chunks;			/* lock: data page chunks (mapped) */
 	size_t nchunks, capchunks;	/* lock */
 	char *carve;			/* lock: next unused page of the last
@@ -1042,7 +1042,6 @@ static int ra_drop_record(struct fs_cache *c, struct fs_owner o)
 		return -EBUSY;
 	d->owner = o;
 	d->id = c->ra_next_id;
-	c->drop_last = d->id;
 	c->ndrops++;
 	return 0;
 }
@@ -1050,12 +1049,11 @@ static int ra_drop_record(struct fs_cache *c, struct fs_owner o)
 /* Was owner @o dropped after batch @id was issued? Lock held. */
 static int ra_dropped(const struct fs_cache *c, struct fs_owner o, uint64_t id)
 {
-	uint64_t n = c->ndrops < RA_DROPS ? c->ndrops : RA_DROPS;
+	uint64_t k = c->ndrops, end = k > RA_DROPS ? k - RA_DROPS : 0;
 
-	if (id >= c->drop_last) /* issued after every drop recorded */
-		return 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (c->drops[i].id > id && fs_owner_eq(c->drops[i].owner, o))
+	/* newest first: only the drops after @id count */
+	while (k > end && c->drops[--k % RA_DROPS].id > id)
+		if (fs_owner_eq(c->drops[k % RA_DROPS].owner, o))
 			return 1;
 	return 0;
 }

@@ -682,7 +682,7 @@ static void test_drop_ring_full(void)
 	bd_fault_wait_held(f, 1);
 	REQUIRE(bd_write(ram, fresh, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT, 0) ==
 		0);
-	for (k = 0; k < 32 && ok; k++) { /* RA_DROPS */
+	for (k = 0; k < (int)FS_CACHE_RA_DROPS && ok; k++) {
 		REQUIRE(drop_start(&d, fs, OI(1000 + k)) == 0);
 		ok = drop_done_within(&d, 20);
 		bd_fault_hold_async(f, ok);
