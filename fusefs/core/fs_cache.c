@@ -1166,10 +1166,12 @@ static void ra_discard(struct fs *fs, struct fs_cache *c, struct fs_buf *b)
 {
 	FS_STAT_ADD(fs, ra_discarded, 1);
 	b->flags &= ~FS_BUF_READING;
-	if (REFS(b) == 1 && PINS(b) == 0 && (b->flags & FS_BUF_HASHED))
+	if (REFS(b) > 1) { /* held: kept, for its holder to read */
+		if (b->flags & FS_BUF_PREFETCHED)
+			prefetch_clear(c, b);
+	} else if (PINS(b) == 0 && (b->flags & FS_BUF_HASHED)) {
 		hash_del(c, b); /* buf_settle frees it (ra_wasted) */
-	else if (b->flags & FS_BUF_PREFETCHED)
-		prefetch_clear(c, b);
+	}
 	b->ref--;
 	buf_settle(c, b);
 }

@@ -615,6 +615,7 @@ out:
 static void test_drop_racing_prefetch(void)
 {
 	uint8_t *fresh = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_buf *b;
 	struct dropper d;
 	struct reader rd;
 	struct fs_core_stats st;
@@ -654,6 +655,17 @@ static void test_drop_racing_prefetch(void)
 	fs_core_stats_get(fs, &st);
 	CHECK_EQ(st.ra_discarded, 1);
 	CHECK_EQ(st.ra_drain_waits, 0);
+
+	/* a prefetch issued after those drops is cached as usual */
+	fs_cache_drop_all(fs, NULL);
+	CHECK_EQ(fs_buf_readahead(fs, &blk, 1), 0);
+	b = NULL;
+	CHECK_EQ(fs_buf_read_cached(fs, blk, FS_BT_XATTR, &b), 0);
+	if (b != NULL)
+		CHECK_EQ(((struct fs_xattr_blk *)b->data)->count, 7);
+	fs_buf_put(b);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.ra_discarded, 1);
 	CHECK_EQ(fs_core_unmount(fs), 0);
 	bd_close(dev);
 	free(fresh);
