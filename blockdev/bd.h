@@ -184,6 +184,12 @@ void bd_fault_fail_nth(struct bd_fault *f, enum bd_op op, uint64_t n,
  * and only the write's first @keep bytes (rounded down to 512) reach
  * @lower; the write returns -EIO. n = 0 disarms. */
 void bd_fault_tear_nth(struct bd_fault *f, uint64_t n, size_t keep);
+/* With @hold, every asynchronous batch (bd_submit_async) does its I/O
+ * (a read gets the content of that moment) and then waits, its
+ * completion not called, until hold is turned off (also at close). */
+void bd_fault_hold_async(struct bd_fault *f, int hold);
+/* Wait until at least @n batches are held. */
+void bd_fault_wait_held(struct bd_fault *f, unsigned n);
 /* Crash as bd_fault_crash(f, 0) when the @n-th write from now is issued
  * (that write is lost and returns -EIO). n = 0 disarms. */
 void bd_fault_crash_nth(struct bd_fault *f, uint64_t n);

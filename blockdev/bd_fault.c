@@ -97,6 +97,10 @@ struct bd_fault {
 	int fail_persist[2];	 /* pw->lock */
 	int flush_all;		 /* pw->lock: a flush applies every
 				    member's log (bd_fault_set_flush_all) */
+	int hold;		 /* pw->lock: async batches wait before
+				    their completion (bd_fault_hold_async) */
+	unsigned held;		 /* pw->lock: batches waiting there */
+	pthread_cond_t hold_cond; /* with pw->lock: hold or held changed */
 };
 
 static struct bd_fault *to_fault(struct bd_dev *dev)
@@ -393,6 +397,25 @@ static int fault_submit(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 	return first;
 }
 
+/* The worker's submit: the I/O, then, while held, a wait before the
+ * completion runs. */
+static int fault_submit_held(struct bd_dev *dev, struct bd_io *ios, unsigned n)
+{
+	struct bd_fault *f = to_fault(dev);
+	int ret = fault_submit(dev, ios, n);
+
+	pthread_mutex_lock(&f->pw->lock);
+	if (f->hold) {
+		f->held++;
+		pthread_cond_broadcast(&f->hold_cond);
+		while (f->hold)
+			pthread_cond_wait(&f->hold_cond, &f->pw->lock);
+		f->held--;
+	}
+	pthread_mutex_unlock(&f->pw->lock);
+	return ret;
+}
+
 static int fault_submit_async(struct bd_dev *dev, struct bd_io *ios,
 			      unsigned n, bd_done_fn done, void *arg)
 {
@@ -464,7 +487,9 @@ static void fault_close(struct bd_dev *dev)
 	struct fault_power *pw = f->pw;
 	unsigned left;
 
+	bd_fault_hold_async(f, 0);
 	bd_worker_fini(&f->worker);
+	pthread_cond_destroy(&f->hold_cond);
 	pthread_mutex_lock(&pw->lock);
 	log_clear(f);
 	for (unsigned i = 0; i < FAULT_PEERS_MAX; i++)
@@ -513,9 +538,14 @@ static int member_open(struct fault_power *pw, struct bd_dev **out,
 	if (ret != 0)
 		goto out_free;
 	f->dev.flush_local = pw->lower->flush_local || pw->refs > 0;
-	ret = bd_worker_init(&f->worker, &f->dev, fault_submit);
+	ret = -pthread_cond_init(&f->hold_cond, NULL);
 	if (ret != 0)
 		goto out_fini;
+	ret = bd_worker_init(&f->worker, &f->dev, fault_submit_held);
+	if (ret != 0) {
+		pthread_cond_destroy(&f->hold_cond);
+		goto out_fini;
+	}
 	f->lower = pw->lower;
 	f->pw = pw;
 	pw->member[i] = f;
@@ -638,5 +668,21 @@ void bd_fault_set_flush_local(struct bd_fault *f, int local)
 {
 	pthread_mutex_lock(&f->pw->lock);
 	f->dev.flush_local = local;
+	pthread_mutex_unlock(&f->pw->lock);
+}
+
+void bd_fault_hold_async(struct bd_fault *f, int hold)
+{
+	pthread_mutex_lock(&f->pw->lock);
+	f->hold = hold;
+	pthread_cond_broadcast(&f->hold_cond);
+	pthread_mutex_unlock(&f->pw->lock);
+}
+
+void bd_fault_wait_held(struct bd_fault *f, unsigned n)
+{
+	pthread_mutex_lock(&f->pw->lock);
+	while (f->held < n)
+		pthread_cond_wait(&f->hold_cond, &f->pw->lock);
 	pthread_mutex_unlock(&f->pw->lock);
 }

@@ -69,13 +69,17 @@ int fs_cache_get(struct fs *fs, uint64_t blkno, struct fs_buf **out);
  * cached. */
 unsigned fs_cache_drop_all(struct fs *fs, unsigned *busy);
 /* Cluster: forget every cached block of @o (its glock goes to NL: another
- * node may change them), as fs_cache_drop_all does for all: waits for
- * prefetches in flight; a referenced buffer is unhashed; dirty (pinned)
- * or reading buffers are kept and counted in *busy (may be NULL): the
- * caller synced @o first (fs_journal_sync_owner). Returns the number
- * dropped. Costs O(buffers of @o), not O(cache). Any thread, no cache
- * or journal lock held. */
+ * node may change them), as fs_cache_drop_all does for all; a prefetch
+ * in flight that turns out to be @o's is not cached (fs_cache.c "Drops
+ * racing prefetches": no wait, unless the last FS_CACHE_RA_DROPS drops
+ * all came while one old prefetch was still in flight); a referenced
+ * buffer is unhashed; dirty (pinned) or reading buffers are kept and
+ * counted in *busy (may be NULL): the caller synced @o first
+ * (fs_journal_sync_owner). Returns the number dropped. Costs O(buffers
+ * of @o), not O(cache). Any thread, no cache or journal lock held. */
 unsigned fs_cache_drop_owner(struct fs *fs, struct fs_owner o, unsigned *busy);
+/* Drops remembered for the prefetches in flight (fs_cache_drop_owner). */
+#define FS_CACHE_RA_DROPS 256u
 /* The owner the cache recorded for @b: FS_OWNER_NONE until known; a new
  * BTREE/XATTR block (fs_buf_new) is FS_OWNER_PENDING until the journal
  * reads its owner field (fs_cache_set_owner). Takes the cache lock. */

@@ -172,6 +172,10 @@ struct fs_core_stats {
 	uint64_t ra_skipped;		/* not prefetched: bound reached */
 	uint64_t ra_errors;		/* prefetch reads that failed */
 	uint64_t ra_bounce_maps;	/* bounce buffers mapped */
+	uint64_t ra_discarded;		/* prefetched blocks a racing drop of
+					   their owner made stale */
+	uint64_t ra_drain_waits;	/* drops that waited for prefetches */
+	uint64_t ra_drain_ns;		/* time those drops waited */
 	uint64_t ra_unused;		/* current value: prefetched, unused */
 	uint64_t data_runs;		/* combined runs closed */
 	uint64_t data_absorbed;		/* writes absorbed by an open run */

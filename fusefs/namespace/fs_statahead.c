@@ -316,9 +316,10 @@ static void descend_compact(struct coll *c, const uint8_t *keep, unsigned *end,
  * Between fs_sa_defer_begin and _end (the FUSE adapter), the reads of
  * the subdirectories after the first are left for after the reply (the
  * first one's are queued now: the reader enters it next). The locks are
- * all asked for now: a lock-ahead that gets a new grant waits for the
- * prefetches in flight (the grant's cache drop, fs_cache_drop_owner), so
- * after the reply it would wait for the first subdirectory's reads.
+ * all asked for now: a lock-ahead that gets a new grant may wait for the
+ * prefetches in flight (the grant's cache drop, fs_cache_drop_owner, does
+ * when its ring of recent drops is full: fs_cache.c), so after the reply
+ * it could wait for the first subdirectory's reads.
  */
 static void sa_descend(struct fs_sa *sa, int defer)
 {

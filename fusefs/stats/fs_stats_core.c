@@ -70,6 +70,9 @@ static void fs_stats_cache(struct fs_json *o, void *arg)
 	fs_json_u64(o, "ra_skipped", s.ra_skipped);
 	fs_json_u64(o, "ra_errors", s.ra_errors);
 	fs_json_u64(o, "ra_bounce_maps", s.ra_bounce_maps);
+	fs_json_u64(o, "ra_discarded", s.ra_discarded);
+	fs_json_u64(o, "ra_drain_waits", s.ra_drain_waits);
+	fs_json_u64(o, "ra_drain_ns", s.ra_drain_ns);
 	fs_json_u64(o, "ra_unused_now", s.ra_unused);
 }
 

@@ -6,8 +6,11 @@
  * drops exactly that owner's clean buffers; fs_journal_sync_owner writes
  * nothing for a clean owner and, for a dirty one, leaves a journal whose
  * replay writes nothing; the owner table stays bounded after 100,000
- * owners; a prefetched copy that fails its check is read again; writer
- * threads and a demoter racing on owners (seeded).
+ * owners; a prefetched copy that fails its check is read again; a
+ * prefetch racing a drop of its block's owner (its completion held by
+ * the fault device) is not cached, and drops do not wait for it unless
+ * the ring of drops is full; writer threads and a demoter racing on
+ * owners (seeded).
  *
  * With UCFS_OWNER_BENCH=PATH (a file, created, 64 MiB) it also times
  * fs_journal_sync_owner of a clean owner against fs_journal_writeback
@@ -472,6 +475,254 @@ static void test_stale_prefetch(void)
 	bd_close(bd);
 }
 
+/* ---- drops racing a prefetch (fs_cache.c "Drops racing prefetches") ---- */
+
+/* A fs_cache_drop_owner in its own thread. */
+struct dropper {
+	struct fs *fs;
+	struct fs_owner o;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done; /* mu */
+};
+
+static void *drop_main(void *arg)
+{
+	struct dropper *d = arg;
+
+	fs_cache_drop_owner(d->fs, d->o, NULL);
+	pthread_mutex_lock(&d->mu);
+	d->done = 1;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+static int drop_start(struct dropper *d, struct fs *fs, struct fs_owner o)
+{
+	memset(d, 0, sizeof(*d));
+	d->fs = fs;
+	d->o = o;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	return pthread_create(&d->th, NULL, drop_main, d);
+}
+
+/* 1 if the drop returned within @secs (a liveness bound, far above any
+ * cache-lock hold: a drop that waits for the held prefetch never
+ * returns while it is held). */
+static int drop_done_within(struct dropper *d, int secs)
+{
+	struct timespec ts;
+	int done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += secs;
+	pthread_mutex_lock(&d->mu);
+	while (!d->done &&
+	       pthread_cond_timedwait(&d->cv, &d->mu, &ts) != ETIMEDOUT)
+		;
+	done = d->done;
+	pthread_mutex_unlock(&d->mu);
+	return done;
+}
+
+static void drop_join(struct dropper *d)
+{
+	pthread_join(d->th, NULL);
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+}
+
+/* The count field of xattr block @blk as a demand read sees it, or -1. */
+static int64_t read_count(struct fs *fs, uint64_t blk)
+{
+	struct fs_buf *b;
+	int64_t v = -1;
+
+	if (fs_buf_read(fs, blk, FS_BT_XATTR, &b) == 0) {
+		v = ((struct fs_xattr_blk *)b->data)->count;
+		fs_buf_put(b);
+	}
+	return v;
+}
+
+/* A demand read of xattr block @blk in its own thread. */
+struct reader {
+	struct fs *fs;
+	uint64_t blk;
+	pthread_t th;
+	int64_t count; /* read_count's, once joined */
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->count = read_count(r->fs, r->blk);
+	return NULL;
+}
+
+/*
+ * Xattr block *@blk of owner 300 on a RAM device with count 0 on it; the
+ * same block with count 7 in @fresh. Mounted on a fault device (*@f)
+ * (*@f, device *@dev) over that RAM device (*@ram).
+ */
+static struct fs *race_setup(struct bd_dev **ram, struct bd_dev **dev,
+			     struct bd_fault **f, uint64_t *blk, void *fresh)
+{
+	uint8_t *old = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_tx *tx;
+	struct fs *fs = NULL;
+	uint64_t off;
+
+	*ram = cf_ram_fs(64, 4, 8);
+	if (old == NULL || *ram == NULL || (fs = cf_mount(*ram, 16)) == NULL)
+		goto out;
+	*blk = new_block(fs, FS_BT_XATTR, 300);
+	off = *blk << FS_BLOCK_SHIFT;
+	if (*blk == 0 || bd_read(*ram, old, FS_BLOCK_SIZE, off) != 0 ||
+	    fs_tx_begin(fs, 4, &tx) < 0)
+		goto out_umount;
+	if (touch(tx, *blk, 7) < 0 || fs_tx_end(tx) < 0 ||
+	    fs_journal_checkpoint(fs, FS_CR_SYNC) < 0)
+		goto out_umount;
+	if (fs_core_unmount(fs) < 0)
+		goto out;
+	fs = NULL;
+	if (bd_read(*ram, fresh, FS_BLOCK_SIZE, off) != 0 ||
+	    bd_write(*ram, old, FS_BLOCK_SIZE, off, 0) != 0 ||
+	    bd_fault_open(*ram, dev, f) != 0)
+		goto out;
+	fs = cf_mount(*dev, 16);
+	goto out;
+out_umount:
+	fs_core_unmount(fs);
+	fs = NULL;
+out:
+	free(old);
+	return fs;
+}
+
+/*
+ * A prefetch of X reads X's old content and its completion is held; X's
+ * owner is dropped (and another owner: neither drop waits for the held
+ * prefetch), X is rewritten on the device, then the completion arrives:
+ * a demand read (waiting on the prefetch or coming after it) returns the
+ * device's new content, not the prefetched one.
+ */
+static void test_drop_racing_prefetch(void)
+{
+	uint8_t *fresh = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_buf *b;
+	struct dropper d;
+	struct reader rd;
+	struct fs_core_stats st;
+	struct bd_dev *ram, *dev;
+	struct bd_fault *f;
+	struct fs *fs;
+	uint64_t blk = 0;
+
+	REQUIRE(fresh != NULL);
+	REQUIRE((fs = race_setup(&ram, &dev, &f, &blk, fresh)) != NULL);
+	CHECK_EQ(read_count(fs, blk), 0);
+	fs_cache_drop_all(fs, NULL);
+
+	bd_fault_hold_async(f, 1);
+	CHECK_EQ(fs_buf_prefetch(fs, &blk, 1), 1);
+	bd_fault_wait_held(f, 1); /* read the old copy */
+	REQUIRE(bd_write(ram, fresh, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT, 0) ==
+		0);
+	REQUIRE(drop_start(&d, fs, OI(999)) == 0);
+	CHECK(drop_done_within(&d, 20));
+	bd_fault_hold_async(f, d.done); /* else let the drop end */
+	drop_join(&d);
+	REQUIRE(drop_start(&d, fs, OI(300)) == 0);
+	CHECK(drop_done_within(&d, 20));
+	bd_fault_hold_async(f, d.done);
+	drop_join(&d);
+
+	/* a demand reader, most likely waiting on the held prefetch */
+	rd.fs = fs;
+	rd.blk = blk;
+	REQUIRE(pthread_create(&rd.th, NULL, reader_main, &rd) == 0);
+	usleep(20000);
+	bd_fault_hold_async(f, 0);
+	pthread_join(rd.th, NULL);
+	CHECK_EQ(rd.count, 7);
+	CHECK_EQ(read_count(fs, blk), 7);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.ra_discarded, 1);
+	CHECK_EQ(st.ra_drain_waits, 0);
+
+	/* a prefetch issued after those drops is cached as usual */
+	fs_cache_drop_all(fs, NULL);
+	CHECK_EQ(fs_buf_readahead(fs, &blk, 1), 0);
+	b = NULL;
+	CHECK_EQ(fs_buf_read_cached(fs, blk, FS_BT_XATTR, &b), 0);
+	if (b != NULL)
+		CHECK_EQ(((struct fs_xattr_blk *)b->data)->count, 7);
+	fs_buf_put(b);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.ra_discarded, 1);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(dev);
+	free(fresh);
+}
+
+/*
+ * The ring of drops is full of entries the held prefetch still needs:
+ * the next drop (of X's owner) waits for it as the old rule did, and a
+ * read of X after it returns the device's new content.
+ */
+static void test_drop_ring_full(void)
+{
+	uint8_t *fresh = bd_buf_alloc(FS_BLOCK_SIZE);
+	struct fs_core_stats st;
+	struct bd_dev *ram, *dev;
+	struct bd_fault *f;
+	struct dropper d;
+	struct fs *fs;
+	uint64_t blk = 0;
+	int k, ok = 1;
+
+	REQUIRE(fresh != NULL);
+	REQUIRE((fs = race_setup(&ram, &dev, &f, &blk, fresh)) != NULL);
+	bd_fault_hold_async(f, 1);
+	CHECK_EQ(fs_buf_prefetch(fs, &blk, 1), 1);
+	bd_fault_wait_held(f, 1);
+	REQUIRE(bd_write(ram, fresh, FS_BLOCK_SIZE, blk << FS_BLOCK_SHIFT, 0) ==
+		0);
+	for (k = 0; k < (int)FS_CACHE_RA_DROPS && ok; k++) {
+		REQUIRE(drop_start(&d, fs, OI(1000 + k)) == 0);
+		ok = drop_done_within(&d, 20);
+		bd_fault_hold_async(f, ok);
+		drop_join(&d);
+	}
+	CHECK(ok);
+	REQUIRE(drop_start(&d, fs, OI(300)) == 0);
+	for (k = 0; k < 20000; k++) { /* until it waits: 20 s at most */
+		fs_core_stats_get(fs, &st);
+		if (st.ra_drain_waits > 0)
+			break;
+		usleep(1000);
+	}
+	CHECK_EQ(st.ra_drain_waits, 1);
+	pthread_mutex_lock(&d.mu);
+	CHECK(!d.done);
+	pthread_mutex_unlock(&d.mu);
+	bd_fault_hold_async(f, 0);
+	drop_join(&d);
+	CHECK_EQ(read_count(fs, blk), 7);
+	fs_core_stats_get(fs, &st);
+	CHECK_EQ(st.ra_drain_waits, 1);
+	CHECK_EQ(st.ra_discarded, 0);
+	CHECK_EQ(fs_core_unmount(fs), 0);
+	bd_close(dev);
+	free(fresh);
+}
+
 /*
  * Concurrency: writer threads change the blocks of their owners (each
  * owner under a mutex, standing in for its glock) in transactions while
@@ -834,6 +1085,8 @@ int main(int argc, char **argv)
 	T_RUN(test_sync_owner_data);
 	T_RUN(test_table_bounded);
 	T_RUN(test_stale_prefetch);
+	T_RUN(test_drop_racing_prefetch);
+	T_RUN(test_drop_ring_full);
 	T_RUN(test_concurrent_demotes);
 	T_RUN(test_bench);
 	return t_done();
