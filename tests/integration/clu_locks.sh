@@ -81,14 +81,17 @@ check clu_fcntl_getlk_reports_holder \
 check clu_fcntl_getlk_overlap grep -qx "g:w:5:10 w 10 5 $ppid" "$T/getlk"
 check clu_fcntl_getlk_free grep -qx "g:r:15:4 unlocked" "$T/getlk"
 check clu_fcntl_setlk_refused grep -qx "w:12:1 EAGAIN" "$T/getlk"
-# F_SETLKW on node 3 waits for node 1's unlock
+# F_SETLKW on node 3 waits for node 1's unlock: still waiting 0.5 s on
+# (not granted past node 1's lock), granted once node 1 unlocks. (Node 1
+# touches p_out only after its unlock returned, so node 3 may be granted
+# before p_out exists: not a check.)
 "$PC" "$M3/p" W:14:1 >"$T/setlkw" &
 w3=$!
 sleep 0.5
+check clu_fcntl_setlkw_waits kill -0 $w3
 touch "$T/p_go"
 wait $w3
-check clu_fcntl_setlkw_after_unlock sh -c "test -e '$T/p_out' &&
-	grep -qx 'W:14:1 ok' '$T/setlkw'"
+check clu_fcntl_setlkw_after_unlock grep -qx 'W:14:1 ok' "$T/setlkw"
 touch "$T/p_end"
 # a signal interrupts F_SETLKW
 bg "$PC" "$M1/p" w:0:1 touch:"$T/i_in" wait:"$T/i_end"
