@@ -174,8 +174,7 @@ static int check_io(struct bd_dev *dev, enum bd_op op, const void *buf,
 }
 
 /* Check a whole batch; on error mark it (see the header) and return it. */
-static int check_batch(struct bd_dev *dev, struct bd_io *ios,
-		       unsigned n)
+static int check_batch(struct bd_dev *dev, struct bd_io *ios, unsigned n)
 {
 	int first = 0;
 
@@ -358,8 +357,8 @@ void bd_stats_get(struct bd_dev *dev, struct bd_stats *out)
 					     memory_order_relaxed);
 	out->max_inflight = atomic_load_explicit(&s->max_inflight,
 						 memory_order_relaxed);
-	out->gate_refused = atomic_load_explicit(&s->gate_refused,
-						 memory_order_relaxed);
+	out->gate_refused =
+	    atomic_load_explicit(&s->gate_refused, memory_order_relaxed);
 }
 
 uint64_t bd_size(const struct bd_dev *dev)

@@ -29,7 +29,8 @@
  * --chaos in the same DIR, on another node): the operations are drawn
  * the same way, but their results are not checked (the model does not
  * know the other writer's changes; only EIO and EUCLEAN fail it) and
- * DIR/nscheck.root is kept if it exists. Compare the views afterwards (tests/integration/clu_random.sh).
+ * DIR/nscheck.root is kept if it exists. Compare the views afterwards
+ * (tests/integration/clu_random.sh).
  *
  * Symlink targets are absolute paths under a directory that does not
  * exist, so a symlink met in the middle of a path always resolves to
@@ -765,10 +766,10 @@ static void run_op(struct ns *s)
 	    (k == K_CREATE || k == K_MKDIR || k == K_SYMLINK))
 		k = K_UNLINK;
 	snprintf(line, sizeof(line), "v%d %-16s %.180s%s%.180s", s->view,
-		 op_names[k], a.str,
-		 k == K_LINK || k >= K_RENAME ? " -> " : "",
+		 op_names[k], a.str, k == K_LINK || k >= K_RENAME ? " -> " : "",
 		 k == K_LINK || (k >= K_RENAME && k <= K_RENAME_EXCHANGE)
-			 ? b.str : "");
+		     ? b.str
+		     : "");
 	logf_op(s, line);
 	switch (k) {
 	case K_CREATE:
@@ -868,8 +869,8 @@ static int setup_root(struct ns *s)
 static int add_view(struct ns *s, const char *dir)
 {
 	if (s->nviews == MAXVIEWS ||
-	    snprintf(s->root[s->nviews], sizeof(s->root[0]),
-		     "%s/nscheck.root", dir) >= (int)sizeof(s->root[0]))
+	    snprintf(s->root[s->nviews], sizeof(s->root[0]), "%s/nscheck.root",
+		     dir) >= (int)sizeof(s->root[0]))
 		return -EINVAL;
 	s->nviews++;
 	return 0;
@@ -929,7 +930,8 @@ int main(int argc, char **argv)
 	if (env != NULL)
 		seed = strtoull(env, NULL, 0);
 	if (parse(&s, argc, argv, &seed) != 0) {
-		fprintf(stderr, "usage: nscheck [--seed N] [--ops N] "
+		fprintf(stderr,
+			"usage: nscheck [--seed N] [--ops N] "
 			"[--verify-every N] [--names 1-12] [--no-exchange]"
 			" [--no-noreplace] [--quiet] [--view DIR2]... "
 			"[--chaos] DIR\n");
@@ -941,8 +943,10 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	ret = setup_root(&s);
 	if (ret != 0) {
-		fprintf(stderr, "nscheck: cannot create %s (or see it through "
-			"every view): %s\n", s.root[0], strerror(-ret));
+		fprintf(stderr,
+			"nscheck: cannot create %s (or see it through "
+			"every view): %s\n",
+			s.root[0], strerror(-ret));
 		return 2;
 	}
 	for (s.opno = 0; s.opno < s.nops; s.opno++) {

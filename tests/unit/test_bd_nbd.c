@@ -799,9 +799,8 @@ static int gate_fn(void *arg)
 
 static void test_nbd_gate_unsent(void)
 {
-	static const char *const mem[] = {
-		"--filter=log", "memory", "size=64M", "LOG", NULL
-	};
+	static const char *const mem[] = {"--filter=log", "memory", "size=64M",
+					  "LOG", NULL};
 	enum { NW = 16, WLEN = 2 * MiB };
 	struct async_state as = {.caller = pthread_self()};
 	char *buf = bd_buf_alloc((size_t)NW * WLEN);
@@ -821,11 +820,12 @@ static void test_nbd_gate_unsent(void)
 	kill(s.pid, SIGSTOP);
 	waitpid(s.pid, NULL, WUNTRACED);
 	for (unsigned i = 0; i < NW; i++)
-		ios[i] = (struct bd_io){.op = BD_WRITE, .len = WLEN,
+		ios[i] = (struct bd_io){.op = BD_WRITE,
+					.len = WLEN,
 					.buf = buf + (size_t)i * WLEN,
 					.off = (uint64_t)i * WLEN};
 	CHECK_EQ(bd_submit_async(dev, ios, NW, async_done, &as), 0);
-	usleep(300000); /* (not a check: the socket fills meanwhile) */
+	usleep(300000);	 /* (not a check: the socket fills meanwhile) */
 	gate_closed = 1; /* the lease ran out while the writes waited */
 	kill(s.pid, SIGCONT);
 	async_wait(&as, 1);
@@ -835,7 +835,8 @@ static void test_nbd_gate_unsent(void)
 	got = log_count(&s, " Write id=", NULL);
 	CHECK(got < NW);
 	printf("  gate closed with %u writes of 2 MiB unsent at a stopped "
-	       "server: the server got %u\n", (unsigned)NW, got);
+	       "server: the server got %u\n",
+	       (unsigned)NW, got);
 	srv_stop(&s);
 	pthread_cond_destroy(&as.cond);
 	pthread_mutex_destroy(&as.lock);
