@@ -355,9 +355,7 @@ int fs_lookup(struct fs *fs, uint64_t parent, const char *name,
 	if (ret == 0 && ino != parent && strcmp(name, "..") == 0)
 		fs_iunlock_one(&il, parent);
 	if (ret == 0)
-		ret = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+		ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (ret < 0)
 		goto out;
 	fs_ino_attr(fs_di(b), out);
@@ -392,9 +390,7 @@ int fs_getattr(struct fs *fs, uint64_t ino, struct fs_attr *out)
 	int ret;
 
 	OP_BEGIN(&il, fs, LK_PR);
-	ret = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (ret == 0) {
 		fs_ino_attr(fs_di(b), out);
 		fs_buf_put(b);
@@ -486,9 +482,7 @@ int fs_setattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	int ret;
 
 	OP_BEGIN(&il, fs, LK_EX);
-	ret = fs_ilock_one(&il, ino, FS_IL_EX);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_EX, &b);
 	if (ret < 0)
 		goto out;
 	if (valid & FS_SET_SIZE)
@@ -627,9 +621,7 @@ int fs_readdir(struct fs *fs, uint64_t dir, uint64_t cookie, unsigned flags,
 	int ret;
 
 	OP_BEGIN(&il, fs, LK_PR);
-	ret = fs_ilock_one(&il, dir, FS_IL_SH);
-	if (ret == 0)
-		ret = fs_ino_read(fs, dir, &d);
+	ret = fs_vfs_lock_read(&il, fs, dir, FS_IL_SH, &d);
 	if (ret == 0) {
 		if (!S_ISDIR(fs_di(d)->mode)) {
 			ret = -ENOTDIR;
@@ -688,9 +680,7 @@ int fs_setxattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 
 	(void)cred;
 	OP_BEGIN(&il, fs, LK_EX);
-	ret = fs_ilock_one(&il, ino, FS_IL_EX);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_EX, &b);
 	if (ret == 0) {
 		ret = fs_xattr_set(fs, b, name, value, size, flags);
 		for (int t = 0; t < NOSPC_TRIES && need_nospc_retry(fs, ret);
@@ -710,9 +700,7 @@ ssize_t fs_getxattr(struct fs *fs, uint64_t ino, const char *name,
 	ssize_t n;
 
 	OP_BEGIN(&il, fs, LK_PR);
-	n = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (n == 0)
-		n = fs_ino_read(fs, ino, &b);
+	n = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (n == 0) {
 		n = fs_xattr_get(fs, b, name, buf, size);
 		fs_buf_put(b);
@@ -728,9 +716,7 @@ ssize_t fs_listxattr(struct fs *fs, uint64_t ino, char *buf, size_t size)
 	ssize_t n;
 
 	OP_BEGIN(&il, fs, LK_PR);
-	n = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (n == 0)
-		n = fs_ino_read(fs, ino, &b);
+	n = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (n == 0) {
 		n = fs_xattr_list(fs, b, buf, size);
 		fs_buf_put(b);
@@ -748,9 +734,7 @@ int fs_removexattr(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 
 	(void)cred;
 	OP_BEGIN(&il, fs, LK_EX);
-	ret = fs_ilock_one(&il, ino, FS_IL_EX);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_EX, &b);
 	if (ret == 0) {
 		ret = fs_xattr_remove(fs, b, name);
 		fs_buf_put(b);

@@ -3,8 +3,9 @@
  * lookup, attributes, readdir, statfs, xattrs; fs_vfs_names.c: create,
  * remove, link, rename; fs_vfs_io.c: open, read, write, fsync,
  * fallocate, clone, lseek): the operation's start, the name check and
- * the directory read, the reflink refcount tree's guard, the privilege
- * drops of a write, truncate or chown, and the ENOSPC retry rule.
+ * the directory read, the one-inode lock and read (fs_vfs_lock_read),
+ * the reflink refcount tree's guard, the privilege drops of a write,
+ * truncate or chown, and the ENOSPC retry rule.
  * Included by those three files only; fs_vfs.c's head comment says how
  * an operation locks and when it retries.
  */
@@ -26,6 +27,17 @@
 		if (fs_op_begin((il), (fs), (mode)) < 0)                       \
 			return -EIO;                                           \
 	} while (0)
+
+/* The one inode an operation works on: its lock in @mode (FS_IL_SH or
+ * FS_IL_EX), then its block in *@b (fs_buf_put it). 0 or -errno (nothing
+ * to put); fs_op_end releases the lock either way. */
+static inline int fs_vfs_lock_read(struct fs_ilock *il, struct fs *fs,
+				   uint64_t ino, int mode, struct fs_buf **b)
+{
+	int ret = fs_ilock_one(il, ino, mode);
+
+	return ret != 0 ? ret : fs_ino_read(fs, ino, b);
+}
 
 /* A file sharing extents (reflink) changes a refcount tree that other
  * inodes use: the tree's lock around the change (fs_ilock.h 1c). 1 held,

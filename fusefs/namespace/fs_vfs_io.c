@@ -30,9 +30,7 @@ int fs_open(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 
 	(void)cred;
 	OP_BEGIN(&il, fs, LK_PR);
-	ret = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (ret == 0) {
 		if (S_ISDIR(fs_di(b)->mode) &&
 		    (flags & O_ACCMODE) != O_RDONLY)
@@ -189,9 +187,7 @@ ssize_t fs_write(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 	ssize_t n;
 
 	OP_BEGIN(&il, fs, LK_EX);
-	n = fs_ilock_one(&il, ino, FS_IL_EX);
-	if (n == 0)
-		n = fs_ino_read(fs, ino, &b);
+	n = fs_vfs_lock_read(&il, fs, ino, FS_IL_EX, &b);
 	if (n < 0)
 		goto out;
 	if (S_ISDIR(fs_di(b)->mode))
@@ -238,9 +234,7 @@ int fs_fallocate(struct fs *fs, const struct fs_cred *cred, uint64_t ino,
 
 	(void)cred;
 	OP_BEGIN(&il, fs, LK_EX);
-	ret = fs_ilock_one(&il, ino, FS_IL_EX);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_EX, &b);
 	if (ret == 0) {
 		n = fs_ilock_rec(&il, ino);
 		g = refc_guard(fs, b, &rh);
@@ -344,9 +338,7 @@ int fs_lseek(struct fs *fs, uint64_t ino, uint64_t off, int whence,
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
 	OP_BEGIN(&il, fs, LK_PR);
-	ret = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+	ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (ret == 0) {
 		if (S_ISREG(fs_di(b)->mode))
 			ret =

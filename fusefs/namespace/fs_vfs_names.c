@@ -268,9 +268,7 @@ ssize_t fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size)
 	ssize_t n;
 
 	OP_BEGIN(&il, fs, LK_PR);
-	n = fs_ilock_one(&il, ino, FS_IL_SH);
-	if (n == 0)
-		n = fs_ino_read(fs, ino, &b);
+	n = fs_vfs_lock_read(&il, fs, ino, FS_IL_SH, &b);
 	if (n == 0) {
 		if (!S_ISLNK(fs_di(b)->mode))
 			n = -EINVAL;
@@ -341,9 +339,7 @@ static int remove_entry(struct fs *fs, const struct fs_cred *cred,
 		goto out;
 	ret = fs_dir_lookup(fs, d, name, strlen(name), &ino, NULL, &key);
 	if (ret == 0)
-		ret = fs_ilock_one(&il, ino, FS_IL_EX);
-	if (ret == 0)
-		ret = fs_ino_read(fs, ino, &b);
+		ret = fs_vfs_lock_read(&il, fs, ino, FS_IL_EX, &b);
 	if (ret < 0)
 		goto out_dir;
 	if (dir && !S_ISDIR(fs_di(b)->mode))
