@@ -314,3 +314,25 @@ PY
 	PENDING=${PENDING:-0}
 	echo "${1}: free log of $3: $PENDING blocks pending (round $_cfr)"
 }
+
+# An NBD server (nbdkit, file plugin) exporting $IMG on $SOCK without
+# multi-conn: a node mounting $URI has a flush that does not cover the
+# image file's other users (FORMAT.md "Journal": no checkpoint records
+# while it is mounted). With LOGFILE, nbdkit's log filter writes every
+# request there. Sets SOCK, URI and SRV (killed on exit); checks
+# NAME_nbd_server. Usage: clu_nbd_nomc NAME [LOGFILE]
+clu_nbd_nomc() {
+	SOCK=$T/nbd.sock
+	URI="nbd+unix:///?socket=$SOCK&io_timeout=10"
+	if [ -n "${2:-}" ]; then
+		nbdkit -f -U "$SOCK" --filter=log --filter=multi-conn \
+			file "$IMG" multi-conn-mode=disable logfile="$2" \
+			>"$T/nbdkit.log" 2>&1 &
+	else
+		nbdkit -f -U "$SOCK" --filter=multi-conn file "$IMG" \
+			multi-conn-mode=disable >"$T/nbdkit.log" 2>&1 &
+	fi
+	SRV=$!
+	on_exit "kill $SRV 2>/dev/null"
+	check "${1}_nbd_server" wait_for 10 test -S "$SOCK"
+}

@@ -22,8 +22,6 @@
 clu_require clu_mix jq nbdkit
 
 clu_setup clu_mix 2 256 -j 3
-SOCK=$T/nbd.sock
-URI="nbd+unix:///?socket=$SOCK&io_timeout=10"
 st() { "$B/ucfs-stat" --json "$1"; }
 j1() { st "$M1" | jq -r "$1"; }
 j2() { st "$M2" | jq -r "$1"; }
@@ -32,11 +30,7 @@ clu_mount clu_mix 1
 check clu_mix_n1_records_on test "$(j1 .cluster.records)" = on
 
 # node 2: the same image through NBD, multi-conn off
-nbdkit -f -U "$SOCK" --filter=multi-conn file "$IMG" \
-	multi-conn-mode=disable >"$T/nbdkit.log" 2>&1 &
-SRV=$!
-on_exit "kill $SRV 2>/dev/null"
-check clu_mix_nbd_server wait_for 10 test -S "$SOCK"
+clu_nbd_nomc clu_mix
 fs_mount "$URI" "$M2" "$(clu_opts "$CFG" 2)" || {
 	fail clu_mix_m2 "$(cat "$T/nbdkit.log")"
 	exit 1

@@ -24,8 +24,6 @@
 clu_require clu_mix_fence jq nbdkit
 
 clu_setup clu_mix_fence 2 256 -j 3
-SOCK=$T/nbd.sock
-URI="nbd+unix:///?socket=$SOCK&io_timeout=10"
 j1() { clu_stat "$M1" "$1"; }
 j2() { clu_stat "$M2" "$1"; }
 
@@ -50,11 +48,7 @@ check clu_mix_fence_n1_no_checkpoint test "$(j1 .journal.checkpoints)" -eq 0
 slot1=$(j1 .cluster.slot)
 check clu_mix_fence_n1_slot0 test "$slot1" = 0
 
-nbdkit -f -U "$SOCK" --filter=multi-conn file "$IMG" \
-	multi-conn-mode=disable >"$T/nbdkit.log" 2>&1 &
-SRV=$!
-on_exit "kill $SRV 2>/dev/null"
-check clu_mix_fence_nbd_server wait_for 10 test -S "$SOCK"
+clu_nbd_nomc clu_mix_fence
 
 # node 1's records-off flush fails when node 2 joins
 : >"$T/fail"

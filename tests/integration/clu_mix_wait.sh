@@ -21,8 +21,6 @@
 clu_require clu_mix_wait jq nbdkit
 
 clu_setup clu_mix_wait 2 256 -j 3
-SOCK=$T/nbd.sock
-URI="nbd+unix:///?socket=$SOCK&io_timeout=10"
 j1() { clu_stat "$M1" "$1"; }
 j2() { clu_stat "$M2" "$1"; }
 
@@ -33,12 +31,7 @@ check clu_mix_wait_n1_on test "$(j1 .cluster.records)" = on
 echo "from node 1" >"$M1/f"
 sync "$M1/f"
 
-nbdkit -f -U "$SOCK" --filter=log --filter=multi-conn file "$IMG" \
-	multi-conn-mode=disable logfile="$T/nbd.log" \
-	>"$T/nbdkit.log" 2>&1 &
-SRV=$!
-on_exit "kill $SRV 2>/dev/null"
-check clu_mix_wait_nbd_server wait_for 10 test -S "$SOCK"
+clu_nbd_nomc clu_mix_wait "$T/nbd.log"
 
 # node 1's records-off flush hangs: node 2 gives up after 2 s
 : >"$T/hold"
